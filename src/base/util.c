@@ -1,0 +1,67 @@
+#include "base/util.h"
+
+#include <errno.h>
+#include <nettle/sha2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void *pr_aligned_alloc(size_t len) {
+  size_t rounded = (len + PR_ALIGN - 1) / PR_ALIGN * PR_ALIGN;
+  if (rounded < len) return NULL;
+  if (rounded == 0) rounded = PR_ALIGN;
+  return aligned_alloc(PR_ALIGN, rounded);
+}
+
+void *pr_aligned_calloc(size_t len) {
+  void *p = pr_aligned_alloc(len);
+  if (p) memset(p, 0, len ? len : 1);
+  return p;
+}
+
+void pr_free(void *p) { free(p); }
+
+char *pr_strdup(const char *s) { return s ? strdup(s) : NULL; }
+
+double pr_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int pr_read_file(const char *path, void **data, size_t *len, size_t max_len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  if (fseek(f, 0, SEEK_END) != 0) goto fail;
+  long size = ftell(f);
+  if (size < 0) goto fail;
+  if ((size_t)size > max_len) {
+    errno = EFBIG;
+    goto fail;
+  }
+  rewind(f);
+  void *buf = malloc((size_t)size + 1);
+  if (!buf) goto fail;
+  if (size && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+    free(buf);
+    errno = EIO;
+    goto fail;
+  }
+  fclose(f);
+  *data = buf;
+  *len = (size_t)size;
+  return 0;
+fail:
+  fclose(f);
+  return -1;
+}
+
+void pr_sha256_hex(const void *data, size_t len, char out[65]) {
+  struct sha256_ctx ctx;
+  uint8_t digest[SHA256_DIGEST_SIZE];
+  sha256_init(&ctx);
+  sha256_update(&ctx, len, data);
+  sha256_digest(&ctx, sizeof digest, digest);
+  for (int i = 0; i < SHA256_DIGEST_SIZE; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}

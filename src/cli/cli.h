@@ -1,0 +1,10 @@
+/* packrat command-line: one function per subcommand. */
+#ifndef PR_CLI_H
+#define PR_CLI_H
+
+int pr_cli_run(int argc, char **argv);
+
+/* Parse a positive integer flag value; exits with a message when invalid. */
+long pr_cli_parse_long(const char *flag, const char *val, long min, long max);
+
+#endif

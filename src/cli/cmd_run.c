@@ -1,0 +1,270 @@
+/* packrat run: load a model, feed it inputs (files or random), run it,
+ * report latency and optionally write the outputs. */
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/util.h"
+#include "cli/cli.h"
+#include "packrat/engine.h"
+
+#define MAX_INPUTS 64
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: packrat run MODEL.onnx [options]\n"
+          "\n"
+          "  --threads T         threads of the session (default 1)\n"
+          "  --batch B           value of the symbolic batch dimension for generated inputs (default 1)\n"
+          "  --input NAME=FILE   input tensor from an ONNX TensorProto (.pb) or NumPy (.npy) file\n"
+          "  --input-dir DIR     inputs from DIR/input_0.pb, input_1.pb, ... in graph-input order\n"
+          "  --output-dir DIR    write output_K.pb and output_K.npy in graph-output order\n"
+          "  --repeat N          timed runs after warm-up (default 1)\n"
+          "  --warmup N          untimed runs first (default 1 with --repeat > 1, else 0)\n"
+          "  --json              print one JSON object as the last line\n"
+          "\n"
+          "Without inputs, random inputs of the model's shape are generated.\n");
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void fill_random(pr_tensor_t *t, unsigned *seed) {
+  int64_t n = pr_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    unsigned r = (*seed = *seed * 1103515245u + 12345u) >> 8;
+    switch (t->dtype) {
+    case PR_DTYPE_FLOAT: ((float *)t->data)[i] = (float)(r % 20000) / 10000.f - 1.f; break;
+    case PR_DTYPE_DOUBLE: ((double *)t->data)[i] = (double)(r % 20000) / 10000.0 - 1.0; break;
+    case PR_DTYPE_INT64: ((int64_t *)t->data)[i] = r % 100; break;
+    case PR_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(r % 100); break;
+    case PR_DTYPE_BOOL: ((uint8_t *)t->data)[i] = r & 1; break;
+    default: memset((char *)t->data + i * (int64_t)pr_dtype_size(t->dtype), (int)(r % 100), pr_dtype_size(t->dtype)); break;
+    }
+  }
+}
+
+static void shape_str(const pr_tensor_t *t, char *buf, size_t len) {
+  size_t off = (size_t)snprintf(buf, len, "[");
+  for (int k = 0; k < t->rank && off < len; k++)
+    off += (size_t)snprintf(buf + off, len - off, "%s%lld", k ? ", " : "", (long long)t->dims[k]);
+  if (off < len) snprintf(buf + off, len - off, "]");
+}
+
+int pr_cli_run(int argc, char **argv) {
+  const char *model_path = NULL, *input_dir = NULL, *output_dir = NULL;
+  const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
+  int n_named = 0, threads = 1, repeat = 1, warmup = -1;
+  long batch = 1;
+  bool json = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--threads")) {
+      threads = (int)pr_cli_parse_long(a, val, 1, 1024), i++;
+    } else if (!strcmp(a, "--batch")) {
+      batch = pr_cli_parse_long(a, val, 1, 1 << 20), i++;
+    } else if (!strcmp(a, "--repeat")) {
+      repeat = (int)pr_cli_parse_long(a, val, 1, 1000000), i++;
+    } else if (!strcmp(a, "--warmup")) {
+      warmup = (int)pr_cli_parse_long(a, val, 0, 1000000), i++;
+    } else if (!strcmp(a, "--input")) {
+      const char *eq = val ? strchr(val, '=') : NULL;
+      if (!eq || eq == val || !eq[1]) {
+        fprintf(stderr, "packrat run: --input needs NAME=FILE\n");
+        return 2;
+      }
+      if (n_named == MAX_INPUTS) {
+        fprintf(stderr, "packrat run: at most %d --input flags\n", MAX_INPUTS);
+        return 2;
+      }
+      in_names[n_named] = strndup(val, (size_t)(eq - val));
+      in_files[n_named++] = eq + 1;
+      i++;
+    } else if (!strcmp(a, "--input-dir")) {
+      if (!val) { fprintf(stderr, "packrat run: --input-dir needs a value\n"); return 2; }
+      input_dir = val, i++;
+    } else if (!strcmp(a, "--output-dir")) {
+      if (!val) { fprintf(stderr, "packrat run: --output-dir needs a value\n"); return 2; }
+      output_dir = val, i++;
+    } else if (!strcmp(a, "--json")) {
+      json = true;
+    } else if (a[0] == '-') {
+      fprintf(stderr, "packrat run: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    } else if (!model_path) {
+      model_path = a;
+    } else {
+      fprintf(stderr, "packrat run: unexpected argument '%s'\n", a);
+      return 2;
+    }
+  }
+  if (!model_path) {
+    usage(stderr);
+    return 2;
+  }
+  if (warmup < 0) warmup = repeat > 1 ? 1 : 0;
+  char err[1024];
+  pr_model_t *model;
+  if (pr_engine_model_load_file(model_path, &model, err, sizeof err)) {
+    fprintf(stderr, "packrat run: %s\n", err);
+    return 1;
+  }
+  int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
+  if (n_in > MAX_INPUTS) {
+    fprintf(stderr, "packrat run: model has more than %d inputs\n", MAX_INPUTS);
+    return 1;
+  }
+  pr_tensor_t inputs[MAX_INPUTS];
+  memset(inputs, 0, sizeof inputs);
+  bool have_files = input_dir || n_named;
+  int rc = 1;
+  pr_session_t *sess = NULL;
+  pr_tensor_t *outputs = calloc((size_t)n_out + 1, sizeof *outputs);
+  double *times = calloc((size_t)repeat, sizeof *times);
+  if (!outputs || !times) goto out;
+  if (have_files) {
+    pr_tensor_info_t shapes[MAX_INPUTS];
+    for (int i = 0; i < n_in; i++) {
+      pr_tensor_info_t info;
+      pr_engine_model_input(model, i, &info);
+      char path[4096];
+      const char *file = NULL;
+      for (int j = 0; j < n_named; j++)
+        if (!strcmp(in_names[j], info.name)) file = in_files[j];
+      if (!file && input_dir) {
+        snprintf(path, sizeof path, "%s/input_%d.pb", input_dir, i);
+        struct stat sb;
+        if (stat(path, &sb) != 0) snprintf(path, sizeof path, "%s/input_%d.npy", input_dir, i);
+        file = path;
+      }
+      if (!file) {
+        fprintf(stderr, "packrat run: no file for input '%s'\n", info.name);
+        goto out;
+      }
+      if (pr_engine_tensor_read_file(file, &inputs[i], NULL, err, sizeof err)) {
+        fprintf(stderr, "packrat run: input '%s': %s\n", info.name, err);
+        goto out;
+      }
+      memset(&shapes[i], 0, sizeof shapes[i]);
+      shapes[i].name = info.name;
+      shapes[i].dtype = inputs[i].dtype;
+      shapes[i].rank = inputs[i].rank;
+      memcpy(shapes[i].dims, inputs[i].dims, sizeof shapes[i].dims);
+    }
+    for (int j = 0; j < n_named; j++) {
+      bool found = false;
+      for (int i = 0; i < n_in; i++) {
+        pr_tensor_info_t info;
+        pr_engine_model_input(model, i, &info);
+        found |= !strcmp(info.name, in_names[j]);
+      }
+      if (!found) {
+        fprintf(stderr, "packrat run: model has no input '%s'\n", in_names[j]);
+        goto out;
+      }
+    }
+    pr_session_options_t opt = pr_session_options_default();
+    opt.threads = threads;
+    opt.batch = n_in && inputs[0].rank ? inputs[0].dims[0] : 1;
+    opt.input_shapes = shapes;
+    if (pr_engine_session_create(model, &opt, &sess, err, sizeof err)) {
+      fprintf(stderr, "packrat run: %s\n", err);
+      goto out;
+    }
+  } else {
+    pr_session_options_t opt = pr_session_options_default();
+    opt.threads = threads;
+    opt.batch = batch;
+    if (pr_engine_session_create(model, &opt, &sess, err, sizeof err)) {
+      fprintf(stderr, "packrat run: %s\n", err);
+      goto out;
+    }
+    unsigned seed = 12345;
+    for (int i = 0; i < n_in; i++) {
+      pr_tensor_info_t info;
+      pr_engine_session_input(sess, i, &info);
+      inputs[i].dtype = info.dtype;
+      inputs[i].rank = info.rank;
+      memcpy(inputs[i].dims, info.dims, sizeof info.dims);
+      inputs[i].data = pr_aligned_alloc((size_t)pr_tensor_numel(&inputs[i]) * pr_dtype_size(info.dtype));
+      if (!inputs[i].data) goto out;
+      fill_random(&inputs[i], &seed);
+    }
+  }
+  for (int i = 0; i < warmup; i++)
+    if (pr_engine_session_run(sess, inputs, n_in, outputs, n_out, err, sizeof err)) {
+      fprintf(stderr, "packrat run: %s\n", err);
+      goto out;
+    }
+  for (int i = 0; i < repeat; i++) {
+    double t0 = pr_now();
+    if (pr_engine_session_run(sess, inputs, n_in, outputs, n_out, err, sizeof err)) {
+      fprintf(stderr, "packrat run: %s\n", err);
+      goto out;
+    }
+    times[i] = (pr_now() - t0) * 1e3;
+  }
+  if (output_dir) {
+    mkdir(output_dir, 0755);
+    for (int i = 0; i < n_out; i++) {
+      pr_tensor_info_t info;
+      pr_engine_session_output(sess, i, &info);
+      char path[4096];
+      snprintf(path, sizeof path, "%s/output_%d.pb", output_dir, i);
+      pr_status_t st = pr_engine_tensor_write_pb(path, &outputs[i], info.name);
+      snprintf(path, sizeof path, "%s/output_%d.npy", output_dir, i);
+      if (!st) st = pr_engine_tensor_write_npy(path, &outputs[i]);
+      if (st) {
+        fprintf(stderr, "packrat run: cannot write %s\n", path);
+        goto out;
+      }
+    }
+  }
+  qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+  double median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+  double p90 = times[(int)ceil(0.9 * repeat) - 1 < 0 ? 0 : (int)ceil(0.9 * repeat) - 1];
+  double mn = times[0];
+  pr_tensor_info_t in0;
+  int64_t used_batch = n_in && pr_engine_session_input(sess, 0, &in0) == PR_OK && in0.rank ? in0.dims[0] : batch;
+  double gflop = pr_engine_session_flops(sess) / 1e9;
+  for (int i = 0; i < n_out; i++) {
+    pr_tensor_info_t info;
+    pr_engine_session_output(sess, i, &info);
+    char sh[256];
+    shape_str(&outputs[i], sh, sizeof sh);
+    printf("output %d '%s': %s %s\n", i, info.name ? info.name : "", pr_dtype_name(outputs[i].dtype), sh);
+  }
+  printf("latency over %d runs (threads %d, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
+         repeat, threads, (long long)used_batch, median, p90, mn);
+  if (gflop > 0) printf(", %.1f GFLOP/s", gflop / (median * 1e-3));
+  printf("\n");
+  if (json) {
+    json_t *o = json_pack("{s:s, s:i, s:I, s:i, s:f, s:f, s:f, s:f}", "model", model_path,
+                          "threads", threads, "batch", (json_int_t)used_batch, "repeat", repeat,
+                          "median_ms", median, "p90_ms", p90, "min_ms", mn, "gflop", gflop);
+    char *s = json_dumps(o, JSON_COMPACT);
+    printf("%s\n", s);
+    free(s);
+    json_decref(o);
+  }
+  rc = 0;
+out:
+  for (int i = 0; i < n_in; i++) pr_engine_tensor_free(&inputs[i]);
+  for (int j = 0; j < n_named; j++) free((void *)in_names[j]);
+  free(outputs);
+  free(times);
+  pr_engine_session_destroy(sess);
+  pr_engine_model_destroy(model);
+  return rc;
+}

@@ -1,0 +1,43 @@
+/* packrat: CPU inference server for ONNX models. Dispatches subcommands. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: packrat <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  run MODEL.onnx     run a model once or repeatedly and report latency\n"
+          "\n"
+          "'packrat <command> --help' describes a command's options.\n");
+}
+
+long pr_cli_parse_long(const char *flag, const char *val, long min, long max) {
+  if (!val) {
+    fprintf(stderr, "packrat: %s needs a value\n", flag);
+    exit(2);
+  }
+  char *end;
+  errno = 0;
+  long v = strtol(val, &end, 10);
+  if (errno || *end || end == val || v < min || v > max) {
+    fprintf(stderr, "packrat: %s must be an integer in [%ld, %ld], got '%s'\n", flag, min, max, val);
+    exit(2);
+  }
+  return v;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "run")) return pr_cli_run(argc - 1, argv + 1);
+  fprintf(stderr, "packrat: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

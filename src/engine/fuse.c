@@ -1,0 +1,181 @@
+/* Fusions that pay off on CNNs: BatchNormalization folded into Conv weights,
+ * activations and the residual Add run as oneDNN post-ops of the Conv. */
+#include "engine/fuse.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/util.h"
+
+static int only_consumer(pr_compile_t *c, int value, int from) {
+  if (c->v[value].n_uses != 1 || c->v[value].is_graph_output) return -1;
+  for (int i = from + 1; i < c->n_nodes; i++) {
+    pr_node_t *n = &c->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] == value) return i;
+  }
+  return -1;
+}
+
+static bool all_const(pr_compile_t *c, const pr_node_t *n, int from, int to) {
+  for (int k = from; k < to; k++)
+    if (k >= n->n_in || n->in[k] < 0 || !c->v[n->in[k]].is_const) return false;
+  return true;
+}
+
+static int new_const(pr_compile_t *c, const pr_value_t *like, int64_t numel) {
+  int idx = pr_compile_add_value(c);
+  if (idx < 0) return -1;
+  pr_value_t *v = &c->v[idx];
+  v->dtype = PR_DTYPE_FLOAT;
+  v->rank = like->rank;
+  memcpy(v->dims, like->dims, sizeof v->dims);
+  if (!like->rank) v->rank = 1, v->dims[0] = numel;
+  v->is_const = true;
+  v->kind = PR_VAL_CONST;
+  v->nbytes = (size_t)numel * sizeof(float);
+  v->data = pr_aligned_calloc(v->nbytes);
+  if (!v->data) return -1;
+  v->owns_data = true;
+  return idx;
+}
+
+/* Conv(W, B) -> BN(scale, bias, mean, var) becomes Conv(W', B'). */
+static pr_status_t fold_bn(pr_compile_t *c, pr_node_t *conv, pr_node_t *bn) {
+  if (!all_const(c, conv, 1, conv->n_in) || !all_const(c, bn, 1, 5)) return PR_OK;
+  pr_value_t *w = &c->v[conv->in[1]];
+  int64_t M = w->dims[0], per = pr_value_numel(w) / M;
+  float eps = pr_attr_float(bn->m, "epsilon", 1e-5f);
+  const float *scale = c->v[bn->in[1]].data, *bias = c->v[bn->in[2]].data,
+              *mean = c->v[bn->in[3]].data, *var = c->v[bn->in[4]].data;
+  const float *b_old = conv->n_in > 2 && conv->in[2] >= 0 ? c->v[conv->in[2]].data : NULL;
+  int wi = new_const(c, w, pr_value_numel(w));
+  pr_value_t bias_like = {.rank = 1, .dims = {M}};
+  int bi = new_const(c, &bias_like, M);
+  if (wi < 0 || bi < 0) return PR_ERR_NOMEM;
+  w = &c->v[conv->in[1]]; /* the values array may have moved */
+  const float *wd = w->data;
+  float *nw = c->v[wi].data, *nb = c->v[bi].data;
+  for (int64_t m = 0; m < M; m++) {
+    float s = scale[m] / sqrtf(var[m] + eps);
+    for (int64_t j = 0; j < per; j++) nw[m * per + j] = wd[m * per + j] * s;
+    nb[m] = ((b_old ? b_old[m] : 0.f) - mean[m]) * s + bias[m];
+  }
+  conv->in[1] = wi;
+  conv->in[2] = bi;
+  conv->n_in = 3;
+  conv->out[0] = bn->out[0];
+  bn->dead = true;
+  return PR_OK;
+}
+
+/* Activation consumer -> eltwise post-ops; returns true when fused. */
+static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
+  pr_post_t *p = &conv->post;
+  const char *op = act->op->name;
+  dnnl_alg_kind_t alg[2];
+  float alpha[2] = {0, 0}, beta[2] = {0, 0};
+  int cnt = 1;
+  if (!strcmp(op, "Relu")) alg[0] = dnnl_eltwise_relu;
+  else if (!strcmp(op, "LeakyRelu")) alg[0] = dnnl_eltwise_relu, alpha[0] = pr_attr_float(act->m, "alpha", 0.01f);
+  else if (!strcmp(op, "Sigmoid")) alg[0] = dnnl_eltwise_logistic;
+  else if (!strcmp(op, "Tanh")) alg[0] = dnnl_eltwise_tanh;
+  else if (!strcmp(op, "HardSwish")) alg[0] = dnnl_eltwise_hardswish;
+  else if (!strcmp(op, "HardSigmoid")) {
+    alg[0] = dnnl_eltwise_linear, alpha[0] = pr_attr_float(act->m, "alpha", 0.2f);
+    beta[0] = pr_attr_float(act->m, "beta", 0.5f);
+    alg[1] = dnnl_eltwise_clip_v2, alpha[1] = 0.f, beta[1] = 1.f;
+    cnt = 2;
+  } else if (!strcmp(op, "Clip") && c->v[act->in[0]].dtype == PR_DTYPE_FLOAT) {
+    float lo = -INFINITY, hi = INFINITY;
+    if (c->opset < 11) {
+      lo = pr_attr_float(act->m, "min", -3.402823e+38f);
+      hi = pr_attr_float(act->m, "max", 3.402823e+38f);
+    } else {
+      for (int k = 1; k < act->n_in; k++) {
+        if (act->in[k] < 0) continue;
+        if (!c->v[act->in[k]].is_const) return false;
+        float v = *(const float *)c->v[act->in[k]].data;
+        if (k == 1) lo = v;
+        else hi = v;
+      }
+    }
+    alg[0] = dnnl_eltwise_clip_v2, alpha[0] = lo, beta[0] = hi;
+  } else {
+    return false;
+  }
+  if (p->n_eltwise + cnt > PR_MAX_POST) return false;
+  for (int i = 0; i < cnt; i++) {
+    p->alg[p->n_eltwise] = alg[i];
+    p->alpha[p->n_eltwise] = alpha[i];
+    p->beta[p->n_eltwise] = beta[i];
+    p->n_eltwise++;
+  }
+  conv->out[0] = act->out[0];
+  act->dead = true;
+  return true;
+}
+
+static bool same_shape(const pr_value_t *a, const pr_value_t *b) {
+  if (a->rank != b->rank || a->dtype != b->dtype) return false;
+  for (int k = 0; k < a->rank; k++)
+    if (a->dims[k] != b->dims[k]) return false;
+  return true;
+}
+
+/* Add(conv_out, other) -> conv with a sum post-op; the conv moves to the Add's
+ * place when `other` is computed after it. Returns the conv's new index. */
+static int fuse_add(pr_compile_t *c, int ci, int ai) {
+  pr_node_t *conv = &c->nodes[ci], *add = &c->nodes[ai];
+  if (conv->post.sum || conv->n_in >= 16) return ci;
+  int mine = conv->out[0];
+  int other = add->in[0] == mine ? add->in[1] : add->in[0];
+  if (other == mine || !same_shape(&c->v[other], &c->v[mine])) return ci;
+  conv->post.sum = true;
+  conv->post.sum_before = conv->post.n_eltwise;
+  if (conv->n_in < 3) conv->in[2] = -1, conv->n_in = 3;
+  conv->in[conv->n_in++] = other;
+  conv->out[0] = add->out[0];
+  pr_node_t moved = *conv;
+  conv->dead = true;
+  conv->state = NULL;
+  *add = moved;
+  return ai;
+}
+
+pr_status_t pr_fuse(pr_compile_t *c) {
+  for (int i = 0; i < c->n_nodes; i++) {
+    if (c->nodes[i].dead || strcmp(c->nodes[i].op->name, "Conv")) continue;
+    int ci = i;
+    for (;;) {
+      pr_node_t *conv = &c->nodes[ci];
+      int next = only_consumer(c, conv->out[0], ci);
+      if (next < 0) break;
+      pr_node_t *cons = &c->nodes[next];
+      const char *op = cons->op->name;
+      if (!strcmp(op, "BatchNormalization") && cons->in[0] == conv->out[0] &&
+          !conv->post.n_eltwise && !conv->post.sum) {
+        pr_status_t st = fold_bn(c, conv, cons);
+        if (st) return st;
+        if (!cons->dead) break;
+        c->v[conv->out[0]].producer = ci;
+      } else if (!strcmp(op, "Add")) {
+        int ni = fuse_add(c, ci, next);
+        if (ni == ci) break;
+        ci = ni;
+      } else if (!fuse_act(c, conv, cons)) {
+        break;
+      }
+      /* the conv's new output is the consumer's; recount its uses */
+      int out = c->nodes[ci].out[0];
+      c->v[out].n_uses = 0;
+      for (int j = 0; j < c->n_nodes; j++) {
+        if (c->nodes[j].dead) continue;
+        for (int k = 0; k < c->nodes[j].n_in; k++) c->v[out].n_uses += c->nodes[j].in[k] == out;
+      }
+      if (c->v[out].is_graph_output) c->v[out].n_uses++;
+    }
+  }
+  return PR_OK;
+}

@@ -1,0 +1,218 @@
+/* Internal IR of the engine.
+ *
+ * A model (pr_model_t) is the ONNX graph as loaded: values with possibly
+ * symbolic shapes, nodes with attributes, initializers owned by the model.
+ * A session compiles a copy of it for concrete shapes: pr_value_t/pr_node_t
+ * below, where every shape is known, constants are folded, fusions applied,
+ * layouts chosen and every buffer placed in one arena.
+ *
+ * Threads: a model is read-only after load and may be shared by sessions on
+ * any thread; a session is used by one thread at a time.
+ */
+#ifndef PR_ENGINE_GRAPH_H
+#define PR_ENGINE_GRAPH_H
+
+#include <dnnl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "packrat/engine.h"
+
+/* ---- model level ---- */
+
+enum { /* ONNX AttributeProto.AttributeType */
+       PR_ATTR_FLOAT = 1,
+       PR_ATTR_INT = 2,
+       PR_ATTR_STRING = 3,
+       PR_ATTR_TENSOR = 4,
+       PR_ATTR_GRAPH = 5,
+       PR_ATTR_FLOATS = 6,
+       PR_ATTR_INTS = 7,
+       PR_ATTR_STRINGS = 8 };
+
+typedef struct {
+  char *name;
+  int type;
+  float f;
+  int64_t i;
+  char *s; /* NUL-terminated copy of the bytes */
+  int n;   /* element count of floats/ints */
+  float *floats;
+  int64_t *ints;
+  pr_tensor_t *t;
+} pr_attr_t;
+
+typedef struct {
+  char *name;
+  pr_dtype_t dtype;
+  int rank; /* -1: unknown */
+  int64_t dims[PR_MAX_RANK];
+  char *dim_names[PR_MAX_RANK];
+  pr_tensor_t *init; /* initializer or Constant data, owned; NULL otherwise */
+  bool defined;      /* loader: produced by an earlier node, an input or an initializer */
+} pr_mvalue_t;
+
+struct pr_op;
+
+typedef struct {
+  char *name;
+  char *op_type;
+  int n_in, n_out;
+  int *in, *out; /* value indices; -1 for an omitted optional input */
+  int n_attrs;
+  pr_attr_t *attrs;
+  const struct pr_op *op;
+} pr_mnode_t;
+
+struct pr_model {
+  pr_mvalue_t *values;
+  int n_values;
+  pr_mnode_t *nodes;
+  int n_nodes;
+  int *inputs, n_inputs; /* graph inputs that are not initializers */
+  int *outputs, n_outputs;
+  int opset;
+  char sha256[65];
+};
+
+/* ---- session level ---- */
+
+typedef enum { PR_VAL_TEMP = 0, PR_VAL_CONST, PR_VAL_INPUT, PR_VAL_OUTPUT } pr_val_kind_t;
+
+typedef struct {
+  const char *name; /* borrowed from the model, or NULL for compiler-made values */
+  pr_dtype_t dtype;
+  int rank;
+  int64_t dims[PR_MAX_RANK];
+  pr_val_kind_t kind;
+  bool is_const; /* data known at compile time */
+  bool owns_data;
+  void *data;   /* constant data */
+  bool opaque;  /* stored in a oneDNN-chosen layout (md) instead of row-major */
+  dnnl_memory_desc_t md;
+  size_t nbytes;
+  int alias_of; /* -1, or the value whose buffer this one shares */
+  int producer, last_use, n_uses;
+  bool is_graph_output;
+  size_t offset; /* in the arena */
+  void *ptr;     /* buffer during a run */
+} pr_value_t;
+
+/* Post-operations fused into a kernel (Conv): element-wise activations and a
+ * residual sum. With sum, the node's last input is the addend; it is added
+ * after the first sum_before activations, then the rest apply. */
+#define PR_MAX_POST 4
+typedef struct {
+  int n_eltwise;
+  dnnl_alg_kind_t alg[PR_MAX_POST];
+  float alpha[PR_MAX_POST], beta[PR_MAX_POST];
+  bool sum;
+  int sum_before;
+} pr_post_t;
+
+typedef struct pr_node {
+  const struct pr_op *op;
+  const pr_mnode_t *m; /* attributes and name; NULL for compiler-made nodes */
+  int n_in, n_out;
+  int in[16], out[16];
+  bool dead;
+  pr_post_t post;
+  double flops; /* multiply-adds x 2 of one run, set by prepare */
+  void *state;
+} pr_node_t;
+
+typedef struct pr_compile {
+  pr_model_t *model;
+  pr_value_t *v;
+  int n_values, cap_values;
+  pr_node_t *nodes;
+  int n_nodes, cap_nodes;
+  int threads;
+  int opset;
+  dnnl_engine_t engine;
+  char *err;
+  size_t err_len;
+} pr_compile_t;
+
+typedef struct {
+  pr_value_t *v;
+  int threads;
+  dnnl_engine_t engine;
+  dnnl_stream_t stream;
+} pr_exec_t;
+
+/* An operator implementation. */
+typedef struct pr_op {
+  const char *name;
+  const char *attrs; /* comma-separated attribute names it understands */
+  int min_opset;     /* lowest opset version whose semantics it implements */
+  int max_inputs;
+  /* load time: validate attributes and inputs of m (NULL when fine). */
+  pr_status_t (*check)(const pr_mnode_t *m, int opset, char *err, size_t len);
+  /* compile: set dtype and shape of every output from the inputs. */
+  pr_status_t (*infer)(pr_compile_t *c, pr_node_t *n);
+  /* compile, after shapes and fusions: create kernel state, choose output
+   * layouts (only ops with accepts_opaque see opaque inputs). */
+  pr_status_t (*prepare)(pr_compile_t *c, pr_node_t *n);
+  void (*run)(pr_exec_t *x, pr_node_t *n);
+  void (*destroy)(void *state);
+  bool accepts_opaque;
+  bool view;           /* output 0 is input 0's bytes under a new shape */
+  bool inplace;        /* output 0 may share input 0's buffer */
+  bool nondeterministic; /* never folded at compile time */
+} pr_op_t;
+
+/* Registry. */
+const pr_op_t *pr_op_find(const char *name);
+/* Internal op that converts an opaque value to row-major. */
+extern const pr_op_t pr_op_reorder;
+
+/* Attribute access on a node (m may be NULL: defaults). */
+const pr_attr_t *pr_attr_find(const pr_mnode_t *m, const char *name);
+int64_t pr_attr_int(const pr_mnode_t *m, const char *name, int64_t def);
+float pr_attr_float(const pr_mnode_t *m, const char *name, float def);
+const char *pr_attr_string(const pr_mnode_t *m, const char *name, const char *def);
+/* ints attribute: returns count (0 when absent) and sets *vals. */
+int pr_attr_ints(const pr_mnode_t *m, const char *name, const int64_t **vals);
+int pr_attr_floats(const pr_mnode_t *m, const char *name, const float **vals);
+
+/* Compile helpers. */
+pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static inline pr_value_t *pr_in(pr_compile_t *c, const pr_node_t *n, int k) {
+  return (k < n->n_in && n->in[k] >= 0) ? &c->v[n->in[k]] : NULL;
+}
+static inline pr_value_t *pr_out(pr_compile_t *c, const pr_node_t *n, int k) {
+  return (k < n->n_out && n->out[k] >= 0) ? &c->v[n->out[k]] : NULL;
+}
+static inline void *pr_xin(pr_exec_t *x, const pr_node_t *n, int k) {
+  return x->v[n->in[k]].ptr;
+}
+static inline void *pr_xout(pr_exec_t *x, const pr_node_t *n, int k) {
+  return x->v[n->out[k]].ptr;
+}
+int64_t pr_value_numel(const pr_value_t *v);
+void pr_value_set_shape(pr_value_t *v, pr_dtype_t dtype, int rank, const int64_t *dims);
+/* Read a constant int64/int32 1-D input into vals (at most max); returns count or -1. */
+int pr_const_ints(const pr_value_t *v, int64_t *vals, int max);
+/* Row-major oneDNN descriptor of a float value. */
+pr_status_t pr_plain_md(const pr_value_t *v, dnnl_memory_desc_t *md);
+/* Add a value / node to the compile graph; returns its index or -1. */
+int pr_compile_add_value(pr_compile_t *c);
+/* During prepare: make input k of n row-major (or of layout md), inserting a
+ * reorder node before n when needed; rewires n->in[k]. */
+pr_status_t pr_require_plain(pr_compile_t *c, pr_node_t *n, int k);
+pr_status_t pr_require_md(pr_compile_t *c, pr_node_t *n, int k, const dnnl_memory_desc_t *md);
+const char *pr_node_name(const pr_node_t *n);
+const char *pr_mnode_name(const pr_mnode_t *m);
+
+#define PR_DNNL(c, n, call)                                                            \
+  do {                                                                                 \
+    dnnl_status_t st_ = (call);                                                        \
+    if (st_ != dnnl_success)                                                           \
+      return pr_fail((c), (n), PR_ERR_INTERNAL, "oneDNN %s failed (%d)", #call, st_); \
+  } while (0)
+
+#endif

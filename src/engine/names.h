@@ -1,0 +1,20 @@
+/* String -> int map (open addressing) used to resolve value names while loading. */
+#ifndef PR_ENGINE_NAMES_H
+#define PR_ENGINE_NAMES_H
+
+#include <stddef.h>
+
+typedef struct {
+  const char **keys; /* borrowed */
+  int *vals;
+  size_t cap, len;
+} pr_names_t;
+
+void pr_names_init(pr_names_t *t);
+void pr_names_free(pr_names_t *t);
+/* Returns the value for key or -1. */
+int pr_names_get(const pr_names_t *t, const char *key);
+/* Inserts (key must outlive the map); returns 0 or -1 on allocation failure. */
+int pr_names_put(pr_names_t *t, const char *key, int val);
+
+#endif

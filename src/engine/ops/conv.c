@@ -1,0 +1,243 @@
+/* Conv on oneDNN: the kernel picks the activation layout (format any), the
+ * weights are reordered once at prepare (or each run when they are not
+ * constant), and fused activations / residual sum run as post-ops. */
+#include <string.h>
+
+#include "base/util.h"
+#include "engine/ops/dnnl_util.h"
+
+typedef struct {
+  int sp; /* spatial rank */
+  int64_t kernel[3], stride[3], dil[3], pad_l[3], pad_r[3];
+  int64_t group;
+} conv_geom_t;
+
+typedef struct {
+  pr_dnnl_prim_t conv;
+  pr_dnnl_prim_t w_reorder; /* for non-constant weights */
+  void *w_buf;
+  bool w_dynamic;
+  int sum_in; /* input index of the residual addend, -1 */
+} conv_state_t;
+
+static void destroy_conv(void *p) {
+  conv_state_t *s = p;
+  pr_dnnl_prim_destroy(&s->conv);
+  pr_dnnl_prim_destroy(&s->w_reorder);
+  pr_free(s->w_buf);
+  free(s);
+}
+
+/* Shared by Conv and the pooling ops: output size and pads from ONNX attributes. */
+pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, int sp,
+                           const int64_t *kernel, bool ceil_mode, int64_t *stride, int64_t *dil,
+                           int64_t *pad_l, int64_t *pad_r, int64_t *out_sp) {
+  const int64_t *v;
+  int cnt;
+  for (int k = 0; k < sp; k++) stride[k] = 1, dil[k] = 1, pad_l[k] = 0, pad_r[k] = 0;
+  if ((cnt = pr_attr_ints(n->m, "strides", &v))) {
+    if (cnt != sp) return pr_fail(c, n, PR_ERR_INVALID, "strides needs %d entries", sp);
+    for (int k = 0; k < sp; k++) stride[k] = v[k];
+  }
+  if ((cnt = pr_attr_ints(n->m, "dilations", &v))) {
+    if (cnt != sp) return pr_fail(c, n, PR_ERR_INVALID, "dilations needs %d entries", sp);
+    for (int k = 0; k < sp; k++) dil[k] = v[k];
+  }
+  const char *ap = pr_attr_string(n->m, "auto_pad", "NOTSET");
+  bool explicit_pads = false;
+  if ((cnt = pr_attr_ints(n->m, "pads", &v))) {
+    if (cnt != 2 * sp) return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * sp);
+    for (int k = 0; k < sp; k++) pad_l[k] = v[k], pad_r[k] = v[k + sp];
+    explicit_pads = true;
+  }
+  for (int k = 0; k < sp; k++) {
+    if (stride[k] < 1 || dil[k] < 1 || kernel[k] < 1 || pad_l[k] < 0 || pad_r[k] < 0)
+      return pr_fail(c, n, PR_ERR_INVALID, "bad kernel, stride, dilation or pad");
+    int64_t ext = (kernel[k] - 1) * dil[k] + 1;
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+      int64_t out = (in_sp[k] + stride[k] - 1) / stride[k];
+      int64_t total = (out - 1) * stride[k] + ext - in_sp[k];
+      if (total < 0) total = 0;
+      if (ap[5] == 'U') pad_l[k] = total / 2, pad_r[k] = total - total / 2;
+      else pad_r[k] = total / 2, pad_l[k] = total - total / 2;
+      out_sp[k] = out;
+      continue;
+    }
+    if (!strcmp(ap, "VALID")) {
+      pad_l[k] = pad_r[k] = 0;
+    } else if (strcmp(ap, "NOTSET")) {
+      return pr_fail(c, n, PR_ERR_INVALID, "auto_pad '%s'", ap);
+    }
+    (void)explicit_pads;
+    int64_t span = in_sp[k] + pad_l[k] + pad_r[k] - ext;
+    if (span < 0) return pr_fail(c, n, PR_ERR_INVALID, "window larger than the padded input");
+    int64_t out = (ceil_mode ? (span + stride[k] - 1) / stride[k] : span / stride[k]) + 1;
+    /* ceil mode: the last window must start inside the input or left pad */
+    if (ceil_mode && (out - 1) * stride[k] >= in_sp[k] + pad_l[k]) out--;
+    /* oneDNN wants pads that produce exactly this size */
+    int64_t need = (out - 1) * stride[k] + ext - in_sp[k] - pad_l[k];
+    if (need > pad_r[k]) pad_r[k] = need;
+    out_sp[k] = out;
+  }
+  return PR_OK;
+}
+
+static pr_status_t conv_geom(pr_compile_t *c, pr_node_t *n, conv_geom_t *g, int64_t *out_sp) {
+  pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1);
+  g->sp = x->rank - 2;
+  g->group = pr_attr_int(n->m, "group", 1);
+  const int64_t *ks;
+  int cnt = pr_attr_ints(n->m, "kernel_shape", &ks);
+  for (int k = 0; k < g->sp; k++) g->kernel[k] = w->dims[k + 2];
+  if (cnt) {
+    if (cnt != g->sp) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape needs %d entries", g->sp);
+    for (int k = 0; k < g->sp; k++)
+      if (ks[k] != g->kernel[k]) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape differs from W");
+  }
+  return pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, false, g->stride, g->dil, g->pad_l,
+                        g->pad_r, out_sp);
+}
+
+static pr_status_t infer_conv(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1), *b = pr_in(c, n, 2);
+  if (!x || !w) return pr_fail(c, n, PR_ERR_INVALID, "needs X and W");
+  if (x->dtype != PR_DTYPE_FLOAT || w->dtype != PR_DTYPE_FLOAT || (b && b->dtype != PR_DTYPE_FLOAT))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT convolution");
+  if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions, W of the same rank");
+  conv_geom_t g;
+  int64_t out_sp[3];
+  pr_status_t st = conv_geom(c, n, &g, out_sp);
+  if (st) return st;
+  int64_t C = x->dims[1], M = w->dims[0];
+  if (g.group < 1 || C % g.group || M % g.group || w->dims[1] != C / g.group)
+    return pr_fail(c, n, PR_ERR_INVALID, "channels (%lld in, W %lldx%lld) do not match group %lld",
+                   (long long)C, (long long)M, (long long)w->dims[1], (long long)g.group);
+  if (b && (b->rank != 1 || b->dims[0] != M))
+    return pr_fail(c, n, PR_ERR_INVALID, "B must have %lld elements", (long long)M);
+  int64_t d[5] = {x->dims[0], M};
+  for (int k = 0; k < g.sp; k++) d[k + 2] = out_sp[k];
+  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, x->rank, d);
+  return PR_OK;
+}
+
+static void dims_of(const pr_value_t *v, dnnl_dims_t d) {
+  for (int k = 0; k < v->rank; k++) d[k] = v->dims[k];
+}
+
+static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
+  conv_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  s->sum_in = n->post.sum ? n->n_in - 1 : -1;
+  pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1), *o = pr_out(c, n, 0);
+  pr_value_t *b = n->n_in > 2 && s->sum_in != 2 ? pr_in(c, n, 2) : NULL;
+  conv_geom_t g;
+  int64_t out_sp[3];
+  pr_status_t st = conv_geom(c, n, &g, out_sp);
+  if (st) return st;
+  int rank = x->rank;
+  dnnl_dims_t xd, od, wd, strides, dil, pl, pr_;
+  dims_of(x, xd);
+  dims_of(o, od);
+  for (int k = 0; k < g.sp; k++) {
+    strides[k] = g.stride[k];
+    dil[k] = g.dil[k] - 1;
+    pl[k] = g.pad_l[k];
+    pr_[k] = g.pad_r[k];
+  }
+  /* weights: [M, C/g, k...] or grouped [g, M/g, C/g, k...] */
+  int wrank = g.group > 1 ? rank + 1 : rank;
+  if (g.group > 1) {
+    wd[0] = g.group;
+    wd[1] = w->dims[0] / g.group;
+    for (int k = 1; k < rank; k++) wd[k + 1] = w->dims[k];
+  } else {
+    dims_of(w, wd);
+  }
+  static const dnnl_format_tag_t plain_tags[] = {0, 0, 0, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
+  dnnl_memory_desc_t x_any, w_any, o_any, b_md, w_plain;
+  /* few input channels (image inputs): the kernels take row-major directly */
+  bool x_plain = !x->opaque && x->dims[1] <= 4;
+  if (x_plain) x_any = x->md;
+  else PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, dnnl_format_tag_any));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, dnnl_f32, dnnl_format_tag_any));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_plain, wrank, wd, dnnl_f32, plain_tags[wrank]));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, dnnl_format_tag_any));
+  if (b) {
+    dnnl_dims_t bd = {b->dims[0]};
+    PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
+  }
+  dnnl_convolution_desc_t cd;
+  PR_DNNL(c, n, dnnl_dilated_convolution_forward_desc_init(
+                    &cd, dnnl_forward_inference, dnnl_convolution_direct, &x_any, &w_any,
+                    b ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
+  dnnl_primitive_attr_t attr;
+  dnnl_post_ops_t po;
+  PR_DNNL(c, n, dnnl_primitive_attr_create(&attr));
+  PR_DNNL(c, n, dnnl_post_ops_create(&po));
+  for (int i = 0; i <= n->post.n_eltwise; i++) {
+    if (n->post.sum && i == n->post.sum_before) dnnl_post_ops_append_sum(po, 1.f);
+    if (i < n->post.n_eltwise)
+      dnnl_post_ops_append_eltwise(po, 1.f, n->post.alg[i], n->post.alpha[i], n->post.beta[i]);
+  }
+  dnnl_primitive_attr_set_post_ops(attr, po);
+  dnnl_post_ops_destroy(po);
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &cd, attr, c->engine, NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (ds != dnnl_success) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN kernel (%d)", ds);
+  dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  dnnl_memory_desc_t w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  if ((st = pr_dnnl_prim_init(c, n, &s->conv, pd))) return st;
+  if ((st = pr_require_md(c, n, 0, &src_md))) return st;
+  o->md = dst_md;
+  pr_plain_md(o, &w_any); /* reuse as scratch: the row-major md of the output */
+  o->opaque = !dnnl_memory_desc_equal(&dst_md, &w_any);
+  o->nbytes = dnnl_memory_desc_get_size(&dst_md);
+  if (s->sum_in >= 0 && (st = pr_require_md(c, n, s->sum_in, &dst_md))) return st;
+  /* weights once into the kernel's layout */
+  w = pr_in(c, n, 1);
+  s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(&w_md));
+  if (!s->w_buf) return PR_ERR_NOMEM;
+  if (w->is_const) {
+    if ((st = pr_dnnl_reorder_now(c->engine, &w_plain, w->data, &w_md, s->w_buf)))
+      return pr_fail(c, n, st, "weight reorder failed");
+  } else {
+    s->w_dynamic = true;
+    dnnl_primitive_desc_t rpd;
+    PR_DNNL(c, n, dnnl_reorder_primitive_desc_create(&rpd, &w_plain, c->engine, &w_md, c->engine, NULL));
+    if ((st = pr_dnnl_prim_init(c, n, &s->w_reorder, rpd))) return st;
+    pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_FROM, n->in[1], NULL, &w_plain);
+    pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_TO, -1, s->w_buf, &w_md);
+  }
+  pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_SRC, n->in[0], NULL, &src_md);
+  pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
+  if (b) pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
+  pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
+  double macs = (double)pr_value_numel(o) * (double)(x->dims[1] / g.group);
+  for (int k = 0; k < g.sp; k++) macs *= (double)g.kernel[k];
+  n->flops = 2 * macs;
+  return PR_OK;
+}
+
+static void run_conv(pr_exec_t *x, pr_node_t *n) {
+  conv_state_t *s = n->state;
+  if (s->w_dynamic) pr_dnnl_prim_run(x, &s->w_reorder);
+  if (s->sum_in >= 0) {
+    const pr_value_t *a = &x->v[n->in[s->sum_in]], *o = &x->v[n->out[0]];
+    if (a->ptr != o->ptr) pr_copy(o->ptr, a->ptr, o->nbytes, x->threads);
+  }
+  pr_dnnl_prim_run(x, &s->conv);
+}
+
+const pr_op_t pr_op_conv = {.name = "Conv",
+                            .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides",
+                            .min_opset = 1,
+                            .max_inputs = 3,
+                            .infer = infer_conv,
+                            .prepare = prepare_conv,
+                            .run = run_conv,
+                            .destroy = destroy_conv,
+                            .accepts_opaque = true};

@@ -1,0 +1,101 @@
+/* oneDNN glue: primitive + bound arguments, synchronous reorders, and the
+ * compiler's internal Reorder op (layout changes between kernels). */
+#include "engine/ops/dnnl_util.h"
+
+#include <string.h>
+
+#include "base/util.h"
+
+pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
+                              dnnl_primitive_desc_t pd) {
+  dnnl_status_t st = dnnl_primitive_create(&p->prim, pd);
+  dnnl_primitive_desc_destroy(pd);
+  if (st != dnnl_success) return pr_fail(c, n, PR_ERR_INTERNAL, "oneDNN primitive creation failed (%d)", st);
+  return PR_OK;
+}
+
+void pr_dnnl_prim_add_arg(pr_dnnl_prim_t *p, int arg, int value, void *buf,
+                          const dnnl_memory_desc_t *md) {
+  pr_dnnl_arg_t *a = &p->args[p->n_args++];
+  memset(a, 0, sizeof *a);
+  a->arg = arg;
+  a->value = value;
+  a->buf = buf;
+  a->md = *md;
+}
+
+void pr_dnnl_prim_run(pr_exec_t *x, pr_dnnl_prim_t *p) {
+  dnnl_exec_arg_t args[PR_DNNL_MAX_ARGS];
+  for (int i = 0; i < p->n_args; i++) {
+    pr_dnnl_arg_t *a = &p->args[i];
+    void *ptr = a->value >= 0 ? x->v[a->value].ptr : a->buf;
+    if (!a->mem) {
+      dnnl_memory_create(&a->mem, &a->md, x->engine, ptr);
+      a->bound = ptr;
+    } else if (a->bound != ptr) {
+      dnnl_memory_set_data_handle(a->mem, ptr);
+      a->bound = ptr;
+    }
+    args[i].arg = a->arg;
+    args[i].memory = a->mem;
+  }
+  dnnl_primitive_execute(p->prim, x->stream, p->n_args, args);
+}
+
+void pr_dnnl_prim_destroy(pr_dnnl_prim_t *p) {
+  if (p->prim) dnnl_primitive_destroy(p->prim);
+  for (int i = 0; i < p->n_args; i++)
+    if (p->args[i].mem) dnnl_memory_destroy(p->args[i].mem);
+  p->prim = NULL;
+  p->n_args = 0;
+}
+
+pr_status_t pr_dnnl_reorder_now(dnnl_engine_t eng, const dnnl_memory_desc_t *src_md, void *src,
+                                const dnnl_memory_desc_t *dst_md, void *dst) {
+  dnnl_memory_t ms = NULL, md = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_t prim = NULL;
+  dnnl_stream_t stream = NULL;
+  pr_status_t st = PR_ERR_INTERNAL;
+  if (dnnl_memory_create(&ms, src_md, eng, src) || dnnl_memory_create(&md, dst_md, eng, dst) ||
+      dnnl_reorder_primitive_desc_create(&pd, src_md, eng, dst_md, eng, NULL) ||
+      dnnl_primitive_create(&prim, pd) ||
+      dnnl_stream_create(&stream, eng, dnnl_stream_default_flags))
+    goto out;
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, ms}, {DNNL_ARG_TO, md}};
+  if (dnnl_primitive_execute(prim, stream, 2, args) || dnnl_stream_wait(stream)) goto out;
+  st = PR_OK;
+out:
+  if (stream) dnnl_stream_destroy(stream);
+  if (prim) dnnl_primitive_destroy(prim);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (ms) dnnl_memory_destroy(ms);
+  if (md) dnnl_memory_destroy(md);
+  return st;
+}
+
+/* ---- Reorder (internal): in[0] -> out[0], layouts from the values' mds ---- */
+
+static pr_status_t prepare_reorder(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *in = pr_in(c, n, 0), *out = pr_out(c, n, 0);
+  pr_dnnl_prim_t *p = calloc(1, sizeof *p);
+  if (!p) return PR_ERR_NOMEM;
+  n->state = p;
+  dnnl_primitive_desc_t pd;
+  PR_DNNL(c, n, dnnl_reorder_primitive_desc_create(&pd, &in->md, c->engine, &out->md, c->engine, NULL));
+  pr_status_t st = pr_dnnl_prim_init(c, n, p, pd);
+  if (st) return st;
+  pr_dnnl_prim_add_arg(p, DNNL_ARG_FROM, n->in[0], NULL, &in->md);
+  pr_dnnl_prim_add_arg(p, DNNL_ARG_TO, n->out[0], NULL, &out->md);
+  return PR_OK;
+}
+
+static void run_reorder(pr_exec_t *x, pr_node_t *n) { pr_dnnl_prim_run(x, n->state); }
+
+static void destroy_prim(void *s) {
+  pr_dnnl_prim_destroy(s);
+  free(s);
+}
+
+const pr_op_t pr_op_reorder = {.name = "Reorder", .prepare = prepare_reorder, .run = run_reorder,
+                               .destroy = destroy_prim, .accepts_opaque = true};

@@ -1,0 +1,40 @@
+/* Helpers for ops built on oneDNN primitives. */
+#ifndef PR_ENGINE_DNNL_UTIL_H
+#define PR_ENGINE_DNNL_UTIL_H
+
+#include "engine/ops/ops.h"
+
+/* A primitive argument bound to a value's buffer. The memory object is made
+ * on the first run and its handle updated only when the value's pointer
+ * changes (graph inputs), since oneDNN may zero-pad a blocked buffer on each
+ * handle change. */
+typedef struct {
+  int arg;       /* DNNL_ARG_* */
+  int value;     /* value index, -1 for a state-owned buffer */
+  void *buf;     /* state-owned buffer when value < 0 */
+  dnnl_memory_desc_t md;
+  dnnl_memory_t mem;
+  void *bound;
+} pr_dnnl_arg_t;
+
+#define PR_DNNL_MAX_ARGS 8
+
+typedef struct {
+  dnnl_primitive_t prim;
+  int n_args;
+  pr_dnnl_arg_t args[PR_DNNL_MAX_ARGS];
+} pr_dnnl_prim_t;
+
+/* Create prim from pd (pd is destroyed). */
+pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
+                              dnnl_primitive_desc_t pd);
+void pr_dnnl_prim_add_arg(pr_dnnl_prim_t *p, int arg, int value, void *buf,
+                          const dnnl_memory_desc_t *md);
+void pr_dnnl_prim_run(pr_exec_t *x, pr_dnnl_prim_t *p);
+void pr_dnnl_prim_destroy(pr_dnnl_prim_t *p);
+
+/* Synchronous reorder of src (md) into dst (md). */
+pr_status_t pr_dnnl_reorder_now(dnnl_engine_t eng, const dnnl_memory_desc_t *src_md,
+                                void *src, const dnnl_memory_desc_t *dst_md, void *dst);
+
+#endif

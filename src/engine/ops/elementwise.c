@@ -1,0 +1,513 @@
+/* Element-wise operators: unary activations, Clip, numpy-broadcast binary
+ * arithmetic, Sum, and the pass-through ops Identity and Dropout.
+ *
+ * Unary ops whose f(0) is finite run on any layout: they treat an opaque
+ * (blocked) buffer as a flat array, padding included. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "engine/ops/ops.h"
+
+#define PAR_MIN 16384 /* below this many elements one thread is faster */
+
+void pr_copy(void *dst, const void *src, size_t n, int threads) {
+  if (dst == src || !n) return;
+  if (n < (1 << 20) || threads <= 1) {
+    memcpy(dst, src, n);
+    return;
+  }
+  size_t chunk = (n + (size_t)threads - 1) / (size_t)threads;
+#pragma omp parallel for num_threads(threads)
+  for (int t = 0; t < threads; t++) {
+    size_t off = (size_t)t * chunk;
+    if (off < n) memcpy((char *)dst + off, (const char *)src + off, off + chunk > n ? n - off : chunk);
+  }
+}
+
+int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o) {
+  int r = ra > rb ? ra : rb;
+  for (int k = 0; k < r; k++) {
+    int64_t da = k - (r - ra) >= 0 ? a[k - (r - ra)] : 1;
+    int64_t db = k - (r - rb) >= 0 ? b[k - (r - rb)] : 1;
+    if (da == db || db == 1) o[k] = da;
+    else if (da == 1) o[k] = db;
+    else return -1;
+  }
+  *ro = r;
+  return 0;
+}
+
+/* ---- unary float ---- */
+
+typedef enum { U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_HSIGMOID, U_HSWISH, U_CLIP } unary_kind_t;
+
+typedef struct {
+  unary_kind_t kind;
+  float alpha, beta;
+} unary_state_t;
+
+static pr_status_t infer_same(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  if (!a) return pr_fail(c, n, PR_ERR_INVALID, "missing input");
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, a->dims);
+  return PR_OK;
+}
+
+static pr_status_t infer_float_same(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  if (!a || a->dtype != PR_DTYPE_FLOAT)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input must be FLOAT");
+  return infer_same(c, n);
+}
+
+static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta) {
+  switch (k) {
+  case U_RELU: return x > 0 ? x : 0;
+  case U_LEAKY: return x >= 0 ? x : alpha * x;
+  case U_SIGMOID: return 1.f / (1.f + expf(-x));
+  case U_TANH: return tanhf(x);
+  case U_HSIGMOID: return fmaxf(0.f, fminf(1.f, alpha * x + beta));
+  case U_HSWISH: return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
+  case U_CLIP: return fminf(fmaxf(x, alpha), beta);
+  }
+  return x;
+}
+
+static void run_unary(pr_exec_t *x, pr_node_t *n) {
+  const unary_state_t *s = n->state;
+  const pr_value_t *in = &x->v[n->in[0]];
+  const float *a = in->ptr;
+  float *o = pr_xout(x, n, 0);
+  int64_t len = (int64_t)(in->nbytes / sizeof(float));
+  unary_kind_t k = s->kind;
+  float alpha = s->alpha, beta = s->beta;
+#pragma omp parallel for num_threads(x->threads) if (len >= PAR_MIN) schedule(static)
+  for (int64_t i = 0; i < len; i++) o[i] = apply_unary(k, a[i], alpha, beta);
+}
+
+static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_t k, float alpha,
+                                      float beta) {
+  unary_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  s->kind = k;
+  s->alpha = alpha;
+  s->beta = beta;
+  n->state = s;
+  pr_value_t *in = pr_in(c, n, 0), *out = pr_out(c, n, 0);
+  out->opaque = in->opaque;
+  out->md = in->md;
+  out->nbytes = in->nbytes;
+  return PR_OK;
+}
+
+#define UNARY_OP(sym, oname, kind, attr_list, alpha_expr, beta_expr)                \
+  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                 \
+    return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);                   \
+  }                                                                                 \
+  const pr_op_t pr_op_##sym = {.name = oname,                                       \
+                               .attrs = attr_list,                                  \
+                               .min_opset = 1,                                      \
+                               .max_inputs = 1,                                     \
+                               .infer = infer_float_same,                           \
+                               .prepare = prepare_##sym,                            \
+                               .run = run_unary,                                    \
+                               .destroy = free,                                     \
+                               .accepts_opaque = true,                              \
+                               .inplace = true};
+
+UNARY_OP(relu, "Relu", U_RELU, "", 0, 0)
+UNARY_OP(leaky_relu, "LeakyRelu", U_LEAKY, "alpha", pr_attr_float(n->m, "alpha", 0.01f), 0)
+UNARY_OP(sigmoid, "Sigmoid", U_SIGMOID, "", 0, 0)
+UNARY_OP(tanh, "Tanh", U_TANH, "", 0, 0)
+UNARY_OP(hard_sigmoid, "HardSigmoid", U_HSIGMOID, "alpha,beta", pr_attr_float(n->m, "alpha", 0.2f),
+         pr_attr_float(n->m, "beta", 0.5f))
+UNARY_OP(hard_swish, "HardSwish", U_HSWISH, "", 0, 0)
+
+/* ---- Clip: bounds from attributes (opset < 11) or inputs 1, 2 ---- */
+
+typedef struct {
+  double lo, hi;
+} clip_state_t;
+
+static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  switch (a->dtype) {
+  case PR_DTYPE_FLOAT: case PR_DTYPE_INT8: case PR_DTYPE_UINT8: case PR_DTYPE_INT32:
+  case PR_DTYPE_INT64: break;
+  default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  }
+  for (int k = 1; k < 3; k++) {
+    pr_value_t *b = pr_in(c, n, k);
+    if (!b) continue;
+    if (!b->is_const)
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "bounds must be constant");
+    if (b->dtype != a->dtype || pr_value_numel(b) != 1)
+      return pr_fail(c, n, PR_ERR_INVALID, "bound %d must be a scalar of the input's type", k);
+  }
+  return infer_same(c, n);
+}
+
+static double read_scalar(const pr_value_t *v) {
+  switch (v->dtype) {
+  case PR_DTYPE_FLOAT: return *(const float *)v->data;
+  case PR_DTYPE_INT8: return *(const int8_t *)v->data;
+  case PR_DTYPE_UINT8: return *(const uint8_t *)v->data;
+  case PR_DTYPE_INT32: return *(const int32_t *)v->data;
+  case PR_DTYPE_INT64: return (double)*(const int64_t *)v->data;
+  default: return 0;
+  }
+}
+
+static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  double lo = -INFINITY, hi = INFINITY;
+  if (c->opset < 11) {
+    lo = pr_attr_float(n->m, "min", -3.402823e+38f);
+    hi = pr_attr_float(n->m, "max", 3.402823e+38f);
+  } else {
+    if (pr_in(c, n, 1)) lo = read_scalar(pr_in(c, n, 1));
+    if (pr_in(c, n, 2)) hi = read_scalar(pr_in(c, n, 2));
+  }
+  if (a->dtype == PR_DTYPE_FLOAT) return prepare_unary_kind(c, n, U_CLIP, (float)lo, (float)hi);
+  clip_state_t *s = malloc(sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  s->lo = lo;
+  s->hi = hi;
+  n->state = s;
+  return PR_OK;
+}
+
+static void run_clip(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *in = &x->v[n->in[0]];
+  if (in->dtype == PR_DTYPE_FLOAT) {
+    run_unary(x, n);
+    return;
+  }
+  const clip_state_t *s = n->state;
+  int64_t len = pr_value_numel(in);
+#define CLIP_T(T)                                                        \
+  {                                                                      \
+    const T *a = in->ptr;                                                \
+    T *o = pr_xout(x, n, 0);                                             \
+    for (int64_t i = 0; i < len; i++) {                                  \
+      double v = (double)a[i];                                           \
+      o[i] = (T)(v < s->lo ? s->lo : v > s->hi ? s->hi : v);             \
+    }                                                                    \
+  }
+  switch (in->dtype) {
+  case PR_DTYPE_INT8: CLIP_T(int8_t) break;
+  case PR_DTYPE_UINT8: CLIP_T(uint8_t) break;
+  case PR_DTYPE_INT32: CLIP_T(int32_t) break;
+  default: CLIP_T(int64_t) break;
+  }
+#undef CLIP_T
+}
+
+static void destroy_free(void *p) { free(p); }
+
+const pr_op_t pr_op_clip = {.name = "Clip",
+                            .attrs = "min,max",
+                            .min_opset = 1,
+                            .max_inputs = 3,
+                            .infer = infer_clip,
+                            .prepare = prepare_clip,
+                            .run = run_clip,
+                            .destroy = destroy_free,
+                            .accepts_opaque = false,
+                            .inplace = true};
+
+/* ---- binary arithmetic with numpy broadcasting ---- */
+
+typedef enum { B_ADD, B_SUB, B_MUL, B_DIV } binary_kind_t;
+
+typedef struct {
+  binary_kind_t kind;
+  int rank; /* after coalescing */
+  int64_t dims[PR_MAX_RANK];
+  int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK]; /* element strides, 0 = broadcast */
+  int64_t outer, inner;
+  bool flat; /* same shape (or same opaque layout): one flat loop */
+} binary_state_t;
+
+static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
+  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
+  if (a->dtype != b->dtype)
+    return pr_fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
+                   pr_dtype_name(b->dtype));
+  switch (a->dtype) {
+  case PR_DTYPE_FLOAT: case PR_DTYPE_DOUBLE: case PR_DTYPE_INT32: case PR_DTYPE_INT64:
+  case PR_DTYPE_UINT8: case PR_DTYPE_INT8: break;
+  default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  }
+  int r;
+  int64_t d[PR_MAX_RANK];
+  if (pr_broadcast_shape(a->rank, a->dims, b->rank, b->dims, &r, d) < 0)
+    return pr_fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
+  return PR_OK;
+}
+
+static bool same_shape(const pr_value_t *a, const pr_value_t *b) {
+  if (a->rank != b->rank) return false;
+  for (int k = 0; k < a->rank; k++)
+    if (a->dims[k] != b->dims[k]) return false;
+  return true;
+}
+
+static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t kind) {
+  binary_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  s->kind = kind;
+  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1), *o = pr_out(c, n, 0);
+  pr_status_t st;
+  /* same shape, one side blocked: bring the other into that layout (not for
+   * Div, whose 0/0 in the padding would be NaN) */
+  if (same_shape(a, b) && (a->opaque || b->opaque) && kind != B_DIV) {
+    int k = a->opaque ? 1 : 0;
+    if ((st = pr_require_md(c, n, k, a->opaque ? &a->md : &b->md))) return st;
+    a = pr_in(c, n, 0), b = pr_in(c, n, 1), o = pr_out(c, n, 0);
+    o->opaque = true;
+    o->md = a->opaque ? a->md : b->md;
+    o->nbytes = dnnl_memory_desc_get_size(&o->md);
+    s->flat = true;
+    s->inner = (int64_t)(o->nbytes / sizeof(float));
+    s->outer = 1;
+    return PR_OK;
+  }
+  if ((st = pr_require_plain(c, n, 0)) || (st = pr_require_plain(c, n, 1))) return st;
+  a = pr_in(c, n, 0), b = pr_in(c, n, 1), o = pr_out(c, n, 0);
+  int r = o->rank;
+  int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK];
+  int64_t ea = 1, eb = 1;
+  for (int k = r - 1; k >= 0; k--) {
+    int ka = k - (r - a->rank), kb = k - (r - b->rank);
+    int64_t da = ka >= 0 ? a->dims[ka] : 1, db = kb >= 0 ? b->dims[kb] : 1;
+    sa[k] = da == 1 && o->dims[k] != 1 ? 0 : ea;
+    sb[k] = db == 1 && o->dims[k] != 1 ? 0 : eb;
+    ea *= da;
+    eb *= db;
+  }
+  /* coalesce: merge dim k into k+1 when each input is broadcast in both or in neither */
+  int rr = 0;
+  int64_t dims[PR_MAX_RANK], ca[PR_MAX_RANK], cb[PR_MAX_RANK];
+  for (int k = 0; k < r; k++) {
+    if (o->dims[k] == 1) continue;
+    if (rr > 0 && (ca[rr - 1] == 0) == (sa[k] == 0) && (cb[rr - 1] == 0) == (sb[k] == 0)) {
+      dims[rr - 1] *= o->dims[k];
+      ca[rr - 1] = sa[k];
+      cb[rr - 1] = sb[k];
+    } else {
+      dims[rr] = o->dims[k];
+      ca[rr] = sa[k];
+      cb[rr] = sb[k];
+      rr++;
+    }
+  }
+  if (rr == 0) {
+    dims[0] = 1, ca[0] = 1, cb[0] = 1, rr = 1;
+  }
+  s->rank = rr;
+  for (int k = 0; k < rr; k++) s->dims[k] = dims[k], s->sa[k] = ca[k], s->sb[k] = cb[k];
+  s->inner = dims[rr - 1];
+  s->outer = 1;
+  for (int k = 0; k < rr - 1; k++) s->outer *= dims[k];
+  s->flat = rr == 1 && ca[0] && cb[0];
+  return PR_OK;
+}
+
+#define BIN_LOOP(T, EXPR)                                                                  \
+  static void bin_##T##_##EXPR##_row(T *o, const T *a, const T *b, int64_t n, int sa, int sb) { \
+    if (sa && sb)                                                                          \
+      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]);                             \
+    else if (sa)                                                                           \
+      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[0]);                             \
+    else if (sb)                                                                           \
+      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[0], b[i]);                             \
+    else                                                                                   \
+      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[0], b[0]);                             \
+  }
+#define ADD(x, y) ((x) + (y))
+#define SUB(x, y) ((x) - (y))
+#define MUL(x, y) ((x) * (y))
+#define DIVF(x, y) ((x) / (y))
+#define DIVI(x, y) ((y) ? (x) / (y) : 0)
+#define BIN_TYPE(T, DIV)                                                                   \
+  BIN_LOOP(T, ADD) BIN_LOOP(T, SUB) BIN_LOOP(T, MUL) BIN_LOOP(T, DIV)                      \
+  static void bin_rows_##T(const binary_state_t *s, T *o, const T *a, const T *b, int th) { \
+    int64_t inner = s->inner;                                                              \
+    int ia = s->sa[s->rank - 1] != 0, ib = s->sb[s->rank - 1] != 0;                        \
+    _Pragma("omp parallel for num_threads(th) if (s->outer * inner >= PAR_MIN)")           \
+    for (int64_t r = 0; r < s->outer; r++) {                                               \
+      int64_t rem = r, oa = 0, ob = 0;                                                     \
+      for (int k = s->rank - 2; k >= 0; k--) {                                             \
+        int64_t idx = rem % s->dims[k];                                                    \
+        rem /= s->dims[k];                                                                 \
+        oa += idx * s->sa[k];                                                              \
+        ob += idx * s->sb[k];                                                              \
+      }                                                                                    \
+      T *orow = o + r * inner;                                                             \
+      switch (s->kind) {                                                                   \
+      case B_ADD: bin_##T##_ADD_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
+      case B_SUB: bin_##T##_SUB_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
+      case B_MUL: bin_##T##_MUL_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
+      case B_DIV: bin_##T##_##DIV##_row(orow, a + oa, b + ob, inner, ia, ib); break;       \
+      }                                                                                    \
+    }                                                                                      \
+  }
+
+typedef double double_t_;
+BIN_TYPE(float, DIVF)
+BIN_TYPE(double, DIVF)
+BIN_TYPE(int32_t, DIVI)
+BIN_TYPE(int64_t, DIVI)
+BIN_TYPE(uint8_t, DIVI)
+BIN_TYPE(int8_t, DIVI)
+
+static void run_binary(pr_exec_t *x, pr_node_t *n) {
+  const binary_state_t *s = n->state;
+  const pr_value_t *o = &x->v[n->out[0]];
+  void *po = o->ptr;
+  const void *pa = pr_xin(x, n, 0), *pb = pr_xin(x, n, 1);
+  if (s->flat && o->dtype == PR_DTYPE_FLOAT) {
+    /* flat float loop, parallel by blocks */
+    float *of = po;
+    const float *a = pa, *b = pb;
+    int64_t len = s->inner;
+    switch (s->kind) {
+#define FLAT(K, E)                                                                       \
+  case K:                                                                                \
+    _Pragma("omp parallel for num_threads(x->threads) if (len >= PAR_MIN)") for (int64_t i = 0; \
+                                                                                 i < len; i++) \
+        of[i] = E(a[i], b[i]);                                                           \
+    break;
+      FLAT(B_ADD, ADD) FLAT(B_SUB, SUB) FLAT(B_MUL, MUL) FLAT(B_DIV, DIVF)
+#undef FLAT
+    }
+    return;
+  }
+  switch (o->dtype) {
+  case PR_DTYPE_FLOAT: bin_rows_float(s, po, pa, pb, x->threads); break;
+  case PR_DTYPE_DOUBLE: bin_rows_double(s, po, pa, pb, x->threads); break;
+  case PR_DTYPE_INT32: bin_rows_int32_t(s, po, pa, pb, x->threads); break;
+  case PR_DTYPE_INT64: bin_rows_int64_t(s, po, pa, pb, x->threads); break;
+  case PR_DTYPE_UINT8: bin_rows_uint8_t(s, po, pa, pb, x->threads); break;
+  case PR_DTYPE_INT8: bin_rows_int8_t(s, po, pa, pb, x->threads); break;
+  default: break;
+  }
+}
+
+#define BINARY_OP(sym, oname, kind)                                                          \
+  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                          \
+    return prepare_binary(c, n, kind);                                                       \
+  }                                                                                          \
+  const pr_op_t pr_op_##sym = {.name = oname,                                                \
+                               .attrs = "",                                                  \
+                               .min_opset = 7,                                               \
+                               .max_inputs = 2,                                              \
+                               .infer = infer_binary,                                        \
+                               .prepare = prepare_##sym,                                     \
+                               .run = run_binary,                                            \
+                               .destroy = destroy_free,                                      \
+                               .accepts_opaque = true};
+
+BINARY_OP(add, "Add", B_ADD)
+BINARY_OP(sub, "Sub", B_SUB)
+BINARY_OP(mul, "Mul", B_MUL)
+BINARY_OP(div, "Div", B_DIV)
+
+/* ---- Sum: float, any number of broadcast inputs ---- */
+
+static pr_status_t infer_sum(pr_compile_t *c, pr_node_t *n) {
+  int r = 0;
+  int64_t d[PR_MAX_RANK];
+  for (int k = 0; k < n->n_in; k++) {
+    pr_value_t *a = pr_in(c, n, k);
+    if (!a || a->dtype != PR_DTYPE_FLOAT)
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "inputs must be FLOAT");
+    if (k == 0) {
+      r = a->rank;
+      memcpy(d, a->dims, sizeof d);
+    } else if (pr_broadcast_shape(r, d, a->rank, a->dims, &r, d) < 0) {
+      return pr_fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
+    }
+  }
+  if (!n->n_in) return pr_fail(c, n, PR_ERR_INVALID, "needs inputs");
+  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, r, d);
+  return PR_OK;
+}
+
+static void run_sum(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *o = &x->v[n->out[0]];
+  float *out = o->ptr;
+  int64_t len = pr_value_numel(o);
+  int r = o->rank;
+  memset(out, 0, (size_t)len * sizeof(float));
+  for (int k = 0; k < n->n_in; k++) {
+    const pr_value_t *a = &x->v[n->in[k]];
+    const float *pa = a->ptr;
+    int64_t st[PR_MAX_RANK], e = 1;
+    for (int d = r - 1; d >= 0; d--) {
+      int ka = d - (r - a->rank);
+      int64_t da = ka >= 0 ? a->dims[ka] : 1;
+      st[d] = da == 1 ? 0 : e;
+      e *= da;
+    }
+    for (int64_t i = 0; i < len; i++) {
+      int64_t rem = i, off = 0;
+      for (int d = r - 1; d >= 0; d--) {
+        off += (rem % o->dims[d]) * st[d];
+        rem /= o->dims[d];
+      }
+      out[i] += pa[off];
+    }
+  }
+}
+
+const pr_op_t pr_op_sum = {.name = "Sum", .attrs = "", .min_opset = 8, .infer = infer_sum,
+                           .run = run_sum};
+
+/* ---- Identity and Dropout (inference): the input unchanged ---- */
+
+static void run_view_copy(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *in = &x->v[n->in[0]], *o = &x->v[n->out[0]];
+  pr_copy(o->ptr, in->ptr, o->nbytes, x->threads);
+}
+
+const pr_op_t pr_op_identity = {.name = "Identity", .attrs = "", .min_opset = 1, .max_inputs = 1,
+                                .infer = infer_same, .run = run_view_copy, .view = true};
+
+static pr_status_t infer_dropout(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *tm = pr_in(c, n, 2), *ratio = pr_in(c, n, 1);
+  if (tm) {
+    if (!tm->is_const || tm->dtype != PR_DTYPE_BOOL)
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "training_mode must be a constant bool");
+    bool training = *(const uint8_t *)tm->data;
+    float r = 0.5f;
+    if (ratio) {
+      if (!ratio->is_const || ratio->dtype != PR_DTYPE_FLOAT)
+        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "ratio must be a constant float");
+      r = *(const float *)ratio->data;
+    }
+    if (training && r != 0.f)
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "training mode (random dropout) is not inference");
+  }
+  pr_status_t st = infer_same(c, n);
+  pr_value_t *mask = pr_out(c, n, 1);
+  if (!st && mask) pr_value_set_shape(mask, PR_DTYPE_BOOL, pr_in(c, n, 0)->rank, pr_in(c, n, 0)->dims);
+  return st;
+}
+
+static void run_dropout(pr_exec_t *x, pr_node_t *n) {
+  run_view_copy(x, n);
+  if (n->n_out > 1 && n->out[1] >= 0) {
+    const pr_value_t *m = &x->v[n->out[1]];
+    memset(m->ptr, 1, m->nbytes);
+  }
+}
+
+const pr_op_t pr_op_dropout = {.name = "Dropout", .attrs = "seed,ratio,is_test", .min_opset = 7,
+                               .max_inputs = 3, .infer = infer_dropout, .run = run_dropout,
+                               .view = true};

@@ -1,0 +1,33 @@
+/* Declarations of every operator and helpers shared by the op files. */
+#ifndef PR_ENGINE_OPS_H
+#define PR_ENGINE_OPS_H
+
+#include <stdlib.h>
+
+#include "engine/graph.h"
+
+#define PR_OPS_LIST                                                                      \
+  X(relu) X(leaky_relu) X(sigmoid) X(tanh) X(hard_sigmoid) X(hard_swish) X(clip)         \
+  X(add) X(sub) X(mul) X(div) X(sum) X(identity) X(dropout)                              \
+  X(reshape) X(flatten) X(squeeze) X(unsqueeze) X(shape) X(concat) X(split)              \
+  X(transpose) X(gather) X(pad)                                                          \
+  X(conv) X(batch_norm) X(max_pool) X(average_pool) X(global_average_pool)               \
+  X(global_max_pool) X(gemm) X(matmul) X(softmax) X(resize)
+
+#define X(name) extern const pr_op_t pr_op_##name;
+PR_OPS_LIST
+#undef X
+
+/* Normalize axis into [0, rank); returns -1 when out of range. */
+static inline int pr_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= (rank ? rank : 1)) return -1;
+  return (int)(axis < 0 ? axis + rank : axis);
+}
+
+/* Numpy broadcast of two shapes into out; returns -1 when incompatible. */
+int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o);
+
+/* Parallel memcpy for large buffers. */
+void pr_copy(void *dst, const void *src, size_t n, int threads);
+
+#endif

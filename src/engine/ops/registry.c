@@ -1,0 +1,53 @@
+/* Operator registry and attribute accessors. */
+#include <string.h>
+
+#include "engine/graph.h"
+#include "engine/ops/ops.h"
+
+static const pr_op_t *const ops[] = {
+#define X(name) &pr_op_##name,
+    PR_OPS_LIST
+#undef X
+};
+
+const pr_op_t *pr_op_find(const char *name) {
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (!strcmp(ops[i]->name, name)) return ops[i];
+  return NULL;
+}
+
+const pr_attr_t *pr_attr_find(const pr_mnode_t *m, const char *name) {
+  if (!m) return NULL;
+  for (int i = 0; i < m->n_attrs; i++)
+    if (!strcmp(m->attrs[i].name, name)) return &m->attrs[i];
+  return NULL;
+}
+
+int64_t pr_attr_int(const pr_mnode_t *m, const char *name, int64_t def) {
+  const pr_attr_t *a = pr_attr_find(m, name);
+  return a && a->type == PR_ATTR_INT ? a->i : def;
+}
+
+float pr_attr_float(const pr_mnode_t *m, const char *name, float def) {
+  const pr_attr_t *a = pr_attr_find(m, name);
+  return a && a->type == PR_ATTR_FLOAT ? a->f : def;
+}
+
+const char *pr_attr_string(const pr_mnode_t *m, const char *name, const char *def) {
+  const pr_attr_t *a = pr_attr_find(m, name);
+  return a && a->type == PR_ATTR_STRING ? a->s : def;
+}
+
+int pr_attr_ints(const pr_mnode_t *m, const char *name, const int64_t **vals) {
+  const pr_attr_t *a = pr_attr_find(m, name);
+  if (!a || a->type != PR_ATTR_INTS) return 0;
+  *vals = a->ints;
+  return a->n;
+}
+
+int pr_attr_floats(const pr_mnode_t *m, const char *name, const float **vals) {
+  const pr_attr_t *a = pr_attr_find(m, name);
+  if (!a || a->type != PR_ATTR_FLOATS) return 0;
+  *vals = a->floats;
+  return a->n;
+}

@@ -1,0 +1,573 @@
+/* Data-movement operators: Reshape, Flatten, Squeeze, Unsqueeze, Shape,
+ * Concat, Split, Transpose, Gather, Pad. They work on any element type by
+ * element size. */
+#include <string.h>
+
+#include "base/util.h"
+#include "engine/ops/ops.h"
+
+static void destroy_free(void *p) { free(p); }
+
+static void run_view(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *o = &x->v[n->out[0]];
+  pr_copy(o->ptr, pr_xin(x, n, 0), o->nbytes, x->threads);
+}
+
+/* ---- Reshape ---- */
+
+static pr_status_t infer_reshape(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *sh = pr_in(c, n, 1);
+  if (!a || !sh) return pr_fail(c, n, PR_ERR_INVALID, "needs data and shape");
+  int64_t want[PR_MAX_RANK + 1];
+  int r = pr_const_ints(sh, want, PR_MAX_RANK + 1);
+  if (r < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "shape must be a constant 1-D int64 tensor");
+  if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
+  bool allowzero = pr_attr_int(n->m, "allowzero", 0) != 0;
+  int64_t total = pr_value_numel(a), known = 1;
+  int infer_at = -1;
+  for (int k = 0; k < r; k++) {
+    if (want[k] == 0 && !allowzero) {
+      if (k >= a->rank) return pr_fail(c, n, PR_ERR_INVALID, "0 at axis %d beyond input rank", k);
+      want[k] = a->dims[k];
+    }
+    if (want[k] == -1) {
+      if (infer_at >= 0) return pr_fail(c, n, PR_ERR_INVALID, "more than one -1");
+      infer_at = k;
+      continue;
+    }
+    if (want[k] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative dimension");
+    known *= want[k];
+  }
+  if (infer_at >= 0) {
+    if (known == 0 || total % known) return pr_fail(c, n, PR_ERR_INVALID, "cannot infer -1");
+    want[infer_at] = total / known;
+  } else if (known != total) {
+    return pr_fail(c, n, PR_ERR_INVALID, "element count %lld does not match %lld",
+                   (long long)known, (long long)total);
+  }
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, want);
+  return PR_OK;
+}
+
+const pr_op_t pr_op_reshape = {.name = "Reshape", .attrs = "allowzero", .min_opset = 5,
+                               .max_inputs = 2, .infer = infer_reshape, .run = run_view,
+                               .view = true};
+
+/* ---- Flatten ---- */
+
+static pr_status_t infer_flatten(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  int axis = (int)pr_attr_int(n->m, "axis", 1);
+  if (axis < 0) axis += a->rank;
+  if (axis < 0 || axis > a->rank) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+  int64_t d[2] = {1, 1};
+  for (int k = 0; k < a->rank; k++) d[k >= axis] *= a->dims[k];
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, 2, d);
+  return PR_OK;
+}
+
+const pr_op_t pr_op_flatten = {.name = "Flatten", .attrs = "axis", .min_opset = 1, .max_inputs = 1,
+                               .infer = infer_flatten, .run = run_view, .view = true};
+
+/* ---- Squeeze / Unsqueeze: axes from attribute (opset < 13) or input 1 ---- */
+
+static int get_axes(pr_compile_t *c, pr_node_t *n, int64_t *axes, bool *given) {
+  *given = true;
+  if (c->opset < 13) {
+    const int64_t *a;
+    int cnt = pr_attr_ints(n->m, "axes", &a);
+    if (!pr_attr_find(n->m, "axes")) *given = false;
+    for (int i = 0; i < cnt && i < PR_MAX_RANK; i++) axes[i] = a[i];
+    return cnt > PR_MAX_RANK ? -1 : cnt;
+  }
+  pr_value_t *v = pr_in(c, n, 1);
+  if (!v) {
+    *given = false;
+    return 0;
+  }
+  return pr_const_ints(v, axes, PR_MAX_RANK);
+}
+
+static pr_status_t infer_squeeze(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  int64_t axes[PR_MAX_RANK];
+  bool given;
+  int na = get_axes(c, n, axes, &given);
+  if (na < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be constant");
+  bool drop[PR_MAX_RANK] = {0};
+  for (int i = 0; i < na; i++) {
+    int ax = pr_axis(axes[i], a->rank);
+    if (ax < 0 || a->dims[ax] != 1)
+      return pr_fail(c, n, PR_ERR_INVALID, "axis %lld is not a dimension of size 1",
+                     (long long)axes[i]);
+    drop[ax] = true;
+  }
+  if (!given)
+    for (int k = 0; k < a->rank; k++) drop[k] = a->dims[k] == 1;
+  int64_t d[PR_MAX_RANK];
+  int r = 0;
+  for (int k = 0; k < a->rank; k++)
+    if (!drop[k]) d[r++] = a->dims[k];
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
+  return PR_OK;
+}
+
+static pr_status_t infer_unsqueeze(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  int64_t axes[PR_MAX_RANK];
+  bool given;
+  int na = get_axes(c, n, axes, &given);
+  if (na < 0 || !given) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be given and constant");
+  int r = a->rank + na;
+  if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
+  bool ins[PR_MAX_RANK] = {0};
+  for (int i = 0; i < na; i++) {
+    int ax = pr_axis(axes[i], r);
+    if (ax < 0 || ins[ax]) return pr_fail(c, n, PR_ERR_INVALID, "bad or repeated axis");
+    ins[ax] = true;
+  }
+  int64_t d[PR_MAX_RANK];
+  for (int k = 0, j = 0; k < r; k++) d[k] = ins[k] ? 1 : a->dims[j++];
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
+  return PR_OK;
+}
+
+const pr_op_t pr_op_squeeze = {.name = "Squeeze", .attrs = "axes", .min_opset = 1, .max_inputs = 2,
+                               .infer = infer_squeeze, .run = run_view, .view = true};
+const pr_op_t pr_op_unsqueeze = {.name = "Unsqueeze", .attrs = "axes", .min_opset = 1,
+                                 .max_inputs = 2, .infer = infer_unsqueeze, .run = run_view,
+                                 .view = true};
+
+/* ---- Shape: folded at compile time (shapes are concrete in a session) ---- */
+
+static pr_status_t infer_shape(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *o = pr_out(c, n, 0);
+  int64_t start = pr_attr_int(n->m, "start", 0), end = pr_attr_int(n->m, "end", a->rank);
+  if (start < 0) start += a->rank;
+  if (end < 0) end += a->rank;
+  if (start < 0) start = 0;
+  if (end > a->rank) end = a->rank;
+  int64_t len = end > start ? end - start : 0;
+  pr_value_set_shape(o, PR_DTYPE_INT64, 1, &len);
+  /* the result is known now, whatever the input's data */
+  o->data = pr_aligned_alloc((size_t)(len ? len : 1) * 8);
+  if (!o->data) return PR_ERR_NOMEM;
+  for (int64_t k = 0; k < len; k++) ((int64_t *)o->data)[k] = a->dims[start + k];
+  o->owns_data = true;
+  o->is_const = true;
+  o->kind = o->is_graph_output ? PR_VAL_OUTPUT : PR_VAL_CONST;
+  o->nbytes = (size_t)len * 8;
+  n->dead = true;
+  return PR_OK;
+}
+
+static void run_nothing(pr_exec_t *x, pr_node_t *n) {}
+
+const pr_op_t pr_op_shape = {.name = "Shape", .attrs = "start,end", .min_opset = 1,
+                             .max_inputs = 1, .infer = infer_shape, .run = run_nothing,
+                             .nondeterministic = true /* never re-run by the folder */};
+
+/* ---- Concat ---- */
+
+typedef struct {
+  int64_t outer, inner_out; /* bytes per outer row of the output */
+  int64_t inner_in[16];
+} concat_state_t;
+
+static pr_status_t infer_concat(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  if (!a) return pr_fail(c, n, PR_ERR_INVALID, "needs inputs");
+  int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
+  if (axis < 0 || !pr_attr_find(n->m, "axis"))
+    return pr_fail(c, n, PR_ERR_INVALID, "axis missing or out of range");
+  int64_t d[PR_MAX_RANK];
+  memcpy(d, a->dims, sizeof d);
+  d[axis] = 0;
+  for (int k = 0; k < n->n_in; k++) {
+    pr_value_t *b = pr_in(c, n, k);
+    if (!b || b->rank != a->rank || b->dtype != a->dtype)
+      return pr_fail(c, n, PR_ERR_INVALID, "input %d rank or type differs", k);
+    for (int j = 0; j < a->rank; j++)
+      if (j != axis && b->dims[j] != a->dims[j])
+        return pr_fail(c, n, PR_ERR_INVALID, "input %d shape differs off the axis", k);
+    d[axis] += b->dims[axis];
+  }
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
+  return PR_OK;
+}
+
+static pr_status_t prepare_concat(pr_compile_t *c, pr_node_t *n) {
+  concat_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  pr_value_t *o = pr_out(c, n, 0);
+  int axis = pr_axis(pr_attr_int(n->m, "axis", 0), o->rank);
+  size_t es = pr_dtype_size(o->dtype);
+  s->outer = 1;
+  for (int k = 0; k < axis; k++) s->outer *= o->dims[k];
+  int64_t inner = (int64_t)es;
+  for (int k = axis + 1; k < o->rank; k++) inner *= o->dims[k];
+  s->inner_out = inner * o->dims[axis];
+  for (int k = 0; k < n->n_in; k++) s->inner_in[k] = inner * pr_in(c, n, k)->dims[axis];
+  return PR_OK;
+}
+
+static void run_concat(pr_exec_t *x, pr_node_t *n) {
+  const concat_state_t *s = n->state;
+  char *o = pr_xout(x, n, 0);
+#pragma omp parallel for num_threads(x->threads) if (s->outer * s->inner_out > (1 << 16))
+  for (int64_t r = 0; r < s->outer; r++) {
+    int64_t off = r * s->inner_out;
+    for (int k = 0; k < n->n_in; k++) {
+      memcpy(o + off, (const char *)pr_xin(x, n, k) + r * s->inner_in[k], (size_t)s->inner_in[k]);
+      off += s->inner_in[k];
+    }
+  }
+}
+
+const pr_op_t pr_op_concat = {.name = "Concat", .attrs = "axis", .min_opset = 4, .max_inputs = 16,
+                              .infer = infer_concat, .prepare = prepare_concat, .run = run_concat,
+                              .destroy = destroy_free};
+
+/* ---- Split ---- */
+
+static pr_status_t split_sizes(pr_compile_t *c, pr_node_t *n, int axis, int64_t *sizes) {
+  pr_value_t *a = pr_in(c, n, 0);
+  int64_t given[16];
+  int ng = -1;
+  if (c->opset < 13) {
+    const int64_t *v;
+    int cnt = pr_attr_ints(n->m, "split", &v);
+    if (pr_attr_find(n->m, "split")) {
+      if (cnt > 16) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "too many splits");
+      for (int i = 0; i < cnt; i++) given[i] = v[i];
+      ng = cnt;
+    }
+  } else if (pr_in(c, n, 1)) {
+    ng = pr_const_ints(pr_in(c, n, 1), given, 16);
+    if (ng < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "split must be constant");
+  }
+  if (ng >= 0) {
+    if (ng != n->n_out) return pr_fail(c, n, PR_ERR_INVALID, "split has %d entries for %d outputs", ng, n->n_out);
+    int64_t total = 0;
+    for (int i = 0; i < ng; i++) {
+      if (given[i] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative split");
+      sizes[i] = given[i];
+      total += given[i];
+    }
+    if (total != a->dims[axis]) return pr_fail(c, n, PR_ERR_INVALID, "splits do not add up");
+    return PR_OK;
+  }
+  int64_t len = a->dims[axis], per = (len + n->n_out - 1) / n->n_out;
+  for (int i = 0; i < n->n_out; i++) {
+    sizes[i] = len >= per ? per : len;
+    len -= sizes[i];
+  }
+  if (a->dims[axis] % n->n_out && c->opset < 18)
+    return pr_fail(c, n, PR_ERR_INVALID, "axis length not divisible by the number of outputs");
+  return PR_OK;
+}
+
+static pr_status_t infer_split(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
+  if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+  if (n->n_out < 1 || n->n_out > 16) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1..16 outputs");
+  int64_t sizes[16];
+  pr_status_t st = split_sizes(c, n, axis, sizes);
+  if (st) return st;
+  for (int i = 0; i < n->n_out; i++) {
+    pr_value_t *o = pr_out(c, n, i);
+    if (!o) continue;
+    int64_t d[PR_MAX_RANK];
+    memcpy(d, a->dims, sizeof d);
+    d[axis] = sizes[i];
+    pr_value_set_shape(o, a->dtype, a->rank, d);
+  }
+  return PR_OK;
+}
+
+static void run_split(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]];
+  int axis = -1;
+  for (int k = 0; k < a->rank; k++)
+    for (int i = 0; i < n->n_out; i++)
+      if (n->out[i] >= 0 && x->v[n->out[i]].dims[k] != a->dims[k]) axis = k;
+  if (axis < 0) axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
+  size_t es = pr_dtype_size(a->dtype);
+  int64_t outer = 1, inner = (int64_t)es;
+  for (int k = 0; k < axis; k++) outer *= a->dims[k];
+  for (int k = axis + 1; k < a->rank; k++) inner *= a->dims[k];
+  const char *in = a->ptr;
+  int64_t row = inner * a->dims[axis];
+  int64_t off = 0;
+  for (int i = 0; i < n->n_out; i++) {
+    int64_t len;
+    if (n->out[i] < 0) continue;
+    const pr_value_t *o = &x->v[n->out[i]];
+    len = inner * o->dims[axis];
+    char *po = o->ptr;
+    for (int64_t r = 0; r < outer; r++) memcpy(po + r * len, in + r * row + off, (size_t)len);
+    off += len;
+  }
+}
+
+const pr_op_t pr_op_split = {.name = "Split", .attrs = "axis,split,num_outputs", .min_opset = 2,
+                             .max_inputs = 2, .infer = infer_split, .run = run_split};
+
+/* ---- Transpose ---- */
+
+typedef struct {
+  int rank;
+  int64_t dims[PR_MAX_RANK];    /* output dims */
+  int64_t strides[PR_MAX_RANK]; /* input stride (elements) of each output axis */
+  size_t es;
+} transpose_state_t;
+
+static pr_status_t get_perm(pr_compile_t *c, pr_node_t *n, int rank, int *perm) {
+  const int64_t *p;
+  int cnt = pr_attr_ints(n->m, "perm", &p);
+  if (!pr_attr_find(n->m, "perm")) {
+    for (int k = 0; k < rank; k++) perm[k] = rank - 1 - k;
+    return PR_OK;
+  }
+  if (cnt != rank) return pr_fail(c, n, PR_ERR_INVALID, "perm has %d entries for rank %d", cnt, rank);
+  bool seen[PR_MAX_RANK] = {0};
+  for (int k = 0; k < rank; k++) {
+    int ax = pr_axis(p[k], rank);
+    if (ax < 0 || seen[ax]) return pr_fail(c, n, PR_ERR_INVALID, "perm is not a permutation");
+    seen[ax] = true;
+    perm[k] = ax;
+  }
+  return PR_OK;
+}
+
+static pr_status_t infer_transpose(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  int perm[PR_MAX_RANK];
+  pr_status_t st = get_perm(c, n, a->rank, perm);
+  if (st) return st;
+  int64_t d[PR_MAX_RANK];
+  for (int k = 0; k < a->rank; k++) d[k] = a->dims[perm[k]];
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
+  return PR_OK;
+}
+
+static pr_status_t prepare_transpose(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  transpose_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  int perm[PR_MAX_RANK];
+  get_perm(c, n, a->rank, perm);
+  int64_t in_stride[PR_MAX_RANK], e = 1;
+  for (int k = a->rank - 1; k >= 0; k--) in_stride[k] = e, e *= a->dims[k];
+  /* drop size-1 axes, merge output axes that are consecutive in the input */
+  int r = 0;
+  for (int k = 0; k < a->rank; k++) {
+    int64_t d = a->dims[perm[k]], st = in_stride[perm[k]];
+    if (d == 1) continue;
+    if (r > 0 && s->strides[r - 1] == st * d) {
+      s->dims[r - 1] *= d;
+      s->strides[r - 1] = st;
+    } else {
+      s->dims[r] = d;
+      s->strides[r] = st;
+      r++;
+    }
+  }
+  if (!r) s->dims[0] = 1, s->strides[0] = 1, r = 1;
+  s->rank = r;
+  s->es = pr_dtype_size(a->dtype);
+  return PR_OK;
+}
+
+#define TRANSPOSE_T(T)                                                                   \
+  static void transpose_##T(const transpose_state_t *s, T *o, const T *in, int th) {     \
+    int r = s->rank;                                                                     \
+    int64_t inner = s->dims[r - 1], inner_st = s->strides[r - 1], outer = 1;             \
+    for (int k = 0; k < r - 1; k++) outer *= s->dims[k];                                 \
+    _Pragma("omp parallel for num_threads(th) if (outer * inner > 65536)")               \
+    for (int64_t i = 0; i < outer; i++) {                                                \
+      int64_t rem = i, off = 0;                                                          \
+      for (int k = r - 2; k >= 0; k--) {                                                 \
+        off += (rem % s->dims[k]) * s->strides[k];                                       \
+        rem /= s->dims[k];                                                               \
+      }                                                                                  \
+      T *po = o + i * inner;                                                             \
+      const T *pi = in + off;                                                            \
+      for (int64_t j = 0; j < inner; j++) po[j] = pi[j * inner_st];                      \
+    }                                                                                    \
+  }
+TRANSPOSE_T(uint8_t)
+TRANSPOSE_T(uint16_t)
+TRANSPOSE_T(uint32_t)
+TRANSPOSE_T(uint64_t)
+
+static void run_transpose(pr_exec_t *x, pr_node_t *n) {
+  const transpose_state_t *s = n->state;
+  void *o = pr_xout(x, n, 0);
+  const void *in = pr_xin(x, n, 0);
+  switch (s->es) {
+  case 1: transpose_uint8_t(s, o, in, x->threads); break;
+  case 2: transpose_uint16_t(s, o, in, x->threads); break;
+  case 4: transpose_uint32_t(s, o, in, x->threads); break;
+  default: transpose_uint64_t(s, o, in, x->threads); break;
+  }
+}
+
+const pr_op_t pr_op_transpose = {.name = "Transpose", .attrs = "perm", .min_opset = 1,
+                                 .max_inputs = 1, .infer = infer_transpose,
+                                 .prepare = prepare_transpose, .run = run_transpose,
+                                 .destroy = destroy_free};
+
+/* ---- Gather ---- */
+
+static pr_status_t infer_gather(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *idx = pr_in(c, n, 1);
+  if (!a || !idx) return pr_fail(c, n, PR_ERR_INVALID, "needs data and indices");
+  if (idx->dtype != PR_DTYPE_INT64 && idx->dtype != PR_DTYPE_INT32)
+    return pr_fail(c, n, PR_ERR_INVALID, "indices must be int32 or int64");
+  int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
+  if (axis < 0 || a->rank == 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+  int r = a->rank - 1 + idx->rank;
+  if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
+  int64_t d[PR_MAX_RANK];
+  int j = 0;
+  for (int k = 0; k < axis; k++) d[j++] = a->dims[k];
+  for (int k = 0; k < idx->rank; k++) d[j++] = idx->dims[k];
+  for (int k = axis + 1; k < a->rank; k++) d[j++] = a->dims[k];
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
+  return PR_OK;
+}
+
+static void run_gather(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *iv = &x->v[n->in[1]];
+  int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
+  size_t es = pr_dtype_size(a->dtype);
+  int64_t outer = 1, inner = (int64_t)es, len = a->dims[axis], ni = pr_value_numel(iv);
+  for (int k = 0; k < axis; k++) outer *= a->dims[k];
+  for (int k = axis + 1; k < a->rank; k++) inner *= a->dims[k];
+  const char *in = a->ptr;
+  char *o = pr_xout(x, n, 0);
+#pragma omp parallel for num_threads(x->threads) if (outer * ni * inner > 65536)
+  for (int64_t r = 0; r < outer; r++)
+    for (int64_t i = 0; i < ni; i++) {
+      int64_t j = iv->dtype == PR_DTYPE_INT64 ? ((const int64_t *)iv->ptr)[i]
+                                              : ((const int32_t *)iv->ptr)[i];
+      if (j < 0) j += len;
+      char *dst = o + (r * ni + i) * inner;
+      /* out-of-range indices are invalid ONNX; they produce zeros, never a bad read */
+      if (j < 0 || j >= len) memset(dst, 0, (size_t)inner);
+      else memcpy(dst, in + (r * len + j) * inner, (size_t)inner);
+    }
+}
+
+const pr_op_t pr_op_gather = {.name = "Gather", .attrs = "axis", .min_opset = 1, .max_inputs = 2,
+                              .infer = infer_gather, .run = run_gather};
+
+/* ---- Pad ---- */
+
+typedef enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE } pad_mode_t;
+
+typedef struct {
+  pad_mode_t mode;
+  int64_t pads[2 * PR_MAX_RANK];
+  uint64_t value; /* constant's bytes */
+} pad_state_t;
+
+static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
+  pr_value_t *a = pr_in(c, n, 0);
+  const char *mode = pr_attr_string(n->m, "mode", "constant");
+  if (!strcmp(mode, "constant")) s->mode = PAD_CONSTANT;
+  else if (!strcmp(mode, "reflect")) s->mode = PAD_REFLECT;
+  else if (!strcmp(mode, "edge")) s->mode = PAD_EDGE;
+  else return pr_fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
+  int np;
+  s->value = 0;
+  if (c->opset < 11) {
+    const int64_t *p;
+    np = pr_attr_ints(n->m, "pads", &p);
+    if (np != 2 * a->rank) return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * a->rank);
+    memcpy(s->pads, p, sizeof(int64_t) * (size_t)np);
+    float v = pr_attr_float(n->m, "value", 0.f);
+    if (a->dtype != PR_DTYPE_FLOAT && v != 0.f)
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "value for a non-float tensor");
+    memcpy(&s->value, &v, sizeof v);
+  } else {
+    np = pr_const_ints(pr_in(c, n, 1), s->pads, 2 * PR_MAX_RANK);
+    if (np < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "pads must be constant");
+    if (pr_in(c, n, 3)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes input");
+    if (np != 2 * a->rank) return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * a->rank);
+    pr_value_t *cv = pr_in(c, n, 2);
+    if (cv) {
+      if (!cv->is_const || cv->dtype != a->dtype || pr_value_numel(cv) != 1)
+        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "constant_value must be a constant scalar");
+      memcpy(&s->value, cv->data, pr_dtype_size(a->dtype));
+    }
+  }
+  for (int k = 0; k < a->rank; k++) {
+    if (s->pads[k] < 0 || s->pads[k + a->rank] < 0)
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "negative pads (cropping)");
+    if (s->mode == PAD_REFLECT && (s->pads[k] >= a->dims[k] || s->pads[k + a->rank] >= a->dims[k]))
+      return pr_fail(c, n, PR_ERR_INVALID, "reflect pad larger than the dimension");
+    if (s->mode != PAD_CONSTANT && a->dims[k] == 0 && (s->pads[k] || s->pads[k + a->rank]))
+      return pr_fail(c, n, PR_ERR_INVALID, "edge/reflect pad of an empty dimension");
+  }
+  return PR_OK;
+}
+
+static pr_status_t infer_pad(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  pad_state_t s;
+  pr_status_t st = pad_params(c, n, &s);
+  if (st) return st;
+  int64_t d[PR_MAX_RANK];
+  for (int k = 0; k < a->rank; k++) d[k] = a->dims[k] + s.pads[k] + s.pads[k + a->rank];
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
+  return PR_OK;
+}
+
+static pr_status_t prepare_pad(pr_compile_t *c, pr_node_t *n) {
+  pad_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  return pad_params(c, n, s);
+}
+
+static void run_pad(pr_exec_t *x, pr_node_t *n) {
+  const pad_state_t *s = n->state;
+  const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
+  int r = a->rank;
+  size_t es = pr_dtype_size(a->dtype);
+  int64_t numel = pr_value_numel(o);
+  int64_t in_st[PR_MAX_RANK], e = 1;
+  for (int k = r - 1; k >= 0; k--) in_st[k] = e, e *= a->dims[k];
+  const char *in = a->ptr;
+  char *out = o->ptr;
+#pragma omp parallel for num_threads(x->threads) if (numel > 65536)
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t rem = i, off = 0;
+    bool outside = false;
+    for (int k = r - 1; k >= 0; k--) {
+      int64_t idx = rem % o->dims[k] - s->pads[k];
+      rem /= o->dims[k];
+      int64_t len = a->dims[k];
+      if (idx < 0 || idx >= len) {
+        if (s->mode == PAD_CONSTANT) {
+          outside = true;
+          break;
+        }
+        if (s->mode == PAD_EDGE) idx = idx < 0 ? 0 : len - 1;
+        else idx = idx < 0 ? -idx : 2 * (len - 1) - idx;
+      }
+      off += idx * in_st[k];
+    }
+    if (outside) memcpy(out + i * (int64_t)es, &s->value, es);
+    else memcpy(out + i * (int64_t)es, in + off * (int64_t)es, es);
+  }
+}
+
+const pr_op_t pr_op_pad = {.name = "Pad", .attrs = "mode,pads,value", .min_opset = 2,
+                           .max_inputs = 4, .infer = infer_pad, .prepare = prepare_pad,
+                           .run = run_pad, .destroy = destroy_free};
