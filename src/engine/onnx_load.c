@@ -136,15 +136,15 @@ pr_status_t pr_tensor_from_proto(const Onnx__TensorProto *tp, const char *base_d
     switch (dt) {
     case PR_DTYPE_FLOAT:
       have = tp->n_float_data;
-      if (have == numel) memcpy(t->data, tp->float_data, nbytes);
+      if (have == numel && nbytes) memcpy(t->data, tp->float_data, nbytes);
       break;
     case PR_DTYPE_DOUBLE:
       have = tp->n_double_data;
-      if (have == numel) memcpy(t->data, tp->double_data, nbytes);
+      if (have == numel && nbytes) memcpy(t->data, tp->double_data, nbytes);
       break;
     case PR_DTYPE_INT64:
       have = tp->n_int64_data;
-      if (have == numel) memcpy(t->data, tp->int64_data, nbytes);
+      if (have == numel && nbytes) memcpy(t->data, tp->int64_data, nbytes);
       break;
     case PR_DTYPE_UINT32:
     case PR_DTYPE_UINT64:
