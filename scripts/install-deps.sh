@@ -7,7 +7,7 @@ PKGS=(
   libdnnl-dev libomp-dev
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
   libhwloc-dev nettle-dev libcmocka-dev libmicrohttpd-dev libjansson-dev
-  python3-torch python3-torchvision python3-numpy python3-onnx
+  python3-torch python3-torchvision python3-numpy python3-onnx libopenblas0-openmp
   curl
 )
 missing=()

@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""Engine speed, side by side in one run: packrat vs ONNX Runtime vs PyTorch.
+
+For each model, thread count t and batch b: the same random input (fixed
+seed) is fed to `packrat run`, ONNX Runtime (npm onnxruntime-node, graph
+optimizations on, intraOpNumThreads = t) and PyTorch (TorchScript frozen and
+optimized, torch.set_num_threads(t)), each pinned with taskset to cores
+0..t-1. Reports median latencies, the ratios packrat/peer, and packrat's
+fraction of the machine's peak (model FLOPs / latency / t / per-core peak,
+the peak measured by bench/peak_flops).
+
+usage: bench/engine_peers.py [--models resnet50,inception_v3] [--threads 1,2]
+                             [--batches 1,2,4,8,16] [--repeat 7] [--out bench/results]
+Needs: scripts/install-deps.sh, a build in build/, models from
+tools/export_models.py, and `npm install --ignore-scripts` in bench/.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPES = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299)}
+
+
+def sh(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def cpu_name():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="resnet50,inception_v3")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--batches", default="1,2,4,8,16")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    packrat = os.path.join(args.build, "packrat")
+    peak = sh(["taskset", "-c", "0", os.path.join(args.build, "bench", "peak_flops")])["peak_gflops_per_core"]
+    tmp = os.path.join(args.out, "inputs.tmp")
+    os.makedirs(tmp, exist_ok=True)
+    rows = []
+    for model in args.models.split(","):
+        onnx_path = os.path.join(args.models_dir, model, "model.onnx")
+        for t in map(int, args.threads.split(",")):
+            cores = ",".join(str(i) for i in range(t))
+            for b in map(int, args.batches.split(",")):
+                x = np.random.default_rng(b).standard_normal((b, *SHAPES[model]), dtype=np.float32)
+                inp = os.path.join(tmp, f"{model}_{b}.npy")
+                np.save(inp, x)
+                pin = ["taskset", "-c", cores]
+                pr = sh(pin + [packrat, "run", onnx_path, "--input", f"input={inp}", "--threads", str(t),
+                               "--repeat", str(args.repeat), "--warmup", "2", "--json"])
+                ort = sh(pin + ["node", os.path.join(ROOT, "bench", "ort_run.js"), onnx_path, inp, str(t),
+                                str(args.repeat)])
+                pt = sh(pin + ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_run.py"), model, inp,
+                               str(t), str(args.repeat)])
+                gflop = pr["gflop"]
+                row = {"model": model, "threads": t, "batch": b, "packrat_ms": pr["median_ms"],
+                       "ort_ms": ort["median_ms"], "torch_ms": pt["median_ms"],
+                       "packrat_vs_ort": pr["median_ms"] / ort["median_ms"],
+                       "packrat_vs_torch": pr["median_ms"] / pt["median_ms"],
+                       "peak_fraction": gflop / (pr["median_ms"] * 1e-3) / t / peak}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{cpu_name()}, {os.cpu_count()} cores, per-core peak {peak:.0f} GFLOP/s fp32"
+    with open(os.path.join(args.out, "engine_peers.json"), "w") as f:
+        json.dump({"date": stamp, "machine": machine, "rows": rows}, f, indent=1)
+    lines = [f"Command: `bench/engine_peers.py --models {args.models} --threads {args.threads} "
+             f"--batches {args.batches} --repeat {args.repeat}`  ",
+             f"Machine: {machine}; {stamp}. Median ms; ratio < 1 means packrat is faster.", "",
+             "| model | t | b | packrat ms | ORT ms | PyTorch ms | packrat/ORT | packrat/PyTorch | % of peak |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {r['packrat_ms']:.1f} | {r['ort_ms']:.1f} "
+                     f"| {r['torch_ms']:.1f} | {r['packrat_vs_ort']:.2f} | {r['packrat_vs_torch']:.2f} "
+                     f"| {100 * r['peak_fraction']:.0f}% |")
+    with open(os.path.join(args.out, "engine_peers.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
