@@ -100,6 +100,7 @@ typedef struct {
   const int64_t *dim_values;
   const pr_tensor_info_t *input_shapes;
   const void *const *input_values;
+  int disable_fusion; /* non-zero: no graph fusions (for checking them) */
 } pr_session_options_t;
 
 /* Size in bytes of one element of dtype, 0 for unsupported/undefined. */
@@ -138,6 +139,8 @@ void pr_engine_session_destroy(pr_session_t *session);
 /* Floating-point operations of one run of the session (convolutions and
  * matrix products, 2 per multiply-add), from its concrete shapes. */
 double pr_engine_session_flops(const pr_session_t *s);
+/* Bytes of the session's activation arena (intermediate buffers). */
+size_t pr_engine_session_arena_bytes(const pr_session_t *s);
 /* Concrete shapes of the session's inputs and outputs. */
 pr_status_t pr_engine_session_input(const pr_session_t *s, int i, pr_tensor_info_t *info);
 pr_status_t pr_engine_session_output(const pr_session_t *s, int i, pr_tensor_info_t *info);

@@ -24,17 +24,14 @@ static bool all_const(pr_compile_t *c, const pr_node_t *n, int from, int to) {
   return true;
 }
 
-static int new_const(pr_compile_t *c, const pr_value_t *like, int64_t numel) {
+static int new_const(pr_compile_t *c, int rank, const int64_t *dims) {
   int idx = pr_compile_add_value(c);
   if (idx < 0) return -1;
   pr_value_t *v = &c->v[idx];
-  v->dtype = PR_DTYPE_FLOAT;
-  v->rank = like->rank;
-  memcpy(v->dims, like->dims, sizeof v->dims);
-  if (!like->rank) v->rank = 1, v->dims[0] = numel;
+  pr_value_set_shape(v, PR_DTYPE_FLOAT, rank, dims);
   v->is_const = true;
   v->kind = PR_VAL_CONST;
-  v->nbytes = (size_t)numel * sizeof(float);
+  v->nbytes = (size_t)pr_value_numel(v) * sizeof(float);
   v->data = pr_aligned_calloc(v->nbytes);
   if (!v->data) return -1;
   v->owns_data = true;
@@ -50,9 +47,11 @@ static pr_status_t fold_bn(pr_compile_t *c, pr_node_t *conv, pr_node_t *bn) {
   const float *scale = c->v[bn->in[1]].data, *bias = c->v[bn->in[2]].data,
               *mean = c->v[bn->in[3]].data, *var = c->v[bn->in[4]].data;
   const float *b_old = conv->n_in > 2 && conv->in[2] >= 0 ? c->v[conv->in[2]].data : NULL;
-  int wi = new_const(c, w, pr_value_numel(w));
-  pr_value_t bias_like = {.rank = 1, .dims = {M}};
-  int bi = new_const(c, &bias_like, M);
+  int64_t wdims[PR_MAX_RANK];
+  int wrank = w->rank;
+  memcpy(wdims, w->dims, sizeof wdims);
+  int wi = new_const(c, wrank, wdims); /* c->v may move: w is re-read below */
+  int bi = new_const(c, 1, &M);
   if (wi < 0 || bi < 0) return PR_ERR_NOMEM;
   w = &c->v[conv->in[1]]; /* the values array may have moved */
   const float *wd = w->data;

@@ -357,8 +357,10 @@ static pr_status_t plan_memory(pr_compile_t *c, pr_session_t *s) {
     if (n->post.sum) {
       int addend = n->in[n->n_in - 1];
       int r = root_of(c, addend);
+      bool also_read = false; /* the kernel must not write over its own source */
+      for (int k = 0; k < n->n_in - 1; k++) also_read |= n->in[k] >= 0 && root_of(c, n->in[k]) == r;
       if (c->v[r].kind == PR_VAL_TEMP && root_last[r] == i && c->v[out0].kind == PR_VAL_TEMP &&
-          c->v[addend].nbytes == c->v[out0].nbytes)
+          c->v[addend].nbytes == c->v[out0].nbytes && !also_read)
         alias_src = addend;
     } else if (in0 >= 0 && out0 >= 0 && c->v[out0].kind == PR_VAL_TEMP) {
       int r = root_of(c, in0);
@@ -632,7 +634,7 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
       goto fail;
     }
   remove_dead(c);
-  if (!getenv("PACKRAT_NO_FUSION")) {
+  if (!opt->disable_fusion) {
     count_uses(c);
     if ((st = pr_fuse(c))) goto fail;
     remove_dead(c);
@@ -649,6 +651,7 @@ fail:
 }
 
 double pr_engine_session_flops(const pr_session_t *s) { return s ? s->flops : 0; }
+size_t pr_engine_session_arena_bytes(const pr_session_t *s) { return s ? s->arena_size : 0; }
 
 static void session_info(const pr_session_t *s, int idx, pr_tensor_info_t *info) {
   const pr_value_t *v = &s->c.v[idx];

@@ -17,7 +17,7 @@ typedef struct {
   void *bound;
 } pr_dnnl_arg_t;
 
-#define PR_DNNL_MAX_ARGS 8
+#define PR_DNNL_MAX_ARGS 20
 
 typedef struct {
   dnnl_primitive_t prim;

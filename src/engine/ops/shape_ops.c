@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/util.h"
-#include "engine/ops/ops.h"
+#include "engine/ops/dnnl_util.h"
 
 static void destroy_free(void *p) { free(p); }
 
@@ -172,6 +172,7 @@ const pr_op_t pr_op_shape = {.name = "Shape", .attrs = "start,end", .min_opset =
 typedef struct {
   int64_t outer, inner_out; /* bytes per outer row of the output */
   int64_t inner_in[16];
+  pr_dnnl_prim_t *prim; /* channel concat of blocked (opaque) inputs */
 } concat_state_t;
 
 static pr_status_t infer_concat(pr_compile_t *c, pr_node_t *n) {
@@ -196,12 +197,81 @@ static pr_status_t infer_concat(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
+static void destroy_concat(void *p) {
+  concat_state_t *s = p;
+  if (s && s->prim) pr_dnnl_prim_destroy(s->prim), free(s->prim);
+  free(s);
+}
+
+/* The format tag (of a few blocked/plain candidates) that describes md, or 0. */
+static dnnl_format_tag_t tag_of(const pr_value_t *v) {
+  static const dnnl_format_tag_t tags[] = {dnnl_aBcd16b, dnnl_aBcd8b, dnnl_acdb, dnnl_abcd,
+                                           dnnl_aBcde16b, dnnl_aBcde8b, dnnl_acdeb, dnnl_abcde};
+  dnnl_dims_t d;
+  for (int k = 0; k < v->rank; k++) d[k] = v->dims[k];
+  for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
+    dnnl_memory_desc_t md;
+    if (dnnl_memory_desc_init_by_tag(&md, v->rank, d, dnnl_f32, tags[i]) == dnnl_success &&
+        dnnl_memory_desc_equal(&md, &v->md))
+      return tags[i];
+  }
+  return (dnnl_format_tag_t)0;
+}
+
+/* Blocked inputs concatenated on channels stay blocked: one oneDNN concat. */
+static pr_status_t prepare_concat_blocked(pr_compile_t *c, pr_node_t *n, concat_state_t *s) {
+  dnnl_format_tag_t tag = 0;
+  for (int k = 0; k < n->n_in && !tag; k++)
+    if (pr_in(c, n, k)->opaque) tag = tag_of(pr_in(c, n, k));
+  if (!tag) return PR_ERR_UNSUPPORTED;
+  dnnl_memory_desc_t mds[16];
+  pr_status_t st;
+  for (int k = 0; k < n->n_in; k++) {
+    pr_value_t *v = pr_in(c, n, k);
+    dnnl_dims_t d;
+    for (int j = 0; j < v->rank; j++) d[j] = v->dims[j];
+    PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[k], v->rank, d, dnnl_f32, tag));
+    if ((st = pr_require_md(c, n, k, &mds[k]))) return st;
+  }
+  pr_value_t *o = pr_out(c, n, 0);
+  dnnl_dims_t od;
+  dnnl_memory_desc_t omd;
+  for (int j = 0; j < o->rank; j++) od[j] = o->dims[j];
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&omd, o->rank, od, dnnl_f32, tag));
+  dnnl_primitive_desc_t pd;
+  PR_DNNL(c, n, dnnl_concat_primitive_desc_create(&pd, &omd, n->n_in, 1, mds, NULL, c->engine));
+  s->prim = calloc(1, sizeof *s->prim);
+  if (!s->prim) {
+    dnnl_primitive_desc_destroy(pd);
+    return PR_ERR_NOMEM;
+  }
+  if ((st = pr_dnnl_prim_init(c, n, s->prim, pd))) return st;
+  for (int k = 0; k < n->n_in; k++)
+    pr_dnnl_prim_add_arg(s->prim, DNNL_ARG_MULTIPLE_SRC + k, n->in[k], NULL, &mds[k]);
+  pr_dnnl_prim_add_arg(s->prim, DNNL_ARG_DST, n->out[0], NULL, &omd);
+  o->md = omd;
+  o->opaque = tag != dnnl_abcd && tag != dnnl_abcde;
+  o->nbytes = dnnl_memory_desc_get_size(&omd);
+  return PR_OK;
+}
+
 static pr_status_t prepare_concat(pr_compile_t *c, pr_node_t *n) {
   concat_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
   pr_value_t *o = pr_out(c, n, 0);
   int axis = pr_axis(pr_attr_int(n->m, "axis", 0), o->rank);
+  bool any_opaque = false;
+  for (int k = 0; k < n->n_in; k++) any_opaque |= pr_in(c, n, k)->opaque;
+  if (any_opaque && axis == 1 && n->n_in <= PR_DNNL_MAX_ARGS - 1 && o->dtype == PR_DTYPE_FLOAT) {
+    pr_status_t st = prepare_concat_blocked(c, n, s);
+    if (st != PR_ERR_UNSUPPORTED) return st;
+  }
+  for (int k = 0; k < n->n_in; k++) {
+    pr_status_t st = pr_require_plain(c, n, k);
+    if (st) return st;
+  }
+  o = pr_out(c, n, 0);
   size_t es = pr_dtype_size(o->dtype);
   s->outer = 1;
   for (int k = 0; k < axis; k++) s->outer *= o->dims[k];
@@ -214,6 +284,10 @@ static pr_status_t prepare_concat(pr_compile_t *c, pr_node_t *n) {
 
 static void run_concat(pr_exec_t *x, pr_node_t *n) {
   const concat_state_t *s = n->state;
+  if (s->prim) {
+    pr_dnnl_prim_run(x, s->prim);
+    return;
+  }
   char *o = pr_xout(x, n, 0);
 #pragma omp parallel for num_threads(x->threads) if (s->outer * s->inner_out > (1 << 16))
   for (int64_t r = 0; r < s->outer; r++) {
@@ -227,7 +301,7 @@ static void run_concat(pr_exec_t *x, pr_node_t *n) {
 
 const pr_op_t pr_op_concat = {.name = "Concat", .attrs = "axis", .min_opset = 4, .max_inputs = 16,
                               .infer = infer_concat, .prepare = prepare_concat, .run = run_concat,
-                              .destroy = destroy_free};
+                              .destroy = destroy_concat, .accepts_opaque = true};
 
 /* ---- Split ---- */
 

@@ -1,0 +1,26 @@
+/* Builds small ONNX models in memory for tests (protobuf-c structs). */
+#ifndef PR_TEST_MODEL_BUILDER_H
+#define PR_TEST_MODEL_BUILDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mb mb_t;
+
+mb_t *mb_new(int opset);
+/* dims < 0 become a symbolic dim named "batch" (axis 0) or "d<k>". */
+void mb_input(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims);
+void mb_output(mb_t *b, const char *name);
+void mb_init(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims,
+             const void *data, size_t nbytes);
+/* inputs/outputs: NULL-terminated lists; returns the node index for attributes. */
+int mb_node(mb_t *b, const char *op, const char *name, const char *const *inputs,
+            const char *const *outputs);
+void mb_attr_int(mb_t *b, int node, const char *name, int64_t v);
+void mb_attr_float(mb_t *b, int node, const char *name, float v);
+void mb_attr_ints(mb_t *b, int node, const char *name, int n, const int64_t *v);
+void mb_attr_string(mb_t *b, int node, const char *name, const char *v);
+/* Serialize; *data is malloc'd. Frees the builder. */
+void mb_finish(mb_t *b, void **data, size_t *len);
+
+#endif

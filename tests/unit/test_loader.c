@@ -1,0 +1,190 @@
+/* Model loading: valid models, and every kind of bad input is an error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_builder.h"
+#include "packrat/engine.h"
+
+static void relu_model(void **data, size_t *len, int opset, const char *op) {
+  mb_t *b = mb_new(opset);
+  int64_t dims[2] = {-1, 4};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 2, dims);
+  const char *in[] = {"x", NULL}, *out[] = {"y", NULL};
+  mb_node(b, op, "act0", in, out);
+  mb_output(b, "y");
+  mb_finish(b, data, len);
+}
+
+static void test_valid_model_metadata(void **state) {
+  void *data;
+  size_t len;
+  relu_model(&data, &len, 13, "Relu");
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_model_num_inputs(m), 1);
+  assert_int_equal(pr_engine_model_num_outputs(m), 1);
+  pr_tensor_info_t info;
+  assert_int_equal(pr_engine_model_input(m, 0, &info), PR_OK);
+  assert_string_equal(info.name, "x");
+  assert_int_equal(info.dtype, PR_DTYPE_FLOAT);
+  assert_int_equal(info.rank, 2);
+  assert_true(info.dims[0] < 0);
+  assert_string_equal(info.dim_names[0], "batch");
+  assert_int_equal(info.dims[1], 4);
+  assert_int_equal(pr_engine_model_input(m, 1, &info), PR_ERR_INVALID);
+  assert_int_equal(strlen(pr_engine_model_sha256(m)), 64);
+  pr_engine_model_destroy(m);
+  free(data);
+}
+
+static void test_garbage_is_invalid(void **state) {
+  unsigned char junk[64];
+  for (int i = 0; i < 64; i++) junk[i] = (unsigned char)(i * 37 + 11);
+  pr_model_t *m = (pr_model_t *)0x1;
+  char err[256] = "";
+  pr_status_t st = pr_engine_model_load_memory(junk, sizeof junk, NULL, &m, err, sizeof err);
+  assert_true(st < 0);
+  assert_null(m);
+  assert_true(strlen(err) > 0);
+}
+
+static void test_every_truncation_fails_cleanly(void **state) {
+  void *data;
+  size_t len;
+  relu_model(&data, &len, 13, "Relu");
+  for (size_t cut = 0; cut < len; cut++) {
+    pr_model_t *m = NULL;
+    char err[256];
+    pr_status_t st = pr_engine_model_load_memory(data, cut, NULL, &m, err, sizeof err);
+    /* a prefix may still parse as a smaller valid message; it must never crash */
+    if (st == PR_OK) pr_engine_model_destroy(m);
+    else assert_null(m);
+  }
+  free(data);
+}
+
+static void test_unsupported_op_names_node(void **state) {
+  void *data;
+  size_t len;
+  relu_model(&data, &len, 13, "FancyOp");
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_UNSUPPORTED);
+  assert_non_null(strstr(err, "act0"));
+  assert_non_null(strstr(err, "FancyOp"));
+  free(data);
+}
+
+static void test_unknown_attribute_rejected(void **state) {
+  mb_t *b = mb_new(13);
+  int64_t dims[2] = {2, 4};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 2, dims);
+  const char *in[] = {"x", NULL}, *out[] = {"y", NULL};
+  int n = mb_node(b, "Relu", "r", in, out);
+  mb_attr_int(b, n, "bogus", 3);
+  mb_output(b, "y");
+  void *data;
+  size_t len;
+  mb_finish(b, &data, &len);
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_UNSUPPORTED);
+  assert_non_null(strstr(err, "bogus"));
+  free(data);
+}
+
+static void test_old_opset_rejected(void **state) {
+  void *data;
+  size_t len;
+  relu_model(&data, &len, 5, "Relu");
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_UNSUPPORTED);
+  free(data);
+}
+
+static void test_undefined_input_rejected(void **state) {
+  mb_t *b = mb_new(13);
+  int64_t dims[1] = {4};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 1, dims);
+  const char *in[] = {"nowhere", NULL}, *out[] = {"y", NULL};
+  mb_node(b, "Relu", "r", in, out);
+  mb_output(b, "y");
+  void *data;
+  size_t len;
+  mb_finish(b, &data, &len);
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "nowhere"));
+  free(data);
+}
+
+static void test_raw_data_size_mismatch(void **state) {
+  mb_t *b = mb_new(13);
+  int64_t dims[1] = {4}, wdims[1] = {8};
+  float w[4] = {1, 2, 3, 4};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 1, dims);
+  mb_init(b, "w", PR_DTYPE_FLOAT, 1, wdims, w, sizeof w); /* says 8, holds 4 */
+  const char *in[] = {"x", "w", NULL}, *out[] = {"y", NULL};
+  mb_node(b, "Add", "a", in, out);
+  mb_output(b, "y");
+  void *data;
+  size_t len;
+  mb_finish(b, &data, &len);
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "raw_data"));
+  free(data);
+}
+
+static void test_input_with_initializer_is_constant(void **state) {
+  mb_t *b = mb_new(13);
+  int64_t dims[1] = {4};
+  float w[4] = {1, 2, 3, 4};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 1, dims);
+  mb_input(b, "w", PR_DTYPE_FLOAT, 1, dims);
+  mb_init(b, "w", PR_DTYPE_FLOAT, 1, dims, w, sizeof w);
+  const char *in[] = {"x", "w", NULL}, *out[] = {"y", NULL};
+  mb_node(b, "Add", "a", in, out);
+  mb_output(b, "y");
+  void *data;
+  size_t len;
+  mb_finish(b, &data, &len);
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_model_num_inputs(m), 1);
+  pr_engine_model_destroy(m);
+  free(data);
+}
+
+static void test_missing_file(void **state) {
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_file("/nonexistent/model.onnx", &m, err, sizeof err), PR_ERR_IO);
+  assert_non_null(strstr(err, "/nonexistent/model.onnx"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_valid_model_metadata),
+      cmocka_unit_test(test_garbage_is_invalid),
+      cmocka_unit_test(test_every_truncation_fails_cleanly),
+      cmocka_unit_test(test_unsupported_op_names_node),
+      cmocka_unit_test(test_unknown_attribute_rejected),
+      cmocka_unit_test(test_old_opset_rejected),
+      cmocka_unit_test(test_undefined_input_rejected),
+      cmocka_unit_test(test_raw_data_size_mismatch),
+      cmocka_unit_test(test_input_with_initializer_is_constant),
+      cmocka_unit_test(test_missing_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

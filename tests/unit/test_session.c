@@ -1,0 +1,214 @@
+/* Sessions: fusions change nothing but speed, shapes resolve per session,
+ * memory is reused by liveness, bad inputs are errors that break nothing. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_builder.h"
+#include "packrat/engine.h"
+
+static float frand(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (float)((*s >> 8) % 2000) / 1000.f - 1.f;
+}
+
+static void add_weights(mb_t *b, const char *name, int rank, const int64_t *dims, unsigned seed,
+                        float scale, float offset) {
+  int64_t n = 1;
+  for (int k = 0; k < rank; k++) n *= dims[k];
+  float *w = malloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) w[i] = frand(&seed) * scale + offset;
+  mb_init(b, name, PR_DTYPE_FLOAT, rank, dims, w, sizeof(float) * (size_t)n);
+  free(w);
+}
+
+/* x[batch,16,9,9] -> Conv -> BN -> Relu -> Conv -> BN -> Add(first relu) -> Relu
+ *                 -> Conv(grouped, stride 2) -> Clip -> GlobalAveragePool -> Flatten -> Gemm */
+static void cnn_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t xd[4] = {-1, 16, 9, 9}, wd[4] = {16, 16, 3, 3}, gd[4] = {32, 4, 3, 3}, cd[1] = {16},
+          c2[1] = {32}, fc[2] = {10, 32}, fb[1] = {10};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, xd);
+  add_weights(b, "w1", 4, wd, 1, 0.2f, 0), add_weights(b, "b1", 1, cd, 2, 0.1f, 0);
+  add_weights(b, "w2", 4, wd, 3, 0.2f, 0);
+  add_weights(b, "w3", 4, gd, 4, 0.2f, 0), add_weights(b, "b3", 1, c2, 5, 0.1f, 0);
+  const char *bn[] = {"s", "bb", "m", "v"};
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) {
+      char nm[8];
+      snprintf(nm, sizeof nm, "%s%d", bn[j], i);
+      add_weights(b, nm, 1, cd, 10u + (unsigned)(i * 4 + j), j == 3 ? 0.4f : 0.5f, j == 3 ? 1.f : 0.f);
+    }
+  add_weights(b, "fw", 2, fc, 30, 0.3f, 0), add_weights(b, "fb", 1, fb, 31, 0.1f, 0);
+  float lo = 0.f, hi = 0.7f;
+  int64_t none[1] = {0};
+  mb_init(b, "lo", PR_DTYPE_FLOAT, 0, none, &lo, 4), mb_init(b, "hi", PR_DTYPE_FLOAT, 0, none, &hi, 4);
+  const int64_t pads[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+  int n;
+  n = mb_node(b, "Conv", "c1", (const char *[]){"x", "w1", "b1", NULL}, (const char *[]){"c1", NULL});
+  mb_attr_ints(b, n, "pads", 4, pads);
+  mb_node(b, "BatchNormalization", "bn1", (const char *[]){"c1", "s0", "bb0", "m0", "v0", NULL}, (const char *[]){"n1", NULL});
+  mb_node(b, "Relu", "r1", (const char *[]){"n1", NULL}, (const char *[]){"r1", NULL});
+  n = mb_node(b, "Conv", "c2", (const char *[]){"r1", "w2", NULL}, (const char *[]){"c2", NULL});
+  mb_attr_ints(b, n, "pads", 4, pads);
+  mb_node(b, "BatchNormalization", "bn2", (const char *[]){"c2", "s1", "bb1", "m1", "v1", NULL}, (const char *[]){"n2", NULL});
+  mb_node(b, "Add", "add", (const char *[]){"n2", "r1", NULL}, (const char *[]){"a", NULL});
+  mb_node(b, "Relu", "r2", (const char *[]){"a", NULL}, (const char *[]){"r2", NULL});
+  n = mb_node(b, "Conv", "c3", (const char *[]){"r2", "w3", "b3", NULL}, (const char *[]){"c3", NULL});
+  mb_attr_int(b, n, "group", 4);
+  mb_attr_ints(b, n, "strides", 2, s2);
+  mb_node(b, "Clip", "clip", (const char *[]){"c3", "lo", "hi", NULL}, (const char *[]){"k", NULL});
+  mb_node(b, "GlobalAveragePool", "gap", (const char *[]){"k", NULL}, (const char *[]){"g", NULL});
+  mb_node(b, "Flatten", "flat", (const char *[]){"g", NULL}, (const char *[]){"f", NULL});
+  n = mb_node(b, "Gemm", "fc", (const char *[]){"f", "fw", "fb", NULL}, (const char *[]){"y", NULL});
+  mb_attr_int(b, n, "transB", 1);
+  mb_output(b, "y");
+  mb_output(b, "r2"); /* an intermediate that is also a graph output */
+  mb_finish(b, data, len);
+}
+
+static pr_model_t *load(void (*make)(void **, size_t *)) {
+  void *data;
+  size_t len;
+  make(&data, &len);
+  pr_model_t *m;
+  char err[256];
+  pr_status_t st = pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err);
+  free(data);
+  if (st) fail_msg("load: %s", err);
+  return m;
+}
+
+static void run_cnn(pr_model_t *m, int threads, int batch, int fusion, float *y, float *r2) {
+  pr_session_options_t opt = pr_session_options_default();
+  opt.threads = threads;
+  opt.batch = batch;
+  opt.disable_fusion = !fusion;
+  pr_session_t *s;
+  char err[256];
+  if (pr_engine_session_create(m, &opt, &s, err, sizeof err)) fail_msg("session: %s", err);
+  size_t n = (size_t)batch * 16 * 81;
+  float *x = malloc(n * sizeof(float));
+  unsigned seed = 99;
+  for (size_t i = 0; i < n; i++) x[i] = frand(&seed);
+  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 4, .dims = {batch, 16, 9, 9}, .data = x}, out[2];
+  assert_int_equal(pr_engine_session_run(s, &in, 1, out, 2, err, sizeof err), PR_OK);
+  assert_int_equal(out[0].rank, 2);
+  assert_int_equal(out[0].dims[0], batch);
+  assert_int_equal(out[0].dims[1], 10);
+  memcpy(y, out[0].data, sizeof(float) * (size_t)batch * 10);
+  memcpy(r2, out[1].data, sizeof(float) * n);
+  free(x);
+  pr_engine_session_destroy(s);
+}
+
+static void test_fusions_match_unfused(void **state) {
+  pr_model_t *m = load(cnn_model);
+  for (int threads = 1; threads <= 2; threads++)
+    for (int batch = 1; batch <= 3; batch += 2) {
+      size_t n = (size_t)batch * 16 * 81;
+      float *y0 = malloc(sizeof(float) * (size_t)batch * 10), *y1 = malloc(sizeof(float) * (size_t)batch * 10);
+      float *r0 = malloc(sizeof(float) * n), *r1 = malloc(sizeof(float) * n);
+      run_cnn(m, threads, batch, 0, y0, r0);
+      run_cnn(m, threads, batch, 1, y1, r1);
+      double max_ref = 0, max_diff = 0;
+      for (int i = 0; i < batch * 10; i++) {
+        max_ref = fmax(max_ref, fabs(y0[i]));
+        max_diff = fmax(max_diff, fabs(y0[i] - y1[i]));
+      }
+      if (getenv("PR_TEST_VERBOSE"))
+        for (int i = 0; i < 10; i++) printf("%d: %g %g\n", i, y0[i], y1[i]);
+      assert_true(max_ref > 1e-3); /* the model computes something */
+      assert_true(max_diff <= 1e-5 * max_ref + 1e-6);
+      for (size_t i = 0; i < n; i++) assert_true(fabsf(r0[i] - r1[i]) <= 1e-4f);
+      free(y0), free(y1), free(r0), free(r1);
+    }
+  pr_engine_model_destroy(m);
+}
+
+/* x -> Sigmoid -> Tanh -> Sigmoid -> ... (8 ops) */
+static void chain_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t d[2] = {-1, 65536};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 2, d);
+  char prev[8] = "x", cur[8];
+  for (int i = 0; i < 8; i++) {
+    snprintf(cur, sizeof cur, "t%d", i);
+    mb_node(b, i % 2 ? "Tanh" : "Sigmoid", cur, (const char *[]){prev, NULL}, (const char *[]){cur, NULL});
+    memcpy(prev, cur, sizeof prev);
+  }
+  mb_output(b, prev);
+  mb_finish(b, data, len);
+}
+
+static void test_memory_reused_by_liveness(void **state) {
+  pr_model_t *m = load(chain_model);
+  pr_session_options_t opt = pr_session_options_default();
+  opt.batch = 4;
+  pr_session_t *s;
+  char err[256];
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  size_t one = 4 * 65536 * sizeof(float);
+  /* 7 intermediates of `one` bytes each; in-place ops need at most one buffer */
+  assert_true(pr_engine_session_arena_bytes(s) <= one);
+  float *x = malloc(one);
+  for (size_t i = 0; i < one / 4; i++) x[i] = (float)(i % 7) - 3;
+  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {4, 65536}, .data = x}, out;
+  assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+  for (size_t i = 0; i < one / 4; i += 997) {
+    float v = x[i];
+    for (int k = 0; k < 8; k++) v = k % 2 ? tanhf(v) : 1.f / (1.f + expf(-v));
+    assert_true(fabsf(((float *)out.data)[i] - v) < 1e-5f);
+  }
+  assert_float_equal(x[5], (float)(5 % 7) - 3, 0); /* the caller's input is untouched */
+  free(x);
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
+static void test_batch_resolves_and_bad_input_is_harmless(void **state) {
+  pr_model_t *m = load(chain_model);
+  pr_session_options_t opt = pr_session_options_default();
+  opt.batch = 3;
+  opt.threads = 2;
+  pr_session_t *s;
+  char err[256];
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  pr_tensor_info_t info;
+  assert_int_equal(pr_engine_session_input(s, 0, &info), PR_OK);
+  assert_int_equal(info.dims[0], 3);
+  assert_int_equal(pr_engine_session_output(s, 0, &info), PR_OK);
+  assert_int_equal(info.dims[0], 3);
+  float *x = calloc(3 * 65536, sizeof(float));
+  pr_tensor_t bad = {.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {2, 65536}, .data = x}, out;
+  assert_int_equal(pr_engine_session_run(s, &bad, 1, &out, 1, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "expected"));
+  bad.dtype = PR_DTYPE_INT64;
+  bad.dims[0] = 3;
+  assert_int_equal(pr_engine_session_run(s, &bad, 1, &out, 1, err, sizeof err), PR_ERR_INVALID);
+  pr_tensor_t good = {.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {3, 65536}, .data = x};
+  assert_int_equal(pr_engine_session_run(s, &good, 1, &out, 1, err, sizeof err), PR_OK);
+  float want = 0.f;
+  for (int k = 0; k < 8; k++) want = k % 2 ? tanhf(want) : 1.f / (1.f + expf(-want));
+  assert_true(fabsf(((float *)out.data)[0] - want) < 1e-5f);
+  free(x);
+  pr_engine_session_destroy(s);
+  opt.threads = 0;
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_ERR_INVALID);
+  pr_engine_model_destroy(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fusions_match_unfused),
+      cmocka_unit_test(test_memory_reused_by_liveness),
+      cmocka_unit_test(test_batch_resolves_and_bad_input_is_harmless),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
