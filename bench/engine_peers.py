@@ -47,7 +47,9 @@ def main():
     ap.add_argument("--models", default="resnet50,inception_v3")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--batches", default="1,2,4,8,16")
-    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per engine per round")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="the engines take turns this many times; the median of round medians is kept")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
@@ -67,18 +69,20 @@ def main():
                 inp = os.path.join(tmp, f"{model}_{b}.npy")
                 np.save(inp, x)
                 pin = ["taskset", "-c", cores]
-                pr = sh(pin + [packrat, "run", onnx_path, "--input", f"input={inp}", "--threads", str(t),
-                               "--repeat", str(args.repeat), "--warmup", "2", "--json"])
-                ort = sh(pin + ["node", os.path.join(ROOT, "bench", "ort_run.js"), onnx_path, inp, str(t),
-                                str(args.repeat)])
-                pt = sh(pin + ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_run.py"), model, inp,
-                               str(t), str(args.repeat)])
+                med = {"packrat": [], "ort": [], "torch": []}
+                for _ in range(args.rounds):
+                    pr = sh(pin + [packrat, "run", onnx_path, "--input", f"input={inp}", "--threads", str(t),
+                                   "--repeat", str(args.repeat), "--warmup", "2", "--json"])
+                    med["packrat"].append(pr["median_ms"])
+                    med["ort"].append(sh(pin + ["node", os.path.join(ROOT, "bench", "ort_run.js"), onnx_path,
+                                                inp, str(t), str(args.repeat)])["median_ms"])
+                    med["torch"].append(sh(pin + ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_run.py"),
+                                                  model, inp, str(t), str(args.repeat)])["median_ms"])
+                p, o, q = (float(np.median(med[k])) for k in ("packrat", "ort", "torch"))
                 gflop = pr["gflop"]
-                row = {"model": model, "threads": t, "batch": b, "packrat_ms": pr["median_ms"],
-                       "ort_ms": ort["median_ms"], "torch_ms": pt["median_ms"],
-                       "packrat_vs_ort": pr["median_ms"] / ort["median_ms"],
-                       "packrat_vs_torch": pr["median_ms"] / pt["median_ms"],
-                       "peak_fraction": gflop / (pr["median_ms"] * 1e-3) / t / peak}
+                row = {"model": model, "threads": t, "batch": b, "packrat_ms": p, "ort_ms": o, "torch_ms": q,
+                       "packrat_vs_ort": p / o, "packrat_vs_torch": p / q,
+                       "peak_fraction": gflop / (p * 1e-3) / t / peak}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
@@ -86,8 +90,8 @@ def main():
     with open(os.path.join(args.out, "engine_peers.json"), "w") as f:
         json.dump({"date": stamp, "machine": machine, "rows": rows}, f, indent=1)
     lines = [f"Command: `bench/engine_peers.py --models {args.models} --threads {args.threads} "
-             f"--batches {args.batches} --repeat {args.repeat}`  ",
-             f"Machine: {machine}; {stamp}. Median ms; ratio < 1 means packrat is faster.", "",
+             f"--batches {args.batches} --repeat {args.repeat} --rounds {args.rounds}`  ",
+             f"Machine: {machine}; {stamp}. Median ms (median over rounds of each round's median); ratio < 1 means packrat is faster.", "",
              "| model | t | b | packrat ms | ORT ms | PyTorch ms | packrat/ORT | packrat/PyTorch | % of peak |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

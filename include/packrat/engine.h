@@ -139,6 +139,8 @@ void pr_engine_session_destroy(pr_session_t *session);
 /* Floating-point operations of one run of the session (convolutions and
  * matrix products, 2 per multiply-add), from its concrete shapes. */
 double pr_engine_session_flops(const pr_session_t *s);
+/* Number of kernels one run executes (after folding and fusion). */
+int pr_engine_session_num_kernels(const pr_session_t *s);
 /* Bytes of the session's activation arena (intermediate buffers). */
 size_t pr_engine_session_arena_bytes(const pr_session_t *s);
 /* Concrete shapes of the session's inputs and outputs. */

@@ -143,7 +143,54 @@ static int fuse_add(pr_compile_t *c, int ci, int ai) {
   return ai;
 }
 
+/* Pad(constant 0, spatial dims only) -> Conv or AveragePool: the kernel pads. */
+static void fuse_pad(pr_compile_t *c, int pi) {
+  pr_node_t *pad = &c->nodes[pi];
+  pr_value_t *x = &c->v[pad->in[0]];
+  int rank = x->rank, sp = rank - 2;
+  if (sp < 1 || sp > 3 || x->dtype != PR_DTYPE_FLOAT) return;
+  if (strcmp(pr_attr_string(pad->m, "mode", "constant"), "constant")) return;
+  int64_t pads[2 * PR_MAX_RANK];
+  if (c->opset < 11) {
+    const int64_t *p;
+    if (pr_attr_ints(pad->m, "pads", &p) != 2 * rank || pr_attr_float(pad->m, "value", 0.f) != 0.f) return;
+    memcpy(pads, p, sizeof(int64_t) * (size_t)(2 * rank));
+  } else {
+    if (pad->n_in > 3 && pad->in[3] >= 0) return;
+    if (pr_const_ints(pr_in(c, pad, 1), pads, 2 * PR_MAX_RANK) != 2 * rank) return;
+    pr_value_t *cv = pr_in(c, pad, 2);
+    if (cv && (!cv->is_const || cv->dtype != PR_DTYPE_FLOAT || *(const float *)cv->data != 0.f)) return;
+  }
+  for (int k = 0; k < 2 * rank; k++)
+    if (pads[k] < 0 || ((k % rank) < 2 && pads[k])) return;
+  int ci = only_consumer(c, pad->out[0], pi);
+  if (ci < 0) return;
+  pr_node_t *cons = &c->nodes[ci];
+  if (cons->in[0] != pad->out[0] || cons->pad_fused) return;
+  const char *op = cons->op->name;
+  if (!strcmp(op, "AveragePool")) {
+    /* its own pads must be zero unless they already count in the average */
+    const int64_t *own;
+    int cnt = pr_attr_ints(cons->m, "pads", &own);
+    bool own_zero = true;
+    for (int k = 0; k < cnt; k++) own_zero &= own[k] == 0;
+    if (!own_zero && !pr_attr_int(cons->m, "count_include_pad", 0)) return;
+  } else if (strcmp(op, "Conv")) {
+    return;
+  }
+  if (strcmp(pr_attr_string(cons->m, "auto_pad", "NOTSET"), "NOTSET")) return;
+  for (int k = 0; k < sp; k++) {
+    cons->pad_add[k] = pads[k + 2];
+    cons->pad_add[k + sp] = pads[k + 2 + rank];
+  }
+  cons->pad_fused = true;
+  cons->in[0] = pad->in[0];
+  pad->dead = true;
+}
+
 pr_status_t pr_fuse(pr_compile_t *c) {
+  for (int i = 0; i < c->n_nodes; i++)
+    if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Pad")) fuse_pad(c, i);
   for (int i = 0; i < c->n_nodes; i++) {
     if (c->nodes[i].dead || strcmp(c->nodes[i].op->name, "Conv")) continue;
     int ci = i;

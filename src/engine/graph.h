@@ -119,6 +119,9 @@ typedef struct pr_node {
   int in[16], out[16];
   bool dead;
   pr_post_t post;
+  /* spatial zero padding taken over from a fused Pad (begin..., end...) */
+  bool pad_fused;
+  int64_t pad_add[6];
   double flops; /* multiply-adds x 2 of one run, set by prepare */
   void *state;
 } pr_node_t;

@@ -651,6 +651,7 @@ fail:
 }
 
 double pr_engine_session_flops(const pr_session_t *s) { return s ? s->flops : 0; }
+int pr_engine_session_num_kernels(const pr_session_t *s) { return s ? s->c.n_nodes : 0; }
 size_t pr_engine_session_arena_bytes(const pr_session_t *s) { return s ? s->arena_size : 0; }
 
 static void session_info(const pr_session_t *s, int idx, pr_tensor_info_t *info) {

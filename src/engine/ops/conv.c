@@ -50,6 +50,8 @@ pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, 
     for (int k = 0; k < sp; k++) pad_l[k] = v[k], pad_r[k] = v[k + sp];
     explicit_pads = true;
   }
+  if (n->pad_fused)
+    for (int k = 0; k < sp; k++) pad_l[k] += n->pad_add[k], pad_r[k] += n->pad_add[k + sp];
   for (int k = 0; k < sp; k++) {
     if (stride[k] < 1 || dil[k] < 1 || kernel[k] < 1 || pad_l[k] < 0 || pad_r[k] < 0)
       return pr_fail(c, n, PR_ERR_INVALID, "bad kernel, stride, dilation or pad");

@@ -105,7 +105,8 @@ static pr_status_t prepare_max(pr_compile_t *c, pr_node_t *n) {
   return prepare_pool_common(c, n, false, dnnl_pooling_max);
 }
 static pr_status_t prepare_avg(pr_compile_t *c, pr_node_t *n) {
-  bool include = pr_attr_int(n->m, "count_include_pad", 0) != 0;
+  /* zeros from a fused Pad count in the average, as they did before fusion */
+  bool include = pr_attr_int(n->m, "count_include_pad", 0) != 0 || n->pad_fused;
   return prepare_pool_common(c, n, false,
                              include ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding);
 }
