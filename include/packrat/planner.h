@@ -1,0 +1,72 @@
+/* packrat planner: profiles (latency of one instance per thread count and
+ * batch size), the optimizer that turns a profile into a plan, and the
+ * batch-size estimator. The optimizer is pure: profile in, plan out, no
+ * threads and no I/O. */
+#ifndef PACKRAT_PLANNER_H
+#define PACKRAT_PLANNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "packrat/engine.h"
+
+/* One measured configuration of a single instance. */
+typedef struct {
+  int threads;
+  int batch;
+  double latency_ms; /* median */
+  double p90_ms;
+} pr_profile_point_t;
+
+/* latency[t][b] on a grid; points in any order, each (t, b) at most once. */
+typedef struct {
+  char model[256];
+  char model_sha256[65];
+  char cpu[128];
+  int cores; /* T: the machine's cores the profile covers */
+  int n_points;
+  pr_profile_point_t *points;
+} pr_profile_t;
+
+typedef struct {
+  int threads;
+  int batch;
+  double latency_ms;
+  int first_core; /* index into the core order the instance is pinned to */
+} pr_plan_instance_t;
+
+#define PR_PLAN_MAX_INSTANCES 1024
+
+/* A plan: instances whose batches add up to batch and threads to at most cores. */
+typedef struct {
+  int batch;
+  int cores;
+  double latency_ms; /* the slowest instance */
+  int n_instances;
+  pr_plan_instance_t instances[PR_PLAN_MAX_INSTANCES];
+} pr_plan_t;
+
+/* Optimal plan for a batch of `batch` requests on `cores` cores: minimizes the
+ * largest instance latency over every list of profiled points whose batches
+ * sum to `batch` and threads to at most `cores`; ties go to fewer threads in
+ * total, then fewer instances. Exact. Returns PR_ERR_NOT_FOUND when no
+ * combination of profiled points makes the batch, PR_ERR_INVALID for bad
+ * arguments (batch or cores < 1, batch > 1<<20) and PR_ERR_NOMEM. Instances
+ * are listed by decreasing threads, with consecutive first_core. */
+pr_status_t pr_plan_optimize(const pr_profile_t *profile, int batch, int cores, pr_plan_t *plan);
+
+/* The Packrat paper's dynamic program, O(T^2 B^2) over the same points, kept
+ * as the reference the fast optimizer is checked and benchmarked against.
+ * Returns the optimal max latency (or a negative value when infeasible). */
+double pr_plan_paper_dp(const pr_profile_t *profile, int batch, int cores);
+
+/* Latency of the point (threads, batch), or a negative value if not profiled. */
+double pr_profile_latency(const pr_profile_t *profile, int threads, int batch);
+
+/* Parse "t1xb1,t2xb2,..." into plan (latencies from profile when given, else 0). */
+pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan_t *plan,
+                          char *err, size_t err_len);
+
+void pr_profile_free(pr_profile_t *profile);
+
+#endif
