@@ -128,6 +128,9 @@ pr_status_t pr_engine_model_output(const pr_model_t *model, int i, pr_tensor_inf
 /* SHA-256 of the model file's bytes as 64 hex chars. */
 const char *pr_engine_model_sha256(const pr_model_t *model);
 
+/* Bytes of reordered weights the model's sessions currently share. */
+size_t pr_engine_model_shared_weight_bytes(pr_model_t *model);
+
 pr_session_options_t pr_session_options_default(void);
 
 /* Compile the model for the given options: resolve shapes, fold constants,

@@ -24,46 +24,12 @@ static bool all_const(pr_compile_t *c, const pr_node_t *n, int from, int to) {
   return true;
 }
 
-static int new_const(pr_compile_t *c, int rank, const int64_t *dims) {
-  int idx = pr_compile_add_value(c);
-  if (idx < 0) return -1;
-  pr_value_t *v = &c->v[idx];
-  pr_value_set_shape(v, PR_DTYPE_FLOAT, rank, dims);
-  v->is_const = true;
-  v->kind = PR_VAL_CONST;
-  v->nbytes = (size_t)pr_value_numel(v) * sizeof(float);
-  v->data = pr_aligned_calloc(v->nbytes);
-  if (!v->data) return -1;
-  v->owns_data = true;
-  return idx;
-}
-
-/* Conv(W, B) -> BN(scale, bias, mean, var) becomes Conv(W', B'). */
+/* Conv(W, B) -> BN(scale, bias, mean, var): the conv folds the BN into its
+ * weights and bias when it prepares them (once per model, shared). */
 static pr_status_t fold_bn(pr_compile_t *c, pr_node_t *conv, pr_node_t *bn) {
   if (!all_const(c, conv, 1, conv->n_in) || !all_const(c, bn, 1, 5)) return PR_OK;
-  pr_value_t *w = &c->v[conv->in[1]];
-  int64_t M = w->dims[0], per = pr_value_numel(w) / M;
-  float eps = pr_attr_float(bn->m, "epsilon", 1e-5f);
-  const float *scale = c->v[bn->in[1]].data, *bias = c->v[bn->in[2]].data,
-              *mean = c->v[bn->in[3]].data, *var = c->v[bn->in[4]].data;
-  const float *b_old = conv->n_in > 2 && conv->in[2] >= 0 ? c->v[conv->in[2]].data : NULL;
-  int64_t wdims[PR_MAX_RANK];
-  int wrank = w->rank;
-  memcpy(wdims, w->dims, sizeof wdims);
-  int wi = new_const(c, wrank, wdims); /* c->v may move: w is re-read below */
-  int bi = new_const(c, 1, &M);
-  if (wi < 0 || bi < 0) return PR_ERR_NOMEM;
-  w = &c->v[conv->in[1]]; /* the values array may have moved */
-  const float *wd = w->data;
-  float *nw = c->v[wi].data, *nb = c->v[bi].data;
-  for (int64_t m = 0; m < M; m++) {
-    float s = scale[m] / sqrtf(var[m] + eps);
-    for (int64_t j = 0; j < per; j++) nw[m * per + j] = wd[m * per + j] * s;
-    nb[m] = ((b_old ? b_old[m] : 0.f) - mean[m]) * s + bias[m];
-  }
-  conv->in[1] = wi;
-  conv->in[2] = bi;
-  conv->n_in = 3;
+  conv->bn = bn->m;
+  for (int k = 0; k < 4; k++) conv->bn_in[k] = bn->in[k + 1];
   conv->out[0] = bn->out[0];
   bn->dead = true;
   return PR_OK;
@@ -201,7 +167,7 @@ pr_status_t pr_fuse(pr_compile_t *c) {
       pr_node_t *cons = &c->nodes[next];
       const char *op = cons->op->name;
       if (!strcmp(op, "BatchNormalization") && cons->in[0] == conv->out[0] &&
-          !conv->post.n_eltwise && !conv->post.sum) {
+          !conv->post.n_eltwise && !conv->post.sum && !conv->bn) {
         pr_status_t st = fold_bn(c, conv, cons);
         if (st) return st;
         if (!cons->dead) break;

@@ -13,6 +13,7 @@
 #define PR_ENGINE_GRAPH_H
 
 #include <dnnl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -66,6 +67,16 @@ typedef struct {
   const struct pr_op *op;
 } pr_mnode_t;
 
+/* Weights reordered into a kernel's layout, shared by every session of the
+ * model that asks for the same (node, variant, layout). */
+typedef struct {
+  const void *node;
+  int variant;
+  dnnl_memory_desc_t md;
+  void *buf;
+  int refs;
+} pr_wcache_entry_t;
+
 struct pr_model {
   pr_mvalue_t *values;
   int n_values;
@@ -75,6 +86,10 @@ struct pr_model {
   int *outputs, n_outputs;
   int opset;
   char sha256[65];
+  /* shared reordered weights; the lock guards only this cache */
+  pthread_mutex_t cache_lock;
+  pr_wcache_entry_t *cache;
+  int n_cache, cap_cache;
 };
 
 /* ---- session level ---- */
@@ -119,6 +134,10 @@ typedef struct pr_node {
   int in[16], out[16];
   bool dead;
   pr_post_t post;
+  /* a BatchNormalization folded into this Conv: its node and the value
+   * indices of scale, bias, mean, var */
+  const pr_mnode_t *bn;
+  int bn_in[4];
   /* spatial zero padding taken over from a fused Pad (begin..., end...) */
   bool pad_fused;
   int64_t pad_add[6];
@@ -166,6 +185,15 @@ typedef struct pr_op {
   bool inplace;        /* output 0 may share input 0's buffer */
   bool nondeterministic; /* never folded at compile time */
 } pr_op_t;
+
+/* Shared weight cache of a model (thread-safe). get: the buffer for (node,
+ * variant, md) with a reference taken, or NULL. put: insert buf (owned by the
+ * cache from now on) and take a reference; when another session inserted the
+ * same key first, buf is freed and the existing buffer returned. */
+void *pr_wcache_get(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md);
+void *pr_wcache_put(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md,
+                    void *buf);
+void pr_wcache_release(pr_model_t *m, void *buf);
 
 /* Registry. */
 const pr_op_t *pr_op_find(const char *name);

@@ -552,7 +552,70 @@ void pr_engine_model_destroy(pr_model_t *m) {
   free(m->nodes);
   free(m->inputs);
   free(m->outputs);
+  for (int i = 0; i < m->n_cache; i++) pr_free(m->cache[i].buf);
+  free(m->cache);
+  pthread_mutex_destroy(&m->cache_lock);
   free(m);
+}
+
+void *pr_wcache_get(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md) {
+  void *buf = NULL;
+  pthread_mutex_lock(&m->cache_lock);
+  for (int i = 0; i < m->n_cache && !buf; i++) {
+    pr_wcache_entry_t *e = &m->cache[i];
+    if (e->node == node && e->variant == variant && dnnl_memory_desc_equal(&e->md, md)) {
+      e->refs++;
+      buf = e->buf;
+    }
+  }
+  pthread_mutex_unlock(&m->cache_lock);
+  return buf;
+}
+
+void *pr_wcache_put(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md,
+                    void *buf) {
+  void *have = pr_wcache_get(m, node, variant, md);
+  if (have) {
+    pr_free(buf);
+    return have;
+  }
+  pthread_mutex_lock(&m->cache_lock);
+  if (m->n_cache == m->cap_cache) {
+    int cap = m->cap_cache ? m->cap_cache * 2 : 64;
+    pr_wcache_entry_t *nc = realloc(m->cache, sizeof *nc * (size_t)cap);
+    if (!nc) {
+      pthread_mutex_unlock(&m->cache_lock);
+      pr_free(buf);
+      return NULL;
+    }
+    m->cache = nc;
+    m->cap_cache = cap;
+  }
+  m->cache[m->n_cache++] = (pr_wcache_entry_t){node, variant, *md, buf, 1};
+  pthread_mutex_unlock(&m->cache_lock);
+  return buf;
+}
+
+size_t pr_engine_model_shared_weight_bytes(pr_model_t *m) {
+  size_t total = 0;
+  pthread_mutex_lock(&m->cache_lock);
+  for (int i = 0; i < m->n_cache; i++) total += dnnl_memory_desc_get_size(&m->cache[i].md);
+  pthread_mutex_unlock(&m->cache_lock);
+  return total;
+}
+
+void pr_wcache_release(pr_model_t *m, void *buf) {
+  if (!buf) return;
+  pthread_mutex_lock(&m->cache_lock);
+  for (int i = 0; i < m->n_cache; i++) {
+    if (m->cache[i].buf != buf) continue;
+    if (--m->cache[i].refs == 0) {
+      pr_free(buf);
+      m->cache[i] = m->cache[--m->n_cache];
+    }
+    break;
+  }
+  pthread_mutex_unlock(&m->cache_lock);
 }
 
 pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char *base_dir,
@@ -572,6 +635,7 @@ pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char
     onnx__model_proto__free_unpacked(mp, NULL);
     return PR_ERR_NOMEM;
   }
+  pthread_mutex_init(&m->cache_lock, NULL);
   loader_t L = {.m = m, .base_dir = base_dir, .err = err, .err_len = err_len};
   pr_names_init(&L.names);
   pr_status_t st = build(&L, mp);

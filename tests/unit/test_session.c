@@ -219,11 +219,33 @@ static void test_batch_resolves_and_bad_input_is_harmless(void **state) {
   pr_engine_model_destroy(m);
 }
 
+static void test_sessions_share_weights(void **state) {
+  pr_model_t *m = load(cnn_model);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *a, *b, *c;
+  char err[256];
+  assert_int_equal(pr_engine_session_create(m, &opt, &a, err, sizeof err), PR_OK);
+  size_t one = pr_engine_model_shared_weight_bytes(m);
+  assert_true(one >= sizeof(float) * (16 * 16 * 9 * 2 + 32 * 4 * 9));
+  assert_int_equal(pr_engine_session_create(m, &opt, &b, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_model_shared_weight_bytes(m), one);
+  opt.disable_fusion = 1; /* unfolded BatchNormalization: other weights */
+  assert_int_equal(pr_engine_session_create(m, &opt, &c, err, sizeof err), PR_OK);
+  assert_true(pr_engine_model_shared_weight_bytes(m) > one);
+  pr_engine_session_destroy(c);
+  assert_int_equal(pr_engine_model_shared_weight_bytes(m), one);
+  pr_engine_session_destroy(a);
+  pr_engine_session_destroy(b);
+  assert_int_equal(pr_engine_model_shared_weight_bytes(m), 0);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
       cmocka_unit_test(test_memory_reused_by_liveness),
       cmocka_unit_test(test_batch_resolves_and_bad_input_is_harmless),
+      cmocka_unit_test(test_sessions_share_weights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* Conv on oneDNN: the kernel picks the activation layout (format any), the
  * weights are reordered once at prepare (or each run when they are not
  * constant), and fused activations / residual sum run as post-ops. */
+#include <math.h>
 #include <string.h>
 
 #include "base/util.h"
@@ -16,6 +17,8 @@ typedef struct {
   pr_dnnl_prim_t conv;
   pr_dnnl_prim_t w_reorder; /* for non-constant weights */
   void *w_buf;
+  pr_model_t *w_cache; /* w_buf belongs to this model's weight cache */
+  float *bias;         /* bias with a folded BatchNormalization */
   bool w_dynamic;
   int sum_in; /* input index of the residual addend, -1 */
 } conv_state_t;
@@ -24,8 +27,62 @@ static void destroy_conv(void *p) {
   conv_state_t *s = p;
   pr_dnnl_prim_destroy(&s->conv);
   pr_dnnl_prim_destroy(&s->w_reorder);
-  pr_free(s->w_buf);
+  if (s->w_cache) pr_wcache_release(s->w_cache, s->w_buf);
+  else pr_free(s->w_buf);
+  pr_free(s->bias);
   free(s);
+}
+
+/* Folded BatchNormalization: per output channel scale, and the new bias. */
+static pr_status_t bn_fold(pr_compile_t *c, pr_node_t *n, int64_t M, float *scale_out,
+                           float *bias_out) {
+  const float *g = c->v[n->bn_in[0]].data, *beta = c->v[n->bn_in[1]].data,
+              *mean = c->v[n->bn_in[2]].data, *var = c->v[n->bn_in[3]].data;
+  /* inputs: X, W[, B][, addend of a fused sum, always at index 3] */
+  const pr_value_t *b = n->n_in > 2 && n->in[2] >= 0 && (!n->post.sum || n->n_in > 3) ? &c->v[n->in[2]] : NULL;
+  float eps = pr_attr_float(n->bn, "epsilon", 1e-5f);
+  for (int64_t m = 0; m < M; m++) {
+    float s = g[m] / sqrtf(var[m] + eps);
+    if (scale_out) scale_out[m] = s;
+    if (bias_out) bias_out[m] = ((b ? ((const float *)b->data)[m] : 0.f) - mean[m]) * s + beta[m];
+  }
+  return PR_OK;
+}
+
+/* Constant weights in the kernel's layout, shared through the model's cache. */
+static pr_status_t prepare_weights(pr_compile_t *c, pr_node_t *n, conv_state_t *s,
+                                   const dnnl_memory_desc_t *w_plain, const dnnl_memory_desc_t *w_md) {
+  const pr_value_t *w = &c->v[n->in[1]];
+  int variant = n->bn != NULL;
+  s->w_cache = c->model;
+  if ((s->w_buf = pr_wcache_get(c->model, n->m, variant, w_md))) return PR_OK;
+  void *buf = pr_aligned_calloc(dnnl_memory_desc_get_size(w_md));
+  const void *src = w->data;
+  float *folded = NULL;
+  if (!buf) return PR_ERR_NOMEM;
+  if (n->bn) {
+    int64_t M = w->dims[0], per = pr_value_numel(w) / M;
+    float *scale = malloc(sizeof(float) * (size_t)M);
+    folded = pr_aligned_alloc(w->nbytes);
+    if (!scale || !folded) {
+      free(scale), pr_free(folded), pr_free(buf);
+      return PR_ERR_NOMEM;
+    }
+    bn_fold(c, n, M, scale, NULL);
+    const float *wd = w->data;
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t j = 0; j < per; j++) folded[m * per + j] = wd[m * per + j] * scale[m];
+    free(scale);
+    src = folded;
+  }
+  pr_status_t st = pr_dnnl_reorder_now(c->engine, w_plain, (void *)src, w_md, buf);
+  pr_free(folded);
+  if (st) {
+    pr_free(buf);
+    return pr_fail(c, n, st, "weight reorder failed");
+  }
+  s->w_buf = pr_wcache_put(c->model, n->m, variant, w_md, buf);
+  return s->w_buf ? PR_OK : PR_ERR_NOMEM;
 }
 
 /* Shared by Conv and the pooling ops: output size and pads from ONNX attributes. */
@@ -134,6 +191,12 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   s->sum_in = n->post.sum ? n->n_in - 1 : -1;
   pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1), *o = pr_out(c, n, 0);
   pr_value_t *b = n->n_in > 2 && s->sum_in != 2 ? pr_in(c, n, 2) : NULL;
+  int64_t M = w->dims[0];
+  bool has_bias = b || n->bn;
+  if (n->bn) {
+    if (!(s->bias = pr_aligned_alloc(sizeof(float) * (size_t)M))) return PR_ERR_NOMEM;
+    bn_fold(c, n, M, NULL, s->bias);
+  }
   conv_geom_t g;
   int64_t out_sp[3];
   pr_status_t st = conv_geom(c, n, &g, out_sp);
@@ -166,14 +229,14 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, dnnl_f32, dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_plain, wrank, wd, dnnl_f32, plain_tags[wrank]));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, dnnl_format_tag_any));
-  if (b) {
-    dnnl_dims_t bd = {b->dims[0]};
+  if (has_bias) {
+    dnnl_dims_t bd = {M};
     PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
   }
   dnnl_convolution_desc_t cd;
   PR_DNNL(c, n, dnnl_dilated_convolution_forward_desc_init(
                     &cd, dnnl_forward_inference, dnnl_convolution_direct, &x_any, &w_any,
-                    b ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
+                    has_bias ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
   dnnl_primitive_attr_t attr;
   dnnl_post_ops_t po;
   PR_DNNL(c, n, dnnl_primitive_attr_create(&attr));
@@ -201,12 +264,11 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   if (s->sum_in >= 0 && (st = pr_require_md(c, n, s->sum_in, &dst_md))) return st;
   /* weights once into the kernel's layout */
   w = pr_in(c, n, 1);
-  s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(&w_md));
-  if (!s->w_buf) return PR_ERR_NOMEM;
   if (w->is_const) {
-    if ((st = pr_dnnl_reorder_now(c->engine, &w_plain, w->data, &w_md, s->w_buf)))
-      return pr_fail(c, n, st, "weight reorder failed");
+    if ((st = prepare_weights(c, n, s, &w_plain, &w_md))) return st;
   } else {
+    if (n->bn) return pr_fail(c, n, PR_ERR_INTERNAL, "BatchNormalization folded into dynamic weights");
+    if (!(s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(&w_md)))) return PR_ERR_NOMEM;
     s->w_dynamic = true;
     dnnl_primitive_desc_t rpd;
     PR_DNNL(c, n, dnnl_reorder_primitive_desc_create(&rpd, &w_plain, c->engine, &w_md, c->engine, NULL));
@@ -216,7 +278,8 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   }
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_SRC, n->in[0], NULL, &src_md);
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
-  if (b) pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
+  if (n->bn) pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, -1, s->bias, &b_md);
+  else if (b) pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
   double macs = (double)pr_value_numel(o) * (double)(x->dims[1] / g.group);
   for (int k = 0; k < g.sp; k++) macs *= (double)g.kernel[k];
