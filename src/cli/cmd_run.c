@@ -8,9 +8,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/log.h"
+#include "base/topology.h"
 #include "base/util.h"
 #include "cli/cli.h"
+#include "cli/profile_util.h"
 #include "packrat/engine.h"
+#include "server/instances.h"
 
 #define MAX_INPUTS 64
 
@@ -25,6 +29,9 @@ static void usage(FILE *f) {
           "  --output-dir DIR    write output_K.pb and output_K.npy in graph-output order\n"
           "  --repeat N          timed runs after warm-up (default 1)\n"
           "  --warmup N          untimed runs first (default 1 with --repeat > 1, else 0)\n"
+          "  --plan P            run the batch on several pinned instances: 'auto' (profile,\n"
+          "                      cached, then the optimal plan), a plan JSON from 'packrat plan\n"
+          "                      --json', or THREADSxBATCH,... (e.g. 1x4,1x4)\n"
           "  --json              print one JSON object as the last line\n"
           "\n"
           "Without inputs, random inputs of the model's shape are generated.\n");
@@ -57,8 +64,96 @@ static void shape_str(const pr_tensor_t *t, char *buf, size_t len) {
   if (off < len) snprintf(buf + off, len - off, "]");
 }
 
+/* A session, or pinned instances running a plan: the same calls for both. */
+typedef struct {
+  pr_session_t *session;
+  pr_instances_t *instances;
+  pr_plan_t *plan;
+} runner_t;
+
+/* Reads a plan from `packrat plan --json` output (its last JSON line). */
+static pr_status_t plan_from_file(const char *path, pr_plan_t *plan, char *err, size_t len) {
+  FILE *f = fopen(path, "r");
+  if (!f) return PR_ERR_NOT_FOUND;
+  char line[65536], last[65536] = "";
+  while (fgets(line, sizeof line, f))
+    if (line[0] == '{') snprintf(last, sizeof last, "%s", line);
+  fclose(f);
+  json_error_t je;
+  json_t *root = json_loads(last, 0, &je), *insts = root ? json_object_get(root, "instances") : NULL;
+  if (!json_is_array(insts) || !json_array_size(insts)) {
+    json_decref(root);
+    pr_errf(err, len, "%s: no plan (expected the JSON line of 'packrat plan --json')", path);
+    return PR_ERR_INVALID;
+  }
+  char spec[60000] = "";
+  size_t off = 0, i;
+  json_t *it;
+  json_array_foreach(insts, i, it) {
+    json_int_t t = json_integer_value(json_object_get(it, "threads"));
+    json_int_t b = json_integer_value(json_object_get(it, "batch"));
+    off += (size_t)snprintf(spec + off, sizeof spec - off, "%s%lldx%lld", i ? "," : "", (long long)t, (long long)b);
+    if (off >= sizeof spec) break;
+  }
+  json_decref(root);
+  return pr_plan_parse(spec, NULL, plan, err, len);
+}
+
+static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *model_path,
+                                 pr_session_options_t *opt, const char *plan_arg, char *err,
+                                 size_t len) {
+  if (!plan_arg) return pr_engine_session_create(model, opt, &r->session, err, len);
+  r->plan = malloc(sizeof *r->plan);
+  if (!r->plan) return PR_ERR_NOMEM;
+  pr_status_t st;
+  if (!strcmp(plan_arg, "auto")) {
+    pr_cli_profile_opts_t po = {.max_batch = opt->batch < 16 ? 16 : (int)opt->batch,
+                                .read_cache = true, .write_cache = true};
+    pr_profile_t p;
+    char cache[4096];
+    if (pr_cli_get_profile(model, model_path, &po, &p, cache, sizeof cache)) {
+      pr_errf(err, len, "no profile");
+      return PR_ERR_INVALID;
+    }
+    st = pr_plan_optimize(&p, (int)opt->batch, p.cores, r->plan);
+    pr_profile_free(&p);
+    if (st) {
+      pr_errf(err, len, "no plan for batch %lld from the profile", (long long)opt->batch);
+      return st;
+    }
+  } else if ((st = plan_from_file(plan_arg, r->plan, err, len)) == PR_ERR_NOT_FOUND) {
+    if ((st = pr_plan_parse(plan_arg, NULL, r->plan, err, len))) return st;
+  } else if (st) {
+    return st;
+  }
+  if (r->plan->batch != opt->batch) {
+    pr_errf(err, len, "the plan's batches add up to %d, the batch is %lld", r->plan->batch, (long long)opt->batch);
+    return PR_ERR_INVALID;
+  }
+  int cpus[4096];
+  int n_cpus = pr_topology_cpu_order(cpus, 4096);
+  return pr_instances_create(model, r->plan, cpus, n_cpus, opt, &r->instances, err, len);
+}
+
+static pr_status_t runner_run(runner_t *r, const pr_tensor_t *in, int n_in, pr_tensor_t *out,
+                              int n_out, char *err, size_t len) {
+  if (r->instances) return pr_instances_run(r->instances, in, n_in, out, n_out, err, len);
+  return pr_engine_session_run(r->session, in, n_in, out, n_out, err, len);
+}
+
+static pr_status_t runner_input(runner_t *r, int i, pr_tensor_info_t *info) {
+  if (r->instances) return pr_instances_input(r->instances, i, info);
+  return pr_engine_session_input(r->session, i, info);
+}
+
+static void runner_destroy(runner_t *r) {
+  pr_instances_destroy(r->instances);
+  pr_engine_session_destroy(r->session);
+  free(r->plan);
+}
+
 int pr_cli_run(int argc, char **argv) {
-  const char *model_path = NULL, *input_dir = NULL, *output_dir = NULL;
+  const char *model_path = NULL, *input_dir = NULL, *output_dir = NULL, *plan_arg = NULL;
   const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
   int n_named = 0, threads = 1, repeat = 1, warmup = -1;
   long batch = 1;
@@ -98,6 +193,9 @@ int pr_cli_run(int argc, char **argv) {
       output_dir = val, i++;
     } else if (!strcmp(a, "--json")) {
       json = true;
+    } else if (!strcmp(a, "--plan")) {
+      if (!val) { fprintf(stderr, "packrat run: --plan needs a value\n"); return 2; }
+      plan_arg = val, i++;
     } else if (a[0] == '-') {
       fprintf(stderr, "packrat run: unknown option '%s'\n", a);
       usage(stderr);
@@ -129,7 +227,7 @@ int pr_cli_run(int argc, char **argv) {
   memset(inputs, 0, sizeof inputs);
   bool have_files = input_dir || n_named;
   int rc = 1;
-  pr_session_t *sess = NULL;
+  runner_t run = {0};
   pr_tensor_t *outputs = calloc((size_t)n_out + 1, sizeof *outputs);
   double *times = calloc((size_t)repeat, sizeof *times);
   if (!outputs || !times) goto out;
@@ -178,7 +276,7 @@ int pr_cli_run(int argc, char **argv) {
     opt.threads = threads;
     opt.batch = n_in && inputs[0].rank ? inputs[0].dims[0] : 1;
     opt.input_shapes = shapes;
-    if (pr_engine_session_create(model, &opt, &sess, err, sizeof err)) {
+    if (runner_create(&run, model, model_path, &opt, plan_arg, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
     }
@@ -186,14 +284,14 @@ int pr_cli_run(int argc, char **argv) {
     pr_session_options_t opt = pr_session_options_default();
     opt.threads = threads;
     opt.batch = batch;
-    if (pr_engine_session_create(model, &opt, &sess, err, sizeof err)) {
+    if (runner_create(&run, model, model_path, &opt, plan_arg, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
     }
     unsigned seed = 12345;
     for (int i = 0; i < n_in; i++) {
       pr_tensor_info_t info;
-      pr_engine_session_input(sess, i, &info);
+      runner_input(&run, i, &info);
       inputs[i].dtype = info.dtype;
       inputs[i].rank = info.rank;
       memcpy(inputs[i].dims, info.dims, sizeof info.dims);
@@ -203,13 +301,13 @@ int pr_cli_run(int argc, char **argv) {
     }
   }
   for (int i = 0; i < warmup; i++)
-    if (pr_engine_session_run(sess, inputs, n_in, outputs, n_out, err, sizeof err)) {
+    if (runner_run(&run, inputs, n_in, outputs, n_out, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
     }
   for (int i = 0; i < repeat; i++) {
     double t0 = pr_now();
-    if (pr_engine_session_run(sess, inputs, n_in, outputs, n_out, err, sizeof err)) {
+    if (runner_run(&run, inputs, n_in, outputs, n_out, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
     }
@@ -219,7 +317,7 @@ int pr_cli_run(int argc, char **argv) {
     mkdir(output_dir, 0755);
     for (int i = 0; i < n_out; i++) {
       pr_tensor_info_t info;
-      pr_engine_session_output(sess, i, &info);
+      pr_engine_model_output(model, i, &info);
       char path[4096];
       snprintf(path, sizeof path, "%s/output_%d.pb", output_dir, i);
       pr_status_t st = pr_engine_tensor_write_pb(path, &outputs[i], info.name);
@@ -236,23 +334,39 @@ int pr_cli_run(int argc, char **argv) {
   double p90 = times[(int)ceil(0.9 * repeat) - 1 < 0 ? 0 : (int)ceil(0.9 * repeat) - 1];
   double mn = times[0];
   pr_tensor_info_t in0;
-  int64_t used_batch = n_in && pr_engine_session_input(sess, 0, &in0) == PR_OK && in0.rank ? in0.dims[0] : batch;
-  double gflop = pr_engine_session_flops(sess) / 1e9;
+  int64_t used_batch = n_in && runner_input(&run, 0, &in0) == PR_OK && in0.rank ? in0.dims[0] : batch;
+  double gflop = run.session ? pr_engine_session_flops(run.session) / 1e9 : 0;
   for (int i = 0; i < n_out; i++) {
     pr_tensor_info_t info;
-    pr_engine_session_output(sess, i, &info);
+    pr_engine_model_output(model, i, &info);
     char sh[256];
     shape_str(&outputs[i], sh, sizeof sh);
     printf("output %d '%s': %s %s\n", i, info.name ? info.name : "", pr_dtype_name(outputs[i].dtype), sh);
   }
-  printf("latency over %d runs (threads %d, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
-         repeat, threads, (long long)used_batch, median, p90, mn);
+  char plan_str[4096] = "";
+  if (run.plan)
+    for (int k = 0, off = 0; k < run.plan->n_instances && off < (int)sizeof plan_str - 32; k++)
+      off += snprintf(plan_str + off, sizeof plan_str - (size_t)off, "%s%dx%d", k ? "," : "",
+                      run.plan->instances[k].threads, run.plan->instances[k].batch);
+  if (run.plan)
+    printf("latency over %d runs (plan %s, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
+           repeat, plan_str, (long long)used_batch, median, p90, mn);
+  else
+    printf("latency over %d runs (threads %d, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
+           repeat, threads, (long long)used_batch, median, p90, mn);
   if (gflop > 0) printf(", %.1f GFLOP/s", gflop / (median * 1e-3));
   printf("\n");
   if (json) {
     json_t *o = json_pack("{s:s, s:i, s:I, s:i, s:f, s:f, s:f, s:f}", "model", model_path,
                           "threads", threads, "batch", (json_int_t)used_batch, "repeat", repeat,
                           "median_ms", median, "p90_ms", p90, "min_ms", mn, "gflop", gflop);
+    if (run.plan) {
+      int total = 0;
+      for (int k = 0; k < run.plan->n_instances; k++) total += run.plan->instances[k].threads;
+      json_object_set_new(o, "plan", json_string(plan_str));
+      json_object_set_new(o, "instances", json_integer(run.plan->n_instances));
+      json_object_set_new(o, "threads", json_integer(total));
+    }
     char *s = json_dumps(o, JSON_COMPACT);
     printf("%s\n", s);
     free(s);
@@ -264,7 +378,7 @@ out:
   for (int j = 0; j < n_named; j++) free((void *)in_names[j]);
   free(outputs);
   free(times);
-  pr_engine_session_destroy(sess);
+  runner_destroy(&run);
   pr_engine_model_destroy(model);
   return rc;
 }

@@ -11,7 +11,9 @@ static void usage(FILE *f) {
           "usage: packrat <command> [options]\n"
           "\n"
           "commands:\n"
-          "  run MODEL.onnx     run a model once or repeatedly and report latency\n"
+          "  run MODEL.onnx     run a model (optionally under a plan) and report latency\n"
+          "  profile MODEL.onnx measure latency per thread count and batch size\n"
+          "  plan MODEL.onnx    the best instances for a batch on this machine\n"
           "\n"
           "'packrat <command> --help' describes a command's options.\n");
 }
@@ -37,6 +39,8 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "run")) return pr_cli_run(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "profile")) return pr_cli_profile(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "plan")) return pr_cli_plan(argc - 1, argv + 1);
   fprintf(stderr, "packrat: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

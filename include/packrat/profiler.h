@@ -1,0 +1,48 @@
+/* Profiling a model: latency of one instance for every thread count and a
+ * grid of batch sizes, each measured on its own pinned cores; profiles are
+ * saved as JSON and cached by model hash, CPU, core count and version. */
+#ifndef PACKRAT_PROFILER_H
+#define PACKRAT_PROFILER_H
+
+#include "packrat/planner.h"
+
+#define PR_VERSION "0.1.0"
+
+typedef struct {
+  int max_threads;  /* T: thread counts 1..T */
+  int max_batch;    /* grid: every b <= 8, then powers of two up to max_batch */
+  const int *extra_batches; /* also measured (batch sizes a plan needs) */
+  int n_extra;
+  const int *cpus;  /* CPU order (topology); first T used */
+  int n_cpus;
+  double max_point_s; /* stop repeating a point after this long (>= 3 runs) */
+  /* called after each point (may be NULL) */
+  void (*progress)(void *ctx, int done, int total, const pr_profile_point_t *point);
+  void *ctx;
+} pr_profile_options_t;
+
+/* The batch grid for max_batch (plus extras), ascending, deduplicated;
+ * returns the count written into out (at most max). */
+int pr_profile_grid(int max_batch, const int *extra, int n_extra, int *out, int max);
+
+/* Measures every point; base supplies dims other than the batch. The model
+ * name in the profile is taken from model_name. */
+pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
+                               const pr_session_options_t *base, const pr_profile_options_t *opt,
+                               pr_profile_t *out, char *err, size_t err_len);
+
+/* JSON: {"model", "model_sha256", "cpu", "cores", "version", "points": [...]}. */
+pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len);
+pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t err_len);
+
+/* Path of the cache file for (model hash, CPU, cores): under $PACKRAT_CACHE,
+ * else $XDG_CACHE_HOME/packrat, else ~/.cache/packrat. Creates the folder. */
+pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores, char *path,
+                                  size_t len);
+
+/* True when p was made for this model, CPU, core count and version, and
+ * covers threads 1..cores and every batch in the grid for max_batch. */
+int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,
+                       int max_batch);
+
+#endif

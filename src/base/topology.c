@@ -1,0 +1,82 @@
+/* CPU topology with hwloc. The result is computed once (thread-safe). */
+#define _GNU_SOURCE
+#include "base/topology.h"
+
+#include <hwloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_CPUS 4096
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int order[MAX_CPUS], n_order, n_cores;
+static char cpu_name[128] = "unknown";
+
+static void init(void) {
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
+    int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(topo);
+    /* rank r of every core, for r = 0, 1, ...: physical cores first */
+    for (int rank = 0; rank < 8 && n_order < MAX_CPUS; rank++) {
+      int added = 0;
+      for (int i = 0; i < cores; i++) {
+        hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (unsigned)i);
+        int seen = 0;
+        for (unsigned k = 0; k < core->arity || (core->arity == 0 && k == 0); k++) {
+          hwloc_obj_t pu = core->arity ? core->children[k] : NULL;
+          if (!pu || pu->type != HWLOC_OBJ_PU || !hwloc_bitmap_isset(allowed, pu->os_index)) continue;
+          if (seen++ == rank && n_order < MAX_CPUS) {
+            order[n_order++] = (int)pu->os_index;
+            added++;
+            if (rank == 0) n_cores++;
+          }
+        }
+      }
+      if (!added) break;
+    }
+    hwloc_obj_t root = hwloc_get_root_obj(topo);
+    const char *name = hwloc_obj_get_info_by_name(root, "CPUModel");
+    if (!name) {
+      hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
+      if (pkg) name = hwloc_obj_get_info_by_name(pkg, "CPUModel");
+    }
+    if (name) snprintf(cpu_name, sizeof cpu_name, "%s", name);
+    hwloc_topology_destroy(topo);
+  }
+  if (n_order == 0) { /* no topology: whatever the affinity mask allows */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE && n_order < MAX_CPUS; c++)
+        if (CPU_ISSET(c, &set)) order[n_order++] = c;
+    n_cores = n_order;
+  }
+  if (n_cores < 1) n_cores = 1;
+}
+
+int pr_topology_cpu_order(int *cpus, int max) {
+  pthread_once(&once, init);
+  int n = n_order < max ? n_order : max;
+  memcpy(cpus, order, sizeof(int) * (size_t)n);
+  return n;
+}
+
+int pr_topology_num_cores(void) {
+  pthread_once(&once, init);
+  return n_cores;
+}
+
+const char *pr_topology_cpu_name(void) {
+  pthread_once(&once, init);
+  return cpu_name;
+}
+
+int pr_topology_pin(const int *cpus, int n) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int i = 0; i < n; i++)
+    if (cpus[i] >= 0 && cpus[i] < CPU_SETSIZE) CPU_SET(cpus[i], &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : -1;
+}

@@ -1,0 +1,20 @@
+/* CPU topology (hwloc): the order in which instances take CPUs. */
+#ifndef PR_BASE_TOPOLOGY_H
+#define PR_BASE_TOPOLOGY_H
+
+/* Writes the OS indexes of the CPUs this process may use into cpus (at most
+ * max), ordered so that consecutive ranges make good instances: the first
+ * hardware thread of every physical core (cores in NUMA and package order),
+ * then the second hardware threads, and so on. Returns the count, or -1. */
+int pr_topology_cpu_order(int *cpus, int max);
+
+/* Number of physical cores this process may use (>= 1). */
+int pr_topology_num_cores(void);
+
+/* Human-readable CPU model name ("unknown" if not found). */
+const char *pr_topology_cpu_name(void);
+
+/* Pin the calling thread to the given CPUs; returns 0 or -1. */
+int pr_topology_pin(const int *cpus, int n);
+
+#endif

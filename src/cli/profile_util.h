@@ -1,0 +1,24 @@
+/* Shared by packrat profile / plan / run: get a model's profile from a file,
+ * the cache, or by measuring it (with progress on stderr). */
+#ifndef PR_CLI_PROFILE_UTIL_H
+#define PR_CLI_PROFILE_UTIL_H
+
+#include <stdbool.h>
+
+#include "packrat/profiler.h"
+
+typedef struct {
+  int cores;      /* T (0: every physical core) */
+  int max_batch;  /* grid up to this batch */
+  const int *extra;
+  int n_extra;
+  bool read_cache;  /* use a cached profile when one fits */
+  bool write_cache; /* store a measured profile in the cache */
+  bool quiet;
+} pr_cli_profile_opts_t;
+
+/* Loads the cached profile when it matches, else measures (and caches). */
+int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_profile_opts_t *o,
+                       pr_profile_t *out, char *cache_path, size_t cache_len);
+
+#endif

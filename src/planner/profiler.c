@@ -1,0 +1,262 @@
+/* The profiler: latency[t][b] through the engine API.
+ *
+ * Each point runs in a fresh thread pinned to the first t CPUs of the
+ * topology order (a new OpenMP master, so its team is pinned too), compiles a
+ * session for (t, b), warms up once, then repeats until the median settles
+ * (3 runs at least, then until it moves by less than 1% or the time budget
+ * of the point is spent, 25 runs at most). */
+#define _GNU_SOURCE
+#include "packrat/profiler.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/log.h"
+#include "base/topology.h"
+#include "base/util.h"
+
+#define MAX_IO 64
+#define MAX_RUNS 25
+
+int pr_profile_grid(int max_batch, const int *extra, int n_extra, int *out, int max) {
+  int n = 0;
+  for (int b = 1; b <= max_batch && n < max; b = b < 8 ? b + 1 : b * 2) out[n++] = b;
+  if (max_batch > 8 && out[n - 1] != max_batch && n < max) out[n++] = max_batch;
+  for (int i = 0; i < n_extra && n < max; i++) {
+    bool have = false;
+    for (int j = 0; j < n; j++) have |= out[j] == extra[i];
+    if (!have && extra[i] >= 1) out[n++] = extra[i];
+  }
+  for (int i = 1; i < n; i++) /* insertion sort: small */
+    for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+      int t = out[j];
+      out[j] = out[j - 1];
+      out[j - 1] = t;
+    }
+  return n;
+}
+
+typedef struct {
+  pr_model_t *model;
+  const pr_session_options_t *base;
+  const int *cpus;
+  int threads, batch;
+  double max_s;
+  double median, p90;
+  pr_status_t status;
+  char err[512];
+} point_job_t;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median_of(const double *t, int n) {
+  double s[MAX_RUNS];
+  memcpy(s, t, sizeof(double) * (size_t)n);
+  qsort(s, (size_t)n, sizeof *s, cmp_double);
+  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+static void *measure_point(void *arg) {
+  point_job_t *j = arg;
+  pr_topology_pin(j->cpus, j->threads);
+  omp_set_num_threads(j->threads);
+  pr_session_options_t opt = *j->base;
+  opt.threads = j->threads;
+  opt.batch = j->batch;
+  opt.input_shapes = NULL;
+  pr_session_t *s = NULL;
+  pr_tensor_t in[MAX_IO] = {0};
+  int n_in = pr_engine_model_num_inputs(j->model);
+  if ((j->status = pr_engine_session_create(j->model, &opt, &s, j->err, sizeof j->err))) return NULL;
+  for (int i = 0; i < n_in && i < MAX_IO; i++) {
+    pr_tensor_info_t info;
+    pr_engine_session_input(s, i, &info);
+    in[i].dtype = info.dtype;
+    in[i].rank = info.rank;
+    memcpy(in[i].dims, info.dims, sizeof info.dims);
+    size_t nbytes = (size_t)pr_tensor_numel(&in[i]) * pr_dtype_size(info.dtype);
+    in[i].data = pr_aligned_calloc(nbytes);
+    if (!in[i].data) {
+      j->status = PR_ERR_NOMEM;
+      goto out;
+    }
+    /* small values: valid for float data, and zeros are valid indices */
+    int64_t numel = pr_tensor_numel(&in[i]);
+    if (info.dtype == PR_DTYPE_FLOAT)
+      for (int64_t e = 0; e < numel; e++) ((float *)in[i].data)[e] = (float)(e % 17) * 0.01f - 0.08f;
+  }
+  double times[MAX_RUNS];
+  int n = 0;
+  if ((j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err))) goto out;
+  double start = pr_now(), prev = 0;
+  while (n < MAX_RUNS) {
+    double t0 = pr_now();
+    if ((j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err))) goto out;
+    times[n++] = (pr_now() - t0) * 1e3;
+    if (n < 3) continue;
+    double med = median_of(times, n);
+    if (n >= 5 && fabs(med - prev) < 0.01 * med) break;
+    if (pr_now() - start > j->max_s) break;
+    prev = med;
+  }
+  j->median = median_of(times, n);
+  qsort(times, (size_t)n, sizeof *times, cmp_double);
+  j->p90 = times[(int)ceil(0.9 * n) - 1];
+out:
+  for (int i = 0; i < n_in && i < MAX_IO; i++) pr_free(in[i].data);
+  pr_engine_session_destroy(s);
+  return NULL;
+}
+
+pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
+                               const pr_session_options_t *base, const pr_profile_options_t *o,
+                               pr_profile_t *out, char *err, size_t err_len) {
+  memset(out, 0, sizeof *out);
+  if (o->max_threads < 1 || o->max_threads > o->n_cpus || o->max_batch < 1) {
+    pr_errf(err, err_len, "profile needs 1 <= threads <= %d CPUs and a batch >= 1", o->n_cpus);
+    return PR_ERR_INVALID;
+  }
+  int grid[64];
+  int n_grid = pr_profile_grid(o->max_batch, o->extra_batches, o->n_extra, grid, 64);
+  int total = n_grid * o->max_threads;
+  out->points = calloc((size_t)total, sizeof *out->points);
+  if (!out->points) return PR_ERR_NOMEM;
+  snprintf(out->model, sizeof out->model, "%s", model_name ? model_name : "");
+  snprintf(out->model_sha256, sizeof out->model_sha256, "%s", pr_engine_model_sha256(model));
+  snprintf(out->cpu, sizeof out->cpu, "%s", pr_topology_cpu_name());
+  out->cores = o->max_threads;
+  pr_session_options_t b = base ? *base : pr_session_options_default();
+  for (int t = 1; t <= o->max_threads; t++)
+    for (int g = 0; g < n_grid; g++) {
+      point_job_t job = {.model = model, .base = &b, .cpus = o->cpus, .threads = t,
+                         .batch = grid[g], .max_s = o->max_point_s > 0 ? o->max_point_s : 3.0};
+      pthread_t th;
+      if (pthread_create(&th, NULL, measure_point, &job) != 0) {
+        pr_errf(err, err_len, "cannot start a profiling thread");
+        pr_profile_free(out);
+        return PR_ERR_INTERNAL;
+      }
+      pthread_join(th, NULL);
+      if (job.status) {
+        pr_errf(err, err_len, "threads %d batch %d: %s", t, grid[g], job.err);
+        pr_profile_free(out);
+        return job.status;
+      }
+      pr_profile_point_t *p = &out->points[out->n_points++];
+      *p = (pr_profile_point_t){t, grid[g], job.median, job.p90};
+      if (o->progress) o->progress(o->ctx, out->n_points, total, p);
+    }
+  return PR_OK;
+}
+
+pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len) {
+  json_t *pts = json_array();
+  for (int i = 0; i < p->n_points; i++)
+    json_array_append_new(pts, json_pack("{s:i, s:i, s:f, s:f}", "threads", p->points[i].threads,
+                                          "batch", p->points[i].batch, "latency_ms",
+                                          p->points[i].latency_ms, "p90_ms", p->points[i].p90_ms));
+  json_t *root = json_pack("{s:s, s:s, s:s, s:i, s:s, s:o}", "model", p->model, "model_sha256",
+                           p->model_sha256, "cpu", p->cpu, "cores", p->cores, "version",
+                           "packrat " PR_VERSION, "points", pts);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  int rc = json_dump_file(root, tmp, JSON_INDENT(1));
+  json_decref(root);
+  if (rc || rename(tmp, path)) {
+    pr_errf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+    return PR_ERR_IO;
+  }
+  return PR_OK;
+}
+
+pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t err_len) {
+  memset(p, 0, sizeof *p);
+  json_error_t je;
+  json_t *root = json_load_file(path, 0, &je);
+  if (!root) {
+    pr_errf(err, err_len, "%s: %s (line %d)", path, je.text, je.line);
+    return errno == ENOENT ? PR_ERR_IO : PR_ERR_INVALID;
+  }
+  pr_status_t st = PR_ERR_INVALID;
+  const char *model = "", *sha = "", *cpu = "", *version = "";
+  json_t *pts = NULL;
+  int cores = 0;
+  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s:i, s?s, s:o}", "model", &model, "model_sha256",
+                     &sha, "cpu", &cpu, "cores", &cores, "version", &version, "points", &pts) ||
+      !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000) {
+    pr_errf(err, err_len, "%s: not a packrat profile (needs cores and points)", path);
+    goto out;
+  }
+  snprintf(p->model, sizeof p->model, "%s", model);
+  snprintf(p->model_sha256, sizeof p->model_sha256, "%s", sha);
+  snprintf(p->cpu, sizeof p->cpu, "%s", cpu);
+  p->cores = cores;
+  p->points = calloc(json_array_size(pts) + 1, sizeof *p->points);
+  if (!p->points) {
+    st = PR_ERR_NOMEM;
+    goto out;
+  }
+  size_t i;
+  json_t *it;
+  json_array_foreach(pts, i, it) {
+    int t = 0, b = 0;
+    double lat = -1, p90 = -1;
+    if (json_unpack_ex(it, &je, 0, "{s:i, s:i, s:F, s?F}", "threads", &t, "batch", &b,
+                       "latency_ms", &lat, "p90_ms", &p90) ||
+        t < 1 || b < 1 || !(lat >= 0) || !isfinite(lat)) {
+      pr_errf(err, err_len, "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0", path, i);
+      pr_profile_free(p);
+      goto out;
+    }
+    p->points[p->n_points++] = (pr_profile_point_t){t, b, lat, p90 < 0 ? lat : p90};
+  }
+  st = PR_OK;
+out:
+  json_decref(root);
+  return st;
+}
+
+pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores, char *path,
+                                  size_t len) {
+  char dir[3072];
+  const char *env = getenv("PACKRAT_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (env && *env) snprintf(dir, sizeof dir, "%s", env);
+  else if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/packrat", xdg);
+  else snprintf(dir, sizeof dir, "%s/.cache/packrat", home && *home ? home : "/tmp");
+  /* mkdir -p */
+  for (char *s = dir + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      mkdir(dir, 0755);
+      *s = '/';
+    }
+  if (mkdir(dir, 0755) && errno != EEXIST) return PR_ERR_IO;
+  char cpu_hash[65];
+  char key[256];
+  snprintf(key, sizeof key, "%s|packrat %s", cpu, PR_VERSION);
+  pr_sha256_hex(key, strlen(key), cpu_hash);
+  snprintf(path, len, "%s/profile-%.16s-%dc-%.8s.json", dir, sha256, cores, cpu_hash);
+  return PR_OK;
+}
+
+int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,
+                       int max_batch) {
+  if (strcmp(p->model_sha256, sha256) || strcmp(p->cpu, cpu) || p->cores != cores) return 0;
+  int grid[64];
+  int n = pr_profile_grid(max_batch, NULL, 0, grid, 64);
+  for (int t = 1; t <= cores; t++)
+    for (int g = 0; g < n; g++)
+      if (pr_profile_latency(p, t, grid[g]) < 0) return 0;
+  return 1;
+}
