@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/topology.h"
@@ -360,6 +362,13 @@ int pr_cli_run(int argc, char **argv) {
     json_t *o = json_pack("{s:s, s:i, s:I, s:i, s:f, s:f, s:f, s:f}", "model", model_path,
                           "threads", threads, "batch", (json_int_t)used_batch, "repeat", repeat,
                           "median_ms", median, "p90_ms", p90, "min_ms", mn, "gflop", gflop);
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) json_object_set_new(o, "max_rss_mb", json_real(ru.ru_maxrss / 1024.0));
+    long pages_total, pages_res;
+    FILE *statm = fopen("/proc/self/statm", "r");
+    if (statm && fscanf(statm, "%ld %ld", &pages_total, &pages_res) == 2)
+      json_object_set_new(o, "rss_mb", json_real((double)pages_res * (double)sysconf(_SC_PAGESIZE) / 1048576.0));
+    if (statm) fclose(statm);
     if (run.plan) {
       int total = 0;
       for (int k = 0; k < run.plan->n_instances; k++) total += run.plan->instances[k].threads;

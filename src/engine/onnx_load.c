@@ -129,6 +129,14 @@ pr_status_t pr_tensor_from_proto(const Onnx__TensorProto *tp, const char *base_d
       pr_errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
               tp->raw_data.len, nbytes);
       st = PR_ERR_INVALID;
+    } else if (nbytes && ((uintptr_t)tp->raw_data.data % 16) == 0) {
+      /* take protobuf-c's copy of the bytes instead of copying them again
+       * (both come from malloc): halves the peak memory of a load */
+      pr_free(t->data);
+      t->data = tp->raw_data.data;
+      ((Onnx__TensorProto *)tp)->raw_data.data = NULL;
+      ((Onnx__TensorProto *)tp)->raw_data.len = 0;
+      ((Onnx__TensorProto *)tp)->has_raw_data = 0;
     } else if (nbytes) {
       memcpy(t->data, tp->raw_data.data, nbytes);
     }

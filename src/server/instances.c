@@ -75,13 +75,15 @@ static void *instance_main(void *arg) {
   omp_set_num_threads(in->threads);
   pr_session_options_t opt = x->base;
   pr_tensor_info_t shapes[MAX_IO];
-  for (int i = 0; i < x->n_in; i++) {
-    shapes[i] = x->in_info[i];
-    shapes[i].dims[0] = in->batch;
+  if (x->base.input_shapes) {
+    for (int i = 0; i < x->n_in; i++) {
+      shapes[i] = x->base.input_shapes[i];
+      if (shapes[i].rank > 0) shapes[i].dims[0] = in->batch;
+    }
+    opt.input_shapes = shapes;
   }
   opt.threads = in->threads;
   opt.batch = in->batch;
-  opt.input_shapes = shapes;
   in->status = pr_engine_session_create(x->model, &opt, &in->session, in->err, sizeof in->err);
   pthread_mutex_lock(&x->lock);
   x->started++;
@@ -132,34 +134,7 @@ pr_status_t pr_instances_create(pr_model_t *model, const pr_plan_t *plan, const 
   pthread_cond_init(&x->wake, NULL);
   pthread_cond_init(&x->done, NULL);
   pr_status_t st = PR_OK;
-  /* the whole batch's shapes: a session compiled at batch B tells them */
-  pr_session_options_t probe = x->base;
-  probe.batch = plan->batch;
-  probe.threads = 1;
-  pr_session_t *ps = NULL;
-  if ((st = pr_engine_session_create(model, &probe, &ps, err, err_len))) goto fail;
-  for (int i = 0; i < n_in; i++) pr_engine_session_input(ps, i, &x->in_info[i]);
-  for (int o = 0; o < n_out; o++) pr_engine_session_output(ps, o, &x->out_info[o]);
-  pr_engine_session_destroy(ps);
   x->batch = plan->batch;
-  for (int i = 0; i < n_in; i++)
-    if (x->in_info[i].rank < 1 || x->in_info[i].dims[0] != plan->batch) {
-      pr_errf(err, err_len, "input '%s' has no batch axis to split", x->in_info[i].name);
-      st = PR_ERR_UNSUPPORTED;
-      goto fail;
-    }
-  for (int o = 0; o < n_out; o++) {
-    if (x->out_info[o].rank < 1 || x->out_info[o].dims[0] != plan->batch) {
-      pr_errf(err, err_len, "output '%s' has no batch axis to gather", x->out_info[o].name);
-      st = PR_ERR_UNSUPPORTED;
-      goto fail;
-    }
-    size_t nbytes = row_bytes(&x->out_info[o]) * (size_t)plan->batch;
-    if (!(x->out_buf[o] = pr_aligned_alloc(nbytes))) {
-      st = PR_ERR_NOMEM;
-      goto fail;
-    }
-  }
   x->inst = calloc((size_t)x->n, sizeof *x->inst);
   if (!x->inst) {
     st = PR_ERR_NOMEM;
@@ -195,6 +170,36 @@ pr_status_t pr_instances_create(pr_model_t *model, const pr_plan_t *plan, const 
       pr_errf(err, err_len, "instance %d: %s", k, x->inst[k].err);
       st = x->inst[k].status;
     }
+  if (st) goto fail;
+  /* the whole batch's shapes: instance 0's, with axis 0 the sum of the
+   * sub-batches; every instance must agree off axis 0 */
+  for (int k = 0; k < x->n && !st; k++) {
+    instance_t *in = &x->inst[k];
+    for (int i = 0; i < n_in + n_out && !st; i++) {
+      pr_tensor_info_t info;
+      if (i < n_in) pr_engine_session_input(in->session, i, &info);
+      else pr_engine_session_output(in->session, i - n_in, &info);
+      pr_tensor_info_t *whole = i < n_in ? &x->in_info[i] : &x->out_info[i - n_in];
+      if (info.rank < 1 || info.dims[0] != in->batch) {
+        pr_errf(err, err_len, "%s '%s' has no batch axis to split", i < n_in ? "input" : "output", info.name);
+        st = PR_ERR_UNSUPPORTED;
+        break;
+      }
+      info.dims[0] = plan->batch;
+      if (k == 0) {
+        *whole = info;
+      } else {
+        bool same = info.rank == whole->rank && info.dtype == whole->dtype;
+        for (int d = 1; same && d < info.rank; d++) same = info.dims[d] == whole->dims[d];
+        if (!same) {
+          pr_errf(err, err_len, "instances disagree on the shape of '%s'", info.name);
+          st = PR_ERR_UNSUPPORTED;
+        }
+      }
+    }
+  }
+  for (int o = 0; o < n_out && !st; o++)
+    if (!(x->out_buf[o] = pr_aligned_alloc(row_bytes(&x->out_info[o]) * (size_t)plan->batch))) st = PR_ERR_NOMEM;
   if (st) goto fail;
   *out = x;
   return PR_OK;
