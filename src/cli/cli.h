@@ -5,6 +5,8 @@
 int pr_cli_run(int argc, char **argv);
 int pr_cli_profile(int argc, char **argv);
 int pr_cli_plan(int argc, char **argv);
+int pr_cli_serve(int argc, char **argv);
+int pr_cli_bench(int argc, char **argv);
 
 /* Parse a positive integer flag value; exits with a message when invalid. */
 long pr_cli_parse_long(const char *flag, const char *val, long min, long max);

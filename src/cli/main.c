@@ -14,6 +14,8 @@ static void usage(FILE *f) {
           "  run MODEL.onnx     run a model (optionally under a plan) and report latency\n"
           "  profile MODEL.onnx measure latency per thread count and batch size\n"
           "  plan MODEL.onnx    the best instances for a batch on this machine\n"
+          "  serve              serve a model repository over HTTP (Open Inference Protocol)\n"
+          "  bench              load a running server and report throughput and latency\n"
           "\n"
           "'packrat <command> --help' describes a command's options.\n");
 }
@@ -41,6 +43,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "run")) return pr_cli_run(argc - 1, argv + 1);
   if (!strcmp(argv[1], "profile")) return pr_cli_profile(argc - 1, argv + 1);
   if (!strcmp(argv[1], "plan")) return pr_cli_plan(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "serve")) return pr_cli_serve(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "bench")) return pr_cli_bench(argc - 1, argv + 1);
   fprintf(stderr, "packrat: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

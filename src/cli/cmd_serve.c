@@ -1,0 +1,119 @@
+/* packrat serve: serve a model repository over the Open Inference Protocol. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "cli/cli.h"
+#include "server/server.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: packrat serve --model-repository DIR [options]\n"
+          "\n"
+          "Serves every model of DIR (DIR/<model>/<version>/model.onnx with an optional\n"
+          "DIR/<model>/config.json, or DIR/<model>.onnx) over the Open Inference Protocol.\n"
+          "Each model is profiled (cached), planned for its max batch and run on pinned\n"
+          "instances.\n"
+          "\n"
+          "  --host ADDR              IPv4 address to listen on (default 127.0.0.1)\n"
+          "  --http-port N            port (default 8000; 0 picks a free one)\n"
+          "  --cores LIST             CPUs to use, e.g. 0-7 or 0,2,4 (default: all)\n"
+          "  --max-batch B            default max batch size (default 8)\n"
+          "  --max-queue-delay-us U   default max queue delay (default 2000)\n"
+          "  --log-format text|json   log lines (default text)\n");
+}
+
+static int parse_cpus(const char *s, int *cpus, int max) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s || a < 0) return -1;
+    if (*end == '-') {
+      s = end + 1;
+      b = strtol(s, &end, 10);
+      if (end == s || b < a) return -1;
+    }
+    for (long c = a; c <= b; c++) {
+      if (n == max || c > 65535) return -1;
+      cpus[n++] = (int)c;
+    }
+    s = end;
+    if (*s == ',') s++;
+    else if (*s) return -1;
+  }
+  return n;
+}
+
+int pr_cli_serve(int argc, char **argv) {
+  pr_server_config_t cfg;
+  pr_server_config_default(&cfg);
+  static int cpus[4096];
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--model-repository") && val) {
+      cfg.repository = val, i++;
+    } else if (!strcmp(a, "--host") && val) {
+      cfg.host = val, i++;
+    } else if (!strcmp(a, "--http-port")) {
+      cfg.port = (int)pr_cli_parse_long(a, val, 0, 65535), i++;
+    } else if (!strcmp(a, "--max-batch")) {
+      cfg.max_batch = (int)pr_cli_parse_long(a, val, 1, 4096), i++;
+    } else if (!strcmp(a, "--max-queue-delay-us")) {
+      cfg.max_queue_delay_us = (int)pr_cli_parse_long(a, val, 0, 10000000), i++;
+    } else if (!strcmp(a, "--cores") && val) {
+      cfg.n_cpus = parse_cpus(val, cpus, 4096);
+      if (cfg.n_cpus <= 0) {
+        fprintf(stderr, "packrat serve: --cores wants a list like 0-3,8 (got '%s')\n", val);
+        return 2;
+      }
+      cfg.cpus = cpus;
+      i++;
+    } else if (!strcmp(a, "--log-format") && val) {
+      if (strcmp(val, "text") && strcmp(val, "json")) {
+        fprintf(stderr, "packrat serve: --log-format is text or json\n");
+        return 2;
+      }
+      pr_log_set_json(!strcmp(val, "json"));
+      i++;
+    } else {
+      fprintf(stderr, "packrat serve: unexpected argument '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!cfg.repository) {
+    fprintf(stderr, "packrat serve: --model-repository is required\n");
+    usage(stderr);
+    return 2;
+  }
+  /* every thread inherits the blocked signals; the main thread waits for them */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  pr_server_t *s;
+  char err[1024];
+  if (pr_server_start(&cfg, &s, err, sizeof err)) {
+    pr_log(PR_LOG_ERROR, "%s", err);
+    return 1;
+  }
+  char desc[8192];
+  pr_server_describe(s, desc, sizeof desc);
+  for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n")) pr_log(PR_LOG_INFO, "%s", line);
+  pr_log(PR_LOG_INFO, "ready: http://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
+         cfg.host, pr_server_port(s));
+  int sig = 0;
+  sigwait(&set, &sig);
+  pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  pr_server_stop(s);
+  pr_log(PR_LOG_INFO, "stopped");
+  return 0;
+}

@@ -1,0 +1,138 @@
+#include "server/repository.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static bool valid_name(const char *s) {
+  if (!*s || strlen(s) >= PR_NAME_MAX || s[0] == '.') return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_' || *s == '-' || *s == '.'))
+      return false;
+  return true;
+}
+
+static bool is_file(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < max) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    size_t len = strlen(e->d_name);
+    if (len > 5 && !strcmp(e->d_name + len - 5, ".onnx") && is_file(p)) {
+      pr_repo_entry_t *r = &out[n];
+      memset(r, 0, sizeof *r);
+      snprintf(r->name, sizeof r->name, "%.*s", (int)(len - 5), e->d_name);
+      if (!valid_name(r->name)) continue;
+      snprintf(r->version, sizeof r->version, "1");
+      snprintf(r->path, sizeof r->path, "%s", p);
+      n++;
+      continue;
+    }
+    if (!valid_name(e->d_name)) continue;
+    DIR *md = opendir(p);
+    if (!md) continue;
+    long best = -1;
+    struct dirent *v;
+    while ((v = readdir(md))) {
+      char *end;
+      long ver = strtol(v->d_name, &end, 10);
+      char mp[4096];
+      snprintf(mp, sizeof mp, "%s/%s/model.onnx", p, v->d_name);
+      if (*end || end == v->d_name || ver < 0 || !is_file(mp)) continue;
+      if (ver > best) best = ver;
+    }
+    closedir(md);
+    if (best < 0) continue;
+    pr_repo_entry_t *r = &out[n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", e->d_name);
+    snprintf(r->version, sizeof r->version, "%ld", best);
+    snprintf(r->path, sizeof r->path, "%s/%ld/model.onnx", p, best);
+    char cp[4096];
+    snprintf(cp, sizeof cp, "%s/config.json", p);
+    if (is_file(cp)) snprintf(r->config, sizeof r->config, "%s", cp);
+  }
+  closedir(d);
+  return n;
+}
+
+int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len) {
+  json_error_t je;
+  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  if (!root) {
+    snprintf(err, err_len, "%s: %s (line %d)", path, je.text, je.line);
+    return -1;
+  }
+  int rc = -1;
+  if (!json_is_object(root)) {
+    snprintf(err, err_len, "%s: must be a JSON object", path);
+    goto out;
+  }
+  const char *key;
+  json_t *v;
+  json_object_foreach(root, key, v) {
+    if (!strcmp(key, "max_batch_size") || !strcmp(key, "max_queue_delay_us") ||
+        !strcmp(key, "queue_capacity") || !strcmp(key, "request_timeout_ms")) {
+      if (!json_is_integer(v) || json_integer_value(v) < (strcmp(key, "max_queue_delay_us") ? 1 : 0) ||
+          json_integer_value(v) > 100000000) {
+        snprintf(err, err_len, "%s: '%s' must be a positive integer", path, key);
+        goto out;
+      }
+      long long x = json_integer_value(v);
+      if (!strcmp(key, "max_batch_size")) {
+        if (x > 4096) {
+          snprintf(err, err_len, "%s: max_batch_size at most 4096", path);
+          goto out;
+        }
+        c->max_batch = (int)x;
+      } else if (!strcmp(key, "max_queue_delay_us")) {
+        c->max_queue_delay_us = (int)x;
+      } else if (!strcmp(key, "queue_capacity")) {
+        c->queue_capacity = (int)x;
+      } else {
+        c->request_timeout_s = (double)x / 1000.0;
+      }
+    } else if (!strcmp(key, "plan")) {
+      if (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof c->plan) {
+        snprintf(err, err_len, "%s: 'plan' must be \"auto\" or THREADSxBATCH,...", path);
+        goto out;
+      }
+      snprintf(c->plan, sizeof c->plan, "%s", json_string_value(v));
+    } else if (!strcmp(key, "dims")) {
+      if (!json_is_object(v)) {
+        snprintf(err, err_len, "%s: 'dims' must map symbolic dimension names to sizes", path);
+        goto out;
+      }
+      const char *dn;
+      json_t *dv;
+      json_object_foreach(v, dn, dv) {
+        if (c->n_dims == 8 || !json_is_integer(dv) || json_integer_value(dv) < 1 || strlen(dn) >= 64) {
+          snprintf(err, err_len, "%s: dims: at most 8 names with positive sizes", path);
+          goto out;
+        }
+        snprintf(c->dim_names[c->n_dims], 64, "%s", dn);
+        c->dim_values[c->n_dims++] = json_integer_value(dv);
+      }
+    } else {
+      snprintf(err, err_len, "%s: unknown setting '%s' (known: max_batch_size, max_queue_delay_us, "
+               "queue_capacity, request_timeout_ms, plan, dims)", path, key);
+      goto out;
+    }
+  }
+  rc = 0;
+out:
+  json_decref(root);
+  return rc;
+}

@@ -1,0 +1,37 @@
+/* Model repository: which models a folder holds and their configuration. */
+#ifndef PR_SERVER_REPOSITORY_H
+#define PR_SERVER_REPOSITORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PR_NAME_MAX 128
+
+typedef struct {
+  char name[PR_NAME_MAX];
+  char version[32];
+  char path[4096];   /* model.onnx */
+  char config[4096]; /* config.json, "" when absent */
+} pr_repo_entry_t;
+
+/* Lists DIR/<model>/<version>/model.onnx (the highest numeric version of
+ * each model) and DIR/<model>.onnx (version 1). Returns the count (at most
+ * max) or -1 when DIR cannot be read. Names are validated: [A-Za-z0-9_.-]. */
+int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max);
+
+/* Per-model settings (config.json), each defaulting to the server's. */
+typedef struct {
+  int max_batch;
+  int max_queue_delay_us;
+  int queue_capacity;
+  double request_timeout_s;
+  char plan[1024]; /* "auto" or THREADSxBATCH,... */
+  int n_dims;      /* values of named symbolic dims other than the batch */
+  char dim_names[8][64];
+  long long dim_values[8];
+} pr_model_config_t;
+
+/* Reads path into c (which holds the defaults); returns 0, or -1 with err. */
+int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len);
+
+#endif

@@ -1,0 +1,75 @@
+/* The scheduler of one model version: a bounded request queue and the
+ * instances of the current plan. Each instance (a thread pinned to its cores)
+ * takes up to its planned batch of requests from the queue, waiting at most
+ * the max queue delay once it holds one, never splitting a request;
+ * concatenates their inputs, runs, and scatters the outputs back.
+ *
+ * Threads and locks: `qlock` guards the queue and the stop flag; each request
+ * has its own lock/cond for its completion. Clients submit from any thread;
+ * instance threads own their sessions. Lock order: qlock, then a request's. */
+#ifndef PR_SERVER_SCHEDULER_H
+#define PR_SERVER_SCHEDULER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "packrat/engine.h"
+#include "packrat/planner.h"
+#include "server/metrics.h"
+
+#define PR_SCHED_MAX_IO 32
+
+typedef struct pr_request {
+  int rows; /* batch dimension of this request's inputs */
+  pr_tensor_t inputs[PR_SCHED_MAX_IO];  /* owned */
+  pr_tensor_t outputs[PR_SCHED_MAX_IO]; /* owned, filled on success */
+  pr_status_t status;
+  int http_status; /* on failure: 503, 504, 500 */
+  char err[256];
+  double t_enqueue, t_start, t_end, deadline;
+  bool done;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct pr_request *next;
+} pr_request_t;
+
+typedef struct {
+  int max_batch;         /* largest rows of one request */
+  int queue_capacity;    /* requests */
+  double max_queue_delay_s;
+  double timeout_s;      /* per request, 0: none */
+} pr_sched_config_t;
+
+typedef struct {
+  _Atomic uint64_t success, failed, rejected, timed_out;
+  _Atomic uint64_t executions, rows_executed;
+  _Atomic uint64_t queue_us, compute_us; /* sums */
+  pr_hist_t request_s, queue_s, compute_s, batch;
+} pr_sched_stats_t;
+
+typedef struct pr_sched pr_sched_t;
+
+/* Starts the plan's instances (pinned to cpus in order) with sessions
+ * prepared for the batch sizes they can run. base: shapes of dims other than
+ * the batch. */
+pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plan, const int *cpus, int n_cpus,
+                            const pr_session_options_t *base, const pr_sched_config_t *cfg,
+                            pr_sched_t **out, char *err, size_t err_len);
+/* Stops taking requests, finishes every queued one, joins the instances. */
+void pr_sched_destroy(pr_sched_t *s);
+
+pr_request_t *pr_request_new(void);
+void pr_request_free(pr_request_t *r);
+
+/* Queues r (inputs filled, rows set). Returns PR_OK, or an error when the
+ * queue is full or stopping (r untouched, caller still owns it). */
+pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
+/* Waits for r to complete. */
+void pr_request_wait(pr_request_t *r);
+
+int pr_sched_queue_depth(pr_sched_t *s);
+const pr_plan_t *pr_sched_plan(const pr_sched_t *s);
+const int *pr_sched_cpus(const pr_sched_t *s);
+pr_sched_stats_t *pr_sched_stats(pr_sched_t *s);
+
+#endif

@@ -1,0 +1,38 @@
+/* packrat serve: a model repository served over the Open Inference Protocol
+ * (HTTP/1.1, libmicrohttpd). Each model version gets a profile (cached), a
+ * plan for its max batch and a scheduler with the plan's pinned instances. */
+#ifndef PR_SERVER_SERVER_H
+#define PR_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "packrat/engine.h"
+
+typedef struct {
+  const char *repository;   /* DIR/<model>/<version>/model.onnx or DIR/<model>.onnx */
+  const char *host;         /* default 127.0.0.1 */
+  int port;                 /* default 8000; 0 picks a free port */
+  const int *cpus;          /* CPUs to use (default: every allowed CPU, topology order) */
+  int n_cpus;
+  int max_batch;            /* default for models without config (default 8) */
+  int max_queue_delay_us;   /* default 2000 */
+  int queue_capacity;       /* default 256 requests */
+  double request_timeout_s; /* default 30 */
+  size_t max_body_bytes;    /* default 64 MiB */
+  bool load_all;            /* load every model at start (default true) */
+} pr_server_config_t;
+
+typedef struct pr_server pr_server_t;
+
+void pr_server_config_default(pr_server_config_t *c);
+/* Loads the repository's models and starts listening. */
+pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err, size_t err_len);
+/* The port actually bound. */
+int pr_server_port(const pr_server_t *s);
+/* Human-readable summary of each loaded model's plan (for the log). */
+void pr_server_describe(pr_server_t *s, char *buf, size_t len);
+/* Stops accepting connections, answers every accepted request, frees all. */
+void pr_server_stop(pr_server_t *s);
+
+#endif

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# End-to-end checks of the packrat command on a real exported model:
+# run (files, JSON, output files), profile, plan, run --plan, and the errors.
+# usage: cli.sh PACKRAT MODELS_DIR
+set -u
+PACKRAT=$1
+MODELS=$2
+M=$MODELS/resnet50
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export PACKRAT_CACHE=$tmp/cache
+passed=0 failed=0
+check() { # name, then a command that must succeed
+  local name=$1; shift
+  if "$@" >"$tmp/out" 2>"$tmp/err"; then passed=$((passed + 1)); echo "PASS $name"
+  else failed=$((failed + 1)); echo "FAIL $name"; tail -5 "$tmp/out" "$tmp/err"; fi
+}
+expect_status() { # name, status, command...
+  local name=$1 want=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
+  if [ "$got" = "$want" ] && [ -s "$tmp/err" ]; then passed=$((passed + 1)); echo "PASS $name"
+  else failed=$((failed + 1)); echo "FAIL $name: status $got, wanted $want"; cat "$tmp/err"; fi
+}
+last_json() { tail -1 "$tmp/out"; }
+
+check "run --input-dir --output-dir --json" "$PACKRAT" run "$M/model.onnx" --input-dir "$M/test_data_set_0" \
+  --output-dir "$tmp/o" --repeat 3 --json
+check "run json has the fields" python3 -c "
+import json,sys; d=json.loads(open('$tmp/out').read().strip().splitlines()[-1])
+assert all(k in d for k in ('median_ms','p90_ms','min_ms','threads','batch')), d
+assert d['batch']==1 and d['threads']==1 and d['min_ms']<=d['median_ms']<=d['p90_ms']"
+check "output files written" test -s "$tmp/o/output_0.pb" -a -s "$tmp/o/output_0.npy"
+check "random inputs at batch 2, 2 threads" "$PACKRAT" run "$M/model.onnx" --batch 2 --threads 2 --json
+check "profile to a file" "$PACKRAT" profile "$M/model.onnx" --cores 2 --max-batch 2 --out "$tmp/p.json"
+check "profile has 4 points" python3 -c "
+import json; d=json.load(open('$tmp/p.json')); assert d['cores']==2 and len(d['points'])==4, d
+assert len(d['model_sha256'])==64"
+check "plan --json" "$PACKRAT" plan --profile "$tmp/p.json" --batch 2 --json --plot "$tmp/plan.svg"
+last_json >"$tmp/plan.json"
+check "plan json has the fields" python3 -c "
+import json; d=json.loads(open('$tmp/plan.json').read())
+assert d['batch']==2 and d['cores']==2 and sum(i['batch'] for i in d['instances'])==2
+assert sum(i['threads'] for i in d['instances'])<=2 and d['solve_ms']>=0 and 'fat_latency_ms' in d
+assert d['latency_ms']==max(i['latency_ms'] for i in d['instances'])"
+check "plot is an SVG" grep -q "<svg" "$tmp/plan.svg"
+check "run --plan FILE" "$PACKRAT" run "$M/model.onnx" --batch 2 --plan "$tmp/plan.json" --json
+check "run --plan spec, outputs match the reference" "$PACKRAT" run "$M/model.onnx" \
+  --input-dir "$M/test_data_set_1" --plan 1x3,1x5 --output-dir "$tmp/q"
+check "planned outputs equal PyTorch's" /usr/bin/python3 -c "
+import numpy as np, onnx
+from onnx import numpy_helper
+a=np.load('$tmp/q/output_0.npy'); b=numpy_helper.to_array(onnx.load_tensor('$M/test_data_set_1/output_0.pb'))
+assert np.abs(a-b).max() <= 1e-4*np.abs(b).max()"
+expect_status "plan for an unprofiled batch fails" 1 "$PACKRAT" plan --profile "$tmp/p.json" --batch 5 --cores 1
+expect_status "missing model" 1 "$PACKRAT" run "$tmp/none.onnx"
+expect_status "corrupt model" 1 sh -c "head -c 1000 '$M/model.onnx' > '$tmp/bad.onnx' && '$PACKRAT' run '$tmp/bad.onnx'"
+expect_status "bad flag value" 2 "$PACKRAT" run "$M/model.onnx" --threads zero
+expect_status "unknown flag" 2 "$PACKRAT" run "$M/model.onnx" --frobnicate
+expect_status "wrong input shape" 1 "$PACKRAT" run "$M/model.onnx" --input "input=$M/test_data_set_0/output_0.pb"
+expect_status "plan wider than the machine" 1 "$PACKRAT" run "$M/model.onnx" --batch 2 --plan 999x2
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
