@@ -22,6 +22,7 @@ static void usage(FILE *f) {
           "  --cores LIST             CPUs to use, e.g. 0-7 or 0,2,4 (default: all)\n"
           "  --max-batch B            default max batch size (default 8)\n"
           "  --max-queue-delay-us U   default max queue delay (default 2000)\n"
+          "  --max-body-mb N          largest request body (default 64)\n"
           "  --log-format text|json   log lines (default text)\n");
 }
 
@@ -66,6 +67,8 @@ int pr_cli_serve(int argc, char **argv) {
       cfg.max_batch = (int)pr_cli_parse_long(a, val, 1, 4096), i++;
     } else if (!strcmp(a, "--max-queue-delay-us")) {
       cfg.max_queue_delay_us = (int)pr_cli_parse_long(a, val, 0, 10000000), i++;
+    } else if (!strcmp(a, "--max-body-mb")) {
+      cfg.max_body_bytes = (size_t)pr_cli_parse_long(a, val, 1, 4096) << 20, i++;
     } else if (!strcmp(a, "--cores") && val) {
       cfg.n_cpus = parse_cpus(val, cpus, 4096);
       if (cfg.n_cpus <= 0) {

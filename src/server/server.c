@@ -55,6 +55,7 @@ struct pr_server {
   served_t *models[MAX_MODELS];
   int n_models;
   _Atomic uint64_t http_requests, http_errors;
+  _Atomic int in_progress; /* requests received and not yet answered */
 };
 
 void pr_server_config_default(pr_server_config_t *c) {
@@ -523,6 +524,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!cn) return MHD_NO;
     *con_cls = cn;
     atomic_fetch_add(&s->http_requests, 1);
+    atomic_fetch_add(&s->in_progress, 1);
     return MHD_YES;
   }
   if (*upload_size) {
@@ -551,8 +553,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
+  pr_server_t *s = cls;
   conn_t *cn = *con_cls;
-  if (cn) free(cn->body), free(cn);
+  if (cn) {
+    free(cn->body);
+    free(cn);
+    atomic_fetch_sub(&s->in_progress, 1);
+  }
   *con_cls = NULL;
 }
 
@@ -630,8 +637,10 @@ void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
 void pr_server_stop(pr_server_t *s) {
   if (!s) return;
   if (s->daemon) {
-    /* stop accepting; connection threads finish their requests, then exit */
+    /* stop accepting, let every request already received (or still
+     * uploading) be answered, then close the connections */
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    for (int i = 0; i < 120000 && atomic_load(&s->in_progress) > 0; i++) usleep(1000);
     MHD_stop_daemon(s->daemon);
     if (fd != MHD_INVALID_SOCKET) close(fd);
   }

@@ -4,7 +4,7 @@
 # usage: cli.sh PACKRAT MODELS_DIR
 set -u
 PACKRAT=$1
-MODELS=$2
+MODELS=$(cd "$2" && pwd)
 M=$MODELS/resnet50
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -13,7 +13,7 @@ passed=0 failed=0
 check() { # name, then a command that must succeed
   local name=$1; shift
   if "$@" >"$tmp/out" 2>"$tmp/err"; then passed=$((passed + 1)); echo "PASS $name"
-  else failed=$((failed + 1)); echo "FAIL $name"; tail -5 "$tmp/out" "$tmp/err"; fi
+  else failed=$((failed + 1)); echo "FAIL $name"; tail -n 5 "$tmp/out" "$tmp/err"; fi
 }
 expect_status() { # name, status, command...
   local name=$1 want=$2; shift 2
@@ -25,19 +25,20 @@ last_json() { tail -1 "$tmp/out"; }
 
 check "run --input-dir --output-dir --json" "$PACKRAT" run "$M/model.onnx" --input-dir "$M/test_data_set_0" \
   --output-dir "$tmp/o" --repeat 3 --json
-check "run json has the fields" python3 -c "
-import json,sys; d=json.loads(open('$tmp/out').read().strip().splitlines()[-1])
+cp "$tmp/out" "$tmp/run.out"
+check "run json has the fields" /usr/bin/python3 -c "
+import json,sys; d=json.loads(open('$tmp/run.out').read().strip().splitlines()[-1])
 assert all(k in d for k in ('median_ms','p90_ms','min_ms','threads','batch')), d
 assert d['batch']==1 and d['threads']==1 and d['min_ms']<=d['median_ms']<=d['p90_ms']"
 check "output files written" test -s "$tmp/o/output_0.pb" -a -s "$tmp/o/output_0.npy"
 check "random inputs at batch 2, 2 threads" "$PACKRAT" run "$M/model.onnx" --batch 2 --threads 2 --json
 check "profile to a file" "$PACKRAT" profile "$M/model.onnx" --cores 2 --max-batch 2 --out "$tmp/p.json"
-check "profile has 4 points" python3 -c "
+check "profile has 4 points" /usr/bin/python3 -c "
 import json; d=json.load(open('$tmp/p.json')); assert d['cores']==2 and len(d['points'])==4, d
 assert len(d['model_sha256'])==64"
 check "plan --json" "$PACKRAT" plan --profile "$tmp/p.json" --batch 2 --json --plot "$tmp/plan.svg"
 last_json >"$tmp/plan.json"
-check "plan json has the fields" python3 -c "
+check "plan json has the fields" /usr/bin/python3 -c "
 import json; d=json.loads(open('$tmp/plan.json').read())
 assert d['batch']==2 and d['cores']==2 and sum(i['batch'] for i in d['instances'])==2
 assert sum(i['threads'] for i in d['instances'])<=2 and d['solve_ms']>=0 and 'fat_latency_ms' in d

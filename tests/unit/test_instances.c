@@ -120,6 +120,7 @@ static void test_profile_measure_save_load(void **state) {
   assert_int_equal(q.n_points, p.n_points);
   assert_string_equal(q.model_sha256, p.model_sha256);
   for (int i = 0; i < p.n_points; i++) assert_true(fabs(q.points[i].latency_ms - p.points[i].latency_ms) < 1e-9);
+  pr_profile_free(&q);
   FILE *f = fopen(path, "w");
   fputs("{\"cores\": 2, \"points\": [{\"threads\": 0, \"batch\": 1, \"latency_ms\": 3}]}", f);
   fclose(f);
