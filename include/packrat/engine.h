@@ -101,6 +101,7 @@ typedef struct {
   const pr_tensor_info_t *input_shapes;
   const void *const *input_values;
   int disable_fusion; /* non-zero: no graph fusions (for checking them) */
+  size_t max_bytes;   /* limit on any one intermediate and on the arena (0: 16 GiB) */
 } pr_session_options_t;
 
 /* Size in bytes of one element of dtype, 0 for unsupported/undefined. */

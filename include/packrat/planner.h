@@ -14,8 +14,9 @@
 typedef struct {
   int threads;
   int batch;
-  double latency_ms; /* median */
+  double latency_ms;  /* median, with neighbouring instances busy (what a plan sees) */
   double p90_ms;
+  double isolated_ms; /* median alone on the machine */
 } pr_profile_point_t;
 
 /* latency[t][b] on a grid; points in any order, each (t, b) at most once. */

@@ -4,6 +4,8 @@
 #ifndef PACKRAT_PROFILER_H
 #define PACKRAT_PROFILER_H
 
+#include <stdbool.h>
+
 #include "packrat/planner.h"
 
 #define PR_VERSION "0.1.0"
@@ -16,6 +18,7 @@ typedef struct {
   const int *cpus;  /* CPU order (topology); first T used */
   int n_cpus;
   double max_point_s; /* stop repeating a point after this long (>= 3 runs) */
+  bool no_corun;      /* skip measuring the slowdown of co-running instances */
   /* called after each point (may be NULL) */
   void (*progress)(void *ctx, int done, int total, const pr_profile_point_t *point);
   void *ctx;

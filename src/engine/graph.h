@@ -153,6 +153,7 @@ typedef struct pr_compile {
   int n_nodes, cap_nodes;
   int threads;
   int opset;
+  size_t max_bytes;
   dnnl_engine_t engine;
   char *err;
   size_t err_len;

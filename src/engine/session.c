@@ -162,6 +162,9 @@ static pr_status_t infer_all(pr_compile_t *c) {
   for (int i = 0; i < c->n_nodes; i++) {
     pr_node_t *n = &c->nodes[i];
     bool all_const = true;
+    if (n->n_in < 1 || n->in[0] < 0) /* every operator here reads its first input */
+      return pr_fail(c, n, PR_ERR_INVALID, "the first input is missing");
+    if (n->n_out < 1 || n->out[0] < 0) return pr_fail(c, n, PR_ERR_INVALID, "the first output is missing");
     for (int k = 0; k < n->n_in; k++) {
       pr_value_t *v = pr_in(c, n, k);
       if (!v) continue;
@@ -180,9 +183,9 @@ static pr_status_t infer_all(pr_compile_t *c) {
       for (int d = 0; d < o->rank; d++)
         if (o->dims[d] < 0 || pr_mul_size(numel, (size_t)o->dims[d], &numel))
           return pr_fail(c, n, PR_ERR_INVALID, "output %d has an invalid shape", k);
-      if (pr_mul_size(numel, pr_dtype_size(o->dtype), &o->nbytes) ||
-          o->nbytes > ((size_t)16 << 30))
-        return pr_fail(c, n, PR_ERR_NOMEM, "output %d too large", k);
+      if (pr_mul_size(numel, pr_dtype_size(o->dtype), &o->nbytes) || o->nbytes > c->max_bytes)
+        return pr_fail(c, n, PR_ERR_NOMEM, "output %d needs %zu bytes, over the session's limit of %zu",
+                       k, o->nbytes, c->max_bytes);
       o->producer = i;
     }
     if (all_const && !n->op->nondeterministic && (st = fold_node(c, n))) return st;
@@ -451,6 +454,9 @@ static pr_status_t plan_memory(pr_compile_t *c, pr_session_t *s) {
   }
   free(free_list);
   free(root_last);
+  if (top > c->max_bytes)
+    return pr_fail(c, NULL, PR_ERR_NOMEM, "intermediate buffers need %zu bytes, over the limit of %zu", top,
+                   c->max_bytes);
   s->arena_size = top;
   s->arena = pr_aligned_calloc(top);
   if (!s->arena) return PR_ERR_NOMEM;
@@ -549,6 +555,7 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
   c->model = m;
   c->threads = opt->threads;
   c->opset = m->opset;
+  c->max_bytes = opt->max_bytes ? opt->max_bytes : (size_t)16 << 30;
   c->err = err;
   c->err_len = err_len;
   pr_status_t st = PR_ERR_NOMEM;
@@ -594,6 +601,10 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
         goto fail;
       }
     v->nbytes = numel * pr_dtype_size(v->dtype);
+    if (v->nbytes > c->max_bytes) {
+      st = pr_fail(c, NULL, PR_ERR_NOMEM, "input '%s' needs %zu bytes, over the limit", mv->name, v->nbytes);
+      goto fail;
+    }
     s->in_vals[i] = idx;
     if (opt->input_values && opt->input_values[i]) {
       if (!opt->input_shapes) {

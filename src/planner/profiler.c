@@ -4,7 +4,15 @@
  * topology order (a new OpenMP master, so its team is pinned too), compiles a
  * session for (t, b), warms up once, then repeats until the median settles
  * (3 runs at least, then until it moves by less than 1% or the time budget
- * of the point is spent, 25 runs at most). */
+ * of the point is spent, 25 runs at most).
+ *
+ * Instances running side by side slow each other down (shared caches and
+ * memory bandwidth), so a plan built from isolated latencies is optimistic.
+ * For every thread count t that fits at least twice in T, the profiler also
+ * runs floor(T/t) instances of (t, b_ref) at once, in lock step, and scales
+ * the points of t by the measured slowdown (at least 1); larger t (but < T)
+ * take the slowdown of the largest measured t, and t = T none. Points keep
+ * their isolated latency too. */
 #define _GNU_SOURCE
 #include "packrat/profiler.h"
 
@@ -119,6 +127,109 @@ out:
   return NULL;
 }
 
+/* ---- co-running instances ---- */
+
+#define CORUN_RUNS 5
+
+typedef struct {
+  pr_model_t *model;
+  const pr_session_options_t *base;
+  const int *cpus;
+  int threads, batch;
+  pthread_barrier_t *barrier;
+  pthread_mutex_t *go_lock;
+  pthread_cond_t *go_cond;
+  int *go; /* 0 wait, 1 run, -1 quit (not every instance thread started) */
+  double times[CORUN_RUNS + 1];
+  pr_status_t status;
+  char err[512];
+} corun_job_t;
+
+static void *corun_main(void *arg) {
+  corun_job_t *j = arg;
+  pthread_mutex_lock(j->go_lock);
+  while (*j->go == 0) pthread_cond_wait(j->go_cond, j->go_lock);
+  int go = *j->go;
+  pthread_mutex_unlock(j->go_lock);
+  if (go < 0) return NULL;
+  pr_topology_pin(j->cpus, j->threads);
+  omp_set_num_threads(j->threads);
+  pr_session_options_t opt = *j->base;
+  opt.threads = j->threads;
+  opt.batch = j->batch;
+  opt.input_shapes = NULL;
+  pr_session_t *s = NULL;
+  pr_tensor_t in[MAX_IO] = {0};
+  int n_in = pr_engine_model_num_inputs(j->model);
+  j->status = pr_engine_session_create(j->model, &opt, &s, j->err, sizeof j->err);
+  for (int i = 0; !j->status && i < n_in && i < MAX_IO; i++) {
+    pr_tensor_info_t info;
+    pr_engine_session_input(s, i, &info);
+    in[i].dtype = info.dtype;
+    in[i].rank = info.rank;
+    memcpy(in[i].dims, info.dims, sizeof info.dims);
+    in[i].data = pr_aligned_calloc((size_t)pr_tensor_numel(&in[i]) * pr_dtype_size(info.dtype));
+    if (!in[i].data) j->status = PR_ERR_NOMEM;
+  }
+  /* every thread takes part in every barrier, even after a failure */
+  for (int r = 0; r <= CORUN_RUNS; r++) {
+    pthread_barrier_wait(j->barrier);
+    double t0 = pr_now();
+    if (!j->status) j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err);
+    j->times[r] = (pr_now() - t0) * 1e3;
+  }
+  for (int i = 0; i < n_in && i < MAX_IO; i++) pr_free(in[i].data);
+  pr_engine_session_destroy(s);
+  return NULL;
+}
+
+/* Median latency of k lock-step instances of (t, b); < 0 on failure. */
+static double corun_latency(pr_model_t *model, const pr_session_options_t *base, const int *cpus,
+                            int t, int b, int k, char *err, size_t err_len) {
+  corun_job_t *jobs = calloc((size_t)k, sizeof *jobs);
+  pthread_t *th = calloc((size_t)k, sizeof *th);
+  pthread_barrier_t barrier;
+  pthread_mutex_t go_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t go_cond = PTHREAD_COND_INITIALIZER;
+  int go = 0;
+  double result = -1;
+  if (!jobs || !th) goto out;
+  pthread_barrier_init(&barrier, NULL, (unsigned)k);
+  int started = 0;
+  for (int i = 0; i < k; i++) {
+    jobs[i] = (corun_job_t){.model = model, .base = base, .cpus = cpus + i * t, .threads = t,
+                            .batch = b, .barrier = &barrier, .go_lock = &go_lock,
+                            .go_cond = &go_cond, .go = &go};
+    if (pthread_create(&th[i], NULL, corun_main, &jobs[i])) break;
+    started++;
+  }
+  pthread_mutex_lock(&go_lock);
+  go = started == k ? 1 : -1; /* the barrier needs all k, or none may start */
+  pthread_cond_broadcast(&go_cond);
+  pthread_mutex_unlock(&go_lock);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  if (started < k) {
+    pr_errf(err, err_len, "cannot start co-running instances");
+    goto out;
+  }
+  double all[64 * CORUN_RUNS];
+  int n = 0;
+  for (int i = 0; i < k; i++) {
+    if (jobs[i].status) {
+      pr_errf(err, err_len, "%s", jobs[i].err);
+      goto out;
+    }
+    for (int r = 1; r <= CORUN_RUNS && n < 64 * CORUN_RUNS; r++) all[n++] = jobs[i].times[r];
+  }
+  qsort(all, (size_t)n, sizeof *all, cmp_double);
+  result = n % 2 ? all[n / 2] : 0.5 * (all[n / 2 - 1] + all[n / 2]);
+out:
+  free(jobs);
+  free(th);
+  return result;
+}
+
 pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
                                const pr_session_options_t *base, const pr_profile_options_t *o,
                                pr_profile_t *out, char *err, size_t err_len) {
@@ -154,18 +265,46 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
         return job.status;
       }
       pr_profile_point_t *p = &out->points[out->n_points++];
-      *p = (pr_profile_point_t){t, grid[g], job.median, job.p90};
+      *p = (pr_profile_point_t){t, grid[g], job.median, job.p90, job.median};
       if (o->progress) o->progress(o->ctx, out->n_points, total, p);
     }
+  if (o->no_corun) return PR_OK;
+  /* slowdown with neighbours busy, measured at a mid-grid batch */
+  int b_ref = grid[n_grid - 1] < 4 ? grid[n_grid - 1] : 4;
+  double factor = 1.0;
+  for (int t = 1; t <= o->max_threads / 2 && t <= 64; t++) {
+    int k = o->max_threads / t;
+    double iso = pr_profile_latency(out, t, b_ref);
+    double co = corun_latency(model, &b, o->cpus, t, b_ref, k, err, err_len);
+    if (co < 0 || iso <= 0) {
+      pr_profile_free(out);
+      return PR_ERR_INTERNAL;
+    }
+    factor = co / iso > 1.0 ? co / iso : 1.0;
+    pr_log(PR_LOG_DEBUG, "profile: %d instances of %d threads co-running: %.1f%% slower", k, t, 100 * (factor - 1));
+    for (int i = 0; i < out->n_points; i++)
+      if (out->points[i].threads == t) {
+        out->points[i].latency_ms = out->points[i].isolated_ms * factor;
+        out->points[i].p90_ms *= factor;
+      }
+  }
+  for (int i = 0; i < out->n_points; i++) {
+    int t = out->points[i].threads;
+    if (t > o->max_threads / 2 && t < o->max_threads) {
+      out->points[i].latency_ms = out->points[i].isolated_ms * factor;
+      out->points[i].p90_ms *= factor;
+    }
+  }
   return PR_OK;
 }
 
 pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len) {
   json_t *pts = json_array();
   for (int i = 0; i < p->n_points; i++)
-    json_array_append_new(pts, json_pack("{s:i, s:i, s:f, s:f}", "threads", p->points[i].threads,
+    json_array_append_new(pts, json_pack("{s:i, s:i, s:f, s:f, s:f}", "threads", p->points[i].threads,
                                           "batch", p->points[i].batch, "latency_ms",
-                                          p->points[i].latency_ms, "p90_ms", p->points[i].p90_ms));
+                                          p->points[i].latency_ms, "p90_ms", p->points[i].p90_ms,
+                                          "isolated_ms", p->points[i].isolated_ms));
   json_t *root = json_pack("{s:s, s:s, s:s, s:i, s:s, s:o}", "model", p->model, "model_sha256",
                            p->model_sha256, "cpu", p->cpu, "cores", p->cores, "version",
                            "packrat " PR_VERSION, "points", pts);
@@ -211,15 +350,15 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   json_t *it;
   json_array_foreach(pts, i, it) {
     int t = 0, b = 0;
-    double lat = -1, p90 = -1;
-    if (json_unpack_ex(it, &je, 0, "{s:i, s:i, s:F, s?F}", "threads", &t, "batch", &b,
-                       "latency_ms", &lat, "p90_ms", &p90) ||
+    double lat = -1, p90 = -1, iso = -1;
+    if (json_unpack_ex(it, &je, 0, "{s:i, s:i, s:F, s?F, s?F}", "threads", &t, "batch", &b,
+                       "latency_ms", &lat, "p90_ms", &p90, "isolated_ms", &iso) ||
         t < 1 || b < 1 || !(lat >= 0) || !isfinite(lat)) {
       pr_errf(err, err_len, "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0", path, i);
       pr_profile_free(p);
       goto out;
     }
-    p->points[p->n_points++] = (pr_profile_point_t){t, b, lat, p90 < 0 ? lat : p90};
+    p->points[p->n_points++] = (pr_profile_point_t){t, b, lat, p90 < 0 ? lat : p90, iso < 0 ? lat : iso};
   }
   st = PR_OK;
 out:
@@ -244,7 +383,7 @@ pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores
   if (mkdir(dir, 0755) && errno != EEXIST) return PR_ERR_IO;
   char cpu_hash[65];
   char key[256];
-  snprintf(key, sizeof key, "%s|packrat %s", cpu, PR_VERSION);
+  snprintf(key, sizeof key, "%s|packrat %s|corun", cpu, PR_VERSION);
   pr_sha256_hex(key, strlen(key), cpu_hash);
   snprintf(path, len, "%s/profile-%.16s-%dc-%.8s.json", dir, sha256, cores, cpu_hash);
   return PR_OK;

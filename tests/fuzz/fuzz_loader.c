@@ -15,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[256];
   if (pr_engine_model_load_memory(data, size, NULL, &m, err, sizeof err) != PR_OK) return 0;
   pr_session_options_t opt = pr_session_options_default();
+  opt.max_bytes = (size_t)64 << 20; /* fuzzed shapes may ask for anything */
   pr_session_t *s = NULL;
   if (size < 4096 && pr_engine_session_create(m, &opt, &s, err, sizeof err) == PR_OK)
     pr_engine_session_destroy(s);

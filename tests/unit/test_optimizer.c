@@ -50,7 +50,7 @@ static void random_profile(pr_profile_t *p, int T, int maxb, bool monotone, doub
       if (urand() < missing) continue;
       double lat = monotone ? (10.0 * b) / pow(t, 0.7) * (1 + 0.05 * urand()) : 1 + 100 * urand();
       lat = round(lat * 8) / 8; /* coarse values make ties common */
-      p->points[p->n_points++] = (pr_profile_point_t){t, b, lat, lat};
+      p->points[p->n_points++] = (pr_profile_point_t){t, b, lat, lat, lat};
     }
 }
 
@@ -127,7 +127,7 @@ static void test_one_core(void **s) {
 }
 
 static void test_infeasible_and_invalid(void **s) {
-  pr_profile_point_t pts[] = {{1, 2, 5, 5}, {2, 4, 6, 6}};
+  pr_profile_point_t pts[] = {{1, 2, 5, 5, 5}, {2, 4, 6, 6, 6}};
   pr_profile_t p = {.n_points = 2, .points = pts, .cores = 2};
   pr_plan_t *plan = malloc(sizeof *plan);
   assert_int_equal(pr_plan_optimize(&p, 3, 2, plan), PR_ERR_NOT_FOUND); /* only even batches */

@@ -1,0 +1,48 @@
+/* Batch-size estimator: from what the queue and the arrivals show, the batch
+ * size the server should plan for. Pure: observations in, target out.
+ *
+ * PR_EST_PAPER (Packrat's rule): each window (1 s), an EWMA (alpha 0.1) of the
+ * queue lengths seen, rounded down to a power of two, then the mode of the
+ * last 10 such estimates.
+ * PR_EST_RATE: from an EWMA (0.3) of the arrival rate, the smallest power of
+ * two B whose planned batch latency keeps up (rate x latency(B) <= B); up
+ * when the current batch cannot keep up for 2 windows, down only when a
+ * smaller batch keeps up with 20% to spare for 5 windows (hysteresis). */
+#ifndef PACKRAT_ESTIMATOR_H
+#define PACKRAT_ESTIMATOR_H
+
+#include <stdbool.h>
+
+typedef enum { PR_EST_PAPER = 0, PR_EST_RATE = 1 } pr_estimator_kind_t;
+
+#define PR_EST_MAX_HISTORY 64
+#define PR_EST_MAX_SIZES 24
+
+typedef struct {
+  pr_estimator_kind_t kind;
+  double alpha;  /* EWMA weight of the newest window */
+  int history;   /* estimates the mode is taken over */
+  int min_batch, max_batch; /* powers of two */
+  int up_windows, down_windows; /* hysteresis of PR_EST_RATE */
+  /* planned latency (s) of a batch of 2^k, k = 0..: for PR_EST_RATE */
+  double latency_s[PR_EST_MAX_SIZES];
+  /* state */
+  double ewma;
+  bool started;
+  int hist[PR_EST_MAX_HISTORY], n_hist, pos;
+  int target;
+  int pending, pending_count;
+} pr_estimator_t;
+
+typedef struct {
+  const int *queue_lengths; /* sampled during the window */
+  int n_samples;
+  double arrivals_per_s;
+} pr_est_window_t;
+
+/* Defaults: alpha 0.1, history 10, up 2, down 5; target starts at min_batch. */
+void pr_estimator_init(pr_estimator_t *e, pr_estimator_kind_t kind, int min_batch, int max_batch);
+/* Feeds one window; returns the target batch (a power of two in range). */
+int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w);
+
+#endif

@@ -1,0 +1,84 @@
+#include "packrat/estimator.h"
+
+#include <string.h>
+
+static int floor_pow2(double x, int lo, int hi) {
+  int p = lo;
+  while (p * 2 <= hi && (double)(p * 2) <= x) p *= 2;
+  return p;
+}
+
+static int log2i(int x) {
+  int k = 0;
+  while ((1 << (k + 1)) <= x) k++;
+  return k;
+}
+
+void pr_estimator_init(pr_estimator_t *e, pr_estimator_kind_t kind, int min_batch, int max_batch) {
+  memset(e, 0, sizeof *e);
+  e->kind = kind;
+  e->alpha = 0.1;
+  e->history = 10;
+  e->up_windows = 2;
+  e->down_windows = 5;
+  e->min_batch = min_batch < 1 ? 1 : 1 << log2i(min_batch);
+  e->max_batch = max_batch < e->min_batch ? e->min_batch : 1 << log2i(max_batch);
+  e->target = e->min_batch;
+}
+
+static int paper_update(pr_estimator_t *e, const pr_est_window_t *w) {
+  if (w->n_samples > 0) {
+    double mean = 0;
+    for (int i = 0; i < w->n_samples; i++) mean += w->queue_lengths[i];
+    mean /= w->n_samples;
+    e->ewma = e->started ? e->alpha * mean + (1 - e->alpha) * e->ewma : mean;
+    e->started = true;
+  }
+  int est = floor_pow2(e->ewma, e->min_batch, e->max_batch);
+  int h = e->history < PR_EST_MAX_HISTORY ? e->history : PR_EST_MAX_HISTORY;
+  e->hist[e->pos] = est;
+  e->pos = (e->pos + 1) % h;
+  if (e->n_hist < h) e->n_hist++;
+  /* mode of the history; a tie keeps the current target when it is among the tied */
+  int best = e->target, best_count = 0;
+  for (int i = 0; i < e->n_hist; i++) {
+    int v = e->hist[i], count = 0;
+    for (int j = 0; j < e->n_hist; j++) count += e->hist[j] == v;
+    if (count > best_count || (count == best_count && v == e->target)) best = v, best_count = count;
+  }
+  e->target = best;
+  return e->target;
+}
+
+/* Smallest power of two B in range with rate x latency(B) <= margin x B. */
+static int keeps_up(const pr_estimator_t *e, double rate, double margin, int from) {
+  for (int b = from; b <= e->max_batch; b *= 2) {
+    double lat = e->latency_s[log2i(b)];
+    if (lat > 0 && rate * lat <= margin * b) return b;
+  }
+  return e->max_batch;
+}
+
+static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
+  e->ewma = e->started ? 0.3 * w->arrivals_per_s + 0.7 * e->ewma : w->arrivals_per_s;
+  e->started = true;
+  /* up as soon as the current batch cannot keep up; down only with 20%
+   * headroom at the smaller batch: the band between is hysteresis */
+  int up = keeps_up(e, e->ewma, 1.0, e->target);
+  int down = keeps_up(e, e->ewma, 0.8, e->min_batch);
+  int want = up > e->target ? up : down < e->target ? down : e->target;
+  if (want == e->target) {
+    e->pending_count = 0;
+    return e->target;
+  }
+  if (want != e->pending) e->pending = want, e->pending_count = 0;
+  if (++e->pending_count >= (want > e->target ? e->up_windows : e->down_windows)) {
+    e->target = want;
+    e->pending_count = 0;
+  }
+  return e->target;
+}
+
+int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w) {
+  return e->kind == PR_EST_RATE ? rate_update(e, w) : paper_update(e, w);
+}
