@@ -12,7 +12,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/util.h"
 #include "cli/cli.h"
@@ -33,6 +35,8 @@ static void usage(FILE *f) {
           "  --input FILE         the request's input (.pb or .npy, batch axis included);\n"
           "                       default: random data of the model's shape at batch 1\n"
           "  --json-data          send tensors as JSON instead of the binary extension\n"
+          "  --expect FILE        check every response's first output against this tensor\n"
+          "                       (max|diff| <= 1e-4 x max|expected|); a mismatch is an error\n"
           "  --json               print one JSON object as the last line\n");
 }
 
@@ -217,13 +221,98 @@ static int build_request(const char *base, const char *model, const char *input_
   return 0;
 }
 
+/* The expected first output, when checking responses. */
+static pr_tensor_t g_expect;
+static bool g_check;
+static _Atomic uint64_t g_mismatches;
+
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  char hlen[32]; /* Inference-Header-Content-Length of the response */
+} body_t;
+
+static size_t body_write(char *p, size_t size, size_t n, void *ud) {
+  body_t *b = ud;
+  size_t add = size * n;
+  if (b->len + add > b->cap) {
+    size_t cap = (b->len + add) * 2;
+    char *nb = realloc(b->buf, cap);
+    if (!nb) return 0;
+    b->buf = nb;
+    b->cap = cap;
+  }
+  memcpy(b->buf + b->len, p, add);
+  b->len += add;
+  return add;
+}
+
+static size_t header_write(char *p, size_t size, size_t n, void *ud) {
+  body_t *b = ud;
+  static const char key[] = "inference-header-content-length:";
+  size_t len = size * n;
+  if (len > sizeof key && !strncasecmp(p, key, sizeof key - 1)) {
+    size_t vl = len - (sizeof key - 1);
+    if (vl >= sizeof b->hlen) vl = sizeof b->hlen - 1;
+    memcpy(b->hlen, p + sizeof key - 1, vl);
+    b->hlen[vl] = 0;
+  }
+  return len;
+}
+
+/* True when the response's first output matches the expected tensor. */
+static bool response_ok(const body_t *b) {
+  size_t jl = b->hlen[0] ? (size_t)atoll(b->hlen) : b->len;
+  if (jl > b->len) return false;
+  size_t n = (size_t)pr_tensor_numel(&g_expect);
+  const float *ref = g_expect.data;
+  double max_ref = 0, max_diff = 0;
+  if (jl < b->len) { /* binary */
+    if (b->len - jl < n * sizeof(float)) return false;
+    const char *data = b->buf + jl;
+    for (size_t i = 0; i < n; i++) {
+      float v;
+      memcpy(&v, data + i * sizeof v, sizeof v);
+      max_ref = fmax(max_ref, fabs(ref[i]));
+      double d = fabs(v - ref[i]);
+      if (!(d <= max_diff)) max_diff = d;
+    }
+  } else {
+    json_t *root = json_loadb(b->buf, b->len, 0, NULL);
+    json_t *data = json_object_get(json_array_get(json_object_get(root, "outputs"), 0), "data");
+    if (!json_is_array(data) || json_array_size(data) != n) {
+      json_decref(root);
+      return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+      max_ref = fmax(max_ref, fabs(ref[i]));
+      double d = fabs(json_number_value(json_array_get(data, i)) - ref[i]);
+      if (!(d <= max_diff)) max_diff = d;
+    }
+    json_decref(root);
+  }
+  return max_diff <= 1e-4 * max_ref;
+}
+
+/* Final status of a finished request: a 200 whose output mismatches is 0. */
+static long checked_status(long status, body_t *b) {
+  if (status == 200 && g_check && !response_ok(b)) {
+    atomic_fetch_add(&g_mismatches, 1);
+    status = 0;
+  }
+  b->len = 0;
+  b->hlen[0] = 0;
+  return status;
+}
+
 static CURL *make_easy(const request_t *rq) {
   CURL *c = curl_easy_init();
   curl_easy_setopt(c, CURLOPT_URL, rq->url);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, rq->body);
   curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->len);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, rq->headers);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, g_check ? body_write : discard);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_write);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
   return c;
@@ -240,13 +329,17 @@ typedef struct {
 static void *closed_main(void *arg) {
   closed_t *w = arg;
   CURL *c = make_easy(w->rq);
+  body_t body = {0};
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &body);
   while (pr_now() < w->until) {
     double t0 = pr_now();
     CURLcode cc = curl_easy_perform(c);
     long status = 0;
     if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    result_add(&w->res, (pr_now() - t0) * 1e3, status);
+    result_add(&w->res, (pr_now() - t0) * 1e3, checked_status(status, &body));
   }
+  free(body.buf);
   curl_easy_cleanup(c);
   return NULL;
 }
@@ -269,6 +362,7 @@ static void open_loop(const request_t *rq, phase_t *phases, int n_phases, result
   typedef struct {
     double sched;
     int phase;
+    body_t body;
   } tag_t;
   for (;;) {
     double now = pr_now();
@@ -280,10 +374,12 @@ static void open_loop(const request_t *rq, phase_t *phases, int n_phases, result
       if (phase >= n_phases) break;
       if (inflight < MAX_INFLIGHT) {
         CURL *c = make_easy(rq);
-        tag_t *tag = malloc(sizeof *tag);
+        tag_t *tag = calloc(1, sizeof *tag);
         tag->sched = next;
         tag->phase = phase;
         curl_easy_setopt(c, CURLOPT_PRIVATE, tag);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &tag->body);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &tag->body);
         curl_multi_add_handle(multi, c);
         inflight++;
       } else {
@@ -306,8 +402,10 @@ static void open_loop(const request_t *rq, phase_t *phases, int n_phases, result
       long status = 0;
       if (msg->data.result == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
       double ms = (pr_now() - tag->sched) * 1e3;
+      status = checked_status(status, &tag->body);
       result_add(&phases[tag->phase].res, ms, status);
       result_add(all, ms, status);
+      free(tag->body.buf);
       free(tag);
       curl_multi_remove_handle(multi, c);
       curl_easy_cleanup(c);
@@ -341,7 +439,7 @@ static double scrape_reconfigurations(const char *base) {
 }
 
 int pr_cli_bench(int argc, char **argv) {
-  const char *url = NULL, *model = NULL, *input = NULL, *schedule = NULL;
+  const char *url = NULL, *model = NULL, *input = NULL, *schedule = NULL, *expect = NULL;
   int concurrency = 0;
   double rate = 0, duration = 10;
   bool json = false, binary = true;
@@ -356,6 +454,8 @@ int pr_cli_bench(int argc, char **argv) {
       model = val, i++;
     } else if (!strcmp(a, "--input") && val) {
       input = val, i++;
+    } else if (!strcmp(a, "--expect") && val) {
+      expect = val, i++;
     } else if (!strcmp(a, "--schedule") && val) {
       schedule = val, i++;
     } else if (!strcmp(a, "--concurrency")) {
@@ -402,6 +502,14 @@ int pr_cli_bench(int argc, char **argv) {
     n_phases = 1;
   } else if (!concurrency) {
     concurrency = 1;
+  }
+  if (expect) {
+    char err[512];
+    if (pr_engine_tensor_read_file(expect, &g_expect, NULL, err, sizeof err) || g_expect.dtype != PR_DTYPE_FLOAT) {
+      fprintf(stderr, "packrat bench: --expect: %s\n", err[0] ? err : "must be a FLOAT tensor");
+      return 1;
+    }
+    g_check = true;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
   char base[1024];
@@ -467,6 +575,10 @@ int pr_cli_bench(int argc, char **argv) {
                             (json_int_t)all.by_status[3], "transport", (json_int_t)all.by_status[5], "2xx",
                             (json_int_t)all.by_status[0]);
   json_object_set_new(o, "status_counts", codes);
+  if (g_check) {
+    json_object_set_new(o, "mismatches", json_integer((json_int_t)atomic_load(&g_mismatches)));
+    printf("responses checked against %s: %llu mismatches\n", expect, (unsigned long long)atomic_load(&g_mismatches));
+  }
   if (json) {
     char *s = json_dumps(o, JSON_COMPACT);
     printf("%s\n", s);
@@ -476,6 +588,7 @@ int pr_cli_bench(int argc, char **argv) {
   free(all.lat);
   free(rq.body);
   curl_slist_free_all(rq.headers);
+  pr_engine_tensor_free(&g_expect);
   curl_global_cleanup();
   return 0;
 bad_schedule:

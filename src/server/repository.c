@@ -110,6 +110,25 @@ int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_
         goto out;
       }
       snprintf(c->plan, sizeof c->plan, "%s", json_string_value(v));
+    } else if (!strcmp(key, "autoscale")) {
+      if (!json_is_boolean(v)) {
+        snprintf(err, err_len, "%s: 'autoscale' must be true or false", path);
+        goto out;
+      }
+      c->autoscale = json_is_true(v);
+    } else if (!strcmp(key, "estimator")) {
+      const char *e = json_string_value(v);
+      if (!e || (strcmp(e, "rate") && strcmp(e, "paper"))) {
+        snprintf(err, err_len, "%s: 'estimator' must be \"rate\" or \"paper\"", path);
+        goto out;
+      }
+      c->estimator = !strcmp(e, "rate");
+    } else if (!strcmp(key, "min_batch_size")) {
+      if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096) {
+        snprintf(err, err_len, "%s: 'min_batch_size' must be 1..4096", path);
+        goto out;
+      }
+      c->min_batch = (int)json_integer_value(v);
     } else if (!strcmp(key, "dims")) {
       if (!json_is_object(v)) {
         snprintf(err, err_len, "%s: 'dims' must map symbolic dimension names to sizes", path);
@@ -127,9 +146,13 @@ int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_
       }
     } else {
       snprintf(err, err_len, "%s: unknown setting '%s' (known: max_batch_size, max_queue_delay_us, "
-               "queue_capacity, request_timeout_ms, plan, dims)", path, key);
+               "queue_capacity, request_timeout_ms, plan, autoscale, estimator, min_batch_size, dims)", path, key);
       goto out;
     }
+  }
+  if (c->min_batch > c->max_batch) {
+    snprintf(err, err_len, "%s: min_batch_size above max_batch_size", path);
+    goto out;
   }
   rc = 0;
 out:

@@ -26,6 +26,9 @@ typedef struct {
   int queue_capacity;
   double request_timeout_s;
   char plan[1024]; /* "auto" or THREADSxBATCH,... */
+  bool autoscale;  /* with "auto": follow the load between planned batch sizes */
+  int estimator;   /* 0 paper rule, 1 arrival-rate rule */
+  int min_batch;   /* smallest batch size planned for (autoscale) */
   int n_dims;      /* values of named symbolic dims other than the batch */
   char dim_names[8][64];
   long long dim_values[8];

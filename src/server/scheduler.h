@@ -4,9 +4,19 @@
  * the max queue delay once it holds one, never splitting a request;
  * concatenates their inputs, runs, and scatters the outputs back.
  *
- * Threads and locks: `qlock` guards the queue and the stop flag; each request
- * has its own lock/cond for its completion. Clients submit from any thread;
- * instance threads own their sessions. Lock order: qlock, then a request's. */
+ * Reconfiguration: the scheduler holds several instance sets ("configs", one
+ * per plan, each prepared up front: threads started, sessions compiled,
+ * weights shared) and one of them is active. A switch flips the active index
+ * between batches: workers of the old set finish the batch they hold and
+ * park; workers of the new set take the queue at once. No request is lost,
+ * failed or answered twice, since the queue is the only hand-off.
+ * An optional autoscaler thread samples the queue and arrivals every window,
+ * asks the estimator for a target batch and switches to that batch's plan.
+ *
+ * Threads and locks: `qlock` guards the queue, the active index, the configs
+ * array and the stop flags; each request has its own lock/cond for its
+ * completion. Clients submit from any thread; instance threads own their
+ * sessions. Lock order: qlock, then a request's. */
 #ifndef PR_SERVER_SCHEDULER_H
 #define PR_SERVER_SCHEDULER_H
 
@@ -44,17 +54,37 @@ typedef struct {
   _Atomic uint64_t success, failed, rejected, timed_out;
   _Atomic uint64_t executions, rows_executed;
   _Atomic uint64_t queue_us, compute_us; /* sums */
-  pr_hist_t request_s, queue_s, compute_s, batch;
+  _Atomic uint64_t arrivals, reconfigurations;
+  pr_hist_t request_s, queue_s, compute_s, batch, switch_s;
 } pr_sched_stats_t;
+
+#define PR_SCHED_MAX_CONFIGS 32
 
 typedef struct pr_sched pr_sched_t;
 
-/* Starts the plan's instances (pinned to cpus in order) with sessions
- * prepared for the batch sizes they can run. base: shapes of dims other than
- * the batch. */
-pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plan, const int *cpus, int n_cpus,
-                            const pr_session_options_t *base, const pr_sched_config_t *cfg,
-                            pr_sched_t **out, char *err, size_t err_len);
+/* Prepares one instance set per plan (pinned to cpus in order, sessions for
+ * the batch sizes each instance can run) and activates plans[active].
+ * base: shapes of dims other than the batch. */
+pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_plans, int active,
+                            const int *cpus, int n_cpus, const pr_session_options_t *base,
+                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err, size_t err_len);
+
+/* Prepares another instance set (or finds an identical one); returns its
+ * index, or < 0 with err. */
+int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
+/* Makes config `index` active; returns the switch time in seconds (< 0 for a
+ * bad index). Counted and logged when it changes anything. */
+double pr_sched_switch(pr_sched_t *s, int index, const char *why);
+int pr_sched_active(pr_sched_t *s);
+int pr_sched_num_configs(pr_sched_t *s);
+const pr_plan_t *pr_sched_config_plan(const pr_sched_t *s, int index);
+
+/* Starts the autoscaler: every window_s, the estimator picks a target batch
+ * among the configs' planned batches and the scheduler switches to the
+ * config planned for it. estimator: 0 paper rule, 1 arrival-rate rule.
+ * Stopped by pr_sched_set_auto(s, false) or destroy. */
+void pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s);
+bool pr_sched_auto(pr_sched_t *s);
 /* Stops taking requests, finishes every queued one, joins the instances. */
 void pr_sched_destroy(pr_sched_t *s);
 
@@ -68,6 +98,7 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
 void pr_request_wait(pr_request_t *r);
 
 int pr_sched_queue_depth(pr_sched_t *s);
+/* The active config's plan. */
 const pr_plan_t *pr_sched_plan(const pr_sched_t *s);
 const int *pr_sched_cpus(const pr_sched_t *s);
 pr_sched_stats_t *pr_sched_stats(pr_sched_t *s);

@@ -89,6 +89,8 @@ static pr_status_t load_model(pr_server_t *s, served_t *m, char *err, size_t err
   c->queue_capacity = s->cfg.queue_capacity;
   c->request_timeout_s = s->cfg.request_timeout_s;
   snprintf(c->plan, sizeof c->plan, "auto");
+  c->autoscale = true;
+  c->estimator = 1;
   if (m->entry.config[0] && pr_repo_read_config(m->entry.config, c, err, err_len)) return PR_ERR_INVALID;
   pr_status_t st = pr_engine_model_load_file(m->entry.path, &m->model, err, err_len);
   if (st) return st;
@@ -116,12 +118,16 @@ static pr_status_t load_model(pr_server_t *s, served_t *m, char *err, size_t err
     p->outputs[i].dims[0] = -1;
   }
   pr_engine_session_destroy(probe);
-  pr_plan_t *plan = malloc(sizeof *plan);
-  if (!plan) return PR_ERR_NOMEM;
+  /* plans: the fixed one, or one per power-of-two batch up to the max (and
+   * the max itself) when following the load, else the max batch's */
+  pr_plan_t *plans = calloc(PR_SCHED_MAX_CONFIGS, sizeof *plans);
+  int n_plans = 0, active = 0;
+  if (!plans) return PR_ERR_NOMEM;
   if (strcmp(c->plan, "auto")) {
-    st = pr_plan_parse(c->plan, NULL, plan, err, err_len);
+    st = pr_plan_parse(c->plan, NULL, &plans[0], err, err_len);
+    n_plans = 1;
   } else {
-    /* profile (cached) on the server's cores, plan for the max batch */
+    /* profile (cached) on the server's cores */
     pr_profile_t prof;
     char cache[4096];
     int grid_max = c->max_batch;
@@ -140,24 +146,30 @@ static pr_status_t load_model(pr_server_t *s, served_t *m, char *err, size_t err
     } else {
       pr_log(PR_LOG_INFO, "model %s: profiling on %d cores up to batch %d", m->entry.name, po.max_threads, grid_max);
       if ((st = pr_profile_measure(m->model, m->entry.name, &base, &po, &prof, err, err_len))) {
-        free(plan);
+        free(plans);
         return st;
       }
       char e2[256];
       if (pr_profile_save(&prof, cache, e2, sizeof e2)) pr_log(PR_LOG_WARN, "%s", e2);
     }
-    st = pr_plan_optimize(&prof, c->max_batch, po.max_threads, plan);
+    int lo = c->autoscale ? (c->min_batch > 0 ? c->min_batch : 1) : c->max_batch;
+    for (int b = lo; !st && n_plans < PR_SCHED_MAX_CONFIGS; b = b * 2 > c->max_batch && b < c->max_batch ? c->max_batch : b * 2) {
+      if (b > c->max_batch) break;
+      st = pr_plan_optimize(&prof, b, po.max_threads, &plans[n_plans]);
+      if (st) pr_errf(err, err_len, "no plan for batch %d", b);
+      else active = n_plans++;
+    }
     pr_profile_free(&prof);
-    if (st) pr_errf(err, err_len, "no plan for batch %d", c->max_batch);
   }
   if (!st) {
     pr_sched_config_t sc = {.max_batch = c->max_batch, .queue_capacity = c->queue_capacity,
                             .max_queue_delay_s = c->max_queue_delay_us * 1e-6,
                             .timeout_s = c->request_timeout_s};
     base.batch = 1;
-    st = pr_sched_create(m->model, plan, s->cpus, s->n_cpus, &base, &sc, &m->sched, err, err_len);
+    st = pr_sched_create(m->model, plans, n_plans, active, s->cpus, s->n_cpus, &base, &sc, &m->sched, err, err_len);
+    if (!st && n_plans > 1) pr_sched_set_auto(m->sched, true, c->estimator, 1.0);
   }
-  free(plan);
+  free(plans);
   return st;
 }
 
@@ -300,8 +312,19 @@ static json_t *plan_json(served_t *m) {
                                            in->threads, "batch", in->batch, "cores", cl,
                                            "predicted_latency_ms", in->latency_ms));
   }
-  return json_pack("{s:s, s:s, s:i, s:f, s:o}", "name", m->entry.name, "version", m->entry.version,
-                   "batch", p->batch, "predicted_latency_ms", p->latency_ms, "instances", insts);
+  json_t *prepared = json_array();
+  for (int c = 0; c < pr_sched_num_configs(m->sched); c++) {
+    const pr_plan_t *q = pr_sched_config_plan(m->sched, c);
+    char spec[512] = "";
+    size_t off = 0;
+    for (int k = 0; k < q->n_instances && off < sizeof spec; k++)
+      off += (size_t)snprintf(spec + off, sizeof spec - off, "%s%dx%d", k ? "," : "", q->instances[k].threads, q->instances[k].batch);
+    json_array_append_new(prepared, json_pack("{s:i, s:s, s:f}", "batch", q->batch, "plan", spec,
+                                              "predicted_latency_ms", q->latency_ms));
+  }
+  return json_pack("{s:s, s:s, s:i, s:f, s:b, s:o, s:o}", "name", m->entry.name, "version", m->entry.version,
+                   "batch", p->batch, "predicted_latency_ms", p->latency_ms, "autoscale",
+                   pr_sched_auto(m->sched), "instances", insts, "prepared", prepared);
 }
 
 static enum MHD_Result do_infer(pr_server_t *s, struct MHD_Connection *c, served_t *m, conn_t *cn) {
@@ -342,6 +365,45 @@ static enum MHD_Result do_infer(pr_server_t *s, struct MHD_Connection *c, served
   return ret;
 }
 
+/* POST .../plan {"plan": "THREADSxBATCH,..."} pins a plan by hand (prepared
+ * first if new); {"plan": "auto"} hands control back to the autoscaler. */
+static enum MHD_Result set_plan(pr_server_t *s, struct MHD_Connection *c, served_t *m, conn_t *cn) {
+  json_error_t je;
+  json_t *root = cn->body ? json_loadb(cn->body, cn->len, 0, &je) : NULL;
+  const char *spec = root ? json_string_value(json_object_get(root, "plan")) : NULL;
+  char err[512];
+  enum MHD_Result ret;
+  if (!spec) {
+    ret = reply_error(s, c, 400, "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
+  } else if (!strcmp(spec, "auto")) {
+    if (pr_sched_num_configs(m->sched) < 2) {
+      ret = reply_error(s, c, 400, "this model has one prepared plan: nothing to follow the load with");
+    } else {
+      pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0);
+      ret = reply_json(c, 200, plan_json(m));
+    }
+  } else {
+    pr_plan_t *plan = malloc(sizeof *plan);
+    int idx = -1;
+    if (plan && pr_plan_parse(spec, NULL, plan, err, sizeof err) == PR_OK) {
+      if (plan->batch > m->cfg.max_batch)
+        snprintf(err, sizeof err, "the plan's batches add up to %d, over the max batch %d", plan->batch, m->cfg.max_batch);
+      else
+        idx = pr_sched_add_plan(m->sched, plan, err, sizeof err);
+    }
+    free(plan);
+    if (idx < 0) {
+      ret = reply_error(s, c, 400, err);
+    } else {
+      pr_sched_set_auto(m->sched, false, 0, 0);
+      pr_sched_switch(m->sched, idx, "set by hand");
+      ret = reply_json(c, 200, plan_json(m));
+    }
+  }
+  json_decref(root);
+  return ret;
+}
+
 static void write_metrics(pr_server_t *s, FILE *f) {
   fprintf(f, "# HELP packrat_requests_total Inference requests by outcome.\n# TYPE packrat_requests_total counter\n");
   pthread_rwlock_rdlock(&s->lock);
@@ -371,6 +433,18 @@ static void write_metrics(pr_server_t *s, FILE *f) {
       snprintf(labels, sizeof labels, "model=\"%s\"", m->entry.name);
       pr_hist_write((const pr_hist_t *)((const char *)pr_sched_stats(m->sched) + hs[h].off), f, hs[h].name, labels);
     }
+  }
+  fprintf(f, "# HELP packrat_reconfigurations_total Plan switches.\n# TYPE packrat_reconfigurations_total counter\n");
+  for (int i = 0; i < s->n_models; i++)
+    if (s->models[i]->state == M_READY)
+      fprintf(f, "packrat_reconfigurations_total{model=\"%s\"} %llu\n", s->models[i]->entry.name,
+              (unsigned long long)atomic_load(&pr_sched_stats(s->models[i]->sched)->reconfigurations));
+  fprintf(f, "# HELP packrat_reconfiguration_duration_seconds Time a plan switch took.\n# TYPE packrat_reconfiguration_duration_seconds histogram\n");
+  for (int i = 0; i < s->n_models; i++) {
+    if (s->models[i]->state != M_READY) continue;
+    char labels[200];
+    snprintf(labels, sizeof labels, "model=\"%s\"", s->models[i]->entry.name);
+    pr_hist_write(&pr_sched_stats(s->models[i]->sched)->switch_s, f, "packrat_reconfiguration_duration_seconds", labels);
   }
   fprintf(f, "# HELP packrat_queue_depth Requests waiting.\n# TYPE packrat_queue_depth gauge\n");
   for (int i = 0; i < s->n_models; i++)
@@ -506,6 +580,8 @@ static enum MHD_Result route(pr_server_t *s, struct MHD_Connection *c, const cha
                                          "queue_depth", pr_sched_queue_depth(m->sched)));
     } else if (action && !strcmp(action, "plan") && get) {
       ret = reply_json(c, 200, plan_json(m));
+    } else if (action && !strcmp(action, "plan") && post) {
+      ret = set_plan(s, c, m, cn);
     } else {
       ret = reply_error(s, c, 405, "method or endpoint not supported");
     }
@@ -625,8 +701,10 @@ void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
       continue;
     }
     const pr_plan_t *p = pr_sched_plan(m->sched);
-    off += (size_t)snprintf(buf + off, len - off, "model %s v%s: max batch %d, plan", m->entry.name,
-                            m->entry.version, m->cfg.max_batch);
+    off += (size_t)snprintf(buf + off, len - off, "model %s v%s: max batch %d, %d plan%s prepared%s, plan",
+                            m->entry.name, m->entry.version, m->cfg.max_batch, pr_sched_num_configs(m->sched),
+                            pr_sched_num_configs(m->sched) > 1 ? "s" : "",
+                            pr_sched_auto(m->sched) ? " (following the load)" : "");
     for (int k = 0; k < p->n_instances && off < len; k++)
       off += (size_t)snprintf(buf + off, len - off, "%s %dx%d", k ? "," : "", p->instances[k].threads, p->instances[k].batch);
     if (off < len) off += (size_t)snprintf(buf + off, len - off, " (predicted %.1f ms per batch)\n", p->latency_ms);

@@ -17,7 +17,7 @@ ln -s "$MODELS/resnet50/model.onnx" "$tmp/repo/resnet50/1/model.onnx"
 echo '{"max_batch_size": 1, "plan": "1x1,1x1", "queue_capacity": 8, "max_queue_delay_us": 0}' > "$tmp/repo/resnet50/config.json"
 "$PACKRAT" serve --model-repository "$tmp/repo" --http-port 0 >"$tmp/log" 2>&1 &
 srv=$!
-for _ in $(seq 600); do grep -q "ready: http" "$tmp/log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -qs "ready: http" "$tmp/log" && break; sleep 0.1; done
 URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | head -1)
 [ -n "$URL" ] || { cat "$tmp/log"; exit 1; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$srv/status"; }

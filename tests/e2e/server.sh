@@ -41,7 +41,7 @@ echo '{"max_batch_size": 8, "plan": "1x4,1x4"}' > "$repo/resnet50/config.json"
 
 "$PACKRAT" serve --model-repository "$repo" --http-port 0 --max-body-mb 8 >"$tmp/log" 2>&1 &
 srv=$!
-for _ in $(seq 600); do grep -q "ready: http" "$tmp/log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -qs "ready: http" "$tmp/log" && break; sleep 0.1; done
 BASE=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | head -1)
 [ -n "$BASE" ] || { cat "$tmp/log"; echo "server did not start"; exit 1; }
 echo "server at $BASE"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Online reconfiguration on a real model: ResNet-50 served with plans prepared
+# for batches 1, 2 and 4, under an open-loop load that rises then falls. The
+# plan must change at least twice, no request may fail or be lost, and every
+# response must equal the model's output for its input.
+# usage: reconfigure.sh PACKRAT MODELS_DIR
+set -u
+PACKRAT=$1
+MODELS=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+export PACKRAT_CACHE=$tmp/cache
+srv=
+cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+passed=0 failed=0
+check() { if eval "$2"; then passed=$((passed + 1)); echo "PASS $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+mkdir -p "$tmp/repo/resnet50/1"
+ln -s "$MODELS/resnet50/model.onnx" "$tmp/repo/resnet50/1/model.onnx"
+echo '{"max_batch_size": 4, "queue_capacity": 1024, "request_timeout_ms": 300000, "estimator": "rate", "max_queue_delay_us": 2000}' \
+  > "$tmp/repo/resnet50/config.json"
+"$PACKRAT" serve --model-repository "$tmp/repo" --http-port 0 >"$tmp/log" 2>&1 &
+srv=$!
+for _ in $(seq 1800); do grep -qs "ready: http" "$tmp/log" && break; sleep 0.1; done
+URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | head -1)
+[ -n "$URL" ] || { cat "$tmp/log"; exit 1; }
+grep "plans prepared" "$tmp/log"
+D=$MODELS/resnet50/test_data_set_0
+"$PACKRAT" bench --url "$URL" --model resnet50 --input "$D/input_0.pb" --expect "$D/output_0.pb" \
+  --schedule 3:8,30:8,3:14 --json > "$tmp/out"
+sed -n '1,5p' "$tmp/out"
+tail -1 "$tmp/out" > "$tmp/res.json"
+grep reconfigured "$tmp/log"
+J() { /usr/bin/python3 -c "import json; d=json.load(open('$tmp/res.json')); exit(0 if ($1) else 1)"; }
+check "every request answered, none failed" "J \"d['errors']==0 and d['requests']>=200 and d['status_counts']['2xx']==d['requests']\""
+check "every response matches the model's output" "J \"d['mismatches']==0\""
+check "the plan changed at least twice" "J \"d['reconfigurations']>=2\""
+check "switches logged" "[ \$(grep -c reconfigured '$tmp/log') -ge 2 ]"
+curl -s "$URL/metrics" | grep -E '^packrat_reconfigurations_total|^packrat_reconfiguration_duration_seconds_(sum|count)'
+check "switches take under 50 ms" "[ \$(grep -o 'in [0-9.]* ms' '$tmp/log' | awk '{ if (\$2 >= 50) bad=1 } END { print bad+0 }') = 0 ]"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
