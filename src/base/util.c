@@ -65,3 +65,11 @@ void pr_sha256_hex(const void *data, size_t len, char out[65]) {
   sha256_digest(&ctx, sizeof digest, digest);
   for (int i = 0; i < SHA256_DIGEST_SIZE; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
 }
+
+void pr_dirname(const char *path, char *out, size_t len) {
+  snprintf(out, len, "%s", path);
+  char *slash = strrchr(out, '/');
+  if (slash == out) slash[1] = 0;
+  else if (slash) *slash = 0;
+  else snprintf(out, len, ".");
+}

@@ -27,6 +27,9 @@ double pr_now(void);
 /* Read a whole file into a malloc'd buffer; returns 0 or -1 (errno set). */
 int pr_read_file(const char *path, void **data, size_t *len, size_t max_len);
 
+/* The folder part of path ("." when it has none) into out. */
+void pr_dirname(const char *path, char *out, size_t len);
+
 /* SHA-256 of data as 64 lowercase hex chars + NUL. */
 void pr_sha256_hex(const void *data, size_t len, char out[65]);
 

@@ -667,10 +667,7 @@ pr_status_t pr_engine_model_load_file(const char *path, pr_model_t **out, char *
     return PR_ERR_IO;
   }
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = 0;
-  else snprintf(dir, sizeof dir, ".");
+  pr_dirname(path, dir, sizeof dir);
   pr_status_t st = pr_engine_model_load_memory(data, len, dir, out, err, err_len);
   free(data);
   return st;

@@ -161,10 +161,7 @@ pr_status_t pr_engine_tensor_read_file(const char *path, pr_tensor_t *out, char 
       return PR_ERR_INVALID;
     }
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
+    pr_dirname(path, dir, sizeof dir);
     pr_tensor_t *t = NULL;
     st = pr_tensor_from_proto(tp, dir, &t, err, err_len);
     if (!st) {

@@ -75,35 +75,43 @@ static double median_of(const double *t, int n) {
   return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
-static void *measure_point(void *arg) {
-  point_job_t *j = arg;
-  pr_topology_pin(j->cpus, j->threads);
-  omp_set_num_threads(j->threads);
-  pr_session_options_t opt = *j->base;
-  opt.threads = j->threads;
-  opt.batch = j->batch;
+/* On the calling thread, pinned to its CPUs: a session for (threads, batch)
+ * and inputs for it (small values: valid float data, and zeros are valid
+ * indices). Frees nothing on failure: the caller's cleanup does. */
+static pr_status_t pinned_session(pr_model_t *model, const pr_session_options_t *base, const int *cpus,
+                                  int threads, int batch, pr_session_t **s, pr_tensor_t *in, int *n_in,
+                                  char *err, size_t err_len) {
+  pr_topology_pin(cpus, threads);
+  omp_set_num_threads(threads);
+  pr_session_options_t opt = *base;
+  opt.threads = threads;
+  opt.batch = batch;
   opt.input_shapes = NULL;
-  pr_session_t *s = NULL;
-  pr_tensor_t in[MAX_IO] = {0};
-  int n_in = pr_engine_model_num_inputs(j->model);
-  if ((j->status = pr_engine_session_create(j->model, &opt, &s, j->err, sizeof j->err))) return NULL;
-  for (int i = 0; i < n_in && i < MAX_IO; i++) {
+  *n_in = pr_engine_model_num_inputs(model);
+  if (*n_in > MAX_IO) *n_in = MAX_IO;
+  pr_status_t st = pr_engine_session_create(model, &opt, s, err, err_len);
+  for (int i = 0; !st && i < *n_in; i++) {
     pr_tensor_info_t info;
-    pr_engine_session_input(s, i, &info);
+    pr_engine_session_input(*s, i, &info);
     in[i].dtype = info.dtype;
     in[i].rank = info.rank;
     memcpy(in[i].dims, info.dims, sizeof info.dims);
-    size_t nbytes = (size_t)pr_tensor_numel(&in[i]) * pr_dtype_size(info.dtype);
-    in[i].data = pr_aligned_calloc(nbytes);
-    if (!in[i].data) {
-      j->status = PR_ERR_NOMEM;
-      goto out;
-    }
-    /* small values: valid for float data, and zeros are valid indices */
     int64_t numel = pr_tensor_numel(&in[i]);
-    if (info.dtype == PR_DTYPE_FLOAT)
+    if (!(in[i].data = pr_aligned_calloc((size_t)numel * pr_dtype_size(info.dtype)))) st = PR_ERR_NOMEM;
+    else if (info.dtype == PR_DTYPE_FLOAT)
       for (int64_t e = 0; e < numel; e++) ((float *)in[i].data)[e] = (float)(e % 17) * 0.01f - 0.08f;
   }
+  return st;
+}
+
+static void *measure_point(void *arg) {
+  point_job_t *j = arg;
+  pr_session_t *s = NULL;
+  pr_tensor_t in[MAX_IO] = {0};
+  int n_in = 0;
+  if ((j->status = pinned_session(j->model, j->base, j->cpus, j->threads, j->batch, &s, in, &n_in, j->err,
+                                  sizeof j->err)))
+    goto out;
   double times[MAX_RUNS];
   int n = 0;
   if ((j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err))) goto out;
@@ -122,7 +130,7 @@ static void *measure_point(void *arg) {
   qsort(times, (size_t)n, sizeof *times, cmp_double);
   j->p90 = times[(int)ceil(0.9 * n) - 1];
 out:
-  for (int i = 0; i < n_in && i < MAX_IO; i++) pr_free(in[i].data);
+  for (int i = 0; i < MAX_IO; i++) pr_free(in[i].data);
   pr_engine_session_destroy(s);
   return NULL;
 }
@@ -152,25 +160,11 @@ static void *corun_main(void *arg) {
   int go = *j->go;
   pthread_mutex_unlock(j->go_lock);
   if (go < 0) return NULL;
-  pr_topology_pin(j->cpus, j->threads);
-  omp_set_num_threads(j->threads);
-  pr_session_options_t opt = *j->base;
-  opt.threads = j->threads;
-  opt.batch = j->batch;
-  opt.input_shapes = NULL;
   pr_session_t *s = NULL;
   pr_tensor_t in[MAX_IO] = {0};
-  int n_in = pr_engine_model_num_inputs(j->model);
-  j->status = pr_engine_session_create(j->model, &opt, &s, j->err, sizeof j->err);
-  for (int i = 0; !j->status && i < n_in && i < MAX_IO; i++) {
-    pr_tensor_info_t info;
-    pr_engine_session_input(s, i, &info);
-    in[i].dtype = info.dtype;
-    in[i].rank = info.rank;
-    memcpy(in[i].dims, info.dims, sizeof info.dims);
-    in[i].data = pr_aligned_calloc((size_t)pr_tensor_numel(&in[i]) * pr_dtype_size(info.dtype));
-    if (!in[i].data) j->status = PR_ERR_NOMEM;
-  }
+  int n_in = 0;
+  j->status = pinned_session(j->model, j->base, j->cpus, j->threads, j->batch, &s, in, &n_in, j->err,
+                             sizeof j->err);
   /* every thread takes part in every barrier, even after a failure */
   for (int r = 0; r <= CORUN_RUNS; r++) {
     pthread_barrier_wait(j->barrier);
@@ -178,7 +172,7 @@ static void *corun_main(void *arg) {
     if (!j->status) j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err);
     j->times[r] = (pr_now() - t0) * 1e3;
   }
-  for (int i = 0; i < n_in && i < MAX_IO; i++) pr_free(in[i].data);
+  for (int i = 0; i < MAX_IO; i++) pr_free(in[i].data);
   pr_engine_session_destroy(s);
   return NULL;
 }

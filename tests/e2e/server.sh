@@ -120,6 +120,18 @@ if command -v promtool >/dev/null; then
   if promtool check metrics < "$tmp/body" >/dev/null 2>&1; then ok "promtool check metrics"; else bad "promtool check metrics"; promtool check metrics < "$tmp/body"; fi
 else bad "promtool not installed"; fi
 
+# plans: prepared per batch size, pinned by hand, handed back to the autoscaler
+req "plan prepared" 200 GET /v2/models/mlp/plan; jcheck "prepared plans" "sorted(p['batch'] for p in d['prepared'])==[1,2,4] and d['autoscale'] is True"
+req "set plan by hand" 200 POST /v2/models/mlp/plan -d '{"plan": "1x1"}'; jcheck "plan pinned" "d['autoscale'] is False and d['instances'][0]['batch']==1 and d['batch']==1"
+still_serving "set plan"
+req "bad plan" 400 POST /v2/models/mlp/plan -d '{"plan": "1x"}'; jcheck "bad plan error" "'THREADSxBATCH' in d['error']"
+req "plan over max batch" 400 POST /v2/models/mlp/plan -d '{"plan": "1x9"}'
+req "plan body not JSON" 400 POST /v2/models/mlp/plan -d 'plan'
+req "back to auto" 200 POST /v2/models/mlp/plan -d '{"plan": "auto"}'; jcheck "auto again" "d['autoscale'] is True"
+still_serving "plan changes"
+curl -s "$BASE/metrics" > "$tmp/body"
+if grep -q 'packrat_reconfigurations_total{model="mlp"} [1-9]' "$tmp/body"; then ok "reconfiguration counted"; else bad "reconfiguration counted"; fi
+
 # repository extension
 req "repository index" 200 POST /v2/repository/index; jcheck "index body" "{m['name'] for m in d}=={'mlp','mlp_bare','resnet50'} and all(m['state']=='READY' for m in d)"
 req "unload" 200 POST /v2/repository/models/mlp_bare/unload

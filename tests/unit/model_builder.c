@@ -97,6 +97,35 @@ void mb_init(mb_t *b, const char *name, int elem_type, int rank, const int64_t *
   PUSH(b->graph.initializer, b->graph.n_initializer, t);
 }
 
+static Onnx__StringStringEntryProto *entry(const char *k, const char *v) {
+  Onnx__StringStringEntryProto *e = calloc(1, sizeof *e);
+  onnx__string_string_entry_proto__init(e);
+  e->key = strdup(k);
+  e->value = strdup(v);
+  return e;
+}
+
+void mb_init_external(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims,
+                      const char *location, long offset, long length) {
+  Onnx__TensorProto *t = calloc(1, sizeof *t);
+  onnx__tensor_proto__init(t);
+  t->name = strdup(name);
+  t->has_data_type = 1;
+  t->data_type = elem_type;
+  t->n_dims = (size_t)rank;
+  t->dims = calloc((size_t)rank + 1, sizeof(int64_t));
+  memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  t->has_data_location = 1;
+  t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  char num[32];
+  PUSH(t->external_data, t->n_external_data, entry("location", location));
+  snprintf(num, sizeof num, "%ld", offset);
+  PUSH(t->external_data, t->n_external_data, entry("offset", num));
+  snprintf(num, sizeof num, "%ld", length);
+  PUSH(t->external_data, t->n_external_data, entry("length", num));
+  PUSH(b->graph.initializer, b->graph.n_initializer, t);
+}
+
 int mb_node(mb_t *b, const char *op, const char *name, const char *const *inputs,
             const char *const *outputs) {
   Onnx__NodeProto *n = calloc(1, sizeof *n);

@@ -13,6 +13,9 @@ void mb_input(mb_t *b, const char *name, int elem_type, int rank, const int64_t 
 void mb_output(mb_t *b, const char *name);
 void mb_init(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims,
              const void *data, size_t nbytes);
+/* An initializer whose data lives in an external file (relative location). */
+void mb_init_external(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims,
+                      const char *location, long offset, long length);
 /* inputs/outputs: NULL-terminated lists; returns the node index for attributes. */
 int mb_node(mb_t *b, const char *op, const char *name, const char *const *inputs,
             const char *const *outputs);

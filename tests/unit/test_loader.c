@@ -4,8 +4,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model_builder.h"
 #include "packrat/engine.h"
@@ -166,6 +168,60 @@ static void test_input_with_initializer_is_constant(void **state) {
   free(data);
 }
 
+/* An initializer stored in an external file next to the model. */
+static void test_external_data(void **state) {
+  char dir[] = "/tmp/pr_ext_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  float w[4] = {1, 2, 3, 4};
+  snprintf(path, sizeof path, "%s/weights.bin", dir);
+  FILE *f = fopen(path, "wb");
+  fwrite("pad!", 1, 4, f); /* the tensor starts at offset 4 */
+  fwrite(w, sizeof w, 1, f);
+  fclose(f);
+  mb_t *b = mb_new(13);
+  int64_t dims[1] = {4};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 1, dims);
+  mb_init_external(b, "w", PR_DTYPE_FLOAT, 1, dims, "weights.bin", 4, sizeof w);
+  mb_node(b, "Add", "a", (const char *[]){"x", "w", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  void *data;
+  size_t len;
+  mb_finish(b, &data, &len);
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  f = fopen(path, "wb");
+  fwrite(data, 1, len, f);
+  fclose(f);
+  free(data);
+  pr_model_t *m;
+  char err[256];
+  assert_int_equal(pr_engine_model_load_file(path, &m, err, sizeof err), PR_OK);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *s;
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  float x[4] = {10, 20, 30, 40};
+  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 1, .dims = {4}, .data = x}, out;
+  assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+  for (int i = 0; i < 4; i++) assert_float_equal(((float *)out.data)[i], x[i] + w[i], 0);
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+  /* a location that leaves the model's folder is refused */
+  b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 1, dims);
+  mb_init_external(b, "w", PR_DTYPE_FLOAT, 1, dims, "../weights.bin", 4, sizeof w);
+  mb_node(b, "Add", "a", (const char *[]){"x", "w", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  mb_finish(b, &data, &len);
+  assert_int_equal(pr_engine_model_load_memory(data, len, dir, &m, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "external"));
+  free(data);
+  snprintf(path, sizeof path, "%s/weights.bin", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
 static void test_missing_file(void **state) {
   pr_model_t *m;
   char err[256];
@@ -184,6 +240,7 @@ int main(void) {
       cmocka_unit_test(test_undefined_input_rejected),
       cmocka_unit_test(test_raw_data_size_mismatch),
       cmocka_unit_test(test_input_with_initializer_is_constant),
+      cmocka_unit_test(test_external_data),
       cmocka_unit_test(test_missing_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* Gemm and MatMul (oneDNN sgemm), BatchNormalization (inference) and Softmax. */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "engine/ops/ops.h"
@@ -208,24 +209,34 @@ static pr_status_t infer_softmax(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-static void run_softmax(pr_exec_t *x, pr_node_t *n) {
-  const pr_value_t *in = &x->v[n->in[0]];
-  int rank = in->rank;
-  int64_t axis_attr = pr_attr_int(n->m, "axis", -1000);
-  /* opset >= 13: one axis; before: everything from axis on is one flat row */
-  int axis;
-  bool coerce = n->state != NULL;
-  if (axis_attr == -1000) axis = coerce ? 1 : rank - 1;
-  else axis = pr_axis(axis_attr, rank);
-  int64_t outer = 1, len = 1, inner = 1;
-  for (int k = 0; k < axis; k++) outer *= in->dims[k];
+typedef struct {
+  int64_t outer, len, inner; /* rows, the softmax axis, the stride between its elements */
+} softmax_state_t;
+
+static pr_status_t prepare_softmax(pr_compile_t *c, pr_node_t *n) {
+  /* opset >= 13: along one axis (default -1); before: everything from the
+   * axis on (default 1) is one flat row */
+  pr_value_t *x = pr_in(c, n, 0);
+  bool coerce = c->opset < 13;
+  int axis = pr_axis(pr_attr_int(n->m, "axis", coerce ? 1 : -1), x->rank);
+  softmax_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  s->outer = s->len = s->inner = 1;
+  for (int k = 0; k < axis; k++) s->outer *= x->dims[k];
   if (coerce) {
-    for (int k = axis; k < rank; k++) len *= in->dims[k];
+    for (int k = axis; k < x->rank; k++) s->len *= x->dims[k];
   } else {
-    len = in->dims[axis];
-    for (int k = axis + 1; k < rank; k++) inner *= in->dims[k];
+    s->len = x->dims[axis];
+    for (int k = axis + 1; k < x->rank; k++) s->inner *= x->dims[k];
   }
-  const float *a = in->ptr;
+  return PR_OK;
+}
+
+static void run_softmax(pr_exec_t *x, pr_node_t *n) {
+  const softmax_state_t *s = n->state;
+  int64_t outer = s->outer, len = s->len, inner = s->inner;
+  const float *a = pr_xin(x, n, 0);
   float *o = pr_xout(x, n, 0);
 #pragma omp parallel for collapse(2) num_threads(x->threads) if (outer * inner * len > 16384)
   for (int64_t i = 0; i < outer; i++)
@@ -239,12 +250,6 @@ static void run_softmax(pr_exec_t *x, pr_node_t *n) {
       float inv = 1.f / sum;
       for (int64_t k = 0; k < len; k++) po[k * inner] *= inv;
     }
-}
-
-static pr_status_t prepare_softmax(pr_compile_t *c, pr_node_t *n) {
-  /* state non-NULL marks the pre-13 "coerce to 2-D" semantics */
-  n->state = c->opset < 13 ? malloc(1) : NULL;
-  return PR_OK;
 }
 
 const pr_op_t pr_op_softmax = {.name = "Softmax", .attrs = "axis", .min_opset = 1, .max_inputs = 1,

@@ -363,11 +363,7 @@ static pr_status_t infer_split(pr_compile_t *c, pr_node_t *n) {
 
 static void run_split(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]];
-  int axis = -1;
-  for (int k = 0; k < a->rank; k++)
-    for (int i = 0; i < n->n_out; i++)
-      if (n->out[i] >= 0 && x->v[n->out[i]].dims[k] != a->dims[k]) axis = k;
-  if (axis < 0) axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
+  int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
   size_t es = pr_dtype_size(a->dtype);
   int64_t outer = 1, inner = (int64_t)es;
   for (int k = 0; k < axis; k++) outer *= a->dims[k];

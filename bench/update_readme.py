@@ -1,0 +1,30 @@
+#!/usr/bin/python3
+"""Copies the tables written by the bench scripts (bench/results/*.md) into
+README.md between the <!-- results --> markers, in a fixed order."""
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SECTIONS = [
+    ("engine_peers.md", "### Engine: packrat vs ONNX Runtime vs PyTorch"),
+    ("plans.md", "### Plans: fat instance vs packrat's plan vs the oracle"),
+    ("optimizer.md", "### Optimizer: packrat's exact solver vs the paper's DP"),
+    ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),
+    ("adaptive.md", "### Online reconfiguration: adaptive vs static plans"),
+]
+
+
+def main():
+    parts = []
+    for name, title in SECTIONS:
+        path = os.path.join(ROOT, "bench", "results", name)
+        if os.path.exists(path):
+            parts.append(f"{title}\n\n{open(path).read().strip()}\n")
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    start, end = "<!-- results -->", "<!-- /results -->"
+    i, j = readme.index(start), readme.index(end)
+    readme = readme[:i + len(start)] + "\n" + "\n".join(parts) + readme[j:]
+    open(os.path.join(ROOT, "README.md"), "w").write(readme)
+
+
+if __name__ == "__main__":
+    main()
