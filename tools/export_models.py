@@ -8,7 +8,11 @@ per batch size in BATCHES. Runs with Debian's python3-torch and
 python3-torchvision (/usr/bin/python3). A model whose files are already there
 and were made by this same script version is left alone.
 
-usage: tools/export_models.py [--out DIR] [--models resnet50,inception_v3]
+Also BERT-base and GPT-2 small written in plain PyTorch (token ids of length
+128, int64, dynamic batch; opset 13 and, as *_opset17, opset 17), with data
+sets at batch 1 and 4.
+
+usage: tools/export_models.py [--out DIR] [--models resnet50,inception_v3,bert,gpt2,...]
 """
 import argparse
 import hashlib
@@ -34,7 +38,104 @@ def cnn(name):
     raise KeyError(name)
 
 
-MODELS = {"resnet50": cnn, "inception_v3": cnn}
+SEQ = 128
+
+
+class Bert(torch.nn.Module):
+    """BERT-base encoder in plain PyTorch: token + position embeddings,
+    12 post-LayerNorm layers (hidden 768, 12 heads, FFN 3072, exact erf GELU)."""
+
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, ffn=3072, max_pos=512):
+        super().__init__()
+        self.heads = heads
+        self.tok = torch.nn.Embedding(vocab, hidden)
+        self.pos = torch.nn.Embedding(max_pos, hidden)
+        self.ln = torch.nn.LayerNorm(hidden, eps=1e-12)
+        self.layers = torch.nn.ModuleList()
+        for _ in range(layers):
+            layer = torch.nn.Module()
+            layer.qkv = torch.nn.Linear(hidden, 3 * hidden)
+            layer.out = torch.nn.Linear(hidden, hidden)
+            layer.ln1 = torch.nn.LayerNorm(hidden, eps=1e-12)
+            layer.ff1 = torch.nn.Linear(hidden, ffn)
+            layer.ff2 = torch.nn.Linear(ffn, hidden)
+            layer.ln2 = torch.nn.LayerNorm(hidden, eps=1e-12)
+            self.layers.append(layer)
+
+    def forward(self, ids):
+        b, s = ids.shape
+        pos = torch.arange(s, device=ids.device).unsqueeze(0)
+        x = self.ln(self.tok(ids) + self.pos(pos))
+        h, d = self.heads, x.shape[-1] // self.heads
+        for layer in self.layers:
+            q, k, v = layer.qkv(x).split(x.shape[-1], dim=-1)
+            q = q.view(b, s, h, d).transpose(1, 2)
+            k = k.view(b, s, h, d).transpose(1, 2)
+            v = v.view(b, s, h, d).transpose(1, 2)
+            att = torch.softmax(q @ k.transpose(-1, -2) / d ** 0.5, dim=-1)
+            ctx = (att @ v).transpose(1, 2).reshape(b, s, h * d)
+            x = layer.ln1(x + layer.out(ctx))
+            x = layer.ln2(x + layer.ff2(torch.nn.functional.gelu(layer.ff1(x))))
+        return x
+
+
+class Gpt2(torch.nn.Module):
+    """GPT-2 small in plain PyTorch: 12 pre-LayerNorm layers (768, 12 heads),
+    tanh GELU, additive causal mask, tied LM head; logits of the last position."""
+
+    def __init__(self, vocab=50257, hidden=768, layers=12, heads=12, ctx=1024):
+        super().__init__()
+        self.heads = heads
+        self.wte = torch.nn.Embedding(vocab, hidden)
+        self.wpe = torch.nn.Embedding(ctx, hidden)
+        mask = torch.triu(torch.full((ctx, ctx), float("-inf")), diagonal=1)
+        self.register_buffer("mask", mask.view(1, 1, ctx, ctx), persistent=False)
+        self.layers = torch.nn.ModuleList()
+        for _ in range(layers):
+            layer = torch.nn.Module()
+            layer.ln1 = torch.nn.LayerNorm(hidden)
+            layer.qkv = torch.nn.Linear(hidden, 3 * hidden)
+            layer.out = torch.nn.Linear(hidden, hidden)
+            layer.ln2 = torch.nn.LayerNorm(hidden)
+            layer.ff1 = torch.nn.Linear(hidden, 4 * hidden)
+            layer.ff2 = torch.nn.Linear(4 * hidden, hidden)
+            self.layers.append(layer)
+        self.lnf = torch.nn.LayerNorm(hidden)
+
+    def forward(self, ids):
+        b, s = ids.shape
+        pos = torch.arange(s, device=ids.device).unsqueeze(0)
+        x = self.wte(ids) + self.wpe(pos)
+        h, d = self.heads, x.shape[-1] // self.heads
+        for layer in self.layers:
+            q, k, v = layer.qkv(layer.ln1(x)).split(x.shape[-1], dim=-1)
+            q = q.view(b, s, h, d).transpose(1, 2)
+            k = k.view(b, s, h, d).transpose(1, 2)
+            v = v.view(b, s, h, d).transpose(1, 2)
+            att = q @ k.transpose(-1, -2) / d ** 0.5 + self.mask[:, :, :s, :s]
+            ctx = (torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, s, h * d)
+            x = x + layer.out(ctx)
+            x = x + layer.ff2(torch.nn.functional.gelu(layer.ff1(layer.ln2(x)), approximate="tanh"))
+        x = self.lnf(x[:, -1, :])
+        return x @ self.wte.weight.t()
+
+
+def transformer(name):
+    torch.manual_seed(SEED)
+    model = Bert() if name.startswith("bert") else Gpt2()
+    if name.startswith("gpt2"):
+        for layer in model.layers:  # GPT-2's initialization scale keeps activations tame
+            for lin in (layer.qkv, layer.out, layer.ff1, layer.ff2):
+                torch.nn.init.normal_(lin.weight, std=0.02)
+                torch.nn.init.zeros_(lin.bias)
+        torch.nn.init.normal_(model.wte.weight, std=0.02)
+        torch.nn.init.normal_(model.wpe.weight, std=0.01)
+    return model, (SEQ,)
+
+
+MODELS = {"resnet50": cnn, "inception_v3": cnn, "bert": transformer, "bert_opset17": transformer,
+          "gpt2": transformer, "gpt2_opset17": transformer}
+TRANSFORMER_BATCHES = [1, 4]
 
 
 def script_stamp():
@@ -58,19 +159,27 @@ def export(name, out_dir):
     os.makedirs(d, exist_ok=True)
     model, shape = MODELS[name](name)
     model.eval()
-    torch.manual_seed(SEED + 1)
-    example = torch.randn(1, *shape)
+    is_text = MODELS[name] is transformer
+    vocab = model.tok.num_embeddings if isinstance(model, Bert) else model.wte.num_embeddings if is_text else 0
+
+    def make_input(b, g):
+        if is_text:
+            return torch.randint(0, vocab, (b, *shape), generator=g, dtype=torch.int64)
+        return torch.randn(b, *shape, generator=g)
+
+    example = make_input(1, torch.Generator().manual_seed(SEED + 1))
     path = os.path.join(d, "model.onnx")
+    opset = 17 if name.endswith("opset17") else 13
     with torch.no_grad():
-        torch.onnx.export(model, example, path, opset_version=13, input_names=["input"],
+        torch.onnx.export(model, example, path, opset_version=opset, input_names=["input"],
                           output_names=["output"],
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
                           do_constant_folding=True)
-    for k, b in enumerate(BATCHES):
+    for k, b in enumerate(TRANSFORMER_BATCHES if is_text else BATCHES):
         sd = os.path.join(d, f"test_data_set_{k}")
         os.makedirs(sd, exist_ok=True)
         g = torch.Generator().manual_seed(SEED + 100 + b)
-        x = torch.randn(b, *shape, generator=g)
+        x = make_input(b, g)
         with torch.no_grad():
             y = model(x)
         write_pb(os.path.join(sd, "input_0.pb"), x.numpy(), "input")

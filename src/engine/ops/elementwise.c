@@ -40,7 +40,10 @@ int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *
 
 /* ---- unary float ---- */
 
-typedef enum { U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_HSIGMOID, U_HSWISH, U_CLIP } unary_kind_t;
+typedef enum {
+  U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_HSIGMOID, U_HSWISH, U_CLIP,
+  U_SQRT, U_ERF, U_EXP, U_LOG, U_NEG, U_ABS, U_RECIP
+} unary_kind_t;
 
 typedef struct {
   unary_kind_t kind;
@@ -70,6 +73,13 @@ static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta
   case U_HSIGMOID: return fmaxf(0.f, fminf(1.f, alpha * x + beta));
   case U_HSWISH: return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
   case U_CLIP: return fminf(fmaxf(x, alpha), beta);
+  case U_SQRT: return sqrtf(x);
+  case U_ERF: return erff(x);
+  case U_EXP: return expf(x);
+  case U_LOG: return logf(x);
+  case U_NEG: return -x;
+  case U_ABS: return fabsf(x);
+  case U_RECIP: return 1.f / x;
   }
   return x;
 }
@@ -101,7 +111,8 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
   return PR_OK;
 }
 
-#define UNARY_OP(sym, oname, kind, attr_list, alpha_expr, beta_expr)                \
+/* opaque: f(0) is finite, so the padding of a blocked layout may go through f */
+#define UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque)    \
   static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                 \
     return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);                   \
   }                                                                                 \
@@ -113,8 +124,10 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
                                .prepare = prepare_##sym,                            \
                                .run = run_unary,                                    \
                                .destroy = free,                                     \
-                               .accepts_opaque = true,                              \
+                               .accepts_opaque = opaque,                            \
                                .inplace = true};
+#define UNARY_OP(sym, oname, kind, attr_list, alpha_expr, beta_expr) \
+  UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, true)
 
 UNARY_OP(relu, "Relu", U_RELU, "", 0, 0)
 UNARY_OP(leaky_relu, "LeakyRelu", U_LEAKY, "alpha", pr_attr_float(n->m, "alpha", 0.01f), 0)
@@ -123,6 +136,13 @@ UNARY_OP(tanh, "Tanh", U_TANH, "", 0, 0)
 UNARY_OP(hard_sigmoid, "HardSigmoid", U_HSIGMOID, "alpha,beta", pr_attr_float(n->m, "alpha", 0.2f),
          pr_attr_float(n->m, "beta", 0.5f))
 UNARY_OP(hard_swish, "HardSwish", U_HSWISH, "", 0, 0)
+UNARY_OP(sqrt, "Sqrt", U_SQRT, "", 0, 0)
+UNARY_OP(erf, "Erf", U_ERF, "", 0, 0)
+UNARY_OP(exp, "Exp", U_EXP, "", 0, 0)
+UNARY_OP_EX(log, "Log", U_LOG, "", 0, 0, false)
+UNARY_OP(neg, "Neg", U_NEG, "", 0, 0)
+UNARY_OP(abs, "Abs", U_ABS, "", 0, 0)
+UNARY_OP_EX(reciprocal, "Reciprocal", U_RECIP, "", 0, 0, false)
 
 /* ---- Clip: bounds from attributes (opset < 11) or inputs 1, 2 ---- */
 
@@ -219,7 +239,7 @@ const pr_op_t pr_op_clip = {.name = "Clip",
 
 /* ---- binary arithmetic with numpy broadcasting ---- */
 
-typedef enum { B_ADD, B_SUB, B_MUL, B_DIV } binary_kind_t;
+typedef enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW } binary_kind_t;
 
 typedef struct {
   binary_kind_t kind;
@@ -233,6 +253,31 @@ typedef struct {
 static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
   if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
+  if (!strcmp(n->op->name, "Pow")) {
+    /* Pow: float base; the exponent may be of another numeric type, converted */
+    if (a->dtype != PR_DTYPE_FLOAT) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow of %s", pr_dtype_name(a->dtype));
+    if (b->dtype != PR_DTYPE_FLOAT) {
+      if (!b->is_const || (b->dtype != PR_DTYPE_INT64 && b->dtype != PR_DTYPE_INT32 && b->dtype != PR_DTYPE_DOUBLE))
+        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow exponent of type %s", pr_dtype_name(b->dtype));
+      int idx = pr_compile_add_value(c);
+      if (idx < 0) return PR_ERR_NOMEM;
+      b = pr_in(c, n, 1), a = pr_in(c, n, 0);
+      pr_value_t *f = &c->v[idx];
+      pr_value_set_shape(f, PR_DTYPE_FLOAT, b->rank, b->dims);
+      int64_t cnt = pr_value_numel(b);
+      f->data = malloc(sizeof(float) * (size_t)(cnt + 1));
+      if (!f->data) return PR_ERR_NOMEM;
+      for (int64_t i = 0; i < cnt; i++)
+        ((float *)f->data)[i] = b->dtype == PR_DTYPE_INT64 ? (float)((const int64_t *)b->data)[i]
+                                : b->dtype == PR_DTYPE_INT32 ? (float)((const int32_t *)b->data)[i]
+                                                             : (float)((const double *)b->data)[i];
+      f->is_const = f->owns_data = true;
+      f->kind = PR_VAL_CONST;
+      f->nbytes = sizeof(float) * (size_t)cnt;
+      n->in[1] = idx;
+      b = f;
+    }
+  }
   if (a->dtype != b->dtype)
     return pr_fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
                    pr_dtype_name(b->dtype));
@@ -265,7 +310,7 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
   pr_status_t st;
   /* same shape, one side blocked: bring the other into that layout (not for
    * Div, whose 0/0 in the padding would be NaN) */
-  if (same_shape(a, b) && (a->opaque || b->opaque) && kind != B_DIV) {
+  if (same_shape(a, b) && (a->opaque || b->opaque) && kind != B_DIV && kind != B_POW) {
     int k = a->opaque ? 1 : 0;
     if ((st = pr_require_md(c, n, k, a->opaque ? &a->md : &b->md))) return st;
     a = pr_in(c, n, 0), b = pr_in(c, n, 1), o = pr_out(c, n, 0);
@@ -334,8 +379,10 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
 #define MUL(x, y) ((x) * (y))
 #define DIVF(x, y) ((x) / (y))
 #define DIVI(x, y) ((y) ? (x) / (y) : 0)
-#define BIN_TYPE(T, DIV)                                                                   \
-  BIN_LOOP(T, ADD) BIN_LOOP(T, SUB) BIN_LOOP(T, MUL) BIN_LOOP(T, DIV)                      \
+/* Pow: x*x for the common square, powf otherwise */
+#define POWF(x, y) ((y) == 2.f ? (x) * (x) : powf((x), (y)))
+#define BIN_TYPE(T, DIV, POW)                                                              \
+  BIN_LOOP(T, ADD) BIN_LOOP(T, SUB) BIN_LOOP(T, MUL) BIN_LOOP(T, DIV) BIN_LOOP(T, POW)     \
   static void bin_rows_##T(const binary_state_t *s, T *o, const T *a, const T *b, int th) { \
     int64_t inner = s->inner;                                                              \
     int ia = s->sa[s->rank - 1] != 0, ib = s->sb[s->rank - 1] != 0;                        \
@@ -354,17 +401,19 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
       case B_SUB: bin_##T##_SUB_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
       case B_MUL: bin_##T##_MUL_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
       case B_DIV: bin_##T##_##DIV##_row(orow, a + oa, b + ob, inner, ia, ib); break;       \
+      case B_POW: bin_##T##_##POW##_row(orow, a + oa, b + ob, inner, ia, ib); break;       \
       }                                                                                    \
     }                                                                                      \
   }
 
 typedef double double_t_;
-BIN_TYPE(float, DIVF)
-BIN_TYPE(double, DIVF)
-BIN_TYPE(int32_t, DIVI)
-BIN_TYPE(int64_t, DIVI)
-BIN_TYPE(uint8_t, DIVI)
-BIN_TYPE(int8_t, DIVI)
+#define POWI(x, y) ((x) * 0 + (y) * 0) /* never used: Pow is float only */
+BIN_TYPE(float, DIVF, POWF)
+BIN_TYPE(double, DIVF, POWF)
+BIN_TYPE(int32_t, DIVI, POWI)
+BIN_TYPE(int64_t, DIVI, POWI)
+BIN_TYPE(uint8_t, DIVI, POWI)
+BIN_TYPE(int8_t, DIVI, POWI)
 
 static void run_binary(pr_exec_t *x, pr_node_t *n) {
   const binary_state_t *s = n->state;
@@ -383,7 +432,7 @@ static void run_binary(pr_exec_t *x, pr_node_t *n) {
                                                                                  i < len; i++) \
         of[i] = E(a[i], b[i]);                                                           \
     break;
-      FLAT(B_ADD, ADD) FLAT(B_SUB, SUB) FLAT(B_MUL, MUL) FLAT(B_DIV, DIVF)
+      FLAT(B_ADD, ADD) FLAT(B_SUB, SUB) FLAT(B_MUL, MUL) FLAT(B_DIV, DIVF) FLAT(B_POW, POWF)
 #undef FLAT
     }
     return;
@@ -417,6 +466,7 @@ BINARY_OP(add, "Add", B_ADD)
 BINARY_OP(sub, "Sub", B_SUB)
 BINARY_OP(mul, "Mul", B_MUL)
 BINARY_OP(div, "Div", B_DIV)
+BINARY_OP(pow, "Pow", B_POW)
 
 /* ---- Sum: float, any number of broadcast inputs ---- */
 
