@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "engine/ops/fastmath.h"
 #include "engine/ops/ops.h"
 
 #define PAR_MIN 16384 /* below this many elements one thread is faster */
@@ -68,14 +69,20 @@ static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta
   switch (k) {
   case U_RELU: return x > 0 ? x : 0;
   case U_LEAKY: return x >= 0 ? x : alpha * x;
-  case U_SIGMOID: return 1.f / (1.f + expf(-x));
-  case U_TANH: return tanhf(x);
-  case U_HSIGMOID: return fmaxf(0.f, fminf(1.f, alpha * x + beta));
-  case U_HSWISH: return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
-  case U_CLIP: return fminf(fmaxf(x, alpha), beta);
+  case U_SIGMOID: return pr_sigmoidf(x);
+  case U_TANH: return pr_tanhf(x);
+  case U_HSIGMOID: {
+    float y = alpha * x + beta;
+    return y < 0.f ? 0.f : y > 1.f ? 1.f : y;
+  }
+  case U_HSWISH: {
+    float y = x / 6.f + 0.5f;
+    return x * (y < 0.f ? 0.f : y > 1.f ? 1.f : y);
+  }
+  case U_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
   case U_SQRT: return sqrtf(x);
-  case U_ERF: return erff(x);
-  case U_EXP: return expf(x);
+  case U_ERF: return pr_erff(x);
+  case U_EXP: return pr_expf(x);
   case U_LOG: return logf(x);
   case U_NEG: return -x;
   case U_ABS: return fabsf(x);
@@ -90,10 +97,20 @@ static void run_unary(pr_exec_t *x, pr_node_t *n) {
   const float *a = in->ptr;
   float *o = pr_xout(x, n, 0);
   int64_t len = (int64_t)(in->nbytes / sizeof(float));
-  unary_kind_t k = s->kind;
   float alpha = s->alpha, beta = s->beta;
-#pragma omp parallel for num_threads(x->threads) if (len >= PAR_MIN) schedule(static)
-  for (int64_t i = 0; i < len; i++) o[i] = apply_unary(k, a[i], alpha, beta);
+  /* one loop per kind, so each is a plain SIMD loop */
+  switch (s->kind) {
+#define UNARY_LOOP(K)                                                                       \
+  case K:                                                                                   \
+    _Pragma("omp parallel for simd num_threads(x->threads) if (len >= PAR_MIN) schedule(static)") \
+    for (int64_t i = 0; i < len; i++) o[i] = apply_unary(K, a[i], alpha, beta);             \
+    break;
+    UNARY_LOOP(U_RELU) UNARY_LOOP(U_LEAKY) UNARY_LOOP(U_SIGMOID) UNARY_LOOP(U_TANH)
+    UNARY_LOOP(U_HSIGMOID) UNARY_LOOP(U_HSWISH) UNARY_LOOP(U_CLIP) UNARY_LOOP(U_SQRT)
+    UNARY_LOOP(U_ERF) UNARY_LOOP(U_EXP) UNARY_LOOP(U_LOG) UNARY_LOOP(U_NEG) UNARY_LOOP(U_ABS)
+    UNARY_LOOP(U_RECIP)
+#undef UNARY_LOOP
+  }
 }
 
 static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_t k, float alpha,

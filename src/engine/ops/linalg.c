@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "engine/ops/fastmath.h"
 #include "engine/ops/ops.h"
 
 static void destroy_free(void *p) { free(p); }
@@ -244,9 +245,9 @@ static void run_softmax(pr_exec_t *x, pr_node_t *n) {
       const float *pa = a + i * len * inner + j;
       float *po = o + i * len * inner + j;
       float mx = -INFINITY;
-      for (int64_t k = 0; k < len; k++) mx = fmaxf(mx, pa[k * inner]);
+      for (int64_t k = 0; k < len; k++) mx = pa[k * inner] > mx ? pa[k * inner] : mx;
       float sum = 0.f;
-      for (int64_t k = 0; k < len; k++) sum += (po[k * inner] = expf(pa[k * inner] - mx));
+      for (int64_t k = 0; k < len; k++) sum += (po[k * inner] = pr_expf(pa[k * inner] - mx));
       float inv = 1.f / sum;
       for (int64_t k = 0; k < len; k++) po[k * inner] *= inv;
     }

@@ -257,7 +257,7 @@ static void run_reduce(pr_exec_t *x, pr_node_t *n) {
       for (int64_t r = 0; r < red; r++)
         for (int64_t j = 0; j < inner; j++) {
           float v = pi[r * inner + j];
-          po[j] = s->kind == R_MAX ? fmaxf(po[j], v) : po[j] + v;
+          po[j] = s->kind == R_MAX ? (v > po[j] ? v : po[j]) : po[j] + v;
         }
       if (s->kind == R_MEAN)
         for (int64_t j = 0; j < inner; j++) po[j] /= (float)red;

@@ -1,0 +1,53 @@
+/* Vectorizable float exp, tanh, erf and sigmoid: plain arithmetic (no libm
+ * calls), so the compiler turns loops over them into SIMD code.
+ * exp: Cephes-style range reduction and degree-6 polynomial, ~2 ulp.
+ * erf: Abramowitz & Stegun 7.1.26, absolute error < 1.5e-7.
+ * Inputs are clamped; a NaN input gives a NaN or a finite value. */
+#ifndef PR_ENGINE_FASTMATH_H
+#define PR_ENGINE_FASTMATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+static inline float pr_expf(float x) {
+  x = x < -87.0f ? -87.0f : x; /* ternaries, not fminf/fmaxf: those are libm calls */
+  x = x > 88.3f ? 88.3f : x;
+  float n = rintf(x * 1.44269504088896341f);
+  float r = fmaf(n, -0.693359375f, x);
+  r = fmaf(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = fmaf(p, r, 1.3981999507e-3f);
+  p = fmaf(p, r, 8.3334519073e-3f);
+  p = fmaf(p, r, 4.1665795894e-2f);
+  p = fmaf(p, r, 1.6666665459e-1f);
+  p = fmaf(p, r, 5.0000001201e-1f);
+  float y = fmaf(p, r * r, r) + 1.0f;
+  union {
+    int32_t i;
+    float f;
+  } u = {.i = ((int32_t)n + 127) << 23};
+  return y * u.f;
+}
+
+static inline float pr_tanhf(float x) {
+  float a = fabsf(x);
+  float e = pr_expf(-2.0f * a);
+  float t = (1.0f - e) / (1.0f + e);
+  float small = x * (1.0f - x * x * (1.0f / 3.0f)); /* |x| < 0.01: no cancellation */
+  return a < 0.01f ? small : copysignf(t, x);
+}
+
+static inline float pr_erff(float x) {
+  float a = fabsf(x);
+  float t = 1.0f / fmaf(0.3275911f, a, 1.0f);
+  float p = fmaf(1.061405429f, t, -1.453152027f);
+  p = fmaf(p, t, 1.421413741f);
+  p = fmaf(p, t, -0.284496736f);
+  p = fmaf(p, t, 0.254829592f);
+  float y = 1.0f - p * t * pr_expf(-a * a);
+  return copysignf(y, x);
+}
+
+static inline float pr_sigmoidf(float x) { return 1.0f / (1.0f + pr_expf(-x)); }
+
+#endif
