@@ -25,7 +25,9 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHAPES = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299)}
+SHAPES = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299), "bert": (128,), "gpt2": (128,),
+          "bert_opset17": (128,), "gpt2_opset17": (128,)}
+VOCAB = {"bert": 30522, "gpt2": 50257, "bert_opset17": 30522, "gpt2_opset17": 50257}
 
 
 def sh(cmd, env=None):
@@ -53,6 +55,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--name", default="engine_peers", help="result files: NAME.json and NAME.md")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     packrat = os.path.join(args.build, "packrat")
@@ -65,7 +68,11 @@ def main():
         for t in map(int, args.threads.split(",")):
             cores = ",".join(str(i) for i in range(t))
             for b in map(int, args.batches.split(",")):
-                x = np.random.default_rng(b).standard_normal((b, *SHAPES[model]), dtype=np.float32)
+                rng = np.random.default_rng(b)
+                if model in VOCAB:
+                    x = rng.integers(0, VOCAB[model], (b, *SHAPES[model]), dtype=np.int64)
+                else:
+                    x = rng.standard_normal((b, *SHAPES[model]), dtype=np.float32)
                 inp = os.path.join(tmp, f"{model}_{b}.npy")
                 np.save(inp, x)
                 pin = ["taskset", "-c", cores]
@@ -87,10 +94,10 @@ def main():
                 print(json.dumps(row), flush=True)
     stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{cpu_name()}, {os.cpu_count()} cores, per-core peak {peak:.0f} GFLOP/s fp32"
-    with open(os.path.join(args.out, "engine_peers.json"), "w") as f:
+    with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
         json.dump({"date": stamp, "machine": machine, "rows": rows}, f, indent=1)
     lines = [f"Command: `bench/engine_peers.py --models {args.models} --threads {args.threads} "
-             f"--batches {args.batches} --repeat {args.repeat} --rounds {args.rounds}`  ",
+             f"--batches {args.batches} --repeat {args.repeat} --rounds {args.rounds} --name {args.name}`  ",
              f"Machine: {machine}; {stamp}. Median ms (median over rounds of each round's median); ratio < 1 means packrat is faster.", "",
              "| model | t | b | packrat ms | ORT ms | PyTorch ms | packrat/ORT | packrat/PyTorch | % of peak |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -98,7 +105,7 @@ def main():
         lines.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {r['packrat_ms']:.1f} | {r['ort_ms']:.1f} "
                      f"| {r['torch_ms']:.1f} | {r['packrat_vs_ort']:.2f} | {r['packrat_vs_torch']:.2f} "
                      f"| {100 * r['peak_fraction']:.0f}% |")
-    with open(os.path.join(args.out, "engine_peers.md"), "w") as f:
+    with open(os.path.join(args.out, f"{args.name}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

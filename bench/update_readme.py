@@ -5,7 +5,8 @@ import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTIONS = [
-    ("engine_peers.md", "### Engine: packrat vs ONNX Runtime vs PyTorch"),
+    ("engine_peers.md", "### Engine: packrat vs ONNX Runtime vs PyTorch (CNNs)"),
+    ("engine_peers_transformers.md", "### Engine: transformers (BERT-base, GPT-2 small; sequence 128)"),
     ("plans.md", "### Plans: fat instance vs packrat's plan vs the oracle"),
     ("optimizer.md", "### Optimizer: packrat's exact solver vs the paper's DP"),
     ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "engine/ops/ops.h"
 
 static int only_consumer(pr_compile_t *c, int value, int from) {
   if (c->v[value].n_uses != 1 || c->v[value].is_graph_output) return -1;
@@ -154,7 +155,127 @@ static void fuse_pad(pr_compile_t *c, int pi) {
   pad->dead = true;
 }
 
+/* ---- decomposed LayerNorm -> one LayerNormalization kernel ----
+ * mean = ReduceMean(x, last axis); d = Sub(x, mean); v = ReduceMean(Pow(d, 2));
+ * y = Div(d, Sqrt(Add(v, eps))) [ * gamma ] [ + beta ] */
+
+static int consumer_of(pr_compile_t *c, int value, int from, const char *op) {
+  int k = only_consumer(c, value, from);
+  return k >= 0 && !strcmp(c->nodes[k].op->name, op) ? k : -1;
+}
+
+static bool scalar_const(pr_compile_t *c, int value, float *out) {
+  pr_value_t *v = &c->v[value];
+  if (!v->is_const || v->dtype != PR_DTYPE_FLOAT || pr_value_numel(v) != 1) return false;
+  *out = *(const float *)v->data;
+  return true;
+}
+
+/* reduces exactly the last axis, keeping it */
+static bool last_axis_mean(pr_compile_t *c, pr_node_t *n) {
+  if (strcmp(n->op->name, "ReduceMean") || pr_attr_int(n->m, "keepdims", 1) != 1) return false;
+  int rank = c->v[n->in[0]].rank;
+  int64_t axes[PR_MAX_RANK];
+  int na;
+  if (c->opset >= 18) {
+    na = n->n_in > 1 && n->in[1] >= 0 ? pr_const_ints(&c->v[n->in[1]], axes, PR_MAX_RANK) : -1;
+  } else {
+    const int64_t *v;
+    na = pr_attr_ints(n->m, "axes", &v);
+    for (int i = 0; i < na && i < PR_MAX_RANK; i++) axes[i] = v[i];
+  }
+  return na == 1 && pr_axis(axes[0], rank) == rank - 1;
+}
+
+/* the operand of a binary node that is not `value` */
+static int other_input(const pr_node_t *n, int value) {
+  return n->in[0] == value ? n->in[1] : n->in[0];
+}
+
+static int new_ln_const(pr_compile_t *c, int64_t len, float fill) {
+  int idx = pr_compile_add_value(c);
+  if (idx < 0) return -1;
+  pr_value_t *v = &c->v[idx];
+  pr_value_set_shape(v, PR_DTYPE_FLOAT, 1, &len);
+  v->data = malloc(sizeof(float) * (size_t)len);
+  if (!v->data) return -1;
+  for (int64_t i = 0; i < len; i++) ((float *)v->data)[i] = fill;
+  v->is_const = v->owns_data = true;
+  v->kind = PR_VAL_CONST;
+  v->nbytes = sizeof(float) * (size_t)len;
+  return idx;
+}
+
+/* True when `value` is a constant holding one value per element of the last axis. */
+static bool per_channel_const(pr_compile_t *c, int value, int64_t len) {
+  pr_value_t *v = &c->v[value];
+  if (!v->is_const || v->dtype != PR_DTYPE_FLOAT) return false;
+  int64_t n = pr_value_numel(v);
+  return n == len && v->rank >= 1 && v->dims[v->rank - 1] == len;
+}
+
+static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
+  pr_node_t *m1 = &c->nodes[i1];
+  if (!last_axis_mean(c, m1)) return PR_OK;
+  int x = m1->in[0];
+  pr_value_t *xv = &c->v[x];
+  if (xv->dtype != PR_DTYPE_FLOAT || xv->rank < 1) return PR_OK;
+  int64_t len = xv->dims[xv->rank - 1];
+  int is = consumer_of(c, m1->out[0], i1, "Sub");
+  if (is < 0 || c->nodes[is].in[0] != x || c->nodes[is].in[1] != m1->out[0]) return PR_OK;
+  int d = c->nodes[is].out[0];
+  /* d feeds Pow and Div: two uses */
+  if (c->v[d].n_uses != 2 || c->v[d].is_graph_output) return PR_OK;
+  int ip = -1, idiv = -1;
+  for (int k = is + 1; k < c->n_nodes; k++) {
+    pr_node_t *n = &c->nodes[k];
+    if (n->dead) continue;
+    if (!strcmp(n->op->name, "Pow") && n->in[0] == d) ip = k;
+    if (!strcmp(n->op->name, "Div") && n->in[0] == d) idiv = k;
+  }
+  float two, eps;
+  if (ip < 0 || idiv < 0 || !scalar_const(c, c->nodes[ip].in[1], &two) || two != 2.f) return PR_OK;
+  int i2 = only_consumer(c, c->nodes[ip].out[0], ip);
+  if (i2 < 0 || !last_axis_mean(c, &c->nodes[i2])) return PR_OK;
+  int ia = consumer_of(c, c->nodes[i2].out[0], i2, "Add");
+  if (ia < 0 || !scalar_const(c, other_input(&c->nodes[ia], c->nodes[i2].out[0]), &eps)) return PR_OK;
+  int isq = consumer_of(c, c->nodes[ia].out[0], ia, "Sqrt");
+  if (isq < 0 || c->nodes[idiv].in[1] != c->nodes[isq].out[0] || c->v[c->nodes[isq].out[0]].n_uses != 1) return PR_OK;
+  /* optional affine tail */
+  int last = idiv, gamma = -1, beta = -1, used_mul = -1;
+  int im = only_consumer(c, c->nodes[idiv].out[0], idiv);
+  if (im >= 0 && !strcmp(c->nodes[im].op->name, "Mul") &&
+      per_channel_const(c, other_input(&c->nodes[im], c->nodes[idiv].out[0]), len)) {
+    gamma = other_input(&c->nodes[im], c->nodes[idiv].out[0]);
+    last = used_mul = im;
+    int ib = only_consumer(c, c->nodes[im].out[0], im);
+    if (ib >= 0 && !strcmp(c->nodes[ib].op->name, "Add") &&
+        per_channel_const(c, other_input(&c->nodes[ib], c->nodes[im].out[0]), len)) {
+      beta = other_input(&c->nodes[ib], c->nodes[im].out[0]);
+      last = ib;
+    }
+  }
+  if (gamma < 0 && (gamma = new_ln_const(c, len, 1.f)) < 0) return PR_ERR_NOMEM;
+  if (beta < 0 && (beta = new_ln_const(c, len, 0.f)) < 0) return PR_ERR_NOMEM;
+  /* the kernel replaces the last node of the pattern; the rest die */
+  pr_node_t *out = &c->nodes[last];
+  int y = out->out[0];
+  int dead[] = {i1, is, ip, i2, ia, isq, idiv, used_mul, last};
+  for (size_t k = 0; k < sizeof dead / sizeof dead[0]; k++)
+    if (dead[k] >= 0) c->nodes[dead[k]].dead = true;
+  *out = (pr_node_t){.op = &pr_op_layer_norm_fused, .n_in = 3, .n_out = 1,
+                     .in = {x, gamma, beta}, .out = {y}};
+  out->post.alpha[0] = eps; /* the fused kernel reads epsilon here (no model node) */
+  out->dead = false;
+  return PR_OK;
+}
+
 pr_status_t pr_fuse(pr_compile_t *c) {
+  for (int i = 0; i < c->n_nodes; i++)
+    if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "ReduceMean")) {
+      pr_status_t st = fuse_layer_norm(c, i);
+      if (st) return st;
+    }
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Pad")) fuse_pad(c, i);
   for (int i = 0; i < c->n_nodes; i++) {

@@ -240,12 +240,65 @@ static void test_sessions_share_weights(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* decomposed LayerNorm as PyTorch exports it at opset 13:
+ * x[batch,5,16] -> ReduceMean -> Sub -> Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div -> Mul g -> Add b */
+static void layer_norm_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t xd[3] = {-1, 5, 16}, cd[1] = {16}, none[1] = {0};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 3, xd);
+  add_weights(b, "g", 1, cd, 41, 0.5f, 1.f);
+  add_weights(b, "be", 1, cd, 42, 0.5f, 0.f);
+  float two = 2.f, eps = 1e-5f;
+  mb_init(b, "two", PR_DTYPE_FLOAT, 0, none, &two, 4);
+  mb_init(b, "eps", PR_DTYPE_FLOAT, 0, none, &eps, 4);
+  const int64_t last[1] = {-1};
+  int n = mb_node(b, "ReduceMean", "m1", (const char *[]){"x", NULL}, (const char *[]){"mean", NULL});
+  mb_attr_ints(b, n, "axes", 1, last);
+  mb_node(b, "Sub", "sub", (const char *[]){"x", "mean", NULL}, (const char *[]){"d", NULL});
+  mb_node(b, "Pow", "pow", (const char *[]){"d", "two", NULL}, (const char *[]){"sq", NULL});
+  n = mb_node(b, "ReduceMean", "m2", (const char *[]){"sq", NULL}, (const char *[]){"var", NULL});
+  mb_attr_ints(b, n, "axes", 1, last);
+  mb_node(b, "Add", "addeps", (const char *[]){"var", "eps", NULL}, (const char *[]){"ve", NULL});
+  mb_node(b, "Sqrt", "sqrt", (const char *[]){"ve", NULL}, (const char *[]){"sd", NULL});
+  mb_node(b, "Div", "div", (const char *[]){"d", "sd", NULL}, (const char *[]){"nrm", NULL});
+  mb_node(b, "Mul", "mul", (const char *[]){"nrm", "g", NULL}, (const char *[]){"sc", NULL});
+  mb_node(b, "Add", "addb", (const char *[]){"sc", "be", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  mb_finish(b, data, len);
+}
+
+static void test_layer_norm_fusion(void **state) {
+  pr_model_t *m = load(layer_norm_model);
+  float x[2 * 5 * 16], y[2][2 * 5 * 16];
+  unsigned seed = 3;
+  for (int i = 0; i < 2 * 5 * 16; i++) x[i] = frand(&seed) * 3 + 1;
+  int kernels[2];
+  for (int fused = 0; fused < 2; fused++) {
+    pr_session_options_t opt = pr_session_options_default();
+    opt.batch = 2;
+    opt.disable_fusion = !fused;
+    pr_session_t *s;
+    char err[256];
+    assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+    pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 3, .dims = {2, 5, 16}, .data = x}, out;
+    assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+    memcpy(y[fused], out.data, sizeof y[fused]);
+    kernels[fused] = pr_engine_session_num_kernels(s);
+    pr_engine_session_destroy(s);
+  }
+  assert_int_equal(kernels[1], 1); /* nine nodes became one kernel */
+  assert_true(kernels[0] >= 9);
+  for (int i = 0; i < 2 * 5 * 16; i++) assert_true(fabsf(y[0][i] - y[1][i]) < 1e-4f);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
       cmocka_unit_test(test_memory_reused_by_liveness),
       cmocka_unit_test(test_batch_resolves_and_bad_input_is_harmless),
       cmocka_unit_test(test_sessions_share_weights),
+      cmocka_unit_test(test_layer_norm_fusion),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,8 +25,10 @@ static pr_status_t infer_layer_norm(pr_compile_t *c, pr_node_t *n) {
 
 static void run_layer_norm(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *in = &x->v[n->in[0]];
-  int axis = pr_axis(pr_attr_int(n->m, "axis", -1), in->rank);
-  float eps = pr_attr_float(n->m, "epsilon", 1e-5f);
+  /* the fused kernel (from a decomposed LayerNorm) has no model node: last
+   * axis, epsilon in post.alpha[0] */
+  int axis = pr_axis(n->m ? pr_attr_int(n->m, "axis", -1) : -1, in->rank);
+  float eps = n->m ? pr_attr_float(n->m, "epsilon", 1e-5f) : n->post.alpha[0];
   int64_t len = 1, rows;
   for (int k = axis; k < in->rank; k++) len *= in->dims[k];
   rows = pr_value_numel(in) / (len ? len : 1);
@@ -53,3 +55,5 @@ static void run_layer_norm(pr_exec_t *x, pr_node_t *n) {
 const pr_op_t pr_op_layer_norm = {.name = "LayerNormalization", .attrs = "axis,epsilon,stash_type",
                                   .min_opset = 17, .max_inputs = 3, .infer = infer_layer_norm,
                                   .run = run_layer_norm, .inplace = true};
+
+const pr_op_t pr_op_layer_norm_fused = {.name = "LayerNorm", .run = run_layer_norm, .inplace = true};

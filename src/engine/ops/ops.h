@@ -20,6 +20,9 @@
 PR_OPS_LIST
 #undef X
 
+/* Compiler-made kernels (no ONNX name of their own). */
+extern const pr_op_t pr_op_layer_norm_fused;
+
 /* Normalize axis into [0, rank); returns -1 when out of range. */
 static inline int pr_axis(int64_t axis, int rank) {
   if (axis < -rank || axis >= (rank ? rank : 1)) return -1;
