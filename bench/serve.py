@@ -33,11 +33,11 @@ def run_json(cmd):
 
 
 class Server:
-    def __init__(self, packrat, model_path, config):
+    def __init__(self, packrat, model_path, config, name="resnet50"):
         self.dir = tempfile.mkdtemp()
-        os.makedirs(f"{self.dir}/resnet50/1")
-        os.symlink(model_path, f"{self.dir}/resnet50/1/model.onnx")
-        json.dump(config, open(f"{self.dir}/resnet50/config.json", "w"))
+        os.makedirs(f"{self.dir}/{name}/1")
+        os.symlink(model_path, f"{self.dir}/{name}/1/model.onnx")
+        json.dump(config, open(f"{self.dir}/{name}/config.json", "w"))
         self.log = open(f"{self.dir}/log", "w+")
         self.p = subprocess.Popen([packrat, "serve", "--model-repository", self.dir, "--http-port", "0"],
                                   stdout=self.log, stderr=subprocess.STDOUT)

@@ -10,7 +10,8 @@ SECTIONS = [
     ("plans.md", "### Plans: fat instance vs packrat's plan vs the oracle"),
     ("optimizer.md", "### Optimizer: packrat's exact solver vs the paper's DP"),
     ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),
-    ("adaptive.md", "### Online reconfiguration: adaptive vs static plans"),
+    ("adaptive.md", "### Online reconfiguration: adaptive vs static plans (ResNet-50)"),
+    ("adaptive_bert.md", "### Online reconfiguration: adaptive vs static plans (BERT-base)"),
 ]
 
 

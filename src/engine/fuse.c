@@ -270,7 +270,84 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
   return PR_OK;
 }
 
+/* ---- GELU subgraphs -> one element-wise kernel ----
+ * erf:  Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)
+ * tanh: Mul(Mul(x, Add(Tanh(Mul(Add(x, Mul(Mul(x, Mul(x, x)), 0.044715)), sqrt(2/pi))), 1)), 0.5)
+ * (constants on either side of commutative ops) */
+
+static bool near(float a, float b) { return fabsf(a - b) <= 1e-4f * fabsf(b); }
+
+/* Binary node k (op) with one constant scalar operand equal to want: returns
+ * the other operand, or -1. */
+static int with_const(pr_compile_t *c, int k, const char *op, float want) {
+  if (k < 0 || strcmp(c->nodes[k].op->name, op)) return -1;
+  pr_node_t *n = &c->nodes[k];
+  float v;
+  if (scalar_const(c, n->in[1], &v) && near(v, want)) return n->in[0];
+  if (strcmp(op, "Div") && scalar_const(c, n->in[0], &v) && near(v, want)) return n->in[1];
+  return -1;
+}
+
+static int producer_node(pr_compile_t *c, int value) {
+  int p = c->v[value].producer;
+  return p >= 0 && p < c->n_nodes && !c->nodes[p].dead ? p : -1;
+}
+
+static void fuse_gelu(pr_compile_t *c, int ie) {
+  bool is_erf = !strcmp(c->nodes[ie].op->name, "Erf");
+  int x, chain[10], n_chain = 0;
+  int in = c->nodes[ie].in[0], pin = producer_node(c, in);
+  if (c->v[in].n_uses != 1 || pin < 0) return;
+  if (is_erf) {
+    if ((x = with_const(c, pin, "Div", 1.41421356f)) < 0 && (x = with_const(c, pin, "Mul", 0.70710678f)) < 0) return;
+    chain[n_chain++] = pin;
+  } else {
+    /* Tanh(Mul(Add(x, Mul(cube, 0.044715)), sqrt(2/pi))) */
+    int a = with_const(c, pin, "Mul", 0.79788456f), ia = a >= 0 ? producer_node(c, a) : -1;
+    if (ia < 0 || strcmp(c->nodes[ia].op->name, "Add") || c->v[a].n_uses != 1) return;
+    chain[n_chain++] = pin;
+    chain[n_chain++] = ia;
+    bool found = false;
+    for (int side = 0; side < 2 && !found; side++) {
+      x = c->nodes[ia].in[side];
+      int t = c->nodes[ia].in[1 - side], it = producer_node(c, t);
+      int cube = it >= 0 ? with_const(c, it, "Mul", 0.044715f) : -1, ic = cube >= 0 ? producer_node(c, cube) : -1;
+      if (ic < 0 || c->v[t].n_uses != 1 || c->v[cube].n_uses != 1) continue;
+      pr_node_t *cn = &c->nodes[ic];
+      if (!strcmp(cn->op->name, "Pow")) {
+        float three;
+        found = cn->in[0] == x && scalar_const(c, cn->in[1], &three) && three == 3.f;
+        if (found) chain[n_chain++] = it, chain[n_chain++] = ic;
+      } else if (!strcmp(cn->op->name, "Mul")) {
+        int sq = cn->in[0] == x ? cn->in[1] : cn->in[1] == x ? cn->in[0] : -1;
+        int is = sq >= 0 ? producer_node(c, sq) : -1;
+        found = is >= 0 && c->v[sq].n_uses == 1 && !strcmp(c->nodes[is].op->name, "Mul") &&
+                c->nodes[is].in[0] == x && c->nodes[is].in[1] == x;
+        if (found) chain[n_chain++] = it, chain[n_chain++] = ic, chain[n_chain++] = is;
+      }
+    }
+    if (!found) return;
+  }
+  /* Add(., 1) -> Mul(x, .) -> Mul(., 0.5) */
+  int out = c->nodes[ie].out[0];
+  int i1 = only_consumer(c, out, ie);
+  if (with_const(c, i1, "Add", 1.f) != out) return;
+  int o1 = c->nodes[i1].out[0], i2 = only_consumer(c, o1, i1);
+  if (i2 < 0 || strcmp(c->nodes[i2].op->name, "Mul") || other_input(&c->nodes[i2], o1) != x) return;
+  int o2 = c->nodes[i2].out[0], i3 = only_consumer(c, o2, i2);
+  if (with_const(c, i3, "Mul", 0.5f) != o2) return;
+  if (c->v[x].dtype != PR_DTYPE_FLOAT) return;
+  for (int k = 0; k < n_chain; k++) c->nodes[chain[k]].dead = true;
+  c->nodes[ie].dead = c->nodes[i1].dead = c->nodes[i2].dead = true;
+  int y = c->nodes[i3].out[0];
+  c->nodes[i3] = (pr_node_t){.op = is_erf ? &pr_op_gelu_erf : &pr_op_gelu_tanh, .n_in = 1, .n_out = 1,
+                             .in = {x}, .out = {y}};
+}
+
 pr_status_t pr_fuse(pr_compile_t *c) {
+  for (int i = 0; i < c->n_nodes; i++)
+    if (!c->nodes[i].dead && (!strcmp(c->nodes[i].op->name, "Erf") || !strcmp(c->nodes[i].op->name, "Tanh")))
+      fuse_gelu(c, i);
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "ReduceMean")) {
       pr_status_t st = fuse_layer_norm(c, i);

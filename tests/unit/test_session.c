@@ -3,6 +3,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -292,6 +293,66 @@ static void test_layer_norm_fusion(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* GELU subgraphs as PyTorch exports them (erf: exact; tanh: approximate) */
+static void gelu_model(void **data, size_t *len, bool tanh_form) {
+  mb_t *b = mb_new(13);
+  int64_t xd[2] = {-1, 64}, none[1] = {0};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 2, xd);
+  float k[] = {1.4142135f, 1.f, 0.5f, 0.044715f, 0.7978846f};
+  const char *kn[] = {"sqrt2", "one", "half", "c3", "c1"};
+  for (int i = 0; i < 5; i++) mb_init(b, kn[i], PR_DTYPE_FLOAT, 0, none, &k[i], 4);
+  if (!tanh_form) {
+    mb_node(b, "Div", "div", (const char *[]){"x", "sqrt2", NULL}, (const char *[]){"t0", NULL});
+    mb_node(b, "Erf", "erf", (const char *[]){"t0", NULL}, (const char *[]){"t1", NULL});
+  } else {
+    mb_node(b, "Mul", "sq", (const char *[]){"x", "x", NULL}, (const char *[]){"s0", NULL});
+    mb_node(b, "Mul", "cube", (const char *[]){"x", "s0", NULL}, (const char *[]){"s1", NULL});
+    mb_node(b, "Mul", "k3", (const char *[]){"c3", "s1", NULL}, (const char *[]){"s2", NULL});
+    mb_node(b, "Add", "inner", (const char *[]){"x", "s2", NULL}, (const char *[]){"s3", NULL});
+    mb_node(b, "Mul", "k1", (const char *[]){"c1", "s3", NULL}, (const char *[]){"s4", NULL});
+    mb_node(b, "Tanh", "tanh", (const char *[]){"s4", NULL}, (const char *[]){"t1", NULL});
+  }
+  mb_node(b, "Add", "plus1", (const char *[]){"t1", "one", NULL}, (const char *[]){"t2", NULL});
+  mb_node(b, "Mul", "timesx", (const char *[]){"x", "t2", NULL}, (const char *[]){"t3", NULL});
+  mb_node(b, "Mul", "half", (const char *[]){"t3", "half", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  mb_finish(b, data, len);
+}
+static void gelu_erf_model(void **data, size_t *len) { gelu_model(data, len, false); }
+static void gelu_tanh_model(void **data, size_t *len) { gelu_model(data, len, true); }
+
+static void test_gelu_fusion(void **state) {
+  void (*makers[2])(void **, size_t *) = {gelu_erf_model, gelu_tanh_model};
+  for (int form = 0; form < 2; form++) {
+    pr_model_t *m = load(makers[form]);
+    float x[3 * 64], y[2][3 * 64];
+    for (int i = 0; i < 3 * 64; i++) x[i] = (float)(i - 96) / 16.f; /* -6 .. 6 */
+    int kernels[2];
+    for (int fused = 0; fused < 2; fused++) {
+      pr_session_options_t opt = pr_session_options_default();
+      opt.batch = 3;
+      opt.disable_fusion = !fused;
+      pr_session_t *s;
+      char err[256];
+      assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+      pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {3, 64}, .data = x}, out;
+      assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+      memcpy(y[fused], out.data, sizeof y[fused]);
+      kernels[fused] = pr_engine_session_num_kernels(s);
+      pr_engine_session_destroy(s);
+    }
+    assert_int_equal(kernels[1], 1);
+    assert_int_equal(kernels[0], form ? 9 : 5);
+    for (int i = 0; i < 3 * 64; i++) {
+      double g = form ? 0.5 * x[i] * (1 + tanh(0.7978845608 * (x[i] + 0.044715 * pow(x[i], 3))))
+                      : 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)));
+      assert_true(fabs(y[1][i] - g) < 1e-5);
+      assert_true(fabsf(y[0][i] - y[1][i]) < 1e-5f);
+    }
+    pr_engine_model_destroy(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
@@ -299,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_batch_resolves_and_bad_input_is_harmless),
       cmocka_unit_test(test_sessions_share_weights),
       cmocka_unit_test(test_layer_norm_fusion),
+      cmocka_unit_test(test_gelu_fusion),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

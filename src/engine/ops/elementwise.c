@@ -43,7 +43,7 @@ int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *
 
 typedef enum {
   U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_HSIGMOID, U_HSWISH, U_CLIP,
-  U_SQRT, U_ERF, U_EXP, U_LOG, U_NEG, U_ABS, U_RECIP
+  U_SQRT, U_ERF, U_EXP, U_LOG, U_NEG, U_ABS, U_RECIP, U_GELU_ERF, U_GELU_TANH
 } unary_kind_t;
 
 typedef struct {
@@ -87,6 +87,8 @@ static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta
   case U_NEG: return -x;
   case U_ABS: return fabsf(x);
   case U_RECIP: return 1.f / x;
+  case U_GELU_ERF: return 0.5f * x * (1.f + pr_erff(x * 0.70710678118654752f));
+  case U_GELU_TANH: return 0.5f * x * (1.f + pr_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
   }
   return x;
 }
@@ -108,7 +110,7 @@ static void run_unary(pr_exec_t *x, pr_node_t *n) {
     UNARY_LOOP(U_RELU) UNARY_LOOP(U_LEAKY) UNARY_LOOP(U_SIGMOID) UNARY_LOOP(U_TANH)
     UNARY_LOOP(U_HSIGMOID) UNARY_LOOP(U_HSWISH) UNARY_LOOP(U_CLIP) UNARY_LOOP(U_SQRT)
     UNARY_LOOP(U_ERF) UNARY_LOOP(U_EXP) UNARY_LOOP(U_LOG) UNARY_LOOP(U_NEG) UNARY_LOOP(U_ABS)
-    UNARY_LOOP(U_RECIP)
+    UNARY_LOOP(U_RECIP) UNARY_LOOP(U_GELU_ERF) UNARY_LOOP(U_GELU_TANH)
 #undef UNARY_LOOP
   }
 }
@@ -160,6 +162,9 @@ UNARY_OP_EX(log, "Log", U_LOG, "", 0, 0, false)
 UNARY_OP(neg, "Neg", U_NEG, "", 0, 0)
 UNARY_OP(abs, "Abs", U_ABS, "", 0, 0)
 UNARY_OP_EX(reciprocal, "Reciprocal", U_RECIP, "", 0, 0, false)
+/* made by the compiler from the GELU subgraphs PyTorch exports */
+UNARY_OP(gelu_erf, "GeluErf", U_GELU_ERF, "", 0, 0)
+UNARY_OP(gelu_tanh, "GeluTanh", U_GELU_TANH, "", 0, 0)
 
 /* ---- Clip: bounds from attributes (opset < 11) or inputs 1, 2 ---- */
 

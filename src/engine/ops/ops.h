@@ -22,6 +22,7 @@ PR_OPS_LIST
 
 /* Compiler-made kernels (no ONNX name of their own). */
 extern const pr_op_t pr_op_layer_norm_fused;
+extern const pr_op_t pr_op_gelu_erf, pr_op_gelu_tanh;
 
 /* Normalize axis into [0, rank); returns -1 when out of range. */
 static inline int pr_axis(int64_t axis, int rank) {
