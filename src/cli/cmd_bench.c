@@ -97,7 +97,6 @@ typedef struct {
   struct curl_slist *headers;
 } request_t;
 
-static size_t discard(char *p, size_t size, size_t n, void *ud) { return size * n; }
 
 static size_t collect(char *p, size_t size, size_t n, void *ud) {
   char **buf = ud;
@@ -294,12 +293,18 @@ static bool response_ok(const body_t *b) {
   return max_diff <= 1e-4 * max_ref;
 }
 
-/* Final status of a finished request: a 200 whose output mismatches is 0. */
+static _Atomic int g_error_samples;
+
+/* Final status of a finished request: a 200 whose output mismatches is 0.
+ * The first few error bodies are shown on stderr. */
 static long checked_status(long status, body_t *b) {
   if (status == 200 && g_check && !response_ok(b)) {
     atomic_fetch_add(&g_mismatches, 1);
     status = 0;
   }
+  if (status >= 400 && status != 503 && atomic_fetch_add(&g_error_samples, 1) < 3)
+    fprintf(stderr, "packrat bench: HTTP %ld: %.*s\n", status, (int)(b->len < 300 ? b->len : 300),
+            b->buf ? b->buf : "");
   b->len = 0;
   b->hlen[0] = 0;
   return status;
@@ -311,7 +316,7 @@ static CURL *make_easy(const request_t *rq) {
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, rq->body);
   curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->len);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, rq->headers);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, g_check ? body_write : discard);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_write);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);

@@ -110,7 +110,9 @@ int pr_cli_serve(int argc, char **argv) {
   }
   char desc[8192];
   pr_server_describe(s, desc, sizeof desc);
-  for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n")) pr_log(PR_LOG_INFO, "%s", line);
+  char *save = NULL;
+  for (char *line = strtok_r(desc, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+    pr_log(PR_LOG_INFO, "%s", line);
   pr_log(PR_LOG_INFO, "ready: http://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
          cfg.host, pr_server_port(s));
   int sig = 0;

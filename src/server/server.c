@@ -479,7 +479,8 @@ static void write_metrics(pr_server_t *s, FILE *f) {
 static int split_url(const char *url, char *buf, size_t len, char **seg) {
   snprintf(buf, len, "%s", url);
   int n = 0;
-  for (char *p = strtok(buf, "/"); p && n < 8; p = strtok(NULL, "/")) seg[n++] = p;
+  char *save = NULL; /* strtok_r: handlers run on many threads at once */
+  for (char *p = strtok_r(buf, "/", &save); p && n < 8; p = strtok_r(NULL, "/", &save)) seg[n++] = p;
   return n;
 }
 

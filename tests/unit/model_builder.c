@@ -80,8 +80,7 @@ void mb_output(mb_t *b, const char *name) {
   PUSH(b->graph.output, b->graph.n_output, value_info(name, 0, 0, NULL));
 }
 
-void mb_init(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims,
-             const void *data, size_t nbytes) {
+static Onnx__TensorProto *new_tensor(const char *name, int elem_type, int rank, const int64_t *dims) {
   Onnx__TensorProto *t = calloc(1, sizeof *t);
   onnx__tensor_proto__init(t);
   t->name = strdup(name);
@@ -90,6 +89,12 @@ void mb_init(mb_t *b, const char *name, int elem_type, int rank, const int64_t *
   t->n_dims = (size_t)rank;
   t->dims = calloc((size_t)rank + 1, sizeof(int64_t));
   memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  return t;
+}
+
+void mb_init(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims,
+             const void *data, size_t nbytes) {
+  Onnx__TensorProto *t = new_tensor(name, elem_type, rank, dims);
   t->has_raw_data = 1;
   t->raw_data.len = nbytes;
   t->raw_data.data = malloc(nbytes + 1);
@@ -107,14 +112,7 @@ static Onnx__StringStringEntryProto *entry(const char *k, const char *v) {
 
 void mb_init_external(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims,
                       const char *location, long offset, long length) {
-  Onnx__TensorProto *t = calloc(1, sizeof *t);
-  onnx__tensor_proto__init(t);
-  t->name = strdup(name);
-  t->has_data_type = 1;
-  t->data_type = elem_type;
-  t->n_dims = (size_t)rank;
-  t->dims = calloc((size_t)rank + 1, sizeof(int64_t));
-  memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  Onnx__TensorProto *t = new_tensor(name, elem_type, rank, dims);
   t->has_data_location = 1;
   t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   char num[32];
