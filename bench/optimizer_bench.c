@@ -52,11 +52,12 @@ static double time_opt(const pr_profile_t *p, int B, int T, pr_plan_t *plan) {
 int main(int argc, char **argv) {
   double max_cells = 2e10;
   if (argc > 2 && !strcmp(argv[1], "--max-paper-cells")) max_cells = atof(argv[2]);
-  static const int cases[][3] = {{4, 16, 0},    {8, 64, 0},     {16, 128, 0},   {32, 256, 0},
-                                 {64, 512, 0},  {128, 1024, 0}, {256, 1000, 0}, {256, 1024, 0},
+  static const int cases[][3] = {{4, 16, 0},     {8, 64, 0},     {16, 128, 0},   {32, 256, 0},
+                                 {64, 512, 0},   {128, 1024, 0}, {256, 1000, 0}, {256, 1024, 0},
                                  {256, 1000, 1}, {256, 1024, 1}};
   pr_plan_t *plan = malloc(sizeof *plan);
-  printf("| T | B | profile grid | points | packrat ms | paper DP ms | same optimum | speed-up |\n");
+  printf(
+      "| T | B | profile grid | points | packrat ms | paper DP ms | same optimum | speed-up |\n");
   printf("|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int T = cases[i][0], B = cases[i][1], dense = cases[i][2];

@@ -156,8 +156,7 @@ pr_status_t pr_engine_session_output(const pr_session_t *s, int i, pr_tensor_inf
  * buffers, valid until the next run or destroy. Must be called from one
  * thread at a time per session; it uses session->threads OpenMP threads. */
 pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, int n_inputs,
-                                  pr_tensor_t *outputs, int n_outputs, char *err,
-                                  size_t err_len);
+                                  pr_tensor_t *outputs, int n_outputs, char *err, size_t err_len);
 
 /* Tensor files. Reads an ONNX TensorProto (.pb) or NumPy (.npy) file into a
  * newly allocated tensor (free with pr_engine_tensor_free); name_out (may be

@@ -20,9 +20,9 @@ typedef enum { PR_EST_PAPER = 0, PR_EST_RATE = 1 } pr_estimator_kind_t;
 
 typedef struct {
   pr_estimator_kind_t kind;
-  double alpha;  /* EWMA weight of the newest window */
-  int history;   /* estimates the mode is taken over */
-  int min_batch, max_batch; /* powers of two */
+  double alpha;                 /* EWMA weight of the newest window */
+  int history;                  /* estimates the mode is taken over */
+  int min_batch, max_batch;     /* powers of two */
   int up_windows, down_windows; /* hysteresis of PR_EST_RATE */
   /* planned latency (s) of a batch of 2^k, k = 0..: for PR_EST_RATE */
   double latency_s[PR_EST_MAX_SIZES];

@@ -14,7 +14,7 @@
 typedef struct {
   int threads;
   int batch;
-  double latency_ms;  /* median, with neighbouring instances busy (what a plan sees) */
+  double latency_ms; /* median, with neighbouring instances busy (what a plan sees) */
   double p90_ms;
   double isolated_ms; /* median alone on the machine */
 } pr_profile_point_t;
@@ -65,8 +65,8 @@ double pr_plan_paper_dp(const pr_profile_t *profile, int batch, int cores);
 double pr_profile_latency(const pr_profile_t *profile, int threads, int batch);
 
 /* Parse "t1xb1,t2xb2,..." into plan (latencies from profile when given, else 0). */
-pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan_t *plan,
-                          char *err, size_t err_len);
+pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan_t *plan, char *err,
+                          size_t err_len);
 
 void pr_profile_free(pr_profile_t *profile);
 

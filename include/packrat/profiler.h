@@ -11,11 +11,11 @@
 #define PR_VERSION "0.1.0"
 
 typedef struct {
-  int max_threads;  /* T: thread counts 1..T */
-  int max_batch;    /* grid: every b <= 8, then powers of two up to max_batch */
+  int max_threads;          /* T: thread counts 1..T */
+  int max_batch;            /* grid: every b <= 8, then powers of two up to max_batch */
   const int *extra_batches; /* also measured (batch sizes a plan needs) */
   int n_extra;
-  const int *cpus;  /* CPU order (topology); first T used */
+  const int *cpus; /* CPU order (topology); first T used */
   int n_cpus;
   double max_point_s; /* stop repeating a point after this long (>= 3 runs) */
   bool no_corun;      /* skip measuring the slowdown of co-running instances */

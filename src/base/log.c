@@ -9,7 +9,9 @@ static int level_set = 0;
 static pr_log_level_t min_level = PR_LOG_INFO;
 static int json_lines = 0;
 
-void pr_log_set_json(int on) { json_lines = on; }
+void pr_log_set_json(int on) {
+  json_lines = on;
+}
 
 void pr_log_set_level(pr_log_level_t level) {
   min_level = level;
@@ -19,9 +21,12 @@ void pr_log_set_level(pr_log_level_t level) {
 static void init_level(void) {
   const char *env = getenv("PACKRAT_LOG");
   if (env) {
-    if (!strcmp(env, "debug")) min_level = PR_LOG_DEBUG;
-    else if (!strcmp(env, "warn")) min_level = PR_LOG_WARN;
-    else if (!strcmp(env, "error")) min_level = PR_LOG_ERROR;
+    if (!strcmp(env, "debug"))
+      min_level = PR_LOG_DEBUG;
+    else if (!strcmp(env, "warn"))
+      min_level = PR_LOG_WARN;
+    else if (!strcmp(env, "error"))
+      min_level = PR_LOG_ERROR;
   }
   level_set = 1;
 }
@@ -40,8 +45,8 @@ void pr_log(pr_log_level_t level, const char *fmt, ...) {
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
   char when[40];
-  snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+  snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
   if (!json_lines) {
     fprintf(stderr, "%s %-5s %s\n", when, names[level], msg);
     return;
@@ -50,9 +55,12 @@ void pr_log(pr_log_level_t level, const char *fmt, ...) {
   size_t o = 0;
   for (const char *p = msg; *p && o < sizeof esc - 8; p++) {
     unsigned char ch = (unsigned char)*p;
-    if (ch == '"' || ch == '\\') esc[o++] = '\\', esc[o++] = (char)ch;
-    else if (ch < 0x20) o += (size_t)snprintf(esc + o, sizeof esc - o, "\\u%04x", ch);
-    else esc[o++] = (char)ch;
+    if (ch == '"' || ch == '\\')
+      esc[o++] = '\\', esc[o++] = (char)ch;
+    else if (ch < 0x20)
+      o += (size_t)snprintf(esc + o, sizeof esc - o, "\\u%04x", ch);
+    else
+      esc[o++] = (char)ch;
   }
   esc[o] = 0;
   fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", when, names[level], esc);

@@ -27,7 +27,8 @@ static void init(void) {
         int seen = 0;
         for (unsigned k = 0; k < core->arity || (core->arity == 0 && k == 0); k++) {
           hwloc_obj_t pu = core->arity ? core->children[k] : NULL;
-          if (!pu || pu->type != HWLOC_OBJ_PU || !hwloc_bitmap_isset(allowed, pu->os_index)) continue;
+          if (!pu || pu->type != HWLOC_OBJ_PU || !hwloc_bitmap_isset(allowed, pu->os_index))
+            continue;
           if (seen++ == rank && n_order < MAX_CPUS) {
             order[n_order++] = (int)pu->os_index;
             added++;

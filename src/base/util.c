@@ -20,9 +20,13 @@ void *pr_aligned_calloc(size_t len) {
   return p;
 }
 
-void pr_free(void *p) { free(p); }
+void pr_free(void *p) {
+  free(p);
+}
 
-char *pr_strdup(const char *s) { return s ? strdup(s) : NULL; }
+char *pr_strdup(const char *s) {
+  return s ? strdup(s) : NULL;
+}
 
 double pr_now(void) {
   struct timespec ts;
@@ -69,7 +73,10 @@ void pr_sha256_hex(const void *data, size_t len, char out[65]) {
 void pr_dirname(const char *path, char *out, size_t len) {
   snprintf(out, len, "%s", path);
   char *slash = strrchr(out, '/');
-  if (slash == out) slash[1] = 0;
-  else if (slash) *slash = 0;
-  else snprintf(out, len, ".");
+  if (slash == out)
+    slash[1] = 0;
+  else if (slash)
+    *slash = 0;
+  else
+    snprintf(out, len, ".");
 }

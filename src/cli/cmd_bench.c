@@ -9,10 +9,10 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
 
@@ -59,8 +59,10 @@ static void result_add(result_t *r, double ms, long status) {
     r->errors++;
   }
   int k = status >= 200 && status < 600 ? (int)(status / 100) - 2 : 4;
-  if (k >= 0 && k < 5) r->by_status[k]++;
-  else r->by_status[5]++;
+  if (k >= 0 && k < 5)
+    r->by_status[k]++;
+  else
+    r->by_status[5]++;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -76,10 +78,11 @@ static double pct(const result_t *r, double p) {
 
 static json_t *result_json(result_t *r, double seconds) {
   qsort(r->lat, r->n, sizeof *r->lat, cmp_double);
-  return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "requests", (json_int_t)r->requests,
-                   "errors", (json_int_t)r->errors, "duration_s", seconds, "throughput_rps",
-                   seconds > 0 ? (double)r->n / seconds : 0.0, "p50_ms", pct(r, 0.5), "p90_ms", pct(r, 0.9),
-                   "p99_ms", pct(r, 0.99), "max_ms", r->n ? r->lat[r->n - 1] : 0.0, "mean_ms",
+  return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "requests",
+                   (json_int_t)r->requests, "errors", (json_int_t)r->errors, "duration_s", seconds,
+                   "throughput_rps", seconds > 0 ? (double)r->n / seconds : 0.0, "p50_ms",
+                   pct(r, 0.5), "p90_ms", pct(r, 0.9), "p99_ms", pct(r, 0.99), "max_ms",
+                   r->n ? r->lat[r->n - 1] : 0.0, "mean_ms",
                    r->n ? ({
                      double s = 0;
                      for (size_t i = 0; i < r->n; i++) s += r->lat[i];
@@ -96,7 +99,6 @@ typedef struct {
   size_t len, json_len;
   struct curl_slist *headers;
 } request_t;
-
 
 static size_t collect(char *p, size_t size, size_t n, void *ud) {
   char **buf = ud;
@@ -176,21 +178,27 @@ static int build_request(const char *base, const char *model, const char *input_
         }
     }
     for (int d = 0; d < t.rank; d++) json_array_append_new(js, json_integer(t.dims[d]));
-    json_t *ji = json_pack("{s:s, s:s, s:o}", "name", json_string_value(json_object_get(in, "name")),
-                           "datatype", pr_proto_datatype(t.dtype), "shape", js);
+    json_t *ji =
+        json_pack("{s:s, s:s, s:o}", "name", json_string_value(json_object_get(in, "name")),
+                  "datatype", pr_proto_datatype(t.dtype), "shape", js);
     size_t nbytes = (size_t)pr_tensor_numel(&t) * pr_dtype_size(t.dtype);
     if (binary) {
-      json_object_set_new(ji, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
+      json_object_set_new(ji, "parameters",
+                          json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
       bin = realloc(bin, bin_len + nbytes + 1);
       memcpy(bin + bin_len, t.data, nbytes);
       bin_len += nbytes;
     } else {
       json_t *data = json_array();
       for (int64_t e = 0; e < pr_tensor_numel(&t); e++) {
-        if (t.dtype == PR_DTYPE_FLOAT) json_array_append_new(data, json_real(((float *)t.data)[e]));
-        else if (t.dtype == PR_DTYPE_INT64) json_array_append_new(data, json_integer(((int64_t *)t.data)[e]));
-        else if (t.dtype == PR_DTYPE_INT32) json_array_append_new(data, json_integer(((int32_t *)t.data)[e]));
-        else json_array_append_new(data, json_integer(((uint8_t *)t.data)[e]));
+        if (t.dtype == PR_DTYPE_FLOAT)
+          json_array_append_new(data, json_real(((float *)t.data)[e]));
+        else if (t.dtype == PR_DTYPE_INT64)
+          json_array_append_new(data, json_integer(((int64_t *)t.data)[e]));
+        else if (t.dtype == PR_DTYPE_INT32)
+          json_array_append_new(data, json_integer(((int32_t *)t.data)[e]));
+        else
+          json_array_append_new(data, json_integer(((uint8_t *)t.data)[e]));
       }
       json_object_set_new(ji, "data", data);
     }
@@ -211,7 +219,8 @@ static int build_request(const char *base, const char *model, const char *input_
   free(bin);
   snprintf(rq->url, sizeof rq->url, "%s/v2/models/%s/infer", base, model);
   char h[64];
-  rq->headers = curl_slist_append(NULL, binary ? "Content-Type: application/octet-stream" : "Content-Type: application/json");
+  rq->headers = curl_slist_append(
+      NULL, binary ? "Content-Type: application/octet-stream" : "Content-Type: application/json");
   if (binary) {
     snprintf(h, sizeof h, "Inference-Header-Content-Length: %zu", rq->json_len);
     rq->headers = curl_slist_append(rq->headers, h);
@@ -435,7 +444,8 @@ static double scrape_reconfigurations(const char *base) {
   CURLcode cc = curl_easy_perform(c);
   curl_easy_cleanup(c);
   double total = -1;
-  for (char *p = text; cc == CURLE_OK && p && (p = strstr(p, "\npackrat_reconfigurations_total")); p++) {
+  for (char *p = text; cc == CURLE_OK && p && (p = strstr(p, "\npackrat_reconfigurations_total"));
+       p++) {
     char *sp = strchr(p + 1, ' ');
     if (sp) total = (total < 0 ? 0 : total) + atof(sp + 1);
   }
@@ -467,10 +477,12 @@ int pr_cli_bench(int argc, char **argv) {
       concurrency = (int)pr_cli_parse_long(a, val, 1, 1024), i++;
     } else if (!strcmp(a, "--rate") && val) {
       rate = atof(val), i++;
-      if (!(rate > 0 && rate <= 1e6)) return fprintf(stderr, "packrat bench: --rate must be in (0, 1e6]\n"), 2;
+      if (!(rate > 0 && rate <= 1e6))
+        return fprintf(stderr, "packrat bench: --rate must be in (0, 1e6]\n"), 2;
     } else if (!strcmp(a, "--duration") && val) {
       duration = atof(val), i++;
-      if (!(duration > 0 && duration <= 86400)) return fprintf(stderr, "packrat bench: --duration must be in (0, 86400]\n"), 2;
+      if (!(duration > 0 && duration <= 86400))
+        return fprintf(stderr, "packrat bench: --duration must be in (0, 86400]\n"), 2;
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if (!strcmp(a, "--json-data")) {
@@ -482,7 +494,8 @@ int pr_cli_bench(int argc, char **argv) {
     }
   }
   if (!url || !model || (concurrency && (rate > 0 || schedule)) || (rate > 0 && schedule)) {
-    fprintf(stderr, "packrat bench: give --url, --model and one of --concurrency, --rate, --schedule\n");
+    fprintf(stderr,
+            "packrat bench: give --url, --model and one of --concurrency, --rate, --schedule\n");
     return 2;
   }
   phase_t phases[MAX_PHASES];
@@ -499,8 +512,10 @@ int pr_cli_bench(int argc, char **argv) {
       phases[n_phases].rate = r;
       phases[n_phases++].seconds = s;
       p = end;
-      if (*p == ',') p++;
-      else if (*p) goto bad_schedule;
+      if (*p == ',')
+        p++;
+      else if (*p)
+        goto bad_schedule;
     }
   } else if (rate > 0) {
     phases[0] = (phase_t){.rate = rate, .seconds = duration};
@@ -510,7 +525,8 @@ int pr_cli_bench(int argc, char **argv) {
   }
   if (expect) {
     char err[512];
-    if (pr_engine_tensor_read_file(expect, &g_expect, NULL, err, sizeof err) || g_expect.dtype != PR_DTYPE_FLOAT) {
+    if (pr_engine_tensor_read_file(expect, &g_expect, NULL, err, sizeof err) ||
+        g_expect.dtype != PR_DTYPE_FLOAT) {
       fprintf(stderr, "packrat bench: --expect: %s\n", err[0] ? err : "must be a FLOAT tensor");
       return 1;
     }
@@ -551,38 +567,44 @@ int pr_cli_bench(int argc, char **argv) {
   json_t *o = result_json(&all, elapsed);
   json_object_set_new(o, "mode", json_string(concurrency ? "closed" : "open"));
   if (concurrency) json_object_set_new(o, "concurrency", json_integer(concurrency));
-  if (reconf0 >= 0 && reconf1 >= 0) json_object_set_new(o, "reconfigurations", json_integer((json_int_t)(reconf1 - reconf0)));
+  if (reconf0 >= 0 && reconf1 >= 0)
+    json_object_set_new(o, "reconfigurations", json_integer((json_int_t)(reconf1 - reconf0)));
   if (n_phases) {
     json_t *ph = json_array();
     for (int i = 0; i < n_phases; i++) {
       json_t *pj = result_json(&phases[i].res, phases[i].seconds);
       json_object_set_new(pj, "rate", json_real(phases[i].rate));
       json_array_append_new(ph, pj);
-      printf("phase %d (%.1f req/s for %.0f s): %llu requests, %llu errors, p50 %.1f ms, p99 %.1f ms\n", i,
-             phases[i].rate, phases[i].seconds, (unsigned long long)phases[i].res.requests,
-             (unsigned long long)phases[i].res.errors, json_real_value(json_object_get(pj, "p50_ms")),
-             json_real_value(json_object_get(pj, "p99_ms")));
+      printf(
+          "phase %d (%.1f req/s for %.0f s): %llu requests, %llu errors, p50 %.1f ms, p99 %.1f "
+          "ms\n",
+          i, phases[i].rate, phases[i].seconds, (unsigned long long)phases[i].res.requests,
+          (unsigned long long)phases[i].res.errors, json_real_value(json_object_get(pj, "p50_ms")),
+          json_real_value(json_object_get(pj, "p99_ms")));
       free(phases[i].res.lat);
     }
     json_object_set_new(o, "phases", ph);
   }
-  printf("%llu requests in %.1f s: %llu errors, %.1f req/s; latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
-         (unsigned long long)all.requests, elapsed, (unsigned long long)all.errors,
-         json_real_value(json_object_get(o, "throughput_rps")), json_real_value(json_object_get(o, "p50_ms")),
-         json_real_value(json_object_get(o, "p90_ms")), json_real_value(json_object_get(o, "p99_ms")),
-         json_real_value(json_object_get(o, "max_ms")));
+  printf(
+      "%llu requests in %.1f s: %llu errors, %.1f req/s; latency p50 %.1f ms, p90 %.1f ms, p99 "
+      "%.1f ms, max %.1f ms\n",
+      (unsigned long long)all.requests, elapsed, (unsigned long long)all.errors,
+      json_real_value(json_object_get(o, "throughput_rps")),
+      json_real_value(json_object_get(o, "p50_ms")), json_real_value(json_object_get(o, "p90_ms")),
+      json_real_value(json_object_get(o, "p99_ms")), json_real_value(json_object_get(o, "max_ms")));
   if (all.errors)
     printf("errors by status: 2xx %llu, 3xx %llu, 4xx %llu, 5xx %llu, transport %llu\n",
            (unsigned long long)all.by_status[0], (unsigned long long)all.by_status[1],
            (unsigned long long)all.by_status[2], (unsigned long long)all.by_status[3],
            (unsigned long long)all.by_status[5]);
   json_t *codes = json_pack("{s:I, s:I, s:I, s:I}", "4xx", (json_int_t)all.by_status[2], "5xx",
-                            (json_int_t)all.by_status[3], "transport", (json_int_t)all.by_status[5], "2xx",
-                            (json_int_t)all.by_status[0]);
+                            (json_int_t)all.by_status[3], "transport", (json_int_t)all.by_status[5],
+                            "2xx", (json_int_t)all.by_status[0]);
   json_object_set_new(o, "status_counts", codes);
   if (g_check) {
     json_object_set_new(o, "mismatches", json_integer((json_int_t)atomic_load(&g_mismatches)));
-    printf("responses checked against %s: %llu mismatches\n", expect, (unsigned long long)atomic_load(&g_mismatches));
+    printf("responses checked against %s: %llu mismatches\n", expect,
+           (unsigned long long)atomic_load(&g_mismatches));
   }
   if (json) {
     char *s = json_dumps(o, JSON_COMPACT);

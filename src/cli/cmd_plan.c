@@ -38,30 +38,41 @@ static void write_svg(const char *path, const pr_profile_t *p, const pr_plan_t *
       if (p->points[i].batch > max_b) max_b = p->points[i].batch;
     }
   const int W = 720, H = 480, L = 70, R = 150, TOP = 40, BOT = 50;
-  double sx = (double)(W - L - R) / log2(max_b > 1 ? max_b : 2), sy = (double)(H - TOP - BOT) / (max_lat > 0 ? max_lat : 1);
+  double sx = (double)(W - L - R) / log2(max_b > 1 ? max_b : 2),
+         sy = (double)(H - TOP - BOT) / (max_lat > 0 ? max_lat : 1);
 #define X(b) (L + log2((double)(b)) * sx)
-#define Y(l) (H - BOT - (l) * sy)
-  fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' font-size='12'>\n", W, H);
+#define Y(l) (H - BOT - (l)*sy)
+  fprintf(f,
+          "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' "
+          "font-size='12'>\n",
+          W, H);
   fprintf(f, "<rect width='100%%' height='100%%' fill='white'/>\n");
-  fprintf(f, "<text x='%d' y='20' font-size='14'>%s: latency by batch (plan for B=%d on %d cores: %.2f ms)</text>\n",
+  fprintf(f,
+          "<text x='%d' y='20' font-size='14'>%s: latency by batch (plan for B=%d on %d cores: "
+          "%.2f ms)</text>\n",
           L, p->model, plan->batch, T, plan->latency_ms);
-  fprintf(f, "<line x1='%d' y1='%d' x2='%d' y2='%d' stroke='black'/>\n", L, H - BOT, W - R, H - BOT);
+  fprintf(f, "<line x1='%d' y1='%d' x2='%d' y2='%d' stroke='black'/>\n", L, H - BOT, W - R,
+          H - BOT);
   fprintf(f, "<line x1='%d' y1='%d' x2='%d' y2='%d' stroke='black'/>\n", L, TOP, L, H - BOT);
   for (int b = 1; b <= max_b; b *= 2)
     fprintf(f, "<text x='%.1f' y='%d' text-anchor='middle'>%d</text>\n", X(b), H - BOT + 16, b);
-  fprintf(f, "<text x='%d' y='%d' text-anchor='middle'>batch (log scale)</text>\n", (W - R + L) / 2, H - 12);
+  fprintf(f, "<text x='%d' y='%d' text-anchor='middle'>batch (log scale)</text>\n", (W - R + L) / 2,
+          H - 12);
   for (int k = 0; k <= 4; k++)
-    fprintf(f, "<text x='%d' y='%.1f' text-anchor='end'>%.0f</text>\n", L - 6, Y(max_lat * k / 4) + 4, max_lat * k / 4);
-  fprintf(f, "<text x='14' y='%d' transform='rotate(-90 14 %d)'>latency (ms)</text>\n", H / 2, H / 2);
+    fprintf(f, "<text x='%d' y='%.1f' text-anchor='end'>%.0f</text>\n", L - 6,
+            Y(max_lat * k / 4) + 4, max_lat * k / 4);
+  fprintf(f, "<text x='14' y='%d' transform='rotate(-90 14 %d)'>latency (ms)</text>\n", H / 2,
+          H / 2);
   for (int t = 1; t <= T; t++) {
     double hue = 360.0 * (t - 1) / T;
-    fprintf(f, "<polyline fill='none' stroke='hsl(%.0f,70%%,45%%)' stroke-width='1.5' points='", hue);
+    fprintf(f, "<polyline fill='none' stroke='hsl(%.0f,70%%,45%%)' stroke-width='1.5' points='",
+            hue);
     for (int b = 1; b <= max_b; b++) {
       double l = pr_profile_latency(p, t, b);
       if (l >= 0) fprintf(f, "%.1f,%.1f ", X(b), Y(l));
     }
-    fprintf(f, "'/>\n<text x='%d' y='%.1f' fill='hsl(%.0f,70%%,45%%)'>%d thread%s</text>\n", W - R + 8,
-            TOP + 14.0 * (t - 1), hue, t, t > 1 ? "s" : "");
+    fprintf(f, "'/>\n<text x='%d' y='%.1f' fill='hsl(%.0f,70%%,45%%)'>%d thread%s</text>\n",
+            W - R + 8, TOP + 14.0 * (t - 1), hue, t, t > 1 ? "s" : "");
   }
   for (int i = 0; i < plan->n_instances; i++) {
     const pr_plan_instance_t *in = &plan->instances[i];
@@ -121,8 +132,11 @@ int pr_cli_plan(int argc, char **argv) {
       fprintf(stderr, "packrat plan: %s\n", err);
       return 1;
     }
-    pr_cli_profile_opts_t o = {.cores = cores, .max_batch = batch < 16 ? 16 : batch,
-                               .read_cache = true, .write_cache = true, .quiet = false};
+    pr_cli_profile_opts_t o = {.cores = cores,
+                               .max_batch = batch < 16 ? 16 : batch,
+                               .read_cache = true,
+                               .write_cache = true,
+                               .quiet = false};
     int rc = pr_cli_get_profile(m, model_path, &o, &p, cache, sizeof cache);
     pr_engine_model_destroy(m);
     if (rc) return 1;
@@ -134,8 +148,9 @@ int pr_cli_plan(int argc, char **argv) {
   double solve_ms = (pr_now() - t0) * 1e3;
   if (st) {
     fprintf(stderr, "packrat plan: %s\n",
-            st == PR_ERR_NOT_FOUND ? "no combination of profiled points makes this batch on these cores"
-                                   : "invalid batch or core count");
+            st == PR_ERR_NOT_FOUND
+                ? "no combination of profiled points makes this batch on these cores"
+                : "invalid batch or core count");
     free(plan);
     pr_profile_free(&p);
     return 1;
@@ -145,14 +160,16 @@ int pr_cli_plan(int argc, char **argv) {
   int n_cpus = pr_topology_cpu_order(cpus, 4096);
   printf("plan for batch %d on %d cores (%s): %d instance%s, latency %.2f ms", batch, T, p.model,
          plan->n_instances, plan->n_instances > 1 ? "s" : "", plan->latency_ms);
-  if (fat >= 0) printf(" vs %.2f ms for one %d-thread instance (%.2fx)", fat, T, fat / plan->latency_ms);
+  if (fat >= 0)
+    printf(" vs %.2f ms for one %d-thread instance (%.2fx)", fat, T, fat / plan->latency_ms);
   printf("; solved in %.3f ms\n", solve_ms);
   printf("  %-9s %-8s %-7s %-12s %s\n", "instance", "threads", "batch", "latency ms", "cpus");
   for (int i = 0; i < plan->n_instances; i++) {
     const pr_plan_instance_t *in = &plan->instances[i];
     printf("  %-9d %-8d %-7d %-12.2f", i, in->threads, in->batch, in->latency_ms);
     for (int c = 0; c < in->threads; c++)
-      printf("%s%d", c ? "," : "", in->first_core + c < n_cpus ? cpus[in->first_core + c] : in->first_core + c);
+      printf("%s%d", c ? "," : "",
+             in->first_core + c < n_cpus ? cpus[in->first_core + c] : in->first_core + c);
     printf("\n");
   }
   if (plot) write_svg(plot, &p, plan, T);
@@ -162,13 +179,17 @@ int pr_cli_plan(int argc, char **argv) {
       const pr_plan_instance_t *in = &plan->instances[i];
       json_t *cl = json_array();
       for (int c = 0; c < in->threads; c++)
-        json_array_append_new(cl, json_integer(in->first_core + c < n_cpus ? cpus[in->first_core + c] : in->first_core + c));
-      json_array_append_new(insts, json_pack("{s:i, s:i, s:o, s:f}", "threads", in->threads, "batch",
-                                             in->batch, "cores", cl, "latency_ms", in->latency_ms));
+        json_array_append_new(cl,
+                              json_integer(in->first_core + c < n_cpus ? cpus[in->first_core + c]
+                                                                       : in->first_core + c));
+      json_array_append_new(
+          insts, json_pack("{s:i, s:i, s:o, s:f}", "threads", in->threads, "batch", in->batch,
+                           "cores", cl, "latency_ms", in->latency_ms));
     }
-    json_t *o = json_pack("{s:i, s:i, s:f, s:o, s:f, s:o}", "batch", batch, "cores", T, "latency_ms",
-                          plan->latency_ms, "fat_latency_ms", fat >= 0 ? json_real(fat) : json_null(),
-                          "solve_ms", solve_ms, "instances", insts);
+    json_t *o =
+        json_pack("{s:i, s:i, s:f, s:o, s:f, s:o}", "batch", batch, "cores", T, "latency_ms",
+                  plan->latency_ms, "fat_latency_ms", fat >= 0 ? json_real(fat) : json_null(),
+                  "solve_ms", solve_ms, "instances", insts);
     char *s = json_dumps(o, JSON_COMPACT);
     printf("%s\n", s);
     free(s);

@@ -61,10 +61,11 @@ int pr_cli_profile(int argc, char **argv) {
       fprintf(stderr, "packrat profile: %s\n", err);
       rc = 1;
     } else {
-      printf("profile of %s: %d points on %d cores (%s) -> %s\n", model_path, p.n_points, p.cores, p.cpu, dst);
+      printf("profile of %s: %d points on %d cores (%s) -> %s\n", model_path, p.n_points, p.cores,
+             p.cpu, dst);
       for (int i = 0; i < p.n_points; i++)
-        printf("  threads %2d batch %4d: %9.2f ms (p90 %.2f)\n", p.points[i].threads, p.points[i].batch,
-               p.points[i].latency_ms, p.points[i].p90_ms);
+        printf("  threads %2d batch %4d: %9.2f ms (p90 %.2f)\n", p.points[i].threads,
+               p.points[i].batch, p.points[i].latency_ms, p.points[i].p90_ms);
     }
     pr_profile_free(&p);
   }

@@ -25,7 +25,8 @@ static void usage(FILE *f) {
           "usage: packrat run MODEL.onnx [options]\n"
           "\n"
           "  --threads T         threads of the session (default 1)\n"
-          "  --batch B           value of the symbolic batch dimension for generated inputs (default 1)\n"
+          "  --batch B           value of the symbolic batch dimension for generated inputs "
+          "(default 1)\n"
           "  --input NAME=FILE   input tensor from an ONNX TensorProto (.pb) or NumPy (.npy) file\n"
           "  --input-dir DIR     inputs from DIR/input_0.pb, input_1.pb, ... in graph-input order\n"
           "  --output-dir DIR    write output_K.pb and output_K.npy in graph-output order\n"
@@ -49,12 +50,15 @@ static void fill_random(pr_tensor_t *t, unsigned *seed) {
   for (int64_t i = 0; i < n; i++) {
     unsigned r = (*seed = *seed * 1103515245u + 12345u) >> 8;
     switch (t->dtype) {
-    case PR_DTYPE_FLOAT: ((float *)t->data)[i] = (float)(r % 20000) / 10000.f - 1.f; break;
-    case PR_DTYPE_DOUBLE: ((double *)t->data)[i] = (double)(r % 20000) / 10000.0 - 1.0; break;
-    case PR_DTYPE_INT64: ((int64_t *)t->data)[i] = r % 100; break;
-    case PR_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(r % 100); break;
-    case PR_DTYPE_BOOL: ((uint8_t *)t->data)[i] = r & 1; break;
-    default: memset((char *)t->data + i * (int64_t)pr_dtype_size(t->dtype), (int)(r % 100), pr_dtype_size(t->dtype)); break;
+      case PR_DTYPE_FLOAT: ((float *)t->data)[i] = (float)(r % 20000) / 10000.f - 1.f; break;
+      case PR_DTYPE_DOUBLE: ((double *)t->data)[i] = (double)(r % 20000) / 10000.0 - 1.0; break;
+      case PR_DTYPE_INT64: ((int64_t *)t->data)[i] = r % 100; break;
+      case PR_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(r % 100); break;
+      case PR_DTYPE_BOOL: ((uint8_t *)t->data)[i] = r & 1; break;
+      default:
+        memset((char *)t->data + i * (int64_t)pr_dtype_size(t->dtype), (int)(r % 100),
+               pr_dtype_size(t->dtype));
+        break;
     }
   }
 }
@@ -82,7 +86,8 @@ static pr_status_t plan_from_file(const char *path, pr_plan_t *plan, char *err, 
     if (line[0] == '{') snprintf(last, sizeof last, "%s", line);
   fclose(f);
   json_error_t je;
-  json_t *root = json_loads(last, 0, &je), *insts = root ? json_object_get(root, "instances") : NULL;
+  json_t *root = json_loads(last, 0, &je),
+         *insts = root ? json_object_get(root, "instances") : NULL;
   if (!json_is_array(insts) || !json_array_size(insts)) {
     json_decref(root);
     pr_errf(err, len, "%s: no plan (expected the JSON line of 'packrat plan --json')", path);
@@ -94,7 +99,8 @@ static pr_status_t plan_from_file(const char *path, pr_plan_t *plan, char *err, 
   json_array_foreach(insts, i, it) {
     json_int_t t = json_integer_value(json_object_get(it, "threads"));
     json_int_t b = json_integer_value(json_object_get(it, "batch"));
-    off += (size_t)snprintf(spec + off, sizeof spec - off, "%s%lldx%lld", i ? "," : "", (long long)t, (long long)b);
+    off += (size_t)snprintf(spec + off, sizeof spec - off, "%s%lldx%lld", i ? "," : "",
+                            (long long)t, (long long)b);
     if (off >= sizeof spec) break;
   }
   json_decref(root);
@@ -110,7 +116,8 @@ static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *mod
   pr_status_t st;
   if (!strcmp(plan_arg, "auto")) {
     pr_cli_profile_opts_t po = {.max_batch = opt->batch < 16 ? 16 : (int)opt->batch,
-                                .read_cache = true, .write_cache = true};
+                                .read_cache = true,
+                                .write_cache = true};
     pr_profile_t p;
     char cache[4096];
     if (pr_cli_get_profile(model, model_path, &po, &p, cache, sizeof cache)) {
@@ -129,7 +136,8 @@ static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *mod
     return st;
   }
   if (r->plan->batch != opt->batch) {
-    pr_errf(err, len, "the plan's batches add up to %d, the batch is %lld", r->plan->batch, (long long)opt->batch);
+    pr_errf(err, len, "the plan's batches add up to %d, the batch is %lld", r->plan->batch,
+            (long long)opt->batch);
     return PR_ERR_INVALID;
   }
   int cpus[4096];
@@ -188,15 +196,24 @@ int pr_cli_run(int argc, char **argv) {
       in_files[n_named++] = eq + 1;
       i++;
     } else if (!strcmp(a, "--input-dir")) {
-      if (!val) { fprintf(stderr, "packrat run: --input-dir needs a value\n"); return 2; }
+      if (!val) {
+        fprintf(stderr, "packrat run: --input-dir needs a value\n");
+        return 2;
+      }
       input_dir = val, i++;
     } else if (!strcmp(a, "--output-dir")) {
-      if (!val) { fprintf(stderr, "packrat run: --output-dir needs a value\n"); return 2; }
+      if (!val) {
+        fprintf(stderr, "packrat run: --output-dir needs a value\n");
+        return 2;
+      }
       output_dir = val, i++;
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if (!strcmp(a, "--plan")) {
-      if (!val) { fprintf(stderr, "packrat run: --plan needs a value\n"); return 2; }
+      if (!val) {
+        fprintf(stderr, "packrat run: --plan needs a value\n");
+        return 2;
+      }
       plan_arg = val, i++;
     } else if (a[0] == '-') {
       fprintf(stderr, "packrat run: unknown option '%s'\n", a);
@@ -297,7 +314,8 @@ int pr_cli_run(int argc, char **argv) {
       inputs[i].dtype = info.dtype;
       inputs[i].rank = info.rank;
       memcpy(inputs[i].dims, info.dims, sizeof info.dims);
-      inputs[i].data = pr_aligned_alloc((size_t)pr_tensor_numel(&inputs[i]) * pr_dtype_size(info.dtype));
+      inputs[i].data =
+          pr_aligned_alloc((size_t)pr_tensor_numel(&inputs[i]) * pr_dtype_size(info.dtype));
       if (!inputs[i].data) goto out;
       fill_random(&inputs[i], &seed);
     }
@@ -332,18 +350,21 @@ int pr_cli_run(int argc, char **argv) {
     }
   }
   qsort(times, (size_t)repeat, sizeof *times, cmp_double);
-  double median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+  double median =
+      repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
   double p90 = times[(int)ceil(0.9 * repeat) - 1 < 0 ? 0 : (int)ceil(0.9 * repeat) - 1];
   double mn = times[0];
   pr_tensor_info_t in0;
-  int64_t used_batch = n_in && runner_input(&run, 0, &in0) == PR_OK && in0.rank ? in0.dims[0] : batch;
+  int64_t used_batch =
+      n_in && runner_input(&run, 0, &in0) == PR_OK && in0.rank ? in0.dims[0] : batch;
   double gflop = run.session ? pr_engine_session_flops(run.session) / 1e9 : 0;
   for (int i = 0; i < n_out; i++) {
     pr_tensor_info_t info;
     pr_engine_model_output(model, i, &info);
     char sh[256];
     shape_str(&outputs[i], sh, sizeof sh);
-    printf("output %d '%s': %s %s\n", i, info.name ? info.name : "", pr_dtype_name(outputs[i].dtype), sh);
+    printf("output %d '%s': %s %s\n", i, info.name ? info.name : "",
+           pr_dtype_name(outputs[i].dtype), sh);
   }
   char plan_str[4096] = "";
   if (run.plan)
@@ -354,8 +375,9 @@ int pr_cli_run(int argc, char **argv) {
     printf("latency over %d runs (plan %s, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
            repeat, plan_str, (long long)used_batch, median, p90, mn);
   else
-    printf("latency over %d runs (threads %d, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
-           repeat, threads, (long long)used_batch, median, p90, mn);
+    printf(
+        "latency over %d runs (threads %d, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
+        repeat, threads, (long long)used_batch, median, p90, mn);
   if (gflop > 0) printf(", %.1f GFLOP/s", gflop / (median * 1e-3));
   printf("\n");
   if (json) {
@@ -363,11 +385,13 @@ int pr_cli_run(int argc, char **argv) {
                           "threads", threads, "batch", (json_int_t)used_batch, "repeat", repeat,
                           "median_ms", median, "p90_ms", p90, "min_ms", mn, "gflop", gflop);
     struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0) json_object_set_new(o, "max_rss_mb", json_real(ru.ru_maxrss / 1024.0));
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+      json_object_set_new(o, "max_rss_mb", json_real(ru.ru_maxrss / 1024.0));
     long pages_total, pages_res;
     FILE *statm = fopen("/proc/self/statm", "r");
     if (statm && fscanf(statm, "%ld %ld", &pages_total, &pages_res) == 2)
-      json_object_set_new(o, "rss_mb", json_real((double)pages_res * (double)sysconf(_SC_PAGESIZE) / 1048576.0));
+      json_object_set_new(o, "rss_mb",
+                          json_real((double)pages_res * (double)sysconf(_SC_PAGESIZE) / 1048576.0));
     if (statm) fclose(statm);
     if (run.plan) {
       int total = 0;

@@ -42,8 +42,10 @@ static int parse_cpus(const char *s, int *cpus, int max) {
       cpus[n++] = (int)c;
     }
     s = end;
-    if (*s == ',') s++;
-    else if (*s) return -1;
+    if (*s == ',')
+      s++;
+    else if (*s)
+      return -1;
   }
   return n;
 }
@@ -113,11 +115,13 @@ int pr_cli_serve(int argc, char **argv) {
   char *save = NULL;
   for (char *line = strtok_r(desc, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
     pr_log(PR_LOG_INFO, "%s", line);
-  pr_log(PR_LOG_INFO, "ready: http://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
+  pr_log(PR_LOG_INFO,
+         "ready: http://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
          cfg.host, pr_server_port(s));
   int sig = 0;
   sigwait(&set, &sig);
-  pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",
+         sig == SIGINT ? "SIGINT" : "SIGTERM");
   pr_server_stop(s);
   pr_log(PR_LOG_INFO, "stopped");
   return 0;

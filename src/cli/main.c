@@ -29,14 +29,16 @@ long pr_cli_parse_long(const char *flag, const char *val, long min, long max) {
   errno = 0;
   long v = strtol(val, &end, 10);
   if (errno || *end || end == val || v < min || v > max) {
-    fprintf(stderr, "packrat: %s must be an integer in [%ld, %ld], got '%s'\n", flag, min, max, val);
+    fprintf(stderr, "packrat: %s must be an integer in [%ld, %ld], got '%s'\n", flag, min, max,
+            val);
     exit(2);
   }
   return v;
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+      !strcmp(argv[1], "help")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }

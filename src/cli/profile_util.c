@@ -53,11 +53,18 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
     }
   }
   progress_t pg = {.tty = isatty(2), .quiet = o->quiet};
-  pr_profile_options_t po = {.max_threads = cores, .max_batch = o->max_batch, .extra_batches = o->extra,
-                             .n_extra = o->n_extra, .cpus = cpus, .n_cpus = n_cpus,
-                             .max_point_s = 3.0, .progress = progress, .ctx = &pg};
+  pr_profile_options_t po = {.max_threads = cores,
+                             .max_batch = o->max_batch,
+                             .extra_batches = o->extra,
+                             .n_extra = o->n_extra,
+                             .cpus = cpus,
+                             .n_cpus = n_cpus,
+                             .max_point_s = 3.0,
+                             .progress = progress,
+                             .ctx = &pg};
   if (!o->quiet)
-    fprintf(stderr, "packrat: profiling %s on %d cores, batches up to %d\n", model_path, cores, o->max_batch);
+    fprintf(stderr, "packrat: profiling %s on %d cores, batches up to %d\n", model_path, cores,
+            o->max_batch);
   pr_session_options_t base = pr_session_options_default();
   if (pr_profile_measure(model, model_path, &base, &po, out, err, sizeof err)) {
     fprintf(stderr, "packrat: profiling failed: %s\n", err);

@@ -8,8 +8,8 @@
 #include "packrat/profiler.h"
 
 typedef struct {
-  int cores;      /* T (0: every physical core) */
-  int max_batch;  /* grid up to this batch */
+  int cores;     /* T (0: every physical core) */
+  int max_batch; /* grid up to this batch */
   const int *extra;
   int n_extra;
   bool read_cache;  /* use a cached profile when one fits */

@@ -43,11 +43,16 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
   dnnl_alg_kind_t alg[2];
   float alpha[2] = {0, 0}, beta[2] = {0, 0};
   int cnt = 1;
-  if (!strcmp(op, "Relu")) alg[0] = dnnl_eltwise_relu;
-  else if (!strcmp(op, "LeakyRelu")) alg[0] = dnnl_eltwise_relu, alpha[0] = pr_attr_float(act->m, "alpha", 0.01f);
-  else if (!strcmp(op, "Sigmoid")) alg[0] = dnnl_eltwise_logistic;
-  else if (!strcmp(op, "Tanh")) alg[0] = dnnl_eltwise_tanh;
-  else if (!strcmp(op, "HardSwish")) alg[0] = dnnl_eltwise_hardswish;
+  if (!strcmp(op, "Relu"))
+    alg[0] = dnnl_eltwise_relu;
+  else if (!strcmp(op, "LeakyRelu"))
+    alg[0] = dnnl_eltwise_relu, alpha[0] = pr_attr_float(act->m, "alpha", 0.01f);
+  else if (!strcmp(op, "Sigmoid"))
+    alg[0] = dnnl_eltwise_logistic;
+  else if (!strcmp(op, "Tanh"))
+    alg[0] = dnnl_eltwise_tanh;
+  else if (!strcmp(op, "HardSwish"))
+    alg[0] = dnnl_eltwise_hardswish;
   else if (!strcmp(op, "HardSigmoid")) {
     alg[0] = dnnl_eltwise_linear, alpha[0] = pr_attr_float(act->m, "alpha", 0.2f);
     beta[0] = pr_attr_float(act->m, "beta", 0.5f);
@@ -63,8 +68,10 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
         if (act->in[k] < 0) continue;
         if (!c->v[act->in[k]].is_const) return false;
         float v = *(const float *)c->v[act->in[k]].data;
-        if (k == 1) lo = v;
-        else hi = v;
+        if (k == 1)
+          lo = v;
+        else
+          hi = v;
       }
     }
     alg[0] = dnnl_eltwise_clip_v2, alpha[0] = lo, beta[0] = hi;
@@ -120,13 +127,15 @@ static void fuse_pad(pr_compile_t *c, int pi) {
   int64_t pads[2 * PR_MAX_RANK];
   if (c->opset < 11) {
     const int64_t *p;
-    if (pr_attr_ints(pad->m, "pads", &p) != 2 * rank || pr_attr_float(pad->m, "value", 0.f) != 0.f) return;
+    if (pr_attr_ints(pad->m, "pads", &p) != 2 * rank || pr_attr_float(pad->m, "value", 0.f) != 0.f)
+      return;
     memcpy(pads, p, sizeof(int64_t) * (size_t)(2 * rank));
   } else {
     if (pad->n_in > 3 && pad->in[3] >= 0) return;
     if (pr_const_ints(pr_in(c, pad, 1), pads, 2 * PR_MAX_RANK) != 2 * rank) return;
     pr_value_t *cv = pr_in(c, pad, 2);
-    if (cv && (!cv->is_const || cv->dtype != PR_DTYPE_FLOAT || *(const float *)cv->data != 0.f)) return;
+    if (cv && (!cv->is_const || cv->dtype != PR_DTYPE_FLOAT || *(const float *)cv->data != 0.f))
+      return;
   }
   for (int k = 0; k < 2 * rank; k++)
     if (pads[k] < 0 || ((k % rank) < 2 && pads[k])) return;
@@ -238,9 +247,12 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
   int i2 = only_consumer(c, c->nodes[ip].out[0], ip);
   if (i2 < 0 || !last_axis_mean(c, &c->nodes[i2])) return PR_OK;
   int ia = consumer_of(c, c->nodes[i2].out[0], i2, "Add");
-  if (ia < 0 || !scalar_const(c, other_input(&c->nodes[ia], c->nodes[i2].out[0]), &eps)) return PR_OK;
+  if (ia < 0 || !scalar_const(c, other_input(&c->nodes[ia], c->nodes[i2].out[0]), &eps))
+    return PR_OK;
   int isq = consumer_of(c, c->nodes[ia].out[0], ia, "Sqrt");
-  if (isq < 0 || c->nodes[idiv].in[1] != c->nodes[isq].out[0] || c->v[c->nodes[isq].out[0]].n_uses != 1) return PR_OK;
+  if (isq < 0 || c->nodes[idiv].in[1] != c->nodes[isq].out[0] ||
+      c->v[c->nodes[isq].out[0]].n_uses != 1)
+    return PR_OK;
   /* optional affine tail */
   int last = idiv, gamma = -1, beta = -1, used_mul = -1;
   int im = only_consumer(c, c->nodes[idiv].out[0], idiv);
@@ -263,8 +275,8 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
   int dead[] = {i1, is, ip, i2, ia, isq, idiv, used_mul, last};
   for (size_t k = 0; k < sizeof dead / sizeof dead[0]; k++)
     if (dead[k] >= 0) c->nodes[dead[k]].dead = true;
-  *out = (pr_node_t){.op = &pr_op_layer_norm_fused, .n_in = 3, .n_out = 1,
-                     .in = {x, gamma, beta}, .out = {y}};
+  *out = (pr_node_t){
+      .op = &pr_op_layer_norm_fused, .n_in = 3, .n_out = 1, .in = {x, gamma, beta}, .out = {y}};
   out->post.alpha[0] = eps; /* the fused kernel reads epsilon here (no model node) */
   out->dead = false;
   return PR_OK;
@@ -275,7 +287,9 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
  * tanh: Mul(Mul(x, Add(Tanh(Mul(Add(x, Mul(Mul(x, Mul(x, x)), 0.044715)), sqrt(2/pi))), 1)), 0.5)
  * (constants on either side of commutative ops) */
 
-static bool near(float a, float b) { return fabsf(a - b) <= 1e-4f * fabsf(b); }
+static bool near(float a, float b) {
+  return fabsf(a - b) <= 1e-4f * fabsf(b);
+}
 
 /* Binary node k (op) with one constant scalar operand equal to want: returns
  * the other operand, or -1. */
@@ -299,7 +313,9 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
   int in = c->nodes[ie].in[0], pin = producer_node(c, in);
   if (c->v[in].n_uses != 1 || pin < 0) return;
   if (is_erf) {
-    if ((x = with_const(c, pin, "Div", 1.41421356f)) < 0 && (x = with_const(c, pin, "Mul", 0.70710678f)) < 0) return;
+    if ((x = with_const(c, pin, "Div", 1.41421356f)) < 0 &&
+        (x = with_const(c, pin, "Mul", 0.70710678f)) < 0)
+      return;
     chain[n_chain++] = pin;
   } else {
     /* Tanh(Mul(Add(x, Mul(cube, 0.044715)), sqrt(2/pi))) */
@@ -311,7 +327,8 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
     for (int side = 0; side < 2 && !found; side++) {
       x = c->nodes[ia].in[side];
       int t = c->nodes[ia].in[1 - side], it = producer_node(c, t);
-      int cube = it >= 0 ? with_const(c, it, "Mul", 0.044715f) : -1, ic = cube >= 0 ? producer_node(c, cube) : -1;
+      int cube = it >= 0 ? with_const(c, it, "Mul", 0.044715f) : -1,
+          ic = cube >= 0 ? producer_node(c, cube) : -1;
       if (ic < 0 || c->v[t].n_uses != 1 || c->v[cube].n_uses != 1) continue;
       pr_node_t *cn = &c->nodes[ic];
       if (!strcmp(cn->op->name, "Pow")) {
@@ -340,13 +357,17 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
   for (int k = 0; k < n_chain; k++) c->nodes[chain[k]].dead = true;
   c->nodes[ie].dead = c->nodes[i1].dead = c->nodes[i2].dead = true;
   int y = c->nodes[i3].out[0];
-  c->nodes[i3] = (pr_node_t){.op = is_erf ? &pr_op_gelu_erf : &pr_op_gelu_tanh, .n_in = 1, .n_out = 1,
-                             .in = {x}, .out = {y}};
+  c->nodes[i3] = (pr_node_t){.op = is_erf ? &pr_op_gelu_erf : &pr_op_gelu_tanh,
+                             .n_in = 1,
+                             .n_out = 1,
+                             .in = {x},
+                             .out = {y}};
 }
 
 pr_status_t pr_fuse(pr_compile_t *c) {
   for (int i = 0; i < c->n_nodes; i++)
-    if (!c->nodes[i].dead && (!strcmp(c->nodes[i].op->name, "Erf") || !strcmp(c->nodes[i].op->name, "Tanh")))
+    if (!c->nodes[i].dead &&
+        (!strcmp(c->nodes[i].op->name, "Erf") || !strcmp(c->nodes[i].op->name, "Tanh")))
       fuse_gelu(c, i);
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "ReduceMean")) {

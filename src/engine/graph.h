@@ -31,7 +31,8 @@ enum { /* ONNX AttributeProto.AttributeType */
        PR_ATTR_GRAPH = 5,
        PR_ATTR_FLOATS = 6,
        PR_ATTR_INTS = 7,
-       PR_ATTR_STRINGS = 8 };
+       PR_ATTR_STRINGS = 8
+};
 
 typedef struct {
   char *name;
@@ -104,8 +105,8 @@ typedef struct {
   pr_val_kind_t kind;
   bool is_const; /* data known at compile time */
   bool owns_data;
-  void *data;   /* constant data */
-  bool opaque;  /* stored in a oneDNN-chosen layout (md) instead of row-major */
+  void *data;  /* constant data */
+  bool opaque; /* stored in a oneDNN-chosen layout (md) instead of row-major */
   dnnl_memory_desc_t md;
   size_t nbytes;
   int alias_of; /* -1, or the value whose buffer this one shares */
@@ -182,8 +183,8 @@ typedef struct pr_op {
   void (*run)(pr_exec_t *x, pr_node_t *n);
   void (*destroy)(void *state);
   bool accepts_opaque;
-  bool view;           /* output 0 is input 0's bytes under a new shape */
-  bool inplace;        /* output 0 may share input 0's buffer */
+  bool view;             /* output 0 is input 0's bytes under a new shape */
+  bool inplace;          /* output 0 may share input 0's buffer */
   bool nondeterministic; /* never folded at compile time */
 } pr_op_t;
 
@@ -240,10 +241,10 @@ pr_status_t pr_require_md(pr_compile_t *c, pr_node_t *n, int k, const dnnl_memor
 const char *pr_node_name(const pr_node_t *n);
 const char *pr_mnode_name(const pr_mnode_t *m);
 
-#define PR_DNNL(c, n, call)                                                            \
-  do {                                                                                 \
-    dnnl_status_t st_ = (call);                                                        \
-    if (st_ != dnnl_success)                                                           \
+#define PR_DNNL(c, n, call)                                                           \
+  do {                                                                                \
+    dnnl_status_t st_ = (call);                                                       \
+    if (st_ != dnnl_success)                                                          \
       return pr_fail((c), (n), PR_ERR_INTERNAL, "oneDNN %s failed (%d)", #call, st_); \
   } while (0)
 

@@ -10,7 +10,9 @@ static uint64_t hash(const char *s) {
   return h;
 }
 
-void pr_names_init(pr_names_t *t) { memset(t, 0, sizeof *t); }
+void pr_names_init(pr_names_t *t) {
+  memset(t, 0, sizeof *t);
+}
 
 void pr_names_free(pr_names_t *t) {
   free(t->keys);

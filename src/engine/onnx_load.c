@@ -48,9 +48,12 @@ static pr_status_t load_external(loader_t *L, const Onnx__TensorProto *tp, void 
   for (size_t i = 0; i < tp->n_external_data; i++) {
     const char *k = tp->external_data[i]->key, *val = tp->external_data[i]->value;
     if (!k || !val) continue;
-    if (!strcmp(k, "location")) location = val;
-    else if (!strcmp(k, "offset")) offset = atoll(val);
-    else if (!strcmp(k, "length")) length = atoll(val);
+    if (!strcmp(k, "location"))
+      location = val;
+    else if (!strcmp(k, "offset"))
+      offset = atoll(val);
+    else if (!strcmp(k, "length"))
+      length = atoll(val);
   }
   if (!location || !*location || location[0] == '/' || strstr(location, "..")) {
     pr_errf(L->err, L->err_len, "tensor '%s': bad external data location", tp->name);
@@ -142,39 +145,41 @@ pr_status_t pr_tensor_from_proto(const Onnx__TensorProto *tp, const char *base_d
     }
   } else {
     switch (dt) {
-    case PR_DTYPE_FLOAT:
-      have = tp->n_float_data;
-      if (have == numel && nbytes) memcpy(t->data, tp->float_data, nbytes);
-      break;
-    case PR_DTYPE_DOUBLE:
-      have = tp->n_double_data;
-      if (have == numel && nbytes) memcpy(t->data, tp->double_data, nbytes);
-      break;
-    case PR_DTYPE_INT64:
-      have = tp->n_int64_data;
-      if (have == numel && nbytes) memcpy(t->data, tp->int64_data, nbytes);
-      break;
-    case PR_DTYPE_UINT32:
-    case PR_DTYPE_UINT64:
-      have = tp->n_uint64_data;
-      if (have == numel)
-        for (size_t i = 0; i < numel; i++) {
-          if (dt == PR_DTYPE_UINT64) ((uint64_t *)t->data)[i] = tp->uint64_data[i];
-          else ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
-        }
-      break;
-    default: /* int32 and narrower, bool, float16: int32_data */
-      have = tp->n_int32_data;
-      if (have == numel)
-        for (size_t i = 0; i < numel; i++) {
-          int32_t x = tp->int32_data[i];
-          switch (esize) {
-          case 1: ((uint8_t *)t->data)[i] = (uint8_t)x; break;
-          case 2: ((uint16_t *)t->data)[i] = (uint16_t)x; break;
-          default: ((int32_t *)t->data)[i] = x; break;
+      case PR_DTYPE_FLOAT:
+        have = tp->n_float_data;
+        if (have == numel && nbytes) memcpy(t->data, tp->float_data, nbytes);
+        break;
+      case PR_DTYPE_DOUBLE:
+        have = tp->n_double_data;
+        if (have == numel && nbytes) memcpy(t->data, tp->double_data, nbytes);
+        break;
+      case PR_DTYPE_INT64:
+        have = tp->n_int64_data;
+        if (have == numel && nbytes) memcpy(t->data, tp->int64_data, nbytes);
+        break;
+      case PR_DTYPE_UINT32:
+      case PR_DTYPE_UINT64:
+        have = tp->n_uint64_data;
+        if (have == numel)
+          for (size_t i = 0; i < numel; i++) {
+            if (dt == PR_DTYPE_UINT64)
+              ((uint64_t *)t->data)[i] = tp->uint64_data[i];
+            else
+              ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
           }
-        }
-      break;
+        break;
+      default: /* int32 and narrower, bool, float16: int32_data */
+        have = tp->n_int32_data;
+        if (have == numel)
+          for (size_t i = 0; i < numel; i++) {
+            int32_t x = tp->int32_data[i];
+            switch (esize) {
+              case 1: ((uint8_t *)t->data)[i] = (uint8_t)x; break;
+              case 2: ((uint16_t *)t->data)[i] = (uint16_t)x; break;
+              default: ((int32_t *)t->data)[i] = x; break;
+            }
+          }
+        break;
     }
     if (have != numel) {
       pr_errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, have, numel);
@@ -217,52 +222,57 @@ static pr_status_t read_value_info(loader_t *L, const Onnx__ValueInfoProto *vi, 
   return PR_OK;
 }
 
-static pr_status_t convert_attr(loader_t *L, const Onnx__NodeProto *np, const Onnx__AttributeProto *ap,
-                                pr_attr_t *a) {
+static pr_status_t convert_attr(loader_t *L, const Onnx__NodeProto *np,
+                                const Onnx__AttributeProto *ap, pr_attr_t *a) {
   a->name = pr_strdup(ap->name ? ap->name : "");
   a->type = ap->has_type ? (int)ap->type : 0;
   if (!a->type) { /* old files: infer from the populated field */
-    if (ap->n_ints) a->type = PR_ATTR_INTS;
-    else if (ap->n_floats) a->type = PR_ATTR_FLOATS;
-    else if (ap->t) a->type = PR_ATTR_TENSOR;
-    else if (ap->has_s) a->type = PR_ATTR_STRING;
-    else if (ap->has_f) a->type = PR_ATTR_FLOAT;
-    else a->type = PR_ATTR_INT;
+    if (ap->n_ints)
+      a->type = PR_ATTR_INTS;
+    else if (ap->n_floats)
+      a->type = PR_ATTR_FLOATS;
+    else if (ap->t)
+      a->type = PR_ATTR_TENSOR;
+    else if (ap->has_s)
+      a->type = PR_ATTR_STRING;
+    else if (ap->has_f)
+      a->type = PR_ATTR_FLOAT;
+    else
+      a->type = PR_ATTR_INT;
   }
   a->f = ap->f;
   a->i = ap->i;
   switch (a->type) {
-  case PR_ATTR_STRING:
-    a->s = malloc(ap->s.len + 1);
-    if (!a->s) return PR_ERR_NOMEM;
-    if (ap->s.len) memcpy(a->s, ap->s.data, ap->s.len);
-    a->s[ap->s.len] = 0;
-    break;
-  case PR_ATTR_INTS:
-    a->n = (int)ap->n_ints;
-    a->ints = malloc(sizeof(int64_t) * (ap->n_ints + 1));
-    if (!a->ints) return PR_ERR_NOMEM;
-    if (ap->n_ints) memcpy(a->ints, ap->ints, sizeof(int64_t) * ap->n_ints);
-    break;
-  case PR_ATTR_FLOATS:
-    a->n = (int)ap->n_floats;
-    a->floats = malloc(sizeof(float) * (ap->n_floats + 1));
-    if (!a->floats) return PR_ERR_NOMEM;
-    if (ap->n_floats) memcpy(a->floats, ap->floats, sizeof(float) * ap->n_floats);
-    break;
-  case PR_ATTR_TENSOR:
-    if (!ap->t) {
-      pr_errf(L->err, L->err_len, "node '%s': attribute '%s' has no tensor", np->name, ap->name);
-      return PR_ERR_INVALID;
-    }
-    return pr_tensor_from_proto(ap->t, L->base_dir, &a->t, L->err, L->err_len);
-  case PR_ATTR_FLOAT:
-  case PR_ATTR_INT:
-    break;
-  default:
-    pr_errf(L->err, L->err_len, "node '%s' (%s): attribute '%s' of type %d not supported",
-            np->name ? np->name : "", np->op_type, ap->name, a->type);
-    return PR_ERR_UNSUPPORTED;
+    case PR_ATTR_STRING:
+      a->s = malloc(ap->s.len + 1);
+      if (!a->s) return PR_ERR_NOMEM;
+      if (ap->s.len) memcpy(a->s, ap->s.data, ap->s.len);
+      a->s[ap->s.len] = 0;
+      break;
+    case PR_ATTR_INTS:
+      a->n = (int)ap->n_ints;
+      a->ints = malloc(sizeof(int64_t) * (ap->n_ints + 1));
+      if (!a->ints) return PR_ERR_NOMEM;
+      if (ap->n_ints) memcpy(a->ints, ap->ints, sizeof(int64_t) * ap->n_ints);
+      break;
+    case PR_ATTR_FLOATS:
+      a->n = (int)ap->n_floats;
+      a->floats = malloc(sizeof(float) * (ap->n_floats + 1));
+      if (!a->floats) return PR_ERR_NOMEM;
+      if (ap->n_floats) memcpy(a->floats, ap->floats, sizeof(float) * ap->n_floats);
+      break;
+    case PR_ATTR_TENSOR:
+      if (!ap->t) {
+        pr_errf(L->err, L->err_len, "node '%s': attribute '%s' has no tensor", np->name, ap->name);
+        return PR_ERR_INVALID;
+      }
+      return pr_tensor_from_proto(ap->t, L->base_dir, &a->t, L->err, L->err_len);
+    case PR_ATTR_FLOAT:
+    case PR_ATTR_INT: break;
+    default:
+      pr_errf(L->err, L->err_len, "node '%s' (%s): attribute '%s' of type %d not supported",
+              np->name ? np->name : "", np->op_type, ap->name, a->type);
+      return PR_ERR_UNSUPPORTED;
   }
   return PR_OK;
 }
@@ -288,9 +298,14 @@ static pr_status_t load_constant(loader_t *L, const Onnx__NodeProto *np, int out
     t->dtype = is_f ? PR_DTYPE_FLOAT : PR_DTYPE_INT64;
     t->rank = 0;
     t->data = pr_aligned_alloc(8);
-    if (!t->data) { free(t); return PR_ERR_NOMEM; }
-    if (is_f) *(float *)t->data = ap->f;
-    else *(int64_t *)t->data = ap->i;
+    if (!t->data) {
+      free(t);
+      return PR_ERR_NOMEM;
+    }
+    if (is_f)
+      *(float *)t->data = ap->f;
+    else
+      *(int64_t *)t->data = ap->i;
   } else if (!strcmp(an, "value_floats") || !strcmp(an, "value_ints")) {
     int is_f = an[6] == 'f';
     size_t n = is_f ? ap->n_floats : ap->n_ints;
@@ -300,7 +315,10 @@ static pr_status_t load_constant(loader_t *L, const Onnx__NodeProto *np, int out
     t->rank = 1;
     t->dims[0] = (int64_t)n;
     t->data = pr_aligned_alloc(n * 8 + 8);
-    if (!t->data) { free(t); return PR_ERR_NOMEM; }
+    if (!t->data) {
+      free(t);
+      return PR_ERR_NOMEM;
+    }
     if (n) memcpy(t->data, is_f ? (void *)ap->floats : (void *)ap->ints, n * (is_f ? 4 : 8));
   } else {
     pr_errf(L->err, L->err_len, "node '%s' (Constant): attribute '%s' not supported", np->name, an);
@@ -327,7 +345,10 @@ static pr_status_t check_node_attrs(loader_t *L, const pr_mnode_t *n) {
     while (*p) {
       const char *e = strchr(p, ',');
       size_t l = e ? (size_t)(e - p) : strlen(p);
-      if (l == len && !strncmp(p, an, len)) { found = 1; break; }
+      if (l == len && !strncmp(p, an, len)) {
+        found = 1;
+        break;
+      }
       if (!e) break;
       p = e + 1;
     }
@@ -441,7 +462,8 @@ static pr_status_t build(loader_t *L, const Onnx__ModelProto *mp) {
       int idx = value_index(L, in, 0);
       int defined = idx >= 0 && m->values[idx].defined;
       if (!defined) {
-        pr_errf(L->err, L->err_len, "node '%s' (%s): input '%s' is not defined before it", nm, ot, in);
+        pr_errf(L->err, L->err_len, "node '%s' (%s): input '%s' is not defined before it", nm, ot,
+                in);
         return PR_ERR_INVALID;
       }
     }
@@ -673,9 +695,15 @@ pr_status_t pr_engine_model_load_file(const char *path, pr_model_t **out, char *
   return st;
 }
 
-int pr_engine_model_num_inputs(const pr_model_t *m) { return m ? m->n_inputs : 0; }
-int pr_engine_model_num_outputs(const pr_model_t *m) { return m ? m->n_outputs : 0; }
-const char *pr_engine_model_sha256(const pr_model_t *m) { return m ? m->sha256 : ""; }
+int pr_engine_model_num_inputs(const pr_model_t *m) {
+  return m ? m->n_inputs : 0;
+}
+int pr_engine_model_num_outputs(const pr_model_t *m) {
+  return m ? m->n_outputs : 0;
+}
+const char *pr_engine_model_sha256(const pr_model_t *m) {
+  return m ? m->sha256 : "";
+}
 
 static void fill_info(const pr_mvalue_t *v, pr_tensor_info_t *info) {
   memset(info, 0, sizeof *info);

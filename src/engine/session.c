@@ -39,8 +39,12 @@ struct pr_session {
 
 /* ---- helpers shared with ops ---- */
 
-const char *pr_mnode_name(const pr_mnode_t *m) { return m ? m->name : "(internal)"; }
-const char *pr_node_name(const pr_node_t *n) { return pr_mnode_name(n->m); }
+const char *pr_mnode_name(const pr_mnode_t *m) {
+  return m ? m->name : "(internal)";
+}
+const char *pr_node_name(const pr_node_t *n) {
+  return pr_mnode_name(n->m);
+}
 
 pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...) {
   char msg[512];
@@ -72,9 +76,12 @@ int pr_const_ints(const pr_value_t *v, int64_t *vals, int max) {
   int64_t n = pr_value_numel(v);
   if (n > max) return -1;
   for (int64_t i = 0; i < n; i++) {
-    if (v->dtype == PR_DTYPE_INT64) vals[i] = ((const int64_t *)v->data)[i];
-    else if (v->dtype == PR_DTYPE_INT32) vals[i] = ((const int32_t *)v->data)[i];
-    else return -1;
+    if (v->dtype == PR_DTYPE_INT64)
+      vals[i] = ((const int64_t *)v->data)[i];
+    else if (v->dtype == PR_DTYPE_INT32)
+      vals[i] = ((const int32_t *)v->data)[i];
+    else
+      return -1;
   }
   return (int)n;
 }
@@ -83,14 +90,14 @@ pr_status_t pr_plain_md(const pr_value_t *v, dnnl_memory_desc_t *md) {
   dnnl_dims_t dims;
   int rank = v->rank ? v->rank : 1;
   for (int k = 0; k < rank; k++) dims[k] = v->rank ? v->dims[k] : 1;
-  dnnl_data_type_t dt = v->dtype == PR_DTYPE_FLOAT ? dnnl_f32
+  dnnl_data_type_t dt = v->dtype == PR_DTYPE_FLOAT   ? dnnl_f32
                         : v->dtype == PR_DTYPE_INT32 ? dnnl_s32
                         : v->dtype == PR_DTYPE_INT8  ? dnnl_s8
                         : v->dtype == PR_DTYPE_UINT8 ? dnnl_u8
                                                      : dnnl_data_type_undef;
   if (dt == dnnl_data_type_undef) return PR_ERR_UNSUPPORTED;
-  static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd,
-                                           dnnl_abcde, dnnl_abcdef};
+  static const dnnl_format_tag_t tags[] = {dnnl_a,    dnnl_a,     dnnl_ab,    dnnl_abc,
+                                           dnnl_abcd, dnnl_abcde, dnnl_abcdef};
   if (rank > 6) return PR_ERR_UNSUPPORTED;
   return dnnl_memory_desc_init_by_tag(md, rank, dims, dt, tags[rank]) == dnnl_success
              ? PR_OK
@@ -164,7 +171,8 @@ static pr_status_t infer_all(pr_compile_t *c) {
     bool all_const = true;
     if (n->n_in < 1 || n->in[0] < 0) /* every operator here reads its first input */
       return pr_fail(c, n, PR_ERR_INVALID, "the first input is missing");
-    if (n->n_out < 1 || n->out[0] < 0) return pr_fail(c, n, PR_ERR_INVALID, "the first output is missing");
+    if (n->n_out < 1 || n->out[0] < 0)
+      return pr_fail(c, n, PR_ERR_INVALID, "the first output is missing");
     for (int k = 0; k < n->n_in; k++) {
       pr_value_t *v = pr_in(c, n, k);
       if (!v) continue;
@@ -184,8 +192,9 @@ static pr_status_t infer_all(pr_compile_t *c) {
         if (o->dims[d] < 0 || pr_mul_size(numel, (size_t)o->dims[d], &numel))
           return pr_fail(c, n, PR_ERR_INVALID, "output %d has an invalid shape", k);
       if (pr_mul_size(numel, pr_dtype_size(o->dtype), &o->nbytes) || o->nbytes > c->max_bytes)
-        return pr_fail(c, n, PR_ERR_NOMEM, "output %d needs %zu bytes, over the session's limit of %zu",
-                       k, o->nbytes, c->max_bytes);
+        return pr_fail(c, n, PR_ERR_NOMEM,
+                       "output %d needs %zu bytes, over the session's limit of %zu", k, o->nbytes,
+                       c->max_bytes);
       o->producer = i;
     }
     if (all_const && !n->op->nondeterministic && (st = fold_node(c, n))) return st;
@@ -238,7 +247,8 @@ static __thread build_t *tls_build;
 static int reorder_value(pr_compile_t *c, build_t *b, int src, const dnnl_memory_desc_t *md,
                          pr_status_t *st) {
   int idx = pr_compile_add_value(c);
-  if (idx < 0 || (b->plain_of = realloc(b->plain_of, sizeof(int) * (size_t)c->cap_values)) == NULL) {
+  if (idx < 0 ||
+      (b->plain_of = realloc(b->plain_of, sizeof(int) * (size_t)c->cap_values)) == NULL) {
     *st = PR_ERR_NOMEM;
     return -1;
   }
@@ -246,8 +256,10 @@ static int reorder_value(pr_compile_t *c, build_t *b, int src, const dnnl_memory
   pr_value_t *v = &c->v[idx], *s = &c->v[src];
   pr_value_set_shape(v, s->dtype, s->rank, s->dims);
   v->opaque = md != NULL;
-  if (md) v->md = *md;
-  else pr_plain_md(v, &v->md);
+  if (md)
+    v->md = *md;
+  else
+    pr_plain_md(v, &v->md);
   v->nbytes = dnnl_memory_desc_get_size(&v->md);
   pr_node_t r = {.op = &pr_op_reorder, .n_in = 1, .n_out = 1, .in = {src}, .out = {idx}};
   if ((*st = r.op->prepare(c, &r))) return -1;
@@ -370,8 +382,7 @@ static pr_status_t plan_memory(pr_compile_t *c, pr_session_t *s) {
       if (n->op->view && !c->v[in0].opaque && !c->v[out0].opaque)
         alias_src = in0;
       else if (n->op->inplace && c->v[r].kind == PR_VAL_TEMP && root_last[r] == i &&
-               c->v[in0].nbytes == c->v[out0].nbytes &&
-               c->v[in0].opaque == c->v[out0].opaque)
+               c->v[in0].nbytes == c->v[out0].nbytes && c->v[in0].opaque == c->v[out0].opaque)
         alias_src = in0;
     }
     if (alias_src >= 0 && out0 >= 0 && c->v[out0].kind == PR_VAL_TEMP) {
@@ -395,7 +406,8 @@ static pr_status_t plan_memory(pr_compile_t *c, pr_session_t *s) {
       if (!len) len = PR_ALIGN;
       int best = -1;
       for (int f = 0; f < n_free; f++)
-        if (free_list[f].len >= len && (best < 0 || free_list[f].len < free_list[best].len)) best = f;
+        if (free_list[f].len >= len && (best < 0 || free_list[f].len < free_list[best].len))
+          best = f;
       if (best >= 0) {
         v->offset = free_list[best].off;
         free_list[best].off += len;
@@ -444,7 +456,8 @@ static pr_status_t plan_memory(pr_compile_t *c, pr_session_t *s) {
       for (int f = 0; f + 1 < n_free;) {
         if (free_list[f].off + free_list[f].len == free_list[f + 1].off) {
           free_list[f].len += free_list[f + 1].len;
-          memmove(&free_list[f + 1], &free_list[f + 2], sizeof *free_list * (size_t)(n_free - f - 2));
+          memmove(&free_list[f + 1], &free_list[f + 2],
+                  sizeof *free_list * (size_t)(n_free - f - 2));
           n_free--;
         } else {
           f++;
@@ -455,15 +468,17 @@ static pr_status_t plan_memory(pr_compile_t *c, pr_session_t *s) {
   free(free_list);
   free(root_last);
   if (top > c->max_bytes)
-    return pr_fail(c, NULL, PR_ERR_NOMEM, "intermediate buffers need %zu bytes, over the limit of %zu", top,
-                   c->max_bytes);
+    return pr_fail(c, NULL, PR_ERR_NOMEM,
+                   "intermediate buffers need %zu bytes, over the limit of %zu", top, c->max_bytes);
   s->arena_size = top;
   s->arena = pr_aligned_calloc(top);
   if (!s->arena) return PR_ERR_NOMEM;
   for (int i = 0; i < nv; i++) {
     pr_value_t *v = &c->v[i];
-    if (v->is_const) v->ptr = v->data;
-    else if (v->kind == PR_VAL_TEMP && v->alias_of < 0) v->ptr = (char *)s->arena + v->offset;
+    if (v->is_const)
+      v->ptr = v->data;
+    else if (v->kind == PR_VAL_TEMP && v->alias_of < 0)
+      v->ptr = (char *)s->arena + v->offset;
   }
   for (int i = 0; i < s->n_outputs; i++) {
     pr_value_t *v = &c->v[s->out_vals[i]];
@@ -602,7 +617,8 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
       }
     v->nbytes = numel * pr_dtype_size(v->dtype);
     if (v->nbytes > c->max_bytes) {
-      st = pr_fail(c, NULL, PR_ERR_NOMEM, "input '%s' needs %zu bytes, over the limit", mv->name, v->nbytes);
+      st = pr_fail(c, NULL, PR_ERR_NOMEM, "input '%s' needs %zu bytes, over the limit", mv->name,
+                   v->nbytes);
       goto fail;
     }
     s->in_vals[i] = idx;
@@ -661,9 +677,15 @@ fail:
   return st;
 }
 
-double pr_engine_session_flops(const pr_session_t *s) { return s ? s->flops : 0; }
-int pr_engine_session_num_kernels(const pr_session_t *s) { return s ? s->c.n_nodes : 0; }
-size_t pr_engine_session_arena_bytes(const pr_session_t *s) { return s ? s->arena_size : 0; }
+double pr_engine_session_flops(const pr_session_t *s) {
+  return s ? s->flops : 0;
+}
+int pr_engine_session_num_kernels(const pr_session_t *s) {
+  return s ? s->c.n_nodes : 0;
+}
+size_t pr_engine_session_arena_bytes(const pr_session_t *s) {
+  return s ? s->arena_size : 0;
+}
 
 static void session_info(const pr_session_t *s, int idx, pr_tensor_info_t *info) {
   const pr_value_t *v = &s->c.v[idx];
@@ -687,8 +709,7 @@ pr_status_t pr_engine_session_output(const pr_session_t *s, int i, pr_tensor_inf
 }
 
 pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, int n_inputs,
-                                  pr_tensor_t *outputs, int n_outputs, char *err,
-                                  size_t err_len) {
+                                  pr_tensor_t *outputs, int n_outputs, char *err, size_t err_len) {
   if (!s) return PR_ERR_INVALID;
   pr_compile_t *c = &s->c;
   if (n_inputs != s->n_inputs || (n_outputs && n_outputs != s->n_outputs) ||
@@ -705,9 +726,11 @@ pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, in
       char want[160] = "", got[160] = "";
       size_t a = 0, b = 0;
       for (int k = 0; k < v->rank; k++)
-        a += (size_t)snprintf(want + a, sizeof want - a, "%s%lld", k ? "," : "", (long long)v->dims[k]);
+        a += (size_t)snprintf(want + a, sizeof want - a, "%s%lld", k ? "," : "",
+                              (long long)v->dims[k]);
       for (int k = 0; k < t->rank && k < PR_MAX_RANK; k++)
-        b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", k ? "," : "", (long long)t->dims[k]);
+        b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", k ? "," : "",
+                              (long long)t->dims[k]);
       pr_errf(err, err_len, "input '%s': expected %s [%s], got %s [%s]", v->name,
               pr_dtype_name(v->dtype), want, pr_dtype_name(t->dtype), got);
       return PR_ERR_INVALID;

@@ -15,30 +15,38 @@
 
 size_t pr_dtype_size(pr_dtype_t dt) {
   switch (dt) {
-  case PR_DTYPE_FLOAT: case PR_DTYPE_INT32: case PR_DTYPE_UINT32: return 4;
-  case PR_DTYPE_UINT8: case PR_DTYPE_INT8: case PR_DTYPE_BOOL: return 1;
-  case PR_DTYPE_UINT16: case PR_DTYPE_INT16: case PR_DTYPE_FLOAT16: return 2;
-  case PR_DTYPE_INT64: case PR_DTYPE_DOUBLE: case PR_DTYPE_UINT64: return 8;
-  default: return 0;
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_UINT32: return 4;
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_BOOL: return 1;
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_FLOAT16: return 2;
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_UINT64: return 8;
+    default: return 0;
   }
 }
 
 const char *pr_dtype_name(pr_dtype_t dt) {
   switch (dt) {
-  case PR_DTYPE_FLOAT: return "FLOAT";
-  case PR_DTYPE_UINT8: return "UINT8";
-  case PR_DTYPE_INT8: return "INT8";
-  case PR_DTYPE_UINT16: return "UINT16";
-  case PR_DTYPE_INT16: return "INT16";
-  case PR_DTYPE_INT32: return "INT32";
-  case PR_DTYPE_INT64: return "INT64";
-  case PR_DTYPE_STRING: return "STRING";
-  case PR_DTYPE_BOOL: return "BOOL";
-  case PR_DTYPE_FLOAT16: return "FLOAT16";
-  case PR_DTYPE_DOUBLE: return "DOUBLE";
-  case PR_DTYPE_UINT32: return "UINT32";
-  case PR_DTYPE_UINT64: return "UINT64";
-  default: return "UNDEFINED";
+    case PR_DTYPE_FLOAT: return "FLOAT";
+    case PR_DTYPE_UINT8: return "UINT8";
+    case PR_DTYPE_INT8: return "INT8";
+    case PR_DTYPE_UINT16: return "UINT16";
+    case PR_DTYPE_INT16: return "INT16";
+    case PR_DTYPE_INT32: return "INT32";
+    case PR_DTYPE_INT64: return "INT64";
+    case PR_DTYPE_STRING: return "STRING";
+    case PR_DTYPE_BOOL: return "BOOL";
+    case PR_DTYPE_FLOAT16: return "FLOAT16";
+    case PR_DTYPE_DOUBLE: return "DOUBLE";
+    case PR_DTYPE_UINT32: return "UINT32";
+    case PR_DTYPE_UINT64: return "UINT64";
+    default: return "UNDEFINED";
   }
 }
 
@@ -58,9 +66,9 @@ static const struct {
   const char *descr;
   pr_dtype_t dt;
 } npy_types[] = {
-    {"f4", PR_DTYPE_FLOAT}, {"f8", PR_DTYPE_DOUBLE}, {"f2", PR_DTYPE_FLOAT16},
-    {"i8", PR_DTYPE_INT64}, {"i4", PR_DTYPE_INT32},  {"i2", PR_DTYPE_INT16},
-    {"i1", PR_DTYPE_INT8},  {"u1", PR_DTYPE_UINT8},  {"u2", PR_DTYPE_UINT16},
+    {"f4", PR_DTYPE_FLOAT},  {"f8", PR_DTYPE_DOUBLE}, {"f2", PR_DTYPE_FLOAT16},
+    {"i8", PR_DTYPE_INT64},  {"i4", PR_DTYPE_INT32},  {"i2", PR_DTYPE_INT16},
+    {"i1", PR_DTYPE_INT8},   {"u1", PR_DTYPE_UINT8},  {"u2", PR_DTYPE_UINT16},
     {"u4", PR_DTYPE_UINT32}, {"u8", PR_DTYPE_UINT64}, {"b1", PR_DTYPE_BOOL},
 };
 
@@ -102,7 +110,8 @@ static pr_status_t read_npy(const unsigned char *buf, size_t len, pr_tensor_t *o
   }
   f = strchr(f + 15, ':');
   if (!f) goto bad;
-  while (*++f == ' ') {}
+  while (*++f == ' ') {
+  }
   if (!strncmp(f, "True", 4)) {
     pr_errf(err, err_len, "npy: Fortran order not supported");
     return PR_ERR_UNSUPPORTED;

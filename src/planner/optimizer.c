@@ -103,8 +103,10 @@ static int min_threads(const index_t *ix, int c, double L) {
   int lo = ix->col_start[c], hi = ix->col_start[c + 1] - 1, ans = -1;
   while (lo <= hi) { /* pmin is non-increasing */
     int mid = (lo + hi) / 2;
-    if (ix->pmin[mid] <= L) ans = mid, hi = mid - 1;
-    else lo = mid + 1;
+    if (ix->pmin[mid] <= L)
+      ans = mid, hi = mid - 1;
+    else
+      lo = mid + 1;
   }
   return ans < 0 ? 0 : ix->threads[ans];
 }
@@ -113,10 +115,10 @@ static int min_threads(const index_t *ix, int c, double L) {
 
 typedef struct {
   int B;
-  int *cost;    /* dense by batch: c_L(b), INF32 when infeasible; [0..B] */
-  int *f;       /* min threads for exactly j requests */
-  int64_t *g;   /* final pass: threads << 21 | instances */
-  int *choice;  /* final pass: batch of the last instance */
+  int *cost;   /* dense by batch: c_L(b), INF32 when infeasible; [0..B] */
+  int *f;      /* min threads for exactly j requests */
+  int64_t *g;  /* final pass: threads << 21 | instances */
+  int *choice; /* final pass: batch of the last instance */
 } knap_t;
 
 static void set_costs(const index_t *ix, double L, knap_t *k) {
@@ -185,7 +187,8 @@ static int partition(double *a, int lo, int hi) {
 
 double pr_profile_latency(const pr_profile_t *p, int threads, int batch) {
   for (int i = 0; i < p->n_points; i++)
-    if (p->points[i].threads == threads && p->points[i].batch == batch) return p->points[i].latency_ms;
+    if (p->points[i].threads == threads && p->points[i].batch == batch)
+      return p->points[i].latency_ms;
   return -1;
 }
 
@@ -218,8 +221,10 @@ pr_status_t pr_plan_optimize(const pr_profile_t *p, int B, int T, pr_plan_t *pla
   double best = -1;
   while (lo <= hi) {
     int m = partition(cand, lo, hi); /* cand[lo..m-1] < cand[m] <= cand[m+1..hi] */
-    if (min_total_threads(&ix, cand[m], &k) <= T) best = cand[m], hi = m - 1;
-    else lo = m + 1;
+    if (min_total_threads(&ix, cand[m], &k) <= T)
+      best = cand[m], hi = m - 1;
+    else
+      lo = m + 1;
   }
   st = PR_ERR_NOT_FOUND;
   if (best < 0) goto out;
@@ -266,7 +271,8 @@ double pr_plan_paper_dp(const pr_profile_t *p, int B, int T) {
   for (int i = 0; i < p->n_points; i++) {
     const pr_profile_point_t *q = &p->points[i];
     if (q->threads >= 1 && q->threads <= T && q->batch >= 1 && q->batch <= B)
-      lat[(size_t)q->threads * W + (size_t)q->batch] = fmin(lat[(size_t)q->threads * W + (size_t)q->batch], q->latency_ms);
+      lat[(size_t)q->threads * W + (size_t)q->batch] =
+          fmin(lat[(size_t)q->threads * W + (size_t)q->batch], q->latency_ms);
   }
   for (int t = 0; t <= T; t++) {
     opt[(size_t)t * W] = 0;
@@ -289,8 +295,8 @@ double pr_plan_paper_dp(const pr_profile_t *p, int B, int T) {
   return isfinite(r) ? r : -1;
 }
 
-pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan_t *plan,
-                          char *err, size_t err_len) {
+pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan_t *plan, char *err,
+                          size_t err_len) {
   memset(plan, 0, offsetof(pr_plan_t, instances));
   const char *s = spec;
   int core = 0;
@@ -302,8 +308,10 @@ pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan
     long b = strtol(s, &end, 10);
     if (end == s || t < 1 || b < 1 || t > 4096 || b > (1 << 20)) goto bad;
     s = end;
-    if (*s == ',') s++;
-    else if (*s) goto bad;
+    if (*s == ',')
+      s++;
+    else if (*s)
+      goto bad;
     if (plan->n_instances == PR_PLAN_MAX_INSTANCES) goto bad;
     pr_plan_instance_t *in = &plan->instances[plan->n_instances++];
     in->threads = (int)t;
@@ -318,7 +326,8 @@ pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan
   plan->cores = core;
   return PR_OK;
 bad:
-  snprintf(err, err_len, "plan '%s': expected THREADSxBATCH[,THREADSxBATCH...], e.g. 1x4,1x4", spec);
+  snprintf(err, err_len, "plan '%s': expected THREADSxBATCH[,THREADSxBATCH...], e.g. 1x4,1x4",
+           spec);
   return PR_ERR_INVALID;
 }
 

@@ -78,9 +78,9 @@ static double median_of(const double *t, int n) {
 /* On the calling thread, pinned to its CPUs: a session for (threads, batch)
  * and inputs for it (small values: valid float data, and zeros are valid
  * indices). Frees nothing on failure: the caller's cleanup does. */
-static pr_status_t pinned_session(pr_model_t *model, const pr_session_options_t *base, const int *cpus,
-                                  int threads, int batch, pr_session_t **s, pr_tensor_t *in, int *n_in,
-                                  char *err, size_t err_len) {
+static pr_status_t pinned_session(pr_model_t *model, const pr_session_options_t *base,
+                                  const int *cpus, int threads, int batch, pr_session_t **s,
+                                  pr_tensor_t *in, int *n_in, char *err, size_t err_len) {
   pr_topology_pin(cpus, threads);
   omp_set_num_threads(threads);
   pr_session_options_t opt = *base;
@@ -97,9 +97,11 @@ static pr_status_t pinned_session(pr_model_t *model, const pr_session_options_t 
     in[i].rank = info.rank;
     memcpy(in[i].dims, info.dims, sizeof info.dims);
     int64_t numel = pr_tensor_numel(&in[i]);
-    if (!(in[i].data = pr_aligned_calloc((size_t)numel * pr_dtype_size(info.dtype)))) st = PR_ERR_NOMEM;
+    if (!(in[i].data = pr_aligned_calloc((size_t)numel * pr_dtype_size(info.dtype))))
+      st = PR_ERR_NOMEM;
     else if (info.dtype == PR_DTYPE_FLOAT)
-      for (int64_t e = 0; e < numel; e++) ((float *)in[i].data)[e] = (float)(e % 17) * 0.01f - 0.08f;
+      for (int64_t e = 0; e < numel; e++)
+        ((float *)in[i].data)[e] = (float)(e % 17) * 0.01f - 0.08f;
   }
   return st;
 }
@@ -109,8 +111,8 @@ static void *measure_point(void *arg) {
   pr_session_t *s = NULL;
   pr_tensor_t in[MAX_IO] = {0};
   int n_in = 0;
-  if ((j->status = pinned_session(j->model, j->base, j->cpus, j->threads, j->batch, &s, in, &n_in, j->err,
-                                  sizeof j->err)))
+  if ((j->status = pinned_session(j->model, j->base, j->cpus, j->threads, j->batch, &s, in, &n_in,
+                                  j->err, sizeof j->err)))
     goto out;
   double times[MAX_RUNS];
   int n = 0;
@@ -163,8 +165,8 @@ static void *corun_main(void *arg) {
   pr_session_t *s = NULL;
   pr_tensor_t in[MAX_IO] = {0};
   int n_in = 0;
-  j->status = pinned_session(j->model, j->base, j->cpus, j->threads, j->batch, &s, in, &n_in, j->err,
-                             sizeof j->err);
+  j->status = pinned_session(j->model, j->base, j->cpus, j->threads, j->batch, &s, in, &n_in,
+                             j->err, sizeof j->err);
   /* every thread takes part in every barrier, even after a failure */
   for (int r = 0; r <= CORUN_RUNS; r++) {
     pthread_barrier_wait(j->barrier);
@@ -191,9 +193,15 @@ static double corun_latency(pr_model_t *model, const pr_session_options_t *base,
   pthread_barrier_init(&barrier, NULL, (unsigned)k);
   int started = 0;
   for (int i = 0; i < k; i++) {
-    jobs[i] = (corun_job_t){.model = model, .base = base, .cpus = cpus + i * t, .threads = t,
-                            .batch = b, .barrier = &barrier, .go_lock = &go_lock,
-                            .go_cond = &go_cond, .go = &go};
+    jobs[i] = (corun_job_t){.model = model,
+                            .base = base,
+                            .cpus = cpus + i * t,
+                            .threads = t,
+                            .batch = b,
+                            .barrier = &barrier,
+                            .go_lock = &go_lock,
+                            .go_cond = &go_cond,
+                            .go = &go};
     if (pthread_create(&th[i], NULL, corun_main, &jobs[i])) break;
     started++;
   }
@@ -244,8 +252,12 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   pr_session_options_t b = base ? *base : pr_session_options_default();
   for (int t = 1; t <= o->max_threads; t++)
     for (int g = 0; g < n_grid; g++) {
-      point_job_t job = {.model = model, .base = &b, .cpus = o->cpus, .threads = t,
-                         .batch = grid[g], .max_s = o->max_point_s > 0 ? o->max_point_s : 3.0};
+      point_job_t job = {.model = model,
+                         .base = &b,
+                         .cpus = o->cpus,
+                         .threads = t,
+                         .batch = grid[g],
+                         .max_s = o->max_point_s > 0 ? o->max_point_s : 3.0};
       pthread_t th;
       if (pthread_create(&th, NULL, measure_point, &job) != 0) {
         pr_errf(err, err_len, "cannot start a profiling thread");
@@ -275,7 +287,8 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
       return PR_ERR_INTERNAL;
     }
     factor = co / iso > 1.0 ? co / iso : 1.0;
-    pr_log(PR_LOG_DEBUG, "profile: %d instances of %d threads co-running: %.1f%% slower", k, t, 100 * (factor - 1));
+    pr_log(PR_LOG_DEBUG, "profile: %d instances of %d threads co-running: %.1f%% slower", k, t,
+           100 * (factor - 1));
     for (int i = 0; i < out->n_points; i++)
       if (out->points[i].threads == t) {
         out->points[i].latency_ms = out->points[i].isolated_ms * factor;
@@ -295,10 +308,10 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
 pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len) {
   json_t *pts = json_array();
   for (int i = 0; i < p->n_points; i++)
-    json_array_append_new(pts, json_pack("{s:i, s:i, s:f, s:f, s:f}", "threads", p->points[i].threads,
-                                          "batch", p->points[i].batch, "latency_ms",
-                                          p->points[i].latency_ms, "p90_ms", p->points[i].p90_ms,
-                                          "isolated_ms", p->points[i].isolated_ms));
+    json_array_append_new(
+        pts, json_pack("{s:i, s:i, s:f, s:f, s:f}", "threads", p->points[i].threads, "batch",
+                       p->points[i].batch, "latency_ms", p->points[i].latency_ms, "p90_ms",
+                       p->points[i].p90_ms, "isolated_ms", p->points[i].isolated_ms));
   json_t *root = json_pack("{s:s, s:s, s:s, s:i, s:s, s:o}", "model", p->model, "model_sha256",
                            p->model_sha256, "cpu", p->cpu, "cores", p->cores, "version",
                            "packrat " PR_VERSION, "points", pts);
@@ -325,8 +338,9 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   const char *model = "", *sha = "", *cpu = "", *version = "";
   json_t *pts = NULL;
   int cores = 0;
-  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s:i, s?s, s:o}", "model", &model, "model_sha256",
-                     &sha, "cpu", &cpu, "cores", &cores, "version", &version, "points", &pts) ||
+  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s:i, s?s, s:o}", "model", &model,
+                     "model_sha256", &sha, "cpu", &cpu, "cores", &cores, "version", &version,
+                     "points", &pts) ||
       !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000) {
     pr_errf(err, err_len, "%s: not a packrat profile (needs cores and points)", path);
     goto out;
@@ -348,11 +362,13 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
     if (json_unpack_ex(it, &je, 0, "{s:i, s:i, s:F, s?F, s?F}", "threads", &t, "batch", &b,
                        "latency_ms", &lat, "p90_ms", &p90, "isolated_ms", &iso) ||
         t < 1 || b < 1 || !(lat >= 0) || !isfinite(lat)) {
-      pr_errf(err, err_len, "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0", path, i);
+      pr_errf(err, err_len, "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0", path,
+              i);
       pr_profile_free(p);
       goto out;
     }
-    p->points[p->n_points++] = (pr_profile_point_t){t, b, lat, p90 < 0 ? lat : p90, iso < 0 ? lat : iso};
+    p->points[p->n_points++] =
+        (pr_profile_point_t){t, b, lat, p90 < 0 ? lat : p90, iso < 0 ? lat : iso};
   }
   st = PR_OK;
 out:
@@ -363,10 +379,14 @@ out:
 pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores, char *path,
                                   size_t len) {
   char dir[3072];
-  const char *env = getenv("PACKRAT_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (env && *env) snprintf(dir, sizeof dir, "%s", env);
-  else if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/packrat", xdg);
-  else snprintf(dir, sizeof dir, "%s/.cache/packrat", home && *home ? home : "/tmp");
+  const char *env = getenv("PACKRAT_CACHE"), *xdg = getenv("XDG_CACHE_HOME"),
+             *home = getenv("HOME");
+  if (env && *env)
+    snprintf(dir, sizeof dir, "%s", env);
+  else if (xdg && *xdg)
+    snprintf(dir, sizeof dir, "%s/packrat", xdg);
+  else
+    snprintf(dir, sizeof dir, "%s/.cache/packrat", home && *home ? home : "/tmp");
   /* mkdir -p */
   for (char *s = dir + 1; *s; s++)
     if (*s == '/') {

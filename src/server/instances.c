@@ -58,11 +58,13 @@ static void run_job(instance_t *in) {
     sub[i].dims[0] = in->batch;
     sub[i].data = (char *)x->inputs[i].data + row_bytes(&x->in_info[i]) * (size_t)in->row_start;
   }
-  in->status = pr_engine_session_run(in->session, sub, x->n_in, outs, x->n_out, in->err, sizeof in->err);
+  in->status =
+      pr_engine_session_run(in->session, sub, x->n_in, outs, x->n_out, in->err, sizeof in->err);
   if (in->status) return;
   for (int o = 0; o < x->n_out; o++) {
     size_t rb = row_bytes(&x->out_info[o]);
-    memcpy((char *)x->out_buf[o] + rb * (size_t)in->row_start, outs[o].data, rb * (size_t)in->batch);
+    memcpy((char *)x->out_buf[o] + rb * (size_t)in->row_start, outs[o].data,
+           rb * (size_t)in->batch);
   }
 }
 
@@ -102,12 +104,13 @@ static void *instance_main(void *arg) {
 }
 
 pr_status_t pr_instances_create(pr_model_t *model, const pr_plan_t *plan, const int *cpus,
-                                int n_cpus, const pr_session_options_t *base,
-                                pr_instances_t **out, char *err, size_t err_len) {
+                                int n_cpus, const pr_session_options_t *base, pr_instances_t **out,
+                                char *err, size_t err_len) {
   *out = NULL;
   int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
   if (n_in > MAX_IO || n_out > MAX_IO || plan->n_instances < 1) {
-    pr_errf(err, err_len, "plan or model not supported (%d inputs, %d instances)", n_in, plan->n_instances);
+    pr_errf(err, err_len, "plan or model not supported (%d inputs, %d instances)", n_in,
+            plan->n_instances);
     return PR_ERR_INVALID;
   }
   int need = 0;
@@ -177,11 +180,14 @@ pr_status_t pr_instances_create(pr_model_t *model, const pr_plan_t *plan, const 
     instance_t *in = &x->inst[k];
     for (int i = 0; i < n_in + n_out && !st; i++) {
       pr_tensor_info_t info;
-      if (i < n_in) pr_engine_session_input(in->session, i, &info);
-      else pr_engine_session_output(in->session, i - n_in, &info);
+      if (i < n_in)
+        pr_engine_session_input(in->session, i, &info);
+      else
+        pr_engine_session_output(in->session, i - n_in, &info);
       pr_tensor_info_t *whole = i < n_in ? &x->in_info[i] : &x->out_info[i - n_in];
       if (info.rank < 1 || info.dims[0] != in->batch) {
-        pr_errf(err, err_len, "%s '%s' has no batch axis to split", i < n_in ? "input" : "output", info.name);
+        pr_errf(err, err_len, "%s '%s' has no batch axis to split", i < n_in ? "input" : "output",
+                info.name);
         st = PR_ERR_UNSUPPORTED;
         break;
       }
@@ -199,7 +205,8 @@ pr_status_t pr_instances_create(pr_model_t *model, const pr_plan_t *plan, const 
     }
   }
   for (int o = 0; o < n_out && !st; o++)
-    if (!(x->out_buf[o] = pr_aligned_alloc(row_bytes(&x->out_info[o]) * (size_t)plan->batch))) st = PR_ERR_NOMEM;
+    if (!(x->out_buf[o] = pr_aligned_alloc(row_bytes(&x->out_info[o]) * (size_t)plan->batch)))
+      st = PR_ERR_NOMEM;
   if (st) goto fail;
   *out = x;
   return PR_OK;

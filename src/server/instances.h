@@ -18,8 +18,8 @@ typedef struct pr_instances pr_instances_t;
  * n_cpus must cover the plan) and compiles its session there. base supplies
  * dims other than the batch (its batch and threads are ignored). */
 pr_status_t pr_instances_create(pr_model_t *model, const pr_plan_t *plan, const int *cpus,
-                                int n_cpus, const pr_session_options_t *base,
-                                pr_instances_t **out, char *err, size_t err_len);
+                                int n_cpus, const pr_session_options_t *base, pr_instances_t **out,
+                                char *err, size_t err_len);
 
 /* Runs one batch of plan->batch: inputs as for a session with batch B.
  * outputs get views of buffers owned by the executor, valid until the next

@@ -29,7 +29,8 @@ void pr_hist_write(const pr_hist_t *h, FILE *f, const char *name, const char *la
   const char *sep = labels && *labels ? "," : "";
   for (int i = 0; i < h->n_bounds; i++) {
     cum += atomic_load(&h->counts[i]);
-    fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, h->bounds[i], (unsigned long long)cum);
+    fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, h->bounds[i],
+            (unsigned long long)cum);
   }
   cum += atomic_load(&h->counts[h->n_bounds]);
   fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)cum);

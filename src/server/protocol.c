@@ -36,10 +36,10 @@ char *pr_proto_error(const char *msg) {
   return s;
 }
 
-#define FAIL(...)                          \
-  do {                                     \
-    snprintf(err, err_len, __VA_ARGS__);   \
-    goto bad;                              \
+#define FAIL(...)                        \
+  do {                                   \
+    snprintf(err, err_len, __VA_ARGS__); \
+    goto bad;                            \
   } while (0)
 
 /* Stores one JSON number into element i of t; 0 or -1 when not representable. */
@@ -54,23 +54,23 @@ static int store(pr_tensor_t *t, int64_t i, const json_t *v) {
   bool is_int = json_is_integer(v);
   json_int_t n = is_int ? json_integer_value(v) : 0;
   switch (t->dtype) {
-  case PR_DTYPE_FLOAT: ((float *)t->data)[i] = (float)d; return 0;
-  case PR_DTYPE_DOUBLE: ((double *)t->data)[i] = d; return 0;
-#define INT_CASE(DT, T, LO, HI)                          \
-  case DT:                                               \
-    if (!is_int || n < (LO) || n > (HI)) return -1;      \
-    ((T *)t->data)[i] = (T)n;                            \
+    case PR_DTYPE_FLOAT: ((float *)t->data)[i] = (float)d; return 0;
+    case PR_DTYPE_DOUBLE: ((double *)t->data)[i] = d; return 0;
+#define INT_CASE(DT, T, LO, HI)                     \
+  case DT:                                          \
+    if (!is_int || n < (LO) || n > (HI)) return -1; \
+    ((T *)t->data)[i] = (T)n;                       \
     return 0;
-    INT_CASE(PR_DTYPE_INT64, int64_t, INT64_MIN, INT64_MAX)
-    INT_CASE(PR_DTYPE_INT32, int32_t, INT32_MIN, INT32_MAX)
-    INT_CASE(PR_DTYPE_INT16, int16_t, INT16_MIN, INT16_MAX)
-    INT_CASE(PR_DTYPE_INT8, int8_t, INT8_MIN, INT8_MAX)
-    INT_CASE(PR_DTYPE_UINT8, uint8_t, 0, UINT8_MAX)
-    INT_CASE(PR_DTYPE_UINT16, uint16_t, 0, UINT16_MAX)
-    INT_CASE(PR_DTYPE_UINT32, uint32_t, 0, (json_int_t)UINT32_MAX)
-    INT_CASE(PR_DTYPE_UINT64, uint64_t, 0, INT64_MAX)
+      INT_CASE(PR_DTYPE_INT64, int64_t, INT64_MIN, INT64_MAX)
+      INT_CASE(PR_DTYPE_INT32, int32_t, INT32_MIN, INT32_MAX)
+      INT_CASE(PR_DTYPE_INT16, int16_t, INT16_MIN, INT16_MAX)
+      INT_CASE(PR_DTYPE_INT8, int8_t, INT8_MIN, INT8_MAX)
+      INT_CASE(PR_DTYPE_UINT8, uint8_t, 0, UINT8_MAX)
+      INT_CASE(PR_DTYPE_UINT16, uint16_t, 0, UINT16_MAX)
+      INT_CASE(PR_DTYPE_UINT32, uint32_t, 0, (json_int_t)UINT32_MAX)
+      INT_CASE(PR_DTYPE_UINT64, uint64_t, 0, INT64_MAX)
 #undef INT_CASE
-  default: return -1;
+    default: return -1;
   }
 }
 
@@ -99,7 +99,8 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
   memset(q, 0, sizeof *q);
   json_error_t je;
   if (json_len > len) {
-    snprintf(err, err_len, "Inference-Header-Content-Length %zu exceeds the body (%zu)", json_len, len);
+    snprintf(err, err_len, "Inference-Header-Content-Length %zu exceeds the body (%zu)", json_len,
+             len);
     return 400;
   }
   json_t *root = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &je);
@@ -118,9 +119,11 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
   }
   bool all_binary = false;
   json_t *params = json_object_get(root, "parameters");
-  if (params && json_is_object(params)) all_binary = json_is_true(json_object_get(params, "binary_data_output"));
+  if (params && json_is_object(params))
+    all_binary = json_is_true(json_object_get(params, "binary_data_output"));
   json_t *inputs = json_object_get(root, "inputs");
-  if (!json_is_array(inputs) || json_array_size(inputs) == 0) FAIL("'inputs' must be a non-empty array");
+  if (!json_is_array(inputs) || json_array_size(inputs) == 0)
+    FAIL("'inputs' must be a non-empty array");
   r->rows = -1;
   size_t i;
   json_t *in;
@@ -128,7 +131,8 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
     const char *name = json_string_value(json_object_get(in, "name"));
     const char *dt = json_string_value(json_object_get(in, "datatype"));
     json_t *shape = json_object_get(in, "shape");
-    if (!name || !dt || !json_is_array(shape)) FAIL("input %zu needs 'name', 'datatype' and 'shape'", i);
+    if (!name || !dt || !json_is_array(shape))
+      FAIL("input %zu needs 'name', 'datatype' and 'shape'", i);
     int k = -1;
     for (int j = 0; j < m->n_inputs; j++)
       if (!strcmp(m->inputs[j].name, name)) k = j;
@@ -139,19 +143,23 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
     if (pr_proto_dtype(dt) != want->dtype)
       FAIL("input '%s': datatype %s, model expects %s", name, dt, pr_proto_datatype(want->dtype));
     if ((int)json_array_size(shape) != want->rank)
-      FAIL("input '%s': shape has %zu dimensions, model expects %d", name, json_array_size(shape), want->rank);
+      FAIL("input '%s': shape has %zu dimensions, model expects %d", name, json_array_size(shape),
+           want->rank);
     pr_tensor_t *t = &r->inputs[k];
     t->dtype = want->dtype;
     t->rank = want->rank;
     size_t numel = 1;
     for (int d = 0; d < want->rank; d++) {
       json_t *dv = json_array_get(shape, (size_t)d);
-      if (!json_is_integer(dv) || json_integer_value(dv) < 0) FAIL("input '%s': shape must hold non-negative integers", name);
+      if (!json_is_integer(dv) || json_integer_value(dv) < 0)
+        FAIL("input '%s': shape must hold non-negative integers", name);
       int64_t v = json_integer_value(dv);
       if (d == 0) {
-        if (v < 1 || v > m->max_batch) FAIL("input '%s': batch %lld outside 1..%d", name, (long long)v, m->max_batch);
+        if (v < 1 || v > m->max_batch)
+          FAIL("input '%s': batch %lld outside 1..%d", name, (long long)v, m->max_batch);
       } else if (want->dims[d] >= 0 && v != want->dims[d]) {
-        FAIL("input '%s': dimension %d is %lld, model expects %lld", name, d, (long long)v, (long long)want->dims[d]);
+        FAIL("input '%s': dimension %d is %lld, model expects %lld", name, d, (long long)v,
+             (long long)want->dims[d]);
       }
       t->dims[d] = v;
       if (pr_mul_size(numel, (size_t)v, &numel)) FAIL("input '%s' too large", name);
@@ -167,14 +175,18 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
     if (bsize) {
       if (!json_is_integer(bsize) || (size_t)json_integer_value(bsize) != nbytes)
         FAIL("input '%s': binary_data_size must be %zu for this shape", name, nbytes);
-      if (len - bin_off < nbytes) FAIL("input '%s': binary data shorter than binary_data_size", name);
+      if (len - bin_off < nbytes)
+        FAIL("input '%s': binary data shorter than binary_data_size", name);
       memcpy(t->data, body + bin_off, nbytes);
       bin_off += nbytes;
     } else {
       if (!data) FAIL("input '%s' has no 'data'", name);
       int64_t n = fill(t, data, 0, (int64_t)numel, 0);
-      if (n < 0) FAIL("input '%s': 'data' must hold %s values that fit the datatype, as many as the shape", name, dt);
-      if ((size_t)n != numel) FAIL("input '%s': 'data' has %lld values, the shape needs %zu", name, (long long)n, numel);
+      if (n < 0)
+        FAIL("input '%s': 'data' must hold %s values that fit the datatype, as many as the shape",
+             name, dt);
+      if ((size_t)n != numel)
+        FAIL("input '%s': 'data' has %lld values, the shape needs %zu", name, (long long)n, numel);
     }
   }
   if (bin_off != len) FAIL("%zu bytes of binary data left over", len - bin_off);
@@ -211,18 +223,18 @@ static json_t *tensor_data(const pr_tensor_t *t) {
   for (int64_t i = 0; i < n; i++) {
     json_t *v;
     switch (t->dtype) {
-    case PR_DTYPE_FLOAT: {
-      float f = ((float *)t->data)[i];
-      v = isfinite(f) ? json_real(f) : json_null();
-      break;
-    }
-    case PR_DTYPE_DOUBLE: v = json_real(((double *)t->data)[i]); break;
-    case PR_DTYPE_INT64: v = json_integer(((int64_t *)t->data)[i]); break;
-    case PR_DTYPE_INT32: v = json_integer(((int32_t *)t->data)[i]); break;
-    case PR_DTYPE_BOOL: v = json_boolean(((uint8_t *)t->data)[i]); break;
-    case PR_DTYPE_UINT8: v = json_integer(((uint8_t *)t->data)[i]); break;
-    case PR_DTYPE_INT8: v = json_integer(((int8_t *)t->data)[i]); break;
-    default: v = json_null(); break;
+      case PR_DTYPE_FLOAT: {
+        float f = ((float *)t->data)[i];
+        v = isfinite(f) ? json_real(f) : json_null();
+        break;
+      }
+      case PR_DTYPE_DOUBLE: v = json_real(((double *)t->data)[i]); break;
+      case PR_DTYPE_INT64: v = json_integer(((int64_t *)t->data)[i]); break;
+      case PR_DTYPE_INT32: v = json_integer(((int32_t *)t->data)[i]); break;
+      case PR_DTYPE_BOOL: v = json_boolean(((uint8_t *)t->data)[i]); break;
+      case PR_DTYPE_UINT8: v = json_integer(((uint8_t *)t->data)[i]); break;
+      case PR_DTYPE_INT8: v = json_integer(((int8_t *)t->data)[i]); break;
+      default: v = json_null(); break;
     }
     json_array_append_new(a, v);
   }
@@ -250,7 +262,8 @@ int pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name, c
                            pr_proto_datatype(t->dtype), "shape", shape);
     size_t nbytes = (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
     if (q->binary[o]) {
-      json_object_set_new(jo, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
+      json_object_set_new(jo, "parameters",
+                          json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
       bin_total += nbytes;
     } else {
       json_object_set_new(jo, "data", tensor_data(t));

@@ -85,7 +85,8 @@ int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_
   json_object_foreach(root, key, v) {
     if (!strcmp(key, "max_batch_size") || !strcmp(key, "max_queue_delay_us") ||
         !strcmp(key, "queue_capacity") || !strcmp(key, "request_timeout_ms")) {
-      if (!json_is_integer(v) || json_integer_value(v) < (strcmp(key, "max_queue_delay_us") ? 1 : 0) ||
+      if (!json_is_integer(v) ||
+          json_integer_value(v) < (strcmp(key, "max_queue_delay_us") ? 1 : 0) ||
           json_integer_value(v) > 100000000) {
         snprintf(err, err_len, "%s: '%s' must be a positive integer", path, key);
         goto out;
@@ -137,7 +138,8 @@ int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_
       const char *dn;
       json_t *dv;
       json_object_foreach(v, dn, dv) {
-        if (c->n_dims == 8 || !json_is_integer(dv) || json_integer_value(dv) < 1 || strlen(dn) >= 64) {
+        if (c->n_dims == 8 || !json_is_integer(dv) || json_integer_value(dv) < 1 ||
+            strlen(dn) >= 64) {
           snprintf(err, err_len, "%s: dims: at most 8 names with positive sizes", path);
           goto out;
         }
@@ -145,8 +147,11 @@ int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_
         c->dim_values[c->n_dims++] = json_integer_value(dv);
       }
     } else {
-      snprintf(err, err_len, "%s: unknown setting '%s' (known: max_batch_size, max_queue_delay_us, "
-               "queue_capacity, request_timeout_ms, plan, autoscale, estimator, min_batch_size, dims)", path, key);
+      snprintf(
+          err, err_len,
+          "%s: unknown setting '%s' (known: max_batch_size, max_queue_delay_us, "
+          "queue_capacity, request_timeout_ms, plan, autoscale, estimator, min_batch_size, dims)",
+          path, key);
       goto out;
     }
   }

@@ -165,7 +165,8 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   }
   pr_tensor_t outs[PR_SCHED_MAX_IO];
   char err[512];
-  pr_status_t st = pr_engine_session_run(z->session, z->in, s->n_in, outs, s->n_out, err, sizeof err);
+  pr_status_t st =
+      pr_engine_session_run(z->session, z->in, s->n_in, outs, s->n_out, err, sizeof err);
   double t1 = pr_now();
   atomic_fetch_add(&s->stats.executions, 1);
   atomic_fetch_add(&s->stats.rows_executed, (uint64_t)rows);
@@ -189,8 +190,10 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
       off[o] += len;
     }
     pr_hist_observe(&s->stats.request_s, pr_now() - r->t_enqueue);
-    if (rs) atomic_fetch_add(&s->stats.failed, 1);
-    else atomic_fetch_add(&s->stats.success, 1);
+    if (rs)
+      atomic_fetch_add(&s->stats.failed, 1);
+    else
+      atomic_fetch_add(&s->stats.success, 1);
     complete(r, rs, rs ? 500 : 200, rs ? (st ? err : "out of memory") : NULL);
   }
 }
@@ -217,7 +220,8 @@ static void *worker_main(void *arg) {
   while (!w->status) {
     /* parked while another config is active; on stop, the active config
      * drains the queue and every other worker leaves at once */
-    while (!s->stop && !(s->head && s->active == w->config)) pthread_cond_wait(&s->qcond, &s->qlock);
+    while (!s->stop && !(s->head && s->active == w->config))
+      pthread_cond_wait(&s->qcond, &s->qlock);
     if (s->stop && (!s->head || s->active != w->config)) break;
     int n = 0, rows = 0;
     double first_t = s->head->t_enqueue;
@@ -308,7 +312,8 @@ int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t er
     s->configs[idx].n_workers++;
   }
   pthread_mutex_lock(&s->qlock);
-  while (s->started < started_before + s->configs[idx].n_workers) pthread_cond_wait(&s->qcond, &s->qlock);
+  while (s->started < started_before + s->configs[idx].n_workers)
+    pthread_cond_wait(&s->qcond, &s->qlock);
   pthread_mutex_unlock(&s->qlock);
   for (int k = 0; k < s->configs[idx].n_workers; k++)
     if (ws[k].status) {
@@ -327,7 +332,8 @@ int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t er
 
 pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_plans, int active,
                             const int *cpus, int n_cpus, const pr_session_options_t *base,
-                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err, size_t err_len) {
+                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err,
+                            size_t err_len) {
   *out = NULL;
   int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
   if (n_in > PR_SCHED_MAX_IO || n_out > PR_SCHED_MAX_IO || n_in < 1) {
@@ -401,7 +407,8 @@ void pr_sched_destroy(pr_sched_t *s) {
   pthread_cond_broadcast(&s->qcond);
   pthread_mutex_unlock(&s->qlock);
   for (int c = 0; c < s->n_configs; c++)
-    for (int k = 0; k < s->configs[c].n_workers; k++) pthread_join(s->configs[c].workers[k].thread, NULL);
+    for (int k = 0; k < s->configs[c].n_workers; k++)
+      pthread_join(s->configs[c].workers[k].thread, NULL);
   /* instances that failed to start leave requests behind: fail them */
   for (pr_request_t *r = s->head, *next; r; r = next) {
     next = r->next;
@@ -432,8 +439,10 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
     atomic_fetch_add(&s->stats.rejected, 1);
     return PR_ERR_NOMEM;
   }
-  if (s->tail) s->tail->next = r;
-  else s->head = r;
+  if (s->tail)
+    s->tail->next = r;
+  else
+    s->head = r;
   s->tail = r;
   s->depth++;
   atomic_fetch_add(&s->stats.arrivals, 1);
@@ -450,8 +459,12 @@ int pr_sched_queue_depth(pr_sched_t *s) {
   return d;
 }
 
-const pr_plan_t *pr_sched_plan(const pr_sched_t *s) { return &s->configs[s->active].plan; }
-const pr_plan_t *pr_sched_config_plan(const pr_sched_t *s, int i) { return &s->configs[i].plan; }
+const pr_plan_t *pr_sched_plan(const pr_sched_t *s) {
+  return &s->configs[s->active].plan;
+}
+const pr_plan_t *pr_sched_config_plan(const pr_sched_t *s, int i) {
+  return &s->configs[i].plan;
+}
 
 int pr_sched_active(pr_sched_t *s) {
   pthread_mutex_lock(&s->qlock);
@@ -471,7 +484,8 @@ static void plan_str(const pr_plan_t *p, char *buf, size_t len) {
   size_t off = 0;
   buf[0] = 0;
   for (int k = 0; k < p->n_instances && off < len; k++)
-    off += (size_t)snprintf(buf + off, len - off, "%s%dx%d", k ? "," : "", p->instances[k].threads, p->instances[k].batch);
+    off += (size_t)snprintf(buf + off, len - off, "%s%dx%d", k ? "," : "", p->instances[k].threads,
+                            p->instances[k].batch);
 }
 
 double pr_sched_switch(pr_sched_t *s, int index, const char *why) {
@@ -518,7 +532,8 @@ static void *auto_main(void *arg) {
   for (int k = 0; k < PR_EST_MAX_SIZES; k++) {
     e.latency_s[k] = 0;
     for (int c = 0; c < s->n_configs; c++)
-      if (s->configs[c].ok && s->configs[c].plan.batch == (1 << k)) e.latency_s[k] = s->configs[c].plan.latency_ms * 1e-3;
+      if (s->configs[c].ok && s->configs[c].plan.batch == (1 << k))
+        e.latency_s[k] = s->configs[c].plan.latency_ms * 1e-3;
   }
   e.target = s->configs[s->active].plan.batch;
   pthread_mutex_unlock(&s->qlock);
@@ -578,6 +593,10 @@ bool pr_sched_auto(pr_sched_t *s) {
   pthread_mutex_unlock(&s->qlock);
   return on;
 }
-const int *pr_sched_cpus(const pr_sched_t *s) { return s->cpus; }
+const int *pr_sched_cpus(const pr_sched_t *s) {
+  return s->cpus;
+}
 
-pr_sched_stats_t *pr_sched_stats(pr_sched_t *s) { return &s->stats; }
+pr_sched_stats_t *pr_sched_stats(pr_sched_t *s) {
+  return &s->stats;
+}

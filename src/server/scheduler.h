@@ -30,7 +30,7 @@
 #define PR_SCHED_MAX_IO 32
 
 typedef struct pr_request {
-  int rows; /* batch dimension of this request's inputs */
+  int rows;                             /* batch dimension of this request's inputs */
   pr_tensor_t inputs[PR_SCHED_MAX_IO];  /* owned */
   pr_tensor_t outputs[PR_SCHED_MAX_IO]; /* owned, filled on success */
   pr_status_t status;
@@ -44,10 +44,10 @@ typedef struct pr_request {
 } pr_request_t;
 
 typedef struct {
-  int max_batch;         /* largest rows of one request */
-  int queue_capacity;    /* requests */
+  int max_batch;      /* largest rows of one request */
+  int queue_capacity; /* requests */
   double max_queue_delay_s;
-  double timeout_s;      /* per request, 0: none */
+  double timeout_s; /* per request, 0: none */
 } pr_sched_config_t;
 
 typedef struct {
@@ -67,7 +67,8 @@ typedef struct pr_sched pr_sched_t;
  * base: shapes of dims other than the batch. */
 pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_plans, int active,
                             const int *cpus, int n_cpus, const pr_session_options_t *base,
-                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err, size_t err_len);
+                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err,
+                            size_t err_len);
 
 /* Prepares another instance set (or finds an identical one); returns its
  * index, or < 0 with err. */

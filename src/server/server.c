@@ -91,7 +91,8 @@ static pr_status_t load_model(pr_server_t *s, served_t *m, char *err, size_t err
   snprintf(c->plan, sizeof c->plan, "auto");
   c->autoscale = true;
   c->estimator = 1;
-  if (m->entry.config[0] && pr_repo_read_config(m->entry.config, c, err, err_len)) return PR_ERR_INVALID;
+  if (m->entry.config[0] && pr_repo_read_config(m->entry.config, c, err, err_len))
+    return PR_ERR_INVALID;
   pr_status_t st = pr_engine_model_load_file(m->entry.path, &m->model, err, err_len);
   if (st) return st;
   pr_session_options_t base = pr_session_options_default();
@@ -131,8 +132,12 @@ static pr_status_t load_model(pr_server_t *s, served_t *m, char *err, size_t err
     pr_profile_t prof;
     char cache[4096];
     int grid_max = c->max_batch;
-    pr_profile_options_t po = {.max_threads = s->n_cpus < pr_topology_num_cores() ? s->n_cpus : pr_topology_num_cores(),
-                               .max_batch = grid_max, .cpus = s->cpus, .n_cpus = s->n_cpus, .max_point_s = 3.0};
+    pr_profile_options_t po = {
+        .max_threads = s->n_cpus < pr_topology_num_cores() ? s->n_cpus : pr_topology_num_cores(),
+        .max_batch = grid_max,
+        .cpus = s->cpus,
+        .n_cpus = s->n_cpus,
+        .max_point_s = 3.0};
     const char *sha = pr_engine_model_sha256(m->model);
     const char *cpu = pr_topology_cpu_name();
     bool have = false;
@@ -144,7 +149,8 @@ static pr_status_t load_model(pr_server_t *s, served_t *m, char *err, size_t err
     if (have) {
       pr_log(PR_LOG_INFO, "model %s: cached profile %s", m->entry.name, cache);
     } else {
-      pr_log(PR_LOG_INFO, "model %s: profiling on %d cores up to batch %d", m->entry.name, po.max_threads, grid_max);
+      pr_log(PR_LOG_INFO, "model %s: profiling on %d cores up to batch %d", m->entry.name,
+             po.max_threads, grid_max);
       if ((st = pr_profile_measure(m->model, m->entry.name, &base, &po, &prof, err, err_len))) {
         free(plans);
         return st;
@@ -153,20 +159,27 @@ static pr_status_t load_model(pr_server_t *s, served_t *m, char *err, size_t err
       if (pr_profile_save(&prof, cache, e2, sizeof e2)) pr_log(PR_LOG_WARN, "%s", e2);
     }
     int lo = c->autoscale ? (c->min_batch > 0 ? c->min_batch : 1) : c->max_batch;
-    for (int b = lo; !st && n_plans < PR_SCHED_MAX_CONFIGS; b = b * 2 > c->max_batch && b < c->max_batch ? c->max_batch : b * 2) {
+    for (int b = lo;
+         !st && n_plans<PR_SCHED_MAX_CONFIGS; b = b * 2> c->max_batch && b < c->max_batch
+             ? c->max_batch
+             : b * 2) {
       if (b > c->max_batch) break;
       st = pr_plan_optimize(&prof, b, po.max_threads, &plans[n_plans]);
-      if (st) pr_errf(err, err_len, "no plan for batch %d", b);
-      else active = n_plans++;
+      if (st)
+        pr_errf(err, err_len, "no plan for batch %d", b);
+      else
+        active = n_plans++;
     }
     pr_profile_free(&prof);
   }
   if (!st) {
-    pr_sched_config_t sc = {.max_batch = c->max_batch, .queue_capacity = c->queue_capacity,
+    pr_sched_config_t sc = {.max_batch = c->max_batch,
+                            .queue_capacity = c->queue_capacity,
                             .max_queue_delay_s = c->max_queue_delay_us * 1e-6,
                             .timeout_s = c->request_timeout_s};
     base.batch = 1;
-    st = pr_sched_create(m->model, plans, n_plans, active, s->cpus, s->n_cpus, &base, &sc, &m->sched, err, err_len);
+    st = pr_sched_create(m->model, plans, n_plans, active, s->cpus, s->n_cpus, &base, &sc,
+                         &m->sched, err, err_len);
     if (!st && n_plans > 1) pr_sched_set_auto(m->sched, true, c->estimator, 1.0);
   }
   free(plans);
@@ -251,14 +264,18 @@ static served_t *get_model(pr_server_t *s, const char *name, const char *version
   pthread_rwlock_rdlock(&s->lock);
   served_t *m = find_locked(s, name);
   *status = 404;
-  if (m && version && strcmp(version, m->entry.version)) m = NULL;
-  else if (m && m->state != M_READY) *status = 503, m = NULL;
+  if (m && version && strcmp(version, m->entry.version))
+    m = NULL;
+  else if (m && m->state != M_READY)
+    *status = 503, m = NULL;
   if (m) atomic_fetch_add(&m->refs, 1), *status = 200;
   pthread_rwlock_unlock(&s->lock);
   return m;
 }
 
-static void put_model(served_t *m) { atomic_fetch_sub(&m->refs, 1); }
+static void put_model(served_t *m) {
+  atomic_fetch_sub(&m->refs, 1);
+}
 
 /* ---- HTTP ---- */
 
@@ -288,7 +305,8 @@ static enum MHD_Result reply_json(struct MHD_Connection *c, int status, json_t *
   return reply(c, status, s, strlen(s), "application/json", 0);
 }
 
-static enum MHD_Result reply_error(pr_server_t *s, struct MHD_Connection *c, int status, const char *msg) {
+static enum MHD_Result reply_error(pr_server_t *s, struct MHD_Connection *c, int status,
+                                   const char *msg) {
   atomic_fetch_add(&s->http_errors, 1);
   char *b = pr_proto_error(msg);
   return reply(c, status, b, strlen(b), "application/json", 0);
@@ -297,7 +315,8 @@ static enum MHD_Result reply_error(pr_server_t *s, struct MHD_Connection *c, int
 static json_t *tensor_meta(const pr_tensor_info_t *t) {
   json_t *shape = json_array();
   for (int d = 0; d < t->rank; d++) json_array_append_new(shape, json_integer(t->dims[d]));
-  return json_pack("{s:s, s:s, s:o}", "name", t->name, "datatype", pr_proto_datatype(t->dtype), "shape", shape);
+  return json_pack("{s:s, s:s, s:o}", "name", t->name, "datatype", pr_proto_datatype(t->dtype),
+                   "shape", shape);
 }
 
 static json_t *plan_json(served_t *m) {
@@ -307,10 +326,11 @@ static json_t *plan_json(served_t *m) {
   for (int i = 0; i < p->n_instances; i++) {
     const pr_plan_instance_t *in = &p->instances[i];
     json_t *cl = json_array();
-    for (int k = 0; k < in->threads; k++) json_array_append_new(cl, json_integer(cpus[in->first_core + k]));
-    json_array_append_new(insts, json_pack("{s:i, s:i, s:i, s:o, s:f}", "instance", i, "threads",
-                                           in->threads, "batch", in->batch, "cores", cl,
-                                           "predicted_latency_ms", in->latency_ms));
+    for (int k = 0; k < in->threads; k++)
+      json_array_append_new(cl, json_integer(cpus[in->first_core + k]));
+    json_array_append_new(
+        insts, json_pack("{s:i, s:i, s:i, s:o, s:f}", "instance", i, "threads", in->threads,
+                         "batch", in->batch, "cores", cl, "predicted_latency_ms", in->latency_ms));
   }
   json_t *prepared = json_array();
   for (int c = 0; c < pr_sched_num_configs(m->sched); c++) {
@@ -318,30 +338,34 @@ static json_t *plan_json(served_t *m) {
     char spec[512] = "";
     size_t off = 0;
     for (int k = 0; k < q->n_instances && off < sizeof spec; k++)
-      off += (size_t)snprintf(spec + off, sizeof spec - off, "%s%dx%d", k ? "," : "", q->instances[k].threads, q->instances[k].batch);
+      off += (size_t)snprintf(spec + off, sizeof spec - off, "%s%dx%d", k ? "," : "",
+                              q->instances[k].threads, q->instances[k].batch);
     json_array_append_new(prepared, json_pack("{s:i, s:s, s:f}", "batch", q->batch, "plan", spec,
                                               "predicted_latency_ms", q->latency_ms));
   }
-  return json_pack("{s:s, s:s, s:i, s:f, s:b, s:o, s:o}", "name", m->entry.name, "version", m->entry.version,
-                   "batch", p->batch, "predicted_latency_ms", p->latency_ms, "autoscale",
-                   pr_sched_auto(m->sched), "instances", insts, "prepared", prepared);
+  return json_pack("{s:s, s:s, s:i, s:f, s:b, s:o, s:o}", "name", m->entry.name, "version",
+                   m->entry.version, "batch", p->batch, "predicted_latency_ms", p->latency_ms,
+                   "autoscale", pr_sched_auto(m->sched), "instances", insts, "prepared", prepared);
 }
 
 static enum MHD_Result do_infer(pr_server_t *s, struct MHD_Connection *c, served_t *m, conn_t *cn) {
-  const char *hl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+  const char *hl =
+      MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
   size_t json_len = cn->len;
   if (hl) {
     char *end;
     long long v = strtoll(hl, &end, 10);
     if (*end || v < 0 || (size_t)v > cn->len)
-      return reply_error(s, c, 400, "Inference-Header-Content-Length must be a length within the body");
+      return reply_error(s, c, 400,
+                         "Inference-Header-Content-Length must be a length within the body");
     json_len = (size_t)v;
   }
   pr_request_t *r = pr_request_new();
   if (!r) return reply_error(s, c, 500, "out of memory");
   pr_proto_infer_t q;
   char err[512];
-  int status = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len, r, &q, err, sizeof err);
+  int status = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len, r, &q,
+                                    err, sizeof err);
   if (status != 200) {
     pr_request_free(r);
     return reply_error(s, c, status, err);
@@ -357,9 +381,12 @@ static enum MHD_Result do_infer(pr_server_t *s, struct MHD_Connection *c, served
   } else {
     char *body;
     size_t len, jl;
-    status = pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, r, &q, &body, &len, &jl);
-    if (status != 200) ret = reply_error(s, c, 500, "cannot encode the response");
-    else ret = reply(c, 200, body, len, jl ? "application/octet-stream" : "application/json", jl);
+    status = pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, r, &q, &body, &len,
+                                     &jl);
+    if (status != 200)
+      ret = reply_error(s, c, 500, "cannot encode the response");
+    else
+      ret = reply(c, 200, body, len, jl ? "application/octet-stream" : "application/json", jl);
   }
   pr_request_free(r);
   return ret;
@@ -374,10 +401,12 @@ static enum MHD_Result set_plan(pr_server_t *s, struct MHD_Connection *c, served
   char err[512];
   enum MHD_Result ret;
   if (!spec) {
-    ret = reply_error(s, c, 400, "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
+    ret = reply_error(s, c, 400,
+                      "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
   } else if (!strcmp(spec, "auto")) {
     if (pr_sched_num_configs(m->sched) < 2) {
-      ret = reply_error(s, c, 400, "this model has one prepared plan: nothing to follow the load with");
+      ret = reply_error(s, c, 400,
+                        "this model has one prepared plan: nothing to follow the load with");
     } else {
       pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0);
       ret = reply_json(c, 200, plan_json(m));
@@ -387,7 +416,8 @@ static enum MHD_Result set_plan(pr_server_t *s, struct MHD_Connection *c, served
     int idx = -1;
     if (plan && pr_plan_parse(spec, NULL, plan, err, sizeof err) == PR_OK) {
       if (plan->batch > m->cfg.max_batch)
-        snprintf(err, sizeof err, "the plan's batches add up to %d, over the max batch %d", plan->batch, m->cfg.max_batch);
+        snprintf(err, sizeof err, "the plan's batches add up to %d, over the max batch %d",
+                 plan->batch, m->cfg.max_batch);
       else
         idx = pr_sched_add_plan(m->sched, plan, err, sizeof err);
     }
@@ -405,25 +435,35 @@ static enum MHD_Result set_plan(pr_server_t *s, struct MHD_Connection *c, served
 }
 
 static void write_metrics(pr_server_t *s, FILE *f) {
-  fprintf(f, "# HELP packrat_requests_total Inference requests by outcome.\n# TYPE packrat_requests_total counter\n");
+  fprintf(f,
+          "# HELP packrat_requests_total Inference requests by outcome.\n# TYPE "
+          "packrat_requests_total counter\n");
   pthread_rwlock_rdlock(&s->lock);
   for (int i = 0; i < s->n_models; i++) {
     served_t *m = s->models[i];
     if (m->state != M_READY) continue;
     pr_sched_stats_t *st = pr_sched_stats(m->sched);
     const char *n = m->entry.name;
-    fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"success\"} %llu\n", n, (unsigned long long)atomic_load(&st->success));
-    fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"failure\"} %llu\n", n, (unsigned long long)atomic_load(&st->failed));
-    fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"rejected\"} %llu\n", n, (unsigned long long)atomic_load(&st->rejected));
-    fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"timeout\"} %llu\n", n, (unsigned long long)atomic_load(&st->timed_out));
+    fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"success\"} %llu\n", n,
+            (unsigned long long)atomic_load(&st->success));
+    fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"failure\"} %llu\n", n,
+            (unsigned long long)atomic_load(&st->failed));
+    fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"rejected\"} %llu\n", n,
+            (unsigned long long)atomic_load(&st->rejected));
+    fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"timeout\"} %llu\n", n,
+            (unsigned long long)atomic_load(&st->timed_out));
   }
   struct {
     const char *name, *help;
     size_t off;
-  } hs[] = {{"packrat_request_duration_seconds", "Time from enqueue to answer.", offsetof(pr_sched_stats_t, request_s)},
-            {"packrat_queue_duration_seconds", "Time a request waited in the queue.", offsetof(pr_sched_stats_t, queue_s)},
-            {"packrat_compute_duration_seconds", "Time of one batched execution.", offsetof(pr_sched_stats_t, compute_s)},
-            {"packrat_batch_size", "Rows per batched execution.", offsetof(pr_sched_stats_t, batch)}};
+  } hs[] = {
+      {"packrat_request_duration_seconds", "Time from enqueue to answer.",
+       offsetof(pr_sched_stats_t, request_s)},
+      {"packrat_queue_duration_seconds", "Time a request waited in the queue.",
+       offsetof(pr_sched_stats_t, queue_s)},
+      {"packrat_compute_duration_seconds", "Time of one batched execution.",
+       offsetof(pr_sched_stats_t, compute_s)},
+      {"packrat_batch_size", "Rows per batched execution.", offsetof(pr_sched_stats_t, batch)}};
   for (size_t h = 0; h < sizeof hs / sizeof hs[0]; h++) {
     fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", hs[h].name, hs[h].help, hs[h].name);
     for (int i = 0; i < s->n_models; i++) {
@@ -431,47 +471,69 @@ static void write_metrics(pr_server_t *s, FILE *f) {
       if (m->state != M_READY) continue;
       char labels[200];
       snprintf(labels, sizeof labels, "model=\"%s\"", m->entry.name);
-      pr_hist_write((const pr_hist_t *)((const char *)pr_sched_stats(m->sched) + hs[h].off), f, hs[h].name, labels);
+      pr_hist_write((const pr_hist_t *)((const char *)pr_sched_stats(m->sched) + hs[h].off), f,
+                    hs[h].name, labels);
     }
   }
-  fprintf(f, "# HELP packrat_reconfigurations_total Plan switches.\n# TYPE packrat_reconfigurations_total counter\n");
+  fprintf(f,
+          "# HELP packrat_reconfigurations_total Plan switches.\n# TYPE "
+          "packrat_reconfigurations_total counter\n");
   for (int i = 0; i < s->n_models; i++)
     if (s->models[i]->state == M_READY)
-      fprintf(f, "packrat_reconfigurations_total{model=\"%s\"} %llu\n", s->models[i]->entry.name,
-              (unsigned long long)atomic_load(&pr_sched_stats(s->models[i]->sched)->reconfigurations));
-  fprintf(f, "# HELP packrat_reconfiguration_duration_seconds Time a plan switch took.\n# TYPE packrat_reconfiguration_duration_seconds histogram\n");
+      fprintf(
+          f, "packrat_reconfigurations_total{model=\"%s\"} %llu\n", s->models[i]->entry.name,
+          (unsigned long long)atomic_load(&pr_sched_stats(s->models[i]->sched)->reconfigurations));
+  fprintf(f,
+          "# HELP packrat_reconfiguration_duration_seconds Time a plan switch took.\n# TYPE "
+          "packrat_reconfiguration_duration_seconds histogram\n");
   for (int i = 0; i < s->n_models; i++) {
     if (s->models[i]->state != M_READY) continue;
     char labels[200];
     snprintf(labels, sizeof labels, "model=\"%s\"", s->models[i]->entry.name);
-    pr_hist_write(&pr_sched_stats(s->models[i]->sched)->switch_s, f, "packrat_reconfiguration_duration_seconds", labels);
+    pr_hist_write(&pr_sched_stats(s->models[i]->sched)->switch_s, f,
+                  "packrat_reconfiguration_duration_seconds", labels);
   }
   fprintf(f, "# HELP packrat_queue_depth Requests waiting.\n# TYPE packrat_queue_depth gauge\n");
   for (int i = 0; i < s->n_models; i++)
     if (s->models[i]->state == M_READY)
-      fprintf(f, "packrat_queue_depth{model=\"%s\"} %d\n", s->models[i]->entry.name, pr_sched_queue_depth(s->models[i]->sched));
-  fprintf(f, "# HELP packrat_plan_instances Instances of the current plan.\n# TYPE packrat_plan_instances gauge\n");
+      fprintf(f, "packrat_queue_depth{model=\"%s\"} %d\n", s->models[i]->entry.name,
+              pr_sched_queue_depth(s->models[i]->sched));
+  fprintf(f,
+          "# HELP packrat_plan_instances Instances of the current plan.\n# TYPE "
+          "packrat_plan_instances gauge\n");
   for (int i = 0; i < s->n_models; i++)
     if (s->models[i]->state == M_READY)
-      fprintf(f, "packrat_plan_instances{model=\"%s\"} %d\n", s->models[i]->entry.name, pr_sched_plan(s->models[i]->sched)->n_instances);
-  fprintf(f, "# HELP packrat_plan_instance_threads Threads of each instance of the current plan.\n# TYPE packrat_plan_instance_threads gauge\n");
+      fprintf(f, "packrat_plan_instances{model=\"%s\"} %d\n", s->models[i]->entry.name,
+              pr_sched_plan(s->models[i]->sched)->n_instances);
+  fprintf(f,
+          "# HELP packrat_plan_instance_threads Threads of each instance of the current plan.\n# "
+          "TYPE packrat_plan_instance_threads gauge\n");
   for (int i = 0; i < s->n_models; i++) {
     if (s->models[i]->state != M_READY) continue;
     const pr_plan_t *p = pr_sched_plan(s->models[i]->sched);
     for (int k = 0; k < p->n_instances; k++)
-      fprintf(f, "packrat_plan_instance_threads{model=\"%s\",instance=\"%d\"} %d\n", s->models[i]->entry.name, k, p->instances[k].threads);
+      fprintf(f, "packrat_plan_instance_threads{model=\"%s\",instance=\"%d\"} %d\n",
+              s->models[i]->entry.name, k, p->instances[k].threads);
   }
-  fprintf(f, "# HELP packrat_plan_instance_batch Planned batch of each instance.\n# TYPE packrat_plan_instance_batch gauge\n");
+  fprintf(f,
+          "# HELP packrat_plan_instance_batch Planned batch of each instance.\n# TYPE "
+          "packrat_plan_instance_batch gauge\n");
   for (int i = 0; i < s->n_models; i++) {
     if (s->models[i]->state != M_READY) continue;
     const pr_plan_t *p = pr_sched_plan(s->models[i]->sched);
     for (int k = 0; k < p->n_instances; k++)
-      fprintf(f, "packrat_plan_instance_batch{model=\"%s\",instance=\"%d\"} %d\n", s->models[i]->entry.name, k, p->instances[k].batch);
+      fprintf(f, "packrat_plan_instance_batch{model=\"%s\",instance=\"%d\"} %d\n",
+              s->models[i]->entry.name, k, p->instances[k].batch);
   }
   pthread_rwlock_unlock(&s->lock);
-  fprintf(f, "# HELP packrat_http_requests_total HTTP requests received.\n# TYPE packrat_http_requests_total counter\n");
-  fprintf(f, "packrat_http_requests_total %llu\n", (unsigned long long)atomic_load(&s->http_requests));
-  fprintf(f, "# HELP packrat_http_errors_total HTTP requests answered with an error.\n# TYPE packrat_http_errors_total counter\n");
+  fprintf(f,
+          "# HELP packrat_http_requests_total HTTP requests received.\n# TYPE "
+          "packrat_http_requests_total counter\n");
+  fprintf(f, "packrat_http_requests_total %llu\n",
+          (unsigned long long)atomic_load(&s->http_requests));
+  fprintf(f,
+          "# HELP packrat_http_errors_total HTTP requests answered with an error.\n# TYPE "
+          "packrat_http_errors_total counter\n");
   fprintf(f, "packrat_http_errors_total %llu\n", (unsigned long long)atomic_load(&s->http_errors));
 }
 
@@ -480,7 +542,8 @@ static int split_url(const char *url, char *buf, size_t len, char **seg) {
   snprintf(buf, len, "%s", url);
   int n = 0;
   char *save = NULL; /* strtok_r: handlers run on many threads at once */
-  for (char *p = strtok_r(buf, "/", &save); p && n < 8; p = strtok_r(NULL, "/", &save)) seg[n++] = p;
+  for (char *p = strtok_r(buf, "/", &save); p && n < 8; p = strtok_r(NULL, "/", &save))
+    seg[n++] = p;
   return n;
 }
 
@@ -499,15 +562,17 @@ static enum MHD_Result route(pr_server_t *s, struct MHD_Connection *c, const cha
   }
   if (n < 1 || strcmp(seg[0], "v2")) return reply_error(s, c, 404, "not found");
   if (n == 1 && get)
-    return reply_json(c, 200, json_pack("{s:s, s:s, s:[s,s,s,s]}", "name", "packrat", "version", PR_VERSION,
-                                        "extensions", "binary_tensor_data", "model_repository",
-                                        "statistics", "plan"));
+    return reply_json(
+        c, 200,
+        json_pack("{s:s, s:s, s:[s,s,s,s]}", "name", "packrat", "version", PR_VERSION, "extensions",
+                  "binary_tensor_data", "model_repository", "statistics", "plan"));
   if (n == 3 && !strcmp(seg[1], "health") && get) {
     if (!strcmp(seg[2], "live")) return reply_json(c, 200, json_pack("{s:b}", "live", 1));
     if (!strcmp(seg[2], "ready")) {
       bool ready = true;
       pthread_rwlock_rdlock(&s->lock);
-      for (int i = 0; i < s->n_models; i++) ready &= s->models[i]->state == M_READY || s->models[i]->reason[0] == 'u';
+      for (int i = 0; i < s->n_models; i++)
+        ready &= s->models[i]->state == M_READY || s->models[i]->reason[0] == 'u';
       pthread_rwlock_unlock(&s->lock);
       return reply_json(c, ready ? 200 : 503, json_pack("{s:b}", "ready", ready));
     }
@@ -520,16 +585,20 @@ static enum MHD_Result route(pr_server_t *s, struct MHD_Connection *c, const cha
       pthread_rwlock_rdlock(&s->lock);
       for (int i = 0; i < cnt; i++) {
         served_t *m = find_locked(s, entries[i].name);
-        const char *state = !m ? "UNAVAILABLE" : m->state == M_READY ? "READY" : m->state == M_LOADING ? "LOADING" : "UNAVAILABLE";
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "name", entries[i].name, "version",
-                                             entries[i].version, "state", state, "reason",
-                                             m ? m->reason : "not loaded"));
+        const char *state = !m                      ? "UNAVAILABLE"
+                            : m->state == M_READY   ? "READY"
+                            : m->state == M_LOADING ? "LOADING"
+                                                    : "UNAVAILABLE";
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "name", entries[i].name,
+                                             "version", entries[i].version, "state", state,
+                                             "reason", m ? m->reason : "not loaded"));
       }
       pthread_rwlock_unlock(&s->lock);
       free(entries);
       return reply_json(c, 200, arr);
     }
-    if (n == 5 && !strcmp(seg[2], "models") && (!strcmp(seg[4], "load") || !strcmp(seg[4], "unload"))) {
+    if (n == 5 && !strcmp(seg[2], "models") &&
+        (!strcmp(seg[4], "load") || !strcmp(seg[4], "unload"))) {
       char err[1024];
       if (!strcmp(seg[4], "load")) {
         pr_status_t st = load_by_name(s, seg[3], err, sizeof err);
@@ -551,34 +620,42 @@ static enum MHD_Result route(pr_server_t *s, struct MHD_Connection *c, const cha
       served_t *m = get_model(s, name, version, &status);
       if (m) put_model(m);
       if (status == 404) return reply_error(s, c, 404, "unknown model or version");
-      return reply_json(c, m ? 200 : 503, json_pack("{s:s, s:b}", "name", name, "ready", m != NULL));
+      return reply_json(c, m ? 200 : 503,
+                        json_pack("{s:s, s:b}", "name", name, "ready", m != NULL));
     }
     int status;
     served_t *m = get_model(s, name, version, &status);
-    if (!m) return reply_error(s, c, status, status == 404 ? "unknown model or version" : "model not ready");
+    if (!m)
+      return reply_error(s, c, status,
+                         status == 404 ? "unknown model or version" : "model not ready");
     enum MHD_Result ret;
     if (!action && get) {
       json_t *ins = json_array(), *outs = json_array();
-      for (int i = 0; i < m->proto.n_inputs; i++) json_array_append_new(ins, tensor_meta(&m->proto.inputs[i]));
-      for (int i = 0; i < m->proto.n_outputs; i++) json_array_append_new(outs, tensor_meta(&m->proto.outputs[i]));
-      ret = reply_json(c, 200, json_pack("{s:s, s:[s], s:s, s:o, s:o, s:{s:i}}", "name", name, "versions",
-                                         m->entry.version, "platform", "onnx", "inputs", ins, "outputs",
-                                         outs, "parameters", "max_batch_size", m->cfg.max_batch));
+      for (int i = 0; i < m->proto.n_inputs; i++)
+        json_array_append_new(ins, tensor_meta(&m->proto.inputs[i]));
+      for (int i = 0; i < m->proto.n_outputs; i++)
+        json_array_append_new(outs, tensor_meta(&m->proto.outputs[i]));
+      ret = reply_json(c, 200,
+                       json_pack("{s:s, s:[s], s:s, s:o, s:o, s:{s:i}}", "name", name, "versions",
+                                 m->entry.version, "platform", "onnx", "inputs", ins, "outputs",
+                                 outs, "parameters", "max_batch_size", m->cfg.max_batch));
     } else if (action && !strcmp(action, "infer") && post) {
-      ret = cn->too_large ? reply_error(s, c, 413, "request body over the limit") : do_infer(s, c, m, cn);
+      ret = cn->too_large ? reply_error(s, c, 413, "request body over the limit")
+                          : do_infer(s, c, m, cn);
     } else if (action && !strcmp(action, "stats") && get) {
       pr_sched_stats_t *st = pr_sched_stats(m->sched);
       uint64_t ok = atomic_load(&st->success);
-      ret = reply_json(c, 200, json_pack("{s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:f, s:f, s:i}",
-                                         "name", name, "version", m->entry.version, "requests",
-                                         "success", (json_int_t)ok, "failure", (json_int_t)atomic_load(&st->failed),
-                                         "rejected", (json_int_t)atomic_load(&st->rejected),
-                                         "timeout", (json_int_t)atomic_load(&st->timed_out),
-                                         "executions", (json_int_t)atomic_load(&st->executions),
-                                         "rows_executed", (json_int_t)atomic_load(&st->rows_executed),
-                                         "queue_time_ms_total", atomic_load(&st->queue_us) / 1e3,
-                                         "compute_time_ms_total", atomic_load(&st->compute_us) / 1e3,
-                                         "queue_depth", pr_sched_queue_depth(m->sched)));
+      ret = reply_json(c, 200,
+                       json_pack("{s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:f, s:f, s:i}",
+                                 "name", name, "version", m->entry.version, "requests", "success",
+                                 (json_int_t)ok, "failure", (json_int_t)atomic_load(&st->failed),
+                                 "rejected", (json_int_t)atomic_load(&st->rejected), "timeout",
+                                 (json_int_t)atomic_load(&st->timed_out), "executions",
+                                 (json_int_t)atomic_load(&st->executions), "rows_executed",
+                                 (json_int_t)atomic_load(&st->rows_executed), "queue_time_ms_total",
+                                 atomic_load(&st->queue_us) / 1e3, "compute_time_ms_total",
+                                 atomic_load(&st->compute_us) / 1e3, "queue_depth",
+                                 pr_sched_queue_depth(m->sched)));
     } else if (action && !strcmp(action, "plan") && get) {
       ret = reply_json(c, 200, plan_json(m));
     } else if (action && !strcmp(action, "plan") && post) {
@@ -592,8 +669,9 @@ static enum MHD_Result route(pr_server_t *s, struct MHD_Connection *c, const cha
   return reply_error(s, c, 404, "not found");
 }
 
-static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_size, void **con_cls) {
   pr_server_t *s = cls;
   conn_t *cn = *con_cls;
   if (!cn) {
@@ -629,7 +707,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
   return route(s, c, method, url, cn);
 }
 
-static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode t) {
   pr_server_t *s = cls;
   conn_t *cn = *con_cls;
   if (cn) {
@@ -640,7 +719,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   *con_cls = NULL;
 }
 
-pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err, size_t err_len) {
+pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
+                            size_t err_len) {
   *out = NULL;
   pr_server_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
@@ -664,8 +744,10 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
   }
   for (int i = 0; i < n && cfg->load_all; i++) {
     char e[1024];
-    pr_log(PR_LOG_INFO, "loading model %s version %s from %s", entries[i].name, entries[i].version, entries[i].path);
-    if (load_by_name(s, entries[i].name, e, sizeof e)) pr_log(PR_LOG_ERROR, "model %s: %s", entries[i].name, e);
+    pr_log(PR_LOG_INFO, "loading model %s version %s from %s", entries[i].name, entries[i].version,
+           entries[i].path);
+    if (load_by_name(s, entries[i].name, e, sizeof e))
+      pr_log(PR_LOG_ERROR, "model %s: %s", entries[i].name, e);
   }
   free(entries);
   struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
@@ -674,10 +756,11 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     pr_server_stop(s);
     return PR_ERR_INVALID;
   }
-  s->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-                               (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
-                               MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT, 1024u,
-                               MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+  s->daemon = MHD_start_daemon(
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+      (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
+      MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT, 1024u,
+      MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
   if (!s->daemon) {
     pr_errf(err, err_len, "cannot listen on %s:%d", cfg->host, cfg->port);
     pr_server_stop(s);
@@ -689,7 +772,9 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
   return PR_OK;
 }
 
-int pr_server_port(const pr_server_t *s) { return s->port; }
+int pr_server_port(const pr_server_t *s) {
+  return s->port;
+}
 
 void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
   size_t off = 0;
@@ -698,17 +783,22 @@ void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
   for (int i = 0; i < s->n_models && off < len; i++) {
     served_t *m = s->models[i];
     if (m->state != M_READY) {
-      off += (size_t)snprintf(buf + off, len - off, "model %s: not loaded (%s)\n", m->entry.name, m->reason);
+      off += (size_t)snprintf(buf + off, len - off, "model %s: not loaded (%s)\n", m->entry.name,
+                              m->reason);
       continue;
     }
     const pr_plan_t *p = pr_sched_plan(m->sched);
-    off += (size_t)snprintf(buf + off, len - off, "model %s v%s: max batch %d, %d plan%s prepared%s, plan",
-                            m->entry.name, m->entry.version, m->cfg.max_batch, pr_sched_num_configs(m->sched),
+    off += (size_t)snprintf(buf + off, len - off,
+                            "model %s v%s: max batch %d, %d plan%s prepared%s, plan", m->entry.name,
+                            m->entry.version, m->cfg.max_batch, pr_sched_num_configs(m->sched),
                             pr_sched_num_configs(m->sched) > 1 ? "s" : "",
                             pr_sched_auto(m->sched) ? " (following the load)" : "");
     for (int k = 0; k < p->n_instances && off < len; k++)
-      off += (size_t)snprintf(buf + off, len - off, "%s %dx%d", k ? "," : "", p->instances[k].threads, p->instances[k].batch);
-    if (off < len) off += (size_t)snprintf(buf + off, len - off, " (predicted %.1f ms per batch)\n", p->latency_ms);
+      off += (size_t)snprintf(buf + off, len - off, "%s %dx%d", k ? "," : "",
+                              p->instances[k].threads, p->instances[k].batch);
+    if (off < len)
+      off +=
+          (size_t)snprintf(buf + off, len - off, " (predicted %.1f ms per batch)\n", p->latency_ms);
   }
   pthread_rwlock_unlock(&s->lock);
 }

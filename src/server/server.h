@@ -10,10 +10,10 @@
 #include "packrat/engine.h"
 
 typedef struct {
-  const char *repository;   /* DIR/<model>/<version>/model.onnx or DIR/<model>.onnx */
-  const char *host;         /* default 127.0.0.1 */
-  int port;                 /* default 8000; 0 picks a free port */
-  const int *cpus;          /* CPUs to use (default: every allowed CPU, topology order) */
+  const char *repository; /* DIR/<model>/<version>/model.onnx or DIR/<model>.onnx */
+  const char *host;       /* default 127.0.0.1 */
+  int port;               /* default 8000; 0 picks a free port */
+  const int *cpus;        /* CPUs to use (default: every allowed CPU, topology order) */
   int n_cpus;
   int max_batch;            /* default for models without config (default 8) */
   int max_queue_delay_us;   /* default 2000 */
@@ -27,7 +27,8 @@ typedef struct pr_server pr_server_t;
 
 void pr_server_config_default(pr_server_config_t *c);
 /* Loads the repository's models and starts listening. */
-pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err, size_t err_len);
+pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
+                            size_t err_len);
 /* The port actually bound. */
 int pr_server_port(const pr_server_t *s);
 /* Human-readable summary of each loaded model's plan (for the log). */

@@ -30,24 +30,26 @@ static bool exists(const char *p) {
 
 static double elem(const pr_tensor_t *t, int64_t i) {
   switch (t->dtype) {
-  case PR_DTYPE_FLOAT: return ((const float *)t->data)[i];
-  case PR_DTYPE_DOUBLE: return ((const double *)t->data)[i];
-  case PR_DTYPE_INT64: return (double)((const int64_t *)t->data)[i];
-  case PR_DTYPE_INT32: return ((const int32_t *)t->data)[i];
-  case PR_DTYPE_INT16: return ((const int16_t *)t->data)[i];
-  case PR_DTYPE_UINT16: return ((const uint16_t *)t->data)[i];
-  case PR_DTYPE_INT8: return ((const int8_t *)t->data)[i];
-  case PR_DTYPE_UINT8: case PR_DTYPE_BOOL: return ((const uint8_t *)t->data)[i];
-  case PR_DTYPE_UINT32: return ((const uint32_t *)t->data)[i];
-  case PR_DTYPE_UINT64: return (double)((const uint64_t *)t->data)[i];
-  default: return NAN;
+    case PR_DTYPE_FLOAT: return ((const float *)t->data)[i];
+    case PR_DTYPE_DOUBLE: return ((const double *)t->data)[i];
+    case PR_DTYPE_INT64: return (double)((const int64_t *)t->data)[i];
+    case PR_DTYPE_INT32: return ((const int32_t *)t->data)[i];
+    case PR_DTYPE_INT16: return ((const int16_t *)t->data)[i];
+    case PR_DTYPE_UINT16: return ((const uint16_t *)t->data)[i];
+    case PR_DTYPE_INT8: return ((const int8_t *)t->data)[i];
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_BOOL: return ((const uint8_t *)t->data)[i];
+    case PR_DTYPE_UINT32: return ((const uint32_t *)t->data)[i];
+    case PR_DTYPE_UINT64: return (double)((const uint64_t *)t->data)[i];
+    default: return NAN;
   }
 }
 
 /* 0 when equal within tolerance; else writes why into msg. */
 static int compare(const pr_tensor_t *got, const pr_tensor_t *want, char *msg, size_t len) {
   if (got->dtype != want->dtype) {
-    snprintf(msg, len, "type %s, expected %s", pr_dtype_name(got->dtype), pr_dtype_name(want->dtype));
+    snprintf(msg, len, "type %s, expected %s", pr_dtype_name(got->dtype),
+             pr_dtype_name(want->dtype));
     return 1;
   }
   bool shape_ok = got->rank == want->rank;
@@ -169,9 +171,12 @@ int main(int argc, char **argv) {
   const char *root = argv[1], *filter = NULL;
   int threads = 1, verbose = 0;
   for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-    else if (!strcmp(argv[i], "--verbose")) verbose = 1;
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+      filter = argv[++i];
+    else if (!strcmp(argv[i], "--verbose"))
+      verbose = 1;
   }
   DIR *d = opendir(root);
   if (!d) {

@@ -25,8 +25,10 @@ int main(int argc, char **argv) {
   char threads_arg[64] = "1,2";
   double tol = 1e-4;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--threads")) snprintf(threads_arg, sizeof threads_arg, "%s", argv[i + 1]);
-    else if (!strcmp(argv[i], "--tolerance")) tol = atof(argv[i + 1]);
+    if (!strcmp(argv[i], "--threads"))
+      snprintf(threads_arg, sizeof threads_arg, "%s", argv[i + 1]);
+    else if (!strcmp(argv[i], "--tolerance"))
+      tol = atof(argv[i + 1]);
   }
   int thread_list[16], n_threads = 0;
   for (char *p = strtok(threads_arg, ","); p && n_threads < 16; p = strtok(NULL, ","))
@@ -86,7 +88,8 @@ int main(int argc, char **argv) {
         int64_t n = pr_tensor_numel(&ref[o]);
         bool shape_ok = got[o].rank == ref[o].rank && got[o].dtype == PR_DTYPE_FLOAT &&
                         ref[o].dtype == PR_DTYPE_FLOAT;
-        for (int k = 0; shape_ok && k < ref[o].rank; k++) shape_ok = got[o].dims[k] == ref[o].dims[k];
+        for (int k = 0; shape_ok && k < ref[o].rank; k++)
+          shape_ok = got[o].dims[k] == ref[o].dims[k];
         double max_diff = 0, max_ref = 0;
         for (int64_t i = 0; shape_ok && i < n; i++) {
           double g = ((float *)got[o].data)[i], r = ((float *)ref[o].data)[i];
@@ -95,8 +98,9 @@ int main(int argc, char **argv) {
           if (fabs(r) > max_ref) max_ref = fabs(r);
         }
         bool pass = shape_ok && max_diff <= tol * max_ref;
-        printf("%s %s batch %lld threads %d output %d: max|diff| %.3g, max|ref| %.3g (limit %.3g)\n",
-               pass ? "PASS" : "FAIL", dir, batch, opt.threads, o, max_diff, max_ref, tol * max_ref);
+        printf(
+            "%s %s batch %lld threads %d output %d: max|diff| %.3g, max|ref| %.3g (limit %.3g)\n",
+            pass ? "PASS" : "FAIL", dir, batch, opt.threads, o, max_diff, max_ref, tol * max_ref);
         pass ? passed++ : failed++;
       }
       pr_engine_session_destroy(s);

@@ -3,8 +3,9 @@
  * (shape inference, folding, fusion, planning) when it is small. Never a
  * crash, leak or undefined behaviour.
  *
- * Build: cmake -B build-fuzz -DPR_FUZZ=ON -DCMAKE_C_COMPILER=clang && cmake --build build-fuzz --target fuzz_loader
- * Run:   build-fuzz/tests/fuzz/fuzz_loader -max_total_time=600 -rss_limit_mb=4096 tests/fuzz/corpus */
+ * Build: cmake -B build-fuzz -DPR_FUZZ=ON -DCMAKE_C_COMPILER=clang && cmake --build build-fuzz
+ * --target fuzz_loader Run:   build-fuzz/tests/fuzz/fuzz_loader -max_total_time=600
+ * -rss_limit_mb=4096 tests/fuzz/corpus */
 #include <stddef.h>
 #include <stdint.h>
 

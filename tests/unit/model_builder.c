@@ -12,10 +12,10 @@ struct mb {
   Onnx__OperatorSetIdProto opset, *opsets[1];
 };
 
-#define PUSH(arr, n, item)                                      \
-  do {                                                          \
-    (arr) = realloc((arr), sizeof(*(arr)) * ((n) + 1));         \
-    (arr)[(n)++] = (item);                                      \
+#define PUSH(arr, n, item)                              \
+  do {                                                  \
+    (arr) = realloc((arr), sizeof(*(arr)) * ((n) + 1)); \
+    (arr)[(n)++] = (item);                              \
   } while (0)
 
 mb_t *mb_new(int opset) {
@@ -80,7 +80,8 @@ void mb_output(mb_t *b, const char *name) {
   PUSH(b->graph.output, b->graph.n_output, value_info(name, 0, 0, NULL));
 }
 
-static Onnx__TensorProto *new_tensor(const char *name, int elem_type, int rank, const int64_t *dims) {
+static Onnx__TensorProto *new_tensor(const char *name, int elem_type, int rank,
+                                     const int64_t *dims) {
   Onnx__TensorProto *t = calloc(1, sizeof *t);
   onnx__tensor_proto__init(t);
   t->name = strdup(name);
@@ -183,8 +184,10 @@ void mb_finish(mb_t *b, void **data, size_t *len) {
   /* free the graph's heap parts with the generated helpers */
   for (size_t i = 0; i < g->n_node; i++) onnx__node_proto__free_unpacked(g->node[i], NULL);
   for (size_t i = 0; i < g->n_input; i++) onnx__value_info_proto__free_unpacked(g->input[i], NULL);
-  for (size_t i = 0; i < g->n_output; i++) onnx__value_info_proto__free_unpacked(g->output[i], NULL);
-  for (size_t i = 0; i < g->n_initializer; i++) onnx__tensor_proto__free_unpacked(g->initializer[i], NULL);
+  for (size_t i = 0; i < g->n_output; i++)
+    onnx__value_info_proto__free_unpacked(g->output[i], NULL);
+  for (size_t i = 0; i < g->n_initializer; i++)
+    onnx__tensor_proto__free_unpacked(g->initializer[i], NULL);
   free(g->node);
   free(g->input);
   free(g->output);

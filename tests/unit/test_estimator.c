@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 #include <stdlib.h>
 
 #include "packrat/estimator.h"
@@ -108,8 +110,10 @@ static void test_bounds(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_paper_steady_and_steps), cmocka_unit_test(test_paper_noise),
-      cmocka_unit_test(test_rate_steady_and_steps),  cmocka_unit_test(test_rate_noise_at_boundary),
+      cmocka_unit_test(test_paper_steady_and_steps),
+      cmocka_unit_test(test_paper_noise),
+      cmocka_unit_test(test_rate_steady_and_steps),
+      cmocka_unit_test(test_rate_noise_at_boundary),
       cmocka_unit_test(test_bounds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,11 +1,13 @@
 /* Pinned instances running a plan: same outputs as one session, bad plans
  * rejected. Also the profiler on a small model and profile files. */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +90,8 @@ static void test_bad_plans(void **state) {
   pr_plan_t *plan = malloc(sizeof *plan);
   pr_instances_t *x = NULL;
   assert_int_equal(pr_plan_parse("2x4", NULL, plan, err, sizeof err), PR_OK);
-  assert_int_equal(pr_instances_create(m, plan, cpus, 1, NULL, &x, err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr_instances_create(m, plan, cpus, 1, NULL, &x, err, sizeof err),
+                   PR_ERR_INVALID);
   assert_null(x);
   assert_non_null(strstr(err, "cores"));
   free(plan);
@@ -100,7 +103,8 @@ static void test_profile_measure_save_load(void **state) {
   int cpus[256];
   int n_cpus = pr_topology_cpu_order(cpus, 256);
   int T = n_cpus >= 2 ? 2 : 1;
-  pr_profile_options_t o = {.max_threads = T, .max_batch = 3, .cpus = cpus, .n_cpus = n_cpus, .max_point_s = 0.2};
+  pr_profile_options_t o = {
+      .max_threads = T, .max_batch = 3, .cpus = cpus, .n_cpus = n_cpus, .max_point_s = 0.2};
   pr_profile_t p;
   char err[512];
   assert_int_equal(pr_profile_measure(m, "small", NULL, &o, &p, err, sizeof err), PR_OK);
@@ -119,7 +123,8 @@ static void test_profile_measure_save_load(void **state) {
   assert_int_equal(pr_profile_load(path, &q, err, sizeof err), PR_OK);
   assert_int_equal(q.n_points, p.n_points);
   assert_string_equal(q.model_sha256, p.model_sha256);
-  for (int i = 0; i < p.n_points; i++) assert_true(fabs(q.points[i].latency_ms - p.points[i].latency_ms) < 1e-9);
+  for (int i = 0; i < p.n_points; i++)
+    assert_true(fabs(q.points[i].latency_ms - p.points[i].latency_ms) < 1e-9);
   pr_profile_free(&q);
   FILE *f = fopen(path, "w");
   fputs("{\"cores\": 2, \"points\": [{\"threads\": 0, \"batch\": 1, \"latency_ms\": 3}]}", f);

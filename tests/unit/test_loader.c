@@ -3,7 +3,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +67,10 @@ static void test_every_truncation_fails_cleanly(void **state) {
     char err[256];
     pr_status_t st = pr_engine_model_load_memory(data, cut, NULL, &m, err, sizeof err);
     /* a prefix may still parse as a smaller valid message; it must never crash */
-    if (st == PR_OK) pr_engine_model_destroy(m);
-    else assert_null(m);
+    if (st == PR_OK)
+      pr_engine_model_destroy(m);
+    else
+      assert_null(m);
   }
   free(data);
 }
@@ -77,7 +81,8 @@ static void test_unsupported_op_names_node(void **state) {
   relu_model(&data, &len, 13, "FancyOp");
   pr_model_t *m;
   char err[256];
-  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_UNSUPPORTED);
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err),
+                   PR_ERR_UNSUPPORTED);
   assert_non_null(strstr(err, "act0"));
   assert_non_null(strstr(err, "FancyOp"));
   free(data);
@@ -96,7 +101,8 @@ static void test_unknown_attribute_rejected(void **state) {
   mb_finish(b, &data, &len);
   pr_model_t *m;
   char err[256];
-  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_UNSUPPORTED);
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err),
+                   PR_ERR_UNSUPPORTED);
   assert_non_null(strstr(err, "bogus"));
   free(data);
 }
@@ -107,7 +113,8 @@ static void test_old_opset_rejected(void **state) {
   relu_model(&data, &len, 5, "Relu");
   pr_model_t *m;
   char err[256];
-  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_UNSUPPORTED);
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err),
+                   PR_ERR_UNSUPPORTED);
   free(data);
 }
 
@@ -123,7 +130,8 @@ static void test_undefined_input_rejected(void **state) {
   mb_finish(b, &data, &len);
   pr_model_t *m;
   char err[256];
-  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err),
+                   PR_ERR_INVALID);
   assert_non_null(strstr(err, "nowhere"));
   free(data);
 }
@@ -142,7 +150,8 @@ static void test_raw_data_size_mismatch(void **state) {
   mb_finish(b, &data, &len);
   pr_model_t *m;
   char err[256];
-  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err),
+                   PR_ERR_INVALID);
   assert_non_null(strstr(err, "raw_data"));
   free(data);
 }
@@ -212,7 +221,8 @@ static void test_external_data(void **state) {
   mb_node(b, "Add", "a", (const char *[]){"x", "w", NULL}, (const char *[]){"y", NULL});
   mb_output(b, "y");
   mb_finish(b, &data, &len);
-  assert_int_equal(pr_engine_model_load_memory(data, len, dir, &m, err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr_engine_model_load_memory(data, len, dir, &m, err, sizeof err),
+                   PR_ERR_INVALID);
   assert_non_null(strstr(err, "external"));
   free(data);
   snprintf(path, sizeof path, "%s/weights.bin", dir);
@@ -225,7 +235,8 @@ static void test_external_data(void **state) {
 static void test_missing_file(void **state) {
   pr_model_t *m;
   char err[256];
-  assert_int_equal(pr_engine_model_load_file("/nonexistent/model.onnx", &m, err, sizeof err), PR_ERR_IO);
+  assert_int_equal(pr_engine_model_load_file("/nonexistent/model.onnx", &m, err, sizeof err),
+                   PR_ERR_IO);
   assert_non_null(strstr(err, "/nonexistent/model.onnx"));
 }
 

@@ -1,12 +1,14 @@
 /* Sessions: fusions change nothing but speed, shapes resolve per session,
  * memory is reused by liveness, bad inputs are errors that break nothing. */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,21 +47,26 @@ static void cnn_model(void **data, size_t *len) {
     for (int j = 0; j < 4; j++) {
       char nm[8];
       snprintf(nm, sizeof nm, "%s%d", bn[j], i);
-      add_weights(b, nm, 1, cd, 10u + (unsigned)(i * 4 + j), j == 3 ? 0.4f : 0.5f, j == 3 ? 1.f : 0.f);
+      add_weights(b, nm, 1, cd, 10u + (unsigned)(i * 4 + j), j == 3 ? 0.4f : 0.5f,
+                  j == 3 ? 1.f : 0.f);
     }
   add_weights(b, "fw", 2, fc, 30, 0.3f, 0), add_weights(b, "fb", 1, fb, 31, 0.1f, 0);
   float lo = 0.f, hi = 0.7f;
   int64_t none[1] = {0};
-  mb_init(b, "lo", PR_DTYPE_FLOAT, 0, none, &lo, 4), mb_init(b, "hi", PR_DTYPE_FLOAT, 0, none, &hi, 4);
+  mb_init(b, "lo", PR_DTYPE_FLOAT, 0, none, &lo, 4),
+      mb_init(b, "hi", PR_DTYPE_FLOAT, 0, none, &hi, 4);
   const int64_t pads[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
   int n;
-  n = mb_node(b, "Conv", "c1", (const char *[]){"x", "w1", "b1", NULL}, (const char *[]){"c1", NULL});
+  n = mb_node(b, "Conv", "c1", (const char *[]){"x", "w1", "b1", NULL},
+              (const char *[]){"c1", NULL});
   mb_attr_ints(b, n, "pads", 4, pads);
-  mb_node(b, "BatchNormalization", "bn1", (const char *[]){"c1", "s0", "bb0", "m0", "v0", NULL}, (const char *[]){"n1", NULL});
+  mb_node(b, "BatchNormalization", "bn1", (const char *[]){"c1", "s0", "bb0", "m0", "v0", NULL},
+          (const char *[]){"n1", NULL});
   mb_node(b, "Relu", "r1", (const char *[]){"n1", NULL}, (const char *[]){"r1", NULL});
   n = mb_node(b, "Conv", "c2", (const char *[]){"r1", "w2", NULL}, (const char *[]){"c2", NULL});
   mb_attr_ints(b, n, "pads", 4, pads);
-  mb_node(b, "BatchNormalization", "bn2", (const char *[]){"c2", "s1", "bb1", "m1", "v1", NULL}, (const char *[]){"n2", NULL});
+  mb_node(b, "BatchNormalization", "bn2", (const char *[]){"c2", "s1", "bb1", "m1", "v1", NULL},
+          (const char *[]){"n2", NULL});
   mb_node(b, "Add", "add", (const char *[]){"n2", "r1", NULL}, (const char *[]){"a", NULL});
   mb_node(b, "Relu", "r2", (const char *[]){"a", NULL}, (const char *[]){"r2", NULL});
   /* Pad -> AveragePool and Pad -> Conv fold the padding into the kernel */
@@ -70,13 +77,15 @@ static void cnn_model(void **data, size_t *len) {
   n = mb_node(b, "AveragePool", "ap", (const char *[]){"p1", NULL}, (const char *[]){"ap", NULL});
   mb_attr_ints(b, n, "kernel_shape", 2, k3);
   mb_node(b, "Pad", "pad2", (const char *[]){"ap", "pp", NULL}, (const char *[]){"p2", NULL});
-  n = mb_node(b, "Conv", "c3", (const char *[]){"p2", "w3", "b3", NULL}, (const char *[]){"c3", NULL});
+  n = mb_node(b, "Conv", "c3", (const char *[]){"p2", "w3", "b3", NULL},
+              (const char *[]){"c3", NULL});
   mb_attr_int(b, n, "group", 4);
   mb_attr_ints(b, n, "strides", 2, s2);
   mb_node(b, "Clip", "clip", (const char *[]){"c3", "lo", "hi", NULL}, (const char *[]){"k", NULL});
   mb_node(b, "GlobalAveragePool", "gap", (const char *[]){"k", NULL}, (const char *[]){"g", NULL});
   mb_node(b, "Flatten", "flat", (const char *[]){"g", NULL}, (const char *[]){"f", NULL});
-  n = mb_node(b, "Gemm", "fc", (const char *[]){"f", "fw", "fb", NULL}, (const char *[]){"y", NULL});
+  n = mb_node(b, "Gemm", "fc", (const char *[]){"f", "fw", "fb", NULL},
+              (const char *[]){"y", NULL});
   mb_attr_int(b, n, "transB", 1);
   mb_output(b, "y");
   mb_output(b, "r2"); /* an intermediate that is also a graph output */
@@ -107,7 +116,8 @@ static int run_cnn(pr_model_t *m, int threads, int batch, int fusion, float *y, 
   float *x = malloc(n * sizeof(float));
   unsigned seed = 99;
   for (size_t i = 0; i < n; i++) x[i] = frand(&seed);
-  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 4, .dims = {batch, 16, 9, 9}, .data = x}, out[2];
+  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 4, .dims = {batch, 16, 9, 9}, .data = x},
+              out[2];
   assert_int_equal(pr_engine_session_run(s, &in, 1, out, 2, err, sizeof err), PR_OK);
   assert_int_equal(out[0].rank, 2);
   assert_int_equal(out[0].dims[0], batch);
@@ -125,7 +135,8 @@ static void test_fusions_match_unfused(void **state) {
   for (int threads = 1; threads <= 2; threads++)
     for (int batch = 1; batch <= 3; batch += 2) {
       size_t n = (size_t)batch * 16 * 81;
-      float *y0 = malloc(sizeof(float) * (size_t)batch * 10), *y1 = malloc(sizeof(float) * (size_t)batch * 10);
+      float *y0 = malloc(sizeof(float) * (size_t)batch * 10),
+            *y1 = malloc(sizeof(float) * (size_t)batch * 10);
       float *r0 = malloc(sizeof(float) * n), *r1 = malloc(sizeof(float) * n);
       int unfused = run_cnn(m, threads, batch, 0, y0, r0);
       int fused = run_cnn(m, threads, batch, 1, y1, r1);
@@ -156,7 +167,8 @@ static void chain_model(void **data, size_t *len) {
   char prev[8] = "x", cur[8];
   for (int i = 0; i < 8; i++) {
     snprintf(cur, sizeof cur, "t%d", i);
-    mb_node(b, i % 2 ? "Tanh" : "Sigmoid", cur, (const char *[]){prev, NULL}, (const char *[]){cur, NULL});
+    mb_node(b, i % 2 ? "Tanh" : "Sigmoid", cur, (const char *[]){prev, NULL},
+            (const char *[]){cur, NULL});
     memcpy(prev, cur, sizeof prev);
   }
   mb_output(b, prev);
@@ -242,7 +254,8 @@ static void test_sessions_share_weights(void **state) {
 }
 
 /* decomposed LayerNorm as PyTorch exports it at opset 13:
- * x[batch,5,16] -> ReduceMean -> Sub -> Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div -> Mul g -> Add b */
+ * x[batch,5,16] -> ReduceMean -> Sub -> Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div -> Mul g ->
+ * Add b */
 static void layer_norm_model(void **data, size_t *len) {
   mb_t *b = mb_new(13);
   int64_t xd[3] = {-1, 5, 16}, cd[1] = {16}, none[1] = {0};
@@ -253,7 +266,8 @@ static void layer_norm_model(void **data, size_t *len) {
   mb_init(b, "two", PR_DTYPE_FLOAT, 0, none, &two, 4);
   mb_init(b, "eps", PR_DTYPE_FLOAT, 0, none, &eps, 4);
   const int64_t last[1] = {-1};
-  int n = mb_node(b, "ReduceMean", "m1", (const char *[]){"x", NULL}, (const char *[]){"mean", NULL});
+  int n =
+      mb_node(b, "ReduceMean", "m1", (const char *[]){"x", NULL}, (const char *[]){"mean", NULL});
   mb_attr_ints(b, n, "axes", 1, last);
   mb_node(b, "Sub", "sub", (const char *[]){"x", "mean", NULL}, (const char *[]){"d", NULL});
   mb_node(b, "Pow", "pow", (const char *[]){"d", "two", NULL}, (const char *[]){"sq", NULL});
@@ -318,8 +332,12 @@ static void gelu_model(void **data, size_t *len, bool tanh_form) {
   mb_output(b, "y");
   mb_finish(b, data, len);
 }
-static void gelu_erf_model(void **data, size_t *len) { gelu_model(data, len, false); }
-static void gelu_tanh_model(void **data, size_t *len) { gelu_model(data, len, true); }
+static void gelu_erf_model(void **data, size_t *len) {
+  gelu_model(data, len, false);
+}
+static void gelu_tanh_model(void **data, size_t *len) {
+  gelu_model(data, len, true);
+}
 
 static void test_gelu_fusion(void **state) {
   void (*makers[2])(void **, size_t *) = {gelu_erf_model, gelu_tanh_model};

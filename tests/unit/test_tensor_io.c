@@ -3,7 +3,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +23,15 @@ static int setup(void **state) {
 static void roundtrip(pr_dtype_t dt, int npy) {
   float f[6] = {1.5f, -2, 3, 4, 5, 6.25f};
   int64_t i64[6] = {1, -2, 3, 1LL << 40, 5, 6};
-  pr_tensor_t t = {.dtype = dt, .rank = 2, .dims = {2, 3}, .data = dt == PR_DTYPE_FLOAT ? (void *)f : (void *)i64};
+  pr_tensor_t t = {.dtype = dt,
+                   .rank = 2,
+                   .dims = {2, 3},
+                   .data = dt == PR_DTYPE_FLOAT ? (void *)f : (void *)i64};
   char path[128];
   snprintf(path, sizeof path, "%s/t.%s", dir, npy ? "npy" : "pb");
-  assert_int_equal(npy ? pr_engine_tensor_write_npy(path, &t) : pr_engine_tensor_write_pb(path, &t, "tname"), PR_OK);
+  assert_int_equal(
+      npy ? pr_engine_tensor_write_npy(path, &t) : pr_engine_tensor_write_pb(path, &t, "tname"),
+      PR_OK);
   pr_tensor_t r;
   char *name = NULL, err[256];
   assert_int_equal(pr_engine_tensor_read_file(path, &r, &name, err, sizeof err), PR_OK);
@@ -39,10 +46,18 @@ static void roundtrip(pr_dtype_t dt, int npy) {
   unlink(path);
 }
 
-static void test_npy_float(void **s) { roundtrip(PR_DTYPE_FLOAT, 1); }
-static void test_npy_int64(void **s) { roundtrip(PR_DTYPE_INT64, 1); }
-static void test_pb_float(void **s) { roundtrip(PR_DTYPE_FLOAT, 0); }
-static void test_pb_int64(void **s) { roundtrip(PR_DTYPE_INT64, 0); }
+static void test_npy_float(void **s) {
+  roundtrip(PR_DTYPE_FLOAT, 1);
+}
+static void test_npy_int64(void **s) {
+  roundtrip(PR_DTYPE_INT64, 1);
+}
+static void test_pb_float(void **s) {
+  roundtrip(PR_DTYPE_FLOAT, 0);
+}
+static void test_pb_int64(void **s) {
+  roundtrip(PR_DTYPE_INT64, 0);
+}
 
 static void test_bad_npy(void **s) {
   char path[128];
@@ -60,7 +75,8 @@ static void test_bad_npy(void **s) {
 static void test_missing(void **s) {
   pr_tensor_t r;
   char err[256];
-  assert_int_equal(pr_engine_tensor_read_file("/nonexistent.pb", &r, NULL, err, sizeof err), PR_ERR_IO);
+  assert_int_equal(pr_engine_tensor_read_file("/nonexistent.pb", &r, NULL, err, sizeof err),
+                   PR_ERR_IO);
 }
 
 int main(void) {

@@ -27,8 +27,10 @@ static void destroy_conv(void *p) {
   conv_state_t *s = p;
   pr_dnnl_prim_destroy(&s->conv);
   pr_dnnl_prim_destroy(&s->w_reorder);
-  if (s->w_cache) pr_wcache_release(s->w_cache, s->w_buf);
-  else pr_free(s->w_buf);
+  if (s->w_cache)
+    pr_wcache_release(s->w_cache, s->w_buf);
+  else
+    pr_free(s->w_buf);
   pr_free(s->bias);
   free(s);
 }
@@ -39,7 +41,8 @@ static pr_status_t bn_fold(pr_compile_t *c, pr_node_t *n, int64_t M, float *scal
   const float *g = c->v[n->bn_in[0]].data, *beta = c->v[n->bn_in[1]].data,
               *mean = c->v[n->bn_in[2]].data, *var = c->v[n->bn_in[3]].data;
   /* inputs: X, W[, B][, addend of a fused sum, always at index 3] */
-  const pr_value_t *b = n->n_in > 2 && n->in[2] >= 0 && (!n->post.sum || n->n_in > 3) ? &c->v[n->in[2]] : NULL;
+  const pr_value_t *b =
+      n->n_in > 2 && n->in[2] >= 0 && (!n->post.sum || n->n_in > 3) ? &c->v[n->in[2]] : NULL;
   float eps = pr_attr_float(n->bn, "epsilon", 1e-5f);
   for (int64_t m = 0; m < M; m++) {
     float s = g[m] / sqrtf(var[m] + eps);
@@ -51,7 +54,8 @@ static pr_status_t bn_fold(pr_compile_t *c, pr_node_t *n, int64_t M, float *scal
 
 /* Constant weights in the kernel's layout, shared through the model's cache. */
 static pr_status_t prepare_weights(pr_compile_t *c, pr_node_t *n, conv_state_t *s,
-                                   const dnnl_memory_desc_t *w_plain, const dnnl_memory_desc_t *w_md) {
+                                   const dnnl_memory_desc_t *w_plain,
+                                   const dnnl_memory_desc_t *w_md) {
   const pr_value_t *w = &c->v[n->in[1]];
   int variant = n->bn != NULL;
   s->w_cache = c->model;
@@ -117,8 +121,10 @@ pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, 
       int64_t out = (in_sp[k] + stride[k] - 1) / stride[k];
       int64_t total = (out - 1) * stride[k] + ext - in_sp[k];
       if (total < 0) total = 0;
-      if (ap[5] == 'U') pad_l[k] = total / 2, pad_r[k] = total - total / 2;
-      else pad_r[k] = total / 2, pad_l[k] = total - total / 2;
+      if (ap[5] == 'U')
+        pad_l[k] = total / 2, pad_r[k] = total - total / 2;
+      else
+        pad_r[k] = total / 2, pad_l[k] = total - total / 2;
       out_sp[k] = out;
       continue;
     }
@@ -151,7 +157,8 @@ static pr_status_t conv_geom(pr_compile_t *c, pr_node_t *n, conv_geom_t *g, int6
   if (cnt) {
     if (cnt != g->sp) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape needs %d entries", g->sp);
     for (int k = 0; k < g->sp; k++)
-      if (ks[k] != g->kernel[k]) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape differs from W");
+      if (ks[k] != g->kernel[k])
+        return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape differs from W");
   }
   return pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, false, g->stride, g->dil, g->pad_l,
                         g->pad_r, out_sp);
@@ -220,12 +227,15 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   } else {
     dims_of(w, wd);
   }
-  static const dnnl_format_tag_t plain_tags[] = {0, 0, 0, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
+  static const dnnl_format_tag_t plain_tags[] = {0,         0,          0,          dnnl_abc,
+                                                 dnnl_abcd, dnnl_abcde, dnnl_abcdef};
   dnnl_memory_desc_t x_any, w_any, o_any, b_md, w_plain;
   /* few input channels (image inputs): the kernels take row-major directly */
   bool x_plain = !x->opaque && x->dims[1] <= 4;
-  if (x_plain) x_any = x->md;
-  else PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, dnnl_format_tag_any));
+  if (x_plain)
+    x_any = x->md;
+  else
+    PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, dnnl_f32, dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_plain, wrank, wd, dnnl_f32, plain_tags[wrank]));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, dnnl_format_tag_any));
@@ -234,9 +244,10 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
     PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
   }
   dnnl_convolution_desc_t cd;
-  PR_DNNL(c, n, dnnl_dilated_convolution_forward_desc_init(
-                    &cd, dnnl_forward_inference, dnnl_convolution_direct, &x_any, &w_any,
-                    has_bias ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
+  PR_DNNL(c, n,
+          dnnl_dilated_convolution_forward_desc_init(
+              &cd, dnnl_forward_inference, dnnl_convolution_direct, &x_any, &w_any,
+              has_bias ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
   dnnl_primitive_attr_t attr;
   dnnl_post_ops_t po;
   PR_DNNL(c, n, dnnl_primitive_attr_create(&attr));
@@ -267,19 +278,23 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   if (w->is_const) {
     if ((st = prepare_weights(c, n, s, &w_plain, &w_md))) return st;
   } else {
-    if (n->bn) return pr_fail(c, n, PR_ERR_INTERNAL, "BatchNormalization folded into dynamic weights");
+    if (n->bn)
+      return pr_fail(c, n, PR_ERR_INTERNAL, "BatchNormalization folded into dynamic weights");
     if (!(s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(&w_md)))) return PR_ERR_NOMEM;
     s->w_dynamic = true;
     dnnl_primitive_desc_t rpd;
-    PR_DNNL(c, n, dnnl_reorder_primitive_desc_create(&rpd, &w_plain, c->engine, &w_md, c->engine, NULL));
+    PR_DNNL(c, n,
+            dnnl_reorder_primitive_desc_create(&rpd, &w_plain, c->engine, &w_md, c->engine, NULL));
     if ((st = pr_dnnl_prim_init(c, n, &s->w_reorder, rpd))) return st;
     pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_FROM, n->in[1], NULL, &w_plain);
     pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_TO, -1, s->w_buf, &w_md);
   }
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_SRC, n->in[0], NULL, &src_md);
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
-  if (n->bn) pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, -1, s->bias, &b_md);
-  else if (b) pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
+  if (n->bn)
+    pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, -1, s->bias, &b_md);
+  else if (b)
+    pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
   double macs = (double)pr_value_numel(o) * (double)(x->dims[1] / g.group);
   for (int k = 0; k < g.sp; k++) macs *= (double)g.kernel[k];

@@ -10,7 +10,8 @@ pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
                               dnnl_primitive_desc_t pd) {
   dnnl_status_t st = dnnl_primitive_create(&p->prim, pd);
   dnnl_primitive_desc_destroy(pd);
-  if (st != dnnl_success) return pr_fail(c, n, PR_ERR_INTERNAL, "oneDNN primitive creation failed (%d)", st);
+  if (st != dnnl_success)
+    return pr_fail(c, n, PR_ERR_INTERNAL, "oneDNN primitive creation failed (%d)", st);
   return PR_OK;
 }
 
@@ -82,7 +83,8 @@ static pr_status_t prepare_reorder(pr_compile_t *c, pr_node_t *n) {
   if (!p) return PR_ERR_NOMEM;
   n->state = p;
   dnnl_primitive_desc_t pd;
-  PR_DNNL(c, n, dnnl_reorder_primitive_desc_create(&pd, &in->md, c->engine, &out->md, c->engine, NULL));
+  PR_DNNL(c, n,
+          dnnl_reorder_primitive_desc_create(&pd, &in->md, c->engine, &out->md, c->engine, NULL));
   pr_status_t st = pr_dnnl_prim_init(c, n, p, pd);
   if (st) return st;
   pr_dnnl_prim_add_arg(p, DNNL_ARG_FROM, n->in[0], NULL, &in->md);
@@ -90,12 +92,17 @@ static pr_status_t prepare_reorder(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-static void run_reorder(pr_exec_t *x, pr_node_t *n) { pr_dnnl_prim_run(x, n->state); }
+static void run_reorder(pr_exec_t *x, pr_node_t *n) {
+  pr_dnnl_prim_run(x, n->state);
+}
 
 static void destroy_prim(void *s) {
   pr_dnnl_prim_destroy(s);
   free(s);
 }
 
-const pr_op_t pr_op_reorder = {.name = "Reorder", .prepare = prepare_reorder, .run = run_reorder,
-                               .destroy = destroy_prim, .accepts_opaque = true};
+const pr_op_t pr_op_reorder = {.name = "Reorder",
+                               .prepare = prepare_reorder,
+                               .run = run_reorder,
+                               .destroy = destroy_prim,
+                               .accepts_opaque = true};

@@ -9,9 +9,9 @@
  * changes (graph inputs), since oneDNN may zero-pad a blocked buffer on each
  * handle change. */
 typedef struct {
-  int arg;       /* DNNL_ARG_* */
-  int value;     /* value index, -1 for a state-owned buffer */
-  void *buf;     /* state-owned buffer when value < 0 */
+  int arg;   /* DNNL_ARG_* */
+  int value; /* value index, -1 for a state-owned buffer */
+  void *buf; /* state-owned buffer when value < 0 */
   dnnl_memory_desc_t md;
   dnnl_memory_t mem;
   void *bound;
@@ -34,7 +34,7 @@ void pr_dnnl_prim_run(pr_exec_t *x, pr_dnnl_prim_t *p);
 void pr_dnnl_prim_destroy(pr_dnnl_prim_t *p);
 
 /* Synchronous reorder of src (md) into dst (md). */
-pr_status_t pr_dnnl_reorder_now(dnnl_engine_t eng, const dnnl_memory_desc_t *src_md,
-                                void *src, const dnnl_memory_desc_t *dst_md, void *dst);
+pr_status_t pr_dnnl_reorder_now(dnnl_engine_t eng, const dnnl_memory_desc_t *src_md, void *src,
+                                const dnnl_memory_desc_t *dst_md, void *dst);
 
 #endif

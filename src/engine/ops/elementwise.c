@@ -22,7 +22,8 @@ void pr_copy(void *dst, const void *src, size_t n, int threads) {
 #pragma omp parallel for num_threads(threads)
   for (int t = 0; t < threads; t++) {
     size_t off = (size_t)t * chunk;
-    if (off < n) memcpy((char *)dst + off, (const char *)src + off, off + chunk > n ? n - off : chunk);
+    if (off < n)
+      memcpy((char *)dst + off, (const char *)src + off, off + chunk > n ? n - off : chunk);
   }
 }
 
@@ -31,9 +32,12 @@ int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *
   for (int k = 0; k < r; k++) {
     int64_t da = k - (r - ra) >= 0 ? a[k - (r - ra)] : 1;
     int64_t db = k - (r - rb) >= 0 ? b[k - (r - rb)] : 1;
-    if (da == db || db == 1) o[k] = da;
-    else if (da == 1) o[k] = db;
-    else return -1;
+    if (da == db || db == 1)
+      o[k] = da;
+    else if (da == 1)
+      o[k] = db;
+    else
+      return -1;
   }
   *ro = r;
   return 0;
@@ -42,8 +46,22 @@ int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *
 /* ---- unary float ---- */
 
 typedef enum {
-  U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_HSIGMOID, U_HSWISH, U_CLIP,
-  U_SQRT, U_ERF, U_EXP, U_LOG, U_NEG, U_ABS, U_RECIP, U_GELU_ERF, U_GELU_TANH
+  U_RELU,
+  U_LEAKY,
+  U_SIGMOID,
+  U_TANH,
+  U_HSIGMOID,
+  U_HSWISH,
+  U_CLIP,
+  U_SQRT,
+  U_ERF,
+  U_EXP,
+  U_LOG,
+  U_NEG,
+  U_ABS,
+  U_RECIP,
+  U_GELU_ERF,
+  U_GELU_TANH
 } unary_kind_t;
 
 typedef struct {
@@ -67,28 +85,29 @@ static pr_status_t infer_float_same(pr_compile_t *c, pr_node_t *n) {
 
 static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta) {
   switch (k) {
-  case U_RELU: return x > 0 ? x : 0;
-  case U_LEAKY: return x >= 0 ? x : alpha * x;
-  case U_SIGMOID: return pr_sigmoidf(x);
-  case U_TANH: return pr_tanhf(x);
-  case U_HSIGMOID: {
-    float y = alpha * x + beta;
-    return y < 0.f ? 0.f : y > 1.f ? 1.f : y;
-  }
-  case U_HSWISH: {
-    float y = x / 6.f + 0.5f;
-    return x * (y < 0.f ? 0.f : y > 1.f ? 1.f : y);
-  }
-  case U_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
-  case U_SQRT: return sqrtf(x);
-  case U_ERF: return pr_erff(x);
-  case U_EXP: return pr_expf(x);
-  case U_LOG: return logf(x);
-  case U_NEG: return -x;
-  case U_ABS: return fabsf(x);
-  case U_RECIP: return 1.f / x;
-  case U_GELU_ERF: return 0.5f * x * (1.f + pr_erff(x * 0.70710678118654752f));
-  case U_GELU_TANH: return 0.5f * x * (1.f + pr_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case U_RELU: return x > 0 ? x : 0;
+    case U_LEAKY: return x >= 0 ? x : alpha * x;
+    case U_SIGMOID: return pr_sigmoidf(x);
+    case U_TANH: return pr_tanhf(x);
+    case U_HSIGMOID: {
+      float y = alpha * x + beta;
+      return y < 0.f ? 0.f : y > 1.f ? 1.f : y;
+    }
+    case U_HSWISH: {
+      float y = x / 6.f + 0.5f;
+      return x * (y < 0.f ? 0.f : y > 1.f ? 1.f : y);
+    }
+    case U_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
+    case U_SQRT: return sqrtf(x);
+    case U_ERF: return pr_erff(x);
+    case U_EXP: return pr_expf(x);
+    case U_LOG: return logf(x);
+    case U_NEG: return -x;
+    case U_ABS: return fabsf(x);
+    case U_RECIP: return 1.f / x;
+    case U_GELU_ERF: return 0.5f * x * (1.f + pr_erff(x * 0.70710678118654752f));
+    case U_GELU_TANH:
+      return 0.5f * x * (1.f + pr_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
   }
   return x;
 }
@@ -102,15 +121,18 @@ static void run_unary(pr_exec_t *x, pr_node_t *n) {
   float alpha = s->alpha, beta = s->beta;
   /* one loop per kind, so each is a plain SIMD loop */
   switch (s->kind) {
-#define UNARY_LOOP(K)                                                                       \
-  case K:                                                                                   \
+/* _Pragma needs its string in one literal */
+// clang-format off
+#define UNARY_LOOP(K)                                                                              \
+  case K:                                                                                          \
     _Pragma("omp parallel for simd num_threads(x->threads) if (len >= PAR_MIN) schedule(static)") \
-    for (int64_t i = 0; i < len; i++) o[i] = apply_unary(K, a[i], alpha, beta);             \
+    for (int64_t i = 0; i < len; i++) o[i] = apply_unary(K, a[i], alpha, beta);                     \
     break;
     UNARY_LOOP(U_RELU) UNARY_LOOP(U_LEAKY) UNARY_LOOP(U_SIGMOID) UNARY_LOOP(U_TANH)
     UNARY_LOOP(U_HSIGMOID) UNARY_LOOP(U_HSWISH) UNARY_LOOP(U_CLIP) UNARY_LOOP(U_SQRT)
     UNARY_LOOP(U_ERF) UNARY_LOOP(U_EXP) UNARY_LOOP(U_LOG) UNARY_LOOP(U_NEG) UNARY_LOOP(U_ABS)
     UNARY_LOOP(U_RECIP) UNARY_LOOP(U_GELU_ERF) UNARY_LOOP(U_GELU_TANH)
+    // clang-format on
 #undef UNARY_LOOP
   }
 }
@@ -131,19 +153,19 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
 }
 
 /* opaque: f(0) is finite, so the padding of a blocked layout may go through f */
-#define UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque)    \
-  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                 \
-    return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);                   \
-  }                                                                                 \
-  const pr_op_t pr_op_##sym = {.name = oname,                                       \
-                               .attrs = attr_list,                                  \
-                               .min_opset = 1,                                      \
-                               .max_inputs = 1,                                     \
-                               .infer = infer_float_same,                           \
-                               .prepare = prepare_##sym,                            \
-                               .run = run_unary,                                    \
-                               .destroy = free,                                     \
-                               .accepts_opaque = opaque,                            \
+#define UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque) \
+  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {             \
+    return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);               \
+  }                                                                             \
+  const pr_op_t pr_op_##sym = {.name = oname,                                   \
+                               .attrs = attr_list,                              \
+                               .min_opset = 1,                                  \
+                               .max_inputs = 1,                                 \
+                               .infer = infer_float_same,                       \
+                               .prepare = prepare_##sym,                        \
+                               .run = run_unary,                                \
+                               .destroy = free,                                 \
+                               .accepts_opaque = opaque,                        \
                                .inplace = true};
 #define UNARY_OP(sym, oname, kind, attr_list, alpha_expr, beta_expr) \
   UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, true)
@@ -175,15 +197,17 @@ typedef struct {
 static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
   switch (a->dtype) {
-  case PR_DTYPE_FLOAT: case PR_DTYPE_INT8: case PR_DTYPE_UINT8: case PR_DTYPE_INT32:
-  case PR_DTYPE_INT64: break;
-  default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT64: break;
+    default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
   for (int k = 1; k < 3; k++) {
     pr_value_t *b = pr_in(c, n, k);
     if (!b) continue;
-    if (!b->is_const)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "bounds must be constant");
+    if (!b->is_const) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "bounds must be constant");
     if (b->dtype != a->dtype || pr_value_numel(b) != 1)
       return pr_fail(c, n, PR_ERR_INVALID, "bound %d must be a scalar of the input's type", k);
   }
@@ -192,12 +216,12 @@ static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
 
 static double read_scalar(const pr_value_t *v) {
   switch (v->dtype) {
-  case PR_DTYPE_FLOAT: return *(const float *)v->data;
-  case PR_DTYPE_INT8: return *(const int8_t *)v->data;
-  case PR_DTYPE_UINT8: return *(const uint8_t *)v->data;
-  case PR_DTYPE_INT32: return *(const int32_t *)v->data;
-  case PR_DTYPE_INT64: return (double)*(const int64_t *)v->data;
-  default: return 0;
+    case PR_DTYPE_FLOAT: return *(const float *)v->data;
+    case PR_DTYPE_INT8: return *(const int8_t *)v->data;
+    case PR_DTYPE_UINT8: return *(const uint8_t *)v->data;
+    case PR_DTYPE_INT32: return *(const int32_t *)v->data;
+    case PR_DTYPE_INT64: return (double)*(const int64_t *)v->data;
+    default: return 0;
   }
 }
 
@@ -228,25 +252,27 @@ static void run_clip(pr_exec_t *x, pr_node_t *n) {
   }
   const clip_state_t *s = n->state;
   int64_t len = pr_value_numel(in);
-#define CLIP_T(T)                                                        \
-  {                                                                      \
-    const T *a = in->ptr;                                                \
-    T *o = pr_xout(x, n, 0);                                             \
-    for (int64_t i = 0; i < len; i++) {                                  \
-      double v = (double)a[i];                                           \
-      o[i] = (T)(v < s->lo ? s->lo : v > s->hi ? s->hi : v);             \
-    }                                                                    \
+#define CLIP_T(T)                                            \
+  {                                                          \
+    const T *a = in->ptr;                                    \
+    T *o = pr_xout(x, n, 0);                                 \
+    for (int64_t i = 0; i < len; i++) {                      \
+      double v = (double)a[i];                               \
+      o[i] = (T)(v < s->lo ? s->lo : v > s->hi ? s->hi : v); \
+    }                                                        \
   }
   switch (in->dtype) {
-  case PR_DTYPE_INT8: CLIP_T(int8_t) break;
-  case PR_DTYPE_UINT8: CLIP_T(uint8_t) break;
-  case PR_DTYPE_INT32: CLIP_T(int32_t) break;
-  default: CLIP_T(int64_t) break;
+    case PR_DTYPE_INT8: CLIP_T(int8_t) break;
+    case PR_DTYPE_UINT8: CLIP_T(uint8_t) break;
+    case PR_DTYPE_INT32: CLIP_T(int32_t) break;
+    default: CLIP_T(int64_t) break;
   }
 #undef CLIP_T
 }
 
-static void destroy_free(void *p) { free(p); }
+static void destroy_free(void *p) {
+  free(p);
+}
 
 const pr_op_t pr_op_clip = {.name = "Clip",
                             .attrs = "min,max",
@@ -277,10 +303,13 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
   if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
   if (!strcmp(n->op->name, "Pow")) {
     /* Pow: float base; the exponent may be of another numeric type, converted */
-    if (a->dtype != PR_DTYPE_FLOAT) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow of %s", pr_dtype_name(a->dtype));
+    if (a->dtype != PR_DTYPE_FLOAT)
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow of %s", pr_dtype_name(a->dtype));
     if (b->dtype != PR_DTYPE_FLOAT) {
-      if (!b->is_const || (b->dtype != PR_DTYPE_INT64 && b->dtype != PR_DTYPE_INT32 && b->dtype != PR_DTYPE_DOUBLE))
-        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow exponent of type %s", pr_dtype_name(b->dtype));
+      if (!b->is_const ||
+          (b->dtype != PR_DTYPE_INT64 && b->dtype != PR_DTYPE_INT32 && b->dtype != PR_DTYPE_DOUBLE))
+        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow exponent of type %s",
+                       pr_dtype_name(b->dtype));
       int idx = pr_compile_add_value(c);
       if (idx < 0) return PR_ERR_NOMEM;
       b = pr_in(c, n, 1), a = pr_in(c, n, 0);
@@ -290,7 +319,7 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
       f->data = malloc(sizeof(float) * (size_t)(cnt + 1));
       if (!f->data) return PR_ERR_NOMEM;
       for (int64_t i = 0; i < cnt; i++)
-        ((float *)f->data)[i] = b->dtype == PR_DTYPE_INT64 ? (float)((const int64_t *)b->data)[i]
+        ((float *)f->data)[i] = b->dtype == PR_DTYPE_INT64   ? (float)((const int64_t *)b->data)[i]
                                 : b->dtype == PR_DTYPE_INT32 ? (float)((const int32_t *)b->data)[i]
                                                              : (float)((const double *)b->data)[i];
       f->is_const = f->owns_data = true;
@@ -304,9 +333,13 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
     return pr_fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
                    pr_dtype_name(b->dtype));
   switch (a->dtype) {
-  case PR_DTYPE_FLOAT: case PR_DTYPE_DOUBLE: case PR_DTYPE_INT32: case PR_DTYPE_INT64:
-  case PR_DTYPE_UINT8: case PR_DTYPE_INT8: break;
-  default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_INT8: break;
+    default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
   int r;
   int64_t d[PR_MAX_RANK];
@@ -385,16 +418,17 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
   return PR_OK;
 }
 
-#define BIN_LOOP(T, EXPR)                                                                  \
+// clang-format off
+#define BIN_LOOP(T, EXPR)                                                                       \
   static void bin_##T##_##EXPR##_row(T *o, const T *a, const T *b, int64_t n, int sa, int sb) { \
-    if (sa && sb)                                                                          \
-      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]);                             \
-    else if (sa)                                                                           \
-      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[0]);                             \
-    else if (sb)                                                                           \
-      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[0], b[i]);                             \
-    else                                                                                   \
-      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[0], b[0]);                             \
+    if (sa && sb)                                                                               \
+      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]);                                  \
+    else if (sa)                                                                                \
+      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[0]);                                  \
+    else if (sb)                                                                                \
+      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[0], b[i]);                                  \
+    else                                                                                        \
+      for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[0], b[0]);                                  \
   }
 #define ADD(x, y) ((x) + (y))
 #define SUB(x, y) ((x) - (y))
@@ -403,39 +437,45 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
 #define DIVI(x, y) ((y) ? (x) / (y) : 0)
 /* Pow: x*x for the common square, powf otherwise */
 #define POWF(x, y) ((y) == 2.f ? (x) * (x) : powf((x), (y)))
-#define BIN_TYPE(T, DIV, POW)                                                              \
-  BIN_LOOP(T, ADD) BIN_LOOP(T, SUB) BIN_LOOP(T, MUL) BIN_LOOP(T, DIV) BIN_LOOP(T, POW)     \
-  static void bin_rows_##T(const binary_state_t *s, T *o, const T *a, const T *b, int th) { \
-    int64_t inner = s->inner;                                                              \
-    int ia = s->sa[s->rank - 1] != 0, ib = s->sb[s->rank - 1] != 0;                        \
-    _Pragma("omp parallel for num_threads(th) if (s->outer * inner >= PAR_MIN)")           \
-    for (int64_t r = 0; r < s->outer; r++) {                                               \
-      int64_t rem = r, oa = 0, ob = 0;                                                     \
-      for (int k = s->rank - 2; k >= 0; k--) {                                             \
-        int64_t idx = rem % s->dims[k];                                                    \
-        rem /= s->dims[k];                                                                 \
-        oa += idx * s->sa[k];                                                              \
-        ob += idx * s->sb[k];                                                              \
-      }                                                                                    \
-      T *orow = o + r * inner;                                                             \
-      switch (s->kind) {                                                                   \
-      case B_ADD: bin_##T##_ADD_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
-      case B_SUB: bin_##T##_SUB_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
-      case B_MUL: bin_##T##_MUL_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
-      case B_DIV: bin_##T##_##DIV##_row(orow, a + oa, b + ob, inner, ia, ib); break;       \
-      case B_POW: bin_##T##_##POW##_row(orow, a + oa, b + ob, inner, ia, ib); break;       \
-      }                                                                                    \
-    }                                                                                      \
+#define BIN_TYPE(T, DIV, POW)                                                                    \
+  BIN_LOOP(T, ADD)                                                                               \
+  BIN_LOOP(T, SUB)                                                                               \
+  BIN_LOOP(T, MUL)                                                                               \
+  BIN_LOOP(T, DIV) BIN_LOOP(T, POW) static void bin_rows_##T(const binary_state_t *s, T *o,      \
+                                                             const T *a, const T *b, int th) {   \
+    int64_t inner = s->inner;                                                                    \
+    int ia = s->sa[s->rank - 1] != 0, ib = s->sb[s->rank - 1] != 0;                              \
+    _Pragma(                                                                                     \
+        "omp parallel for num_threads(th) if (s->outer * inner >= PAR_MIN)") for (int64_t r = 0; \
+                                                                                  r < s->outer;  \
+                                                                                  r++) {         \
+      int64_t rem = r, oa = 0, ob = 0;                                                           \
+      for (int k = s->rank - 2; k >= 0; k--) {                                                   \
+        int64_t idx = rem % s->dims[k];                                                          \
+        rem /= s->dims[k];                                                                       \
+        oa += idx * s->sa[k];                                                                    \
+        ob += idx * s->sb[k];                                                                    \
+      }                                                                                          \
+      T *orow = o + r * inner;                                                                   \
+      switch (s->kind) {                                                                         \
+        case B_ADD: bin_##T##_ADD_row(orow, a + oa, b + ob, inner, ia, ib); break;               \
+        case B_SUB: bin_##T##_SUB_row(orow, a + oa, b + ob, inner, ia, ib); break;               \
+        case B_MUL: bin_##T##_MUL_row(orow, a + oa, b + ob, inner, ia, ib); break;               \
+        case B_DIV: bin_##T##_##DIV##_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
+        case B_POW: bin_##T##_##POW##_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
+      }                                                                                          \
+    }                                                                                            \
   }
 
 typedef double double_t_;
-#define POWI(x, y) ((x) * 0 + (y) * 0) /* never used: Pow is float only */
+#define POWI(x, y) ((x)*0 + (y)*0) /* never used: Pow is float only */
 BIN_TYPE(float, DIVF, POWF)
 BIN_TYPE(double, DIVF, POWF)
 BIN_TYPE(int32_t, DIVI, POWI)
 BIN_TYPE(int64_t, DIVI, POWI)
 BIN_TYPE(uint8_t, DIVI, POWI)
 BIN_TYPE(int8_t, DIVI, POWI)
+// clang-format on
 
 static void run_binary(pr_exec_t *x, pr_node_t *n) {
   const binary_state_t *s = n->state;
@@ -448,40 +488,42 @@ static void run_binary(pr_exec_t *x, pr_node_t *n) {
     const float *a = pa, *b = pb;
     int64_t len = s->inner;
     switch (s->kind) {
-#define FLAT(K, E)                                                                       \
-  case K:                                                                                \
+// clang-format off
+#define FLAT(K, E)                                                                              \
+  case K:                                                                                       \
     _Pragma("omp parallel for num_threads(x->threads) if (len >= PAR_MIN)") for (int64_t i = 0; \
-                                                                                 i < len; i++) \
-        of[i] = E(a[i], b[i]);                                                           \
+                                                                                 i < len; i++)  \
+        of[i] = E(a[i], b[i]);                                                                  \
     break;
       FLAT(B_ADD, ADD) FLAT(B_SUB, SUB) FLAT(B_MUL, MUL) FLAT(B_DIV, DIVF) FLAT(B_POW, POWF)
+// clang-format on
 #undef FLAT
     }
     return;
   }
   switch (o->dtype) {
-  case PR_DTYPE_FLOAT: bin_rows_float(s, po, pa, pb, x->threads); break;
-  case PR_DTYPE_DOUBLE: bin_rows_double(s, po, pa, pb, x->threads); break;
-  case PR_DTYPE_INT32: bin_rows_int32_t(s, po, pa, pb, x->threads); break;
-  case PR_DTYPE_INT64: bin_rows_int64_t(s, po, pa, pb, x->threads); break;
-  case PR_DTYPE_UINT8: bin_rows_uint8_t(s, po, pa, pb, x->threads); break;
-  case PR_DTYPE_INT8: bin_rows_int8_t(s, po, pa, pb, x->threads); break;
-  default: break;
+    case PR_DTYPE_FLOAT: bin_rows_float(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_DOUBLE: bin_rows_double(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_INT32: bin_rows_int32_t(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_INT64: bin_rows_int64_t(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_UINT8: bin_rows_uint8_t(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_INT8: bin_rows_int8_t(s, po, pa, pb, x->threads); break;
+    default: break;
   }
 }
 
-#define BINARY_OP(sym, oname, kind)                                                          \
-  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                          \
-    return prepare_binary(c, n, kind);                                                       \
-  }                                                                                          \
-  const pr_op_t pr_op_##sym = {.name = oname,                                                \
-                               .attrs = "",                                                  \
-                               .min_opset = 7,                                               \
-                               .max_inputs = 2,                                              \
-                               .infer = infer_binary,                                        \
-                               .prepare = prepare_##sym,                                     \
-                               .run = run_binary,                                            \
-                               .destroy = destroy_free,                                      \
+#define BINARY_OP(sym, oname, kind)                                 \
+  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) { \
+    return prepare_binary(c, n, kind);                              \
+  }                                                                 \
+  const pr_op_t pr_op_##sym = {.name = oname,                       \
+                               .attrs = "",                         \
+                               .min_opset = 7,                      \
+                               .max_inputs = 2,                     \
+                               .infer = infer_binary,               \
+                               .prepare = prepare_##sym,            \
+                               .run = run_binary,                   \
+                               .destroy = destroy_free,             \
                                .accepts_opaque = true};
 
 BINARY_OP(add, "Add", B_ADD)
@@ -538,8 +580,8 @@ static void run_sum(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_sum = {.name = "Sum", .attrs = "", .min_opset = 8, .infer = infer_sum,
-                           .run = run_sum};
+const pr_op_t pr_op_sum = {
+    .name = "Sum", .attrs = "", .min_opset = 8, .infer = infer_sum, .run = run_sum};
 
 /* ---- Identity and Dropout (inference): the input unchanged ---- */
 
@@ -548,8 +590,13 @@ static void run_view_copy(pr_exec_t *x, pr_node_t *n) {
   pr_copy(o->ptr, in->ptr, o->nbytes, x->threads);
 }
 
-const pr_op_t pr_op_identity = {.name = "Identity", .attrs = "", .min_opset = 1, .max_inputs = 1,
-                                .infer = infer_same, .run = run_view_copy, .view = true};
+const pr_op_t pr_op_identity = {.name = "Identity",
+                                .attrs = "",
+                                .min_opset = 1,
+                                .max_inputs = 1,
+                                .infer = infer_same,
+                                .run = run_view_copy,
+                                .view = true};
 
 static pr_status_t infer_dropout(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *tm = pr_in(c, n, 2), *ratio = pr_in(c, n, 1);
@@ -568,7 +615,8 @@ static pr_status_t infer_dropout(pr_compile_t *c, pr_node_t *n) {
   }
   pr_status_t st = infer_same(c, n);
   pr_value_t *mask = pr_out(c, n, 1);
-  if (!st && mask) pr_value_set_shape(mask, PR_DTYPE_BOOL, pr_in(c, n, 0)->rank, pr_in(c, n, 0)->dims);
+  if (!st && mask)
+    pr_value_set_shape(mask, PR_DTYPE_BOOL, pr_in(c, n, 0)->rank, pr_in(c, n, 0)->dims);
   return st;
 }
 
@@ -580,6 +628,10 @@ static void run_dropout(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_dropout = {.name = "Dropout", .attrs = "seed,ratio,is_test", .min_opset = 7,
-                               .max_inputs = 3, .infer = infer_dropout, .run = run_dropout,
+const pr_op_t pr_op_dropout = {.name = "Dropout",
+                               .attrs = "seed,ratio,is_test",
+                               .min_opset = 7,
+                               .max_inputs = 3,
+                               .infer = infer_dropout,
+                               .run = run_dropout,
                                .view = true};

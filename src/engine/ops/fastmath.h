@@ -48,6 +48,8 @@ static inline float pr_erff(float x) {
   return copysignf(y, x);
 }
 
-static inline float pr_sigmoidf(float x) { return 1.0f / (1.0f + pr_expf(-x)); }
+static inline float pr_sigmoidf(float x) {
+  return 1.0f / (1.0f + pr_expf(-x));
+}
 
 #endif

@@ -6,25 +6,31 @@
 #include "engine/ops/fastmath.h"
 #include "engine/ops/ops.h"
 
-static void destroy_free(void *p) { free(p); }
+static void destroy_free(void *p) {
+  free(p);
+}
 
 /* ---- Gemm: Y = alpha * A' B' + beta * C ---- */
 
 static pr_status_t infer_gemm(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1), *cc = pr_in(c, n, 2);
   if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs A and B");
-  if (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT || (cc && cc->dtype != PR_DTYPE_FLOAT))
+  if (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT ||
+      (cc && cc->dtype != PR_DTYPE_FLOAT))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
   if (a->rank != 2 || b->rank != 2) return pr_fail(c, n, PR_ERR_INVALID, "A and B must be 2-D");
   bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
   int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
   int64_t K2 = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
-  if (K != K2) return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)K, (long long)K2);
+  if (K != K2)
+    return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)K,
+                   (long long)K2);
   int64_t d[2] = {M, N};
   if (cc) {
     int r;
     int64_t bd[PR_MAX_RANK];
-    if (cc->rank > 2 || pr_broadcast_shape(2, d, cc->rank, cc->dims, &r, bd) < 0 || bd[0] != M || bd[1] != N)
+    if (cc->rank > 2 || pr_broadcast_shape(2, d, cc->rank, cc->dims, &r, bd) < 0 || bd[0] != M ||
+        bd[1] != N)
       return pr_fail(c, n, PR_ERR_INVALID, "C does not broadcast to [M, N]");
   }
   pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, 2, d);
@@ -51,8 +57,12 @@ static void run_gemm(pr_exec_t *x, pr_node_t *n) {
              b2, y, N);
 }
 
-const pr_op_t pr_op_gemm = {.name = "Gemm", .attrs = "alpha,beta,transA,transB", .min_opset = 7,
-                            .max_inputs = 3, .infer = infer_gemm, .run = run_gemm};
+const pr_op_t pr_op_gemm = {.name = "Gemm",
+                            .attrs = "alpha,beta,transA,transB",
+                            .min_opset = 7,
+                            .max_inputs = 3,
+                            .infer = infer_gemm,
+                            .run = run_gemm};
 
 /* ---- MatMul: numpy matmul with batch broadcasting ---- */
 
@@ -62,7 +72,8 @@ typedef struct {
   int64_t bdims[PR_MAX_RANK], sa[PR_MAX_RANK], sb[PR_MAX_RANK]; /* batch dims, matrix strides */
 } matmul_state_t;
 
-static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s, int *ro, int64_t *od) {
+static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s, int *ro,
+                                int64_t *od) {
   pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
   if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
   if (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT)
@@ -76,7 +87,9 @@ static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s
   if (a1) ad[1] = ad[0], ad[0] = 1, ra = 2;
   if (b1) bd[1] = 1, rb = 2;
   s->M = ad[ra - 2], s->K = ad[ra - 1], s->N = bd[rb - 1];
-  if (bd[rb - 2] != s->K) return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)s->K, (long long)bd[rb - 2]);
+  if (bd[rb - 2] != s->K)
+    return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)s->K,
+                   (long long)bd[rb - 2]);
   int r;
   int64_t batch[PR_MAX_RANK];
   if (pr_broadcast_shape(ra - 2, ad, rb - 2, bd, &r, batch) < 0)
@@ -148,15 +161,21 @@ static void run_matmul(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_matmul = {.name = "MatMul", .attrs = "", .min_opset = 1, .max_inputs = 2,
-                              .infer = infer_matmul, .prepare = prepare_matmul, .run = run_matmul,
+const pr_op_t pr_op_matmul = {.name = "MatMul",
+                              .attrs = "",
+                              .min_opset = 1,
+                              .max_inputs = 2,
+                              .infer = infer_matmul,
+                              .prepare = prepare_matmul,
+                              .run = run_matmul,
                               .destroy = destroy_free};
 
 /* ---- BatchNormalization (inference) ---- */
 
 static pr_status_t check_bn(const pr_mnode_t *m, int opset, char *err, size_t len) {
   if (pr_attr_int(m, "training_mode", 0) || m->n_out > 1 || pr_attr_int(m, "spatial", 1) != 1) {
-    snprintf(err, len, "node '%s' (BatchNormalization): training mode is not supported", pr_mnode_name(m));
+    snprintf(err, len, "node '%s' (BatchNormalization): training mode is not supported",
+             pr_mnode_name(m));
     return PR_ERR_UNSUPPORTED;
   }
   return PR_OK;
@@ -169,7 +188,8 @@ static pr_status_t infer_bn(pr_compile_t *c, pr_node_t *n) {
   for (int k = 1; k < 5; k++) {
     pr_value_t *p = pr_in(c, n, k);
     if (!p || p->dtype != PR_DTYPE_FLOAT || pr_value_numel(p) != x->dims[1])
-      return pr_fail(c, n, PR_ERR_INVALID, "input %d must hold %lld floats", k, (long long)x->dims[1]);
+      return pr_fail(c, n, PR_ERR_INVALID, "input %d must hold %lld floats", k,
+                     (long long)x->dims[1]);
   }
   pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, x->dims);
   return PR_OK;
@@ -196,8 +216,12 @@ static void run_bn(pr_exec_t *x, pr_node_t *n) {
 
 const pr_op_t pr_op_batch_norm = {.name = "BatchNormalization",
                                   .attrs = "epsilon,momentum,training_mode,spatial,is_test",
-                                  .min_opset = 7, .max_inputs = 5, .check = check_bn,
-                                  .infer = infer_bn, .run = run_bn, .inplace = true};
+                                  .min_opset = 7,
+                                  .max_inputs = 5,
+                                  .check = check_bn,
+                                  .infer = infer_bn,
+                                  .run = run_bn,
+                                  .inplace = true};
 
 /* ---- Softmax ---- */
 
@@ -253,6 +277,11 @@ static void run_softmax(pr_exec_t *x, pr_node_t *n) {
     }
 }
 
-const pr_op_t pr_op_softmax = {.name = "Softmax", .attrs = "axis", .min_opset = 1, .max_inputs = 1,
-                               .infer = infer_softmax, .prepare = prepare_softmax,
-                               .run = run_softmax, .destroy = destroy_free};
+const pr_op_t pr_op_softmax = {.name = "Softmax",
+                               .attrs = "axis",
+                               .min_opset = 1,
+                               .max_inputs = 1,
+                               .infer = infer_softmax,
+                               .prepare = prepare_softmax,
+                               .run = run_softmax,
+                               .destroy = destroy_free};

@@ -5,7 +5,9 @@
 #include "base/util.h"
 #include "engine/ops/ops.h"
 
-static void destroy_free(void *p) { free(p); }
+static void destroy_free(void *p) {
+  free(p);
+}
 
 /* ---- Cast ---- */
 
@@ -16,7 +18,9 @@ static float half_to_float(uint16_t h) {
       bits = sign;
     } else { /* subnormal: normalize */
       int e = -1;
-      do { man <<= 1, e++; } while (!(man & 0x400));
+      do {
+        man <<= 1, e++;
+      } while (!(man & 0x400));
       bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
     }
   } else if (exp == 31) {
@@ -51,10 +55,19 @@ static uint16_t float_to_half(float f) { /* round to nearest even */
 
 static bool castable(pr_dtype_t t) {
   switch (t) {
-  case PR_DTYPE_FLOAT: case PR_DTYPE_DOUBLE: case PR_DTYPE_FLOAT16: case PR_DTYPE_INT64:
-  case PR_DTYPE_INT32: case PR_DTYPE_INT16: case PR_DTYPE_INT8: case PR_DTYPE_UINT8:
-  case PR_DTYPE_UINT16: case PR_DTYPE_UINT32: case PR_DTYPE_UINT64: case PR_DTYPE_BOOL: return true;
-  default: return false;
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_FLOAT16:
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64:
+    case PR_DTYPE_BOOL: return true;
+    default: return false;
   }
 }
 
@@ -62,23 +75,25 @@ static pr_status_t infer_cast(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
   pr_dtype_t to = (pr_dtype_t)pr_attr_int(n->m, "to", 0);
   if (!castable(a->dtype) || !castable(to))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "cast from %s to %s", pr_dtype_name(a->dtype), pr_dtype_name(to));
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "cast from %s to %s", pr_dtype_name(a->dtype),
+                   pr_dtype_name(to));
   pr_value_set_shape(pr_out(c, n, 0), to, a->rank, a->dims);
   return PR_OK;
 }
 
 static double load_as_double(const void *p, pr_dtype_t t, int64_t i) {
   switch (t) {
-  case PR_DTYPE_FLOAT: return ((const float *)p)[i];
-  case PR_DTYPE_DOUBLE: return ((const double *)p)[i];
-  case PR_DTYPE_FLOAT16: return half_to_float(((const uint16_t *)p)[i]);
-  case PR_DTYPE_INT32: return ((const int32_t *)p)[i];
-  case PR_DTYPE_INT16: return ((const int16_t *)p)[i];
-  case PR_DTYPE_INT8: return ((const int8_t *)p)[i];
-  case PR_DTYPE_UINT8: case PR_DTYPE_BOOL: return ((const uint8_t *)p)[i];
-  case PR_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-  case PR_DTYPE_UINT32: return ((const uint32_t *)p)[i];
-  default: return 0;
+    case PR_DTYPE_FLOAT: return ((const float *)p)[i];
+    case PR_DTYPE_DOUBLE: return ((const double *)p)[i];
+    case PR_DTYPE_FLOAT16: return half_to_float(((const uint16_t *)p)[i]);
+    case PR_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case PR_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case PR_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_BOOL: return ((const uint8_t *)p)[i];
+    case PR_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case PR_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    default: return 0;
   }
 }
 
@@ -96,45 +111,60 @@ static void run_cast(pr_exec_t *x, pr_node_t *n) {
   for (int64_t i = 0; i < len; i++) {
     int64_t iv = 0;
     double d = 0;
-    if (from_i64) iv = ((const int64_t *)in)[i], d = a->dtype == PR_DTYPE_UINT64 ? (double)((const uint64_t *)in)[i] : (double)iv;
-    else d = load_as_double(in, a->dtype, i), iv = isfinite(d) && fabs(d) < 9.2e18 ? (int64_t)d : 0;
+    if (from_i64)
+      iv = ((const int64_t *)in)[i],
+      d = a->dtype == PR_DTYPE_UINT64 ? (double)((const uint64_t *)in)[i] : (double)iv;
+    else
+      d = load_as_double(in, a->dtype, i), iv = isfinite(d) && fabs(d) < 9.2e18 ? (int64_t)d : 0;
     switch (o->dtype) {
-    case PR_DTYPE_FLOAT: ((float *)out)[i] = (float)d; break;
-    case PR_DTYPE_DOUBLE: ((double *)out)[i] = d; break;
-    case PR_DTYPE_FLOAT16: ((uint16_t *)out)[i] = float_to_half((float)d); break;
-    case PR_DTYPE_INT64: case PR_DTYPE_UINT64: ((int64_t *)out)[i] = iv; break;
-    case PR_DTYPE_INT32: case PR_DTYPE_UINT32: ((int32_t *)out)[i] = (int32_t)iv; break;
-    case PR_DTYPE_INT16: case PR_DTYPE_UINT16: ((int16_t *)out)[i] = (int16_t)iv; break;
-    case PR_DTYPE_INT8: case PR_DTYPE_UINT8: ((int8_t *)out)[i] = (int8_t)iv; break;
-    case PR_DTYPE_BOOL: ((uint8_t *)out)[i] = from_i64 ? iv != 0 : d != 0; break;
-    default: break;
+      case PR_DTYPE_FLOAT: ((float *)out)[i] = (float)d; break;
+      case PR_DTYPE_DOUBLE: ((double *)out)[i] = d; break;
+      case PR_DTYPE_FLOAT16: ((uint16_t *)out)[i] = float_to_half((float)d); break;
+      case PR_DTYPE_INT64:
+      case PR_DTYPE_UINT64: ((int64_t *)out)[i] = iv; break;
+      case PR_DTYPE_INT32:
+      case PR_DTYPE_UINT32: ((int32_t *)out)[i] = (int32_t)iv; break;
+      case PR_DTYPE_INT16:
+      case PR_DTYPE_UINT16: ((int16_t *)out)[i] = (int16_t)iv; break;
+      case PR_DTYPE_INT8:
+      case PR_DTYPE_UINT8: ((int8_t *)out)[i] = (int8_t)iv; break;
+      case PR_DTYPE_BOOL: ((uint8_t *)out)[i] = from_i64 ? iv != 0 : d != 0; break;
+      default: break;
     }
   }
 }
 
-const pr_op_t pr_op_cast = {.name = "Cast", .attrs = "to,saturate", .min_opset = 6, .max_inputs = 1,
-                            .infer = infer_cast, .run = run_cast};
+const pr_op_t pr_op_cast = {.name = "Cast",
+                            .attrs = "to,saturate",
+                            .min_opset = 6,
+                            .max_inputs = 1,
+                            .infer = infer_cast,
+                            .run = run_cast};
 
 /* ---- Range: folded (its length depends on the values) ---- */
 
 static pr_status_t infer_range(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *s = pr_in(c, n, 0), *l = pr_in(c, n, 1), *d = pr_in(c, n, 2);
   if (!s || !l || !d || !s->is_const || !l->is_const || !d->is_const)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "start, limit and delta must be known when the session is made");
-  if (s->dtype != l->dtype || s->dtype != d->dtype || pr_value_numel(s) != 1 || pr_value_numel(l) != 1 ||
-      pr_value_numel(d) != 1)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED,
+                   "start, limit and delta must be known when the session is made");
+  if (s->dtype != l->dtype || s->dtype != d->dtype || pr_value_numel(s) != 1 ||
+      pr_value_numel(l) != 1 || pr_value_numel(d) != 1)
     return pr_fail(c, n, PR_ERR_INVALID, "start, limit and delta must be scalars of one type");
   double start, limit, delta;
   switch (s->dtype) {
-  case PR_DTYPE_FLOAT: case PR_DTYPE_DOUBLE: case PR_DTYPE_INT32: case PR_DTYPE_INT16:
-    start = load_as_double(s->data, s->dtype, 0), limit = load_as_double(l->data, l->dtype, 0);
-    delta = load_as_double(d->data, d->dtype, 0);
-    break;
-  case PR_DTYPE_INT64:
-    start = (double)*(const int64_t *)s->data, limit = (double)*(const int64_t *)l->data;
-    delta = (double)*(const int64_t *)d->data;
-    break;
-  default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Range of %s", pr_dtype_name(s->dtype));
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT16:
+      start = load_as_double(s->data, s->dtype, 0), limit = load_as_double(l->data, l->dtype, 0);
+      delta = load_as_double(d->data, d->dtype, 0);
+      break;
+    case PR_DTYPE_INT64:
+      start = (double)*(const int64_t *)s->data, limit = (double)*(const int64_t *)l->data;
+      delta = (double)*(const int64_t *)d->data;
+      break;
+    default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Range of %s", pr_dtype_name(s->dtype));
   }
   if (delta == 0) return pr_fail(c, n, PR_ERR_INVALID, "delta is zero");
   double cnt = ceil((limit - start) / delta);
@@ -148,16 +178,30 @@ static void run_range(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *s = &x->v[n->in[0]], *d = &x->v[n->in[2]], *o = &x->v[n->out[0]];
   int64_t len = o->dims[0];
   for (int64_t i = 0; i < len; i++) switch (o->dtype) {
-    case PR_DTYPE_INT64: ((int64_t *)o->ptr)[i] = *(const int64_t *)s->ptr + i * *(const int64_t *)d->ptr; break;
-    case PR_DTYPE_INT32: ((int32_t *)o->ptr)[i] = (int32_t)(*(const int32_t *)s->ptr + i * *(const int32_t *)d->ptr); break;
-    case PR_DTYPE_INT16: ((int16_t *)o->ptr)[i] = (int16_t)(*(const int16_t *)s->ptr + i * *(const int16_t *)d->ptr); break;
-    case PR_DTYPE_FLOAT: ((float *)o->ptr)[i] = *(const float *)s->ptr + (float)i * *(const float *)d->ptr; break;
-    default: ((double *)o->ptr)[i] = *(const double *)s->ptr + (double)i * *(const double *)d->ptr; break;
+      case PR_DTYPE_INT64:
+        ((int64_t *)o->ptr)[i] = *(const int64_t *)s->ptr + i * *(const int64_t *)d->ptr;
+        break;
+      case PR_DTYPE_INT32:
+        ((int32_t *)o->ptr)[i] = (int32_t)(*(const int32_t *)s->ptr + i * *(const int32_t *)d->ptr);
+        break;
+      case PR_DTYPE_INT16:
+        ((int16_t *)o->ptr)[i] = (int16_t)(*(const int16_t *)s->ptr + i * *(const int16_t *)d->ptr);
+        break;
+      case PR_DTYPE_FLOAT:
+        ((float *)o->ptr)[i] = *(const float *)s->ptr + (float)i * *(const float *)d->ptr;
+        break;
+      default:
+        ((double *)o->ptr)[i] = *(const double *)s->ptr + (double)i * *(const double *)d->ptr;
+        break;
     }
 }
 
-const pr_op_t pr_op_range = {.name = "Range", .attrs = "", .min_opset = 11, .max_inputs = 3,
-                             .infer = infer_range, .run = run_range};
+const pr_op_t pr_op_range = {.name = "Range",
+                             .attrs = "",
+                             .min_opset = 11,
+                             .max_inputs = 3,
+                             .infer = infer_range,
+                             .run = run_range};
 
 /* ---- ReduceMean / ReduceSum / ReduceMax ---- */
 
@@ -177,7 +221,8 @@ static pr_status_t reduce_axes(pr_compile_t *c, pr_node_t *n, const pr_value_t *
   bool from_input = !strcmp(n->op->name, "ReduceSum") ? c->opset >= 13 : c->opset >= 18;
   if (from_input) {
     pr_value_t *av = pr_in(c, n, 1);
-    if (!av || pr_value_numel(av) == 0) na = 0;
+    if (!av || pr_value_numel(av) == 0)
+      na = 0;
     else if ((na = pr_const_ints(av, axes, PR_MAX_RANK)) < 0)
       return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be constant");
   } else {
@@ -210,8 +255,10 @@ static pr_status_t infer_reduce(pr_compile_t *c, pr_node_t *n) {
   int64_t d[PR_MAX_RANK];
   int r = 0;
   for (int k = 0; k < a->rank; k++) {
-    if (!reduce[k]) d[r++] = a->dims[k];
-    else if (keep) d[r++] = 1;
+    if (!reduce[k])
+      d[r++] = a->dims[k];
+    else if (keep)
+      d[r++] = 1;
   }
   pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, r, d);
   return PR_OK;
@@ -222,7 +269,9 @@ static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
   reduce_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
-  s->kind = !strcmp(n->op->name, "ReduceMean") ? R_MEAN : !strcmp(n->op->name, "ReduceSum") ? R_SUM : R_MAX;
+  s->kind = !strcmp(n->op->name, "ReduceMean")  ? R_MEAN
+            : !strcmp(n->op->name, "ReduceSum") ? R_SUM
+                                                : R_MAX;
   pr_status_t st = reduce_axes(c, n, a, s->reduce);
   if (st) return st;
   int first = -1, last = -1;
@@ -235,9 +284,12 @@ static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
   for (int k = first; first >= 0 && k <= last; k++) s->block &= s->reduce[k] || a->dims[k] == 1;
   s->outer = s->red = s->inner = 1;
   for (int k = 0; k < a->rank; k++) {
-    if (first < 0 || k < first) s->outer *= a->dims[k];
-    else if (k <= last) s->red *= a->dims[k];
-    else s->inner *= a->dims[k];
+    if (first < 0 || k < first)
+      s->outer *= a->dims[k];
+    else if (k <= last)
+      s->red *= a->dims[k];
+    else
+      s->inner *= a->dims[k];
   }
   return PR_OK;
 }
@@ -285,10 +337,15 @@ static void run_reduce(pr_exec_t *x, pr_node_t *n) {
     for (int64_t i = 0; i < on; i++) out[i] /= (float)count;
 }
 
-#define REDUCE_OP(sym, oname)                                                                     \
-  const pr_op_t pr_op_##sym = {.name = oname, .attrs = "axes,keepdims,noop_with_empty_axes",       \
-                               .min_opset = 1, .max_inputs = 2, .infer = infer_reduce,             \
-                               .prepare = prepare_reduce, .run = run_reduce, .destroy = destroy_free};
+#define REDUCE_OP(sym, oname)                                                 \
+  const pr_op_t pr_op_##sym = {.name = oname,                                 \
+                               .attrs = "axes,keepdims,noop_with_empty_axes", \
+                               .min_opset = 1,                                \
+                               .max_inputs = 2,                               \
+                               .infer = infer_reduce,                         \
+                               .prepare = prepare_reduce,                     \
+                               .run = run_reduce,                             \
+                               .destroy = destroy_free};
 REDUCE_OP(reduce_mean, "ReduceMean")
 REDUCE_OP(reduce_sum, "ReduceSum")
 REDUCE_OP(reduce_max, "ReduceMax")
@@ -300,7 +357,8 @@ typedef struct {
   int64_t start[PR_MAX_RANK], step[PR_MAX_RANK];
 } slice_state_t;
 
-static pr_status_t slice_params(pr_compile_t *c, pr_node_t *n, slice_state_t *s, int64_t *out_dims) {
+static pr_status_t slice_params(pr_compile_t *c, pr_node_t *n, slice_state_t *s,
+                                int64_t *out_dims) {
   pr_value_t *a = pr_in(c, n, 0);
   int64_t starts[PR_MAX_RANK], ends[PR_MAX_RANK], axes[PR_MAX_RANK], steps[PR_MAX_RANK];
   int ns, ne, na = -1, nt = -1;
@@ -393,11 +451,17 @@ static void run_slice(pr_exec_t *x, pr_node_t *n) {
       memcpy(po, in + (off + s->start[r - 1]) * (int64_t)es, (size_t)inner * es);
     } else {
       for (int64_t j = 0; j < inner; j++)
-        memcpy(po + j * (int64_t)es, in + (off + s->start[r - 1] + j * s->step[r - 1]) * (int64_t)es, es);
+        memcpy(po + j * (int64_t)es,
+               in + (off + s->start[r - 1] + j * s->step[r - 1]) * (int64_t)es, es);
     }
   }
 }
 
-const pr_op_t pr_op_slice = {.name = "Slice", .attrs = "starts,ends,axes", .min_opset = 1,
-                             .max_inputs = 5, .infer = infer_slice, .prepare = prepare_slice,
-                             .run = run_slice, .destroy = destroy_free};
+const pr_op_t pr_op_slice = {.name = "Slice",
+                             .attrs = "starts,ends,axes",
+                             .min_opset = 1,
+                             .max_inputs = 5,
+                             .infer = infer_slice,
+                             .prepare = prepare_slice,
+                             .run = run_slice,
+                             .destroy = destroy_free};

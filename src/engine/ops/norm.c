@@ -7,14 +7,16 @@
 
 static pr_status_t infer_layer_norm(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0), *scale = pr_in(c, n, 1), *b = pr_in(c, n, 2);
-  if (x->dtype != PR_DTYPE_FLOAT || !scale || scale->dtype != PR_DTYPE_FLOAT || (b && b->dtype != PR_DTYPE_FLOAT))
+  if (x->dtype != PR_DTYPE_FLOAT || !scale || scale->dtype != PR_DTYPE_FLOAT ||
+      (b && b->dtype != PR_DTYPE_FLOAT))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
   int axis = pr_axis(pr_attr_int(n->m, "axis", -1), x->rank);
   if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
   int64_t row = 1;
   for (int k = axis; k < x->rank; k++) row *= x->dims[k];
   if (pr_value_numel(scale) != row || (b && pr_value_numel(b) != row))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Scale and B must cover the normalized axes (%lld values)", (long long)row);
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED,
+                   "Scale and B must cover the normalized axes (%lld values)", (long long)row);
   pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, x->dims);
   int64_t d[PR_MAX_RANK];
   for (int k = 0; k < x->rank; k++) d[k] = k < axis ? x->dims[k] : 1;
@@ -52,8 +54,13 @@ static void run_layer_norm(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_layer_norm = {.name = "LayerNormalization", .attrs = "axis,epsilon,stash_type",
-                                  .min_opset = 17, .max_inputs = 3, .infer = infer_layer_norm,
-                                  .run = run_layer_norm, .inplace = true};
+const pr_op_t pr_op_layer_norm = {.name = "LayerNormalization",
+                                  .attrs = "axis,epsilon,stash_type",
+                                  .min_opset = 17,
+                                  .max_inputs = 3,
+                                  .infer = infer_layer_norm,
+                                  .run = run_layer_norm,
+                                  .inplace = true};
 
-const pr_op_t pr_op_layer_norm_fused = {.name = "LayerNorm", .run = run_layer_norm, .inplace = true};
+const pr_op_t pr_op_layer_norm_fused = {
+    .name = "LayerNorm", .run = run_layer_norm, .inplace = true};

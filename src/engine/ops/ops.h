@@ -6,15 +6,18 @@
 
 #include "engine/graph.h"
 
-#define PR_OPS_LIST                                                                      \
-  X(relu) X(leaky_relu) X(sigmoid) X(tanh) X(hard_sigmoid) X(hard_swish) X(clip)         \
-  X(add) X(sub) X(mul) X(div) X(sum) X(identity) X(dropout)                              \
-  X(reshape) X(flatten) X(squeeze) X(unsqueeze) X(shape) X(concat) X(split)              \
-  X(transpose) X(gather) X(pad)                                                          \
-  X(conv) X(batch_norm) X(max_pool) X(average_pool) X(global_average_pool)               \
-  X(global_max_pool) X(gemm) X(matmul) X(softmax) X(resize)                             \
-  X(sqrt) X(erf) X(exp) X(log) X(neg) X(abs) X(reciprocal) X(pow)                         \
-  X(cast) X(range) X(reduce_mean) X(reduce_sum) X(reduce_max) X(slice) X(layer_norm)
+// clang-format off
+#define PR_OPS_LIST                                                                                \
+  X(relu)                                                                                          \
+  X(leaky_relu)                                                                                    \
+  X(sigmoid)                                                                                       \
+  X(tanh) X(hard_sigmoid) X(hard_swish) X(clip) X(add) X(sub) X(mul) X(div) X(sum) X(identity)     \
+      X(dropout) X(reshape) X(flatten) X(squeeze) X(unsqueeze) X(shape) X(concat) X(split)         \
+          X(transpose) X(gather) X(pad) X(conv) X(batch_norm) X(max_pool) X(average_pool)          \
+              X(global_average_pool) X(global_max_pool) X(gemm) X(matmul) X(softmax) X(resize)     \
+                  X(sqrt) X(erf) X(exp) X(log) X(neg) X(abs) X(reciprocal) X(pow) X(cast) X(range) \
+                      X(reduce_mean) X(reduce_sum) X(reduce_max) X(slice) X(layer_norm)
+// clang-format on
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST

@@ -29,14 +29,15 @@ static pr_status_t pool_geom(pr_compile_t *c, pr_node_t *n, pool_geom_t *g) {
   if (cnt != g->sp) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape needs %d entries", g->sp);
   for (int k = 0; k < g->sp; k++) g->kernel[k] = ks[k];
   bool ceil_mode = pr_attr_int(n->m, "ceil_mode", 0) != 0;
-  return pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, ceil_mode, g->stride, g->dil,
-                        g->pad_l, g->pad_r, g->out);
+  return pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, ceil_mode, g->stride, g->dil, g->pad_l,
+                        g->pad_r, g->out);
 }
 
 static pr_status_t infer_pool_common(pr_compile_t *c, pr_node_t *n, bool global, bool is_max) {
   pr_value_t *x = pr_in(c, n, 0);
   if (!x) return pr_fail(c, n, PR_ERR_INVALID, "missing input");
-  if (x->dtype != PR_DTYPE_FLOAT && !(is_max && (x->dtype == PR_DTYPE_UINT8 || x->dtype == PR_DTYPE_INT8)))
+  if (x->dtype != PR_DTYPE_FLOAT &&
+      !(is_max && (x->dtype == PR_DTYPE_UINT8 || x->dtype == PR_DTYPE_INT8)))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(x->dtype));
   if (x->rank < 3 || x->rank > 5)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions");
@@ -69,12 +70,15 @@ static pr_status_t prepare_pool_common(pr_compile_t *c, pr_node_t *n, bool globa
     pl[k] = g.pad_l[k], pr_[k] = g.pad_r[k];
   }
   dnnl_memory_desc_t o_any;
-  dnnl_data_type_t dt = x->dtype == PR_DTYPE_FLOAT ? dnnl_f32 : x->dtype == PR_DTYPE_UINT8 ? dnnl_u8 : dnnl_s8;
+  dnnl_data_type_t dt = x->dtype == PR_DTYPE_FLOAT   ? dnnl_f32
+                        : x->dtype == PR_DTYPE_UINT8 ? dnnl_u8
+                                                     : dnnl_s8;
   if (x->dtype != PR_DTYPE_FLOAT) pr_plain_md(x, &x->md), pr_plain_md(o, &o->md);
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, o->rank, od, dt, dnnl_format_tag_any));
   dnnl_pooling_v2_desc_t pdesc;
-  PR_DNNL(c, n, dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, alg, &x->md,
-                                                  &o_any, strides, kernel, dil, pl, pr_));
+  PR_DNNL(c, n,
+          dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, alg, &x->md, &o_any,
+                                            strides, kernel, dil, pl, pr_));
   dnnl_primitive_desc_t pd;
   if (dnnl_primitive_desc_create(&pd, &pdesc, NULL, c->engine, NULL) != dnnl_success)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN pooling kernel");
@@ -89,17 +93,27 @@ static pr_status_t prepare_pool_common(pr_compile_t *c, pr_node_t *n, bool globa
   return PR_OK;
 }
 
-static void run_pool(pr_exec_t *x, pr_node_t *n) { pr_dnnl_prim_run(x, n->state); }
+static void run_pool(pr_exec_t *x, pr_node_t *n) {
+  pr_dnnl_prim_run(x, n->state);
+}
 
 static void destroy_pool(void *s) {
   pr_dnnl_prim_destroy(s);
   free(s);
 }
 
-static pr_status_t infer_max(pr_compile_t *c, pr_node_t *n) { return infer_pool_common(c, n, false, true); }
-static pr_status_t infer_avg(pr_compile_t *c, pr_node_t *n) { return infer_pool_common(c, n, false, false); }
-static pr_status_t infer_gavg(pr_compile_t *c, pr_node_t *n) { return infer_pool_common(c, n, true, false); }
-static pr_status_t infer_gmax(pr_compile_t *c, pr_node_t *n) { return infer_pool_common(c, n, true, true); }
+static pr_status_t infer_max(pr_compile_t *c, pr_node_t *n) {
+  return infer_pool_common(c, n, false, true);
+}
+static pr_status_t infer_avg(pr_compile_t *c, pr_node_t *n) {
+  return infer_pool_common(c, n, false, false);
+}
+static pr_status_t infer_gavg(pr_compile_t *c, pr_node_t *n) {
+  return infer_pool_common(c, n, true, false);
+}
+static pr_status_t infer_gmax(pr_compile_t *c, pr_node_t *n) {
+  return infer_pool_common(c, n, true, true);
+}
 
 static pr_status_t prepare_max(pr_compile_t *c, pr_node_t *n) {
   return prepare_pool_common(c, n, false, dnnl_pooling_max);
@@ -107,8 +121,8 @@ static pr_status_t prepare_max(pr_compile_t *c, pr_node_t *n) {
 static pr_status_t prepare_avg(pr_compile_t *c, pr_node_t *n) {
   /* zeros from a fused Pad count in the average, as they did before fusion */
   bool include = pr_attr_int(n->m, "count_include_pad", 0) != 0 || n->pad_fused;
-  return prepare_pool_common(c, n, false,
-                             include ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding);
+  return prepare_pool_common(
+      c, n, false, include ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding);
 }
 static pr_status_t prepare_gavg(pr_compile_t *c, pr_node_t *n) {
   return prepare_pool_common(c, n, true, dnnl_pooling_avg_exclude_padding);
@@ -128,21 +142,42 @@ static pr_status_t check_avg(const pr_mnode_t *m, int opset, char *err, size_t l
   return PR_OK;
 }
 
-const pr_op_t pr_op_max_pool = {.name = "MaxPool",
-                                .attrs = "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides",
-                                .min_opset = 1, .max_inputs = 1, .infer = infer_max,
-                                .prepare = prepare_max, .run = run_pool, .destroy = destroy_pool,
-                                .accepts_opaque = true};
-const pr_op_t pr_op_average_pool = {.name = "AveragePool",
-                                    .attrs = "auto_pad,ceil_mode,count_include_pad,dilations,kernel_shape,pads,strides",
-                                    .min_opset = 1, .max_inputs = 1, .check = check_avg,
-                                    .infer = infer_avg, .prepare = prepare_avg, .run = run_pool,
-                                    .destroy = destroy_pool, .accepts_opaque = true};
-const pr_op_t pr_op_global_average_pool = {.name = "GlobalAveragePool", .attrs = "", .min_opset = 1,
-                                           .max_inputs = 1, .infer = infer_gavg,
-                                           .prepare = prepare_gavg, .run = run_pool,
-                                           .destroy = destroy_pool, .accepts_opaque = true};
-const pr_op_t pr_op_global_max_pool = {.name = "GlobalMaxPool", .attrs = "", .min_opset = 1,
-                                       .max_inputs = 1, .infer = infer_gmax,
-                                       .prepare = prepare_gmax, .run = run_pool,
-                                       .destroy = destroy_pool, .accepts_opaque = true};
+const pr_op_t pr_op_max_pool = {
+    .name = "MaxPool",
+    .attrs = "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides",
+    .min_opset = 1,
+    .max_inputs = 1,
+    .infer = infer_max,
+    .prepare = prepare_max,
+    .run = run_pool,
+    .destroy = destroy_pool,
+    .accepts_opaque = true};
+const pr_op_t pr_op_average_pool = {
+    .name = "AveragePool",
+    .attrs = "auto_pad,ceil_mode,count_include_pad,dilations,kernel_shape,pads,strides",
+    .min_opset = 1,
+    .max_inputs = 1,
+    .check = check_avg,
+    .infer = infer_avg,
+    .prepare = prepare_avg,
+    .run = run_pool,
+    .destroy = destroy_pool,
+    .accepts_opaque = true};
+const pr_op_t pr_op_global_average_pool = {.name = "GlobalAveragePool",
+                                           .attrs = "",
+                                           .min_opset = 1,
+                                           .max_inputs = 1,
+                                           .infer = infer_gavg,
+                                           .prepare = prepare_gavg,
+                                           .run = run_pool,
+                                           .destroy = destroy_pool,
+                                           .accepts_opaque = true};
+const pr_op_t pr_op_global_max_pool = {.name = "GlobalMaxPool",
+                                       .attrs = "",
+                                       .min_opset = 1,
+                                       .max_inputs = 1,
+                                       .infer = infer_gmax,
+                                       .prepare = prepare_gmax,
+                                       .run = run_pool,
+                                       .destroy = destroy_pool,
+                                       .accepts_opaque = true};

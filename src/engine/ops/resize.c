@@ -6,8 +6,14 @@
 #include "base/util.h"
 #include "engine/ops/ops.h"
 
-typedef enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC,
-               CT_TF_HALF_PIXEL_NN, CT_TF_CROP } coord_t;
+typedef enum {
+  CT_HALF_PIXEL,
+  CT_PYTORCH_HALF_PIXEL,
+  CT_ALIGN_CORNERS,
+  CT_ASYMMETRIC,
+  CT_TF_HALF_PIXEL_NN,
+  CT_TF_CROP
+} coord_t;
 typedef enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL } nearest_t;
 
 typedef struct {
@@ -34,17 +40,20 @@ static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *
   pr_value_t *x = pr_in(c, n, 0);
   if (!x || x->dtype != PR_DTYPE_FLOAT) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
   const char *mode = pr_attr_string(n->m, "mode", "nearest");
-  if (!strcmp(mode, "linear")) s->linear = true;
-  else if (strcmp(mode, "nearest")) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
+  if (!strcmp(mode, "linear"))
+    s->linear = true;
+  else if (strcmp(mode, "nearest"))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
   const char *ct = pr_attr_string(n->m, "coordinate_transformation_mode", "half_pixel");
   if (c->opset < 11) ct = "asymmetric";
-  static const char *cts[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                              "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  static const char *cts[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
+                              "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
   s->ct = (coord_t)-1;
   for (int i = 0; i < 6; i++)
     if (!strcmp(ct, cts[i])) s->ct = (coord_t)i;
   if ((int)s->ct < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "coordinate mode '%s'", ct);
-  const char *nm = pr_attr_string(n->m, "nearest_mode", c->opset < 11 ? "floor" : "round_prefer_floor");
+  const char *nm =
+      pr_attr_string(n->m, "nearest_mode", c->opset < 11 ? "floor" : "round_prefer_floor");
   static const char *nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
   s->nm = (nearest_t)-1;
   for (int i = 0; i < 4; i++)
@@ -78,7 +87,8 @@ static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *
     if (pr_const_ints(sizes, sz, PR_MAX_RANK) != x->rank)
       return pr_fail(c, n, PR_ERR_INVALID, "sizes needs %d int64", x->rank);
     for (int k = 0; k < x->rank; k++) {
-      if (sz[k] < 1 || x->dims[k] < 1) return pr_fail(c, n, PR_ERR_INVALID, "sizes must be positive");
+      if (sz[k] < 1 || x->dims[k] < 1)
+        return pr_fail(c, n, PR_ERR_INVALID, "sizes must be positive");
       s->out[k] = sz[k];
       s->scale[k] = (double)sz[k] / (double)x->dims[k];
     }
@@ -86,7 +96,8 @@ static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *
   for (int k = 0; k < x->rank; k++) s->roi_start[k] = 0, s->roi_end[k] = 1;
   if (s->ct == CT_TF_CROP) {
     if (!roi || roi->dtype != PR_DTYPE_FLOAT || pr_value_numel(roi) != 2 * x->rank)
-      return pr_fail(c, n, PR_ERR_INVALID, "tf_crop_and_resize needs roi of %d floats", 2 * x->rank);
+      return pr_fail(c, n, PR_ERR_INVALID, "tf_crop_and_resize needs roi of %d floats",
+                     2 * x->rank);
     for (int k = 0; k < x->rank; k++) {
       s->roi_start[k] = ((const float *)roi->data)[k];
       s->roi_end[k] = ((const float *)roi->data)[k + x->rank];
@@ -128,16 +139,18 @@ static double src_coord(const resize_state_t *s, int k, int64_t o, int64_t in_le
   /* the resized length is in_len * scale, unrounded, as ONNX defines it */
   double sc = s->scale[k], out_len = sc * (double)in_len;
   switch (s->ct) {
-  case CT_HALF_PIXEL: return ((double)o + 0.5) / sc - 0.5;
-  case CT_PYTORCH_HALF_PIXEL: return out_len > 1 ? ((double)o + 0.5) / sc - 0.5 : 0;
-  case CT_ALIGN_CORNERS: return out_len == 1 ? 0 : (double)o * (double)(in_len - 1) / (out_len - 1);
-  case CT_ASYMMETRIC: return (double)o / sc;
-  case CT_TF_HALF_PIXEL_NN: return ((double)o + 0.5) / sc;
-  case CT_TF_CROP: {
-    double a = s->roi_start[k], b = s->roi_end[k];
-    return out_len > 1 ? a * (double)(in_len - 1) + (double)o * (b - a) * (double)(in_len - 1) / (out_len - 1)
-                       : 0.5 * (a + b) * (double)(in_len - 1);
-  }
+    case CT_HALF_PIXEL: return ((double)o + 0.5) / sc - 0.5;
+    case CT_PYTORCH_HALF_PIXEL: return out_len > 1 ? ((double)o + 0.5) / sc - 0.5 : 0;
+    case CT_ALIGN_CORNERS:
+      return out_len == 1 ? 0 : (double)o * (double)(in_len - 1) / (out_len - 1);
+    case CT_ASYMMETRIC: return (double)o / sc;
+    case CT_TF_HALF_PIXEL_NN: return ((double)o + 0.5) / sc;
+    case CT_TF_CROP: {
+      double a = s->roi_start[k], b = s->roi_end[k];
+      return out_len > 1 ? a * (double)(in_len - 1) +
+                               (double)o * (b - a) * (double)(in_len - 1) / (out_len - 1)
+                         : 0.5 * (a + b) * (double)(in_len - 1);
+    }
   }
   return 0;
 }
@@ -162,10 +175,10 @@ static void pass(const resize_state_t *s, int k, const int64_t *d, const float *
     } else {
       double f = floor(x), frac = x - f;
       switch (s->nm) {
-      case NM_ROUND_FLOOR: i0 = (int64_t)(frac == 0.5 ? f : round(x)); break;
-      case NM_ROUND_CEIL: i0 = (int64_t)(frac == 0.5 ? f + 1 : round(x)); break;
-      case NM_FLOOR: i0 = (int64_t)f; break;
-      default: i0 = (int64_t)ceil(x); break;
+        case NM_ROUND_FLOOR: i0 = (int64_t)(frac == 0.5 ? f : round(x)); break;
+        case NM_ROUND_CEIL: i0 = (int64_t)(frac == 0.5 ? f + 1 : round(x)); break;
+        case NM_FLOOR: i0 = (int64_t)f; break;
+        default: i0 = (int64_t)ceil(x); break;
       }
       if (i0 < 0) i0 = 0;
       if (i0 >= in_len) i0 = in_len - 1;
@@ -209,8 +222,12 @@ static void run_resize(pr_exec_t *x, pr_node_t *n) {
 }
 
 const pr_op_t pr_op_resize = {.name = "Resize",
-                              .attrs = "mode,coordinate_transformation_mode,nearest_mode,"
-                                       "extrapolation_value,cubic_coeff_a,exclude_outside",
-                              .min_opset = 10, .max_inputs = 4, .infer = infer_resize,
-                              .prepare = prepare_resize, .run = run_resize,
+                              .attrs =
+                                  "mode,coordinate_transformation_mode,nearest_mode,"
+                                  "extrapolation_value,cubic_coeff_a,exclude_outside",
+                              .min_opset = 10,
+                              .max_inputs = 4,
+                              .infer = infer_resize,
+                              .prepare = prepare_resize,
+                              .run = run_resize,
                               .destroy = destroy_resize};

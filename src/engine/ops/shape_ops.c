@@ -6,7 +6,9 @@
 #include "base/util.h"
 #include "engine/ops/dnnl_util.h"
 
-static void destroy_free(void *p) { free(p); }
+static void destroy_free(void *p) {
+  free(p);
+}
 
 static void run_view(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *o = &x->v[n->out[0]];
@@ -42,15 +44,19 @@ static pr_status_t infer_reshape(pr_compile_t *c, pr_node_t *n) {
     if (known == 0 || total % known) return pr_fail(c, n, PR_ERR_INVALID, "cannot infer -1");
     want[infer_at] = total / known;
   } else if (known != total) {
-    return pr_fail(c, n, PR_ERR_INVALID, "element count %lld does not match %lld",
-                   (long long)known, (long long)total);
+    return pr_fail(c, n, PR_ERR_INVALID, "element count %lld does not match %lld", (long long)known,
+                   (long long)total);
   }
   pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, want);
   return PR_OK;
 }
 
-const pr_op_t pr_op_reshape = {.name = "Reshape", .attrs = "allowzero", .min_opset = 5,
-                               .max_inputs = 2, .infer = infer_reshape, .run = run_view,
+const pr_op_t pr_op_reshape = {.name = "Reshape",
+                               .attrs = "allowzero",
+                               .min_opset = 5,
+                               .max_inputs = 2,
+                               .infer = infer_reshape,
+                               .run = run_view,
                                .view = true};
 
 /* ---- Flatten ---- */
@@ -66,8 +72,13 @@ static pr_status_t infer_flatten(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-const pr_op_t pr_op_flatten = {.name = "Flatten", .attrs = "axis", .min_opset = 1, .max_inputs = 1,
-                               .infer = infer_flatten, .run = run_view, .view = true};
+const pr_op_t pr_op_flatten = {.name = "Flatten",
+                               .attrs = "axis",
+                               .min_opset = 1,
+                               .max_inputs = 1,
+                               .infer = infer_flatten,
+                               .run = run_view,
+                               .view = true};
 
 /* ---- Squeeze / Unsqueeze: axes from attribute (opset < 13) or input 1 ---- */
 
@@ -132,10 +143,19 @@ static pr_status_t infer_unsqueeze(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-const pr_op_t pr_op_squeeze = {.name = "Squeeze", .attrs = "axes", .min_opset = 1, .max_inputs = 2,
-                               .infer = infer_squeeze, .run = run_view, .view = true};
-const pr_op_t pr_op_unsqueeze = {.name = "Unsqueeze", .attrs = "axes", .min_opset = 1,
-                                 .max_inputs = 2, .infer = infer_unsqueeze, .run = run_view,
+const pr_op_t pr_op_squeeze = {.name = "Squeeze",
+                               .attrs = "axes",
+                               .min_opset = 1,
+                               .max_inputs = 2,
+                               .infer = infer_squeeze,
+                               .run = run_view,
+                               .view = true};
+const pr_op_t pr_op_unsqueeze = {.name = "Unsqueeze",
+                                 .attrs = "axes",
+                                 .min_opset = 1,
+                                 .max_inputs = 2,
+                                 .infer = infer_unsqueeze,
+                                 .run = run_view,
                                  .view = true};
 
 /* ---- Shape: folded at compile time (shapes are concrete in a session) ---- */
@@ -163,8 +183,12 @@ static pr_status_t infer_shape(pr_compile_t *c, pr_node_t *n) {
 
 static void run_nothing(pr_exec_t *x, pr_node_t *n) {}
 
-const pr_op_t pr_op_shape = {.name = "Shape", .attrs = "start,end", .min_opset = 1,
-                             .max_inputs = 1, .infer = infer_shape, .run = run_nothing,
+const pr_op_t pr_op_shape = {.name = "Shape",
+                             .attrs = "start,end",
+                             .min_opset = 1,
+                             .max_inputs = 1,
+                             .infer = infer_shape,
+                             .run = run_nothing,
                              .nondeterministic = true /* never re-run by the folder */};
 
 /* ---- Concat ---- */
@@ -205,7 +229,7 @@ static void destroy_concat(void *p) {
 
 /* The format tag (of a few blocked/plain candidates) that describes md, or 0. */
 static dnnl_format_tag_t tag_of(const pr_value_t *v) {
-  static const dnnl_format_tag_t tags[] = {dnnl_aBcd16b, dnnl_aBcd8b, dnnl_acdb, dnnl_abcd,
+  static const dnnl_format_tag_t tags[] = {dnnl_aBcd16b,  dnnl_aBcd8b,  dnnl_acdb,  dnnl_abcd,
                                            dnnl_aBcde16b, dnnl_aBcde8b, dnnl_acdeb, dnnl_abcde};
   dnnl_dims_t d;
   for (int k = 0; k < v->rank; k++) d[k] = v->dims[k];
@@ -299,9 +323,15 @@ static void run_concat(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_concat = {.name = "Concat", .attrs = "axis", .min_opset = 4, .max_inputs = 16,
-                              .infer = infer_concat, .prepare = prepare_concat, .run = run_concat,
-                              .destroy = destroy_concat, .accepts_opaque = true};
+const pr_op_t pr_op_concat = {.name = "Concat",
+                              .attrs = "axis",
+                              .min_opset = 4,
+                              .max_inputs = 16,
+                              .infer = infer_concat,
+                              .prepare = prepare_concat,
+                              .run = run_concat,
+                              .destroy = destroy_concat,
+                              .accepts_opaque = true};
 
 /* ---- Split ---- */
 
@@ -322,7 +352,8 @@ static pr_status_t split_sizes(pr_compile_t *c, pr_node_t *n, int axis, int64_t 
     if (ng < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "split must be constant");
   }
   if (ng >= 0) {
-    if (ng != n->n_out) return pr_fail(c, n, PR_ERR_INVALID, "split has %d entries for %d outputs", ng, n->n_out);
+    if (ng != n->n_out)
+      return pr_fail(c, n, PR_ERR_INVALID, "split has %d entries for %d outputs", ng, n->n_out);
     int64_t total = 0;
     for (int i = 0; i < ng; i++) {
       if (given[i] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative split");
@@ -382,8 +413,12 @@ static void run_split(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_split = {.name = "Split", .attrs = "axis,split,num_outputs", .min_opset = 2,
-                             .max_inputs = 2, .infer = infer_split, .run = run_split};
+const pr_op_t pr_op_split = {.name = "Split",
+                             .attrs = "axis,split,num_outputs",
+                             .min_opset = 2,
+                             .max_inputs = 2,
+                             .infer = infer_split,
+                             .run = run_split};
 
 /* ---- Transpose ---- */
 
@@ -401,7 +436,8 @@ static pr_status_t get_perm(pr_compile_t *c, pr_node_t *n, int rank, int *perm) 
     for (int k = 0; k < rank; k++) perm[k] = rank - 1 - k;
     return PR_OK;
   }
-  if (cnt != rank) return pr_fail(c, n, PR_ERR_INVALID, "perm has %d entries for rank %d", cnt, rank);
+  if (cnt != rank)
+    return pr_fail(c, n, PR_ERR_INVALID, "perm has %d entries for rank %d", cnt, rank);
   bool seen[PR_MAX_RANK] = {0};
   for (int k = 0; k < rank; k++) {
     int ax = pr_axis(p[k], rank);
@@ -452,22 +488,22 @@ static pr_status_t prepare_transpose(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-#define TRANSPOSE_T(T)                                                                   \
-  static void transpose_##T(const transpose_state_t *s, T *o, const T *in, int th) {     \
-    int r = s->rank;                                                                     \
-    int64_t inner = s->dims[r - 1], inner_st = s->strides[r - 1], outer = 1;             \
-    for (int k = 0; k < r - 1; k++) outer *= s->dims[k];                                 \
-    _Pragma("omp parallel for num_threads(th) if (outer * inner > 65536)")               \
-    for (int64_t i = 0; i < outer; i++) {                                                \
-      int64_t rem = i, off = 0;                                                          \
-      for (int k = r - 2; k >= 0; k--) {                                                 \
-        off += (rem % s->dims[k]) * s->strides[k];                                       \
-        rem /= s->dims[k];                                                               \
-      }                                                                                  \
-      T *po = o + i * inner;                                                             \
-      const T *pi = in + off;                                                            \
-      for (int64_t j = 0; j < inner; j++) po[j] = pi[j * inner_st];                      \
-    }                                                                                    \
+#define TRANSPOSE_T(T)                                                                            \
+  static void transpose_##T(const transpose_state_t *s, T *o, const T *in, int th) {              \
+    int r = s->rank;                                                                              \
+    int64_t inner = s->dims[r - 1], inner_st = s->strides[r - 1], outer = 1;                      \
+    for (int k = 0; k < r - 1; k++) outer *= s->dims[k];                                          \
+    _Pragma("omp parallel for num_threads(th) if (outer * inner > 65536)") for (int64_t i = 0;    \
+                                                                                i < outer; i++) { \
+      int64_t rem = i, off = 0;                                                                   \
+      for (int k = r - 2; k >= 0; k--) {                                                          \
+        off += (rem % s->dims[k]) * s->strides[k];                                                \
+        rem /= s->dims[k];                                                                        \
+      }                                                                                           \
+      T *po = o + i * inner;                                                                      \
+      const T *pi = in + off;                                                                     \
+      for (int64_t j = 0; j < inner; j++) po[j] = pi[j * inner_st];                               \
+    }                                                                                             \
   }
 TRANSPOSE_T(uint8_t)
 TRANSPOSE_T(uint16_t)
@@ -479,16 +515,20 @@ static void run_transpose(pr_exec_t *x, pr_node_t *n) {
   void *o = pr_xout(x, n, 0);
   const void *in = pr_xin(x, n, 0);
   switch (s->es) {
-  case 1: transpose_uint8_t(s, o, in, x->threads); break;
-  case 2: transpose_uint16_t(s, o, in, x->threads); break;
-  case 4: transpose_uint32_t(s, o, in, x->threads); break;
-  default: transpose_uint64_t(s, o, in, x->threads); break;
+    case 1: transpose_uint8_t(s, o, in, x->threads); break;
+    case 2: transpose_uint16_t(s, o, in, x->threads); break;
+    case 4: transpose_uint32_t(s, o, in, x->threads); break;
+    default: transpose_uint64_t(s, o, in, x->threads); break;
   }
 }
 
-const pr_op_t pr_op_transpose = {.name = "Transpose", .attrs = "perm", .min_opset = 1,
-                                 .max_inputs = 1, .infer = infer_transpose,
-                                 .prepare = prepare_transpose, .run = run_transpose,
+const pr_op_t pr_op_transpose = {.name = "Transpose",
+                                 .attrs = "perm",
+                                 .min_opset = 1,
+                                 .max_inputs = 1,
+                                 .infer = infer_transpose,
+                                 .prepare = prepare_transpose,
+                                 .run = run_transpose,
                                  .destroy = destroy_free};
 
 /* ---- Gather ---- */
@@ -528,13 +568,19 @@ static void run_gather(pr_exec_t *x, pr_node_t *n) {
       if (j < 0) j += len;
       char *dst = o + (r * ni + i) * inner;
       /* out-of-range indices are invalid ONNX; they produce zeros, never a bad read */
-      if (j < 0 || j >= len) memset(dst, 0, (size_t)inner);
-      else memcpy(dst, in + (r * len + j) * inner, (size_t)inner);
+      if (j < 0 || j >= len)
+        memset(dst, 0, (size_t)inner);
+      else
+        memcpy(dst, in + (r * len + j) * inner, (size_t)inner);
     }
 }
 
-const pr_op_t pr_op_gather = {.name = "Gather", .attrs = "axis", .min_opset = 1, .max_inputs = 2,
-                              .infer = infer_gather, .run = run_gather};
+const pr_op_t pr_op_gather = {.name = "Gather",
+                              .attrs = "axis",
+                              .min_opset = 1,
+                              .max_inputs = 2,
+                              .infer = infer_gather,
+                              .run = run_gather};
 
 /* ---- Pad ---- */
 
@@ -549,16 +595,21 @@ typedef struct {
 static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
   pr_value_t *a = pr_in(c, n, 0);
   const char *mode = pr_attr_string(n->m, "mode", "constant");
-  if (!strcmp(mode, "constant")) s->mode = PAD_CONSTANT;
-  else if (!strcmp(mode, "reflect")) s->mode = PAD_REFLECT;
-  else if (!strcmp(mode, "edge")) s->mode = PAD_EDGE;
-  else return pr_fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
+  if (!strcmp(mode, "constant"))
+    s->mode = PAD_CONSTANT;
+  else if (!strcmp(mode, "reflect"))
+    s->mode = PAD_REFLECT;
+  else if (!strcmp(mode, "edge"))
+    s->mode = PAD_EDGE;
+  else
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
   int np;
   s->value = 0;
   if (c->opset < 11) {
     const int64_t *p;
     np = pr_attr_ints(n->m, "pads", &p);
-    if (np != 2 * a->rank) return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * a->rank);
+    if (np != 2 * a->rank)
+      return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * a->rank);
     memcpy(s->pads, p, sizeof(int64_t) * (size_t)np);
     float v = pr_attr_float(n->m, "value", 0.f);
     if (a->dtype != PR_DTYPE_FLOAT && v != 0.f)
@@ -568,7 +619,8 @@ static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
     np = pr_const_ints(pr_in(c, n, 1), s->pads, 2 * PR_MAX_RANK);
     if (np < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "pads must be constant");
     if (pr_in(c, n, 3)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes input");
-    if (np != 2 * a->rank) return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * a->rank);
+    if (np != 2 * a->rank)
+      return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * a->rank);
     pr_value_t *cv = pr_in(c, n, 2);
     if (cv) {
       if (!cv->is_const || cv->dtype != a->dtype || pr_value_numel(cv) != 1)
@@ -628,16 +680,25 @@ static void run_pad(pr_exec_t *x, pr_node_t *n) {
           outside = true;
           break;
         }
-        if (s->mode == PAD_EDGE) idx = idx < 0 ? 0 : len - 1;
-        else idx = idx < 0 ? -idx : 2 * (len - 1) - idx;
+        if (s->mode == PAD_EDGE)
+          idx = idx < 0 ? 0 : len - 1;
+        else
+          idx = idx < 0 ? -idx : 2 * (len - 1) - idx;
       }
       off += idx * in_st[k];
     }
-    if (outside) memcpy(out + i * (int64_t)es, &s->value, es);
-    else memcpy(out + i * (int64_t)es, in + off * (int64_t)es, es);
+    if (outside)
+      memcpy(out + i * (int64_t)es, &s->value, es);
+    else
+      memcpy(out + i * (int64_t)es, in + off * (int64_t)es, es);
   }
 }
 
-const pr_op_t pr_op_pad = {.name = "Pad", .attrs = "mode,pads,value", .min_opset = 2,
-                           .max_inputs = 4, .infer = infer_pad, .prepare = prepare_pad,
-                           .run = run_pad, .destroy = destroy_free};
+const pr_op_t pr_op_pad = {.name = "Pad",
+                           .attrs = "mode,pads,value",
+                           .min_opset = 2,
+                           .max_inputs = 4,
+                           .infer = infer_pad,
+                           .prepare = prepare_pad,
+                           .run = run_pad,
+                           .destroy = destroy_free};
