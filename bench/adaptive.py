@@ -12,13 +12,13 @@ Reports p50/p99 per phase.
 usage: bench/adaptive.py [--model resnet50] [--schedule 4:20,24:20,4:20]
 """
 import argparse
-import datetime
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve import ROOT, Server, run_json  # noqa: E402
+from common import ROOT, cpu_name, run_json, utc_stamp  # noqa: E402
+from serve import Server  # noqa: E402
 
 
 def main():
@@ -56,8 +56,8 @@ def main():
         rows.append(r)
         s.stop()
         print(json.dumps({k: r[k] for k in ("server", "plan", "requests", "errors", "p50_ms", "p99_ms")}), flush=True)
-    stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    stamp = utc_stamp()
+    cpu = cpu_name()
     suffix = "" if name == "resnet50" else f"_{name}"
     json.dump({"date": stamp, "cpu": cpu, "model": name, "schedule": args.schedule, "rows": rows},
               open(os.path.join(args.out, f"adaptive{suffix}.json"), "w"), indent=1)

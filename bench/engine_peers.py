@@ -15,33 +15,17 @@ Needs: scripts/install-deps.sh, a build in build/, models from
 tools/export_models.py, and `npm install --ignore-scripts` in bench/.
 """
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, cpu_name, run_json, utc_stamp
+
 SHAPES = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299), "bert": (128,), "gpt2": (128,),
           "bert_opset17": (128,), "gpt2_opset17": (128,)}
 VOCAB = {"bert": 30522, "gpt2": 50257, "bert_opset17": 30522, "gpt2_opset17": 50257}
-
-
-def sh(cmd, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()[-500:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def cpu_name():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def main():
@@ -59,7 +43,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     packrat = os.path.join(args.build, "packrat")
-    peak = sh(["taskset", "-c", "0", os.path.join(args.build, "bench", "peak_flops")])["peak_gflops_per_core"]
+    peak = run_json(["taskset", "-c", "0", os.path.join(args.build, "bench", "peak_flops")])["peak_gflops_per_core"]
     tmp = os.path.join(args.out, "inputs.tmp")
     os.makedirs(tmp, exist_ok=True)
     rows = []
@@ -78,12 +62,12 @@ def main():
                 pin = ["taskset", "-c", cores]
                 med = {"packrat": [], "ort": [], "torch": []}
                 for _ in range(args.rounds):
-                    pr = sh(pin + [packrat, "run", onnx_path, "--input", f"input={inp}", "--threads", str(t),
+                    pr = run_json(pin + [packrat, "run", onnx_path, "--input", f"input={inp}", "--threads", str(t),
                                    "--repeat", str(args.repeat), "--warmup", "2", "--json"])
                     med["packrat"].append(pr["median_ms"])
-                    med["ort"].append(sh(pin + ["node", os.path.join(ROOT, "bench", "ort_run.js"), onnx_path,
+                    med["ort"].append(run_json(pin + ["node", os.path.join(ROOT, "bench", "ort_run.js"), onnx_path,
                                                 inp, str(t), str(args.repeat)])["median_ms"])
-                    med["torch"].append(sh(pin + ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_run.py"),
+                    med["torch"].append(run_json(pin + ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_run.py"),
                                                   model, inp, str(t), str(args.repeat)])["median_ms"])
                 p, o, q = (float(np.median(med[k])) for k in ("packrat", "ort", "torch"))
                 gflop = pr["gflop"]
@@ -92,7 +76,7 @@ def main():
                        "peak_fraction": gflop / (p * 1e-3) / t / peak}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
+    stamp = utc_stamp()
     machine = f"{cpu_name()}, {os.cpu_count()} cores, per-core peak {peak:.0f} GFLOP/s fp32"
     with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
         json.dump({"date": stamp, "machine": machine, "rows": rows}, f, indent=1)

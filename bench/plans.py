@@ -12,21 +12,13 @@ resident memory of 1 instance vs T instances of the first model.
 usage: bench/plans.py [--models resnet50,inception_v3] [--batches 2,4,8,16] [--repeat 5]
 """
 import argparse
-import datetime
 import itertools
 import json
 import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run_json(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()[-400:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+from common import ROOT, cpu_name, run_json, utc_stamp
 
 
 def configs(T, B):
@@ -89,8 +81,8 @@ def main():
     memory = {"model": args.models.split(",")[0], "instances": T, "rss_one_mb": one, "rss_many_mb": many,
               "ratio": many / one}
     print(json.dumps(memory))
-    stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    stamp = utc_stamp()
+    cpu = cpu_name()
     with open(os.path.join(args.out, "plans.json"), "w") as f:
         json.dump({"date": stamp, "cpu": cpu, "rows": rows, "memory": memory}, f, indent=1)
     lines = [f"Command: `bench/plans.py --models {args.models} --batches {args.batches} --repeat {args.repeat}`  ",

@@ -13,7 +13,6 @@
 usage: bench/serve.py [--rate 20] [--duration 20] [--max-batch 8]
 """
 import argparse
-import datetime
 import json
 import os
 import re
@@ -22,14 +21,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run_json(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr[-400:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+from common import ROOT, cpu_name, run_json, utc_stamp
 
 
 class Server:
@@ -92,8 +84,8 @@ def main():
         rows.append(r)
         s.stop()
         print(json.dumps(r), flush=True)
-    stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    stamp = utc_stamp()
+    cpu = cpu_name()
     out = {"date": stamp, "cpu": cpu, "engine_median_ms": engine["median_ms"], "served": served, "load": rows}
     os.makedirs(args.out, exist_ok=True)
     json.dump(out, open(os.path.join(args.out, "serve.json"), "w"), indent=1)

@@ -183,9 +183,8 @@ typedef struct pr_op {
   void (*run)(pr_exec_t *x, pr_node_t *n);
   void (*destroy)(void *state);
   bool accepts_opaque;
-  bool view;             /* output 0 is input 0's bytes under a new shape */
-  bool inplace;          /* output 0 may share input 0's buffer */
-  bool nondeterministic; /* never folded at compile time */
+  bool view;    /* output 0 is input 0's bytes under a new shape */
+  bool inplace; /* output 0 may share input 0's buffer */
 } pr_op_t;
 
 /* Shared weight cache of a model (thread-safe). get: the buffer for (node,

@@ -197,7 +197,8 @@ static pr_status_t infer_all(pr_compile_t *c) {
                        c->max_bytes);
       o->producer = i;
     }
-    if (all_const && !n->op->nondeterministic && (st = fold_node(c, n))) return st;
+    /* a node may finish itself in infer (Shape marks itself dead) */
+    if (all_const && !n->dead && (st = fold_node(c, n))) return st;
   }
   return PR_OK;
 }
@@ -223,7 +224,7 @@ static void remove_dead(pr_compile_t *c) {
     count_uses(c);
     for (int i = c->n_nodes - 1; i >= 0; i--) {
       pr_node_t *n = &c->nodes[i];
-      if (n->dead || n->op->nondeterministic) continue;
+      if (n->dead) continue;
       bool used = false;
       for (int k = 0; k < n->n_out; k++) used |= n->out[k] >= 0 && c->v[n->out[k]].n_uses > 0;
       if (!used) {

@@ -6,20 +6,11 @@
 set -u
 PACKRAT=$1
 MODELS=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-srv=
-cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); echo "PASS $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 mkdir -p "$tmp/repo/resnet50/1"
 ln -s "$MODELS/resnet50/model.onnx" "$tmp/repo/resnet50/1/model.onnx"
 echo '{"max_batch_size": 1, "plan": "1x1,1x1", "queue_capacity": 8, "max_queue_delay_us": 0}' > "$tmp/repo/resnet50/config.json"
-"$PACKRAT" serve --model-repository "$tmp/repo" --http-port 0 >"$tmp/log" 2>&1 &
-srv=$!
-for _ in $(seq 600); do grep -qs "ready: http" "$tmp/log" && break; sleep 0.1; done
-URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | head -1)
-[ -n "$URL" ] || { cat "$tmp/log"; exit 1; }
+start_server "$tmp/repo"
 rss() { awk '/VmRSS/ {print $2}' "/proc/$srv/status"; }
 "$PACKRAT" bench --url "$URL" --model resnet50 --concurrency 1 --duration 2 >/dev/null # warm
 rss0=$(rss)

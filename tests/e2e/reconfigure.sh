@@ -7,22 +7,13 @@
 set -u
 PACKRAT=$1
 MODELS=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 export PACKRAT_CACHE=$tmp/cache
-srv=
-cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); echo "PASS $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
 mkdir -p "$tmp/repo/resnet50/1"
 ln -s "$MODELS/resnet50/model.onnx" "$tmp/repo/resnet50/1/model.onnx"
 echo '{"max_batch_size": 4, "queue_capacity": 1024, "request_timeout_ms": 300000, "estimator": "rate", "max_queue_delay_us": 2000}' \
   > "$tmp/repo/resnet50/config.json"
-"$PACKRAT" serve --model-repository "$tmp/repo" --http-port 0 >"$tmp/log" 2>&1 &
-srv=$!
-for _ in $(seq 1800); do grep -qs "ready: http" "$tmp/log" && break; sleep 0.1; done
-URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | head -1)
-[ -n "$URL" ] || { cat "$tmp/log"; exit 1; }
+start_server "$tmp/repo" 180 # profiling ResNet-50 first
 grep "plans prepared" "$tmp/log"
 D=$MODELS/resnet50/test_data_set_0
 "$PACKRAT" bench --url "$URL" --model resnet50 --input "$D/input_0.pb" --expect "$D/output_0.pb" \

@@ -7,12 +7,8 @@ set -u
 PACKRAT=$1
 MODELS=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
+. "$here/lib.sh"
 export PACKRAT_CACHE=$tmp/cache
-passed=0 failed=0
-srv=
-cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 
 ok() { passed=$((passed + 1)); echo "PASS $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -f "$tmp/body" ] && head -c 400 "$tmp/body" && echo; }
@@ -39,11 +35,8 @@ echo '{"max_batch_size": 4, "max_queue_delay_us": 1000, "queue_capacity": 64}' >
 ln -s "$MODELS/resnet50/model.onnx" "$repo/resnet50/1/model.onnx"
 echo '{"max_batch_size": 8, "plan": "1x4,1x4"}' > "$repo/resnet50/config.json"
 
-"$PACKRAT" serve --model-repository "$repo" --http-port 0 --max-body-mb 8 >"$tmp/log" 2>&1 &
-srv=$!
-for _ in $(seq 600); do grep -qs "ready: http" "$tmp/log" && break; sleep 0.1; done
-BASE=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | head -1)
-[ -n "$BASE" ] || { cat "$tmp/log"; echo "server did not start"; exit 1; }
+start_server "$repo" 60 --max-body-mb 8
+BASE=$URL
 echo "server at $BASE"
 
 req "live" 200 GET /v2/health/live; jcheck "live body" "d['live'] is True"

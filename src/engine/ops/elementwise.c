@@ -214,17 +214,6 @@ static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
   return infer_same(c, n);
 }
 
-static double read_scalar(const pr_value_t *v) {
-  switch (v->dtype) {
-    case PR_DTYPE_FLOAT: return *(const float *)v->data;
-    case PR_DTYPE_INT8: return *(const int8_t *)v->data;
-    case PR_DTYPE_UINT8: return *(const uint8_t *)v->data;
-    case PR_DTYPE_INT32: return *(const int32_t *)v->data;
-    case PR_DTYPE_INT64: return (double)*(const int64_t *)v->data;
-    default: return 0;
-  }
-}
-
 static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
   double lo = -INFINITY, hi = INFINITY;
@@ -232,8 +221,8 @@ static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
     lo = pr_attr_float(n->m, "min", -3.402823e+38f);
     hi = pr_attr_float(n->m, "max", 3.402823e+38f);
   } else {
-    if (pr_in(c, n, 1)) lo = read_scalar(pr_in(c, n, 1));
-    if (pr_in(c, n, 2)) hi = read_scalar(pr_in(c, n, 2));
+    if (pr_in(c, n, 1)) lo = pr_load_double(pr_in(c, n, 1)->data, pr_in(c, n, 1)->dtype, 0);
+    if (pr_in(c, n, 2)) hi = pr_load_double(pr_in(c, n, 2)->data, pr_in(c, n, 2)->dtype, 0);
   }
   if (a->dtype == PR_DTYPE_FLOAT) return prepare_unary_kind(c, n, U_CLIP, (float)lo, (float)hi);
   clip_state_t *s = malloc(sizeof *s);
@@ -562,19 +551,10 @@ static void run_sum(pr_exec_t *x, pr_node_t *n) {
   for (int k = 0; k < n->n_in; k++) {
     const pr_value_t *a = &x->v[n->in[k]];
     const float *pa = a->ptr;
-    int64_t st[PR_MAX_RANK], e = 1;
-    for (int d = r - 1; d >= 0; d--) {
-      int ka = d - (r - a->rank);
-      int64_t da = ka >= 0 ? a->dims[ka] : 1;
-      st[d] = da == 1 ? 0 : e;
-      e *= da;
-    }
+    int64_t st[PR_MAX_RANK];
+    pr_bcast_strides(a, r, o->dims, st);
     for (int64_t i = 0; i < len; i++) {
-      int64_t rem = i, off = 0;
-      for (int d = r - 1; d >= 0; d--) {
-        off += (rem % o->dims[d]) * st[d];
-        rem /= o->dims[d];
-      }
+      int64_t off = pr_bcast_offset(i, r, o->dims, st);
       out[i] += pa[off];
     }
   }

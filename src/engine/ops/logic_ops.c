@@ -6,39 +6,6 @@
 #include "base/util.h"
 #include "engine/ops/ops.h"
 
-/* element strides of `v` broadcast to an output of rank r and dims d (0 on broadcast axes) */
-static void bstrides(const pr_value_t *v, int r, const int64_t *d, int64_t *st) {
-  int64_t e = 1;
-  for (int k = r - 1; k >= 0; k--) {
-    int kv = k - (r - v->rank);
-    int64_t dv = kv >= 0 ? v->dims[kv] : 1;
-    st[k] = dv == 1 && d[k] != 1 ? 0 : e;
-    e *= dv;
-  }
-}
-
-static int64_t boffset(int64_t i, int r, const int64_t *d, const int64_t *st) {
-  int64_t off = 0;
-  for (int k = r - 1; k >= 0; k--) {
-    off += (i % d[k]) * st[k];
-    i /= d[k];
-  }
-  return off;
-}
-
-static double get(const void *p, pr_dtype_t t, int64_t i) {
-  switch (t) {
-    case PR_DTYPE_FLOAT: return ((const float *)p)[i];
-    case PR_DTYPE_DOUBLE: return ((const double *)p)[i];
-    case PR_DTYPE_INT64: return (double)((const int64_t *)p)[i];
-    case PR_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case PR_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case PR_DTYPE_UINT8:
-    case PR_DTYPE_BOOL: return ((const uint8_t *)p)[i];
-    default: return 0;
-  }
-}
-
 static bool numeric(pr_dtype_t t) {
   return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_INT64 ||
          t == PR_DTYPE_INT32 || t == PR_DTYPE_INT8 || t == PR_DTYPE_UINT8 || t == PR_DTYPE_BOOL;
@@ -65,8 +32,8 @@ static pr_status_t infer_compare(pr_compile_t *c, pr_node_t *n) {
 static void run_compare(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[1]], *o = &x->v[n->out[0]];
   int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK], len = pr_value_numel(o);
-  bstrides(a, o->rank, o->dims, sa);
-  bstrides(b, o->rank, o->dims, sb);
+  pr_bcast_strides(a, o->rank, o->dims, sa);
+  pr_bcast_strides(b, o->rank, o->dims, sb);
   const char *op = n->op->name;
   int kind = !strcmp(op, "Equal")            ? 0
              : !strcmp(op, "Less")           ? 1
@@ -79,13 +46,14 @@ static void run_compare(pr_exec_t *x, pr_node_t *n) {
   uint8_t *out = o->ptr;
   bool i64 = a->dtype == PR_DTYPE_INT64;
   for (int64_t i = 0; i < len; i++) {
-    int64_t ia = boffset(i, o->rank, o->dims, sa), ib = boffset(i, o->rank, o->dims, sb);
+    int64_t ia = pr_bcast_offset(i, o->rank, o->dims, sa),
+            ib = pr_bcast_offset(i, o->rank, o->dims, sb);
     bool r;
     if (i64) { /* exact for values beyond 2^53 */
       int64_t p = ((const int64_t *)a->ptr)[ia], q = ((const int64_t *)b->ptr)[ib];
       r = kind == 0 ? p == q : kind == 1 ? p < q : kind == 2 ? p > q : kind == 3 ? p <= q : p >= q;
     } else {
-      double p = get(a->ptr, a->dtype, ia), q = get(b->ptr, b->dtype, ib);
+      double p = pr_load_double(a->ptr, a->dtype, ia), q = pr_load_double(b->ptr, b->dtype, ib);
       switch (kind) {
         case 0: r = p == q; break;
         case 1: r = p < q; break;
@@ -157,15 +125,15 @@ static void run_where(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *cd = &x->v[n->in[0]], *a = &x->v[n->in[1]], *b = &x->v[n->in[2]],
                    *o = &x->v[n->out[0]];
   int64_t sc[PR_MAX_RANK], sa[PR_MAX_RANK], sb[PR_MAX_RANK], len = pr_value_numel(o);
-  bstrides(cd, o->rank, o->dims, sc);
-  bstrides(a, o->rank, o->dims, sa);
-  bstrides(b, o->rank, o->dims, sb);
+  pr_bcast_strides(cd, o->rank, o->dims, sc);
+  pr_bcast_strides(a, o->rank, o->dims, sa);
+  pr_bcast_strides(b, o->rank, o->dims, sb);
   size_t es = pr_dtype_size(o->dtype);
   const uint8_t *cond = cd->ptr;
   for (int64_t i = 0; i < len; i++) {
-    bool t = cond[boffset(i, o->rank, o->dims, sc)];
+    bool t = cond[pr_bcast_offset(i, o->rank, o->dims, sc)];
     const pr_value_t *src = t ? a : b;
-    int64_t off = boffset(i, o->rank, o->dims, t ? sa : sb);
+    int64_t off = pr_bcast_offset(i, o->rank, o->dims, t ? sa : sb);
     memcpy((char *)o->ptr + i * (int64_t)es, (const char *)src->ptr + off * (int64_t)es, es);
   }
 }
@@ -203,9 +171,9 @@ static void run_minmax(pr_exec_t *x, pr_node_t *n) {
   int64_t len = pr_value_numel(o), st[PR_MAX_RANK];
   for (int k = 0; k < n->n_in; k++) {
     const pr_value_t *a = &x->v[n->in[k]];
-    bstrides(a, o->rank, o->dims, st);
+    pr_bcast_strides(a, o->rank, o->dims, st);
     for (int64_t i = 0; i < len; i++) {
-      int64_t off = boffset(i, o->rank, o->dims, st);
+      int64_t off = pr_bcast_offset(i, o->rank, o->dims, st);
 #define MINMAX(T)                                                                 \
   {                                                                               \
     T v = ((const T *)a->ptr)[off], *po = &((T *)o->ptr)[i];                      \
@@ -254,10 +222,10 @@ static void run_expand(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
   int64_t st[PR_MAX_RANK], len = pr_value_numel(o);
   size_t es = pr_dtype_size(o->dtype);
-  bstrides(a, o->rank, o->dims, st);
+  pr_bcast_strides(a, o->rank, o->dims, st);
   for (int64_t i = 0; i < len; i++)
     memcpy((char *)o->ptr + i * (int64_t)es,
-           (const char *)a->ptr + boffset(i, o->rank, o->dims, st) * (int64_t)es, es);
+           (const char *)a->ptr + pr_bcast_offset(i, o->rank, o->dims, st) * (int64_t)es, es);
 }
 
 const pr_op_t pr_op_expand = {.name = "Expand",

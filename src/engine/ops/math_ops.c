@@ -81,7 +81,7 @@ static pr_status_t infer_cast(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-static double load_as_double(const void *p, pr_dtype_t t, int64_t i) {
+double pr_load_double(const void *p, pr_dtype_t t, int64_t i) {
   switch (t) {
     case PR_DTYPE_FLOAT: return ((const float *)p)[i];
     case PR_DTYPE_DOUBLE: return ((const double *)p)[i];
@@ -115,7 +115,7 @@ static void run_cast(pr_exec_t *x, pr_node_t *n) {
       iv = ((const int64_t *)in)[i],
       d = a->dtype == PR_DTYPE_UINT64 ? (double)((const uint64_t *)in)[i] : (double)iv;
     else
-      d = load_as_double(in, a->dtype, i), iv = isfinite(d) && fabs(d) < 9.2e18 ? (int64_t)d : 0;
+      d = pr_load_double(in, a->dtype, i), iv = isfinite(d) && fabs(d) < 9.2e18 ? (int64_t)d : 0;
     switch (o->dtype) {
       case PR_DTYPE_FLOAT: ((float *)out)[i] = (float)d; break;
       case PR_DTYPE_DOUBLE: ((double *)out)[i] = d; break;
@@ -157,8 +157,8 @@ static pr_status_t infer_range(pr_compile_t *c, pr_node_t *n) {
     case PR_DTYPE_DOUBLE:
     case PR_DTYPE_INT32:
     case PR_DTYPE_INT16:
-      start = load_as_double(s->data, s->dtype, 0), limit = load_as_double(l->data, l->dtype, 0);
-      delta = load_as_double(d->data, d->dtype, 0);
+      start = pr_load_double(s->data, s->dtype, 0), limit = pr_load_double(l->data, l->dtype, 0);
+      delta = pr_load_double(d->data, d->dtype, 0);
       break;
     case PR_DTYPE_INT64:
       start = (double)*(const int64_t *)s->data, limit = (double)*(const int64_t *)l->data;

@@ -38,6 +38,29 @@ static inline int pr_axis(int64_t axis, int rank) {
 /* Numpy broadcast of two shapes into out; returns -1 when incompatible. */
 int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o);
 
+/* Element i of a tensor of type t as a double (integers, bool, floats, float16). */
+double pr_load_double(const void *p, pr_dtype_t t, int64_t i);
+
+/* Element strides of v broadcast to an output of rank r and dims d (0 on
+ * broadcast axes), and the offset in v of output element i. */
+static inline void pr_bcast_strides(const pr_value_t *v, int r, const int64_t *d, int64_t *st) {
+  int64_t e = 1;
+  for (int k = r - 1; k >= 0; k--) {
+    int kv = k - (r - v->rank);
+    int64_t dv = kv >= 0 ? v->dims[kv] : 1;
+    st[k] = dv == 1 && d[k] != 1 ? 0 : e;
+    e *= dv;
+  }
+}
+static inline int64_t pr_bcast_offset(int64_t i, int r, const int64_t *d, const int64_t *st) {
+  int64_t off = 0;
+  for (int k = r - 1; k >= 0; k--) {
+    off += (i % d[k]) * st[k];
+    i /= d[k];
+  }
+  return off;
+}
+
 /* Parallel memcpy for large buffers. */
 void pr_copy(void *dst, const void *src, size_t n, int threads);
 

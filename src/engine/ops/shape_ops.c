@@ -188,8 +188,7 @@ const pr_op_t pr_op_shape = {.name = "Shape",
                              .min_opset = 1,
                              .max_inputs = 1,
                              .infer = infer_shape,
-                             .run = run_nothing,
-                             .nondeterministic = true /* never re-run by the folder */};
+                             .run = run_nothing};
 
 /* ---- Concat ---- */
 
