@@ -17,7 +17,7 @@ start_server "$tmp/repo" 180 # profiling ResNet-50 first
 grep "plans prepared" "$tmp/log"
 D=$MODELS/resnet50/test_data_set_0
 "$PACKRAT" bench --url "$URL" --model resnet50 --input "$D/input_0.pb" --expect "$D/output_0.pb" \
-  --schedule 3:8,30:8,3:14 --json > "$tmp/out"
+  --schedule 3:8,45:10,3:16 --json > "$tmp/out"
 sed -n '1,5p' "$tmp/out"
 tail -1 "$tmp/out" > "$tmp/res.json"
 grep reconfigured "$tmp/log"
