@@ -100,8 +100,9 @@ typedef struct {
   const int64_t *dim_values;
   const pr_tensor_info_t *input_shapes;
   const void *const *input_values;
-  int disable_fusion; /* non-zero: no graph fusions (for checking them) */
-  size_t max_bytes;   /* limit on any one intermediate and on the arena (0: 16 GiB) */
+  int disable_fusion;  /* non-zero: no graph fusions (for checking them) */
+  size_t max_bytes;    /* limit on any one intermediate and on the arena (0: 16 GiB) */
+  int profile_kernels; /* non-zero: time every kernel of every run (see session_kernel) */
 } pr_session_options_t;
 
 /* Size in bytes of one element of dtype, 0 for unsupported/undefined. */
@@ -145,6 +146,19 @@ void pr_engine_session_destroy(pr_session_t *session);
 double pr_engine_session_flops(const pr_session_t *s);
 /* Number of kernels one run executes (after folding and fusion). */
 int pr_engine_session_num_kernels(const pr_session_t *s);
+/* Kernel i of the session in run order: its op ("Conv", "MatMul", or a
+ * compiler-made kernel such as "LayerNorm"), the ONNX node it came from, its
+ * FLOPs per run and, with profile_kernels, its total seconds over `runs` runs. */
+typedef struct {
+  const char *op;
+  const char *node;
+  double flops;
+  double seconds;
+  int64_t runs;
+} pr_kernel_info_t;
+pr_status_t pr_engine_session_kernel(const pr_session_t *s, int i, pr_kernel_info_t *info);
+/* Zero the kernel times (e.g. after warm-up runs). */
+void pr_engine_session_kernel_reset(pr_session_t *s);
 /* Bytes of the session's activation arena (intermediate buffers). */
 size_t pr_engine_session_arena_bytes(const pr_session_t *s);
 /* Concrete shapes of the session's inputs and outputs. */

@@ -35,6 +35,8 @@ static void usage(FILE *f) {
           "  --plan P            run the batch on several pinned instances: 'auto' (profile,\n"
           "                      cached, then the optimal plan), a plan JSON from 'packrat plan\n"
           "                      --json', or THREADSxBATCH,... (e.g. 1x4,1x4)\n"
+          "  --profile-kernels   time every kernel and print the time per op type and the\n"
+          "                      slowest kernels (a single session, not with --plan)\n"
           "  --json              print one JSON object as the last line\n"
           "\n"
           "Without inputs, random inputs of the model's shape are generated.\n");
@@ -68,6 +70,65 @@ static void shape_str(const pr_tensor_t *t, char *buf, size_t len) {
   for (int k = 0; k < t->rank && off < len; k++)
     off += (size_t)snprintf(buf + off, len - off, "%s%lld", k ? ", " : "", (long long)t->dims[k]);
   if (off < len) snprintf(buf + off, len - off, "]");
+}
+
+/* Per op type: milliseconds per run, share, kernel count, GFLOP/s; then the
+ * slowest kernels. Returns {op: ms per run} for --json. */
+static json_t *print_kernel_profile(const pr_session_t *s) {
+  enum { MAX_OPS = 128, TOP = 10 };
+  struct {
+    const char *op;
+    double sec, flops;
+    int n;
+  } agg[MAX_OPS];
+  int n_ops = 0, nk = pr_engine_session_num_kernels(s);
+  double total = 0;
+  int64_t runs = 1;
+  int top[TOP];
+  double top_sec[TOP];
+  int n_top = 0;
+  for (int i = 0; i < nk; i++) {
+    pr_kernel_info_t k;
+    pr_engine_session_kernel(s, i, &k);
+    runs = k.runs > 0 ? k.runs : 1;
+    total += k.seconds;
+    int j = 0;
+    while (j < n_ops && strcmp(agg[j].op, k.op)) j++;
+    if (j == n_ops && n_ops < MAX_OPS) agg[n_ops++] = (typeof(agg[0])){k.op, 0, 0, 0};
+    if (j < n_ops) agg[j].sec += k.seconds, agg[j].flops += k.flops, agg[j].n++;
+    /* insertion into the top list, slowest first */
+    int p = n_top < TOP ? n_top++ : TOP;
+    while (p > 0 && top_sec[p - 1] < k.seconds) {
+      if (p < TOP) top[p] = top[p - 1], top_sec[p] = top_sec[p - 1];
+      p--;
+    }
+    if (p < TOP) top[p] = i, top_sec[p] = k.seconds;
+  }
+  for (int a = 1; a < n_ops; a++) /* by time, descending */
+    for (int b = a; b > 0 && agg[b].sec > agg[b - 1].sec; b--) {
+      typeof(agg[0]) t = agg[b];
+      agg[b] = agg[b - 1], agg[b - 1] = t;
+    }
+  printf("kernel time per run (%lld runs, %d kernels, %.3f ms in kernels):\n", (long long)runs, nk,
+         total * 1e3 / (double)runs);
+  printf("  %-22s %10s %7s %7s %9s\n", "op", "ms", "share", "count", "GFLOP/s");
+  json_t *o = json_object();
+  for (int j = 0; j < n_ops; j++) {
+    double ms = agg[j].sec * 1e3 / (double)runs;
+    printf("  %-22s %10.3f %6.1f%% %7d", agg[j].op, ms, total > 0 ? 100 * agg[j].sec / total : 0,
+           agg[j].n);
+    if (agg[j].flops > 0 && agg[j].sec > 0)
+      printf(" %9.1f", agg[j].flops * (double)runs / agg[j].sec / 1e9);
+    printf("\n");
+    json_object_set_new(o, agg[j].op, json_real(ms));
+  }
+  printf("slowest kernels:\n");
+  for (int j = 0; j < n_top; j++) {
+    pr_kernel_info_t k;
+    pr_engine_session_kernel(s, top[j], &k);
+    printf("  #%-4d %-14s %-40s %8.3f ms\n", top[j], k.op, k.node, k.seconds * 1e3 / (double)runs);
+  }
+  return o;
 }
 
 /* A session, or pinned instances running a plan: the same calls for both. */
@@ -167,7 +228,7 @@ int pr_cli_run(int argc, char **argv) {
   const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
   int n_named = 0, threads = 1, repeat = 1, warmup = -1;
   long batch = 1;
-  bool json = false;
+  bool json = false, profile = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -209,6 +270,8 @@ int pr_cli_run(int argc, char **argv) {
       output_dir = val, i++;
     } else if (!strcmp(a, "--json")) {
       json = true;
+    } else if (!strcmp(a, "--profile-kernels")) {
+      profile = true;
     } else if (!strcmp(a, "--plan")) {
       if (!val) {
         fprintf(stderr, "packrat run: --plan needs a value\n");
@@ -228,6 +291,10 @@ int pr_cli_run(int argc, char **argv) {
   }
   if (!model_path) {
     usage(stderr);
+    return 2;
+  }
+  if (profile && plan_arg) {
+    fprintf(stderr, "packrat run: --profile-kernels profiles one session; drop --plan\n");
     return 2;
   }
   if (warmup < 0) warmup = repeat > 1 ? 1 : 0;
@@ -295,6 +362,7 @@ int pr_cli_run(int argc, char **argv) {
     opt.threads = threads;
     opt.batch = n_in && inputs[0].rank ? inputs[0].dims[0] : 1;
     opt.input_shapes = shapes;
+    opt.profile_kernels = profile;
     if (runner_create(&run, model, model_path, &opt, plan_arg, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
@@ -303,6 +371,7 @@ int pr_cli_run(int argc, char **argv) {
     pr_session_options_t opt = pr_session_options_default();
     opt.threads = threads;
     opt.batch = batch;
+    opt.profile_kernels = profile;
     if (runner_create(&run, model, model_path, &opt, plan_arg, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
@@ -325,6 +394,7 @@ int pr_cli_run(int argc, char **argv) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
     }
+  if (run.session) pr_engine_session_kernel_reset(run.session);
   for (int i = 0; i < repeat; i++) {
     double t0 = pr_now();
     if (runner_run(&run, inputs, n_in, outputs, n_out, err, sizeof err)) {
@@ -380,6 +450,7 @@ int pr_cli_run(int argc, char **argv) {
         repeat, threads, (long long)used_batch, median, p90, mn);
   if (gflop > 0) printf(", %.1f GFLOP/s", gflop / (median * 1e-3));
   printf("\n");
+  json_t *by_op = profile ? print_kernel_profile(run.session) : NULL;
   if (json) {
     json_t *o = json_pack("{s:s, s:i, s:I, s:i, s:f, s:f, s:f, s:f}", "model", model_path,
                           "threads", threads, "batch", (json_int_t)used_batch, "repeat", repeat,
@@ -400,11 +471,13 @@ int pr_cli_run(int argc, char **argv) {
       json_object_set_new(o, "instances", json_integer(run.plan->n_instances));
       json_object_set_new(o, "threads", json_integer(total));
     }
+    if (by_op) json_object_set(o, "kernel_ms_by_op", by_op);
     char *s = json_dumps(o, JSON_COMPACT);
     printf("%s\n", s);
     free(s);
     json_decref(o);
   }
+  json_decref(by_op);
   rc = 0;
 out:
   for (int i = 0; i < n_in; i++) pr_engine_tensor_free(&inputs[i]);

@@ -1,5 +1,7 @@
-/* Fusions that pay off on CNNs: BatchNormalization folded into Conv weights,
- * activations and the residual Add run as oneDNN post-ops of the Conv. */
+/* Graph fusions. CNNs: BatchNormalization folded into Conv weights,
+ * activations and the residual Add as oneDNN post-ops of the Conv.
+ * Transformers: decomposed LayerNorm and GELU subgraphs into single kernels,
+ * and bias Add, activation and residual Add into the linear MatMul. */
 #include "engine/fuse.h"
 
 #include <math.h>
@@ -53,6 +55,10 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
     alg[0] = dnnl_eltwise_tanh;
   else if (!strcmp(op, "HardSwish"))
     alg[0] = dnnl_eltwise_hardswish;
+  else if (!strcmp(op, "GeluErf"))
+    alg[0] = dnnl_eltwise_gelu_erf;
+  else if (!strcmp(op, "GeluTanh"))
+    alg[0] = dnnl_eltwise_gelu_tanh;
   else if (!strcmp(op, "HardSigmoid")) {
     alg[0] = dnnl_eltwise_linear, alpha[0] = pr_attr_float(act->m, "alpha", 0.2f);
     beta[0] = pr_attr_float(act->m, "beta", 0.5f);
@@ -90,6 +96,8 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
   return true;
 }
 
+static int other_input(const pr_node_t *n, int value);
+
 static bool same_shape(const pr_value_t *a, const pr_value_t *b) {
   if (a->rank != b->rank || a->dtype != b->dtype) return false;
   for (int k = 0; k < a->rank; k++)
@@ -115,6 +123,23 @@ static int fuse_add(pr_compile_t *c, int ci, int ai) {
   conv->state = NULL;
   *add = moved;
   return ai;
+}
+
+/* Add(matmul_out, constant of N values along the last axis) -> the linear
+ * MatMul's bias; only before any other post-op. Returns true when fused. */
+static bool fuse_bias(pr_compile_t *c, pr_node_t *mm, pr_node_t *add) {
+  if (mm->n_in > 2 || mm->post.n_eltwise || mm->post.sum) return false;
+  int mine = mm->out[0], other = other_input(add, mine);
+  const pr_value_t *b = &c->v[other], *o = &c->v[mine];
+  int64_t N = o->dims[o->rank - 1];
+  if (other == mine || !b->is_const || b->dtype != PR_DTYPE_FLOAT || pr_value_numel(b) != N ||
+      b->rank > o->rank || !same_shape(&c->v[add->out[0]], o))
+    return false;
+  mm->in[2] = other;
+  mm->n_in = 3;
+  mm->out[0] = add->out[0];
+  add->dead = true;
+  return true;
 }
 
 /* Pad(constant 0, spatial dims only) -> Conv or AveragePool: the kernel pads. */
@@ -377,7 +402,9 @@ pr_status_t pr_fuse(pr_compile_t *c) {
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Pad")) fuse_pad(c, i);
   for (int i = 0; i < c->n_nodes; i++) {
-    if (c->nodes[i].dead || strcmp(c->nodes[i].op->name, "Conv")) continue;
+    if (c->nodes[i].dead) continue;
+    bool linear = pr_matmul_is_linear(c, &c->nodes[i]);
+    if (!linear && strcmp(c->nodes[i].op->name, "Conv")) continue;
     int ci = i;
     for (;;) {
       pr_node_t *conv = &c->nodes[ci];
@@ -385,8 +412,10 @@ pr_status_t pr_fuse(pr_compile_t *c) {
       if (next < 0) break;
       pr_node_t *cons = &c->nodes[next];
       const char *op = cons->op->name;
-      if (!strcmp(op, "BatchNormalization") && cons->in[0] == conv->out[0] &&
-          !conv->post.n_eltwise && !conv->post.sum && !conv->bn) {
+      if (linear && !strcmp(op, "Add") && fuse_bias(c, conv, cons)) {
+        /* fused */
+      } else if (!linear && !strcmp(op, "BatchNormalization") && cons->in[0] == conv->out[0] &&
+                 !conv->post.n_eltwise && !conv->post.sum && !conv->bn) {
         pr_status_t st = fold_bn(c, conv, cons);
         if (st) return st;
         if (!cons->dead) break;
@@ -400,6 +429,7 @@ pr_status_t pr_fuse(pr_compile_t *c) {
       }
       /* the conv's new output is the consumer's; recount its uses */
       int out = c->nodes[ci].out[0];
+      c->v[out].producer = ci;
       c->v[out].n_uses = 0;
       for (int j = 0; j < c->n_nodes; j++) {
         if (c->nodes[j].dead) continue;

@@ -155,6 +155,7 @@ typedef struct pr_compile {
   int threads;
   int opset;
   size_t max_bytes;
+  bool fixed_inputs; /* some graph inputs were fixed at compile time (input_values) */
   dnnl_engine_t engine;
   char *err;
   size_t err_len;

@@ -35,6 +35,8 @@ struct pr_session {
   size_t arena_size;
   dnnl_stream_t stream;
   double flops;
+  double *kernel_seconds; /* per node, with profile_kernels */
+  int64_t runs;
 };
 
 /* ---- helpers shared with ops ---- */
@@ -545,6 +547,7 @@ void pr_engine_session_destroy(pr_session_t *s) {
   free(s->out_bufs);
   free(s->in_vals);
   free(s->out_vals);
+  free(s->kernel_seconds);
   free(c->v);
   free(c->nodes);
   pr_free(s->arena);
@@ -634,6 +637,7 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
       v->owns_data = true;
       v->is_const = true;
       v->kind = PR_VAL_CONST;
+      c->fixed_inputs = true;
     }
   }
   c->nodes = calloc((size_t)m->n_nodes + 1, sizeof *c->nodes);
@@ -670,6 +674,9 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
   if ((st = prepare_all(c, s))) goto fail;
   for (int i = 0; i < c->n_nodes; i++) s->flops += c->nodes[i].flops;
   if ((st = plan_memory(c, s))) goto fail;
+  if (opt->profile_kernels &&
+      !(s->kernel_seconds = calloc((size_t)c->n_nodes + 1, sizeof *s->kernel_seconds)))
+    goto fail;
   *out = s;
   return PR_OK;
 fail:
@@ -683,6 +690,21 @@ double pr_engine_session_flops(const pr_session_t *s) {
 }
 int pr_engine_session_num_kernels(const pr_session_t *s) {
   return s ? s->c.n_nodes : 0;
+}
+pr_status_t pr_engine_session_kernel(const pr_session_t *s, int i, pr_kernel_info_t *info) {
+  if (!s || i < 0 || i >= s->c.n_nodes || !info) return PR_ERR_INVALID;
+  const pr_node_t *n = &s->c.nodes[i];
+  info->op = n->op->name;
+  info->node = pr_node_name(n);
+  info->flops = n->flops;
+  info->seconds = s->kernel_seconds ? s->kernel_seconds[i] : 0;
+  info->runs = s->kernel_seconds ? s->runs : 0;
+  return PR_OK;
+}
+void pr_engine_session_kernel_reset(pr_session_t *s) {
+  if (!s || !s->kernel_seconds) return;
+  memset(s->kernel_seconds, 0, sizeof *s->kernel_seconds * (size_t)s->c.n_nodes);
+  s->runs = 0;
 }
 size_t pr_engine_session_arena_bytes(const pr_session_t *s) {
   return s ? s->arena_size : 0;
@@ -750,7 +772,17 @@ pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, in
     if (c->v[i].alias_of >= 0) c->v[i].ptr = c->v[root_of(c, i)].ptr;
   omp_set_num_threads(c->threads);
   pr_exec_t x = {.v = c->v, .threads = c->threads, .engine = c->engine, .stream = s->stream};
-  for (int i = 0; i < c->n_nodes; i++) c->nodes[i].op->run(&x, &c->nodes[i]);
+  if (s->kernel_seconds) {
+    for (int i = 0; i < c->n_nodes; i++) {
+      double t0 = pr_now();
+      c->nodes[i].op->run(&x, &c->nodes[i]);
+      dnnl_stream_wait(s->stream);
+      s->kernel_seconds[i] += pr_now() - t0;
+    }
+    s->runs++;
+  } else {
+    for (int i = 0; i < c->n_nodes; i++) c->nodes[i].op->run(&x, &c->nodes[i]);
+  }
   dnnl_stream_wait(s->stream);
   for (int i = 0; i < s->n_outputs; i++) {
     pr_value_t *v = &c->v[s->out_vals[i]];

@@ -371,6 +371,92 @@ static void test_gelu_fusion(void **state) {
   }
 }
 
+/* Two linear layers as PyTorch exports them, with a residual:
+ * x[batch,16] -> MatMul W1[16,32] -> Add(b1, .) -> GELU (erf subgraph)
+ *   -> MatMul W2[32,16] -> Add(., b2) -> Add(x, .) -> Relu -> y */
+static void linear_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t xd[2] = {-1, 16}, w1d[2] = {16, 32}, b1d[1] = {32}, w2d[2] = {32, 16}, b2d[1] = {16},
+          none[1] = {0};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 2, xd);
+  add_weights(b, "w1", 2, w1d, 51, 0.5f, 0.f);
+  add_weights(b, "b1", 1, b1d, 52, 0.5f, 0.f);
+  add_weights(b, "w2", 2, w2d, 53, 0.5f, 0.f);
+  add_weights(b, "b2", 1, b2d, 54, 0.5f, 0.f);
+  float k[] = {1.4142135f, 1.f, 0.5f};
+  const char *kn[] = {"sqrt2", "one", "half"};
+  for (int i = 0; i < 3; i++) mb_init(b, kn[i], PR_DTYPE_FLOAT, 0, none, &k[i], 4);
+  mb_node(b, "MatMul", "mm1", (const char *[]){"x", "w1", NULL}, (const char *[]){"m1", NULL});
+  mb_node(b, "Add", "bias1", (const char *[]){"b1", "m1", NULL}, (const char *[]){"h", NULL});
+  mb_node(b, "Div", "div", (const char *[]){"h", "sqrt2", NULL}, (const char *[]){"t0", NULL});
+  mb_node(b, "Erf", "erf", (const char *[]){"t0", NULL}, (const char *[]){"t1", NULL});
+  mb_node(b, "Add", "plus1", (const char *[]){"t1", "one", NULL}, (const char *[]){"t2", NULL});
+  mb_node(b, "Mul", "timesx", (const char *[]){"h", "t2", NULL}, (const char *[]){"t3", NULL});
+  mb_node(b, "Mul", "halve", (const char *[]){"t3", "half", NULL}, (const char *[]){"g", NULL});
+  mb_node(b, "MatMul", "mm2", (const char *[]){"g", "w2", NULL}, (const char *[]){"m2", NULL});
+  mb_node(b, "Add", "bias2", (const char *[]){"m2", "b2", NULL}, (const char *[]){"o", NULL});
+  mb_node(b, "Add", "resid", (const char *[]){"x", "o", NULL}, (const char *[]){"r", NULL});
+  mb_node(b, "Relu", "relu", (const char *[]){"r", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  mb_finish(b, data, len);
+}
+
+static void test_linear_fusion(void **state) {
+  pr_model_t *m = load(linear_model);
+  enum { MAXB = 6 };
+  float x[MAXB * 16], y[2][MAXB * 16];
+  unsigned seed = 8;
+  for (int i = 0; i < MAXB * 16; i++) x[i] = frand(&seed) * 2;
+  /* the weights, as the model holds them, for a reference in double */
+  float w1[16 * 32], b1[32], w2[32 * 16], b2[16];
+  unsigned sd[4] = {51, 52, 53, 54};
+  float *ws[4] = {w1, b1, w2, b2};
+  int wn[4] = {16 * 32, 32, 32 * 16, 16};
+  for (int k = 0; k < 4; k++)
+    for (int i = 0; i < wn[k]; i++) ws[k][i] = frand(&sd[k]) * 0.5f;
+  /* batch 1 is a single row (a matrix-vector product: not fused) */
+  int batches[2] = {1, MAXB};
+  for (int bi = 0; bi < 2; bi++) {
+    int batch = batches[bi], kernels[2];
+    for (int threads = 1; threads <= 2; threads++) {
+      for (int fused = 0; fused < 2; fused++) {
+        pr_session_options_t opt = pr_session_options_default();
+        opt.batch = batch;
+        opt.threads = threads;
+        opt.disable_fusion = !fused;
+        pr_session_t *s;
+        char err[256];
+        assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+        pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {batch, 16}, .data = x}, out;
+        assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+        memcpy(y[fused], out.data, sizeof(float) * (size_t)batch * 16);
+        kernels[fused] = pr_engine_session_num_kernels(s);
+        pr_engine_session_destroy(s);
+      }
+      assert_int_equal(kernels[0], 11);
+      /* rows >= 2: each layer one kernel; one row: only the GELU fuses */
+      assert_int_equal(kernels[1], batch >= 2 ? 2 : 7);
+      for (int r = 0; r < batch; r++) {
+        double g[32];
+        for (int j = 0; j < 32; j++) {
+          double h = b1[j];
+          for (int i = 0; i < 16; i++) h += (double)x[r * 16 + i] * w1[i * 32 + j];
+          g[j] = 0.5 * h * (1 + erf(h / sqrt(2.0)));
+        }
+        for (int j = 0; j < 16; j++) {
+          double o = b2[j] + x[r * 16 + j];
+          for (int i = 0; i < 32; i++) o += g[i] * w2[i * 16 + j];
+          o = o > 0 ? o : 0;
+          double tol = 1e-4 * (1 + fabs(o));
+          assert_true(fabs(y[1][r * 16 + j] - o) < tol);
+          assert_true(fabs(y[0][r * 16 + j] - o) < tol);
+        }
+      }
+    }
+  }
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
@@ -379,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_sessions_share_weights),
       cmocka_unit_test(test_layer_norm_fusion),
       cmocka_unit_test(test_gelu_fusion),
+      cmocka_unit_test(test_linear_fusion),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

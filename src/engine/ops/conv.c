@@ -17,7 +17,7 @@ typedef struct {
   pr_dnnl_prim_t conv;
   pr_dnnl_prim_t w_reorder; /* for non-constant weights */
   void *w_buf;
-  pr_model_t *w_cache; /* w_buf belongs to this model's weight cache */
+  pr_model_t *w_cache; /* w_buf belongs to this model's weight cache (NULL: private) */
   float *bias;         /* bias with a folded BatchNormalization */
   bool w_dynamic;
   int sum_in; /* input index of the residual addend, -1 */
@@ -27,10 +27,7 @@ static void destroy_conv(void *p) {
   conv_state_t *s = p;
   pr_dnnl_prim_destroy(&s->conv);
   pr_dnnl_prim_destroy(&s->w_reorder);
-  if (s->w_cache)
-    pr_wcache_release(s->w_cache, s->w_buf);
-  else
-    pr_free(s->w_buf);
+  pr_dnnl_weights_release(s->w_buf, s->w_cache);
   pr_free(s->bias);
   free(s);
 }
@@ -52,24 +49,21 @@ static pr_status_t bn_fold(pr_compile_t *c, pr_node_t *n, int64_t M, float *scal
   return PR_OK;
 }
 
-/* Constant weights in the kernel's layout, shared through the model's cache. */
+/* Constant weights in the kernel's layout (BatchNormalization folded in). */
 static pr_status_t prepare_weights(pr_compile_t *c, pr_node_t *n, conv_state_t *s,
                                    const dnnl_memory_desc_t *w_plain,
                                    const dnnl_memory_desc_t *w_md) {
   const pr_value_t *w = &c->v[n->in[1]];
   int variant = n->bn != NULL;
-  s->w_cache = c->model;
-  if ((s->w_buf = pr_wcache_get(c->model, n->m, variant, w_md))) return PR_OK;
-  void *buf = pr_aligned_calloc(dnnl_memory_desc_get_size(w_md));
+  if ((s->w_buf = pr_dnnl_weights_cached(c, n, variant, w_md, &s->w_cache))) return PR_OK;
   const void *src = w->data;
   float *folded = NULL;
-  if (!buf) return PR_ERR_NOMEM;
   if (n->bn) {
     int64_t M = w->dims[0], per = pr_value_numel(w) / M;
     float *scale = malloc(sizeof(float) * (size_t)M);
     folded = pr_aligned_alloc(w->nbytes);
     if (!scale || !folded) {
-      free(scale), pr_free(folded), pr_free(buf);
+      free(scale), pr_free(folded);
       return PR_ERR_NOMEM;
     }
     bn_fold(c, n, M, scale, NULL);
@@ -79,14 +73,9 @@ static pr_status_t prepare_weights(pr_compile_t *c, pr_node_t *n, conv_state_t *
     free(scale);
     src = folded;
   }
-  pr_status_t st = pr_dnnl_reorder_now(c->engine, w_plain, (void *)src, w_md, buf);
+  pr_status_t st = pr_dnnl_weights_make(c, n, variant, src, w_plain, w_md, &s->w_buf, &s->w_cache);
   pr_free(folded);
-  if (st) {
-    pr_free(buf);
-    return pr_fail(c, n, st, "weight reorder failed");
-  }
-  s->w_buf = pr_wcache_put(c->model, n->m, variant, w_md, buf);
-  return s->w_buf ? PR_OK : PR_ERR_NOMEM;
+  return st;
 }
 
 /* Shared by Conv and the pooling ops: output size and pads from ONNX attributes. */
@@ -249,16 +238,7 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
               &cd, dnnl_forward_inference, dnnl_convolution_direct, &x_any, &w_any,
               has_bias ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
   dnnl_primitive_attr_t attr;
-  dnnl_post_ops_t po;
-  PR_DNNL(c, n, dnnl_primitive_attr_create(&attr));
-  PR_DNNL(c, n, dnnl_post_ops_create(&po));
-  for (int i = 0; i <= n->post.n_eltwise; i++) {
-    if (n->post.sum && i == n->post.sum_before) dnnl_post_ops_append_sum(po, 1.f);
-    if (i < n->post.n_eltwise)
-      dnnl_post_ops_append_eltwise(po, 1.f, n->post.alg[i], n->post.alpha[i], n->post.beta[i]);
-  }
-  dnnl_primitive_attr_set_post_ops(attr, po);
-  dnnl_post_ops_destroy(po);
+  if ((st = pr_dnnl_post_attr(c, n, &attr))) return st;
   dnnl_primitive_desc_t pd;
   dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &cd, attr, c->engine, NULL);
   dnnl_primitive_attr_destroy(attr);

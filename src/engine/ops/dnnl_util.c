@@ -75,6 +75,63 @@ out:
   return st;
 }
 
+void *pr_dnnl_weights_cached(pr_compile_t *c, pr_node_t *n, int variant,
+                             const dnnl_memory_desc_t *md, pr_model_t **owner) {
+  *owner = NULL;
+  if (c->fixed_inputs || !n->m) return NULL;
+  void *buf = pr_wcache_get(c->model, n->m, variant, md);
+  if (buf) *owner = c->model;
+  return buf;
+}
+
+pr_status_t pr_dnnl_weights_make(pr_compile_t *c, pr_node_t *n, int variant, const void *src,
+                                 const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *md,
+                                 void **buf, pr_model_t **owner) {
+  *owner = NULL;
+  void *b = pr_aligned_calloc(dnnl_memory_desc_get_size(md));
+  if (!b) return PR_ERR_NOMEM;
+  pr_status_t st = pr_dnnl_reorder_now(c->engine, plain, (void *)src, md, b);
+  if (st) {
+    pr_free(b);
+    return pr_fail(c, n, st, "weight reorder failed");
+  }
+  if (c->fixed_inputs || !n->m) {
+    *buf = b;
+    return PR_OK;
+  }
+  if (!(*buf = pr_wcache_put(c->model, n->m, variant, md, b))) return PR_ERR_NOMEM;
+  *owner = c->model;
+  return PR_OK;
+}
+
+void pr_dnnl_weights_release(void *buf, pr_model_t *owner) {
+  if (owner)
+    pr_wcache_release(owner, buf);
+  else
+    pr_free(buf);
+}
+
+pr_status_t pr_dnnl_post_attr(pr_compile_t *c, pr_node_t *n, dnnl_primitive_attr_t *attr) {
+  dnnl_post_ops_t po;
+  PR_DNNL(c, n, dnnl_primitive_attr_create(attr));
+  if (dnnl_post_ops_create(&po) != dnnl_success) {
+    dnnl_primitive_attr_destroy(*attr);
+    return pr_fail(c, n, PR_ERR_INTERNAL, "oneDNN post-ops creation failed");
+  }
+  for (int i = 0; i <= n->post.n_eltwise; i++) {
+    if (n->post.sum && i == n->post.sum_before) dnnl_post_ops_append_sum(po, 1.f);
+    if (i < n->post.n_eltwise)
+      dnnl_post_ops_append_eltwise(po, 1.f, n->post.alg[i], n->post.alpha[i], n->post.beta[i]);
+  }
+  dnnl_status_t st = dnnl_primitive_attr_set_post_ops(*attr, po);
+  dnnl_post_ops_destroy(po);
+  if (st != dnnl_success) {
+    dnnl_primitive_attr_destroy(*attr);
+    return pr_fail(c, n, PR_ERR_INTERNAL, "oneDNN post-ops failed (%d)", st);
+  }
+  return PR_OK;
+}
+
 /* ---- Reorder (internal): in[0] -> out[0], layouts from the values' mds ---- */
 
 static pr_status_t prepare_reorder(pr_compile_t *c, pr_node_t *n) {

@@ -37,4 +37,19 @@ void pr_dnnl_prim_destroy(pr_dnnl_prim_t *p);
 pr_status_t pr_dnnl_reorder_now(dnnl_engine_t eng, const dnnl_memory_desc_t *src_md, void *src,
                                 const dnnl_memory_desc_t *dst_md, void *dst);
 
+/* Constant weights in a kernel's layout md. cached: the model-wide copy for
+ * (n's model node, variant, md), with a reference taken, or NULL. make:
+ * reorder src (layout plain) into md and share it through the model's cache
+ * when the weights depend on the model alone (no inputs fixed at compile
+ * time), else keep it private. *owner: the model for a shared buffer
+ * (pr_wcache_release), NULL for a private one (pr_free). */
+void *pr_dnnl_weights_cached(pr_compile_t *c, pr_node_t *n, int variant,
+                             const dnnl_memory_desc_t *md, pr_model_t **owner);
+pr_status_t pr_dnnl_weights_make(pr_compile_t *c, pr_node_t *n, int variant, const void *src,
+                                 const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *md,
+                                 void **buf, pr_model_t **owner);
+void pr_dnnl_weights_release(void *buf, pr_model_t *owner);
+/* Primitive attributes with n's fused post-ops (activations, residual sum). */
+pr_status_t pr_dnnl_post_attr(pr_compile_t *c, pr_node_t *n, dnnl_primitive_attr_t *attr);
+
 #endif

@@ -1,4 +1,4 @@
-/* Gemm and MatMul (oneDNN sgemm), BatchNormalization (inference) and Softmax. */
+/* Gemm (oneDNN sgemm), BatchNormalization (inference) and Softmax. */
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -63,112 +63,6 @@ const pr_op_t pr_op_gemm = {.name = "Gemm",
                             .max_inputs = 3,
                             .infer = infer_gemm,
                             .run = run_gemm};
-
-/* ---- MatMul: numpy matmul with batch broadcasting ---- */
-
-typedef struct {
-  int64_t M, N, K, batch;
-  int rank;
-  int64_t bdims[PR_MAX_RANK], sa[PR_MAX_RANK], sb[PR_MAX_RANK]; /* batch dims, matrix strides */
-} matmul_state_t;
-
-static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s, int *ro,
-                                int64_t *od) {
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
-  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
-  if (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
-  if (a->rank < 1 || b->rank < 1) return pr_fail(c, n, PR_ERR_INVALID, "scalar input");
-  int64_t ad[PR_MAX_RANK + 1], bd[PR_MAX_RANK + 1];
-  int ra = a->rank, rb = b->rank;
-  memcpy(ad, a->dims, sizeof(int64_t) * (size_t)ra);
-  memcpy(bd, b->dims, sizeof(int64_t) * (size_t)rb);
-  bool a1 = ra == 1, b1 = rb == 1;
-  if (a1) ad[1] = ad[0], ad[0] = 1, ra = 2;
-  if (b1) bd[1] = 1, rb = 2;
-  s->M = ad[ra - 2], s->K = ad[ra - 1], s->N = bd[rb - 1];
-  if (bd[rb - 2] != s->K)
-    return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)s->K,
-                   (long long)bd[rb - 2]);
-  int r;
-  int64_t batch[PR_MAX_RANK];
-  if (pr_broadcast_shape(ra - 2, ad, rb - 2, bd, &r, batch) < 0)
-    return pr_fail(c, n, PR_ERR_INVALID, "batch dimensions do not broadcast");
-  s->rank = r;
-  s->batch = 1;
-  int64_t ea = s->M * s->K, eb = s->K * s->N;
-  for (int k = r - 1; k >= 0; k--) {
-    int ka = k - (r - (ra - 2)), kb = k - (r - (rb - 2));
-    int64_t da = ka >= 0 ? ad[ka] : 1, db = kb >= 0 ? bd[kb] : 1;
-    s->bdims[k] = batch[k];
-    s->sa[k] = da == 1 ? 0 : ea;
-    s->sb[k] = db == 1 ? 0 : eb;
-    ea *= da;
-    eb *= db;
-    s->batch *= batch[k];
-  }
-  int j = 0;
-  for (int k = 0; k < r; k++) od[j++] = batch[k];
-  if (!a1) od[j++] = s->M;
-  if (!b1) od[j++] = s->N;
-  *ro = j;
-  return PR_OK;
-}
-
-static pr_status_t infer_matmul(pr_compile_t *c, pr_node_t *n) {
-  matmul_state_t s = {0};
-  int r = 0;
-  int64_t d[PR_MAX_RANK + 2];
-  pr_status_t st = matmul_shape(c, n, &s, &r, d);
-  if (st) return st;
-  if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, r, d);
-  n->flops = 2.0 * (double)s.batch * (double)s.M * (double)s.N * (double)s.K;
-  return PR_OK;
-}
-
-static pr_status_t prepare_matmul(pr_compile_t *c, pr_node_t *n) {
-  matmul_state_t *s = calloc(1, sizeof *s);
-  if (!s) return PR_ERR_NOMEM;
-  n->state = s;
-  int r;
-  int64_t d[PR_MAX_RANK + 2];
-  return matmul_shape(c, n, s, &r, d);
-}
-
-static void run_matmul(pr_exec_t *x, pr_node_t *n) {
-  const matmul_state_t *s = n->state;
-  const float *a = pr_xin(x, n, 0), *b = pr_xin(x, n, 1);
-  float *o = pr_xout(x, n, 0);
-  if (s->batch == 1 || (s->rank > 0 && s->sb[s->rank - 1] == 0 && s->rank == 1)) {
-    /* b shared by every batch: one tall sgemm over the stacked rows of a */
-    int64_t rows = s->batch == 1 ? s->M : s->M * s->batch;
-    if (s->batch == 1 || s->sa[0] != 0) {
-      dnnl_sgemm('N', 'N', rows, s->N, s->K, 1.f, a, s->K, b, s->N, 0.f, o, s->N);
-      return;
-    }
-  }
-  for (int64_t i = 0; i < s->batch; i++) {
-    int64_t rem = i, oa = 0, ob = 0;
-    for (int k = s->rank - 1; k >= 0; k--) {
-      int64_t idx = rem % s->bdims[k];
-      rem /= s->bdims[k];
-      oa += idx * s->sa[k];
-      ob += idx * s->sb[k];
-    }
-    dnnl_sgemm('N', 'N', s->M, s->N, s->K, 1.f, a + oa, s->K, b + ob, s->N, 0.f,
-               o + i * s->M * s->N, s->N);
-  }
-}
-
-const pr_op_t pr_op_matmul = {.name = "MatMul",
-                              .attrs = "",
-                              .min_opset = 1,
-                              .max_inputs = 2,
-                              .infer = infer_matmul,
-                              .prepare = prepare_matmul,
-                              .run = run_matmul,
-                              .destroy = destroy_free};
 
 /* ---- BatchNormalization (inference) ---- */
 
@@ -263,6 +157,22 @@ static void run_softmax(pr_exec_t *x, pr_node_t *n) {
   int64_t outer = s->outer, len = s->len, inner = s->inner;
   const float *a = pr_xin(x, n, 0);
   float *o = pr_xout(x, n, 0);
+  if (inner == 1) { /* contiguous rows: SIMD reductions */
+#pragma omp parallel for num_threads(x->threads) if (outer * len > 16384)
+    for (int64_t i = 0; i < outer; i++) {
+      const float *pa = a + i * len;
+      float *po = o + i * len;
+      float mx = -INFINITY, sum = 0.f;
+#pragma omp simd reduction(max : mx)
+      for (int64_t k = 0; k < len; k++) mx = pa[k] > mx ? pa[k] : mx;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t k = 0; k < len; k++) sum += (po[k] = pr_expf(pa[k] - mx));
+      float inv = 1.f / sum;
+#pragma omp simd
+      for (int64_t k = 0; k < len; k++) po[k] *= inv;
+    }
+    return;
+  }
 #pragma omp parallel for collapse(2) num_threads(x->threads) if (outer * inner * len > 16384)
   for (int64_t i = 0; i < outer; i++)
     for (int64_t j = 0; j < inner; j++) {

@@ -43,12 +43,22 @@ static void run_layer_norm(pr_exec_t *x, pr_node_t *n) {
   for (int64_t r = 0; r < rows; r++) {
     const float *pa = a + r * len;
     float *po = o + r * len;
-    double sum = 0, sq = 0;
+    /* two passes in float with SIMD partial sums: exact enough (one row is
+     * at most a few thousand values) and vectorized */
+    float sum = 0.f, sq = 0.f;
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < len; j++) sum += pa[j];
-    double mean = sum / (double)len;
-    for (int64_t j = 0; j < len; j++) sq += (pa[j] - mean) * (pa[j] - mean);
-    float inv = (float)(1.0 / sqrt(sq / (double)len + eps)), m = (float)mean;
-    for (int64_t j = 0; j < len; j++) po[j] = (pa[j] - m) * inv * scale[j] + (bias ? bias[j] : 0.f);
+    float m = sum / (float)len;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < len; j++) sq += (pa[j] - m) * (pa[j] - m);
+    float inv = 1.f / sqrtf(sq / (float)len + eps);
+    if (bias) {
+#pragma omp simd
+      for (int64_t j = 0; j < len; j++) po[j] = (pa[j] - m) * inv * scale[j] + bias[j];
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < len; j++) po[j] = (pa[j] - m) * inv * scale[j];
+    }
     if (mean_out) mean_out[r] = m;
     if (inv_out) inv_out[r] = inv;
   }

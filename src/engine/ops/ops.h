@@ -29,6 +29,10 @@ PR_OPS_LIST
 extern const pr_op_t pr_op_layer_norm_fused;
 extern const pr_op_t pr_op_gelu_erf, pr_op_gelu_tanh;
 
+/* A MatMul that runs as one oneDNN kernel with a constant B (matmul.c); the
+ * fuser gives those a bias, activations and a residual sum. */
+bool pr_matmul_is_linear(pr_compile_t *c, const pr_node_t *n);
+
 /* Normalize axis into [0, rank); returns -1 when out of range. */
 static inline int pr_axis(int64_t axis, int rank) {
   if (axis < -rank || axis >= (rank ? rank : 1)) return -1;

@@ -1,0 +1,187 @@
+/* MatMul: numpy matmul with batch broadcasting.
+ *
+ * Two kernels. A "linear" MatMul (B a constant matrix, A with at least two
+ * rows) runs as one oneDNN matmul primitive over the stacked rows of A, with
+ * B reordered once into the kernel's layout (shared by the model's sessions)
+ * and a fused bias, activations and residual sum (see fuse.c). Every other
+ * MatMul (B computed at run time, batched products, a single row of A) runs
+ * as sgemm calls, one per batch entry that B does not share. */
+#include <string.h>
+
+#include "engine/ops/dnnl_util.h"
+
+typedef struct {
+  int64_t M, N, K, batch;
+  int rank;
+  int64_t bdims[PR_MAX_RANK], sa[PR_MAX_RANK], sb[PR_MAX_RANK]; /* batch dims, matrix strides */
+  /* linear kernel */
+  bool linear;
+  pr_dnnl_prim_t prim;
+  void *w_buf;
+  pr_model_t *w_cache;
+  int sum_in; /* input index of the residual addend, -1 */
+} matmul_state_t;
+
+static void destroy_matmul(void *p) {
+  matmul_state_t *s = p;
+  pr_dnnl_prim_destroy(&s->prim);
+  if (s->w_buf) pr_dnnl_weights_release(s->w_buf, s->w_cache);
+  free(s);
+}
+
+static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s, int *ro,
+                                int64_t *od) {
+  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
+  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
+  if (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  if (a->rank < 1 || b->rank < 1) return pr_fail(c, n, PR_ERR_INVALID, "scalar input");
+  int64_t ad[PR_MAX_RANK + 1], bd[PR_MAX_RANK + 1];
+  int ra = a->rank, rb = b->rank;
+  memcpy(ad, a->dims, sizeof(int64_t) * (size_t)ra);
+  memcpy(bd, b->dims, sizeof(int64_t) * (size_t)rb);
+  bool a1 = ra == 1, b1 = rb == 1;
+  if (a1) ad[1] = ad[0], ad[0] = 1, ra = 2;
+  if (b1) bd[1] = 1, rb = 2;
+  s->M = ad[ra - 2], s->K = ad[ra - 1], s->N = bd[rb - 1];
+  if (bd[rb - 2] != s->K)
+    return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)s->K,
+                   (long long)bd[rb - 2]);
+  int r;
+  int64_t batch[PR_MAX_RANK];
+  if (pr_broadcast_shape(ra - 2, ad, rb - 2, bd, &r, batch) < 0)
+    return pr_fail(c, n, PR_ERR_INVALID, "batch dimensions do not broadcast");
+  s->rank = r;
+  s->batch = 1;
+  int64_t ea = s->M * s->K, eb = s->K * s->N;
+  for (int k = r - 1; k >= 0; k--) {
+    int ka = k - (r - (ra - 2)), kb = k - (r - (rb - 2));
+    int64_t da = ka >= 0 ? ad[ka] : 1, db = kb >= 0 ? bd[kb] : 1;
+    s->bdims[k] = batch[k];
+    s->sa[k] = da == 1 ? 0 : ea;
+    s->sb[k] = db == 1 ? 0 : eb;
+    ea *= da;
+    eb *= db;
+    s->batch *= batch[k];
+  }
+  int j = 0;
+  for (int k = 0; k < r; k++) od[j++] = batch[k];
+  if (!a1) od[j++] = s->M;
+  if (!b1) od[j++] = s->N;
+  *ro = j;
+  return PR_OK;
+}
+
+static pr_status_t infer_matmul(pr_compile_t *c, pr_node_t *n) {
+  matmul_state_t s = {0};
+  int r = 0;
+  int64_t d[PR_MAX_RANK + 2];
+  pr_status_t st = matmul_shape(c, n, &s, &r, d);
+  if (st) return st;
+  if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
+  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, r, d);
+  n->flops = 2.0 * (double)s.batch * (double)s.M * (double)s.N * (double)s.K;
+  return PR_OK;
+}
+
+bool pr_matmul_is_linear(pr_compile_t *c, const pr_node_t *n) {
+  if (strcmp(n->op->name, "MatMul") || n->n_in < 2) return false;
+  const pr_value_t *a = &c->v[n->in[0]], *b = &c->v[n->in[1]];
+  if (a->dtype != PR_DTYPE_FLOAT || a->rank < 2 || !b->is_const || b->rank != 2 ||
+      b->dtype != PR_DTYPE_FLOAT || a->dims[a->rank - 1] != b->dims[0])
+    return false;
+  /* one row is a matrix-vector product: sgemm streams B faster than the
+   * blocked kernel */
+  return pr_value_numel(a) / b->dims[0] >= 2;
+}
+
+static pr_status_t prepare_linear(pr_compile_t *c, pr_node_t *n, matmul_state_t *s) {
+  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
+  pr_value_t *bias = n->n_in > 2 && s->sum_in != 2 ? pr_in(c, n, 2) : NULL;
+  int64_t K = b->dims[0], N = b->dims[1], rows = pr_value_numel(a) / K;
+  dnnl_dims_t ad = {rows, K}, wd = {K, N}, od = {rows, N}, bd = {1, N};
+  dnnl_memory_desc_t a_md, w_any, w_plain, o_md, b_md;
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&a_md, 2, ad, dnnl_f32, dnnl_ab));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, 2, wd, dnnl_f32, dnnl_format_tag_any));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_plain, 2, wd, dnnl_f32, dnnl_ab));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_md, 2, od, dnnl_f32, dnnl_ab));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 2, bd, dnnl_f32, dnnl_ab));
+  if (bias && (bias->dtype != PR_DTYPE_FLOAT || pr_value_numel(bias) != N))
+    return pr_fail(c, n, PR_ERR_INTERNAL, "fused bias must hold %lld floats", (long long)N);
+  dnnl_matmul_desc_t md;
+  PR_DNNL(c, n, dnnl_matmul_desc_init(&md, &a_md, &w_any, bias ? &b_md : NULL, &o_md));
+  dnnl_primitive_attr_t attr;
+  pr_status_t st = pr_dnnl_post_attr(c, n, &attr);
+  if (st) return st;
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &md, attr, c->engine, NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (ds != dnnl_success) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN matmul (%d)", ds);
+  dnnl_memory_desc_t w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  if ((st = pr_dnnl_prim_init(c, n, &s->prim, pd))) return st;
+  if (!(s->w_buf = pr_dnnl_weights_cached(c, n, 0, &w_md, &s->w_cache)) &&
+      (st = pr_dnnl_weights_make(c, n, 0, b->data, &w_plain, &w_md, &s->w_buf, &s->w_cache)))
+    return st;
+  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_SRC, n->in[0], NULL, &a_md);
+  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
+  if (bias) pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
+  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_DST, n->out[0], NULL, &o_md);
+  s->linear = true;
+  return PR_OK;
+}
+
+static pr_status_t prepare_matmul(pr_compile_t *c, pr_node_t *n) {
+  matmul_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  s->sum_in = n->post.sum ? n->n_in - 1 : -1;
+  int r;
+  int64_t d[PR_MAX_RANK + 2];
+  pr_status_t st = matmul_shape(c, n, s, &r, d);
+  if (st) return st;
+  if (pr_matmul_is_linear(c, n)) return prepare_linear(c, n, s);
+  if (n->n_in > 2 || n->post.n_eltwise)
+    return pr_fail(c, n, PR_ERR_INTERNAL, "fused operations on a non-linear MatMul");
+  return PR_OK;
+}
+
+static void run_matmul(pr_exec_t *x, pr_node_t *n) {
+  matmul_state_t *s = n->state;
+  if (s->linear) {
+    if (s->sum_in >= 0) {
+      const pr_value_t *a = &x->v[n->in[s->sum_in]], *o = &x->v[n->out[0]];
+      if (a->ptr != o->ptr) pr_copy(o->ptr, a->ptr, o->nbytes, x->threads);
+    }
+    pr_dnnl_prim_run(x, &s->prim);
+    return;
+  }
+  const float *a = pr_xin(x, n, 0), *b = pr_xin(x, n, 1);
+  float *o = pr_xout(x, n, 0);
+  bool tall = true; /* b shared by every batch entry, a's entries stacked in order */
+  for (int k = 0; k < s->rank; k++) tall &= s->bdims[k] == 1 || (s->sb[k] == 0 && s->sa[k] != 0);
+  if (tall) { /* one sgemm over the stacked rows of a */
+    int64_t rows = s->M * s->batch;
+    dnnl_sgemm('N', 'N', rows, s->N, s->K, 1.f, a, s->K, b, s->N, 0.f, o, s->N);
+    return;
+  }
+  for (int64_t i = 0; i < s->batch; i++) {
+    int64_t rem = i, oa = 0, ob = 0;
+    for (int k = s->rank - 1; k >= 0; k--) {
+      int64_t idx = rem % s->bdims[k];
+      rem /= s->bdims[k];
+      oa += idx * s->sa[k];
+      ob += idx * s->sb[k];
+    }
+    dnnl_sgemm('N', 'N', s->M, s->N, s->K, 1.f, a + oa, s->K, b + ob, s->N, 0.f,
+               o + i * s->M * s->N, s->N);
+  }
+}
+
+const pr_op_t pr_op_matmul = {.name = "MatMul",
+                              .attrs = "",
+                              .min_opset = 1,
+                              .max_inputs = 2,
+                              .infer = infer_matmul,
+                              .prepare = prepare_matmul,
+                              .run = run_matmul,
+                              .destroy = destroy_matmul};
