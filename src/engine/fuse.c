@@ -389,6 +389,150 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
                              .out = {y}};
 }
 
+/* ---- scaled-dot-product attention -> one kernel ----
+ * MatMul(Q', K') -> [Div or Mul by a scalar] -> [Add mask] -> Softmax(last)
+ *   -> MatMul(., V') -> [Transpose(0,2,1,3)], all [batch, heads, rows, cols],
+ * where Q', K', V' may be Transpose(Reshape(Split(X) or X)) of a [B, S, C] X:
+ * the kernel reads X through strides. */
+
+static void row_major_strides(const pr_value_t *v, int64_t *st) {
+  int64_t e = 1;
+  for (int k = v->rank - 1; k >= 0; k--) st[k] = e, e *= v->dims[k];
+}
+
+/* The value the 4-D `value` is a strided view of, with its offset and the
+ * strides of value's 4 axes. */
+static int trace_view(pr_compile_t *c, int value, int64_t *off, int64_t *st) {
+  const pr_value_t *v = &c->v[value];
+  *off = 0;
+  row_major_strides(v, st);
+  int it = producer_node(c, value);
+  const int64_t *perm;
+  if (it < 0 || strcmp(c->nodes[it].op->name, "Transpose") ||
+      pr_attr_ints(c->nodes[it].m, "perm", &perm) != 4)
+    return value;
+  int u = c->nodes[it].in[0], ir = producer_node(c, u), src = u;
+  int64_t ust[4], uoff = 0;
+  row_major_strides(&c->v[u], ust);
+  const pr_value_t *uv = &c->v[u];
+  if (ir >= 0 && !strcmp(c->nodes[ir].op->name, "Reshape")) {
+    int xi = c->nodes[ir].in[0];
+    const pr_value_t *xv = &c->v[xi];
+    if (xv->rank == 3 && xv->dims[0] == uv->dims[0] && xv->dims[1] == uv->dims[1] &&
+        xv->dims[2] == uv->dims[2] * uv->dims[3]) {
+      /* [X0, X1, H*D] seen as [X0, X1, H, D]; X may be one output of a
+       * Split along the last axis */
+      int64_t cx = xv->dims[2], coff = 0;
+      src = xi;
+      int is = producer_node(c, xi);
+      const pr_node_t *sp = is >= 0 ? &c->nodes[is] : NULL;
+      if (sp && !strcmp(sp->op->name, "Split") && c->v[sp->in[0]].rank == 3 &&
+          pr_axis(pr_attr_int(sp->m, "axis", 0), 3) == 2) {
+        int64_t acc = 0;
+        for (int k = 0; k < sp->n_out; k++) {
+          if (sp->out[k] == xi) {
+            src = sp->in[0];
+            coff = acc;
+            cx = c->v[src].dims[2];
+            break;
+          }
+          if (sp->out[k] >= 0) acc += c->v[sp->out[k]].dims[2];
+        }
+      }
+      ust[0] = xv->dims[1] * cx, ust[1] = cx, ust[2] = uv->dims[3], ust[3] = 1;
+      uoff = coff;
+    }
+  }
+  for (int k = 0; k < 4; k++) {
+    if (perm[k] < 0 || perm[k] > 3) return value;
+    st[k] = ust[perm[k]];
+  }
+  *off = uoff;
+  return src;
+}
+
+static void fuse_attention(pr_compile_t *c, int i1) {
+  pr_node_t *m1 = &c->nodes[i1];
+  const pr_value_t *qv = &c->v[m1->in[0]], *kv = &c->v[m1->in[1]], *sv = &c->v[m1->out[0]];
+  if (qv->rank != 4 || kv->rank != 4 || kv->is_const || qv->dtype != PR_DTYPE_FLOAT) return;
+  int64_t B = qv->dims[0], H = qv->dims[1], Sq = qv->dims[2], D = qv->dims[3], Sk = kv->dims[3];
+  if (kv->dims[0] != B || kv->dims[1] != H || kv->dims[2] != D) return;
+  float scale = 1.f, k;
+  int cur = m1->out[0], mask = -1, dead[6], n_dead = 0, ni;
+  dead[n_dead++] = i1;
+  ni = only_consumer(c, cur, i1);
+  if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Div") && c->nodes[ni].in[0] == cur &&
+      scalar_const(c, c->nodes[ni].in[1], &k) && k != 0.f) {
+    scale = 1.f / k;
+  } else if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Mul") &&
+             scalar_const(c, other_input(&c->nodes[ni], cur), &k)) {
+    scale = k;
+  } else {
+    ni = -2;
+  }
+  if (ni >= 0) {
+    dead[n_dead++] = ni;
+    cur = c->nodes[ni].out[0];
+    ni = only_consumer(c, cur, ni);
+  } else {
+    ni = only_consumer(c, cur, i1);
+  }
+  if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Add")) {
+    mask = other_input(&c->nodes[ni], cur);
+    const pr_value_t *mv = &c->v[mask];
+    if (mask == cur || mv->dtype != PR_DTYPE_FLOAT || mv->rank > 4 ||
+        !same_shape(&c->v[c->nodes[ni].out[0]], sv))
+      return;
+    for (int d = 0; d < mv->rank; d++)
+      if (mv->dims[d] != 1 && mv->dims[d] != sv->dims[d + 4 - mv->rank]) return;
+    dead[n_dead++] = ni;
+    cur = c->nodes[ni].out[0];
+    ni = only_consumer(c, cur, ni);
+  }
+  if (ni < 0 || strcmp(c->nodes[ni].op->name, "Softmax") ||
+      pr_axis(pr_attr_int(c->nodes[ni].m, "axis", c->opset >= 13 ? -1 : 1), 4) != 3)
+    return;
+  dead[n_dead++] = ni;
+  cur = c->nodes[ni].out[0];
+  int i2 = only_consumer(c, cur, ni);
+  if (i2 < 0 || strcmp(c->nodes[i2].op->name, "MatMul") || c->nodes[i2].in[0] != cur) return;
+  const pr_value_t *vv = &c->v[c->nodes[i2].in[1]];
+  if (vv->rank != 4 || vv->dims[0] != B || vv->dims[1] != H || vv->dims[2] != Sk) return;
+  dead[n_dead++] = i2;
+  int64_t Dv = vv->dims[3];
+  pr_attn_t a = {.B = B, .H = H, .Sq = Sq, .Sk = Sk, .D = D, .Dv = Dv, .scale = scale};
+  int out = c->nodes[i2].out[0], last = i2;
+  row_major_strides(&c->v[out], a.st[4]);
+  int it = only_consumer(c, out, i2);
+  const int64_t *perm;
+  if (it >= 0 && !strcmp(c->nodes[it].op->name, "Transpose") &&
+      pr_attr_ints(c->nodes[it].m, "perm", &perm) == 4 && perm[0] == 0 && perm[1] == 2 &&
+      perm[2] == 1 && perm[3] == 3) {
+    /* written straight as [B, Sq, H, Dv] */
+    out = c->nodes[it].out[0];
+    a.st[4][0] = Sq * H * Dv, a.st[4][1] = Dv, a.st[4][2] = H * Dv, a.st[4][3] = 1;
+    dead[n_dead++] = last = it;
+  }
+  int src[3];
+  for (int k = 0; k < 3; k++)
+    src[k] = trace_view(c, k < 2 ? m1->in[k] : c->nodes[i2].in[1], &a.off[k], a.st[k]);
+  if (mask >= 0) pr_bcast_strides(&c->v[mask], 4, sv->dims, a.st[3]);
+  char t;
+  int64_t ld;
+  if (!pr_attn_operand(Sq, D, a.st[0][2], a.st[0][3], &t, &ld) ||
+      !pr_attn_operand(D, Sk, a.st[1][2], a.st[1][3], &t, &ld) ||
+      !pr_attn_operand(Sk, Dv, a.st[2][2], a.st[2][3], &t, &ld))
+    return;
+  for (int d = 0; d < n_dead; d++) c->nodes[dead[d]].dead = true;
+  c->nodes[last] = (pr_node_t){.op = &pr_op_attention,
+                               .n_in = 4,
+                               .n_out = 1,
+                               .in = {src[0], src[1], src[2], mask},
+                               .out = {out},
+                               .attn = a};
+  c->v[out].producer = last;
+}
+
 pr_status_t pr_fuse(pr_compile_t *c) {
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead &&
@@ -399,6 +543,8 @@ pr_status_t pr_fuse(pr_compile_t *c) {
       pr_status_t st = fuse_layer_norm(c, i);
       if (st) return st;
     }
+  for (int i = 0; i < c->n_nodes; i++)
+    if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "MatMul")) fuse_attention(c, i);
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Pad")) fuse_pad(c, i);
   for (int i = 0; i < c->n_nodes; i++) {

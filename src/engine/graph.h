@@ -128,6 +128,17 @@ typedef struct {
   int sum_before;
 } pr_post_t;
 
+/* Scaled-dot-product attention fused into one kernel (fuse.c, attention.c):
+ * O = softmax(scale * Q K' + mask) V per (batch, head). Each operand is a
+ * strided 4-D view of the node's input of the same index (0 Q, 1 K', 2 V,
+ * 3 mask, 4 O as the output): element (b, h, i, j) at off + sum(idx * st),
+ * so Split, Reshape and Transpose around the products are read through. */
+typedef struct {
+  int64_t B, H, Sq, Sk, D, Dv;
+  int64_t off[5], st[5][4];
+  float scale;
+} pr_attn_t;
+
 typedef struct pr_node {
   const struct pr_op *op;
   const pr_mnode_t *m; /* attributes and name; NULL for compiler-made nodes */
@@ -142,6 +153,7 @@ typedef struct pr_node {
   /* spatial zero padding taken over from a fused Pad (begin..., end...) */
   bool pad_fused;
   int64_t pad_add[6];
+  pr_attn_t attn;
   double flops; /* multiply-adds x 2 of one run, set by prepare */
   void *state;
 } pr_node_t;

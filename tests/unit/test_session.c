@@ -457,6 +457,122 @@ static void test_linear_fusion(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* Self-attention as PyTorch exports it: x[batch,S,3*H*D] -> Split -> Reshape
+ * [batch,S,H,D] -> Transpose (K to [batch,H,D,S]) -> MatMul -> Div (or Mul)
+ * by a scalar -> [Add causal mask] -> Softmax -> MatMul -> Transpose ->
+ * Reshape [batch,S,H*D] */
+enum { AT_S = 37, AT_H = 2, AT_D = 8, AT_C = AT_H * AT_D };
+static void attention_model_ex(void **data, size_t *len, bool masked) {
+  mb_t *b = mb_new(13);
+  int64_t xd[3] = {-1, AT_S, 3 * AT_C}, four[1] = {4}, three[1] = {3}, md[4] = {1, 1, AT_S, AT_S},
+          none[1] = {0};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 3, xd);
+  int64_t split[3] = {AT_C, AT_C, AT_C}, shp[4] = {0, AT_S, AT_H, AT_D}, shp2[3] = {0, AT_S, AT_C};
+  mb_init(b, "split", PR_DTYPE_INT64, 1, three, split, sizeof split);
+  mb_init(b, "shp", PR_DTYPE_INT64, 1, four, shp, sizeof shp);
+  mb_init(b, "shp2", PR_DTYPE_INT64, 1, three, shp2, sizeof shp2);
+  float scale = masked ? 2.8284271f : 0.35355339f;
+  mb_init(b, "scale", PR_DTYPE_FLOAT, 0, none, &scale, 4);
+  static float mask[AT_S * AT_S];
+  for (int i = 0; i < AT_S; i++)
+    for (int j = 0; j < AT_S; j++) mask[i * AT_S + j] = j <= i ? 0.f : -10000.f;
+  mb_init(b, "mask", PR_DTYPE_FLOAT, 4, md, mask, sizeof mask);
+  int n = mb_node(b, "Split", "split", (const char *[]){"x", "split", NULL},
+                  (const char *[]){"q0", "k0", "v0", NULL});
+  mb_attr_int(b, n, "axis", -1);
+  const char *names[3][3] = {{"q0", "q1", "q"}, {"k0", "k1", "k"}, {"v0", "v1", "v"}};
+  const int64_t pq[4] = {0, 2, 1, 3}, pk[4] = {0, 2, 3, 1};
+  for (int k = 0; k < 3; k++) {
+    mb_node(b, "Reshape", names[k][1], (const char *[]){names[k][0], "shp", NULL},
+            (const char *[]){names[k][1], NULL});
+    n = mb_node(b, "Transpose", names[k][2], (const char *[]){names[k][1], NULL},
+                (const char *[]){names[k][2], NULL});
+    mb_attr_ints(b, n, "perm", 4, k == 1 ? pk : pq);
+  }
+  mb_node(b, "MatMul", "qk", (const char *[]){"q", "k", NULL}, (const char *[]){"s0", NULL});
+  mb_node(b, masked ? "Div" : "Mul", "scale", (const char *[]){"s0", "scale", NULL},
+          (const char *[]){"s1", NULL});
+  if (masked)
+    mb_node(b, "Add", "mask", (const char *[]){"s1", "mask", NULL}, (const char *[]){"s2", NULL});
+  n = mb_node(b, "Softmax", "softmax", (const char *[]){masked ? "s2" : "s1", NULL},
+              (const char *[]){"p", NULL});
+  mb_attr_int(b, n, "axis", -1);
+  mb_node(b, "MatMul", "pv", (const char *[]){"p", "v", NULL}, (const char *[]){"o0", NULL});
+  n = mb_node(b, "Transpose", "ot", (const char *[]){"o0", NULL}, (const char *[]){"o1", NULL});
+  mb_attr_ints(b, n, "perm", 4, pq);
+  mb_node(b, "Reshape", "oshape", (const char *[]){"o1", "shp2", NULL},
+          (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  mb_finish(b, data, len);
+}
+static void attention_masked_model(void **data, size_t *len) {
+  attention_model_ex(data, len, true);
+}
+static void attention_plain_model(void **data, size_t *len) {
+  attention_model_ex(data, len, false);
+}
+
+static void test_attention_fusion(void **state) {
+  void (*makers[2])(void **, size_t *) = {attention_masked_model, attention_plain_model};
+  enum { B = 2, N = B * AT_S * 3 * AT_C };
+  static float x[N], y[2][B * AT_S * AT_C];
+  unsigned seed = 21;
+  for (int i = 0; i < N; i++) x[i] = frand(&seed) * 3;
+  for (int form = 0; form < 2; form++) {
+    pr_model_t *m = load(makers[form]);
+    for (int threads = 1; threads <= 2; threads++) {
+      int kernels[2];
+      for (int fused = 0; fused < 2; fused++) {
+        pr_session_options_t opt = pr_session_options_default();
+        opt.batch = B;
+        opt.threads = threads;
+        opt.disable_fusion = !fused;
+        pr_session_t *s;
+        char err[256];
+        assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+        pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT,
+                          .rank = 3,
+                          .dims = {B, AT_S, 3 * AT_C},
+                          .data = x},
+                    out;
+        assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+        assert_int_equal(out.rank, 3);
+        assert_int_equal(out.dims[2], AT_C);
+        memcpy(y[fused], out.data, sizeof y[fused]);
+        kernels[fused] = pr_engine_session_num_kernels(s);
+        pr_engine_session_destroy(s);
+      }
+      /* one attention kernel and the final Reshape (a view) */
+      assert_int_equal(kernels[1], 2);
+      assert_true(kernels[0] >= 12);
+      /* reference in double for (batch, row, head, col) */
+      for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < AT_H; h++)
+          for (int i = 0; i < AT_S; i++) {
+            double p[AT_S], mx = -1e300, sum = 0;
+            const float *q = x + (bb * AT_S + i) * 3 * AT_C + h * AT_D;
+            for (int j = 0; j < AT_S; j++) {
+              const float *k = x + (bb * AT_S + j) * 3 * AT_C + AT_C + h * AT_D;
+              double d = 0;
+              for (int e = 0; e < AT_D; e++) d += (double)q[e] * k[e];
+              p[j] = form == 0 ? d / 2.8284271 + (j <= i ? 0 : -10000.0) : d * 0.35355339;
+              mx = p[j] > mx ? p[j] : mx;
+            }
+            for (int j = 0; j < AT_S; j++) sum += (p[j] = exp(p[j] - mx));
+            for (int e = 0; e < AT_D; e++) {
+              double o = 0;
+              for (int j = 0; j < AT_S; j++)
+                o += p[j] / sum * x[(bb * AT_S + j) * 3 * AT_C + 2 * AT_C + h * AT_D + e];
+              int at = (bb * AT_S + i) * AT_C + h * AT_D + e;
+              assert_true(fabs(y[1][at] - o) < 1e-4 * (1 + fabs(o)));
+              assert_true(fabs(y[0][at] - o) < 1e-4 * (1 + fabs(o)));
+            }
+          }
+    }
+    pr_engine_model_destroy(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
@@ -466,6 +582,7 @@ int main(void) {
       cmocka_unit_test(test_layer_norm_fusion),
       cmocka_unit_test(test_gelu_fusion),
       cmocka_unit_test(test_linear_fusion),
+      cmocka_unit_test(test_attention_fusion),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
