@@ -460,25 +460,52 @@ static void test_linear_fusion(void **state) {
 /* Self-attention as PyTorch exports it: x[batch,S,3*H*D] -> Split -> Reshape
  * [batch,S,H,D] -> Transpose (K to [batch,H,D,S]) -> MatMul -> Div (or Mul)
  * by a scalar -> [Add causal mask] -> Softmax -> MatMul -> Transpose ->
- * Reshape [batch,S,H*D] */
-enum { AT_S = 37, AT_H = 2, AT_D = 8, AT_C = AT_H * AT_D };
-static void attention_model_ex(void **data, size_t *len, bool masked) {
+ * Reshape [batch,S,H*D]. Forms: 0 masked, S fixed at AT_S; 1 no mask, Mul
+ * scale; 2 masked with a symbolic S ("d1"): Reshape targets use -1 and the
+ * mask is sliced to S x S from a AT_MAXS x AT_MAXS constant through
+ * Shape -> Gather -> Unsqueeze -> Slice, as GPT-2's export does. */
+enum { AT_S = 37, AT_MAXS = 64, AT_H = 2, AT_D = 8, AT_C = AT_H * AT_D };
+static void attention_model_ex(void **data, size_t *len, int form) {
+  bool masked = form != 1, symbolic = form == 2;
+  int64_t ms = symbolic ? AT_MAXS : AT_S;
   mb_t *b = mb_new(13);
-  int64_t xd[3] = {-1, AT_S, 3 * AT_C}, four[1] = {4}, three[1] = {3}, md[4] = {1, 1, AT_S, AT_S},
-          none[1] = {0};
+  int64_t xd[3] = {-1, symbolic ? -1 : AT_S, 3 * AT_C}, four[1] = {4}, three[1] = {3}, two[1] = {2},
+          one[1] = {1}, md[4] = {1, 1, ms, ms}, none[1] = {0};
   mb_input(b, "x", PR_DTYPE_FLOAT, 3, xd);
-  int64_t split[3] = {AT_C, AT_C, AT_C}, shp[4] = {0, AT_S, AT_H, AT_D}, shp2[3] = {0, AT_S, AT_C};
+  int64_t s_or_any = symbolic ? -1 : AT_S;
+  int64_t split[3] = {AT_C, AT_C, AT_C}, shp[4] = {0, s_or_any, AT_H, AT_D},
+          shp2[3] = {0, s_or_any, AT_C};
   mb_init(b, "split", PR_DTYPE_INT64, 1, three, split, sizeof split);
   mb_init(b, "shp", PR_DTYPE_INT64, 1, four, shp, sizeof shp);
   mb_init(b, "shp2", PR_DTYPE_INT64, 1, three, shp2, sizeof shp2);
   float scale = masked ? 2.8284271f : 0.35355339f;
   mb_init(b, "scale", PR_DTYPE_FLOAT, 0, none, &scale, 4);
-  static float mask[AT_S * AT_S];
-  for (int i = 0; i < AT_S; i++)
-    for (int j = 0; j < AT_S; j++) mask[i * AT_S + j] = j <= i ? 0.f : -10000.f;
-  mb_init(b, "mask", PR_DTYPE_FLOAT, 4, md, mask, sizeof mask);
-  int n = mb_node(b, "Split", "split", (const char *[]){"x", "split", NULL},
-                  (const char *[]){"q0", "k0", "v0", NULL});
+  static float mask[AT_MAXS * AT_MAXS];
+  for (int i = 0; i < ms; i++)
+    for (int j = 0; j < ms; j++) mask[i * ms + j] = j <= i ? 0.f : -10000.f;
+  mb_init(b, symbolic ? "bigmask" : "mask", PR_DTYPE_FLOAT, 4, md, mask,
+          sizeof(float) * (size_t)(ms * ms));
+  int n;
+  if (symbolic) {
+    int64_t idx = 1, zeros[2] = {0, 0}, axes[2] = {2, 3}, ax0 = 0;
+    mb_init(b, "idx1", PR_DTYPE_INT64, 0, none, &idx, 8);
+    mb_init(b, "zeros", PR_DTYPE_INT64, 1, two, zeros, sizeof zeros);
+    mb_init(b, "axes", PR_DTYPE_INT64, 1, two, axes, sizeof axes);
+    mb_init(b, "ax0", PR_DTYPE_INT64, 1, one, &ax0, 8);
+    mb_node(b, "Shape", "shape", (const char *[]){"x", NULL}, (const char *[]){"xs", NULL});
+    n = mb_node(b, "Gather", "seqlen", (const char *[]){"xs", "idx1", NULL},
+                (const char *[]){"sl", NULL});
+    mb_attr_int(b, n, "axis", 0);
+    mb_node(b, "Unsqueeze", "sl1", (const char *[]){"sl", "ax0", NULL},
+            (const char *[]){"sl1", NULL});
+    n = mb_node(b, "Concat", "ends", (const char *[]){"sl1", "sl1", NULL},
+                (const char *[]){"ends", NULL});
+    mb_attr_int(b, n, "axis", 0);
+    mb_node(b, "Slice", "maskslice", (const char *[]){"bigmask", "zeros", "ends", "axes", NULL},
+            (const char *[]){"mask", NULL});
+  }
+  n = mb_node(b, "Split", "split", (const char *[]){"x", "split", NULL},
+              (const char *[]){"q0", "k0", "v0", NULL});
   mb_attr_int(b, n, "axis", -1);
   const char *names[3][3] = {{"q0", "q1", "q"}, {"k0", "k1", "k"}, {"v0", "v1", "v"}};
   const int64_t pq[4] = {0, 2, 1, 3}, pk[4] = {0, 2, 3, 1};
@@ -506,69 +533,81 @@ static void attention_model_ex(void **data, size_t *len, bool masked) {
   mb_finish(b, data, len);
 }
 static void attention_masked_model(void **data, size_t *len) {
-  attention_model_ex(data, len, true);
+  attention_model_ex(data, len, 0);
 }
 static void attention_plain_model(void **data, size_t *len) {
-  attention_model_ex(data, len, false);
+  attention_model_ex(data, len, 1);
+}
+static void attention_symbolic_model(void **data, size_t *len) {
+  attention_model_ex(data, len, 2);
 }
 
 static void test_attention_fusion(void **state) {
-  void (*makers[2])(void **, size_t *) = {attention_masked_model, attention_plain_model};
-  enum { B = 2, N = B * AT_S * 3 * AT_C };
-  static float x[N], y[2][B * AT_S * AT_C];
+  void (*makers[3])(void **, size_t *) = {attention_masked_model, attention_plain_model,
+                                          attention_symbolic_model};
+  enum { B = 2, N = B * AT_MAXS * 3 * AT_C };
+  static float x[N], y[2][B * AT_MAXS * AT_C];
   unsigned seed = 21;
   for (int i = 0; i < N; i++) x[i] = frand(&seed) * 3;
-  for (int form = 0; form < 2; form++) {
+  for (int form = 0; form < 3; form++) {
     pr_model_t *m = load(makers[form]);
-    for (int threads = 1; threads <= 2; threads++) {
-      int kernels[2];
-      for (int fused = 0; fused < 2; fused++) {
-        pr_session_options_t opt = pr_session_options_default();
-        opt.batch = B;
-        opt.threads = threads;
-        opt.disable_fusion = !fused;
-        pr_session_t *s;
-        char err[256];
-        assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
-        pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT,
-                          .rank = 3,
-                          .dims = {B, AT_S, 3 * AT_C},
-                          .data = x},
-                    out;
-        assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
-        assert_int_equal(out.rank, 3);
-        assert_int_equal(out.dims[2], AT_C);
-        memcpy(y[fused], out.data, sizeof y[fused]);
-        kernels[fused] = pr_engine_session_num_kernels(s);
-        pr_engine_session_destroy(s);
+    /* the symbolic form runs at two sequence lengths, each its own session */
+    for (int S = AT_S; S <= (form == 2 ? AT_MAXS : AT_S); S += AT_MAXS - AT_S)
+      for (int threads = 1; threads <= 2; threads++) {
+        int kernels[2];
+        for (int fused = 0; fused < 2; fused++) {
+          pr_session_options_t opt = pr_session_options_default();
+          const char *dn[1] = {"d1"};
+          int64_t dv[1] = {S};
+          opt.batch = B;
+          opt.threads = threads;
+          opt.disable_fusion = !fused;
+          opt.n_dims = form == 2;
+          opt.dim_names = dn;
+          opt.dim_values = dv;
+          pr_session_t *s;
+          char err[256];
+          assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+          pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT,
+                            .rank = 3,
+                            .dims = {B, S, 3 * AT_C},
+                            .data = x},
+                      out;
+          assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+          assert_int_equal(out.rank, 3);
+          assert_int_equal(out.dims[1], S);
+          assert_int_equal(out.dims[2], AT_C);
+          memcpy(y[fused], out.data, sizeof(float) * (size_t)(B * S * AT_C));
+          kernels[fused] = pr_engine_session_num_kernels(s);
+          pr_engine_session_destroy(s);
+        }
+        /* one attention kernel and the final Reshape (a view) */
+        assert_int_equal(kernels[1], 2);
+        assert_true(kernels[0] >= 12);
+        /* reference in double for (batch, row, head, col) */
+        for (int bb = 0; bb < B; bb++)
+          for (int h = 0; h < AT_H; h++)
+            for (int i = 0; i < S; i++) {
+              double p[AT_MAXS], mx = -1e300, sum = 0;
+              const float *q = x + (bb * S + i) * 3 * AT_C + h * AT_D;
+              for (int j = 0; j < S; j++) {
+                const float *k = x + (bb * S + j) * 3 * AT_C + AT_C + h * AT_D;
+                double d = 0;
+                for (int e = 0; e < AT_D; e++) d += (double)q[e] * k[e];
+                p[j] = form != 1 ? d / 2.8284271 + (j <= i ? 0 : -10000.0) : d * 0.35355339;
+                mx = p[j] > mx ? p[j] : mx;
+              }
+              for (int j = 0; j < S; j++) sum += (p[j] = exp(p[j] - mx));
+              for (int e = 0; e < AT_D; e++) {
+                double o = 0;
+                for (int j = 0; j < S; j++)
+                  o += p[j] / sum * x[(bb * S + j) * 3 * AT_C + 2 * AT_C + h * AT_D + e];
+                int at = (bb * S + i) * AT_C + h * AT_D + e;
+                assert_true(fabs(y[1][at] - o) < 1e-4 * (1 + fabs(o)));
+                assert_true(fabs(y[0][at] - o) < 1e-4 * (1 + fabs(o)));
+              }
+            }
       }
-      /* one attention kernel and the final Reshape (a view) */
-      assert_int_equal(kernels[1], 2);
-      assert_true(kernels[0] >= 12);
-      /* reference in double for (batch, row, head, col) */
-      for (int bb = 0; bb < B; bb++)
-        for (int h = 0; h < AT_H; h++)
-          for (int i = 0; i < AT_S; i++) {
-            double p[AT_S], mx = -1e300, sum = 0;
-            const float *q = x + (bb * AT_S + i) * 3 * AT_C + h * AT_D;
-            for (int j = 0; j < AT_S; j++) {
-              const float *k = x + (bb * AT_S + j) * 3 * AT_C + AT_C + h * AT_D;
-              double d = 0;
-              for (int e = 0; e < AT_D; e++) d += (double)q[e] * k[e];
-              p[j] = form == 0 ? d / 2.8284271 + (j <= i ? 0 : -10000.0) : d * 0.35355339;
-              mx = p[j] > mx ? p[j] : mx;
-            }
-            for (int j = 0; j < AT_S; j++) sum += (p[j] = exp(p[j] - mx));
-            for (int e = 0; e < AT_D; e++) {
-              double o = 0;
-              for (int j = 0; j < AT_S; j++)
-                o += p[j] / sum * x[(bb * AT_S + j) * 3 * AT_C + 2 * AT_C + h * AT_D + e];
-              int at = (bb * AT_S + i) * AT_C + h * AT_D + e;
-              assert_true(fabs(y[1][at] - o) < 1e-4 * (1 + fabs(o)));
-              assert_true(fabs(y[0][at] - o) < 1e-4 * (1 + fabs(o)));
-            }
-          }
-    }
     pr_engine_model_destroy(m);
   }
 }
