@@ -612,6 +612,49 @@ static void test_attention_fusion(void **state) {
   }
 }
 
+/* Integer element types: x int64 [2,3] -> Neg -> (ReduceSum over axis 1,
+ * ReduceMax over axis 0, ReduceMean of Abs over axis 1) */
+static void int_ops_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t xd[2] = {2, 3}, one[1] = {1}, ax1 = 1;
+  mb_input(b, "x", PR_DTYPE_INT64, 2, xd);
+  mb_init(b, "ax1", PR_DTYPE_INT64, 1, one, &ax1, 8);
+  mb_node(b, "Neg", "neg", (const char *[]){"x", NULL}, (const char *[]){"n", NULL});
+  int k = mb_node(b, "ReduceSum", "sum", (const char *[]){"n", "ax1", NULL},
+                  (const char *[]){"s", NULL});
+  mb_attr_int(b, k, "keepdims", 0);
+  const int64_t ax0[1] = {0}, axl[1] = {1};
+  k = mb_node(b, "ReduceMax", "max", (const char *[]){"n", NULL}, (const char *[]){"m", NULL});
+  mb_attr_ints(b, k, "axes", 1, ax0);
+  mb_node(b, "Abs", "abs", (const char *[]){"n", NULL}, (const char *[]){"a", NULL});
+  k = mb_node(b, "ReduceMean", "mean", (const char *[]){"a", NULL}, (const char *[]){"avg", NULL});
+  mb_attr_ints(b, k, "axes", 1, axl);
+  mb_output(b, "s");
+  mb_output(b, "m");
+  mb_output(b, "avg");
+  mb_finish(b, data, len);
+}
+
+static void test_integer_ops(void **state) {
+  pr_model_t *m = load(int_ops_model);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *s;
+  char err[256];
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  int64_t x[6] = {1, -5, 3, 4, 0, -2};
+  pr_tensor_t in = {.dtype = PR_DTYPE_INT64, .rank = 2, .dims = {2, 3}, .data = x}, out[3];
+  assert_int_equal(pr_engine_session_run(s, &in, 1, out, 3, err, sizeof err), PR_OK);
+  for (int k = 0; k < 3; k++) assert_int_equal(out[k].dtype, PR_DTYPE_INT64);
+  const int64_t *sum = out[0].data, *mx = out[1].data, *avg = out[2].data;
+  assert_int_equal(out[0].rank, 1);
+  assert_int_equal(sum[0], 1), assert_int_equal(sum[1], -2); /* -(1-5+3), -(4+0-2) */
+  assert_int_equal(out[1].rank, 2);                          /* keepdims: [1, 3] */
+  assert_int_equal(mx[0], -1), assert_int_equal(mx[1], 5), assert_int_equal(mx[2], 2);
+  assert_int_equal(avg[0], 3), assert_int_equal(avg[1], 2); /* 9/3, 6/3 */
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
@@ -622,6 +665,7 @@ int main(void) {
       cmocka_unit_test(test_gelu_fusion),
       cmocka_unit_test(test_linear_fusion),
       cmocka_unit_test(test_attention_fusion),
+      cmocka_unit_test(test_integer_ops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

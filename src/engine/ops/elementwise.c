@@ -112,9 +112,41 @@ static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta
   return x;
 }
 
+// clang-format off
+#define UNARY_TYPED(T)                                                            \
+  static void unary_##T(unary_kind_t k, const T *a, T *o, int64_t len) {          \
+    if (k == U_NEG)                                                               \
+      for (int64_t i = 0; i < len; i++) o[i] = (T)-a[i];                          \
+    else                                                                          \
+      for (int64_t i = 0; i < len; i++) o[i] = a[i] < 0 ? (T)-a[i] : a[i];        \
+  }
+UNARY_TYPED(double)
+UNARY_TYPED(int8_t)
+UNARY_TYPED(int16_t)
+UNARY_TYPED(int32_t)
+UNARY_TYPED(int64_t)
+// clang-format on
+
+/* Neg and Abs of the other element types */
+static void run_unary_typed(unary_kind_t k, const pr_value_t *in, void *o) {
+  int64_t len = pr_value_numel(in);
+  switch (in->dtype) {
+    case PR_DTYPE_DOUBLE: unary_double(k, in->ptr, o, len); break;
+    case PR_DTYPE_INT8: unary_int8_t(k, in->ptr, o, len); break;
+    case PR_DTYPE_INT16: unary_int16_t(k, in->ptr, o, len); break;
+    case PR_DTYPE_INT32: unary_int32_t(k, in->ptr, o, len); break;
+    case PR_DTYPE_INT64: unary_int64_t(k, in->ptr, o, len); break;
+    default: break;
+  }
+}
+
 static void run_unary(pr_exec_t *x, pr_node_t *n) {
   const unary_state_t *s = n->state;
   const pr_value_t *in = &x->v[n->in[0]];
+  if (in->dtype != PR_DTYPE_FLOAT) {
+    run_unary_typed(s->kind, in, pr_xout(x, n, 0));
+    return;
+  }
   const float *a = in->ptr;
   float *o = pr_xout(x, n, 0);
   int64_t len = (int64_t)(in->nbytes / sizeof(float));
@@ -181,8 +213,37 @@ UNARY_OP(sqrt, "Sqrt", U_SQRT, "", 0, 0)
 UNARY_OP(erf, "Erf", U_ERF, "", 0, 0)
 UNARY_OP(exp, "Exp", U_EXP, "", 0, 0)
 UNARY_OP_EX(log, "Log", U_LOG, "", 0, 0, false)
-UNARY_OP(neg, "Neg", U_NEG, "", 0, 0)
-UNARY_OP(abs, "Abs", U_ABS, "", 0, 0)
+/* Neg and Abs also take integers and double (run_unary_typed) */
+static pr_status_t infer_signed_same(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  switch (a ? a->dtype : PR_DTYPE_UNDEFINED) {
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT64: return infer_same(c, n);
+    default:
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s",
+                     pr_dtype_name(a ? a->dtype : PR_DTYPE_UNDEFINED));
+  }
+}
+#define SIGNED_UNARY_OP(sym, oname, kind)                           \
+  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) { \
+    return prepare_unary_kind(c, n, kind, 0, 0);                    \
+  }                                                                 \
+  const pr_op_t pr_op_##sym = {.name = oname,                       \
+                               .attrs = "",                         \
+                               .min_opset = 1,                      \
+                               .max_inputs = 1,                     \
+                               .infer = infer_signed_same,          \
+                               .prepare = prepare_##sym,            \
+                               .run = run_unary,                    \
+                               .destroy = free,                     \
+                               .accepts_opaque = true,              \
+                               .inplace = true};
+SIGNED_UNARY_OP(neg, "Neg", U_NEG)
+SIGNED_UNARY_OP(abs, "Abs", U_ABS)
 UNARY_OP_EX(reciprocal, "Reciprocal", U_RECIP, "", 0, 0, false)
 /* made by the compiler from the GELU subgraphs PyTorch exports */
 UNARY_OP(gelu_erf, "GeluErf", U_GELU_ERF, "", 0, 0)
@@ -284,21 +345,24 @@ typedef struct {
   int64_t dims[PR_MAX_RANK];
   int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK]; /* element strides, 0 = broadcast */
   int64_t outer, inner;
-  bool flat; /* same shape (or same opaque layout): one flat loop */
+  bool flat;  /* same shape (or same opaque layout): one flat loop */
+  bool mixed; /* Pow of other than float by float: element by element in double */
 } binary_state_t;
 
 static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
   if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
   if (!strcmp(n->op->name, "Pow")) {
-    /* Pow: float base; the exponent may be of another numeric type, converted */
-    if (a->dtype != PR_DTYPE_FLOAT)
+    /* Pow: base FLOAT, DOUBLE, INT32 or INT64; the exponent of any numeric
+     * type. A float base with a float (or constant integer) exponent takes
+     * the vector path; other pairs compute in double (prepare_binary). */
+    if (a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_DOUBLE && a->dtype != PR_DTYPE_INT32 &&
+        a->dtype != PR_DTYPE_INT64)
       return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow of %s", pr_dtype_name(a->dtype));
-    if (b->dtype != PR_DTYPE_FLOAT) {
-      if (!b->is_const ||
-          (b->dtype != PR_DTYPE_INT64 && b->dtype != PR_DTYPE_INT32 && b->dtype != PR_DTYPE_DOUBLE))
-        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow exponent of type %s",
-                       pr_dtype_name(b->dtype));
+    if (b->dtype == PR_DTYPE_BOOL || b->dtype == PR_DTYPE_STRING || !pr_dtype_size(b->dtype))
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow exponent of type %s", pr_dtype_name(b->dtype));
+    if (a->dtype == PR_DTYPE_FLOAT && b->dtype != PR_DTYPE_FLOAT && b->is_const &&
+        (b->dtype == PR_DTYPE_INT64 || b->dtype == PR_DTYPE_INT32 || b->dtype == PR_DTYPE_DOUBLE)) {
       int idx = pr_compile_add_value(c);
       if (idx < 0) return PR_ERR_NOMEM;
       b = pr_in(c, n, 1), a = pr_in(c, n, 0);
@@ -308,14 +372,20 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
       f->data = malloc(sizeof(float) * (size_t)(cnt + 1));
       if (!f->data) return PR_ERR_NOMEM;
       for (int64_t i = 0; i < cnt; i++)
-        ((float *)f->data)[i] = b->dtype == PR_DTYPE_INT64   ? (float)((const int64_t *)b->data)[i]
-                                : b->dtype == PR_DTYPE_INT32 ? (float)((const int32_t *)b->data)[i]
-                                                             : (float)((const double *)b->data)[i];
+        ((float *)f->data)[i] = (float)pr_load_double(b->data, b->dtype, i);
       f->is_const = f->owns_data = true;
       f->kind = PR_VAL_CONST;
       f->nbytes = sizeof(float) * (size_t)cnt;
       n->in[1] = idx;
       b = f;
+    }
+    if (a->dtype != b->dtype || a->dtype != PR_DTYPE_FLOAT) {
+      int r;
+      int64_t d[PR_MAX_RANK];
+      if (pr_broadcast_shape(a->rank, a->dims, b->rank, b->dims, &r, d) < 0)
+        return pr_fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
+      pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
+      return PR_OK;
     }
   }
   if (a->dtype != b->dtype)
@@ -352,6 +422,10 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
   s->kind = kind;
   pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1), *o = pr_out(c, n, 0);
   pr_status_t st;
+  if (kind == B_POW && (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT)) {
+    s->mixed = true;
+    return PR_OK; /* integer and double tensors are never opaque */
+  }
   /* same shape, one side blocked: bring the other into that layout (not for
    * Div, whose 0/0 in the padding would be NaN) */
   if (same_shape(a, b) && (a->opaque || b->opaque) && kind != B_DIV && kind != B_POW) {
@@ -466,9 +540,37 @@ BIN_TYPE(uint8_t, DIVI, POWI)
 BIN_TYPE(int8_t, DIVI, POWI)
 // clang-format on
 
+/* Pow with an integer or double base, or an exponent of another type:
+ * numpy's power computed in double, stored in the base's type. */
+static void run_pow_mixed(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[1]], *o = &x->v[n->out[0]];
+  int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK], len = pr_value_numel(o);
+  pr_bcast_strides(a, o->rank, o->dims, sa);
+  pr_bcast_strides(b, o->rank, o->dims, sb);
+  for (int64_t i = 0; i < len; i++) {
+    double v = pow(pr_load_double(a->ptr, a->dtype, pr_bcast_offset(i, o->rank, o->dims, sa)),
+                   pr_load_double(b->ptr, b->dtype, pr_bcast_offset(i, o->rank, o->dims, sb)));
+    switch (o->dtype) {
+      case PR_DTYPE_FLOAT: ((float *)o->ptr)[i] = (float)v; break;
+      case PR_DTYPE_DOUBLE: ((double *)o->ptr)[i] = v; break;
+      case PR_DTYPE_INT32:
+        ((int32_t *)o->ptr)[i] = v > -2147483649.0 && v < 2147483648.0 ? (int32_t)v : 0;
+        break;
+      case PR_DTYPE_INT64:
+        ((int64_t *)o->ptr)[i] = v > -9.3e18 && v < 9.3e18 ? (int64_t)v : 0;
+        break;
+      default: break;
+    }
+  }
+}
+
 static void run_binary(pr_exec_t *x, pr_node_t *n) {
   const binary_state_t *s = n->state;
   const pr_value_t *o = &x->v[n->out[0]];
+  if (s->mixed) {
+    run_pow_mixed(x, n);
+    return;
+  }
   void *po = o->ptr;
   const void *pa = pr_xin(x, n, 0), *pb = pr_xin(x, n, 1);
   if (s->flat && o->dtype == PR_DTYPE_FLOAT) {

@@ -93,6 +93,8 @@ double pr_load_double(const void *p, pr_dtype_t t, int64_t i) {
     case PR_DTYPE_BOOL: return ((const uint8_t *)p)[i];
     case PR_DTYPE_UINT16: return ((const uint16_t *)p)[i];
     case PR_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case PR_DTYPE_INT64: return (double)((const int64_t *)p)[i];
+    case PR_DTYPE_UINT64: return (double)((const uint64_t *)p)[i];
     default: return 0;
   }
 }
@@ -247,7 +249,9 @@ static pr_status_t reduce_axes(pr_compile_t *c, pr_node_t *n, const pr_value_t *
 
 static pr_status_t infer_reduce(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
-  if (a->dtype != PR_DTYPE_FLOAT) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  if (a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_INT32 && a->dtype != PR_DTYPE_INT64)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s (FLOAT, INT32, INT64 are)",
+                   pr_dtype_name(a->dtype));
   bool reduce[PR_MAX_RANK];
   pr_status_t st = reduce_axes(c, n, a, reduce);
   if (st) return st;
@@ -260,7 +264,7 @@ static pr_status_t infer_reduce(pr_compile_t *c, pr_node_t *n) {
     else if (keep)
       d[r++] = 1;
   }
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, r, d);
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
   return PR_OK;
 }
 
@@ -294,9 +298,50 @@ static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
+/* Integer reductions, accumulated in the element type (as numpy's sum of
+ * that type); the mean truncates toward zero. */
+// clang-format off
+#define REDUCE_INT(T)                                                                             \
+  static void reduce_##T(const reduce_state_t *s, const pr_value_t *a, const pr_value_t *o) {    \
+    const T *in = a->ptr;                                                                         \
+    T *out = o->ptr;                                                                              \
+    int64_t on = pr_value_numel(o), len = pr_value_numel(a), count = len / (on ? on : 1);         \
+    for (int64_t i = 0; i < on; i++) out[i] = 0;                                                  \
+    int64_t ostride[PR_MAX_RANK], e = 1;                                                          \
+    for (int k = a->rank - 1; k >= 0; k--) {                                                      \
+      ostride[k] = s->reduce[k] ? 0 : e;                                                          \
+      if (!s->reduce[k]) e *= a->dims[k];                                                         \
+    }                                                                                             \
+    for (int64_t i = 0; i < len; i++) {                                                           \
+      int64_t rem = i, off = 0, first = 1;                                                        \
+      for (int k = a->rank - 1; k >= 0; k--) {                                                    \
+        int64_t idx = rem % a->dims[k];                                                           \
+        off += idx * ostride[k];                                                                  \
+        if (s->reduce[k] && idx) first = 0;                                                       \
+        rem /= a->dims[k];                                                                        \
+      }                                                                                           \
+      if (s->kind == R_MAX) /* the first value of each output starts its max */                  \
+        out[off] = first || in[i] > out[off] ? in[i] : out[off];                                  \
+      else                                                                                        \
+        out[off] += in[i];                                                                        \
+    }                                                                                             \
+    if (s->kind == R_MEAN && count)                                                               \
+      for (int64_t i = 0; i < on; i++) out[i] /= (T)count;                                        \
+  }
+REDUCE_INT(int32_t)
+REDUCE_INT(int64_t)
+// clang-format on
+
 static void run_reduce(pr_exec_t *x, pr_node_t *n) {
   const reduce_state_t *s = n->state;
   const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
+  if (a->dtype != PR_DTYPE_FLOAT) {
+    if (a->dtype == PR_DTYPE_INT32)
+      reduce_int32_t(s, a, o);
+    else
+      reduce_int64_t(s, a, o);
+    return;
+  }
   const float *in = a->ptr;
   float *out = o->ptr;
   if (s->block) {
