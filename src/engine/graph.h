@@ -168,6 +168,7 @@ typedef struct pr_compile {
   int opset;
   size_t max_bytes;
   bool fixed_inputs; /* some graph inputs were fixed at compile time (input_values) */
+  int conv_block;    /* channel block of conv activations (16, 8), 0: the kernel's choice */
   dnnl_engine_t engine;
   char *err;
   size_t err_len;

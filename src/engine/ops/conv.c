@@ -180,6 +180,15 @@ static void dims_of(const pr_value_t *v, dnnl_dims_t d) {
   for (int k = 0; k < v->rank; k++) d[k] = v->dims[k];
 }
 
+/* Activation layout of a 2-D conv: channel-blocked (nChw16c / nChw8c) when
+ * the session asks for it (batches of 2 and more, where those kernels
+ * measured faster; see session.c) and the channels fill whole blocks, else
+ * the kernel's own choice. */
+static dnnl_format_tag_t act_tag(const pr_compile_t *c, int rank, int64_t channels) {
+  if (rank != 4 || !c->conv_block || channels % c->conv_block) return dnnl_format_tag_any;
+  return c->conv_block == 16 ? dnnl_nChw16c : dnnl_nChw8c;
+}
+
 static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   conv_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
@@ -224,10 +233,11 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   if (x_plain)
     x_any = x->md;
   else
-    PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, dnnl_format_tag_any));
+    PR_DNNL(c, n,
+            dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, act_tag(c, rank, xd[1])));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, dnnl_f32, dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_plain, wrank, wd, dnnl_f32, plain_tags[wrank]));
-  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, dnnl_format_tag_any));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, act_tag(c, rank, od[1])));
   if (has_bias) {
     dnnl_dims_t bd = {M};
     PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
