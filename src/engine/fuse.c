@@ -133,7 +133,8 @@ static bool fuse_bias(pr_compile_t *c, pr_node_t *mm, pr_node_t *add) {
   const pr_value_t *b = &c->v[other], *o = &c->v[mine];
   int64_t N = o->dims[o->rank - 1];
   if (other == mine || !b->is_const || b->dtype != PR_DTYPE_FLOAT || pr_value_numel(b) != N ||
-      b->rank > o->rank || !same_shape(&c->v[add->out[0]], o))
+      b->rank > o->rank || (b->rank && b->dims[b->rank - 1] != N) ||
+      !same_shape(&c->v[add->out[0]], o))
     return false;
   mm->in[2] = other;
   mm->n_in = 3;
