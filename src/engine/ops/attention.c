@@ -65,17 +65,6 @@ static pr_status_t prepare_attn(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-static void softmax_row(float *row, int64_t len) {
-  float mx = -INFINITY, sum = 0.f;
-#pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < len; j++) mx = row[j] > mx ? row[j] : mx;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < len; j++) sum += (row[j] = pr_expf(row[j] - mx));
-  float inv = 1.f / sum;
-#pragma omp simd
-  for (int64_t j = 0; j < len; j++) row[j] *= inv;
-}
-
 static void run_attn(pr_exec_t *x, pr_node_t *n) {
   const attn_state_t *s = n->state;
   const pr_attn_t *a = &n->attn;
@@ -110,7 +99,7 @@ static void run_attn(pr_exec_t *x, pr_node_t *n) {
           for (int64_t j = 0; j < Sk; j++) row[j] += mp[j * ms];
         }
       }
-      softmax_row(row, Sk);
+      pr_softmax_row(row, row, Sk);
     }
     dnnl_sgemm('N', s->tv, rows, a->Dv, Sk, 1.f, S, Sk, vp, s->ldv, 0.f, op, s->ldo);
   }

@@ -185,22 +185,22 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
 }
 
 /* opaque: f(0) is finite, so the padding of a blocked layout may go through f */
-#define UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque) \
-  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {             \
-    return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);               \
-  }                                                                             \
-  const pr_op_t pr_op_##sym = {.name = oname,                                   \
-                               .attrs = attr_list,                              \
-                               .min_opset = 1,                                  \
-                               .max_inputs = 1,                                 \
-                               .infer = infer_float_same,                       \
-                               .prepare = prepare_##sym,                        \
-                               .run = run_unary,                                \
-                               .destroy = free,                                 \
-                               .accepts_opaque = opaque,                        \
+#define UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque, infer_fn) \
+  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                       \
+    return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);                         \
+  }                                                                                       \
+  const pr_op_t pr_op_##sym = {.name = oname,                                             \
+                               .attrs = attr_list,                                        \
+                               .min_opset = 1,                                            \
+                               .max_inputs = 1,                                           \
+                               .infer = infer_fn,                                         \
+                               .prepare = prepare_##sym,                                  \
+                               .run = run_unary,                                          \
+                               .destroy = free,                                           \
+                               .accepts_opaque = opaque,                                  \
                                .inplace = true};
 #define UNARY_OP(sym, oname, kind, attr_list, alpha_expr, beta_expr) \
-  UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, true)
+  UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, true, infer_float_same)
 
 UNARY_OP(relu, "Relu", U_RELU, "", 0, 0)
 UNARY_OP(leaky_relu, "LeakyRelu", U_LEAKY, "alpha", pr_attr_float(n->m, "alpha", 0.01f), 0)
@@ -212,7 +212,7 @@ UNARY_OP(hard_swish, "HardSwish", U_HSWISH, "", 0, 0)
 UNARY_OP(sqrt, "Sqrt", U_SQRT, "", 0, 0)
 UNARY_OP(erf, "Erf", U_ERF, "", 0, 0)
 UNARY_OP(exp, "Exp", U_EXP, "", 0, 0)
-UNARY_OP_EX(log, "Log", U_LOG, "", 0, 0, false)
+UNARY_OP_EX(log, "Log", U_LOG, "", 0, 0, false, infer_float_same)
 /* Neg and Abs also take integers and double (run_unary_typed) */
 static pr_status_t infer_signed_same(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
@@ -228,23 +228,9 @@ static pr_status_t infer_signed_same(pr_compile_t *c, pr_node_t *n) {
                      pr_dtype_name(a ? a->dtype : PR_DTYPE_UNDEFINED));
   }
 }
-#define SIGNED_UNARY_OP(sym, oname, kind)                           \
-  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) { \
-    return prepare_unary_kind(c, n, kind, 0, 0);                    \
-  }                                                                 \
-  const pr_op_t pr_op_##sym = {.name = oname,                       \
-                               .attrs = "",                         \
-                               .min_opset = 1,                      \
-                               .max_inputs = 1,                     \
-                               .infer = infer_signed_same,          \
-                               .prepare = prepare_##sym,            \
-                               .run = run_unary,                    \
-                               .destroy = free,                     \
-                               .accepts_opaque = true,              \
-                               .inplace = true};
-SIGNED_UNARY_OP(neg, "Neg", U_NEG)
-SIGNED_UNARY_OP(abs, "Abs", U_ABS)
-UNARY_OP_EX(reciprocal, "Reciprocal", U_RECIP, "", 0, 0, false)
+UNARY_OP_EX(neg, "Neg", U_NEG, "", 0, 0, true, infer_signed_same)
+UNARY_OP_EX(abs, "Abs", U_ABS, "", 0, 0, true, infer_signed_same)
+UNARY_OP_EX(reciprocal, "Reciprocal", U_RECIP, "", 0, 0, false, infer_float_same)
 /* made by the compiler from the GELU subgraphs PyTorch exports */
 UNARY_OP(gelu_erf, "GeluErf", U_GELU_ERF, "", 0, 0)
 UNARY_OP(gelu_tanh, "GeluTanh", U_GELU_TANH, "", 0, 0)

@@ -2,7 +2,8 @@
  * calls), so the compiler turns loops over them into SIMD code.
  * exp: Cephes-style range reduction and degree-6 polynomial, ~2 ulp.
  * erf: Abramowitz & Stegun 7.1.26, absolute error < 1.5e-7.
- * Inputs are clamped; a NaN input gives a NaN or a finite value. */
+ * Inputs are clamped; a NaN input gives a NaN or a finite value.
+ * Also a softmax row on top of exp. */
 #ifndef PR_ENGINE_FASTMATH_H
 #define PR_ENGINE_FASTMATH_H
 
@@ -50,6 +51,18 @@ static inline float pr_erff(float x) {
 
 static inline float pr_sigmoidf(float x) {
   return 1.0f / (1.0f + pr_expf(-x));
+}
+
+/* out = softmax(in) over one contiguous row (in may equal out). */
+static inline void pr_softmax_row(const float *in, float *out, int64_t len) {
+  float mx = -INFINITY, sum = 0.f;
+#pragma omp simd reduction(max : mx)
+  for (int64_t k = 0; k < len; k++) mx = in[k] > mx ? in[k] : mx;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t k = 0; k < len; k++) sum += (out[k] = pr_expf(in[k] - mx));
+  float inv = 1.f / sum;
+#pragma omp simd
+  for (int64_t k = 0; k < len; k++) out[k] *= inv;
 }
 
 #endif

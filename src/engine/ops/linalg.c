@@ -159,18 +159,7 @@ static void run_softmax(pr_exec_t *x, pr_node_t *n) {
   float *o = pr_xout(x, n, 0);
   if (inner == 1) { /* contiguous rows: SIMD reductions */
 #pragma omp parallel for num_threads(x->threads) if (outer * len > 16384)
-    for (int64_t i = 0; i < outer; i++) {
-      const float *pa = a + i * len;
-      float *po = o + i * len;
-      float mx = -INFINITY, sum = 0.f;
-#pragma omp simd reduction(max : mx)
-      for (int64_t k = 0; k < len; k++) mx = pa[k] > mx ? pa[k] : mx;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t k = 0; k < len; k++) sum += (po[k] = pr_expf(pa[k] - mx));
-      float inv = 1.f / sum;
-#pragma omp simd
-      for (int64_t k = 0; k < len; k++) po[k] *= inv;
-    }
+    for (int64_t i = 0; i < outer; i++) pr_softmax_row(a + i * len, o + i * len, len);
     return;
   }
 #pragma omp parallel for collapse(2) num_threads(x->threads) if (outer * inner * len > 16384)
