@@ -26,7 +26,7 @@ static inline float pr_expf(float x) {
   union {
     int32_t i;
     float f;
-  } u = {.i = ((int32_t)n + 127) << 23};
+  } u = {.i = ((int32_t)(n == n ? n : 0.0f) + 127) << 23}; /* NaN: y carries it */
   return y * u.f;
 }
 

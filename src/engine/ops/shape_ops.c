@@ -38,7 +38,8 @@ static pr_status_t infer_reshape(pr_compile_t *c, pr_node_t *n) {
       continue;
     }
     if (want[k] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative dimension");
-    known *= want[k];
+    if (__builtin_mul_overflow(known, want[k], &known))
+      return pr_fail(c, n, PR_ERR_INVALID, "shape too large");
   }
   if (infer_at >= 0) {
     if (known == 0 || total % known) return pr_fail(c, n, PR_ERR_INVALID, "cannot infer -1");
@@ -355,9 +356,10 @@ static pr_status_t split_sizes(pr_compile_t *c, pr_node_t *n, int axis, int64_t 
       return pr_fail(c, n, PR_ERR_INVALID, "split has %d entries for %d outputs", ng, n->n_out);
     int64_t total = 0;
     for (int i = 0; i < ng; i++) {
-      if (given[i] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative split");
+      if (given[i] < 0 || given[i] > a->dims[axis])
+        return pr_fail(c, n, PR_ERR_INVALID, "split %lld out of range", (long long)given[i]);
       sizes[i] = given[i];
-      total += given[i];
+      total += given[i]; /* at most 16 entries of at most dims[axis] each: no overflow */
     }
     if (total != a->dims[axis]) return pr_fail(c, n, PR_ERR_INVALID, "splits do not add up");
     return PR_OK;
