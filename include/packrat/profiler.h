@@ -8,7 +8,9 @@
 
 #include "packrat/planner.h"
 
-#define PR_VERSION "0.1.0"
+/* Part of the profile cache key: a release whose engine speed changes gets a
+ * new one, so that cached profiles from an older engine are not reused. */
+#define PR_VERSION "0.2.0"
 
 typedef struct {
   int max_threads;          /* T: thread counts 1..T */
