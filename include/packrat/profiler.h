@@ -40,10 +40,11 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
 pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len);
 pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t err_len);
 
-/* Path of the cache file for (model hash, CPU, cores): under $PACKRAT_CACHE,
- * else $XDG_CACHE_HOME/packrat, else ~/.cache/packrat. Creates the folder. */
-pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores, char *path,
-                                  size_t len);
+/* Path of the cache file for (model hash, CPU, cores, values of the named
+ * symbolic dims in base (may be NULL), version): under $PACKRAT_CACHE, else
+ * $XDG_CACHE_HOME/packrat, else ~/.cache/packrat. Creates the folder. */
+pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores,
+                                  const pr_session_options_t *base, char *path, size_t len);
 
 /* True when p was made for this model, CPU, core count and version, and
  * covers threads 1..cores and every batch in the grid for max_batch. */

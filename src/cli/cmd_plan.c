@@ -21,6 +21,7 @@ static void usage(FILE *f) {
           "  --cores T        cores to use (default: the profile's, or every physical core)\n"
           "  --profile FILE   a profile from 'packrat profile --out' instead of a model\n"
           "  --json           print one JSON object as the last line\n"
+          "  --dim NAME=N     value of the model's named symbolic dimension NAME (repeatable)\n"
           "  --plot FILE.svg  draw latency against batch per thread count, the plan marked\n");
 }
 
@@ -89,6 +90,7 @@ int pr_cli_plan(int argc, char **argv) {
   const char *model_path = NULL, *profile_path = NULL, *plot = NULL;
   int batch = 0, cores = 0;
   bool json = false;
+  pr_cli_dims_t dims = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -106,6 +108,8 @@ int pr_cli_plan(int argc, char **argv) {
       plot = val, i++;
     } else if (!strcmp(a, "--json")) {
       json = true;
+    } else if (!strcmp(a, "--dim")) {
+      pr_cli_parse_dim(a, val, &dims), i++;
     } else if (a[0] == '-' || model_path) {
       fprintf(stderr, "packrat plan: unexpected argument '%s'\n", a);
       usage(stderr);
@@ -136,7 +140,8 @@ int pr_cli_plan(int argc, char **argv) {
                                .max_batch = batch < 16 ? 16 : batch,
                                .read_cache = true,
                                .write_cache = true,
-                               .quiet = false};
+                               .quiet = false,
+                               .dims = &dims};
     int rc = pr_cli_get_profile(m, model_path, &o, &p, cache, sizeof cache);
     pr_engine_model_destroy(m);
     if (rc) return 1;

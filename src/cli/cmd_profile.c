@@ -15,12 +15,15 @@ static void usage(FILE *f) {
           "  --cores T        thread counts 1..T (default: every physical core)\n"
           "  --max-batch B    largest batch of the grid (default 16)\n"
           "  --out FILE       write the profile JSON here (default: the profile cache)\n"
-          "  --no-cache       measure even when a cached profile fits\n");
+          "  --no-cache       measure even when a cached profile fits\n"
+          "  --dim NAME=N     value of the model's named symbolic dimension NAME (repeatable)\n");
 }
 
 int pr_cli_profile(int argc, char **argv) {
   const char *model_path = NULL, *out_path = NULL;
-  pr_cli_profile_opts_t o = {.max_batch = 16, .read_cache = true, .write_cache = true};
+  pr_cli_dims_t dims = {0};
+  pr_cli_profile_opts_t o = {
+      .max_batch = 16, .read_cache = true, .write_cache = true, .dims = &dims};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -35,6 +38,8 @@ int pr_cli_profile(int argc, char **argv) {
       out_path = val, i++;
     } else if (!strcmp(a, "--no-cache")) {
       o.read_cache = false;
+    } else if (!strcmp(a, "--dim")) {
+      pr_cli_parse_dim(a, val, &dims), i++;
     } else if (a[0] == '-' || model_path) {
       fprintf(stderr, "packrat profile: unexpected argument '%s'\n", a);
       usage(stderr);

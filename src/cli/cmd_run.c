@@ -27,6 +27,8 @@ static void usage(FILE *f) {
           "  --threads T         threads of the session (default 1)\n"
           "  --batch B           value of the symbolic batch dimension for generated inputs "
           "(default 1)\n"
+          "  --dim NAME=N        value of the named symbolic dimension NAME for generated inputs\n"
+          "                      (repeatable; e.g. --dim sequence=128)\n"
           "  --input NAME=FILE   input tensor from an ONNX TensorProto (.pb) or NumPy (.npy) file\n"
           "  --input-dir DIR     inputs from DIR/input_0.pb, input_1.pb, ... in graph-input order\n"
           "  --output-dir DIR    write output_K.pb and output_K.npy in graph-output order\n"
@@ -169,8 +171,8 @@ static pr_status_t plan_from_file(const char *path, pr_plan_t *plan, char *err, 
 }
 
 static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *model_path,
-                                 pr_session_options_t *opt, const char *plan_arg, char *err,
-                                 size_t len) {
+                                 pr_session_options_t *opt, const pr_cli_dims_t *dims,
+                                 const char *plan_arg, char *err, size_t len) {
   if (!plan_arg) return pr_engine_session_create(model, opt, &r->session, err, len);
   r->plan = malloc(sizeof *r->plan);
   if (!r->plan) return PR_ERR_NOMEM;
@@ -178,7 +180,8 @@ static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *mod
   if (!strcmp(plan_arg, "auto")) {
     pr_cli_profile_opts_t po = {.max_batch = opt->batch < 16 ? 16 : (int)opt->batch,
                                 .read_cache = true,
-                                .write_cache = true};
+                                .write_cache = true,
+                                .dims = dims};
     pr_profile_t p;
     char cache[4096];
     if (pr_cli_get_profile(model, model_path, &po, &p, cache, sizeof cache)) {
@@ -229,6 +232,7 @@ int pr_cli_run(int argc, char **argv) {
   int n_named = 0, threads = 1, repeat = 1, warmup = -1;
   long batch = 1;
   bool json = false, profile = false;
+  pr_cli_dims_t dims = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -272,6 +276,8 @@ int pr_cli_run(int argc, char **argv) {
       json = true;
     } else if (!strcmp(a, "--profile-kernels")) {
       profile = true;
+    } else if (!strcmp(a, "--dim")) {
+      pr_cli_parse_dim(a, val, &dims), i++;
     } else if (!strcmp(a, "--plan")) {
       if (!val) {
         fprintf(stderr, "packrat run: --plan needs a value\n");
@@ -363,7 +369,7 @@ int pr_cli_run(int argc, char **argv) {
     opt.batch = n_in && inputs[0].rank ? inputs[0].dims[0] : 1;
     opt.input_shapes = shapes;
     opt.profile_kernels = profile;
-    if (runner_create(&run, model, model_path, &opt, plan_arg, err, sizeof err)) {
+    if (runner_create(&run, model, model_path, &opt, &dims, plan_arg, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
     }
@@ -372,7 +378,8 @@ int pr_cli_run(int argc, char **argv) {
     opt.threads = threads;
     opt.batch = batch;
     opt.profile_kernels = profile;
-    if (runner_create(&run, model, model_path, &opt, plan_arg, err, sizeof err)) {
+    pr_cli_dims_apply(&dims, &opt);
+    if (runner_create(&run, model, model_path, &opt, &dims, plan_arg, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       goto out;
     }

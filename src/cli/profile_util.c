@@ -36,9 +36,12 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
     return -1;
   }
   const char *sha = pr_engine_model_sha256(model);
+  pr_session_options_t base = pr_session_options_default();
+  if (o->dims) pr_cli_dims_apply(o->dims, &base);
   cache_path[0] = 0;
   if ((o->read_cache || o->write_cache) &&
-      pr_profile_cache_path(sha, pr_topology_cpu_name(), cores, cache_path, cache_len) != PR_OK)
+      pr_profile_cache_path(sha, pr_topology_cpu_name(), cores, &base, cache_path, cache_len) !=
+          PR_OK)
     cache_path[0] = 0;
   if (o->read_cache && cache_path[0] && access(cache_path, R_OK) == 0) {
     if (pr_profile_load(cache_path, out, err, sizeof err) == PR_OK) {
@@ -65,7 +68,6 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
   if (!o->quiet)
     fprintf(stderr, "packrat: profiling %s on %d cores, batches up to %d\n", model_path, cores,
             o->max_batch);
-  pr_session_options_t base = pr_session_options_default();
   if (pr_profile_measure(model, model_path, &base, &po, out, err, sizeof err)) {
     fprintf(stderr, "packrat: profiling failed: %s\n", err);
     return -1;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "cli/cli.h"
 #include "packrat/profiler.h"
 
 typedef struct {
@@ -15,6 +16,7 @@ typedef struct {
   bool read_cache;  /* use a cached profile when one fits */
   bool write_cache; /* store a measured profile in the cache */
   bool quiet;
+  const pr_cli_dims_t *dims; /* --dim values (may be NULL) */
 } pr_cli_profile_opts_t;
 
 /* Loads the cached profile when it matches, else measures (and caches). */

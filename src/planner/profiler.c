@@ -376,8 +376,8 @@ out:
   return st;
 }
 
-pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores, char *path,
-                                  size_t len) {
+pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores,
+                                  const pr_session_options_t *base, char *path, size_t len) {
   char dir[3072];
   const char *env = getenv("PACKRAT_CACHE"), *xdg = getenv("XDG_CACHE_HOME"),
              *home = getenv("HOME");
@@ -396,8 +396,12 @@ pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores
     }
   if (mkdir(dir, 0755) && errno != EEXIST) return PR_ERR_IO;
   char cpu_hash[65];
-  char key[256];
-  snprintf(key, sizeof key, "%s|packrat %s|corun", cpu, PR_VERSION);
+  char key[1024];
+  size_t off = (size_t)snprintf(key, sizeof key, "%s|packrat %s|corun", cpu, PR_VERSION);
+  /* a model profiled with other symbolic dim values is another workload */
+  for (int i = 0; base && i < base->n_dims && off < sizeof key; i++)
+    off += (size_t)snprintf(key + off, sizeof key - off, "|%s=%lld", base->dim_names[i],
+                            (long long)base->dim_values[i]);
   pr_sha256_hex(key, strlen(key), cpu_hash);
   snprintf(path, len, "%s/profile-%.16s-%dc-%.8s.json", dir, sha256, cores, cpu_hash);
   return PR_OK;

@@ -141,7 +141,7 @@ static pr_status_t load_model(pr_server_t *s, served_t *m, char *err, size_t err
     const char *sha = pr_engine_model_sha256(m->model);
     const char *cpu = pr_topology_cpu_name();
     bool have = false;
-    if (pr_profile_cache_path(sha, cpu, po.max_threads, cache, sizeof cache) == PR_OK &&
+    if (pr_profile_cache_path(sha, cpu, po.max_threads, &base, cache, sizeof cache) == PR_OK &&
         pr_profile_load(cache, &prof, err, err_len) == PR_OK) {
       have = pr_profile_matches(&prof, sha, cpu, po.max_threads, grid_max);
       if (!have) pr_profile_free(&prof);

@@ -59,5 +59,26 @@ expect_status "bad flag value" 2 "$PACKRAT" run "$M/model.onnx" --threads zero
 expect_status "unknown flag" 2 "$PACKRAT" run "$M/model.onnx" --frobnicate
 expect_status "wrong input shape" 1 "$PACKRAT" run "$M/model.onnx" --input "input=$M/test_data_set_0/output_0.pb"
 expect_status "plan wider than the machine" 1 "$PACKRAT" run "$M/model.onnx" --batch 2 --plan 999x2
+# a model with a named symbolic dimension besides the batch: x[batch, sequence, 4] -> y[batch, 4]
+/usr/bin/python3 -c "
+import onnx
+from onnx import TensorProto, helper
+g = helper.make_graph([helper.make_node('ReduceSum', ['x'], ['y'], axes=[1], keepdims=0)], 'seq',
+    [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['batch', 'sequence', 4])],
+    [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['batch', 4])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 11)]), '$tmp/seq.onnx')"
+expect_status "symbolic dim without --dim fails" 1 "$PACKRAT" run "$tmp/seq.onnx"
+cp "$tmp/err" "$tmp/seq.err"
+check "the error names the dimension" grep -q "sequence" "$tmp/seq.err"
+check "run --dim sequence=7" "$PACKRAT" run "$tmp/seq.onnx" --dim sequence=7 --batch 2 --json
+cp "$tmp/out" "$tmp/seq.out"
+check "output shape [2, 4]" grep -q "FLOAT \[2, 4\]" "$tmp/seq.out"
+expect_status "--dim without a value" 2 "$PACKRAT" run "$tmp/seq.onnx" --dim sequence
+expect_status "--dim of zero" 2 "$PACKRAT" run "$tmp/seq.onnx" --dim sequence=0
+check "profile --dim sequence=3" "$PACKRAT" profile "$tmp/seq.onnx" --dim sequence=3 --cores 1 --max-batch 1
+grep -o -- '-> .*' "$tmp/out" >"$tmp/path3"
+check "profile --dim sequence=5" "$PACKRAT" profile "$tmp/seq.onnx" --dim sequence=5 --cores 1 --max-batch 1
+grep -o -- '-> .*' "$tmp/out" >"$tmp/path5"
+check "profiles of other dim values are cached apart" sh -c "test -s '$tmp/path3' && ! cmp -s '$tmp/path3' '$tmp/path5'"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
