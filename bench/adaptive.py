@@ -36,8 +36,12 @@ def main():
     T = os.cpu_count()
     phases = [tuple(map(float, p.split(":"))) for p in args.schedule.split(",")]
     avg_rate = sum(r * s for r, s in phases) / sum(s for _, s in phases)
+    # the transformer exports have a symbolic sequence axis: serve them at length 128
+    base = {"max_batch_size": args.max_batch}
+    if name.startswith(("bert", "gpt2")):
+        base["dims"] = {"sequence": 128}
     # the estimator's choice at the average rate, from the adaptive server's own plans
-    probe = Server(packrat, model, {"max_batch_size": args.max_batch}, name)
+    probe = Server(packrat, model, dict(base), name)
     plan = json.loads(os.popen(f"curl -s {probe.url}/v2/models/{name}/plan").read())
     probe.stop()
     prepared = sorted(plan["prepared"], key=lambda p: p["batch"])
@@ -47,7 +51,8 @@ def main():
                ("adaptive packrat", {})]
     rows = []
     for label, cfg in configs:
-        cfg.update({"max_batch_size": args.max_batch, "queue_capacity": 4096, "request_timeout_ms": 600000})
+        cfg.update(base)
+        cfg.update({"queue_capacity": 4096, "request_timeout_ms": 600000})
         s = Server(packrat, model, cfg, name)
         run_json([packrat, "bench", "--url", s.url, "--model", name, "--concurrency", "1", "--duration", "3",
                   "--json"])

@@ -10,7 +10,9 @@ and were made by this same script version is left alone.
 
 Also BERT-base and GPT-2 small written in plain PyTorch (token ids of length
 128, int64, dynamic batch; opset 13 and, as *_opset17, opset 17), with data
-sets at batch 1 and 4.
+sets at batch 1 and 4. Their sequence axis is dynamic too (named "sequence";
+give it with `--dim sequence=N` where no input files fix it), and a third data
+set at batch 2 has sequence length 64.
 
 usage: tools/export_models.py [--out DIR] [--models resnet50,inception_v3,bert,gpt2,...]
 """
@@ -136,6 +138,7 @@ def transformer(name):
 MODELS = {"resnet50": cnn, "inception_v3": cnn, "bert": transformer, "bert_opset17": transformer,
           "gpt2": transformer, "gpt2_opset17": transformer}
 TRANSFORMER_BATCHES = [1, 4]
+SHORT_SEQ = (2, 64)  # the extra transformer data set: batch, sequence length
 
 
 def script_stamp():
@@ -162,24 +165,32 @@ def export(name, out_dir):
     is_text = MODELS[name] is transformer
     vocab = model.tok.num_embeddings if isinstance(model, Bert) else model.wte.num_embeddings if is_text else 0
 
-    def make_input(b, g):
+    def make_input(b, g, seq=None):
         if is_text:
-            return torch.randint(0, vocab, (b, *shape), generator=g, dtype=torch.int64)
+            return torch.randint(0, vocab, (b, seq or shape[0]), generator=g, dtype=torch.int64)
         return torch.randn(b, *shape, generator=g)
 
     example = make_input(1, torch.Generator().manual_seed(SEED + 1))
     path = os.path.join(d, "model.onnx")
     opset = 17 if name.endswith("opset17") else 13
+    dynamic_axes = {"input": {0: "batch"}, "output": {0: "batch"}}
+    if is_text:
+        dynamic_axes["input"][1] = "sequence"
+        if isinstance(model, Bert):  # the last hidden state keeps the sequence axis
+            dynamic_axes["output"][1] = "sequence"
     with torch.no_grad():
         torch.onnx.export(model, example, path, opset_version=opset, input_names=["input"],
                           output_names=["output"],
-                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+                          dynamic_axes=dynamic_axes,
                           do_constant_folding=True)
-    for k, b in enumerate(TRANSFORMER_BATCHES if is_text else BATCHES):
+    sets = [(b, None) for b in (TRANSFORMER_BATCHES if is_text else BATCHES)]
+    if is_text:
+        sets.append(SHORT_SEQ)
+    for k, (b, seq) in enumerate(sets):
         sd = os.path.join(d, f"test_data_set_{k}")
         os.makedirs(sd, exist_ok=True)
         g = torch.Generator().manual_seed(SEED + 100 + b)
-        x = make_input(b, g)
+        x = make_input(b, g, seq)
         with torch.no_grad():
             y = model(x)
         write_pb(os.path.join(sd, "input_0.pb"), x.numpy(), "input")

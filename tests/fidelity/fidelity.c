@@ -77,10 +77,13 @@ int main(int argc, char **argv) {
       opt.threads = thread_list[t];
       opt.input_shapes = shapes;
       pr_session_t *s;
-      long long batch = n_in && in[0].rank ? (long long)in[0].dims[0] : 1;
+      char shape[128] = "[]"; /* input 0's shape, e.g. [2, 64] */
+      for (int k = 0, off = 0; n_in && k < in[0].rank && off < (int)sizeof shape - 24; k++)
+        off += snprintf(shape + off, sizeof shape - (size_t)off, "%s%lld%s", k ? ", " : "[",
+                        (long long)in[0].dims[k], k + 1 == in[0].rank ? "]" : "");
       if (pr_engine_session_create(m, &opt, &s, err, sizeof err) ||
           pr_engine_session_run(s, in, n_in, got, n_out, err, sizeof err)) {
-        printf("FAIL %s batch %lld threads %d: %s\n", dir, batch, opt.threads, err);
+        printf("FAIL %s input %s threads %d: %s\n", dir, shape, opt.threads, err);
         failed++;
         continue;
       }
@@ -98,9 +101,9 @@ int main(int argc, char **argv) {
           if (fabs(r) > max_ref) max_ref = fabs(r);
         }
         bool pass = shape_ok && max_diff <= tol * max_ref;
-        printf(
-            "%s %s batch %lld threads %d output %d: max|diff| %.3g, max|ref| %.3g (limit %.3g)\n",
-            pass ? "PASS" : "FAIL", dir, batch, opt.threads, o, max_diff, max_ref, tol * max_ref);
+        printf("%s %s input %s threads %d output %d: max|diff| %.3g, max|ref| %.3g (limit %.3g)\n",
+               pass ? "PASS" : "FAIL", dir, shape, opt.threads, o, max_diff, max_ref,
+               tol * max_ref);
         pass ? passed++ : failed++;
       }
       pr_engine_session_destroy(s);
