@@ -560,9 +560,10 @@ void pr_engine_session_destroy(pr_session_t *s) {
  * (AVX-512, oneDNN 2.6): with a batch of 2 or more, the channel-blocked
  * kernels run 2-5% faster than the channels-last ones oneDNN picks by itself;
  * at batch 1 the channels-last ones are as fast or faster (up to 5%). */
-static int conv_block_for(const pr_session_options_t *opt) {
+static int conv_block_for(const pr_model_t *m, const pr_session_options_t *opt) {
   int64_t batch = opt->batch;
-  if (opt->input_shapes && opt->input_shapes[0].rank >= 1) batch = opt->input_shapes[0].dims[0];
+  if (opt->input_shapes && m->n_inputs > 0 && opt->input_shapes[0].rank >= 1)
+    batch = opt->input_shapes[0].dims[0];
   if (batch < 2) return 0;
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   /* measured on AVX-512 only; elsewhere the kernel's choice stands */
@@ -590,7 +591,7 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
   c->max_bytes = opt->max_bytes ? opt->max_bytes : (size_t)16 << 30;
   c->err = err;
   c->err_len = err_len;
-  c->conv_block = conv_block_for(opt);
+  c->conv_block = conv_block_for(m, opt);
   pr_status_t st = PR_ERR_NOMEM;
   omp_set_num_threads(opt->threads);
   if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
