@@ -17,7 +17,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, cpu_name, run_json, utc_stamp  # noqa: E402
+from common import add_paths, cpu_name, run_json, utc_stamp  # noqa: E402
 from serve import Server  # noqa: E402
 
 
@@ -26,9 +26,7 @@ def main():
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--schedule", default="4:20,24:20,4:20")
     ap.add_argument("--max-batch", type=int, default=8)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    add_paths(ap)
     args = ap.parse_args()
     packrat = os.path.join(args.build, "packrat")
     name = args.model

@@ -24,3 +24,10 @@ def cpu_name():
 
 def utc_stamp():
     return datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
+
+
+def add_paths(ap):
+    """The options every bench script takes: --build, --models-dir, --out."""
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from common import ROOT, cpu_name, run_json, utc_stamp
+from common import ROOT, add_paths, cpu_name, run_json, utc_stamp
 
 SHAPES = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299), "bert": (128,), "gpt2": (128,),
           "bert_opset17": (128,), "gpt2_opset17": (128,)}
@@ -36,9 +36,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per engine per round")
     ap.add_argument("--rounds", type=int, default=3,
                     help="the engines take turns this many times; the median of round medians is kept")
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    add_paths(ap)
     ap.add_argument("--name", default="engine_peers", help="result files: NAME.json and NAME.md")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 
-from common import ROOT, cpu_name, run_json, utc_stamp
+from common import add_paths, cpu_name, run_json, utc_stamp
 
 
 def configs(T, B):
@@ -43,9 +43,7 @@ def main():
     ap.add_argument("--models", default="resnet50,inception_v3")
     ap.add_argument("--batches", default="2,4,8,16")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    add_paths(ap)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     packrat = os.path.join(args.build, "packrat")

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from common import ROOT, cpu_name, run_json, utc_stamp
+from common import add_paths, cpu_name, run_json, utc_stamp
 
 
 class Server:
@@ -57,9 +57,7 @@ def main():
     ap.add_argument("--rate", type=float, default=20)
     ap.add_argument("--duration", type=float, default=20)
     ap.add_argument("--max-batch", type=int, default=8)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    add_paths(ap)
     args = ap.parse_args()
     packrat = os.path.join(args.build, "packrat")
     model = os.path.abspath(os.path.join(args.models_dir, "resnet50", "model.onnx"))
