@@ -111,6 +111,11 @@ void pr_dnnl_weights_release(void *buf, pr_model_t *owner) {
     pr_free(buf);
 }
 
+void pr_dnnl_sum_addend(pr_exec_t *x, const pr_node_t *n, int k) {
+  const pr_value_t *a = &x->v[n->in[k]], *o = &x->v[n->out[0]];
+  if (a->ptr != o->ptr) pr_copy(o->ptr, a->ptr, o->nbytes, x->threads);
+}
+
 pr_status_t pr_dnnl_post_attr(pr_compile_t *c, pr_node_t *n, dnnl_primitive_attr_t *attr) {
   dnnl_post_ops_t po;
   PR_DNNL(c, n, dnnl_primitive_attr_create(attr));

@@ -49,6 +49,9 @@ pr_status_t pr_dnnl_weights_make(pr_compile_t *c, pr_node_t *n, int variant, con
                                  const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *md,
                                  void **buf, pr_model_t **owner);
 void pr_dnnl_weights_release(void *buf, pr_model_t *owner);
+/* Before a kernel with a fused residual sum runs: the addend (input k) into
+ * the output buffer, unless the memory planner already placed it there. */
+void pr_dnnl_sum_addend(pr_exec_t *x, const pr_node_t *n, int k);
 /* Primitive attributes with n's fused post-ops (activations, residual sum). */
 pr_status_t pr_dnnl_post_attr(pr_compile_t *c, pr_node_t *n, dnnl_primitive_attr_t *attr);
 

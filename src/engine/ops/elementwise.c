@@ -611,21 +611,27 @@ BINARY_OP(pow, "Pow", B_POW)
 
 /* ---- Sum: float, any number of broadcast inputs ---- */
 
+pr_status_t pr_broadcast_inputs(pr_compile_t *c, pr_node_t *n, int from, int *ro, int64_t *od) {
+  pr_value_t *a = pr_in(c, n, from);
+  if (!a) return pr_fail(c, n, PR_ERR_INVALID, "needs inputs");
+  *ro = a->rank;
+  memcpy(od, a->dims, sizeof(int64_t) * PR_MAX_RANK);
+  for (int k = from + 1; k < n->n_in; k++) {
+    pr_value_t *b = pr_in(c, n, k);
+    if (!b || b->dtype != a->dtype) return pr_fail(c, n, PR_ERR_INVALID, "inputs of one type");
+    if (pr_broadcast_shape(*ro, od, b->rank, b->dims, ro, od) < 0)
+      return pr_fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
+  }
+  return PR_OK;
+}
+
 static pr_status_t infer_sum(pr_compile_t *c, pr_node_t *n) {
   int r = 0;
   int64_t d[PR_MAX_RANK];
-  for (int k = 0; k < n->n_in; k++) {
-    pr_value_t *a = pr_in(c, n, k);
-    if (!a || a->dtype != PR_DTYPE_FLOAT)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "inputs must be FLOAT");
-    if (k == 0) {
-      r = a->rank;
-      memcpy(d, a->dims, sizeof d);
-    } else if (pr_broadcast_shape(r, d, a->rank, a->dims, &r, d) < 0) {
-      return pr_fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
-    }
-  }
-  if (!n->n_in) return pr_fail(c, n, PR_ERR_INVALID, "needs inputs");
+  if (n->n_in && pr_in(c, n, 0) && pr_in(c, n, 0)->dtype != PR_DTYPE_FLOAT)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "inputs must be FLOAT");
+  pr_status_t st = pr_broadcast_inputs(c, n, 0, &r, d);
+  if (st) return st;
   pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, r, d);
   return PR_OK;
 }

@@ -152,15 +152,10 @@ static pr_status_t infer_minmax(pr_compile_t *c, pr_node_t *n) {
   if (a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_INT32 && a->dtype != PR_DTYPE_INT64 &&
       a->dtype != PR_DTYPE_DOUBLE)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  int r = a->rank;
+  int r;
   int64_t d[PR_MAX_RANK];
-  memcpy(d, a->dims, sizeof d);
-  for (int k = 1; k < n->n_in; k++) {
-    pr_value_t *b = pr_in(c, n, k);
-    if (!b || b->dtype != a->dtype) return pr_fail(c, n, PR_ERR_INVALID, "inputs of one type");
-    if (pr_broadcast_shape(r, d, b->rank, b->dims, &r, d) < 0)
-      return pr_fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
-  }
+  pr_status_t st = pr_broadcast_inputs(c, n, 0, &r, d);
+  if (st) return st;
   pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
   return PR_OK;
 }

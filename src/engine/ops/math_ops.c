@@ -212,6 +212,7 @@ typedef enum { R_MEAN, R_SUM, R_MAX } reduce_kind_t;
 typedef struct {
   reduce_kind_t kind;
   bool reduce[PR_MAX_RANK];
+  int64_t ostride[PR_MAX_RANK]; /* output element stride of each input axis (0: reduced) */
   /* contiguous block fast path: outer x red x inner */
   bool block;
   int64_t outer, red, inner;
@@ -284,6 +285,11 @@ static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
       if (first < 0) first = k;
       last = k;
     }
+  int64_t e = 1;
+  for (int k = a->rank - 1; k >= 0; k--) {
+    s->ostride[k] = s->reduce[k] ? 0 : e;
+    if (!s->reduce[k]) e *= a->dims[k];
+  }
   s->block = true;
   for (int k = first; first >= 0 && k <= last; k++) s->block &= s->reduce[k] || a->dims[k] == 1;
   s->outer = s->red = s->inner = 1;
@@ -307,16 +313,11 @@ static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
     T *out = o->ptr;                                                                              \
     int64_t on = pr_value_numel(o), len = pr_value_numel(a), count = len / (on ? on : 1);         \
     for (int64_t i = 0; i < on; i++) out[i] = 0;                                                  \
-    int64_t ostride[PR_MAX_RANK], e = 1;                                                          \
-    for (int k = a->rank - 1; k >= 0; k--) {                                                      \
-      ostride[k] = s->reduce[k] ? 0 : e;                                                          \
-      if (!s->reduce[k]) e *= a->dims[k];                                                         \
-    }                                                                                             \
     for (int64_t i = 0; i < len; i++) {                                                           \
       int64_t rem = i, off = 0, first = 1;                                                        \
       for (int k = a->rank - 1; k >= 0; k--) {                                                    \
         int64_t idx = rem % a->dims[k];                                                           \
-        off += idx * ostride[k];                                                                  \
+        off += idx * s->ostride[k];                                                                  \
         if (s->reduce[k] && idx) first = 0;                                                       \
         rem /= a->dims[k];                                                                        \
       }                                                                                           \
@@ -364,16 +365,11 @@ static void run_reduce(pr_exec_t *x, pr_node_t *n) {
   /* general axes: every input element lands in its output element */
   int64_t on = pr_value_numel(o), count = pr_value_numel(a) / (on ? on : 1);
   for (int64_t i = 0; i < on; i++) out[i] = s->kind == R_MAX ? -INFINITY : 0.f;
-  int64_t ostride[PR_MAX_RANK], e = 1;
-  for (int k = a->rank - 1; k >= 0; k--) {
-    ostride[k] = s->reduce[k] ? 0 : e;
-    if (!s->reduce[k]) e *= a->dims[k];
-  }
   int64_t len = pr_value_numel(a);
   for (int64_t i = 0; i < len; i++) {
     int64_t rem = i, off = 0;
     for (int k = a->rank - 1; k >= 0; k--) {
-      off += (rem % a->dims[k]) * ostride[k];
+      off += (rem % a->dims[k]) * s->ostride[k];
       rem /= a->dims[k];
     }
     out[off] = s->kind == R_MAX ? fmaxf(out[off], in[i]) : out[off] + in[i];

@@ -148,10 +148,7 @@ static pr_status_t prepare_matmul(pr_compile_t *c, pr_node_t *n) {
 static void run_matmul(pr_exec_t *x, pr_node_t *n) {
   matmul_state_t *s = n->state;
   if (s->linear) {
-    if (s->sum_in >= 0) {
-      const pr_value_t *a = &x->v[n->in[s->sum_in]], *o = &x->v[n->out[0]];
-      if (a->ptr != o->ptr) pr_copy(o->ptr, a->ptr, o->nbytes, x->threads);
-    }
+    if (s->sum_in >= 0) pr_dnnl_sum_addend(x, n, s->sum_in);
     pr_dnnl_prim_run(x, &s->prim);
     return;
   }

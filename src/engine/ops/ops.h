@@ -45,6 +45,10 @@ static inline int pr_axis(int64_t axis, int rank) {
 /* Numpy broadcast of two shapes into out; returns -1 when incompatible. */
 int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o);
 
+/* Inputs from..n_in-1 of n, all of input from's element type, broadcast
+ * together into out (rank *ro, dims od); fails naming the node. */
+pr_status_t pr_broadcast_inputs(pr_compile_t *c, pr_node_t *n, int from, int *ro, int64_t *od);
+
 /* Element i of a tensor of type t as a double (integers, bool, floats, float16). */
 double pr_load_double(const void *p, pr_dtype_t t, int64_t i);
 
