@@ -655,6 +655,42 @@ static void test_integer_ops(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* Sum and Max whose first input has the lower rank: y = Sum(a[3], b[2,3]),
+ * m = Max(a, b) */
+static void broadcast_first_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t ad[1] = {3}, bd[2] = {2, 3};
+  mb_input(b, "a", PR_DTYPE_FLOAT, 1, ad);
+  mb_input(b, "b", PR_DTYPE_FLOAT, 2, bd);
+  mb_node(b, "Sum", "sum", (const char *[]){"a", "b", NULL}, (const char *[]){"y", NULL});
+  mb_node(b, "Max", "max", (const char *[]){"a", "b", NULL}, (const char *[]){"m", NULL});
+  mb_output(b, "y");
+  mb_output(b, "m");
+  mb_finish(b, data, len);
+}
+
+static void test_broadcast_lower_rank_first(void **state) {
+  pr_model_t *m = load(broadcast_first_model);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *s;
+  char err[256];
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  float a[3] = {1, 2, 3}, bv[6] = {10, 0, 30, -1, 5, 2};
+  pr_tensor_t in[2] = {{.dtype = PR_DTYPE_FLOAT, .rank = 1, .dims = {3}, .data = a},
+                       {.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {2, 3}, .data = bv}},
+              out[2];
+  assert_int_equal(pr_engine_session_run(s, in, 2, out, 2, err, sizeof err), PR_OK);
+  assert_int_equal(out[0].rank, 2);
+  assert_int_equal(out[0].dims[0], 2);
+  const float *y = out[0].data, *mx = out[1].data;
+  for (int i = 0; i < 6; i++) {
+    assert_true(y[i] == a[i % 3] + bv[i]);
+    assert_true(mx[i] == (a[i % 3] > bv[i] ? a[i % 3] : bv[i]));
+  }
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
@@ -666,6 +702,7 @@ int main(void) {
       cmocka_unit_test(test_linear_fusion),
       cmocka_unit_test(test_attention_fusion),
       cmocka_unit_test(test_integer_ops),
+      cmocka_unit_test(test_broadcast_lower_rank_first),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,16 +29,19 @@ void pr_copy(void *dst, const void *src, size_t n, int threads) {
 
 int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o) {
   int r = ra > rb ? ra : rb;
+  int64_t d[PR_MAX_RANK]; /* o may be a or b (accumulating over inputs) */
+  if (r > PR_MAX_RANK) return -1;
   for (int k = 0; k < r; k++) {
     int64_t da = k - (r - ra) >= 0 ? a[k - (r - ra)] : 1;
     int64_t db = k - (r - rb) >= 0 ? b[k - (r - rb)] : 1;
     if (da == db || db == 1)
-      o[k] = da;
+      d[k] = da;
     else if (da == 1)
-      o[k] = db;
+      d[k] = db;
     else
       return -1;
   }
+  for (int k = 0; k < r; k++) o[k] = d[k];
   *ro = r;
   return 0;
 }
