@@ -6,7 +6,7 @@ PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libdnnl-dev libomp-dev
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
-  libhwloc-dev nettle-dev libcurl4-openssl-dev prometheus libcmocka-dev libmicrohttpd-dev libjansson-dev
+  libhwloc-dev nettle-dev libcurl4-openssl-dev prometheus libcmocka-dev libmicrohttpd-dev libjansson-dev libyajl-dev
   python3-torch python3-torchvision python3-numpy python3-onnx libopenblas0-openmp
   curl
 )

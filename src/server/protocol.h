@@ -1,7 +1,23 @@
 /* Open Inference Protocol (KServe v2) codec: infer requests (JSON tensors or
  * the binary tensor data extension) into request tensors, outputs into
- * response bodies. Pure: no I/O, no threads. Every error names what is wrong
- * and carries the HTTP status it maps to (the one place statuses are chosen). */
+ * response bodies, errors into {"error": ...}. Pure: no I/O, no threads.
+ *
+ * Notes on the design:
+ * - Bodies are parsed with yajl's event parser in two passes over the JSON
+ *   text: the first reads everything but the tensors' "data" (names, shapes,
+ *   datatypes, parameters), the second streams each "data" array straight
+ *   into its typed tensor, whose size the first pass fixed. No tree of the
+ *   document is built, so parsing takes the body plus the tensors' own bytes
+ *   (a 60 MB body of numbers costs about 60 MB more, not a gigabyte).
+ * - "data" is either flat (row-major, as many values as the shape holds) or
+ *   nested exactly as the shape says; anything ragged is refused.
+ * - Floating-point values that JSON cannot write (NaN, +Inf, -Inf) travel as
+ *   the strings "NaN", "Infinity" and "-Infinity", both ways; the binary
+ *   extension carries them as they are. FP16 travels as JSON numbers (the
+ *   half value, exactly), unsigned types as integers up to UINT64_MAX.
+ * - Text from the client is UTF-8-validated by the parser; error messages
+ *   that echo it are cut on a character boundary, so every error body is
+ *   valid JSON. */
 #ifndef PR_SERVER_PROTOCOL_H
 #define PR_SERVER_PROTOCOL_H
 
@@ -20,8 +36,7 @@ typedef struct {
 } pr_proto_model_t;
 
 typedef struct {
-  char id[256];
-  bool has_id;
+  char *id;      /* owned; NULL when the request has none */
   int n_outputs; /* requested outputs (0: all) */
   int outputs[PR_SCHED_MAX_IO];
   bool binary[PR_SCHED_MAX_IO]; /* per model output: answer in binary */
@@ -33,17 +48,21 @@ pr_dtype_t pr_proto_dtype(const char *datatype);
 
 /* Parses an infer request body (json_len: the JSON header's length, the whole
  * body without the binary extension) into r->inputs/r->rows and q. Returns
- * the HTTP status: 200, or 400 with a message in err. */
+ * the HTTP status: 200, or 400 with a message in err. Release q with
+ * pr_proto_infer_clear in both cases. */
 int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len, size_t json_len,
                          pr_request_t *r, pr_proto_infer_t *q, char *err, size_t err_len);
+void pr_proto_infer_clear(pr_proto_infer_t *q);
 
 /* Builds the response body (malloc'd into *out, *out_len); *json_len is the
- * JSON header's length when binary outputs follow, else 0. */
+ * JSON header's length when binary outputs follow, else 0. Returns 200, or
+ * 500 when out of memory or a name is not valid UTF-8. */
 int pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name, const char *version,
                             const pr_request_t *r, const pr_proto_infer_t *q, char **out,
                             size_t *out_len, size_t *json_len);
 
-/* {"error": msg} (malloc'd). */
+/* {"error": msg} (malloc'd, NULL only when out of memory); msg may hold any
+ * bytes: invalid UTF-8 is replaced, so the body is always valid JSON. */
 char *pr_proto_error(const char *msg);
 
 #endif

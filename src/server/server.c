@@ -299,9 +299,21 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, s
   return ret;
 }
 
+static enum MHD_Result reply_static(struct MHD_Connection *c, int status, const char *body) {
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, "Content-Type", "application/json");
+  enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* o may be NULL (a json_pack that failed): 500. */
 static enum MHD_Result reply_json(struct MHD_Connection *c, int status, json_t *o) {
-  char *s = json_dumps(o, JSON_COMPACT);
+  char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
+  if (!s) return reply_static(c, 500, "{\"error\":\"cannot encode the response\"}");
   return reply(c, status, s, strlen(s), "application/json", 0);
 }
 
@@ -309,6 +321,7 @@ static enum MHD_Result reply_error(pr_server_t *s, struct MHD_Connection *c, int
                                    const char *msg) {
   atomic_fetch_add(&s->http_errors, 1);
   char *b = pr_proto_error(msg);
+  if (!b) return reply_static(c, status, "{\"error\":\"out of memory\"}");
   return reply(c, status, b, strlen(b), "application/json", 0);
 }
 
@@ -367,10 +380,12 @@ static enum MHD_Result do_infer(pr_server_t *s, struct MHD_Connection *c, served
   int status = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len, r, &q,
                                     err, sizeof err);
   if (status != 200) {
+    pr_proto_infer_clear(&q);
     pr_request_free(r);
     return reply_error(s, c, status, err);
   }
   if (pr_sched_submit(m->sched, r) != PR_OK) {
+    pr_proto_infer_clear(&q);
     pr_request_free(r);
     return reply_error(s, c, 503, "the model's queue is full; retry later");
   }
@@ -388,6 +403,7 @@ static enum MHD_Result do_infer(pr_server_t *s, struct MHD_Connection *c, served
     else
       ret = reply(c, 200, body, len, jl ? "application/octet-stream" : "application/json", jl);
   }
+  pr_proto_infer_clear(&q);
   pr_request_free(r);
   return ret;
 }
