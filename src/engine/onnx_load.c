@@ -4,10 +4,13 @@
  * value references, topological order, operator support. After a successful
  * load the model is immutable. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/util.h"
@@ -41,6 +44,80 @@ static int value_index(loader_t *L, const char *name, int create) {
   return m->n_values++;
 }
 
+/* s (untrusted bytes) made safe to put in a message: printable ASCII kept,
+ * other bytes as '?', cut to fit out. */
+static void safe_text(const char *s, char *out, size_t len) {
+  size_t i = 0;
+  for (; s[i] && i + 1 < len; i++) out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+  out[i] = 0;
+  if (s[i] && len > 4) memcpy(out + len - 4, "...", 4);
+}
+
+static bool has_dotdot_component(const char *path) {
+  for (const char *p = path;; p++) {
+    const char *end = strchr(p, '/');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == 2 && p[0] == '.' && p[1] == '.') return true;
+    if (!end) return false;
+    p = end;
+  }
+}
+
+/* Opens the external data file `location` names, relative to the model's
+ * folder. The location is untrusted: an absolute path, a '..' component, or
+ * one that resolves (through symlinks) outside the folder is refused, so a
+ * model can only read files inside its own folder. A symlink inside the
+ * folder pointing inside it is fine. Only regular files are read. */
+static pr_status_t open_external(loader_t *L, const Onnx__TensorProto *tp, const char *location,
+                                 FILE **out) {
+  char shown[160], base[PATH_MAX], joined[2 * PATH_MAX], real[PATH_MAX];
+  safe_text(location, shown, sizeof shown);
+  if (location[0] == '/' || has_dotdot_component(location)) {
+    pr_errf(L->err, L->err_len,
+            "tensor '%s': external data location '%s' is refused (absolute or with a '..' "
+            "component)",
+            tp->name, shown);
+    return PR_ERR_INVALID;
+  }
+  const char *dir = L->base_dir ? L->base_dir : ".";
+  if (!realpath(dir, base)) {
+    pr_errf(L->err, L->err_len, "tensor '%s': cannot resolve the model's folder: %s", tp->name,
+            strerror(errno));
+    return PR_ERR_IO;
+  }
+  if ((size_t)snprintf(joined, sizeof joined, "%s/%s", base, location) >= sizeof joined) {
+    pr_errf(L->err, L->err_len, "tensor '%s': external data location '%s' too long", tp->name,
+            shown);
+    return PR_ERR_INVALID;
+  }
+  if (!realpath(joined, real)) {
+    pr_errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,
+            strerror(errno));
+    return PR_ERR_IO;
+  }
+  size_t bl = strlen(base);
+  if (strncmp(real, base, bl) || (base[bl - 1] != '/' && real[bl] != '/')) {
+    pr_errf(L->err, L->err_len,
+            "tensor '%s': external data location '%s' resolves outside the model's folder",
+            tp->name, shown);
+    return PR_ERR_INVALID;
+  }
+  /* the resolved path has no symlinks; O_NOFOLLOW refuses one swapped in since */
+  int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+    pr_errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,
+            fd < 0 ? strerror(errno) : "not a regular file");
+    if (fd >= 0) close(fd);
+    return fd < 0 ? PR_ERR_IO : PR_ERR_INVALID;
+  }
+  if (!(*out = fdopen(fd, "rb"))) {
+    close(fd);
+    return PR_ERR_NOMEM;
+  }
+  return PR_OK;
+}
+
 static pr_status_t load_external(loader_t *L, const Onnx__TensorProto *tp, void *dst,
                                  size_t nbytes) {
   const char *location = NULL;
@@ -55,26 +132,23 @@ static pr_status_t load_external(loader_t *L, const Onnx__TensorProto *tp, void 
     else if (!strcmp(k, "length"))
       length = atoll(val);
   }
-  if (!location || !*location || location[0] == '/' || strstr(location, "..")) {
-    pr_errf(L->err, L->err_len, "tensor '%s': bad external data location", tp->name);
+  if (!location || !*location) {
+    pr_errf(L->err, L->err_len, "tensor '%s': external data without a location", tp->name);
     return PR_ERR_INVALID;
   }
   if (offset < 0 || (length >= 0 && (size_t)length != nbytes)) {
     pr_errf(L->err, L->err_len, "tensor '%s': external data offset/length invalid", tp->name);
     return PR_ERR_INVALID;
   }
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", L->base_dir ? L->base_dir : ".", location);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    pr_errf(L->err, L->err_len, "tensor '%s': cannot open external data %s: %s", tp->name, path,
-            strerror(errno));
-    return PR_ERR_IO;
-  }
+  FILE *f;
+  pr_status_t st = open_external(L, tp, location, &f);
+  if (st) return st;
   int ok = fseeko(f, (off_t)offset, SEEK_SET) == 0 && fread(dst, 1, nbytes, f) == nbytes;
   fclose(f);
   if (!ok) {
-    pr_errf(L->err, L->err_len, "tensor '%s': external data %s too short", tp->name, path);
+    char shown[160];
+    safe_text(location, shown, sizeof shown);
+    pr_errf(L->err, L->err_len, "tensor '%s': external data '%s' too short", tp->name, shown);
     return PR_ERR_IO;
   }
   return PR_OK;

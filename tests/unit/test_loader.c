@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model_builder.h"
@@ -232,6 +233,86 @@ static void test_external_data(void **state) {
   rmdir(dir);
 }
 
+static void write_file(const char *dir, const char *name, const void *data, size_t len) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  fwrite(data, 1, len, f);
+  fclose(f);
+}
+
+/* Loads model.onnx from dir with initializer w [4] in external file
+ * `location`; returns the status, the message in err. */
+static pr_status_t load_external_at(const char *dir, const char *location, char *err,
+                                    size_t err_len) {
+  mb_t *b = mb_new(13);
+  int64_t dims[1] = {4};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 1, dims);
+  mb_init_external(b, "w", PR_DTYPE_FLOAT, 1, dims, location, 0, 16);
+  mb_node(b, "Add", "a", (const char *[]){"x", "w", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  void *data;
+  size_t len;
+  mb_finish(b, &data, &len);
+  write_file(dir, "model.onnx", data, len);
+  free(data);
+  char path[256];
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  pr_model_t *m = NULL;
+  err[0] = 0;
+  pr_status_t st = pr_engine_model_load_file(path, &m, err, err_len);
+  pr_engine_model_destroy(m);
+  return st;
+}
+
+/* External data stays inside the model's folder: symlinks that leave it,
+ * absolute locations and '..' components are refused, naming the location;
+ * files (and symlinks) inside it load. */
+static void test_external_data_confined(void **state) {
+  char dir[] = "/tmp/pr_ext_XXXXXX", outside[] = "/tmp/pr_out_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  assert_non_null(mkdtemp(outside));
+  float w[4] = {1, 2, 3, 4};
+  char path[256], target[256], err[512];
+  write_file(outside, "secret.bin", w, sizeof w);
+  snprintf(path, sizeof path, "%s/sub", dir);
+  assert_int_equal(mkdir(path, 0700), 0);
+  write_file(dir, "sub/real.bin", w, sizeof w);
+  write_file(dir, "a..b.bin", w, sizeof w); /* '..' inside a name is no component */
+  /* link.bin -> the file outside, out -> the folder outside, in.bin -> sub/real.bin */
+  snprintf(target, sizeof target, "%s/secret.bin", outside);
+  snprintf(path, sizeof path, "%s/link.bin", dir);
+  assert_int_equal(symlink(target, path), 0);
+  snprintf(path, sizeof path, "%s/out", dir);
+  assert_int_equal(symlink(outside, path), 0);
+  snprintf(path, sizeof path, "%s/in.bin", dir);
+  assert_int_equal(symlink("sub/real.bin", path), 0);
+
+  const char *refused[] = {"link.bin", "out/secret.bin", target, "../x.bin", "sub/../a..b.bin"};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    pr_status_t st = load_external_at(dir, refused[i], err, sizeof err);
+    if (st != PR_ERR_INVALID) fail_msg("'%s' gave %d: %s", refused[i], st, err);
+    if (!strstr(err, refused[i])) fail_msg("'%s': message does not name it: %s", refused[i], err);
+  }
+  const char *loads[] = {"sub/real.bin", "in.bin", "a..b.bin", "./sub//real.bin"};
+  for (size_t i = 0; i < sizeof loads / sizeof *loads; i++)
+    if (load_external_at(dir, loads[i], err, sizeof err)) fail_msg("'%s': %s", loads[i], err);
+  /* a location that is not a regular file is refused */
+  assert_int_equal(load_external_at(dir, "sub", err, sizeof err), PR_ERR_INVALID);
+
+  const char *files[] = {"link.bin", "out", "in.bin", "sub/real.bin", "a..b.bin", "model.onnx"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    unlink(path);
+  }
+  snprintf(path, sizeof path, "%s/sub", dir);
+  rmdir(path);
+  rmdir(dir);
+  unlink(target);
+  rmdir(outside);
+}
+
 static void test_missing_file(void **state) {
   pr_model_t *m;
   char err[256];
@@ -252,6 +333,7 @@ int main(void) {
       cmocka_unit_test(test_raw_data_size_mismatch),
       cmocka_unit_test(test_input_with_initializer_is_constant),
       cmocka_unit_test(test_external_data),
+      cmocka_unit_test(test_external_data_confined),
       cmocka_unit_test(test_missing_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/ops/fastmath.h"
+#include "engine/ops/intmath.h"
 #include "engine/ops/ops.h"
 
 #define PAR_MIN 16384 /* below this many elements one thread is faster */
@@ -115,19 +116,22 @@ static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta
   return x;
 }
 
+/* Neg and Abs of integers wrap: both map INT_MIN to itself (intmath.h) */
+#define NEG_D(x) (-(x))
+#define ABS_D(x) ((x) < 0 ? -(x) : (x))
 // clang-format off
-#define UNARY_TYPED(T)                                                            \
+#define UNARY_TYPED(T, NEG, ABS)                                                  \
   static void unary_##T(unary_kind_t k, const T *a, T *o, int64_t len) {          \
     if (k == U_NEG)                                                               \
-      for (int64_t i = 0; i < len; i++) o[i] = (T)-a[i];                          \
+      for (int64_t i = 0; i < len; i++) o[i] = NEG(a[i]);                         \
     else                                                                          \
-      for (int64_t i = 0; i < len; i++) o[i] = a[i] < 0 ? (T)-a[i] : a[i];        \
+      for (int64_t i = 0; i < len; i++) o[i] = ABS(a[i]);                         \
   }
-UNARY_TYPED(double)
-UNARY_TYPED(int8_t)
-UNARY_TYPED(int16_t)
-UNARY_TYPED(int32_t)
-UNARY_TYPED(int64_t)
+UNARY_TYPED(double, NEG_D, ABS_D)
+UNARY_TYPED(int8_t, pr_i8_neg, pr_i8_abs)
+UNARY_TYPED(int16_t, pr_i16_neg, pr_i16_abs)
+UNARY_TYPED(int32_t, pr_i32_neg, pr_i32_abs)
+UNARY_TYPED(int64_t, pr_i64_neg, pr_i64_abs)
 // clang-format on
 
 /* Neg and Abs of the other element types */
@@ -241,8 +245,12 @@ UNARY_OP(gelu_tanh, "GeluTanh", U_GELU_TANH, "", 0, 0)
 /* ---- Clip: bounds from attributes (opset < 11) or inputs 1, 2 ---- */
 
 typedef struct {
-  double lo, hi;
+  int64_t lo, hi; /* integer inputs: compared in int64 (a double rounds INT64_MAX up to 2^63) */
 } clip_state_t;
+
+static int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
 
 static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
@@ -265,20 +273,20 @@ static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
 }
 
 static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr_in(c, n, 0), *lo_v = NULL, *hi_v = NULL;
   double lo = -INFINITY, hi = INFINITY;
   if (c->opset < 11) {
     lo = pr_attr_float(n->m, "min", -3.402823e+38f);
     hi = pr_attr_float(n->m, "max", 3.402823e+38f);
   } else {
-    if (pr_in(c, n, 1)) lo = pr_load_double(pr_in(c, n, 1)->data, pr_in(c, n, 1)->dtype, 0);
-    if (pr_in(c, n, 2)) hi = pr_load_double(pr_in(c, n, 2)->data, pr_in(c, n, 2)->dtype, 0);
+    if ((lo_v = pr_in(c, n, 1))) lo = pr_load_double(lo_v->data, lo_v->dtype, 0);
+    if ((hi_v = pr_in(c, n, 2))) hi = pr_load_double(hi_v->data, hi_v->dtype, 0);
   }
   if (a->dtype == PR_DTYPE_FLOAT) return prepare_unary_kind(c, n, U_CLIP, (float)lo, (float)hi);
   clip_state_t *s = malloc(sizeof *s);
   if (!s) return PR_ERR_NOMEM;
-  s->lo = lo;
-  s->hi = hi;
+  s->lo = lo_v ? pr_load_int64(lo_v->data, lo_v->dtype, 0) : pr_sat_i64(lo);
+  s->hi = hi_v ? pr_load_int64(hi_v->data, hi_v->dtype, 0) : pr_sat_i64(hi);
   n->state = s;
   return PR_OK;
 }
@@ -291,20 +299,19 @@ static void run_clip(pr_exec_t *x, pr_node_t *n) {
   }
   const clip_state_t *s = n->state;
   int64_t len = pr_value_numel(in);
-#define CLIP_T(T)                                            \
-  {                                                          \
-    const T *a = in->ptr;                                    \
-    T *o = pr_xout(x, n, 0);                                 \
-    for (int64_t i = 0; i < len; i++) {                      \
-      double v = (double)a[i];                               \
-      o[i] = (T)(v < s->lo ? s->lo : v > s->hi ? s->hi : v); \
-    }                                                        \
+/* bounds brought into T's range first, so every result fits T */
+#define CLIP_T(T, TMIN, TMAX)                                                     \
+  {                                                                               \
+    const T *a = in->ptr;                                                         \
+    T *o = pr_xout(x, n, 0);                                                      \
+    int64_t lo = clamp_i64(s->lo, TMIN, TMAX), hi = clamp_i64(s->hi, TMIN, TMAX); \
+    for (int64_t i = 0; i < len; i++) o[i] = (T)clamp_i64(a[i], lo, hi);          \
   }
   switch (in->dtype) {
-    case PR_DTYPE_INT8: CLIP_T(int8_t) break;
-    case PR_DTYPE_UINT8: CLIP_T(uint8_t) break;
-    case PR_DTYPE_INT32: CLIP_T(int32_t) break;
-    default: CLIP_T(int64_t) break;
+    case PR_DTYPE_INT8: CLIP_T(int8_t, INT8_MIN, INT8_MAX) break;
+    case PR_DTYPE_UINT8: CLIP_T(uint8_t, 0, UINT8_MAX) break;
+    case PR_DTYPE_INT32: CLIP_T(int32_t, INT32_MIN, INT32_MAX) break;
+    default: CLIP_T(int64_t, INT64_MIN, INT64_MAX) break;
   }
 #undef CLIP_T
 }
@@ -470,9 +477,13 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
   return PR_OK;
 }
 
+/* One row loop per (type, op); EXPR is the element operation. The integer
+ * types use the wrapping operations of intmath.h (every input defined); the
+ * float ones the plain operators. Pow rows exist only for float: other Pow
+ * pairs take run_pow_mixed. */
 // clang-format off
-#define BIN_LOOP(T, EXPR)                                                                       \
-  static void bin_##T##_##EXPR##_row(T *o, const T *a, const T *b, int64_t n, int sa, int sb) { \
+#define BIN_LOOP(T, NAME, EXPR)                                                                 \
+  static void bin_##T##_##NAME##_row(T *o, const T *a, const T *b, int64_t n, int sa, int sb) { \
     if (sa && sb)                                                                               \
       for (int64_t i = 0; i < n; i++) o[i] = EXPR(a[i], b[i]);                                  \
     else if (sa)                                                                                \
@@ -486,21 +497,20 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
 #define SUB(x, y) ((x) - (y))
 #define MUL(x, y) ((x) * (y))
 #define DIVF(x, y) ((x) / (y))
-#define DIVI(x, y) ((y) ? (x) / (y) : 0)
 /* Pow: x*x for the common square, powf otherwise */
 #define POWF(x, y) ((y) == 2.f ? (x) * (x) : powf((x), (y)))
-#define BIN_TYPE(T, DIV, POW)                                                                    \
-  BIN_LOOP(T, ADD)                                                                               \
-  BIN_LOOP(T, SUB)                                                                               \
-  BIN_LOOP(T, MUL)                                                                               \
-  BIN_LOOP(T, DIV) BIN_LOOP(T, POW) static void bin_rows_##T(const binary_state_t *s, T *o,      \
-                                                             const T *a, const T *b, int th) {   \
+#define POW_NONE(x, y) ((x)*0 + (y)*0) /* never used: see above */
+#define BIN_TYPE(T, ADD_E, SUB_E, MUL_E, DIV_E, POW_E)                                           \
+  BIN_LOOP(T, ADD, ADD_E)                                                                        \
+  BIN_LOOP(T, SUB, SUB_E)                                                                        \
+  BIN_LOOP(T, MUL, MUL_E)                                                                        \
+  BIN_LOOP(T, DIV, DIV_E)                                                                        \
+  BIN_LOOP(T, POW, POW_E)                                                                        \
+  static void bin_rows_##T(const binary_state_t *s, T *o, const T *a, const T *b, int th) {      \
     int64_t inner = s->inner;                                                                    \
     int ia = s->sa[s->rank - 1] != 0, ib = s->sb[s->rank - 1] != 0;                              \
-    _Pragma(                                                                                     \
-        "omp parallel for num_threads(th) if (s->outer * inner >= PAR_MIN)") for (int64_t r = 0; \
-                                                                                  r < s->outer;  \
-                                                                                  r++) {         \
+    _Pragma("omp parallel for num_threads(th) if (s->outer * inner >= PAR_MIN)")                 \
+    for (int64_t r = 0; r < s->outer; r++) {                                                     \
       int64_t rem = r, oa = 0, ob = 0;                                                           \
       for (int k = s->rank - 2; k >= 0; k--) {                                                   \
         int64_t idx = rem % s->dims[k];                                                          \
@@ -513,41 +523,67 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
         case B_ADD: bin_##T##_ADD_row(orow, a + oa, b + ob, inner, ia, ib); break;               \
         case B_SUB: bin_##T##_SUB_row(orow, a + oa, b + ob, inner, ia, ib); break;               \
         case B_MUL: bin_##T##_MUL_row(orow, a + oa, b + ob, inner, ia, ib); break;               \
-        case B_DIV: bin_##T##_##DIV##_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
-        case B_POW: bin_##T##_##POW##_row(orow, a + oa, b + ob, inner, ia, ib); break;           \
+        case B_DIV: bin_##T##_DIV_row(orow, a + oa, b + ob, inner, ia, ib); break;               \
+        case B_POW: bin_##T##_POW_row(orow, a + oa, b + ob, inner, ia, ib); break;               \
       }                                                                                          \
     }                                                                                            \
   }
 
-typedef double double_t_;
-#define POWI(x, y) ((x)*0 + (y)*0) /* never used: Pow is float only */
-BIN_TYPE(float, DIVF, POWF)
-BIN_TYPE(double, DIVF, POWF)
-BIN_TYPE(int32_t, DIVI, POWI)
-BIN_TYPE(int64_t, DIVI, POWI)
-BIN_TYPE(uint8_t, DIVI, POWI)
-BIN_TYPE(int8_t, DIVI, POWI)
+BIN_TYPE(float, ADD, SUB, MUL, DIVF, POWF)
+BIN_TYPE(double, ADD, SUB, MUL, DIVF, POWF)
+BIN_TYPE(int32_t, pr_i32_add, pr_i32_sub, pr_i32_mul, pr_i32_div, POW_NONE)
+BIN_TYPE(int64_t, pr_i64_add, pr_i64_sub, pr_i64_mul, pr_i64_div, POW_NONE)
+BIN_TYPE(uint8_t, pr_u8_add, pr_u8_sub, pr_u8_mul, pr_u8_div, POW_NONE)
+BIN_TYPE(int8_t, pr_i8_add, pr_i8_sub, pr_i8_mul, pr_i8_div, POW_NONE)
 // clang-format on
 
-/* Pow with an integer or double base, or an exponent of another type:
- * numpy's power computed in double, stored in the base's type. */
+static bool is_integer(pr_dtype_t t) {
+  switch (t) {
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64: return true;
+    default: return false;
+  }
+}
+
+/* Pow with an integer or double base, or an exponent of another type. An
+ * integer base to an integer exponent is exact and wraps (intmath.h); the
+ * other pairs are numpy's power computed in double and stored in the base's
+ * type (an integer base saturates, NaN gives 0, as Cast). */
 static void run_pow_mixed(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[1]], *o = &x->v[n->out[0]];
   int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK], len = pr_value_numel(o);
   pr_bcast_strides(a, o->rank, o->dims, sa);
   pr_bcast_strides(b, o->rank, o->dims, sb);
+  bool exact = is_integer(a->dtype) && is_integer(b->dtype);
   for (int64_t i = 0; i < len; i++) {
-    double v = pow(pr_load_double(a->ptr, a->dtype, pr_bcast_offset(i, o->rank, o->dims, sa)),
-                   pr_load_double(b->ptr, b->dtype, pr_bcast_offset(i, o->rank, o->dims, sb)));
+    int64_t ia = pr_bcast_offset(i, o->rank, o->dims, sa),
+            ib = pr_bcast_offset(i, o->rank, o->dims, sb);
+    if (exact) {
+      int64_t base = pr_load_int64(a->ptr, a->dtype, ia), p;
+      if (b->dtype == PR_DTYPE_UINT64) /* exponents of 2^63 and more stay positive */
+        p = (int64_t)pr_u64_pow((uint64_t)base, ((const uint64_t *)b->ptr)[ib]);
+      else
+        p = pr_i64_pow(base, pr_load_int64(b->ptr, b->dtype, ib));
+      if (o->dtype == PR_DTYPE_INT32)
+        ((int32_t *)o->ptr)[i] = (int32_t)p; /* the low 32 bits of the wrapped power */
+      else
+        ((int64_t *)o->ptr)[i] = p;
+      continue;
+    }
+    double v = pow(pr_load_double(a->ptr, a->dtype, ia), pr_load_double(b->ptr, b->dtype, ib));
     switch (o->dtype) {
       case PR_DTYPE_FLOAT: ((float *)o->ptr)[i] = (float)v; break;
       case PR_DTYPE_DOUBLE: ((double *)o->ptr)[i] = v; break;
       case PR_DTYPE_INT32:
-        ((int32_t *)o->ptr)[i] = v > -2147483649.0 && v < 2147483648.0 ? (int32_t)v : 0;
+        ((int32_t *)o->ptr)[i] = (int32_t)pr_sat_int(v, INT32_MIN, INT32_MAX);
         break;
-      case PR_DTYPE_INT64:
-        ((int64_t *)o->ptr)[i] = v > -9.3e18 && v < 9.3e18 ? (int64_t)v : 0;
-        break;
+      case PR_DTYPE_INT64: ((int64_t *)o->ptr)[i] = pr_sat_i64(v); break;
       default: break;
     }
   }

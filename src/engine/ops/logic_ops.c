@@ -338,22 +338,22 @@ static void run_cumsum(pr_exec_t *x, pr_node_t *n) {
   for (int64_t i = 0; i < outer; i++)
     for (int64_t j = 0; j < inner; j++) {
       double acc = 0;
-      int64_t iacc = 0;
+      uint64_t iacc = 0; /* integers wrap in two's complement (as intmath.h) */
       for (int64_t s = 0; s < len; s++) {
         int64_t p = rev ? len - 1 - s : s, off = (i * len + p) * inner + j;
         switch (a->dtype) {
-#define CUM(T, ACC)                          \
-  {                                          \
-    T v = ((const T *)a->ptr)[off];          \
-    if (excl)                                \
-      ((T *)o->ptr)[off] = (T)ACC, ACC += v; \
-    else                                     \
-      ACC += v, ((T *)o->ptr)[off] = (T)ACC; \
+#define CUM(T, ACC, ACC_T)                          \
+  {                                                 \
+    T v = ((const T *)a->ptr)[off];                 \
+    if (excl)                                       \
+      ((T *)o->ptr)[off] = (T)ACC, ACC += (ACC_T)v; \
+    else                                            \
+      ACC += (ACC_T)v, ((T *)o->ptr)[off] = (T)ACC; \
   }
-          case PR_DTYPE_FLOAT: CUM(float, acc) break;
-          case PR_DTYPE_DOUBLE: CUM(double, acc) break;
-          case PR_DTYPE_INT32: CUM(int32_t, iacc) break;
-          default: CUM(int64_t, iacc) break;
+          case PR_DTYPE_FLOAT: CUM(float, acc, double) break;
+          case PR_DTYPE_DOUBLE: CUM(double, acc, double) break;
+          case PR_DTYPE_INT32: CUM(int32_t, iacc, uint64_t) break;
+          default: CUM(int64_t, iacc, uint64_t) break;
 #undef CUM
         }
       }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "engine/ops/intmath.h"
 #include "engine/ops/ops.h"
 
 static void destroy_free(void *p) {
@@ -99,6 +100,24 @@ double pr_load_double(const void *p, pr_dtype_t t, int64_t i) {
   }
 }
 
+int64_t pr_load_int64(const void *p, pr_dtype_t t, int64_t i) {
+  switch (t) {
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_UINT64: return ((const int64_t *)p)[i];
+    case PR_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case PR_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case PR_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_BOOL: return ((const uint8_t *)p)[i];
+    case PR_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case PR_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    default: return 0;
+  }
+}
+
+/* Integers convert to integers by keeping the low bits (two's complement
+ * wrap, as numpy); floats to integers saturate to the target's range and NaN
+ * gives 0 (ONNX leaves both undefined, C makes the second undefined). */
 static void run_cast(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
   int64_t len = pr_value_numel(a);
@@ -108,29 +127,43 @@ static void run_cast(pr_exec_t *x, pr_node_t *n) {
     pr_copy(out, in, o->nbytes, x->threads);
     return;
   }
-  /* 64-bit integers go through int64 to keep every bit; the rest through double */
-  bool from_i64 = a->dtype == PR_DTYPE_INT64 || a->dtype == PR_DTYPE_UINT64;
+  /* integers go through int64 to keep every bit; floats through double */
+  bool from_float =
+      a->dtype == PR_DTYPE_FLOAT || a->dtype == PR_DTYPE_DOUBLE || a->dtype == PR_DTYPE_FLOAT16;
   for (int64_t i = 0; i < len; i++) {
     int64_t iv = 0;
     double d = 0;
-    if (from_i64)
-      iv = ((const int64_t *)in)[i],
-      d = a->dtype == PR_DTYPE_UINT64 ? (double)((const uint64_t *)in)[i] : (double)iv;
-    else
-      d = pr_load_double(in, a->dtype, i), iv = isfinite(d) && fabs(d) < 9.2e18 ? (int64_t)d : 0;
+    if (from_float) {
+      d = pr_load_double(in, a->dtype, i);
+    } else {
+      iv = pr_load_int64(in, a->dtype, i);
+      d = a->dtype == PR_DTYPE_UINT64 ? (double)(uint64_t)iv : (double)iv;
+    }
     switch (o->dtype) {
       case PR_DTYPE_FLOAT: ((float *)out)[i] = (float)d; break;
       case PR_DTYPE_DOUBLE: ((double *)out)[i] = d; break;
       case PR_DTYPE_FLOAT16: ((uint16_t *)out)[i] = float_to_half((float)d); break;
-      case PR_DTYPE_INT64:
-      case PR_DTYPE_UINT64: ((int64_t *)out)[i] = iv; break;
+      case PR_DTYPE_INT64: ((int64_t *)out)[i] = from_float ? pr_sat_i64(d) : iv; break;
+      case PR_DTYPE_UINT64: ((uint64_t *)out)[i] = from_float ? pr_sat_u64(d) : (uint64_t)iv; break;
       case PR_DTYPE_INT32:
-      case PR_DTYPE_UINT32: ((int32_t *)out)[i] = (int32_t)iv; break;
+        ((int32_t *)out)[i] = (int32_t)(from_float ? pr_sat_int(d, INT32_MIN, INT32_MAX) : iv);
+        break;
+      case PR_DTYPE_UINT32:
+        ((uint32_t *)out)[i] = (uint32_t)(from_float ? pr_sat_int(d, 0, UINT32_MAX) : iv);
+        break;
       case PR_DTYPE_INT16:
-      case PR_DTYPE_UINT16: ((int16_t *)out)[i] = (int16_t)iv; break;
+        ((int16_t *)out)[i] = (int16_t)(from_float ? pr_sat_int(d, INT16_MIN, INT16_MAX) : iv);
+        break;
+      case PR_DTYPE_UINT16:
+        ((uint16_t *)out)[i] = (uint16_t)(from_float ? pr_sat_int(d, 0, UINT16_MAX) : iv);
+        break;
       case PR_DTYPE_INT8:
-      case PR_DTYPE_UINT8: ((int8_t *)out)[i] = (int8_t)iv; break;
-      case PR_DTYPE_BOOL: ((uint8_t *)out)[i] = from_i64 ? iv != 0 : d != 0; break;
+        ((int8_t *)out)[i] = (int8_t)(from_float ? pr_sat_int(d, INT8_MIN, INT8_MAX) : iv);
+        break;
+      case PR_DTYPE_UINT8:
+        ((uint8_t *)out)[i] = (uint8_t)(from_float ? pr_sat_int(d, 0, UINT8_MAX) : iv);
+        break;
+      case PR_DTYPE_BOOL: ((uint8_t *)out)[i] = from_float ? d != 0 : iv != 0; break;
       default: break;
     }
   }
@@ -145,6 +178,16 @@ const pr_op_t pr_op_cast = {.name = "Cast",
 
 /* ---- Range: folded (its length depends on the values) ---- */
 
+/* Elements of an int64 Range, counted exactly (a double rounds values near
+ * the ends, and the count it gave could run past the limit and overflow). */
+static int64_t range_len_i64(int64_t start, int64_t limit, int64_t delta) {
+  if (delta > 0 ? limit <= start : limit >= start) return 0;
+  uint64_t span = delta > 0 ? (uint64_t)limit - (uint64_t)start : (uint64_t)start - (uint64_t)limit;
+  uint64_t step = delta > 0 ? (uint64_t)delta : (uint64_t)0 - (uint64_t)delta;
+  uint64_t len = (span - 1) / step + 1;
+  return len > INT64_MAX ? INT64_MAX : (int64_t)len;
+}
+
 static pr_status_t infer_range(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *s = pr_in(c, n, 0), *l = pr_in(c, n, 1), *d = pr_in(c, n, 2);
   if (!s || !l || !d || !s->is_const || !l->is_const || !d->is_const)
@@ -153,24 +196,26 @@ static pr_status_t infer_range(pr_compile_t *c, pr_node_t *n) {
   if (s->dtype != l->dtype || s->dtype != d->dtype || pr_value_numel(s) != 1 ||
       pr_value_numel(l) != 1 || pr_value_numel(d) != 1)
     return pr_fail(c, n, PR_ERR_INVALID, "start, limit and delta must be scalars of one type");
-  double start, limit, delta;
-  switch (s->dtype) {
-    case PR_DTYPE_FLOAT:
-    case PR_DTYPE_DOUBLE:
-    case PR_DTYPE_INT32:
-    case PR_DTYPE_INT16:
-      start = pr_load_double(s->data, s->dtype, 0), limit = pr_load_double(l->data, l->dtype, 0);
-      delta = pr_load_double(d->data, d->dtype, 0);
-      break;
-    case PR_DTYPE_INT64:
-      start = (double)*(const int64_t *)s->data, limit = (double)*(const int64_t *)l->data;
-      delta = (double)*(const int64_t *)d->data;
-      break;
-    default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Range of %s", pr_dtype_name(s->dtype));
+  int64_t len;
+  if (s->dtype == PR_DTYPE_INT64) {
+    int64_t delta = *(const int64_t *)d->data;
+    if (delta == 0) return pr_fail(c, n, PR_ERR_INVALID, "delta is zero");
+    len = range_len_i64(*(const int64_t *)s->data, *(const int64_t *)l->data, delta);
+  } else {
+    switch (s->dtype) {
+      case PR_DTYPE_FLOAT:
+      case PR_DTYPE_DOUBLE:
+      case PR_DTYPE_INT32:
+      case PR_DTYPE_INT16: break;
+      default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Range of %s", pr_dtype_name(s->dtype));
+    }
+    double start = pr_load_double(s->data, s->dtype, 0),
+           limit = pr_load_double(l->data, l->dtype, 0),
+           delta = pr_load_double(d->data, d->dtype, 0);
+    if (delta == 0) return pr_fail(c, n, PR_ERR_INVALID, "delta is zero");
+    double cnt = ceil((limit - start) / delta); /* exact for 32-bit integers */
+    len = !(cnt > 0) ? 0 : cnt > (1 << 28) ? INT64_MAX : (int64_t)cnt; /* NaN: 0 */
   }
-  if (delta == 0) return pr_fail(c, n, PR_ERR_INVALID, "delta is zero");
-  double cnt = ceil((limit - start) / delta);
-  int64_t len = cnt > 0 ? (int64_t)cnt : 0;
   if (len > (1 << 28)) return pr_fail(c, n, PR_ERR_INVALID, "range too long");
   pr_value_set_shape(pr_out(c, n, 0), s->dtype, 1, &len);
   return PR_OK;
@@ -180,8 +225,9 @@ static void run_range(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *s = &x->v[n->in[0]], *d = &x->v[n->in[2]], *o = &x->v[n->out[0]];
   int64_t len = o->dims[0];
   for (int64_t i = 0; i < len; i++) switch (o->dtype) {
-      case PR_DTYPE_INT64:
-        ((int64_t *)o->ptr)[i] = *(const int64_t *)s->ptr + i * *(const int64_t *)d->ptr;
+      case PR_DTYPE_INT64: /* start + i * delta stays in range; wrapping keeps it defined */
+        ((int64_t *)o->ptr)[i] =
+            pr_i64_add(*(const int64_t *)s->ptr, pr_i64_mul(i, *(const int64_t *)d->ptr));
         break;
       case PR_DTYPE_INT32:
         ((int32_t *)o->ptr)[i] = (int32_t)(*(const int32_t *)s->ptr + i * *(const int32_t *)d->ptr);
@@ -305,9 +351,10 @@ static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
 }
 
 /* Integer reductions, accumulated in the element type (as numpy's sum of
- * that type); the mean truncates toward zero. */
+ * that type) and wrapping on overflow (intmath.h); the mean is that sum
+ * divided by the count, truncated toward zero. */
 // clang-format off
-#define REDUCE_INT(T)                                                                             \
+#define REDUCE_INT(T, ADD)                                                                        \
   static void reduce_##T(const reduce_state_t *s, const pr_value_t *a, const pr_value_t *o) {    \
     const T *in = a->ptr;                                                                         \
     T *out = o->ptr;                                                                              \
@@ -317,20 +364,20 @@ static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
       int64_t rem = i, off = 0, first = 1;                                                        \
       for (int k = a->rank - 1; k >= 0; k--) {                                                    \
         int64_t idx = rem % a->dims[k];                                                           \
-        off += idx * s->ostride[k];                                                                  \
+        off += idx * s->ostride[k];                                                               \
         if (s->reduce[k] && idx) first = 0;                                                       \
         rem /= a->dims[k];                                                                        \
       }                                                                                           \
       if (s->kind == R_MAX) /* the first value of each output starts its max */                  \
         out[off] = first || in[i] > out[off] ? in[i] : out[off];                                  \
       else                                                                                        \
-        out[off] += in[i];                                                                        \
+        out[off] = ADD(out[off], in[i]);                                                          \
     }                                                                                             \
     if (s->kind == R_MEAN && count)                                                               \
-      for (int64_t i = 0; i < on; i++) out[i] /= (T)count;                                        \
+      for (int64_t i = 0; i < on; i++) out[i] = (T)((int64_t)out[i] / count);                     \
   }
-REDUCE_INT(int32_t)
-REDUCE_INT(int64_t)
+REDUCE_INT(int32_t, pr_i32_add)
+REDUCE_INT(int64_t, pr_i64_add)
 // clang-format on
 
 static void run_reduce(pr_exec_t *x, pr_node_t *n) {
@@ -437,11 +484,13 @@ static pr_status_t slice_params(pr_compile_t *c, pr_node_t *n, slice_state_t *s,
     if (step > 0) {
       st = st < 0 ? 0 : st > dim ? dim : st;
       en = en < 0 ? 0 : en > dim ? dim : en;
-      out_dims[ax] = en > st ? (en - st + step - 1) / step : 0;
+      /* (n - 1) / step + 1 elements, in unsigned: a step near INT64_MAX must not overflow */
+      out_dims[ax] = en > st ? (int64_t)((uint64_t)(en - st - 1) / (uint64_t)step + 1) : 0;
     } else {
       st = st < 0 ? -1 : st > dim - 1 ? dim - 1 : st;
       en = en < -1 ? -1 : en > dim - 1 ? dim - 1 : en;
-      out_dims[ax] = st > en ? (st - en + (-step) - 1) / (-step) : 0;
+      out_dims[ax] =
+          st > en ? (int64_t)((uint64_t)(st - en - 1) / ((uint64_t)0 - (uint64_t)step) + 1) : 0;
     }
     s->start[ax] = st;
     s->step[ax] = step;

@@ -51,6 +51,9 @@ pr_status_t pr_broadcast_inputs(pr_compile_t *c, pr_node_t *n, int from, int *ro
 
 /* Element i of a tensor of type t as a double (integers, bool, floats, float16). */
 double pr_load_double(const void *p, pr_dtype_t t, int64_t i);
+/* Element i of a tensor of an integer type or bool as an int64 (UINT64
+ * reinterpreted: values of 2^63 and more come out negative); 0 for others. */
+int64_t pr_load_int64(const void *p, pr_dtype_t t, int64_t i);
 
 /* Element strides of v broadcast to an output of rank r and dims d (0 on
  * broadcast axes), and the offset in v of output element i. */

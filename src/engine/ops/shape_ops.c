@@ -646,7 +646,10 @@ static pr_status_t infer_pad(pr_compile_t *c, pr_node_t *n) {
   pr_status_t st = pad_params(c, n, &s);
   if (st) return st;
   int64_t d[PR_MAX_RANK];
-  for (int k = 0; k < a->rank; k++) d[k] = a->dims[k] + s.pads[k] + s.pads[k + a->rank];
+  for (int k = 0; k < a->rank; k++)
+    if (__builtin_add_overflow(a->dims[k], s.pads[k], &d[k]) ||
+        __builtin_add_overflow(d[k], s.pads[k + a->rank], &d[k]))
+      return pr_fail(c, n, PR_ERR_INVALID, "pads too large for axis %d", k);
   pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
   return PR_OK;
 }

@@ -1,0 +1,84 @@
+/* Integer arithmetic with a defined result for every input, for the kernels
+ * that compute on client data (and for constant folding, which runs them).
+ *
+ * Notes on the design:
+ * - ONNX leaves integer overflow and division by zero undefined; C makes
+ *   signed overflow, INT_MIN / -1 and x / 0 undefined behaviour (x86 traps
+ *   with SIGFPE on the last two). packrat defines them instead:
+ *   Add, Sub, Mul, Neg, Abs, Pow and the integer sums wrap in two's
+ *   complement (computed in the unsigned type of at least the same width);
+ *   x / 0 is 0, INT_MIN / -1 is INT_MIN (the wrapped quotient).
+ * - Converting an out-of-range unsigned value back to the signed type is
+ *   implementation-defined in C11; GCC and Clang define it as reduction
+ *   modulo 2^N, which is the two's complement wrap wanted here.
+ * - A float converted to an integer saturates to the type's range, NaN
+ *   gives 0 (C makes an out-of-range conversion undefined).
+ * - Types narrower than 32 bits compute through uint32_t so that the usual
+ *   promotion to int cannot overflow (65535 * 65535 does not fit an int). */
+#ifndef PR_ENGINE_OPS_INTMATH_H
+#define PR_ENGINE_OPS_INTMATH_H
+
+#include <stdint.h>
+
+// clang-format off
+#define PR_INT_WRAP_FNS(sfx, T, UT)                                                          \
+  static inline T pr_##sfx##_add(T a, T b) { return (T)((UT)a + (UT)b); }                  \
+  static inline T pr_##sfx##_sub(T a, T b) { return (T)((UT)a - (UT)b); }                  \
+  static inline T pr_##sfx##_mul(T a, T b) { return (T)((UT)a * (UT)b); }                  \
+  static inline T pr_##sfx##_neg(T a) { return (T)((UT)0 - (UT)a); }                       \
+  static inline T pr_##sfx##_abs(T a) { return a < 0 ? pr_##sfx##_neg(a) : a; }            \
+  /* x / 0 = 0; MIN / -1 = MIN (a / -1 is the wrapped negation) */                          \
+  static inline T pr_##sfx##_div(T a, T b) {                                                \
+    return b == 0 ? 0 : b == -1 ? pr_##sfx##_neg(a) : (T)(a / b);                          \
+  }
+#define PR_UINT_WRAP_FNS(sfx, T, UT)                                                         \
+  static inline T pr_##sfx##_add(T a, T b) { return (T)((UT)a + (UT)b); }                  \
+  static inline T pr_##sfx##_sub(T a, T b) { return (T)((UT)a - (UT)b); }                  \
+  static inline T pr_##sfx##_mul(T a, T b) { return (T)((UT)a * (UT)b); }                  \
+  static inline T pr_##sfx##_div(T a, T b) { return b == 0 ? 0 : (T)(a / b); }
+PR_INT_WRAP_FNS(i8, int8_t, uint32_t)
+PR_INT_WRAP_FNS(i16, int16_t, uint32_t)
+PR_INT_WRAP_FNS(i32, int32_t, uint32_t)
+PR_INT_WRAP_FNS(i64, int64_t, uint64_t)
+PR_UINT_WRAP_FNS(u8, uint8_t, uint32_t)
+// clang-format on
+#undef PR_INT_WRAP_FNS
+#undef PR_UINT_WRAP_FNS
+
+/* base^e modulo 2^64 (square and multiply); the low bits are those of the
+ * exact power, so a narrower type takes its wrapped result from this one. */
+static inline uint64_t pr_u64_pow(uint64_t base, uint64_t e) {
+  uint64_t r = 1;
+  for (; e; e >>= 1, base *= base)
+    if (e & 1) r *= base;
+  return r;
+}
+
+/* Integer base^e, wrapped: a negative exponent gives the truncated 1 / base^-e
+ * (1 for base 1, +-1 for base -1, else 0, base 0 included as for x / 0). */
+static inline int64_t pr_i64_pow(int64_t base, int64_t e) {
+  if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+  return (int64_t)pr_u64_pow((uint64_t)base, (uint64_t)e);
+}
+
+/* float to integer: saturate to [lo, hi], NaN to 0 (lo and hi exact in a
+ * double, so types up to 32 bits) */
+static inline int64_t pr_sat_int(double d, int64_t lo, int64_t hi) {
+  if (d != d) return 0;
+  if (d <= (double)lo) return lo;
+  if (d >= (double)hi) return hi;
+  return (int64_t)d;
+}
+static inline int64_t pr_sat_i64(double d) {
+  if (d != d) return 0;
+  if (d >= 9223372036854775808.0) return INT64_MAX; /* 2^63 */
+  if (d <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)d;
+}
+static inline uint64_t pr_sat_u64(double d) {
+  if (!(d > 0)) return 0;                             /* NaN and negatives */
+  if (d >= 18446744073709551616.0) return UINT64_MAX; /* 2^64 */
+  return (uint64_t)d;
+}
+
+#endif
