@@ -38,6 +38,8 @@ enum {
   PR_ERR_NOMEM = -4,       /* allocation failed or a size overflowed */
   PR_ERR_INTERNAL = -5,    /* a library call failed unexpectedly */
   PR_ERR_NOT_FOUND = -6,   /* named thing does not exist */
+  PR_ERR_BUSY = -7,        /* a limit is reached (queue full, bytes in flight); retry later */
+  PR_ERR_TIMEOUT = -8,     /* the deadline passed before the work was done */
 };
 
 /* Element types, numbered as ONNX TensorProto.DataType. */

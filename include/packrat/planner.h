@@ -68,6 +68,10 @@ double pr_profile_latency(const pr_profile_t *profile, int threads, int batch);
 pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan_t *plan, char *err,
                           size_t err_len);
 
+/* Writes plan as "THREADSxBATCH,..." (pr_plan_parse's form) into buf, cut
+ * (NUL-terminated) when len is too small. */
+void pr_plan_format(const pr_plan_t *plan, char *buf, size_t len);
+
 void pr_profile_free(pr_profile_t *profile);
 
 #endif

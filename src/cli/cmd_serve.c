@@ -22,7 +22,16 @@ static void usage(FILE *f) {
           "  --cores LIST             CPUs to use, e.g. 0-7 or 0,2,4 (default: all)\n"
           "  --max-batch B            default max batch size (default 8)\n"
           "  --max-queue-delay-us U   default max queue delay (default 2000)\n"
-          "  --max-body-mb N          largest request body (default 64)\n"
+          "  --max-body-mb N          largest infer request body (default 64; other\n"
+          "                           routes take 1 MiB)\n"
+          "  --max-inflight-mb N      request bytes (bodies and parsed tensors) held at\n"
+          "                           once; beyond it requests get 503 (default 1024)\n"
+          "  --max-models N           models known at once (default 64)\n"
+          "  --max-prepared-plans N   prepared plans per model; the least recently used is\n"
+          "                           evicted beyond it (default 16, 2..64)\n"
+          "  --max-connections N      open HTTP connections (default 1024)\n"
+          "  --request-timeout-ms N   default time a request may wait in the queue\n"
+          "                           (default 30000)\n"
           "  --log-format text|json   log lines (default text)\n");
 }
 
@@ -71,6 +80,16 @@ int pr_cli_serve(int argc, char **argv) {
       cfg.max_queue_delay_us = (int)pr_cli_parse_long(a, val, 0, 10000000), i++;
     } else if (!strcmp(a, "--max-body-mb")) {
       cfg.max_body_bytes = (size_t)pr_cli_parse_long(a, val, 1, 4096) << 20, i++;
+    } else if (!strcmp(a, "--max-inflight-mb")) {
+      cfg.max_inflight_bytes = (size_t)pr_cli_parse_long(a, val, 1, 1 << 20) << 20, i++;
+    } else if (!strcmp(a, "--max-models")) {
+      cfg.max_models = (int)pr_cli_parse_long(a, val, 1, 4096), i++;
+    } else if (!strcmp(a, "--max-prepared-plans")) {
+      cfg.max_prepared_plans = (int)pr_cli_parse_long(a, val, 2, 64), i++;
+    } else if (!strcmp(a, "--max-connections")) {
+      cfg.max_connections = (int)pr_cli_parse_long(a, val, 1, 1000000), i++;
+    } else if (!strcmp(a, "--request-timeout-ms")) {
+      cfg.request_timeout_s = (double)pr_cli_parse_long(a, val, 1, 86400000) / 1000.0, i++;
     } else if (!strcmp(a, "--cores") && val) {
       cfg.n_cpus = parse_cpus(val, cpus, 4096);
       if (cfg.n_cpus <= 0) {

@@ -337,3 +337,11 @@ void pr_profile_free(pr_profile_t *p) {
   p->points = NULL;
   p->n_points = 0;
 }
+
+void pr_plan_format(const pr_plan_t *plan, char *buf, size_t len) {
+  size_t off = 0;
+  if (len) buf[0] = 0;
+  for (int k = 0; k < plan->n_instances && off < len; k++)
+    off += (size_t)snprintf(buf + off, len - off, "%s%dx%d", k ? "," : "",
+                            plan->instances[k].threads, plan->instances[k].batch);
+}

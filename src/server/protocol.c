@@ -803,6 +803,18 @@ int pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name, c
   return buf ? 200 : 500;
 }
 
+int pr_proto_http_status(pr_status_t st) {
+  switch (st) {
+    case PR_OK: return 200;
+    case PR_ERR_INVALID:
+    case PR_ERR_UNSUPPORTED: return 400;
+    case PR_ERR_NOT_FOUND: return 404;
+    case PR_ERR_BUSY: return 503;
+    case PR_ERR_TIMEOUT: return 504;
+    default: return 500;
+  }
+}
+
 char *pr_proto_error(const char *msg) {
   char clean[1024];
   pr_utf8_sanitize(msg ? msg : "", clean, sizeof clean);

@@ -61,6 +61,9 @@ int pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name, c
                             const pr_request_t *r, const pr_proto_infer_t *q, char **out,
                             size_t *out_len, size_t *json_len);
 
+/* The HTTP status of a pr_status_t: the one place statuses become HTTP. */
+int pr_proto_http_status(pr_status_t st);
+
 /* {"error": msg} (malloc'd, NULL only when out of memory); msg may hold any
  * bytes: invalid UTF-8 is replaced, so the body is always valid JSON. */
 char *pr_proto_error(const char *msg);

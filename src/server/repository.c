@@ -21,51 +21,66 @@ static bool is_file(const char *p) {
   return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max) {
+/* The entry of directory item `item` of dir (a model folder or NAME.onnx);
+ * false when it is not a model. */
+static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s", dir, item);
+  size_t len = strlen(item);
+  memset(r, 0, sizeof *r);
+  if (len > 5 && !strcmp(item + len - 5, ".onnx") && is_file(p)) {
+    snprintf(r->name, sizeof r->name, "%.*s", (int)(len - 5), item);
+    if (len - 5 >= sizeof r->name || !valid_name(r->name)) return false;
+    snprintf(r->version, sizeof r->version, "1");
+    snprintf(r->path, sizeof r->path, "%s", p);
+    return true;
+  }
+  if (!valid_name(item)) return false;
+  DIR *md = opendir(p);
+  if (!md) return false;
+  long best = -1;
+  struct dirent *v;
+  while ((v = readdir(md))) {
+    char *end;
+    long ver = strtol(v->d_name, &end, 10);
+    char mp[4096];
+    snprintf(mp, sizeof mp, "%s/%s/model.onnx", p, v->d_name);
+    if (*end || end == v->d_name || ver < 0 || !is_file(mp)) continue;
+    if (ver > best) best = ver;
+  }
+  closedir(md);
+  if (best < 0) return false;
+  snprintf(r->name, sizeof r->name, "%s", item);
+  snprintf(r->version, sizeof r->version, "%ld", best);
+  snprintf(r->path, sizeof r->path, "%s/%ld/model.onnx", p, best);
+  char cp[4096];
+  snprintf(cp, sizeof cp, "%s/config.json", p);
+  if (is_file(cp)) snprintf(r->config, sizeof r->config, "%s", cp);
+  return true;
+}
+
+int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total) {
   DIR *d = opendir(dir);
   if (!d) return -1;
-  int n = 0;
+  int n = 0, all = 0;
   struct dirent *e;
-  while ((e = readdir(d)) && n < max) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    size_t len = strlen(e->d_name);
-    if (len > 5 && !strcmp(e->d_name + len - 5, ".onnx") && is_file(p)) {
-      pr_repo_entry_t *r = &out[n];
-      memset(r, 0, sizeof *r);
-      snprintf(r->name, sizeof r->name, "%.*s", (int)(len - 5), e->d_name);
-      if (!valid_name(r->name)) continue;
-      snprintf(r->version, sizeof r->version, "1");
-      snprintf(r->path, sizeof r->path, "%s", p);
-      n++;
-      continue;
-    }
-    if (!valid_name(e->d_name)) continue;
-    DIR *md = opendir(p);
-    if (!md) continue;
-    long best = -1;
-    struct dirent *v;
-    while ((v = readdir(md))) {
-      char *end;
-      long ver = strtol(v->d_name, &end, 10);
-      char mp[4096];
-      snprintf(mp, sizeof mp, "%s/%s/model.onnx", p, v->d_name);
-      if (*end || end == v->d_name || ver < 0 || !is_file(mp)) continue;
-      if (ver > best) best = ver;
-    }
-    closedir(md);
-    if (best < 0) continue;
-    pr_repo_entry_t *r = &out[n++];
-    memset(r, 0, sizeof *r);
-    snprintf(r->name, sizeof r->name, "%s", e->d_name);
-    snprintf(r->version, sizeof r->version, "%ld", best);
-    snprintf(r->path, sizeof r->path, "%s/%ld/model.onnx", p, best);
-    char cp[4096];
-    snprintf(cp, sizeof cp, "%s/config.json", p);
-    if (is_file(cp)) snprintf(r->config, sizeof r->config, "%s", cp);
+  pr_repo_entry_t tmp;
+  while ((e = readdir(d))) {
+    if (!entry_for(dir, e->d_name, n < max ? &out[n] : &tmp)) continue;
+    all++;
+    if (n < max) n++;
   }
   closedir(d);
+  if (total) *total = all;
   return n;
+}
+
+int pr_repo_find(const char *dir, const char *name, pr_repo_entry_t *out) {
+  char item[PR_NAME_MAX + 8];
+  if (!valid_name(name)) return -1;
+  if (entry_for(dir, name, out)) return 0;
+  snprintf(item, sizeof item, "%s.onnx", name);
+  return entry_for(dir, item, out) ? 0 : -1;
 }
 
 int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len) {

@@ -15,9 +15,13 @@ typedef struct {
 } pr_repo_entry_t;
 
 /* Lists DIR/<model>/<version>/model.onnx (the highest numeric version of
- * each model) and DIR/<model>.onnx (version 1). Returns the count (at most
- * max) or -1 when DIR cannot be read. Names are validated: [A-Za-z0-9_.-]. */
-int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max);
+ * each model) and DIR/<model>.onnx (version 1). Returns the count stored (at
+ * most max) or -1 when DIR cannot be read; *total (optional): how many models
+ * DIR holds, beyond max too. Names are validated: [A-Za-z0-9_.-]. */
+int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total);
+/* The entry of one model by name (a folder or NAME.onnx); 0, or -1 when DIR
+ * has no such model (or the name is not a valid model name). */
+int pr_repo_find(const char *dir, const char *name, pr_repo_entry_t *out);
 
 /* Per-model settings (config.json), each defaulting to the server's. */
 typedef struct {

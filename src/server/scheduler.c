@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "server/scheduler.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -15,6 +16,8 @@
 #include "base/util.h"
 #include "packrat/estimator.h"
 
+/* Sessions one instance may hold: powers of two up to the max batch, its
+ * planned batch and the max batch; 24 covers max batches up to 2^21. */
 #define MAX_SIZES 24
 
 typedef struct {
@@ -32,8 +35,17 @@ typedef struct {
   int n_sizes;
   pr_status_t status;
   char err[512];
-  bool started;
 } worker_t;
+
+typedef struct {
+  pr_plan_t plan;
+  worker_t *workers;
+  int n_workers;
+  bool used;   /* the slot holds a config (its workers may still be starting) */
+  bool ok;     /* every worker started with its sessions: may be switched to */
+  bool retire; /* its workers leave (eviction or a failed start) */
+  double last_used;
+} config_t;
 
 struct pr_sched {
   pr_model_t *model;
@@ -42,13 +54,9 @@ struct pr_sched {
   pr_tensor_info_t in_info[PR_SCHED_MAX_IO];
   int n_in, n_out;
   int cpus[4096], n_cpus;
-  struct {
-    pr_plan_t plan;
-    worker_t *workers;
-    int n_workers;
-    bool ok; /* every worker started with its sessions */
-  } configs[PR_SCHED_MAX_CONFIGS];
-  int n_configs, active;
+  pthread_mutex_t admin;
+  config_t configs[PR_SCHED_MAX_CONFIGS];
+  int active;
   pthread_mutex_t qlock;
   pthread_cond_t qcond;
   pr_request_t *head, *tail;
@@ -68,11 +76,25 @@ static size_t row_bytes_t(const pr_tensor_t *t) {
   return n;
 }
 
+static void timespec_at(struct timespec *ts, double t_mono) {
+  /* condition variables here use CLOCK_MONOTONIC */
+  ts->tv_sec = (time_t)t_mono;
+  ts->tv_nsec = (long)((t_mono - (double)ts->tv_sec) * 1e9);
+}
+
+static void cond_init_monotonic(pthread_cond_t *c) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(c, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
 pr_request_t *pr_request_new(void) {
   pr_request_t *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   pthread_mutex_init(&r->lock, NULL);
-  pthread_cond_init(&r->cond, NULL);
+  cond_init_monotonic(&r->cond);
   return r;
 }
 
@@ -84,10 +106,9 @@ void pr_request_free(pr_request_t *r) {
   free(r);
 }
 
-static void complete(pr_request_t *r, pr_status_t st, int http, const char *msg) {
+static void complete(pr_request_t *r, pr_status_t st, const char *msg) {
   pthread_mutex_lock(&r->lock);
   r->status = st;
-  r->http_status = http;
   if (msg) snprintf(r->err, sizeof r->err, "%s", msg);
   r->t_end = pr_now();
   r->done = true;
@@ -101,7 +122,40 @@ void pr_request_wait(pr_request_t *r) {
   pthread_mutex_unlock(&r->lock);
 }
 
-/* Session of the smallest prepared size >= rows; made now if none. */
+/* Waits until r is done or the monotonic time `until`; returns done. */
+static bool wait_until(pr_request_t *r, double until) {
+  struct timespec ts;
+  timespec_at(&ts, until);
+  pthread_mutex_lock(&r->lock);
+  while (!r->done && pthread_cond_timedwait(&r->cond, &r->lock, &ts) != ETIMEDOUT) {
+  }
+  bool done = r->done;
+  pthread_mutex_unlock(&r->lock);
+  return done;
+}
+
+void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
+  if (r->deadline > 0 && !wait_until(r, r->deadline)) {
+    bool queued = false;
+    pthread_mutex_lock(&s->qlock);
+    for (pr_request_t **at = &s->head, *prev = NULL; *at; prev = *at, at = &(*at)->next) {
+      if (*at != r) continue;
+      *at = r->next;
+      if (s->tail == r) s->tail = prev;
+      s->depth--;
+      queued = true;
+      break;
+    }
+    pthread_mutex_unlock(&s->qlock);
+    if (queued) {
+      atomic_fetch_add(&s->stats.timed_out, 1);
+      complete(r, PR_ERR_TIMEOUT, "request timed out in the queue");
+    }
+  }
+  pr_request_wait(r);
+}
+
+/* Session of the smallest prepared size >= rows, or NULL. */
 static sized_session_t *session_for(worker_t *w, int rows) {
   for (int i = 0; i < w->n_sizes; i++)
     if (w->sizes[i].rows >= rows) return &w->sizes[i];
@@ -110,7 +164,12 @@ static sized_session_t *session_for(worker_t *w, int rows) {
 
 static pr_status_t add_size(worker_t *w, int rows) {
   struct pr_sched *s = w->s;
-  if (w->n_sizes == MAX_SIZES) return PR_ERR_INVALID;
+  if (session_for(w, rows) && session_for(w, rows)->rows == rows) return PR_OK;
+  if (w->n_sizes == MAX_SIZES) {
+    pr_errf(w->err, sizeof w->err, "instance %d holds %d batch sizes, the most it may", w->index,
+            MAX_SIZES);
+    return PR_ERR_BUSY;
+  }
   sized_session_t *z = &w->sizes[w->n_sizes];
   memset(z, 0, sizeof *z);
   z->rows = rows;
@@ -125,13 +184,30 @@ static pr_status_t add_size(worker_t *w, int rows) {
   opt.input_shapes = shapes;
   pr_status_t st = pr_engine_session_create(s->model, &opt, &z->session, w->err, sizeof w->err);
   if (st) return st;
-  for (int i = 0; i < s->n_in; i++) {
+  /* outputs are scattered back by rows: each must have the batch axis */
+  for (int o = 0; o < s->n_out && !st; o++) {
+    pr_tensor_info_t info;
+    pr_engine_session_output(z->session, o, &info);
+    if (info.rank < 1 || info.dims[0] != rows) {
+      pr_errf(w->err, sizeof w->err,
+              "output '%s' has no batch axis (at batch %d its first dimension is %lld): only "
+              "models whose every output has the batch as axis 0 are served",
+              info.name, rows, info.rank ? (long long)info.dims[0] : 0LL);
+      st = PR_ERR_UNSUPPORTED;
+    }
+  }
+  for (int i = 0; i < s->n_in && !st; i++) {
     pr_tensor_t *t = &z->in[i];
     t->dtype = shapes[i].dtype;
     t->rank = shapes[i].rank;
     memcpy(t->dims, shapes[i].dims, sizeof t->dims);
     t->data = pr_aligned_calloc(row_bytes_t(t) * (size_t)rows);
-    if (!t->data) return PR_ERR_NOMEM;
+    if (!t->data) st = PR_ERR_NOMEM;
+  }
+  if (st) {
+    pr_engine_session_destroy(z->session);
+    for (int i = 0; i < s->n_in; i++) pr_free(z->in[i].data);
+    return st;
   }
   w->n_sizes++;
   /* keep sizes ascending */
@@ -143,16 +219,27 @@ static pr_status_t add_size(worker_t *w, int rows) {
   return PR_OK;
 }
 
+/* The prepared size a batch of `rows` runs on: the next power of two (at most
+ * the max batch) when the instance has none as large, so that an instance
+ * never holds more than log2(max batch) + 2 sizes. */
+static sized_session_t *session_at_least(worker_t *w, int rows) {
+  sized_session_t *z = session_for(w, rows);
+  if (z) return z;
+  int size = 1;
+  while (size < rows) size *= 2;
+  if (size > w->s->cfg.max_batch) size = rows > w->s->cfg.max_batch ? rows : w->s->cfg.max_batch;
+  if (add_size(w, size) != PR_OK) return NULL;
+  return session_for(w, rows);
+}
+
 static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   struct pr_sched *s = w->s;
-  sized_session_t *z = session_for(w, rows);
+  sized_session_t *z = session_at_least(w, rows);
   if (!z) {
-    if (add_size(w, rows) != PR_OK) {
-      for (int i = 0; i < n; i++) complete(reqs[i], PR_ERR_INTERNAL, 500, w->err);
-      atomic_fetch_add(&s->stats.failed, (uint64_t)n);
-      return;
-    }
-    z = session_for(w, rows);
+    pr_log(PR_LOG_ERROR, "instance %d: %s", w->index, w->err);
+    for (int i = 0; i < n; i++) complete(reqs[i], PR_ERR_INTERNAL, w->err);
+    atomic_fetch_add(&s->stats.failed, (uint64_t)n);
+    return;
   }
   double t0 = pr_now();
   for (int k = 0; k < s->n_in; k++) {
@@ -178,6 +265,8 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     pr_request_t *r = reqs[i];
     pr_status_t rs = st;
     for (int o = 0; o < s->n_out && !rs; o++) {
+      /* add_size checked that outs[o].dims[0] == z->rows >= the rows taken */
+      assert(outs[o].rank >= 1 && outs[o].dims[0] == z->rows);
       pr_tensor_t *t = &r->outputs[o];
       *t = outs[o];
       t->dims[0] = r->rows;
@@ -194,14 +283,8 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
       atomic_fetch_add(&s->stats.failed, 1);
     else
       atomic_fetch_add(&s->stats.success, 1);
-    complete(r, rs, rs ? 500 : 200, rs ? (st ? err : "out of memory") : NULL);
+    complete(r, rs, rs ? (st ? err : "out of memory") : NULL);
   }
-}
-
-static void timespec_at(struct timespec *ts, double t_mono) {
-  /* condition variables here use CLOCK_MONOTONIC */
-  ts->tv_sec = (time_t)t_mono;
-  ts->tv_nsec = (long)((t_mono - (double)ts->tv_sec) * 1e9);
 }
 
 static void *worker_main(void *arg) {
@@ -216,13 +299,14 @@ static void *worker_main(void *arg) {
   pthread_mutex_lock(&s->qlock);
   s->started++;
   pthread_cond_broadcast(&s->qcond);
+  config_t *cfg = &s->configs[w->config];
   pr_request_t *batch[1024];
   while (!w->status) {
     /* parked while another config is active; on stop, the active config
      * drains the queue and every other worker leaves at once */
-    while (!s->stop && !(s->head && s->active == w->config))
+    while (!s->stop && !cfg->retire && !(s->head && s->active == w->config))
       pthread_cond_wait(&s->qcond, &s->qlock);
-    if (s->stop && (!s->head || s->active != w->config)) break;
+    if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
     int n = 0, rows = 0;
     double first_t = s->head->t_enqueue;
     for (;;) {
@@ -234,7 +318,7 @@ static void *worker_main(void *arg) {
         s->depth--;
         if (r->deadline > 0 && pr_now() > r->deadline) {
           atomic_fetch_add(&s->stats.timed_out, 1);
-          complete(r, PR_ERR_INVALID, 504, "request timed out in the queue");
+          complete(r, PR_ERR_TIMEOUT, "request timed out in the queue");
           continue;
         }
         batch[n++] = r;
@@ -264,40 +348,95 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* Starts the workers of a new config; qlock not held. */
-int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+/* Retires config c: its workers leave (after the batch they hold), are
+ * joined, and their sessions freed; the slot becomes free. admin held, and c
+ * is not active. */
+static void retire_config(pr_sched_t *s, int c) {
+  config_t *cfg = &s->configs[c];
   pthread_mutex_lock(&s->qlock);
-  for (int c = 0; c < s->n_configs; c++) {
-    const pr_plan_t *p = &s->configs[c].plan;
-    bool same = p->n_instances == plan->n_instances;
-    for (int k = 0; same && k < p->n_instances; k++)
-      same = p->instances[k].threads == plan->instances[k].threads &&
-             p->instances[k].batch == plan->instances[k].batch &&
-             p->instances[k].first_core == plan->instances[k].first_core;
-    if (same) {
-      pthread_mutex_unlock(&s->qlock);
-      return c;
+  assert(s->active != c || !cfg->ok);
+  cfg->retire = true;
+  cfg->ok = false;
+  pthread_cond_broadcast(&s->qcond);
+  pthread_mutex_unlock(&s->qlock);
+  for (int k = 0; k < cfg->n_workers; k++) {
+    worker_t *w = &cfg->workers[k];
+    pthread_join(w->thread, NULL);
+    for (int i = 0; i < w->n_sizes; i++) {
+      pr_engine_session_destroy(w->sizes[i].session);
+      for (int j = 0; j < PR_SCHED_MAX_IO; j++) pr_free(w->sizes[i].in[j].data);
     }
   }
-  int idx = s->n_configs;
+  free(cfg->workers);
+  pthread_mutex_lock(&s->qlock);
+  memset(cfg, 0, sizeof *cfg);
   pthread_mutex_unlock(&s->qlock);
+}
+
+static bool same_plan(const pr_plan_t *p, const pr_plan_t *q) {
+  bool same = p->n_instances == q->n_instances;
+  for (int k = 0; same && k < p->n_instances; k++)
+    same = p->instances[k].threads == q->instances[k].threads &&
+           p->instances[k].batch == q->instances[k].batch &&
+           p->instances[k].first_core == q->instances[k].first_core;
+  return same;
+}
+
+/* add_plan with admin held. */
+static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
   int need = 0;
   for (int k = 0; k < plan->n_instances; k++)
     if (plan->instances[k].first_core + plan->instances[k].threads > need)
       need = plan->instances[k].first_core + plan->instances[k].threads;
-  if (idx == PR_SCHED_MAX_CONFIGS || need > s->n_cpus || plan->n_instances < 1) {
-    pr_errf(err, err_len, "plan needs %d cores, %d available (or too many plans)", need, s->n_cpus);
+  if (need > s->n_cpus || plan->n_instances < 1) {
+    pr_errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
     return -1;
   }
-  worker_t *ws = calloc((size_t)plan->n_instances, sizeof *ws);
-  if (!ws) return -1;
-  s->configs[idx].plan = *plan;
-  s->configs[idx].workers = ws;
-  s->configs[idx].n_workers = 0;
-  int started_before;
+  int max = s->cfg.max_plans, free_slot = -1, lru = -1, used = 0;
   pthread_mutex_lock(&s->qlock);
-  started_before = s->started;
-  s->n_configs = idx + 1; /* workers check `active`, which is never idx yet */
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
+    config_t *cfg = &s->configs[c];
+    if (!cfg->used) {
+      if (free_slot < 0) free_slot = c;
+      continue;
+    }
+    used++;
+    if (cfg->ok && same_plan(&cfg->plan, plan)) {
+      cfg->last_used = pr_now();
+      pthread_mutex_unlock(&s->qlock);
+      return c;
+    }
+    if (c != s->active && (lru < 0 || cfg->last_used < s->configs[lru].last_used)) lru = c;
+  }
+  pthread_mutex_unlock(&s->qlock);
+  if (used >= max) {
+    if (lru < 0) {
+      pr_errf(err, err_len, "no prepared plan can be evicted");
+      return -1;
+    }
+    char a[256];
+    pr_plan_format(&s->configs[lru].plan, a, sizeof a);
+    pr_log(PR_LOG_INFO, "evicting prepared plan %s (least recently used; %d plans at most)", a,
+           max);
+    retire_config(s, lru);
+    atomic_fetch_add(&s->stats.plans_evicted, 1);
+    if (free_slot < 0 || lru < free_slot) free_slot = lru;
+  }
+  assert(free_slot >= 0 && free_slot < PR_SCHED_MAX_CONFIGS);
+  worker_t *ws = calloc((size_t)plan->n_instances, sizeof *ws);
+  if (!ws) {
+    pr_errf(err, err_len, "out of memory");
+    return -1;
+  }
+  int idx = free_slot;
+  config_t *cfg = &s->configs[idx];
+  pthread_mutex_lock(&s->qlock);
+  cfg->plan = *plan;
+  cfg->workers = ws;
+  cfg->n_workers = 0;
+  cfg->used = true; /* workers check `active`, which is never idx yet */
+  cfg->last_used = pr_now();
+  int started_before = s->started;
   pthread_mutex_unlock(&s->qlock);
   for (int k = 0; k < plan->n_instances; k++) {
     worker_t *w = &ws[k];
@@ -308,25 +447,32 @@ int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t er
     w->batch = plan->instances[k].batch;
     memcpy(w->cpus, s->cpus + plan->instances[k].first_core, sizeof(int) * (size_t)w->threads);
     if (pthread_create(&w->thread, NULL, worker_main, w)) break;
-    w->started = true;
-    s->configs[idx].n_workers++;
+    cfg->n_workers++;
   }
   pthread_mutex_lock(&s->qlock);
-  while (s->started < started_before + s->configs[idx].n_workers)
-    pthread_cond_wait(&s->qcond, &s->qlock);
+  while (s->started < started_before + cfg->n_workers) pthread_cond_wait(&s->qcond, &s->qlock);
   pthread_mutex_unlock(&s->qlock);
-  for (int k = 0; k < s->configs[idx].n_workers; k++)
-    if (ws[k].status) {
-      pr_errf(err, err_len, "instance %d: %s", k, ws[k].err);
-      return -1;
-    }
-  if (s->configs[idx].n_workers < plan->n_instances) {
-    pr_errf(err, err_len, "cannot start an instance thread");
+  int bad = -1;
+  for (int k = 0; k < cfg->n_workers && bad < 0; k++)
+    if (ws[k].status) bad = k;
+  if (bad >= 0 || cfg->n_workers < plan->n_instances) {
+    if (bad >= 0)
+      pr_errf(err, err_len, "instance %d: %s", bad, ws[bad].err);
+    else
+      pr_errf(err, err_len, "cannot start an instance thread");
+    retire_config(s, idx);
     return -1;
   }
   pthread_mutex_lock(&s->qlock);
-  s->configs[idx].ok = true;
+  cfg->ok = true;
   pthread_mutex_unlock(&s->qlock);
+  return idx;
+}
+
+int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  pthread_mutex_lock(&s->admin);
+  int idx = add_plan_locked(s, plan, err, err_len);
+  pthread_mutex_unlock(&s->admin);
   return idx;
 }
 
@@ -340,36 +486,36 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
     pr_errf(err, err_len, "models with 1 to %d inputs and outputs are served", PR_SCHED_MAX_IO);
     return PR_ERR_UNSUPPORTED;
   }
-  if (n_plans < 1) {
-    pr_errf(err, err_len, "no plan");
+  int max_plans = cfg->max_plans > 0 ? cfg->max_plans : PR_SCHED_MAX_CONFIGS;
+  if (max_plans < 2 || max_plans > PR_SCHED_MAX_CONFIGS) {
+    pr_errf(err, err_len, "max prepared plans must be 2..%d", PR_SCHED_MAX_CONFIGS);
+    return PR_ERR_INVALID;
+  }
+  if (n_plans < 1 || n_plans > max_plans) {
+    pr_errf(err, err_len, "%d plans to prepare, between 1 and the limit of %d expected", n_plans,
+            max_plans);
     return PR_ERR_INVALID;
   }
   pr_sched_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   s->model = model;
   s->cfg = *cfg;
+  s->cfg.max_plans = max_plans;
   s->base = base ? *base : pr_session_options_default();
   s->n_in = n_in;
   s->n_out = n_out;
   s->n_cpus = n_cpus < 4096 ? n_cpus : 4096;
   memcpy(s->cpus, cpus, sizeof(int) * (size_t)s->n_cpus);
+  pthread_mutex_init(&s->admin, NULL);
   pthread_mutex_init(&s->qlock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->qcond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_monotonic(&s->qcond);
+  s->active = -1;
   pr_hist_init(&s->stats.request_s, pr_latency_bounds, pr_latency_n_bounds);
   pr_hist_init(&s->stats.queue_s, pr_latency_bounds, pr_latency_n_bounds);
   pr_hist_init(&s->stats.compute_s, pr_latency_bounds, pr_latency_n_bounds);
   pr_hist_init(&s->stats.batch, pr_batch_bounds, pr_batch_n_bounds);
   pr_hist_init(&s->stats.switch_s, pr_latency_bounds, pr_latency_n_bounds);
   /* input shapes at batch 1 tell every dim but the batch */
-  for (int i = 0; i < n_in; i++) {
-    pr_tensor_info_t info;
-    pr_engine_model_input(model, i, &info);
-    s->in_info[i] = info;
-  }
   pr_session_options_t probe = s->base;
   probe.batch = 1;
   pr_session_t *ps;
@@ -380,7 +526,6 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   }
   for (int i = 0; i < n_in; i++) {
     pr_engine_session_input(ps, i, &s->in_info[i]);
-    s->in_info[i].name = s->in_info[i].name;
     if (s->in_info[i].rank < 1) st = PR_ERR_UNSUPPORTED;
   }
   pr_engine_session_destroy(ps);
@@ -389,12 +534,16 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
     pr_sched_destroy(s);
     return st;
   }
-  for (int i = 0; i < n_plans; i++)
-    if (pr_sched_add_plan(s, &plans[i], err, err_len) < 0) {
+  int first = -1;
+  for (int i = 0; i < n_plans; i++) {
+    int idx = pr_sched_add_plan(s, &plans[i], err, err_len);
+    if (idx < 0) {
       pr_sched_destroy(s);
       return PR_ERR_INVALID;
     }
-  s->active = active >= 0 && active < s->n_configs ? active : 0;
+    if (i == active || first < 0) first = idx;
+  }
+  s->active = first;
   *out = s;
   return PR_OK;
 }
@@ -402,19 +551,21 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
 void pr_sched_destroy(pr_sched_t *s) {
   if (!s) return;
   pr_sched_set_auto(s, false, 0, 0);
+  pthread_mutex_lock(&s->admin);
   pthread_mutex_lock(&s->qlock);
   s->stop = true;
   pthread_cond_broadcast(&s->qcond);
   pthread_mutex_unlock(&s->qlock);
-  for (int c = 0; c < s->n_configs; c++)
+  /* the active config drains the queue, the others leave at once */
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
     for (int k = 0; k < s->configs[c].n_workers; k++)
       pthread_join(s->configs[c].workers[k].thread, NULL);
   /* instances that failed to start leave requests behind: fail them */
   for (pr_request_t *r = s->head, *next; r; r = next) {
     next = r->next;
-    complete(r, PR_ERR_INTERNAL, 503, "model unloaded");
+    complete(r, PR_ERR_BUSY, "model unloaded");
   }
-  for (int c = 0; c < s->n_configs; c++) {
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
     for (int k = 0; k < s->configs[c].n_workers; k++) {
       worker_t *w = &s->configs[c].workers[k];
       for (int i = 0; i < w->n_sizes; i++) {
@@ -424,6 +575,8 @@ void pr_sched_destroy(pr_sched_t *s) {
     }
     free(s->configs[c].workers);
   }
+  pthread_mutex_unlock(&s->admin);
+  pthread_mutex_destroy(&s->admin);
   pthread_mutex_destroy(&s->qlock);
   pthread_cond_destroy(&s->qcond);
   free(s);
@@ -437,7 +590,7 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   if (s->stop || s->depth >= s->cfg.queue_capacity) {
     pthread_mutex_unlock(&s->qlock);
     atomic_fetch_add(&s->stats.rejected, 1);
-    return PR_ERR_NOMEM;
+    return PR_ERR_BUSY;
   }
   if (s->tail)
     s->tail->next = r;
@@ -459,11 +612,23 @@ int pr_sched_queue_depth(pr_sched_t *s) {
   return d;
 }
 
-const pr_plan_t *pr_sched_plan(const pr_sched_t *s) {
-  return &s->configs[s->active].plan;
+int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, int max, int *active) {
+  int n = 0;
+  *active = -1;
+  pthread_mutex_lock(&s->qlock);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS && n < max; c++) {
+    if (!s->configs[c].ok) continue;
+    if (c == s->active) *active = n;
+    plans[n++] = s->configs[c].plan;
+  }
+  pthread_mutex_unlock(&s->qlock);
+  return n;
 }
-const pr_plan_t *pr_sched_config_plan(const pr_sched_t *s, int i) {
-  return &s->configs[i].plan;
+
+void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out) {
+  pthread_mutex_lock(&s->qlock);
+  *out = s->configs[s->active].plan;
+  pthread_mutex_unlock(&s->qlock);
 }
 
 int pr_sched_active(pr_sched_t *s) {
@@ -474,41 +639,37 @@ int pr_sched_active(pr_sched_t *s) {
 }
 
 int pr_sched_num_configs(pr_sched_t *s) {
+  int n = 0;
   pthread_mutex_lock(&s->qlock);
-  int n = s->n_configs;
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) n += s->configs[c].ok;
   pthread_mutex_unlock(&s->qlock);
   return n;
 }
 
-static void plan_str(const pr_plan_t *p, char *buf, size_t len) {
-  size_t off = 0;
-  buf[0] = 0;
-  for (int k = 0; k < p->n_instances && off < len; k++)
-    off += (size_t)snprintf(buf + off, len - off, "%s%dx%d", k ? "," : "", p->instances[k].threads,
-                            p->instances[k].batch);
-}
-
-double pr_sched_switch(pr_sched_t *s, int index, const char *why) {
+pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
   double t0 = pr_now();
   pthread_mutex_lock(&s->qlock);
-  if (index < 0 || index >= s->n_configs || !s->configs[index].ok) {
+  if (index < 0 || index >= PR_SCHED_MAX_CONFIGS || !s->configs[index].ok) {
     pthread_mutex_unlock(&s->qlock);
-    return -1;
+    return PR_ERR_INVALID;
   }
   int old = s->active;
   s->active = index;
+  s->configs[index].last_used = t0;
   pthread_cond_broadcast(&s->qcond);
+  char a[256] = "", b[256] = "";
+  if (old != index) {
+    pr_plan_format(&s->configs[old].plan, a, sizeof a);
+    pr_plan_format(&s->configs[index].plan, b, sizeof b);
+  }
   pthread_mutex_unlock(&s->qlock);
   double dt = pr_now() - t0;
   if (old != index) {
     atomic_fetch_add(&s->stats.reconfigurations, 1);
     pr_hist_observe(&s->stats.switch_s, dt);
-    char a[256], b[256];
-    plan_str(&s->configs[old].plan, a, sizeof a);
-    plan_str(&s->configs[index].plan, b, sizeof b);
     pr_log(PR_LOG_INFO, "reconfigured %s -> %s (%s) in %.3f ms", a, b, why ? why : "", dt * 1e3);
   }
-  return dt;
+  return PR_OK;
 }
 
 /* ---- autoscaler ---- */
@@ -519,19 +680,18 @@ static void *auto_main(void *arg) {
   /* the configs' planned batches, powers of two, ascending */
   int lo = 1 << 30, hi = 1;
   pthread_mutex_lock(&s->qlock);
-  for (int c = 0; c < s->n_configs; c++) {
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
+    if (!s->configs[c].ok) continue;
     int b = s->configs[c].plan.batch;
     if (b < lo) lo = b;
     if (b > hi) hi = b;
   }
   int est_kind = s->estimator;
   double window = s->window_s;
-  pthread_mutex_unlock(&s->qlock);
   pr_estimator_init(&e, est_kind ? PR_EST_RATE : PR_EST_PAPER, lo, hi);
-  pthread_mutex_lock(&s->qlock);
   for (int k = 0; k < PR_EST_MAX_SIZES; k++) {
     e.latency_s[k] = 0;
-    for (int c = 0; c < s->n_configs; c++)
+    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
       if (s->configs[c].ok && s->configs[c].plan.batch == (1 << k))
         e.latency_s[k] = s->configs[c].plan.latency_ms * 1e-3;
   }
@@ -555,7 +715,7 @@ static void *auto_main(void *arg) {
     int target = pr_estimator_update(&e, &w);
     int best = -1;
     pthread_mutex_lock(&s->qlock);
-    for (int c = 0; c < s->n_configs; c++)
+    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
       if (s->configs[c].ok && s->configs[c].plan.batch == target && best < 0) best = c;
     bool on = s->auto_on, change = best >= 0 && best != s->active;
     pthread_mutex_unlock(&s->qlock);
@@ -567,7 +727,8 @@ static void *auto_main(void *arg) {
   }
 }
 
-void pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
+/* set_auto with admin held. */
+static void set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s) {
   pthread_mutex_lock(&s->qlock);
   bool running = s->auto_running;
   s->auto_on = on;
@@ -587,12 +748,31 @@ void pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
   }
 }
 
+void pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
+  pthread_mutex_lock(&s->admin);
+  set_auto_locked(s, on, estimator, window_s);
+  pthread_mutex_unlock(&s->admin);
+}
+
+pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  pthread_mutex_lock(&s->admin);
+  int idx = add_plan_locked(s, plan, err, err_len);
+  pr_status_t st = PR_ERR_INVALID;
+  if (idx >= 0) {
+    set_auto_locked(s, false, 0, 0);
+    st = pr_sched_switch(s, idx, "set by hand");
+  }
+  pthread_mutex_unlock(&s->admin);
+  return st;
+}
+
 bool pr_sched_auto(pr_sched_t *s) {
   pthread_mutex_lock(&s->qlock);
   bool on = s->auto_on;
   pthread_mutex_unlock(&s->qlock);
   return on;
 }
+
 const int *pr_sched_cpus(const pr_sched_t *s) {
   return s->cpus;
 }

@@ -13,10 +13,19 @@
  * An optional autoscaler thread samples the queue and arrivals every window,
  * asks the estimator for a target batch and switches to that batch's plan.
  *
- * Threads and locks: `qlock` guards the queue, the active index, the configs
- * array and the stop flags; each request has its own lock/cond for its
- * completion. Clients submit from any thread; instance threads own their
- * sessions. Lock order: qlock, then a request's. */
+ * Prepared configs are bounded (pr_sched_config_t.max_plans): a new plan
+ * beyond the bound evicts the least recently used config that is not active.
+ * An instance prepares sessions for the batch sizes it will see, powers of
+ * two up to the max batch and its planned batch; a batch of fewer rows runs
+ * padded on the next prepared size.
+ *
+ * Threads and locks: `admin` serializes everything that adds, evicts or
+ * retires configs and starts or stops the autoscaler (plan posts from any
+ * number of clients, destroy); `qlock` guards the queue, the active index,
+ * the configs' flags and the stop flags; each request has its own lock/cond
+ * for its completion. Clients submit from any thread; instance threads own
+ * their sessions. Lock order: admin, qlock, a request's. The autoscaler
+ * thread takes qlock only, so admin may join it. */
 #ifndef PR_SERVER_SCHEDULER_H
 #define PR_SERVER_SCHEDULER_H
 
@@ -33,8 +42,7 @@ typedef struct pr_request {
   int rows;                             /* batch dimension of this request's inputs */
   pr_tensor_t inputs[PR_SCHED_MAX_IO];  /* owned */
   pr_tensor_t outputs[PR_SCHED_MAX_IO]; /* owned, filled on success */
-  pr_status_t status;
-  int http_status; /* on failure: 503, 504, 500 */
+  pr_status_t status; /* PR_ERR_TIMEOUT, PR_ERR_BUSY (unloaded), others: the engine's */
   char err[256];
   double t_enqueue, t_start, t_end, deadline;
   bool done;
@@ -48,17 +56,18 @@ typedef struct {
   int queue_capacity; /* requests */
   double max_queue_delay_s;
   double timeout_s; /* per request, 0: none */
+  int max_plans;    /* prepared configs kept (2..PR_SCHED_MAX_CONFIGS; 0: the maximum) */
 } pr_sched_config_t;
 
 typedef struct {
   _Atomic uint64_t success, failed, rejected, timed_out;
   _Atomic uint64_t executions, rows_executed;
   _Atomic uint64_t queue_us, compute_us; /* sums */
-  _Atomic uint64_t arrivals, reconfigurations;
+  _Atomic uint64_t arrivals, reconfigurations, plans_evicted;
   pr_hist_t request_s, queue_s, compute_s, batch, switch_s;
 } pr_sched_stats_t;
 
-#define PR_SCHED_MAX_CONFIGS 32
+#define PR_SCHED_MAX_CONFIGS 64
 
 typedef struct pr_sched pr_sched_t;
 
@@ -70,15 +79,23 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
                             const pr_sched_config_t *cfg, pr_sched_t **out, char *err,
                             size_t err_len);
 
-/* Prepares another instance set (or finds an identical one); returns its
- * index, or < 0 with err. */
+/* Prepares another instance set (or finds an identical prepared one), evicting
+ * the least recently used inactive one when at the bound; returns its index,
+ * or < 0 with err (a failed plan leaves nothing behind). */
 int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
-/* Makes config `index` active; returns the switch time in seconds (< 0 for a
- * bad index). Counted and logged when it changes anything. */
-double pr_sched_switch(pr_sched_t *s, int index, const char *why);
+/* Makes config `index` active. Counted and logged when it changes anything.
+ * PR_ERR_INVALID for an index that is not a prepared config. */
+pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why);
+/* Pins a plan by hand, as one admin step: prepares it (as add_plan), stops
+ * the autoscaler, switches to it. */
+pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
 int pr_sched_active(pr_sched_t *s);
 int pr_sched_num_configs(pr_sched_t *s);
-const pr_plan_t *pr_sched_config_plan(const pr_sched_t *s, int index);
+/* Copies of the prepared configs' plans (at most max, by index) into plans;
+ * returns how many, *active: the position of the active one among them. */
+int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, int max, int *active);
+/* A copy of the active config's plan. */
+void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out);
 
 /* Starts the autoscaler: every window_s, the estimator picks a target batch
  * among the configs' planned batches and the scheduler switches to the
@@ -92,15 +109,17 @@ void pr_sched_destroy(pr_sched_t *s);
 pr_request_t *pr_request_new(void);
 void pr_request_free(pr_request_t *r);
 
-/* Queues r (inputs filled, rows set). Returns PR_OK, or an error when the
+/* Queues r (inputs filled, rows set). Returns PR_OK, or PR_ERR_BUSY when the
  * queue is full or stopping (r untouched, caller still owns it). */
 pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
 /* Waits for r to complete. */
 void pr_request_wait(pr_request_t *r);
+/* Waits for r until its deadline (none: forever); then, if r still waits in
+ * the queue, takes it out and completes it with PR_ERR_TIMEOUT. A request an
+ * instance already runs is waited for. Returns when r is complete. */
+void pr_sched_wait(pr_sched_t *s, pr_request_t *r);
 
 int pr_sched_queue_depth(pr_sched_t *s);
-/* The active config's plan. */
-const pr_plan_t *pr_sched_plan(const pr_sched_t *s);
 const int *pr_sched_cpus(const pr_sched_t *s);
 pr_sched_stats_t *pr_sched_stats(pr_sched_t *s);
 

@@ -15,12 +15,16 @@ typedef struct {
   int port;               /* default 8000; 0 picks a free port */
   const int *cpus;        /* CPUs to use (default: every allowed CPU, topology order) */
   int n_cpus;
-  int max_batch;            /* default for models without config (default 8) */
-  int max_queue_delay_us;   /* default 2000 */
-  int queue_capacity;       /* default 256 requests */
-  double request_timeout_s; /* default 30 */
-  size_t max_body_bytes;    /* default 64 MiB */
-  bool load_all;            /* load every model at start (default true) */
+  int max_batch;             /* default for models without config (default 8) */
+  int max_queue_delay_us;    /* default 2000 */
+  int queue_capacity;        /* default 256 requests */
+  double request_timeout_s;  /* default 30 */
+  size_t max_body_bytes;     /* infer bodies (default 64 MiB); other routes take 1 MiB */
+  size_t max_inflight_bytes; /* bodies and parsed tensors held at once (default 1 GiB) */
+  int max_models;            /* models known at once (default 64) */
+  int max_prepared_plans;    /* prepared plans per model (default 16) */
+  int max_connections;       /* open HTTP connections (default 1024) */
+  bool load_all;             /* load every model at start (default true) */
 } pr_server_config_t;
 
 typedef struct pr_server pr_server_t;

@@ -1,0 +1,360 @@
+/* Model registry and lifecycle. See models.h for the locking rules. */
+#define _GNU_SOURCE
+#include "server/models.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/text.h"
+#include "base/topology.h"
+#include "base/util.h"
+#include "packrat/profiler.h"
+
+struct pr_models {
+  pr_models_config_t cfg;
+  char repository[4096];
+  int cpus[4096], n_cpus;
+  pthread_rwlock_t lock;
+  pthread_mutex_t admin;
+  pr_served_t **models; /* max_models slots */
+  int n_models;
+};
+
+pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out) {
+  *out = NULL;
+  pr_models_t *ms = calloc(1, sizeof *ms);
+  if (!ms) return PR_ERR_NOMEM;
+  ms->cfg = *cfg;
+  ms->models = calloc((size_t)(cfg->max_models > 0 ? cfg->max_models : 1), sizeof *ms->models);
+  if (!ms->models) {
+    free(ms);
+    return PR_ERR_NOMEM;
+  }
+  snprintf(ms->repository, sizeof ms->repository, "%s", cfg->repository);
+  ms->cfg.repository = ms->repository;
+  ms->n_cpus = cfg->n_cpus < 4096 ? cfg->n_cpus : 4096;
+  memcpy(ms->cpus, cfg->cpus, sizeof(int) * (size_t)ms->n_cpus);
+  ms->cfg.cpus = ms->cpus;
+  pthread_rwlock_init(&ms->lock, NULL);
+  pthread_mutex_init(&ms->admin, NULL);
+  *out = ms;
+  return PR_OK;
+}
+
+/* Waits for the requests in flight, then stops the instances (they finish the
+ * queue) and frees the model. admin held; the state already keeps new
+ * requests out. */
+static void unload_locked(pr_served_t *m) {
+  while (atomic_load(&m->refs) > 0) usleep(1000);
+  pr_sched_destroy(m->sched);
+  m->sched = NULL;
+  pr_engine_model_destroy(m->model);
+  m->model = NULL;
+}
+
+/* Checks that the protocol can carry every input and output of the model:
+ * names in UTF-8, datatypes it encodes, a batch axis (dims[0] == batch at the
+ * probe's batch). */
+static pr_status_t check_io(pr_session_t *probe, int batch, pr_proto_model_t *p, char *err,
+                            size_t err_len) {
+  for (int io = 0; io < 2; io++) {
+    int n = io ? p->n_outputs : p->n_inputs;
+    for (int i = 0; i < n; i++) {
+      pr_tensor_info_t t;
+      if (io)
+        pr_engine_session_output(probe, i, &t);
+      else
+        pr_engine_session_input(probe, i, &t);
+      const char *kind = io ? "output" : "input";
+      if (!pr_utf8_valid(t.name, strlen(t.name))) {
+        pr_errf(err, err_len, "%s %d: its name is not valid UTF-8", kind, i);
+        return PR_ERR_UNSUPPORTED;
+      }
+      if (pr_proto_dtype(pr_proto_datatype(t.dtype)) != t.dtype) {
+        pr_errf(err, err_len, "%s '%s': datatype %s cannot be served", kind, t.name,
+                pr_dtype_name(t.dtype));
+        return PR_ERR_UNSUPPORTED;
+      }
+      if (t.rank < 1 || t.dims[0] != batch) {
+        pr_errf(err, err_len,
+                "%s '%s' has no batch axis (at batch %d its shape starts with %lld): only models "
+                "whose every input and output has the batch as axis 0 are served",
+                kind, t.name, batch, t.rank ? (long long)t.dims[0] : 0LL);
+        return PR_ERR_UNSUPPORTED;
+      }
+    }
+  }
+  return PR_OK;
+}
+
+/* The protocol's view (shapes at batch 1, axis 0 marked as the batch), after
+ * checking the model at batch 1 and, when it batches, 2. */
+static pr_status_t describe_io(pr_served_t *m, const pr_session_options_t *base, char *err,
+                               size_t err_len) {
+  pr_proto_model_t *p = &m->proto;
+  p->n_inputs = pr_engine_model_num_inputs(m->model);
+  p->n_outputs = pr_engine_model_num_outputs(m->model);
+  p->max_batch = m->cfg.max_batch;
+  if (p->n_inputs < 1 || p->n_inputs > PR_SCHED_MAX_IO || p->n_outputs > PR_SCHED_MAX_IO) {
+    pr_errf(err, err_len, "models with 1 to %d inputs and outputs are served", PR_SCHED_MAX_IO);
+    return PR_ERR_UNSUPPORTED;
+  }
+  for (int batch = 2; batch >= 1; batch--) {
+    if (batch > m->cfg.max_batch) continue;
+    pr_session_options_t o = *base;
+    o.batch = batch;
+    pr_session_t *probe;
+    pr_status_t st = pr_engine_session_create(m->model, &o, &probe, err, err_len);
+    if (!st) st = check_io(probe, batch, p, err, err_len);
+    if (!st && batch == 1) {
+      for (int i = 0; i < p->n_inputs; i++) {
+        pr_engine_session_input(probe, i, &p->inputs[i]);
+        p->inputs[i].dims[0] = -1;
+      }
+      for (int i = 0; i < p->n_outputs; i++) {
+        pr_engine_session_output(probe, i, &p->outputs[i]);
+        p->outputs[i].dims[0] = -1;
+      }
+    }
+    pr_engine_session_destroy(probe);
+    if (st) return st;
+  }
+  return PR_OK;
+}
+
+/* The model's profile on the server's cores: the cached one, or measured
+ * (and cached when the profiler judges it sound). */
+static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
+                               int max_threads, pr_profile_t *prof, char *err, size_t err_len) {
+  int grid_max = m->cfg.max_batch;
+  pr_profile_options_t po = {.max_threads = max_threads,
+                             .max_batch = grid_max,
+                             .cpus = ms->cpus,
+                             .n_cpus = ms->n_cpus,
+                             .max_point_s = 3.0};
+  const char *sha = pr_engine_model_sha256(m->model);
+  const char *cpu = pr_topology_cpu_name();
+  char cache[4096] = "";
+  if (pr_profile_cache_path(sha, cpu, max_threads, base, cache, sizeof cache) != PR_OK) {
+    pr_log(PR_LOG_WARN, "model %s: no profile cache directory; profiles are not kept",
+           m->entry.name);
+    cache[0] = 0;
+  }
+  char e2[512];
+  if (cache[0] && access(cache, R_OK) == 0 &&
+      pr_profile_load(cache, prof, e2, sizeof e2) == PR_OK) {
+    if (pr_profile_matches(prof, sha, cpu, max_threads, grid_max)) {
+      pr_log(PR_LOG_INFO, "model %s: cached profile %s", m->entry.name, cache);
+      return PR_OK;
+    }
+    pr_profile_free(prof);
+  }
+  pr_log(PR_LOG_INFO, "model %s: profiling on %d cores up to batch %d", m->entry.name, max_threads,
+         grid_max);
+  pr_status_t st = pr_profile_measure(m->model, m->entry.name, base, &po, prof, err, err_len);
+  if (st) return st;
+  if (cache[0] && pr_profile_save(prof, cache, e2, sizeof e2))
+    pr_log(PR_LOG_WARN, "model %s: profile not cached: %s", m->entry.name, e2);
+  return PR_OK;
+}
+
+/* The plans to prepare: the fixed one, or one per power-of-two batch from
+ * the min batch up to the max (and the max itself) when following the load,
+ * else the max batch's. Returns how many, or -1 with err. */
+static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
+                      pr_plan_t *plans, int max_plans, int *active, char *err, size_t err_len) {
+  pr_model_config_t *c = &m->cfg;
+  *active = 0;
+  if (strcmp(c->plan, "auto"))
+    return pr_plan_parse(c->plan, NULL, &plans[0], err, err_len) == PR_OK ? 1 : -1;
+  int cores = pr_topology_num_cores();
+  int max_threads = ms->n_cpus < cores ? ms->n_cpus : cores;
+  int lo = c->autoscale ? (c->min_batch > 0 ? c->min_batch : 1) : c->max_batch;
+  int n_batches = 0;
+  for (int b = lo;; b *= 2) {
+    n_batches++;
+    if (b >= c->max_batch) break;
+  }
+  if (n_batches > max_plans) {
+    pr_errf(err, err_len,
+            "batches %d..%d need %d prepared plans, over the limit of %d (raise "
+            "--max-prepared-plans or min_batch_size)",
+            lo, c->max_batch, n_batches, max_plans);
+    return -1;
+  }
+  pr_profile_t prof;
+  if (get_profile(ms, m, base, max_threads, &prof, err, err_len)) return -1;
+  int n = 0;
+  for (int b = lo;; b *= 2) {
+    int batch = b < c->max_batch ? b : c->max_batch;
+    if (pr_plan_optimize(&prof, batch, max_threads, &plans[n])) {
+      pr_errf(err, err_len, "no plan for batch %d", batch);
+      n = -1;
+      break;
+    }
+    *active = n++;
+    if (b >= c->max_batch) break;
+  }
+  pr_profile_free(&prof);
+  return n;
+}
+
+static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t err_len) {
+  pr_model_config_t *c = &m->cfg;
+  *c = ms->cfg.defaults;
+  snprintf(c->plan, sizeof c->plan, "auto");
+  c->autoscale = true;
+  c->estimator = 1;
+  c->n_dims = 0;
+  if (m->entry.config[0] && pr_repo_read_config(m->entry.config, c, err, err_len))
+    return PR_ERR_INVALID;
+  pr_status_t st = pr_engine_model_load_file(m->entry.path, &m->model, err, err_len);
+  if (st) return st;
+  pr_session_options_t base = pr_session_options_default();
+  const char *names[8];
+  int64_t values[8];
+  for (int i = 0; i < c->n_dims; i++) names[i] = c->dim_names[i], values[i] = c->dim_values[i];
+  base.n_dims = c->n_dims;
+  base.dim_names = names;
+  base.dim_values = values;
+  if ((st = describe_io(m, &base, err, err_len))) return st;
+  int max_plans = ms->cfg.max_plans;
+  pr_plan_t *plans = calloc((size_t)max_plans, sizeof *plans);
+  if (!plans) return PR_ERR_NOMEM;
+  int active;
+  int n_plans = make_plans(ms, m, &base, plans, max_plans, &active, err, err_len);
+  if (n_plans < 0) {
+    free(plans);
+    return PR_ERR_INVALID;
+  }
+  pr_sched_config_t sc = {.max_batch = c->max_batch,
+                          .queue_capacity = c->queue_capacity,
+                          .max_queue_delay_s = c->max_queue_delay_us * 1e-6,
+                          .timeout_s = c->request_timeout_s,
+                          .max_plans = max_plans};
+  base.batch = 1;
+  st = pr_sched_create(m->model, plans, n_plans, active, ms->cpus, ms->n_cpus, &base, &sc,
+                       &m->sched, err, err_len);
+  if (!st && n_plans > 1) pr_sched_set_auto(m->sched, true, c->estimator, 1.0);
+  free(plans);
+  return st;
+}
+
+static pr_served_t *find_locked(pr_models_t *ms, const char *name) {
+  for (int i = 0; i < ms->n_models; i++)
+    if (!strcmp(ms->models[i]->entry.name, name)) return ms->models[i];
+  return NULL;
+}
+
+pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t err_len) {
+  pr_repo_entry_t entry;
+  if (pr_repo_find(ms->repository, name, &entry)) {
+    pr_errf(err, err_len, "no model '%s' in the repository", name);
+    return PR_ERR_NOT_FOUND;
+  }
+  pthread_mutex_lock(&ms->admin);
+  pthread_rwlock_wrlock(&ms->lock);
+  pr_served_t *m = find_locked(ms, name);
+  if (!m && ms->n_models == ms->cfg.max_models) {
+    pthread_rwlock_unlock(&ms->lock);
+    pthread_mutex_unlock(&ms->admin);
+    pr_errf(err, err_len, "the server holds %d models, the most it may (--max-models)",
+            ms->cfg.max_models);
+    pr_log(PR_LOG_WARN, "model %s not loaded: %s", name, err);
+    return PR_ERR_BUSY;
+  }
+  if (!m && (m = calloc(1, sizeof *m))) ms->models[ms->n_models++] = m;
+  if (!m) {
+    pthread_rwlock_unlock(&ms->lock);
+    pthread_mutex_unlock(&ms->admin);
+    pr_errf(err, err_len, "out of memory");
+    return PR_ERR_NOMEM;
+  }
+  bool was_loaded = m->state == PR_MODEL_READY;
+  m->state = PR_MODEL_LOADING;
+  pthread_rwlock_unlock(&ms->lock);
+  if (was_loaded) unload_locked(m);
+  m->entry = entry;
+  pr_status_t st = load_model(ms, m, err, err_len);
+  if (st) {
+    pr_sched_destroy(m->sched);
+    m->sched = NULL;
+    pr_engine_model_destroy(m->model);
+    m->model = NULL;
+  }
+  pthread_rwlock_wrlock(&ms->lock);
+  m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
+  pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason); /* engine text may hold any bytes */
+  pthread_rwlock_unlock(&ms->lock);
+  pthread_mutex_unlock(&ms->admin);
+  return st;
+}
+
+pr_status_t pr_models_unload(pr_models_t *ms, const char *name) {
+  pthread_mutex_lock(&ms->admin);
+  pthread_rwlock_wrlock(&ms->lock);
+  pr_served_t *m = find_locked(ms, name);
+  if (!m || m->state != PR_MODEL_READY) {
+    pthread_rwlock_unlock(&ms->lock);
+    pthread_mutex_unlock(&ms->admin);
+    return PR_ERR_NOT_FOUND;
+  }
+  m->state = PR_MODEL_UNAVAILABLE;
+  snprintf(m->reason, sizeof m->reason, "unloaded");
+  pthread_rwlock_unlock(&ms->lock);
+  unload_locked(m);
+  pthread_mutex_unlock(&ms->admin);
+  return PR_OK;
+}
+
+pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *version,
+                           pr_status_t *st) {
+  pthread_rwlock_rdlock(&ms->lock);
+  pr_served_t *m = find_locked(ms, name);
+  *st = PR_ERR_NOT_FOUND;
+  if (m && version && strcmp(version, m->entry.version))
+    m = NULL;
+  else if (m && m->state != PR_MODEL_READY)
+    *st = PR_ERR_BUSY, m = NULL;
+  if (m) atomic_fetch_add(&m->refs, 1), *st = PR_OK;
+  pthread_rwlock_unlock(&ms->lock);
+  return m;
+}
+
+void pr_models_put(pr_served_t *m) {
+  int was = atomic_fetch_sub(&m->refs, 1);
+  assert(was > 0);
+  (void)was;
+}
+
+void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx) {
+  pthread_rwlock_rdlock(&ms->lock);
+  for (int i = 0; i < ms->n_models; i++) fn(ms->models[i], ctx);
+  pthread_rwlock_unlock(&ms->lock);
+}
+
+void pr_models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
+                    void *ctx) {
+  pthread_rwlock_rdlock(&ms->lock);
+  fn(find_locked(ms, name), ctx);
+  pthread_rwlock_unlock(&ms->lock);
+}
+
+void pr_models_destroy(pr_models_t *ms) {
+  if (!ms) return;
+  pthread_mutex_lock(&ms->admin);
+  for (int i = 0; i < ms->n_models; i++) {
+    pr_served_t *m = ms->models[i];
+    if (m->state == PR_MODEL_READY) unload_locked(m);
+    free(m);
+  }
+  pthread_mutex_unlock(&ms->admin);
+  pthread_rwlock_destroy(&ms->lock);
+  pthread_mutex_destroy(&ms->admin);
+  free(ms->models);
+  free(ms);
+}

@@ -1,0 +1,73 @@
+/* The served models: a registry of model versions and their lifecycle (load:
+ * read the config, load the ONNX file, check it can be served, profile (or
+ * take the cached profile), plan, start the scheduler; unload: wait for the
+ * requests in flight, stop the instances, free).
+ *
+ * Notes on the design:
+ * - At most `max_models` models are known at once (a setting); a load beyond
+ *   it is refused with PR_ERR_BUSY and the reason.
+ * - Locks: `admin` serializes load and unload (one at a time, any model);
+ *   `lock` (a rwlock) guards the array and each entry's state. A request
+ *   takes a reference (atomic refs) under the read lock, so unload waits for
+ *   the requests in flight before it frees anything. Lock order: admin, lock.
+ *   Plan changes of a loaded model go through its scheduler, which
+ *   serializes them itself. */
+#ifndef PR_SERVER_MODELS_H
+#define PR_SERVER_MODELS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "packrat/engine.h"
+#include "server/protocol.h"
+#include "server/repository.h"
+#include "server/scheduler.h"
+
+typedef enum { PR_MODEL_UNAVAILABLE = 0, PR_MODEL_LOADING, PR_MODEL_READY } pr_model_state_t;
+
+typedef struct {
+  pr_repo_entry_t entry;
+  pr_model_config_t cfg;
+  pr_model_state_t state;
+  char reason[512]; /* why not ready: a load error, or "unloaded" */
+  pr_model_t *model;
+  pr_sched_t *sched;
+  pr_proto_model_t proto;
+  _Atomic int refs;
+} pr_served_t;
+
+typedef struct {
+  const char *repository;
+  const int *cpus; /* the cores instances are pinned to, in order */
+  int n_cpus;
+  int max_models; /* models known at once */
+  int max_plans;  /* prepared plans per model */
+  pr_model_config_t defaults;
+} pr_models_config_t;
+
+typedef struct pr_models pr_models_t;
+
+pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out);
+/* Unloads every model (answering the requests in flight) and frees. */
+void pr_models_destroy(pr_models_t *ms);
+
+/* Loads (or reloads) the model `name` of the repository. PR_ERR_NOT_FOUND:
+ * no such model; PR_ERR_BUSY: max_models reached; others: the load failed
+ * (the model stays known, unavailable, with the reason). */
+pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t err_len);
+/* PR_ERR_NOT_FOUND when the model is not loaded. */
+pr_status_t pr_models_unload(pr_models_t *ms, const char *name);
+
+/* The ready model `name` (and version, when not NULL) with a reference
+ * taken, or NULL with *st: PR_ERR_NOT_FOUND (unknown model or version) or
+ * PR_ERR_BUSY (known, not ready). Release with pr_models_put. */
+pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *version, pr_status_t *st);
+void pr_models_put(pr_served_t *m);
+
+/* Read access to every known model: fn runs under the read lock for each. */
+void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx);
+/* The known model `name` (any state) under the read lock: fn(NULL) if none. */
+void pr_models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
+                    void *ctx);
+
+#endif

@@ -1,0 +1,21 @@
+/* Prometheus text exposition (format 0.0.4) of the served models' counters,
+ * histograms and plans, and the server's HTTP counters. */
+#ifndef PR_SERVER_PROMETHEUS_H
+#define PR_SERVER_PROMETHEUS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "server/models.h"
+
+typedef struct {
+  uint64_t http_requests, http_errors, http_refused; /* refused: over a limit, from the headers */
+  uint64_t inflight_bytes, inflight_limit;
+  int models_limit;
+} pr_prom_server_t;
+
+/* Writes every metric family to f. Takes a reference on each ready model
+ * while writing, so an unload waits. */
+void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f);
+
+#endif

@@ -1,0 +1,84 @@
+#include "server/router.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+  const char *method, *pattern;
+  pr_route_id_t id;
+} routes[] = {
+    {"GET", "/metrics", PR_ROUTE_METRICS},
+    {"GET", "/v2", PR_ROUTE_SERVER_META},
+    {"GET", "/v2/health/live", PR_ROUTE_LIVE},
+    {"GET", "/v2/health/ready", PR_ROUTE_READY},
+    {"POST", "/v2/repository/index", PR_ROUTE_REPO_INDEX},
+    {"POST", "/v2/repository/models/{m}/load", PR_ROUTE_REPO_LOAD},
+    {"POST", "/v2/repository/models/{m}/unload", PR_ROUTE_REPO_UNLOAD},
+    {"GET", "/v2/models/{m}", PR_ROUTE_MODEL_META},
+    {"GET", "/v2/models/{m}/versions/{v}", PR_ROUTE_MODEL_META},
+    {"GET", "/v2/models/{m}/ready", PR_ROUTE_MODEL_READY},
+    {"GET", "/v2/models/{m}/versions/{v}/ready", PR_ROUTE_MODEL_READY},
+    {"POST", "/v2/models/{m}/infer", PR_ROUTE_INFER},
+    {"POST", "/v2/models/{m}/versions/{v}/infer", PR_ROUTE_INFER},
+    {"GET", "/v2/models/{m}/stats", PR_ROUTE_STATS},
+    {"GET", "/v2/models/{m}/versions/{v}/stats", PR_ROUTE_STATS},
+    {"GET", "/v2/models/{m}/plan", PR_ROUTE_PLAN_GET},
+    {"POST", "/v2/models/{m}/plan", PR_ROUTE_PLAN_POST},
+};
+_Static_assert(sizeof routes / sizeof routes[0] == PR_ROUTE_COUNT + 4,
+               "every route once, plus the four /versions/{v} forms");
+
+/* Splits path at '/' into seg (empty segments dropped); -1 when too many. */
+static int split(char *path, char **seg) {
+  int n = 0;
+  for (char *p = path; *p;) {
+    while (*p == '/') *p++ = 0;
+    if (!*p) break;
+    if (n == PR_ROUTE_MAX_SEGMENTS) return -1;
+    seg[n++] = p;
+    while (*p && *p != '/') p++;
+  }
+  return n;
+}
+
+int pr_route_match(const char *method, const char *path, pr_route_t *out) {
+  size_t len = strlen(path);
+  if (len >= sizeof out->buf) return 414;
+  memcpy(out->buf, path, len + 1);
+  char *seg[PR_ROUTE_MAX_SEGMENTS];
+  int n = split(out->buf, seg);
+  if (n < 0) return 404;
+  const char *m = !strcmp(method, "HEAD") ? "GET" : method;
+  int status = 404;
+  for (size_t r = 0; r < sizeof routes / sizeof routes[0]; r++) {
+    char pat[64], *pseg[PR_ROUTE_MAX_SEGMENTS];
+    snprintf(pat, sizeof pat, "%s", routes[r].pattern);
+    int pn = split(pat, pseg);
+    if (pn != n) continue;
+    const char *model = NULL, *version = NULL;
+    bool same = true;
+    for (int i = 0; i < n && same; i++) {
+      if (!strcmp(pseg[i], "{m}"))
+        model = seg[i];
+      else if (!strcmp(pseg[i], "{v}"))
+        version = seg[i];
+      else
+        same = !strcmp(pseg[i], seg[i]);
+    }
+    if (!same) continue;
+    if (strcmp(routes[r].method, m)) {
+      status = 405;
+      continue;
+    }
+    out->id = routes[r].id;
+    out->model = model;
+    out->version = version;
+    return 200;
+  }
+  return status;
+}
+
+int pr_route_takes_tensors(pr_route_id_t id) {
+  return id == PR_ROUTE_INFER;
+}

@@ -1,0 +1,45 @@
+/* The HTTP routes: one table of {method, pattern, route}, matched against a
+ * request's method and path. Pure: no I/O, no allocation. Patterns are
+ * '/'-separated segments; "{m}" captures a model name, "{v}" a version.
+ * HEAD matches every GET route (libmicrohttpd sends the headers only). */
+#ifndef PR_SERVER_ROUTER_H
+#define PR_SERVER_ROUTER_H
+
+#include <stddef.h>
+
+typedef enum {
+  PR_ROUTE_METRICS,
+  PR_ROUTE_SERVER_META,
+  PR_ROUTE_LIVE,
+  PR_ROUTE_READY,
+  PR_ROUTE_REPO_INDEX,
+  PR_ROUTE_REPO_LOAD,
+  PR_ROUTE_REPO_UNLOAD,
+  PR_ROUTE_MODEL_META,
+  PR_ROUTE_MODEL_READY,
+  PR_ROUTE_INFER,
+  PR_ROUTE_STATS,
+  PR_ROUTE_PLAN_GET,
+  PR_ROUTE_PLAN_POST,
+  PR_ROUTE_COUNT
+} pr_route_id_t;
+
+#define PR_ROUTE_MAX_SEGMENTS 8
+
+typedef struct {
+  pr_route_id_t id;
+  const char *model;   /* "{m}", NULL when the route has none */
+  const char *version; /* "{v}", NULL when not given */
+  char buf[2048];      /* the path's segments, NUL-separated; model/version point here */
+} pr_route_t;
+
+/* Matches method and path (already percent-decoded, no query). Returns 200
+ * with *out filled, 404 when no route has that path, 405 when a route has
+ * the path but not the method, 414 when the path is longer than out->buf. */
+int pr_route_match(const char *method, const char *path, pr_route_t *out);
+
+/* Whether a route's request body is tensor data (bounded by the body limit);
+ * other routes take small JSON bodies only. */
+int pr_route_takes_tensors(pr_route_id_t id);
+
+#endif
