@@ -308,10 +308,13 @@ static int data_scalar(parser_t *p) {
 
 /* ---- yajl callbacks ---- */
 
+/* Counts a scalar in its parent; pass 2 reads nothing but "data" (pass 1
+ * checked the rest), so everything else is skipped there. */
 static int on_scalar(parser_t *p, ctx_t *c) {
   *c = where(p);
   next_value(p);
   if (p->failed) return 0;
+  if (p->pass == 2 && *c != C_DATA) *c = C_SKIP;
   if (*c == C_DATA && p->pass == 2) return data_scalar(p);
   return 1;
 }
@@ -383,8 +386,8 @@ static int cb_string(void *ctx, const unsigned char *s, size_t l) {
   parser_t *p = ctx;
   ctx_t c;
   if (!on_scalar(p, &c)) return 0;
-  if (memchr(s, 0, l) && c != C_SKIP && c != C_DATA)
-    return fail(p, "%s must not hold a NUL character", what(c));
+  if (c != C_SKIP && c != C_DATA && (memchr(s, 0, l) || !pr_utf8_valid((const char *)s, l)))
+    return fail(p, "%s must be valid UTF-8 without NUL characters", what(c));
   switch (c) {
     case C_SKIP: return 1;
     case C_ID:

@@ -4,6 +4,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -371,6 +372,9 @@ static void retire_config(pr_sched_t *s, int c) {
   pthread_mutex_lock(&s->qlock);
   memset(cfg, 0, sizeof *cfg);
   pthread_mutex_unlock(&s->qlock);
+  /* the sessions' arenas were large: give the freed pages back, so that
+   * plans coming and going do not grow the resident size */
+  malloc_trim(0);
 }
 
 static bool same_plan(const pr_plan_t *p, const pr_plan_t *q) {

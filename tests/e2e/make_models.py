@@ -26,3 +26,28 @@ model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 onnx.checker.check_model(model)
 onnx.save(model, f"{out}/mlp.onnx")
 json.dump({"W": W.tolist(), "b": b.tolist()}, open(f"{out}/mlp.json", "w"))
+
+
+def save(name, nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/{name}.onnx")
+
+
+V = helper.make_tensor_value_info
+# nobatch: y is the shape of x, [2], with no batch axis
+save("nobatch", [helper.make_node("Shape", ["x"], ["y"])],
+     [V("x", TensorProto.FLOAT, ["batch", 4])], [V("y", TensorProto.INT64, [2])])
+# types: every datatype the protocol carries, passed through
+T = TensorProto
+kinds = [("f64", T.DOUBLE), ("f16", T.FLOAT16), ("u64", T.UINT64), ("u32", T.UINT32),
+         ("u16", T.UINT16), ("i8", T.INT8), ("b", T.BOOL), ("f32", T.FLOAT)]
+save("types", [helper.make_node("Identity", [k], [k + "_out"]) for k, _ in kinds],
+     [V(k, t, ["batch", 3]) for k, t in kinds], [V(k + "_out", t, ["batch", 3]) for k, t in kinds])
+# intdiv: q = a / b, s = a + b on int64 and int32 client data
+save("intdiv", [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Add", ["a", "b"], ["s"]),
+                helper.make_node("Div", ["c", "d"], ["q32"])],
+     [V("a", T.INT64, ["batch", 2]), V("b", T.INT64, ["batch", 2]), V("c", T.INT32, ["batch", 2]),
+      V("d", T.INT32, ["batch", 2])],
+     [V("q", T.INT64, ["batch", 2]), V("s", T.INT64, ["batch", 2]), V("q32", T.INT32, ["batch", 2])])

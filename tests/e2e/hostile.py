@@ -1,0 +1,562 @@
+#!/usr/bin/python3
+"""Hostile clients and faults: each finding is one test that starts the real
+server on a loopback port, attacks it as a client or an operator would, and
+checks that it answers correctly, stays up and changes nothing else.
+
+usage: hostile.py FINDING PACKRAT MODELS_DIR
+FINDING: crash race arithmetic overwrite overread memory caps datatypes
+         timeout models http
+"""
+import http.client
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+failures = []
+
+
+def check(name, cond, detail=""):
+    print(("PASS " if cond else "FAIL ") + name + ("" if cond else f"  [{detail}]"), flush=True)
+    if not cond:
+        failures.append(name)
+
+
+class Server:
+    """`packrat serve` on a free loopback port, over a repository folder."""
+
+    def __init__(self, packrat, repo, *flags, env=None, wait=120):
+        self.log = open(os.path.join(TMP, "server.log"), "w+")
+        e = dict(os.environ, **(env or {}))
+        self.p = subprocess.Popen([packrat, "serve", "--model-repository", repo, "--http-port", "0",
+                                   *flags], stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        deadline = time.time() + wait
+        self.port = None
+        while time.time() < deadline and self.p.poll() is None:
+            m = re.search(r"ready: http://127\.0\.0\.1:(\d+)", self.text())
+            if m:
+                self.port = int(m.group(1))
+                break
+            time.sleep(0.1)
+        if not self.port:
+            print(self.text())
+            raise SystemExit("server did not start")
+
+    def text(self):
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        """(status, body bytes, headers); status 0 when the connection failed."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body).encode()
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.read(), dict(r.getheaders())
+        except (OSError, http.client.HTTPException) as ex:
+            return 0, str(ex).encode(), {}
+        finally:
+            c.close()
+
+    def json(self, method, path, body=None, **kw):
+        st, b, _ = self.request(method, path, body, **kw)
+        try:
+            return st, json.loads(b.decode("utf-8"))  # strict: the body must be UTF-8 JSON
+        except (ValueError, UnicodeDecodeError):
+            return st, None
+
+    def rss_kb(self, field="VmRSS"):
+        with open(f"/proc/{self.p.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self, timeout=30):
+        """SIGTERM; True when it exits 0 within timeout."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(timeout) == 0
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            return False
+
+
+def repo_with(models, configs=None):
+    """A repository folder: {name: onnx path}, {name: config dict}."""
+    repo = tempfile.mkdtemp(dir=TMP)
+    for name, path in models.items():
+        os.makedirs(f"{repo}/{name}/1")
+        os.symlink(path, f"{repo}/{name}/1/model.onnx")
+        if configs and name in configs:
+            with open(f"{repo}/{name}/config.json", "w") as f:
+                json.dump(configs[name], f)
+    return repo
+
+
+def mlp_body(rows=1, **extra):
+    b = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [rows, 4],
+                     "data": [0.5] * (4 * rows)}]}
+    b.update(extra)
+    return b
+
+
+def still_serving(s, name):
+    st, d = s.json("POST", "/v2/models/mlp/infer", mlp_body())
+    check(f"still serving after {name}", st == 200 and d and d["outputs"][0]["shape"] == [1, 3],
+          f"{st} {d}")
+
+
+# ---- findings ----
+
+def t_crash(packrat, models):
+    """Bytes that are not UTF-8 in names and specs: valid JSON errors, no crash."""
+    repo = repo_with({"mlp": MM["mlp"]}, {"mlp": {"max_batch_size": 4, "plan": "1x1"}})
+    s = Server(packrat, repo)
+    cases = [
+        ("load of name %FF", "POST", "/v2/repository/models/%FF/load", None, 404),
+        ("unload of name %FF", "POST", "/v2/repository/models/%FF/unload", None, 404),
+        ("ready of name %FF", "GET", "/v2/models/%FF/ready", None, 404),
+        ("infer of name %C3%28", "POST", "/v2/models/%C3%28/infer", mlp_body(), 404),
+        ("input name of 300 x e-acute", "POST", "/v2/models/mlp/infer",
+         {"inputs": [{"name": "\u00e9" * 300, "datatype": "FP32", "shape": [1, 4],
+                      "data": [1, 2, 3, 4]}]}, 400),
+        ("plan spec of 300 x e-acute", "POST", "/v2/models/mlp/plan", {"plan": "\u00e9" * 300}, 400),
+        ("raw 0xFF byte in the JSON body", "POST", "/v2/models/mlp/infer",
+         b'{"inputs":[{"name":"x\xff","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}', 400),
+        ("raw 0xFF byte in a plan body", "POST", "/v2/models/mlp/plan", b'{"plan":"1x\xff"}', 400),
+        ("output name not UTF-8", "POST", "/v2/models/mlp/infer",
+         b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}],'
+         b'"outputs":[{"name":"\xc3"}]}', 400),
+        ("id not UTF-8", "POST", "/v2/models/mlp/infer",
+         b'{"id":"\xed\xa0\x80","inputs":[{"name":"x","datatype":"FP32","shape":[1,4],'
+         b'"data":[1,2,3,4]}]}', 400),
+        ("deep nesting", "POST", "/v2/models/mlp/infer", b"[" * 100000 + b"]" * 100000, 400),
+    ]
+    for name, method, path, body, want in cases:
+        st, d = s.json(method, path, body)
+        check(f"{name}: {want} with a JSON error body", st == want and d and "error" in d,
+              f"{st} {d}")
+        check(f"alive after {name}", s.alive())
+    still_serving(s, "invalid text")
+    check("SIGTERM exits 0", s.stop())
+
+
+def t_race(packrat, models):
+    """Concurrent plan posts, new plans, auto on/off, load/unload during inference."""
+    repo = repo_with({"mlp": MM["mlp"]}, {"mlp": {"max_batch_size": 4, "max_queue_delay_us": 200}})
+    s = Server(packrat, repo, "--max-prepared-plans", "6")
+    errors = []
+
+    def post(spec):
+        st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": spec})
+        if st not in (200, 400) or d is None:
+            errors.append((spec, st, d))
+
+    # two identical posts at once, then ten different new plans at once, twice over
+    for rnd in range(2):
+        ts = [threading.Thread(target=post, args=("1x2,1x2",)) for _ in range(2)]
+        specs = ["1x1", "1x2", "1x3", "1x4", "2x4", "2x1", "1x1,1x1", "1x1,1x3", "1x3,1x1", "2x2"]
+        ts += [threading.Thread(target=post, args=(p,)) for p in specs]
+        ts += [threading.Thread(target=post, args=("auto",)) for _ in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        check(f"round {rnd}: every plan post answered", not any(t.is_alive() for t in ts))
+    check("plan posts: 200 or 400 with JSON", not errors, str(errors[:3]))
+    st, d = s.json("GET", "/v2/models/mlp/plan")
+    check("plan readable, at most 6 prepared", st == 200 and len(d["prepared"]) <= 6, f"{st} {d}")
+    still_serving(s, "concurrent plan posts")
+    # inference while loading/unloading and switching plans
+    stop = threading.Event()
+    bad = []
+
+    def client():
+        while not stop.is_set():
+            st, d = s.json("POST", "/v2/models/mlp/infer", mlp_body())
+            if st not in (200, 404, 503) or (st == 200 and d["outputs"][0]["shape"] != [1, 3]):
+                bad.append((st, d))
+
+    def admin():
+        for i in range(6):
+            s.json("POST", "/v2/repository/models/mlp/unload")
+            s.json("POST", "/v2/repository/models/mlp/load")
+            s.json("POST", "/v2/models/mlp/plan", {"plan": ["1x1", "1x2,1x2", "auto"][i % 3]})
+
+    cs = [threading.Thread(target=client) for _ in range(4)]
+    for t in cs:
+        t.start()
+    a = threading.Thread(target=admin)
+    a.start()
+    a.join(300)
+    stop.set()
+    for t in cs:
+        t.join(60)
+    check("load/unload during inference: finished", not a.is_alive())
+    check("load/unload during inference: answers 200/404/503 only, correct shapes", not bad,
+          str(bad[:3]))
+    st, _ = s.json("POST", "/v2/repository/models/mlp/load")
+    still_serving(s, "load/unload during inference")
+    t0 = time.time()
+    check("SIGTERM exits 0 promptly", s.stop(60) and time.time() - t0 < 60)
+
+
+def t_arithmetic(packrat, models):
+    """Integer Div of INT_MIN by -1 and by 0, Add overflow, on client data."""
+    repo = repo_with({"intdiv": MM["intdiv"], "mlp": MM["mlp"]},
+                     {"intdiv": {"max_batch_size": 2, "plan": "1x2"},
+                      "mlp": {"max_batch_size": 2, "plan": "1x1"}})
+    s = Server(packrat, repo)
+    lo, lo32 = -2**63, -2**31
+    body = {"inputs": [
+        {"name": "a", "datatype": "INT64", "shape": [1, 2], "data": [lo, 7]},
+        {"name": "b", "datatype": "INT64", "shape": [1, 2], "data": [-1, 0]},
+        {"name": "c", "datatype": "INT32", "shape": [1, 2], "data": [lo32, 7]},
+        {"name": "d", "datatype": "INT32", "shape": [1, 2], "data": [-1, 0]}]}
+    st, d = s.json("POST", "/v2/models/intdiv/infer", body)
+    check("INT_MIN / -1 and x / 0 answered", st == 200, f"{st} {d}")
+    if st == 200:
+        out = {o["name"]: o["data"] for o in d["outputs"]}
+        check("int64: INT_MIN / -1 = INT_MIN, 7 / 0 = 0", out["q"] == [lo, 0], str(out))
+        check("int32: INT_MIN / -1 = INT_MIN, 7 / 0 = 0", out["q32"] == [lo32, 0], str(out))
+        check("int64 add wraps: INT_MIN + -1 = INT64_MAX", out["s"][0] == 2**63 - 1, str(out))
+    check("alive", s.alive())
+    still_serving(s, "integer edge cases")
+    s.stop()
+
+
+def t_overwrite(packrat, models):
+    """No writable cache directory: a warning, config.json untouched, restarts."""
+    repo = repo_with({"mlp": MM["mlp"]}, {"mlp": {"max_batch_size": 2}})
+    cfg = f"{repo}/mlp/config.json"
+    before = open(cfg, "rb").read()
+    blocker = os.path.join(TMP, "not-a-dir")
+    open(blocker, "w").write("a file where the cache folder should be\n")
+    env = {"PACKRAT_CACHE": blocker + "/cache"}
+    for run in range(2):
+        s = Server(packrat, repo, env=env)
+        st, _ = s.json("POST", "/v2/models/mlp/infer", mlp_body())
+        check(f"start {run + 1}: served", st == 200)
+        check(f"start {run + 1}: cache failure is a warning",
+              re.search(r"(?i)warn.*cache", s.text()) is not None, s.text()[-400:])
+        s.stop()
+    check("config.json unchanged", open(cfg, "rb").read() == before)
+    check("the blocking file unchanged",
+          open(blocker).read() == "a file where the cache folder should be\n")
+
+
+def t_overread(packrat, models):
+    """A model whose output has no batch axis is refused at load, with the reason."""
+    repo = repo_with({"nobatch": MM["nobatch"], "mlp": MM["mlp"]},
+                     {"nobatch": {"max_batch_size": 4, "plan": "1x4"},
+                      "mlp": {"max_batch_size": 2, "plan": "1x1"}})
+    s = Server(packrat, repo)
+    st, d = s.json("POST", "/v2/repository/index")
+    entry = [e for e in d if e["name"] == "nobatch"][0] if d else {}
+    check("refused at load", entry.get("state") == "UNAVAILABLE", str(entry))
+    check("the reason names the batch axis", "batch axis" in entry.get("reason", ""), str(entry))
+    st, d = s.json("POST", "/v2/models/nobatch/infer",
+                   {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": [0] * 8}]})
+    check("infer on it: 503, not other memory", st == 503 and d and "error" in d, f"{st} {d}")
+    st, d = s.json("POST", "/v2/repository/models/nobatch/load")
+    check("load by hand: refused with the reason", st == 400 and "batch axis" in d["error"],
+          f"{st} {d}")
+    still_serving(s, "a model without batch axis")
+    s.stop()
+
+
+def t_memory(packrat, models):
+    """60 MB JSON bodies cost at most 5x the body; plan switches and requests leak nothing."""
+    repo = repo_with({"mlp": MM["mlp"]}, {"mlp": {"max_batch_size": 4, "max_queue_delay_us": 100}})
+    s = Server(packrat, repo, "--max-prepared-plans", "4")
+    body = (b'{"inputs":[{"name":"x","datatype":"FP32","shape":[4,4],"data":['
+            + b"0.125," * 10_000_000 + b'0]}]}')
+    size_kb = len(body) // 1024
+    for _ in range(20):
+        s.json("POST", "/v2/models/mlp/infer", mlp_body())
+    with open(f"/proc/{s.p.pid}/clear_refs", "w") as f:
+        f.write("5")  # resets the peak resident size
+    base = s.rss_kb()
+    st, d = s.json("POST", "/v2/models/mlp/infer", body)
+    check("60 MB body of the wrong size: 400", st == 400 and d and "error" in d, f"{st} {d}")
+    peak = s.rss_kb("VmHWM")
+    check(f"peak growth {peak - base} kB <= 5 x body ({size_kb} kB)",
+          peak - base <= 5 * size_kb)
+    # three at once
+    with open(f"/proc/{s.p.pid}/clear_refs", "w") as f:
+        f.write("5")
+    base = s.rss_kb()
+    ts = [threading.Thread(target=s.json, args=("POST", "/v2/models/mlp/infer", body))
+          for _ in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    peak = s.rss_kb("VmHWM")
+    check(f"three at once: peak growth {peak - base} kB <= 3 x 5 x body",
+          peak - base <= 15 * size_kb)
+    time.sleep(0.5)
+    # plan switches and requests: resident memory back within 10%. Five hand
+    # plans and the three autoscale ones over a limit of four prepared plans:
+    # every switch evicts one and prepares another. The first visit of each
+    # plan (threads, their malloc arenas, oneDNN's kernel cache) is part of
+    # the warm-up; what is checked is that the churn after it does not grow.
+    specs = ["1x2,1x2", "1x4", "2x4", "1x1", "1x3"]
+    for sp in specs:
+        s.json("POST", "/v2/models/mlp/plan", {"plan": sp})
+    for _ in range(50):
+        s.json("POST", "/v2/models/mlp/infer", mlp_body())
+    after50 = s.rss_kb()
+    for i in range(100):
+        st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": specs[i % len(specs)]})
+        if st != 200 or len(d["prepared"]) > 4:
+            check(f"plan switch {i}", False, f"{st} {d}")
+            break
+        for _ in range(10):
+            s.json("POST", "/v2/models/mlp/infer", mlp_body(rows=1 + i % 4))
+    end = s.rss_kb()
+    check(f"after 100 switches and 1000 requests: {end} kB within 10% of {after50} kB",
+          end <= after50 * 1.10, f"{end} vs {after50}")
+    still_serving(s, "memory attacks")
+    s.stop()
+
+
+def t_caps(packrat, models):
+    """Batch sizes per instance and prepared plans are bounded without failing requests."""
+    repo = repo_with({"mlp": MM["mlp"]},
+                     {"mlp": {"max_batch_size": 64, "plan": "1x1", "max_queue_delay_us": 0}})
+    s = Server(packrat, repo, "--max-prepared-plans", "3")
+    codes = [s.json("POST", "/v2/models/mlp/infer", mlp_body(rows=r))[0] for r in range(1, 65)]
+    check("every batch size 1..64 on one instance: 200", all(c == 200 for c in codes),
+          str(codes))
+    codes = [s.json("POST", "/v2/models/mlp/infer", mlp_body(rows=r))[0] for r in (33, 47, 64)]
+    check("and again", all(c == 200 for c in codes), str(codes))
+    specs = ["1x1", "1x2", "1x3", "1x4", "1x5", "2x8", "1x2,1x2", "1x16"]
+    for sp in specs:
+        st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": sp})
+        check(f"plan {sp}: 200, at most 3 prepared", st == 200 and len(d["prepared"]) <= 3,
+              f"{st} {d}")
+    st, d = s.json("GET", "/v2/models/mlp/stats")
+    check("evictions reported", st == 200 and d.get("prepared_plans_evicted", 0) >= 5, str(d))
+    st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": "3x1"})
+    check("a plan needing 3 cores: 400 with the reason", st == 400 and "cores" in d["error"],
+          f"{st} {d}")
+    st2, d2 = s.json("POST", "/v2/models/mlp/plan", {"plan": "3x1"})
+    check("re-posting it: 400 again", st2 == 400, f"{st2} {d2}")
+    st, d = s.json("GET", "/v2/models/mlp/plan")
+    check("the failed plan is not prepared",
+          all(p["plan"] != "3x1" for p in d["prepared"]) and d["instances"][0]["batch"] == 16,
+          str(d))
+    st, text, _ = s.request("GET", "/metrics")
+    check("evictions in /metrics",
+          re.search(rb'packrat_prepared_plans_evicted_total\{model="mlp"\} [1-9]', text) is not None)
+    still_serving(s, "caps")
+    s.stop()
+
+
+def t_datatypes(packrat, models):
+    """Every datatype both ways; NaN and Inf kept; long ids intact; ragged data refused."""
+    repo = repo_with({"types": MM["types"], "mlp": MM["mlp"]},
+                     {"types": {"max_batch_size": 2, "plan": "1x2"},
+                      "mlp": {"max_batch_size": 2, "plan": "1x1"}})
+    s = Server(packrat, repo)
+    data = {"f64": ["NaN", "Infinity", "-Infinity"], "f16": [0.5, 65504, -0.0009765625],
+            "u64": [0, 2**63, 2**64 - 1], "u32": [0, 7, 2**32 - 1], "u16": [1, 2, 65535],
+            "i8": [-128, 0, 127], "b": [True, False, True], "f32": ["NaN", 1.5, "-Infinity"]}
+    types = {"f64": "FP64", "f16": "FP16", "u64": "UINT64", "u32": "UINT32", "u16": "UINT16",
+             "i8": "INT8", "b": "BOOL", "f32": "FP32"}
+    ident = "r" * 1000 + "\u00e9"
+    body = {"id": ident, "inputs": [{"name": k, "datatype": types[k], "shape": [1, 3], "data": v}
+                                    for k, v in data.items()]}
+    st, d = s.json("POST", "/v2/models/types/infer", body)
+    check("all datatypes: 200", st == 200, f"{st} {d}")
+    if st == 200:
+        check("id of 1000+ bytes echoed intact", d.get("id") == ident)
+        out = {o["name"][:-4]: o for o in d["outputs"]}
+        for k, v in data.items():
+            o = out.get(k, {})
+            check(f"{types[k]}: datatype, shape and every value back",
+                  o.get("datatype") == types[k] and o.get("shape") == [1, 3] and o.get("data") == v,
+                  str(o))
+    # binary output keeps NaN bits too
+    body = {"inputs": [{"name": k, "datatype": types[k], "shape": [1, 3], "data": v}
+                       for k, v in data.items()],
+            "outputs": [{"name": "f64_out", "parameters": {"binary_data": True}}]}
+    st, raw, hdr = s.request("POST", "/v2/models/types/infer", json.dumps(body).encode())
+    n = int(hdr.get("Inference-Header-Content-Length", "0"))
+    import struct
+    vals = struct.unpack("<3d", raw[n:n + 24]) if st == 200 and len(raw) >= n + 24 else ()
+    check("binary FP64 output keeps NaN/Inf", len(vals) == 3 and math.isnan(vals[0])
+          and vals[1] == math.inf and vals[2] == -math.inf, f"{st} {vals}")
+    for name, bad in [
+        ("ragged nested data", [[0.5, 0.5, 0.5, 0.5], [0.5]]),
+        ("nested deeper than the shape", [[[0.5, 0.5, 0.5, 0.5]], [[0.5, 0.5, 0.5, 0.5]]]),
+        ("flat and nested mixed", [0.5, 0.5, 0.5, 0.5, [0.5, 0.5, 0.5, 0.5]]),
+        ("too few values", [0.5] * 7),
+        ("too many values", [0.5] * 9),
+        ("a string", ["1"] * 8),
+        ("null", [None] * 8),
+        ("an object", [{}] * 8),
+    ]:
+        st, d = s.json("POST", "/v2/models/mlp/infer",
+                       {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": bad}]})
+        check(f"{name}: 400", st == 400 and d and "error" in d, f"{st} {d}")
+    st, d = s.json("POST", "/v2/models/mlp/infer",
+                   {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4],
+                                "data": [[1, 2, 3, 4], [5, 6, 7, 8]]}]})
+    check("nested data as the shape says: 200", st == 200, f"{st} {d}")
+    for name, v in [("UINT64 over 2^64-1", 2**64), ("INT8 of 128", 128)]:
+        dt, k = ("UINT64", "u64") if "UINT64" in name else ("INT8", "i8")
+        b = {"inputs": [{"name": kk, "datatype": types[kk], "shape": [1, 3],
+                         "data": ([v, 0, 0] if kk == k else vv)} for kk, vv in data.items()]}
+        st, d = s.json("POST", "/v2/models/types/infer", b)
+        check(f"{name}: 400", st == 400, f"{st} {d}")
+    still_serving(s, "datatypes")
+    s.stop()
+
+
+def t_timeout(packrat, models):
+    """A request's timeout holds while it waits in the queue."""
+    rn = os.path.join(models, "resnet50", "model.onnx")
+    repo = repo_with({"resnet50": rn},
+                     {"resnet50": {"max_batch_size": 1, "plan": "1x1", "request_timeout_ms": 300,
+                                   "queue_capacity": 64, "max_queue_delay_us": 0}})
+    s = Server(packrat, repo, wait=300)
+    body = json.dumps({"inputs": [{"name": s.json("GET", "/v2/models/resnet50")[1]["inputs"][0]["name"],
+                                   "datatype": "FP32", "shape": [1, 3, 224, 224],
+                                   "parameters": {"binary_data_size": 3 * 224 * 224 * 4}}]}).encode()
+    payload = body + b"\0" * (3 * 224 * 224 * 4)
+    hdr = {"Inference-Header-Content-Length": str(len(body)),
+           "Content-Type": "application/octet-stream"}
+    results = []
+
+    def one():
+        t0 = time.time()
+        st, _, _ = s.request("POST", "/v2/models/resnet50/infer", payload, hdr)
+        results.append((st, time.time() - t0))
+
+    ts = [threading.Thread(target=one) for _ in range(40)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    late = [r for r in results if r[0] == 504 and r[1] > 0.3 + 1.0]
+    check("some requests time out (504)", any(r[0] == 504 for r in results), str(results[:5]))
+    check("some are served (200)", any(r[0] == 200 for r in results))
+    check("every 504 within the timeout + 1 s", not late, str(late[:5]))
+    check("nothing but 200 and 504", all(r[0] in (200, 504) for r in results), str(results))
+    s.stop()
+
+
+def t_models(packrat, models):
+    """More models than --max-models: the rest refused, logged and reported."""
+    names = ["m1", "m2", "m3"]
+    repo = repo_with({n: MM["mlp"] for n in names},
+                     {n: {"max_batch_size": 1, "plan": "1x1"} for n in names})
+    s = Server(packrat, repo, "--max-models", "2")
+    check("the log says some are not served",
+          re.search(r"3 models; 2 are served", s.text()) is not None, s.text()[-500:])
+    served = [n for n in names if s.json("GET", f"/v2/models/{n}/ready")[0] == 200]
+    check("two served", len(served) == 2, str(served))
+    other = [n for n in names if n not in served][0]
+    st, d = s.json("POST", f"/v2/repository/models/{other}/load")
+    check("loading a third: 503 naming the limit", st == 503 and "--max-models" in d["error"],
+          f"{st} {d}")
+    st, d = s.json("POST", f"/v2/repository/models/{served[0]}/load")
+    check("reloading a known one: 200", st == 200, f"{st} {d}")
+    st, text, _ = s.request("GET", "/metrics")
+    check("limit in /metrics", b"packrat_models_limit 2" in text)
+    s.stop()
+
+
+def t_http(packrat, models):
+    """HEAD, conflicting Content-Length, 413 before the body, admin bodies bounded."""
+    repo = repo_with({"mlp": MM["mlp"]}, {"mlp": {"max_batch_size": 1, "plan": "1x1"}})
+    s = Server(packrat, repo, "--max-body-mb", "1", "--max-inflight-mb", "8")
+    st, b, _ = s.request("HEAD", "/v2/health/live")
+    check("HEAD /v2/health/live: 200, no body", st == 200 and b == b"", f"{st} {b}")
+    st, b, _ = s.request("HEAD", "/v2/models/mlp")
+    check("HEAD of model metadata: 200", st == 200, str(st))
+
+    def raw(data, wait=5):
+        with socket.create_connection(("127.0.0.1", s.port), timeout=wait) as c:
+            c.sendall(data)
+            t0 = time.time()
+            try:
+                got = c.recv(4096)
+            except socket.timeout:
+                got = b""
+            return got, time.time() - t0
+
+    got, _ = raw(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n"
+                 b"Content-Length: 20\r\n\r\n0123456789")
+    check("two different Content-Length: 400", got.startswith(b"HTTP/1.1 400"), got[:80])
+    got, dt = raw(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n"
+                  b"\r\n")
+    check("413 from the headers, before any body byte", got.startswith(b"HTTP/1.1 413") and dt < 3,
+          f"{got[:80]} after {dt:.1f} s")
+    got, dt = raw(b"POST /v2/models/mlp/plan HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n"
+                  b"\r\n")
+    check("admin body over 1 MiB: 413 from the headers", got.startswith(b"HTTP/1.1 413"),
+          got[:80])
+    # bytes in flight: 8 uploads of 1 MB each stall, the server holds 8 MB; one more is 503
+    conns = []
+    for _ in range(8):
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=5)
+        c.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n"
+                  b"\r\n{")
+        conns.append(c)
+    time.sleep(0.5)
+    got, _ = raw(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n"
+                 b"\r\n")
+    check("over --max-inflight-mb: 503 from the headers", got.startswith(b"HTTP/1.1 503"),
+          got[:80])
+    for c in conns:
+        c.close()
+    time.sleep(0.5)
+    still_serving(s, "stalled uploads closed")
+    st, text, _ = s.request("GET", "/metrics")
+    check("refusals counted", re.search(rb"packrat_http_refused_total [1-9]", text) is not None)
+    st, d = s.json("GET", "/v2/nothing/here")
+    check("unknown path: 404 JSON", st == 404 and d and "error" in d)
+    st, d = s.json("DELETE", "/v2/models/mlp")
+    check("wrong method: 405 JSON", st == 405 and d and "error" in d)
+    check("SIGTERM exits 0", s.stop())
+
+
+FINDINGS = {"crash": t_crash, "race": t_race, "arithmetic": t_arithmetic,
+            "overwrite": t_overwrite, "overread": t_overread, "memory": t_memory, "caps": t_caps,
+            "datatypes": t_datatypes, "timeout": t_timeout, "models": t_models, "http": t_http}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[1] not in FINDINGS:
+        sys.exit(__doc__)
+    TMP = tempfile.mkdtemp(prefix="packrat-hostile-")
+    os.environ["PACKRAT_CACHE"] = os.path.join(TMP, "cache")
+    try:
+        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "make_models.py"), TMP], check=True)
+        MM = {n: os.path.join(TMP, n + ".onnx") for n in ("mlp", "nobatch", "types", "intdiv")}
+        FINDINGS[sys.argv[1]](os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3]))
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    print(f"{len(failures)} failed" if failures else "all passed")
+    sys.exit(1 if failures else 0)
