@@ -1,5 +1,16 @@
 /* Profiles on disk: the JSON file (pr_profile_save / pr_profile_load) and
- * the profile cache (pr_profile_cache_path). */
+ * the profile cache (pr_profile_cache_path / pr_profile_cache_save).
+ *
+ * Notes on the design:
+ * - A file is replaced, never rewritten in place: the JSON goes to a
+ *   temporary file (mkstemp) in the destination's folder and is renamed over
+ *   it, so a reader sees the old file or the whole new one, and a failure
+ *   leaves nothing behind.
+ * - The cache never fails the work that produced the profile: every cache
+ *   problem is a warning in the log. A cache path that cannot be made is an
+ *   empty string, never a truncated or stale buffer that might name another
+ *   file (the server once wrote a profile over a model's config.json so).
+ */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -9,27 +20,59 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/util.h"
 #include "packrat/profiler.h"
 
-pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len) {
+static json_t *profile_json(const pr_profile_t *p) {
   json_t *pts = json_array();
-  for (int i = 0; i < p->n_points; i++)
+  for (int i = 0; pts && i < p->n_points; i++)
     json_array_append_new(
         pts, json_pack("{s:i, s:i, s:f, s:f, s:f}", "threads", p->points[i].threads, "batch",
                        p->points[i].batch, "latency_ms", p->points[i].latency_ms, "p90_ms",
                        p->points[i].p90_ms, "isolated_ms", p->points[i].isolated_ms));
-  json_t *root = json_pack("{s:s, s:s, s:s, s:i, s:s, s:o}", "model", p->model, "model_sha256",
-                           p->model_sha256, "cpu", p->cpu, "cores", p->cores, "version",
-                           "packrat " PR_VERSION, "points", pts);
+  return json_pack("{s:s, s:s, s:s, s:i, s:s, s:o}", "model", p->model, "model_sha256",
+                   p->model_sha256, "cpu", p->cpu, "cores", p->cores, "version",
+                   "packrat " PR_VERSION, "points", pts);
+}
+
+pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len) {
+  if (!path || !*path) {
+    pr_errf(err, err_len, "no file to save the profile to");
+    return PR_ERR_INVALID;
+  }
   char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int rc = json_dump_file(root, tmp, JSON_INDENT(1));
+  int w = snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+  if (w < 0 || (size_t)w >= sizeof tmp) {
+    pr_errf(err, err_len, "cannot write %.200s...: path too long", path);
+    return PR_ERR_INVALID;
+  }
+  json_t *root = profile_json(p);
+  if (!root) {
+    pr_errf(err, err_len, "cannot write %s: out of memory", path);
+    return PR_ERR_NOMEM;
+  }
+  int fd = mkstemp(tmp), e = 0;
+  if (fd < 0) {
+    e = errno;
+    json_decref(root);
+    pr_errf(err, err_len, "cannot write %s: %s", path, strerror(e));
+    return PR_ERR_IO;
+  }
+  fchmod(fd, 0644); /* mkstemp's 0600 would hide the profile from other users */
+  FILE *f = fdopen(fd, "w");
+  if (!f) close(fd);
+  errno = 0;
+  if (!f || json_dumpf(root, f, JSON_INDENT(1)) || fflush(f) || fsync(fileno(f)))
+    e = errno ? errno : EIO;
+  if (f && fclose(f) && !e) e = errno ? errno : EIO;
   json_decref(root);
-  if (rc || rename(tmp, path)) {
-    pr_errf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+  if (!e && rename(tmp, path)) e = errno;
+  if (e) {
+    unlink(tmp);
+    pr_errf(err, err_len, "cannot write %s: %s", path, strerror(e));
     return PR_ERR_IO;
   }
   return PR_OK;
@@ -85,17 +128,35 @@ out:
   return st;
 }
 
-pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores,
-                                  const pr_session_options_t *base, char *path, size_t len) {
+/* The cache file's path, or a message in why and path "". */
+static pr_status_t cache_file(const char *sha256, const char *cpu, int cores,
+                              const pr_session_options_t *base, char *path, size_t len, char *why,
+                              size_t why_len) {
+  if (path && len) path[0] = 0;
+  if (!path || !len || !sha256 || !cpu) {
+    pr_errf(why, why_len, "no buffer for the cache path");
+    return PR_ERR_INVALID;
+  }
+  /* the file name holds the hash: it must be one, so that it names nothing else */
+  for (int i = 0; i < 16; i++)
+    if (!sha256[i] || !strchr("0123456789abcdef", sha256[i])) {
+      pr_errf(why, why_len, "no model hash to name the cache file by");
+      return PR_ERR_INVALID;
+    }
   char dir[3072];
   const char *env = getenv("PACKRAT_CACHE"), *xdg = getenv("XDG_CACHE_HOME"),
              *home = getenv("HOME");
+  int w;
   if (env && *env)
-    snprintf(dir, sizeof dir, "%s", env);
+    w = snprintf(dir, sizeof dir, "%s", env);
   else if (xdg && *xdg)
-    snprintf(dir, sizeof dir, "%s/packrat", xdg);
+    w = snprintf(dir, sizeof dir, "%s/packrat", xdg);
   else
-    snprintf(dir, sizeof dir, "%s/.cache/packrat", home && *home ? home : "/tmp");
+    w = snprintf(dir, sizeof dir, "%s/.cache/packrat", home && *home ? home : "/tmp");
+  if (w < 0 || (size_t)w >= sizeof dir) {
+    pr_errf(why, why_len, "the cache folder's name is too long");
+    return PR_ERR_INVALID;
+  }
   /* mkdir -p */
   for (char *s = dir + 1; *s; s++)
     if (*s == '/') {
@@ -103,7 +164,15 @@ pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores
       mkdir(dir, 0755);
       *s = '/';
     }
-  if (mkdir(dir, 0755) && errno != EEXIST) return PR_ERR_IO;
+  struct stat sb;
+  if (mkdir(dir, 0755) && errno != EEXIST) {
+    pr_errf(why, why_len, "cannot create the cache folder %s: %s", dir, strerror(errno));
+    return PR_ERR_IO;
+  }
+  if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+    pr_errf(why, why_len, "the cache folder %s is not a folder", dir);
+    return PR_ERR_IO;
+  }
   char cpu_hash[65];
   char key[1024];
   size_t off = (size_t)snprintf(key, sizeof key, "%s|packrat %s|corun", cpu, PR_VERSION);
@@ -112,7 +181,32 @@ pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores
     off += (size_t)snprintf(key + off, sizeof key - off, "|%s=%lld", base->dim_names[i],
                             (long long)base->dim_values[i]);
   pr_sha256_hex(key, strlen(key), cpu_hash);
-  snprintf(path, len, "%s/profile-%.16s-%dc-%.8s.json", dir, sha256, cores, cpu_hash);
+  w = snprintf(path, len, "%s/profile-%.16s-%dc-%.8s.json", dir, sha256, cores, cpu_hash);
+  if (w < 0 || (size_t)w >= len) {
+    path[0] = 0;
+    pr_errf(why, why_len, "the cache path does not fit in %zu bytes", len);
+    return PR_ERR_INVALID;
+  }
+  return PR_OK;
+}
+
+pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores,
+                                  const pr_session_options_t *base, char *path, size_t len) {
+  return cache_file(sha256, cpu, cores, base, path, len, NULL, 0);
+}
+
+pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_options_t *base,
+                                  char *path, size_t len) {
+  if (path && len) path[0] = 0;
+  char file[4096], why[512];
+  pr_status_t st =
+      cache_file(p->model_sha256, p->cpu, p->cores, base, file, sizeof file, why, sizeof why);
+  if (!st) st = pr_profile_save(p, file, why, sizeof why);
+  if (st) {
+    pr_log(PR_LOG_WARN, "profile of %s not cached: %s", p->model, why);
+    return st;
+  }
+  if (path && len && strlen(file) < len) memcpy(path, file, strlen(file) + 1);
   return PR_OK;
 }
 
