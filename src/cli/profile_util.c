@@ -45,6 +45,7 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
     pr_profile_cache_path(sha, pr_topology_cpu_name(), cores, &base, cached, sizeof cached);
   if (cached[0] && access(cached, R_OK) == 0) {
     if (pr_profile_load(cached, out, err, sizeof err) == PR_OK) {
+      /* a suspicious profile does not match: it is measured again */
       bool ok = pr_profile_matches(out, sha, pr_topology_cpu_name(), cores, o->max_batch);
       for (int i = 0; ok && i < o->n_extra; i++)
         for (int t = 1; ok && t <= cores; t++) ok = pr_profile_latency(out, t, o->extra[i]) >= 0;
@@ -73,8 +74,8 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
     fprintf(stderr, "packrat: profiling failed: %s\n", err);
     return -1;
   }
-  /* a cache that cannot be written is a warning (logged), never a failure
-   * of the profile */
+  /* a suspicious profile or a cache that cannot be written is a warning
+   * (logged), never a failure of the profile */
   if (o->write_cache) pr_profile_cache_save(out, &base, cache_path, cache_len);
   return 0;
 }

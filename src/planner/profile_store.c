@@ -10,7 +10,9 @@
  *   problem is a warning in the log. A cache path that cannot be made is an
  *   empty string, never a truncated or stale buffer that might name another
  *   file (the server once wrote a profile over a model's config.json so).
- */
+ * - Only good profiles (n_suspicious == 0) are cached, and a cached profile
+ *   that turns out suspicious on load does not match (pr_profile_matches),
+ *   so a profile measured on a busy machine is measured again next time. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -28,14 +30,19 @@
 
 static json_t *profile_json(const pr_profile_t *p) {
   json_t *pts = json_array();
-  for (int i = 0; pts && i < p->n_points; i++)
+  for (int i = 0; pts && i < p->n_points; i++) {
+    const pr_profile_point_t *q = &p->points[i];
     json_array_append_new(
-        pts, json_pack("{s:i, s:i, s:f, s:f, s:f}", "threads", p->points[i].threads, "batch",
-                       p->points[i].batch, "latency_ms", p->points[i].latency_ms, "p90_ms",
-                       p->points[i].p90_ms, "isolated_ms", p->points[i].isolated_ms));
-  return json_pack("{s:s, s:s, s:s, s:i, s:s, s:o}", "model", p->model, "model_sha256",
+        pts, json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:i}", "threads", q->threads, "batch",
+                       q->batch, "latency_ms", q->latency_ms, "p90_ms", q->p90_ms, "isolated_ms",
+                       q->isolated_ms, "runs", q->runs, "spread", q->spread, "remeasured",
+                       q->remeasured));
+  }
+  return json_pack("{s:s, s:s, s:s, s:i, s:s, s:f, s:i, s:o}", "model", p->model, "model_sha256",
                    p->model_sha256, "cpu", p->cpu, "cores", p->cores, "version",
-                   "packrat " PR_VERSION, "points", pts);
+                   "packrat " PR_VERSION, "tolerance",
+                   p->tolerance > 0 ? p->tolerance : PR_PROFILE_TOLERANCE, "suspicious",
+                   p->n_suspicious, "points", pts);
 }
 
 pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len) {
@@ -89,11 +96,13 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   pr_status_t st = PR_ERR_INVALID;
   const char *model = "", *sha = "", *cpu = "", *version = "";
   json_t *pts = NULL;
-  int cores = 0;
-  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s:i, s?s, s:o}", "model", &model,
+  int cores = 0, suspicious = 0;
+  double tolerance = 0;
+  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s:i, s?s, s?F, s?i, s:o}", "model", &model,
                      "model_sha256", &sha, "cpu", &cpu, "cores", &cores, "version", &version,
-                     "points", &pts) ||
-      !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000) {
+                     "tolerance", &tolerance, "suspicious", &suspicious, "points", &pts) ||
+      !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000 ||
+      !(tolerance >= 0 && tolerance < 1)) {
     pr_errf(err, err_len, "%s: not a packrat profile (needs cores and points)", path);
     goto out;
   }
@@ -101,6 +110,7 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   snprintf(p->model_sha256, sizeof p->model_sha256, "%s", sha);
   snprintf(p->cpu, sizeof p->cpu, "%s", cpu);
   p->cores = cores;
+  p->tolerance = tolerance > 0 ? tolerance : PR_PROFILE_TOLERANCE;
   p->points = calloc(json_array_size(pts) + 1, sizeof *p->points);
   if (!p->points) {
     st = PR_ERR_NOMEM;
@@ -109,19 +119,31 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   size_t i;
   json_t *it;
   json_array_foreach(pts, i, it) {
-    int t = 0, b = 0;
-    double lat = -1, p90 = -1, iso = -1;
-    if (json_unpack_ex(it, &je, 0, "{s:i, s:i, s:F, s?F, s?F}", "threads", &t, "batch", &b,
-                       "latency_ms", &lat, "p90_ms", &p90, "isolated_ms", &iso) ||
-        t < 1 || b < 1 || !(lat >= 0) || !isfinite(lat)) {
-      pr_errf(err, err_len, "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0", path,
-              i);
+    int t = 0, b = 0, runs = 0, remeasured = 0;
+    double lat = -1, p90 = -1, iso = -1, spread = 0;
+    if (json_unpack_ex(it, &je, 0, "{s:i, s:i, s:F, s?F, s?F, s?i, s?F, s?i}", "threads", &t,
+                       "batch", &b, "latency_ms", &lat, "p90_ms", &p90, "isolated_ms", &iso, "runs",
+                       &runs, "spread", &spread, "remeasured", &remeasured) ||
+        t < 1 || b < 1 || !(lat >= 0) || !isfinite(lat) || runs < 0 || !(spread >= 0) ||
+        !isfinite(spread) || remeasured < -1 || remeasured > 1) {
+      pr_errf(err, err_len,
+              "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0 (and runs >= 0, "
+              "spread >= 0, remeasured -1..1 when given)",
+              path, i);
       pr_profile_free(p);
       goto out;
     }
-    p->points[p->n_points++] =
-        (pr_profile_point_t){t, b, lat, p90 < 0 ? lat : p90, iso < 0 ? lat : iso};
+    p->points[p->n_points++] = (pr_profile_point_t){.threads = t,
+                                                    .batch = b,
+                                                    .latency_ms = lat,
+                                                    .p90_ms = p90 < 0 ? lat : p90,
+                                                    .isolated_ms = iso < 0 ? lat : iso,
+                                                    .runs = runs,
+                                                    .spread = spread,
+                                                    .remeasured = remeasured};
   }
+  /* the file's own count is for readers; the verdict is recomputed */
+  p->n_suspicious = pr_profile_assess(p, p->tolerance, NULL, 0);
   st = PR_OK;
 out:
   json_decref(root);
@@ -198,6 +220,11 @@ pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores
 pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_options_t *base,
                                   char *path, size_t len) {
   if (path && len) path[0] = 0;
+  if (p->n_suspicious) {
+    pr_log(PR_LOG_INFO, "profile of %s: %d suspicious points, not cached", p->model,
+           p->n_suspicious);
+    return PR_ERR_INVALID;
+  }
   char file[4096], why[512];
   pr_status_t st =
       cache_file(p->model_sha256, p->cpu, p->cores, base, file, sizeof file, why, sizeof why);
@@ -212,7 +239,9 @@ pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_option
 
 int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,
                        int max_batch) {
-  if (strcmp(p->model_sha256, sha256) || strcmp(p->cpu, cpu) || p->cores != cores) return 0;
+  if (p->n_suspicious || strcmp(p->model_sha256, sha256) || strcmp(p->cpu, cpu) ||
+      p->cores != cores)
+    return 0;
   int grid[64];
   int n = pr_profile_grid(max_batch, NULL, 0, grid, 64);
   for (int t = 1; t <= cores; t++)
