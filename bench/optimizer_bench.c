@@ -35,7 +35,8 @@ static void make_profile(pr_profile_t *p, int T, int maxb, int dense) {
       if (!dense && b > 8 && (b & (b - 1))) continue;
       double lat = 2.0 + 9.0 * b / pow(t, 0.75) + 0.05 * t;
       lat *= 1 + 0.03 * urand();
-      p->points[p->n_points++] = (pr_profile_point_t){t, b, lat, lat, lat};
+      p->points[p->n_points++] = (pr_profile_point_t){
+          .threads = t, .batch = b, .latency_ms = lat, .p90_ms = lat, .isolated_ms = lat};
     }
 }
 

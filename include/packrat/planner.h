@@ -17,6 +17,10 @@ typedef struct {
   double latency_ms; /* median, with neighbouring instances busy (what a plan sees) */
   double p90_ms;
   double isolated_ms; /* median alone on the machine */
+  /* how it was measured (profiler.h: "Measurement quality"); 0 when unknown */
+  int runs;       /* timed runs behind the median */
+  double spread;  /* middle half of the runs (q1..q3) over the median: 0.02 = 2% */
+  int remeasured; /* 0 measured once, 1 re-measured and reproduced, -1 not reproduced */
 } pr_profile_point_t;
 
 /* latency[t][b] on a grid; points in any order, each (t, b) at most once. */
@@ -27,6 +31,8 @@ typedef struct {
   int cores; /* T: the machine's cores the profile covers */
   int n_points;
   pr_profile_point_t *points;
+  double tolerance; /* the profiler's tolerance (0: PR_PROFILE_TOLERANCE) */
+  int n_suspicious; /* points pr_profile_assess flags: 0 = good, may be cached */
 } pr_profile_t;
 
 typedef struct {

@@ -19,35 +19,132 @@ typedef struct {
   int n_extra;
   const int *cpus; /* CPU order (topology); first T used */
   int n_cpus;
-  double max_point_s; /* stop repeating a point after this long (>= 3 runs) */
+  double max_point_s; /* time budget of one point: its runs' sum (0: 3 s; >= 3 runs) */
+  double tolerance;   /* 0: PR_PROFILE_TOLERANCE */
   bool no_corun;      /* skip measuring the slowdown of co-running instances */
-  /* called after each point (may be NULL) */
+  /* called after each point of the first pass (may be NULL) */
   void (*progress)(void *ctx, int done, int total, const pr_profile_point_t *point);
   void *ctx;
+  /* Test hook (NULL: the real engine). When set, it is called for every timed
+   * run instead of the engine (no session, no warm-up, no pinning, no
+   * co-running; model may be NULL) and returns that run's latency in ms
+   * (< 0: the run failed). pass is 0 for the first pass, 1 for the
+   * re-measure of suspicious points; run counts from 0 within a point. */
+  double (*measure_run)(void *ctx, int threads, int batch, int pass, int run);
+  void *measure_ctx;
 } pr_profile_options_t;
+
+/* Measurement quality.
+ *
+ * The tolerance: two latencies agree when they differ by at most
+ * PR_PROFILE_TOLERANCE (5%) of the reference, or by PR_PROFILE_FLOOR_MS
+ * (10 us) when that is larger (below it, differences are timer and
+ * scheduler noise that no plan depends on).
+ *
+ * Each point is run once to warm up, then timed until its runs are stable:
+ * the middle half of the runs (first to third quartile) agrees with their
+ * median, after at least PR_PROFILE_MIN_RUNS runs. The point's time budget
+ * (max_point_s, the sum of its run times) ends it earlier, but never before 3
+ * runs; PR_PROFILE_MAX_RUNS ends it always. The point records the median (its
+ * latency), the p90, the number of runs and the spread of the middle half.
+ *
+ * A point is suspicious (pr_profile_assess) when
+ * - noisy: its p90 is above PR_PROFILE_P90_LIMIT times its median (and
+ *   above it by more than the floor);
+ * - unstable: its middle runs never agreed (the budget ran out first);
+ * - inverted: its median is above that of the fastest point with fewer
+ *   threads at the same batch beyond the tolerance.
+ * After the first pass the profiler measures every suspicious point again
+ * (and, for an inversion, the fewer-thread point it is compared with). The
+ * point is reproduced, and real, when the re-measure agrees with the first
+ * pass: noisy/unstable: the new median agrees with the first; inverted: more
+ * threads are still not faster beyond the tolerance (a small model where
+ * more threads really are slower is reproduced and kept). The re-measured
+ * values replace the first ones, and the point is marked (remeasured = 1, or
+ * -1 when not reproduced). The profile is good, and may be cached, when no
+ * point is suspicious afterwards (n_suspicious == 0); otherwise it is
+ * returned for use, with a warning in the log, and must not be cached. */
+#define PR_PROFILE_TOLERANCE 0.05
+#define PR_PROFILE_FLOOR_MS 0.01
+#define PR_PROFILE_P90_LIMIT 1.5
+#define PR_PROFILE_MIN_RUNS 10
+#define PR_PROFILE_MAX_RUNS 50
+
+/* Why a point is suspicious (bits of pr_profile_issue_t.why). */
+enum {
+  PR_PROFILE_NOISY = 1,          /* p90 above PR_PROFILE_P90_LIMIT x median */
+  PR_PROFILE_UNSTABLE = 2,       /* middle runs spread wider than the tolerance */
+  PR_PROFILE_INVERTED = 4,       /* slower than fewer threads at the same batch */
+  PR_PROFILE_NOT_REPRODUCED = 8, /* re-measured, and the re-measure disagreed */
+};
+
+typedef struct {
+  int threads, batch;
+  double median_ms, p90_ms; /* alone on the machine (isolated) */
+  double spread;            /* of the middle half of the runs, over the median */
+  int why;                  /* PR_PROFILE_* bits */
+  int fewer_threads;        /* inverted: the fastest point with fewer threads */
+  double fewer_ms;          /* its median */
+} pr_profile_issue_t;
+
+/* Pure: the suspicious points of p at tolerance (<= 0: p->tolerance, else
+ * PR_PROFILE_TOLERANCE). Points re-measured and reproduced (remeasured = 1)
+ * are not suspicious; points not reproduced (-1) always are. Writes the first
+ * max issues (issues may be NULL with max 0) in the order of p's points and
+ * returns how many points are suspicious (0: good). */
+int pr_profile_assess(const pr_profile_t *p, double tolerance, pr_profile_issue_t *issues, int max);
+
+/* "p90 5.0x the median; slower than 1 thread (2.90 ms) by 41%": the reasons
+ * of an issue as text, into buf (always terminated). */
+void pr_profile_issue_text(const pr_profile_issue_t *issue, double tolerance, char *buf,
+                           size_t len);
 
 /* The batch grid for max_batch (plus extras), ascending, deduplicated;
  * returns the count written into out (at most max). */
 int pr_profile_grid(int max_batch, const int *extra, int n_extra, int *out, int max);
 
-/* Measures every point; base supplies dims other than the batch. The model
- * name in the profile is taken from model_name. */
+/* Measures every point (see "Measurement quality"), re-measures suspicious
+ * ones, then the co-running slowdown; base supplies dims other than the
+ * batch. The model name in the profile is taken from model_name. On success
+ * out->n_suspicious says whether out may be cached (0) or only used (> 0,
+ * already warned about in the log). Fails (PR_ERR_*, message in err) only
+ * when a point cannot be measured; out is then empty. */
 pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
                                const pr_session_options_t *base, const pr_profile_options_t *opt,
                                pr_profile_t *out, char *err, size_t err_len);
 
-/* JSON: {"model", "model_sha256", "cpu", "cores", "version", "points": [...]}. */
+/* JSON: {"model", "model_sha256", "cpu", "cores", "version", "tolerance",
+ * "suspicious", "points": [{"threads", "batch", "latency_ms", "p90_ms",
+ * "isolated_ms", "runs", "spread", "remeasured"}]}. Save writes a temporary
+ * file next to path and renames it over path (PR_ERR_IO when it cannot;
+ * PR_ERR_INVALID for an empty path): path is either the old file or the
+ * whole new one, and nothing else is left behind. Load recomputes
+ * n_suspicious with pr_profile_assess (the quality fields are optional: a
+ * profile without them is judged on its p90s and its thread scaling). */
 pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len);
 pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t err_len);
 
 /* Path of the cache file for (model hash, CPU, cores, values of the named
  * symbolic dims in base (may be NULL), version): under $PACKRAT_CACHE, else
- * $XDG_CACHE_HOME/packrat, else ~/.cache/packrat. Creates the folder. */
+ * $XDG_CACHE_HOME/packrat, else ~/.cache/packrat. Creates the folder. On any
+ * failure (the folder cannot be made or is not a folder, sha256 is not hex,
+ * path would not fit in len) returns PR_ERR_IO or PR_ERR_INVALID and leaves
+ * path empty (path[0] = 0 when len > 0): a failed call never yields a path. */
 pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores,
                                   const pr_session_options_t *base, char *path, size_t len);
 
-/* True when p was made for this model, CPU, core count and version, and
- * covers threads 1..cores and every batch in the grid for max_batch. */
+/* Stores p in the cache (pr_profile_cache_path of p's model hash, CPU and
+ * cores and base's dims) when p is good (n_suspicious == 0), atomically
+ * (pr_profile_save). Meant to be called and not checked: a suspicious
+ * profile is skipped (logged at info, PR_ERR_INVALID), every cache failure is
+ * logged as a warning and returned, and nothing but the cache file is ever
+ * written. path (may be NULL) receives the file written, "" when none. */
+pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_options_t *base,
+                                  char *path, size_t len);
+
+/* True when p was made for this model, CPU, core count and version, covers
+ * threads 1..cores and every batch in the grid for max_batch, and is good
+ * (n_suspicious == 0: a suspicious profile is measured again). */
 int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,
                        int max_batch);
 

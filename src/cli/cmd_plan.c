@@ -130,6 +130,11 @@ int pr_cli_plan(int argc, char **argv) {
       fprintf(stderr, "packrat plan: %s\n", err);
       return 1;
     }
+    if (p.n_suspicious)
+      fprintf(stderr,
+              "packrat plan: warning: %d points of %s are suspicious (see 'packrat profile "
+              "--check %s'); the plan may be off\n",
+              p.n_suspicious, profile_path, profile_path);
   } else {
     pr_model_t *m;
     if (pr_engine_model_load_file(model_path, &m, err, sizeof err)) {

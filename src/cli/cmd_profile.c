@@ -1,5 +1,7 @@
-/* packrat profile: measure latency[t][b] of a model and write it as JSON. */
+/* packrat profile: measure latency[t][b] of a model and write it as JSON,
+ * or check the quality of a saved profile (--check). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -8,19 +10,64 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: packrat profile MODEL.onnx [options]\n"
+          "       packrat profile --check FILE\n"
           "\n"
           "Measures one instance's latency for every thread count 1..T and batch sizes\n"
-          "1..8, then powers of two up to B, each on its own pinned cores.\n"
+          "1..8, then powers of two up to B, each on its own pinned cores. A point is\n"
+          "timed until the middle half of its runs lies within %.0f%% (or %.0f us) of\n"
+          "their median (at least %d runs, at most %d, and at most about 3 s unless 3\n"
+          "runs take longer). Suspicious points (p90 above %.1fx the median, runs that\n"
+          "do not settle, more threads slower than fewer beyond that tolerance) are\n"
+          "measured again; a profile whose re-measure does not reproduce them is used\n"
+          "but not cached.\n"
           "\n"
           "  --cores T        thread counts 1..T (default: every physical core)\n"
           "  --max-batch B    largest batch of the grid (default 16)\n"
           "  --out FILE       write the profile JSON here (default: the profile cache)\n"
           "  --no-cache       measure even when a cached profile fits\n"
-          "  --dim NAME=N     value of the model's named symbolic dimension NAME (repeatable)\n");
+          "  --dim NAME=N     value of the model's named symbolic dimension NAME (repeatable)\n"
+          "  --check FILE     print the quality of a saved or cached profile (each suspicious\n"
+          "                   point: threads, batch, median, p90, why); exit status 0 when\n"
+          "                   it is good, 1 when it is suspicious or cannot be read\n",
+          100 * PR_PROFILE_TOLERANCE, 1e3 * PR_PROFILE_FLOOR_MS, PR_PROFILE_MIN_RUNS,
+          PR_PROFILE_MAX_RUNS, PR_PROFILE_P90_LIMIT);
+}
+
+/* --check FILE: 0 good, 1 suspicious or unreadable */
+static int check_profile(const char *path) {
+  char err[1024];
+  pr_profile_t p;
+  if (pr_profile_load(path, &p, err, sizeof err)) {
+    fprintf(stderr, "packrat profile: %s\n", err);
+    return 1;
+  }
+  int n = pr_profile_assess(&p, p.tolerance, NULL, 0), remeasured = 0;
+  for (int i = 0; i < p.n_points; i++) remeasured += p.points[i].remeasured > 0;
+  pr_profile_issue_t *issues = n ? calloc((size_t)n, sizeof *issues) : NULL;
+  if (n && !issues) {
+    fprintf(stderr, "packrat profile: out of memory\n");
+    pr_profile_free(&p);
+    return 1;
+  }
+  pr_profile_assess(&p, p.tolerance, issues, n);
+  printf(
+      "%s: %s: %d of %d points suspicious (tolerance %.0f%%, p90 limit %.1fx the median, "
+      "%d re-measured and reproduced)\n",
+      path, n ? "suspicious" : "good", n, p.n_points, 100 * p.tolerance, PR_PROFILE_P90_LIMIT,
+      remeasured);
+  for (int i = 0; i < n; i++) {
+    char why[512];
+    pr_profile_issue_text(&issues[i], p.tolerance, why, sizeof why);
+    printf("  threads %2d batch %4d: median %.3f ms, p90 %.3f ms: %s\n", issues[i].threads,
+           issues[i].batch, issues[i].median_ms, issues[i].p90_ms, why);
+  }
+  free(issues);
+  pr_profile_free(&p);
+  return n ? 1 : 0;
 }
 
 int pr_cli_profile(int argc, char **argv) {
-  const char *model_path = NULL, *out_path = NULL;
+  const char *model_path = NULL, *out_path = NULL, *check_path = NULL;
   pr_cli_dims_t dims = {0};
   pr_cli_profile_opts_t o = {
       .max_batch = 16, .read_cache = true, .write_cache = true, .dims = &dims};
@@ -36,6 +83,9 @@ int pr_cli_profile(int argc, char **argv) {
     } else if (!strcmp(a, "--out")) {
       if (!val) return fprintf(stderr, "packrat profile: --out needs a value\n"), 2;
       out_path = val, i++;
+    } else if (!strcmp(a, "--check")) {
+      if (!val) return fprintf(stderr, "packrat profile: --check needs a file\n"), 2;
+      check_path = val, i++;
     } else if (!strcmp(a, "--no-cache")) {
       o.read_cache = false;
     } else if (!strcmp(a, "--dim")) {
@@ -48,6 +98,11 @@ int pr_cli_profile(int argc, char **argv) {
       model_path = a;
     }
   }
+  if (check_path && model_path) {
+    fprintf(stderr, "packrat profile: give MODEL.onnx or --check FILE, not both\n");
+    return 2;
+  }
+  if (check_path) return check_profile(check_path);
   if (!model_path) {
     usage(stderr);
     return 2;
@@ -61,16 +116,21 @@ int pr_cli_profile(int argc, char **argv) {
   pr_profile_t p;
   int rc = pr_cli_get_profile(m, model_path, &o, &p, cache, sizeof cache);
   if (rc == 0) {
-    const char *dst = out_path ? out_path : cache;
     if (out_path && pr_profile_save(&p, out_path, err, sizeof err)) {
       fprintf(stderr, "packrat profile: %s\n", err);
       rc = 1;
     } else {
-      printf("profile of %s: %d points on %d cores (%s) -> %s\n", model_path, p.n_points, p.cores,
-             p.cpu, dst);
+      /* "-> FILE": where the profile is; a suspicious one is in no cache */
+      const char *dst = out_path ? out_path : cache;
+      printf("profile of %s: %d points on %d cores (%s) -> %s%s\n", model_path, p.n_points, p.cores,
+             p.cpu, dst[0] ? dst : "(not cached)",
+             p.n_suspicious ? " (suspicious: see the warning)" : "");
       for (int i = 0; i < p.n_points; i++)
-        printf("  threads %2d batch %4d: %9.2f ms (p90 %.2f)\n", p.points[i].threads,
-               p.points[i].batch, p.points[i].latency_ms, p.points[i].p90_ms);
+        printf("  threads %2d batch %4d: %9.3f ms (p90 %.3f, %d runs%s)\n", p.points[i].threads,
+               p.points[i].batch, p.points[i].latency_ms, p.points[i].p90_ms, p.points[i].runs,
+               p.points[i].remeasured > 0   ? ", re-measured"
+               : p.points[i].remeasured < 0 ? ", not reproduced"
+                                            : "");
     }
     pr_profile_free(&p);
   }

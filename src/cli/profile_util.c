@@ -31,6 +31,7 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
   int n_cpus = pr_topology_cpu_order(cpus, 4096);
   int cores = o->cores > 0 ? o->cores : pr_topology_num_cores();
   char err[1024];
+  if (cache_len) cache_path[0] = 0;
   if (cores > n_cpus) {
     fprintf(stderr, "packrat: %d cores requested, %d available\n", cores, n_cpus);
     return -1;
@@ -38,18 +39,19 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
   const char *sha = pr_engine_model_sha256(model);
   pr_session_options_t base = pr_session_options_default();
   if (o->dims) pr_cli_dims_apply(o->dims, &base);
-  cache_path[0] = 0;
-  if ((o->read_cache || o->write_cache) &&
-      pr_profile_cache_path(sha, pr_topology_cpu_name(), cores, &base, cache_path, cache_len) !=
-          PR_OK)
-    cache_path[0] = 0;
-  if (o->read_cache && cache_path[0] && access(cache_path, R_OK) == 0) {
-    if (pr_profile_load(cache_path, out, err, sizeof err) == PR_OK) {
+  /* a cache path that cannot be made is "" (never a stale buffer) */
+  char cached[4096] = "";
+  if (o->read_cache)
+    pr_profile_cache_path(sha, pr_topology_cpu_name(), cores, &base, cached, sizeof cached);
+  if (cached[0] && access(cached, R_OK) == 0) {
+    if (pr_profile_load(cached, out, err, sizeof err) == PR_OK) {
+      /* a suspicious profile does not match: it is measured again */
       bool ok = pr_profile_matches(out, sha, pr_topology_cpu_name(), cores, o->max_batch);
       for (int i = 0; ok && i < o->n_extra; i++)
         for (int t = 1; ok && t <= cores; t++) ok = pr_profile_latency(out, t, o->extra[i]) >= 0;
       if (ok) {
-        if (!o->quiet) fprintf(stderr, "packrat: using cached profile %s\n", cache_path);
+        if (!o->quiet) fprintf(stderr, "packrat: using cached profile %s\n", cached);
+        snprintf(cache_path, cache_len, "%s", cached);
         return 0;
       }
       pr_profile_free(out);
@@ -72,7 +74,8 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
     fprintf(stderr, "packrat: profiling failed: %s\n", err);
     return -1;
   }
-  if (o->write_cache && cache_path[0] && pr_profile_save(out, cache_path, err, sizeof err))
-    fprintf(stderr, "packrat: warning: %s\n", err);
+  /* a suspicious profile or a cache that cannot be written is a warning
+   * (logged), never a failure of the profile */
+  if (o->write_cache) pr_profile_cache_save(out, &base, cache_path, cache_len);
   return 0;
 }

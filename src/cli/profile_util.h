@@ -19,7 +19,12 @@ typedef struct {
   const pr_cli_dims_t *dims; /* --dim values (may be NULL) */
 } pr_cli_profile_opts_t;
 
-/* Loads the cached profile when it matches, else measures (and caches). */
+/* Loads the cached profile when it matches (and is good), else measures it
+ * and caches it when it is good (out->n_suspicious == 0). cache_path receives
+ * the cache file the profile came from or went to, "" when none (no cache,
+ * a suspicious profile, a cache that cannot be written: warnings, not
+ * errors). Returns 0, or -1 when the profile could not be had (message on
+ * stderr). */
 int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_profile_opts_t *o,
                        pr_profile_t *out, char *cache_path, size_t cache_len);
 

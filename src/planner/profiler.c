@@ -2,9 +2,17 @@
  *
  * Each point runs in a fresh thread pinned to the first t CPUs of the
  * topology order (a new OpenMP master, so its team is pinned too), compiles a
- * session for (t, b), warms up once, then repeats until the median settles
- * (3 runs at least, then until it moves by less than 1% or the time budget
- * of the point is spent, 25 runs at most).
+ * session for (t, b), warms up once, then repeats until its runs are stable
+ * (profiler.h, "Measurement quality": the middle half of the runs within the
+ * tolerance of their median, at least PR_PROFILE_MIN_RUNS runs, bounded by
+ * the point's time budget and PR_PROFILE_MAX_RUNS).
+ *
+ * A machine that was busy during the first pass shows as suspicious points
+ * (a p90 far above the median, runs that never settle, more threads slower
+ * than fewer): those are measured once more, and a profile whose re-measure
+ * does not reproduce the first pass is returned for use but marked not to be
+ * cached (n_suspicious > 0), so that one bad moment does not drive the plans
+ * of every later start. The decision is pr_profile_assess, a pure function.
  *
  * Instances running side by side slow each other down (shared caches and
  * memory bandwidth), so a plan built from isolated latencies is optimistic.
@@ -12,12 +20,12 @@
  * runs floor(T/t) instances of (t, b_ref) at once, in lock step, and scales
  * the points of t by the measured slowdown (at least 1); larger t (but < T)
  * take the slowdown of the largest measured t, and t = T none. Points keep
- * their isolated latency too. */
+ * their isolated latency too.
+ *
+ * Saving, loading and the cache are in profile_store.c. */
 #define _GNU_SOURCE
 #include "packrat/profiler.h"
 
-#include <errno.h>
-#include <jansson.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -25,14 +33,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/log.h"
 #include "base/topology.h"
 #include "base/util.h"
 
 #define MAX_IO 64
-#define MAX_RUNS 25
+#define MAX_RUNS PR_PROFILE_MAX_RUNS
 
 int pr_profile_grid(int max_batch, const int *extra, int n_extra, int *out, int max) {
   int n = 0;
@@ -52,28 +59,48 @@ int pr_profile_grid(int max_batch, const int *extra, int n_extra, int *out, int 
   return n;
 }
 
-typedef struct {
-  pr_model_t *model;
-  const pr_session_options_t *base;
-  const int *cpus;
-  int threads, batch;
-  double max_s;
-  double median, p90;
-  pr_status_t status;
-  char err[512];
-} point_job_t;
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
-static double median_of(const double *t, int n) {
+typedef struct {
+  double median, p90, spread;
+} run_stats_t;
+
+/* Median, p90 and the spread of the middle half (q1..q3 over the median) of
+ * n >= 1 run times. */
+static run_stats_t run_stats(const double *times, int n) {
   double s[MAX_RUNS];
-  memcpy(s, t, sizeof(double) * (size_t)n);
+  memcpy(s, times, sizeof(double) * (size_t)n);
   qsort(s, (size_t)n, sizeof *s, cmp_double);
-  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  run_stats_t r;
+  r.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  r.p90 = s[(int)ceil(0.9 * n) - 1];
+  int lo = n / 4, hi = n - 1 - n / 4;
+  r.spread = r.median > 0 ? (s[hi] - s[lo]) / r.median : 0;
+  return r;
 }
+
+/* True when two latencies (ms) differ by more than the tolerance allows:
+ * tolerance x ref, or PR_PROFILE_FLOOR_MS when that is larger. */
+static bool beyond(double diff, double ref, double tolerance) {
+  double allowed = tolerance * ref;
+  return diff > (allowed > PR_PROFILE_FLOOR_MS ? allowed : PR_PROFILE_FLOOR_MS);
+}
+
+/* ---- one point ---- */
+
+typedef struct {
+  pr_model_t *model;
+  const pr_session_options_t *base;
+  const pr_profile_options_t *opt;
+  int threads, batch, pass;
+  double max_s, tolerance;
+  pr_profile_point_t point; /* the result */
+  pr_status_t status;
+  char err[512];
+} point_job_t;
 
 /* On the calling thread, pinned to its CPUs: a session for (threads, batch)
  * and inputs for it (small values: valid float data, and zeros are valid
@@ -106,35 +133,88 @@ static pr_status_t pinned_session(pr_model_t *model, const pr_session_options_t 
   return st;
 }
 
+/* One timed run: the test hook's latency, or the engine's. */
+static pr_status_t timed_run(point_job_t *j, pr_session_t *s, const pr_tensor_t *in, int n_in,
+                             int run, double *ms) {
+  const pr_profile_options_t *o = j->opt;
+  if (o->measure_run) {
+    *ms = o->measure_run(o->measure_ctx, j->threads, j->batch, j->pass, run);
+    if (*ms >= 0 && isfinite(*ms)) return PR_OK;
+    pr_errf(j->err, sizeof j->err, "the measure hook failed");
+    return PR_ERR_INTERNAL;
+  }
+  double t0 = pr_now();
+  pr_status_t st = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err);
+  *ms = (pr_now() - t0) * 1e3;
+  return st;
+}
+
 static void *measure_point(void *arg) {
   point_job_t *j = arg;
   pr_session_t *s = NULL;
   pr_tensor_t in[MAX_IO] = {0};
   int n_in = 0;
-  if ((j->status = pinned_session(j->model, j->base, j->cpus, j->threads, j->batch, &s, in, &n_in,
-                                  j->err, sizeof j->err)))
-    goto out;
-  double times[MAX_RUNS];
-  int n = 0;
-  if ((j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err))) goto out;
-  double start = pr_now(), prev = 0;
-  while (n < MAX_RUNS) {
-    double t0 = pr_now();
-    if ((j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err))) goto out;
-    times[n++] = (pr_now() - t0) * 1e3;
-    if (n < 3) continue;
-    double med = median_of(times, n);
-    if (n >= 5 && fabs(med - prev) < 0.01 * med) break;
-    if (pr_now() - start > j->max_s) break;
-    prev = med;
+  if (!j->opt->measure_run) {
+    if ((j->status = pinned_session(j->model, j->base, j->opt->cpus, j->threads, j->batch, &s, in,
+                                    &n_in, j->err, sizeof j->err)) ||
+        (j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err)))
+      goto out; /* the warm-up run failed */
   }
-  j->median = median_of(times, n);
-  qsort(times, (size_t)n, sizeof *times, cmp_double);
-  j->p90 = times[(int)ceil(0.9 * n) - 1];
+  double times[MAX_RUNS], spent_s = 0;
+  int n = 0;
+  while (n < MAX_RUNS) {
+    if ((j->status = timed_run(j, s, in, n_in, n, &times[n]))) goto out;
+    spent_s += times[n++] * 1e-3;
+    if (n < 3) continue;
+    if (spent_s >= j->max_s) break;
+    if (n < PR_PROFILE_MIN_RUNS) continue;
+    run_stats_t now = run_stats(times, n);
+    if (!beyond(now.spread * now.median, now.median, j->tolerance)) break; /* stable */
+  }
+  run_stats_t r = run_stats(times, n);
+  j->point = (pr_profile_point_t){.threads = j->threads,
+                                  .batch = j->batch,
+                                  .latency_ms = r.median,
+                                  .p90_ms = r.p90,
+                                  .isolated_ms = r.median,
+                                  .runs = n,
+                                  .spread = r.spread};
 out:
   for (int i = 0; i < MAX_IO; i++) pr_free(in[i].data);
   pr_engine_session_destroy(s);
   return NULL;
+}
+
+typedef struct {
+  pr_model_t *model;
+  const pr_session_options_t *base;
+  const pr_profile_options_t *opt;
+  double tolerance;
+} profiler_t;
+
+/* Measures (t, b) in its own thread (a fresh OpenMP master) into *point. */
+static pr_status_t measure_one(const profiler_t *pf, int t, int b, int pass,
+                               pr_profile_point_t *point, char *err, size_t err_len) {
+  point_job_t job = {.model = pf->model,
+                     .base = pf->base,
+                     .opt = pf->opt,
+                     .threads = t,
+                     .batch = b,
+                     .pass = pass,
+                     .max_s = pf->opt->max_point_s > 0 ? pf->opt->max_point_s : 3.0,
+                     .tolerance = pf->tolerance};
+  pthread_t th;
+  if (pthread_create(&th, NULL, measure_point, &job) != 0) {
+    pr_errf(err, err_len, "cannot start a profiling thread");
+    return PR_ERR_INTERNAL;
+  }
+  pthread_join(th, NULL);
+  if (job.status) {
+    pr_errf(err, err_len, "threads %d batch %d: %s", t, b, job.err);
+    return job.status;
+  }
+  *point = job.point;
+  return PR_OK;
 }
 
 /* ---- co-running instances ---- */
@@ -232,12 +312,152 @@ out:
   return result;
 }
 
+/* ---- quality ---- */
+
+static int point_index(const pr_profile_t *p, int threads, int batch) {
+  for (int i = 0; i < p->n_points; i++)
+    if (p->points[i].threads == threads && p->points[i].batch == batch) return i;
+  return -1;
+}
+
+static double tolerance_of(const pr_profile_t *p, double tolerance) {
+  if (tolerance > 0) return tolerance;
+  return p && p->tolerance > 0 ? p->tolerance : PR_PROFILE_TOLERANCE;
+}
+
+int pr_profile_assess(const pr_profile_t *p, double tolerance, pr_profile_issue_t *issues,
+                      int max) {
+  double tol = tolerance_of(p, tolerance);
+  int n = 0;
+  for (int i = 0; i < p->n_points; i++) {
+    const pr_profile_point_t *q = &p->points[i];
+    if (q->remeasured > 0) continue; /* reproduced: real */
+    double median = q->isolated_ms;
+    /* p90_ms carries the co-running factor of latency_ms: undo it */
+    double p90 = q->latency_ms > 0 ? q->p90_ms * (median / q->latency_ms) : q->p90_ms;
+    pr_profile_issue_t is = {.threads = q->threads,
+                             .batch = q->batch,
+                             .median_ms = median,
+                             .p90_ms = p90,
+                             .spread = q->spread};
+    if (q->remeasured < 0) is.why |= PR_PROFILE_NOT_REPRODUCED;
+    if (beyond(p90 - median, median, PR_PROFILE_P90_LIMIT - 1)) is.why |= PR_PROFILE_NOISY;
+    if (beyond(q->spread * median, median, tol)) is.why |= PR_PROFILE_UNSTABLE;
+    const pr_profile_point_t *fewer = NULL; /* the fastest with fewer threads */
+    for (int k = 0; k < p->n_points; k++) {
+      const pr_profile_point_t *f = &p->points[k];
+      if (f->batch == q->batch && f->threads < q->threads &&
+          (!fewer || f->isolated_ms < fewer->isolated_ms))
+        fewer = f;
+    }
+    if (fewer && beyond(median - fewer->isolated_ms, fewer->isolated_ms, tol)) {
+      is.why |= PR_PROFILE_INVERTED;
+      is.fewer_threads = fewer->threads;
+      is.fewer_ms = fewer->isolated_ms;
+    }
+    if (!is.why) continue;
+    if (issues && n < max) issues[n] = is;
+    n++;
+  }
+  return n;
+}
+
+void pr_profile_issue_text(const pr_profile_issue_t *is, double tolerance, char *buf, size_t len) {
+  if (!buf || !len) return;
+  double tol = tolerance > 0 ? tolerance : PR_PROFILE_TOLERANCE;
+  size_t off = 0;
+  buf[0] = 0;
+#define APPEND(...)                                                              \
+  do {                                                                           \
+    if (off < len) {                                                             \
+      if (off) off += (size_t)snprintf(buf + off, len - off, "; ");              \
+      if (off < len) off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__); \
+    }                                                                            \
+  } while (0)
+  if (is->why & PR_PROFILE_NOISY)
+    APPEND("p90 %.1fx the median (limit %.1fx)", is->median_ms > 0 ? is->p90_ms / is->median_ms : 0,
+           PR_PROFILE_P90_LIMIT);
+  if (is->why & PR_PROFILE_UNSTABLE)
+    APPEND("middle runs spread %.0f%% (tolerance %.0f%%)", 100 * is->spread, 100 * tol);
+  if (is->why & PR_PROFILE_INVERTED)
+    APPEND("slower than %d thread%s (%.3f ms) by %.0f%%", is->fewer_threads,
+           is->fewer_threads == 1 ? "" : "s", is->fewer_ms,
+           is->fewer_ms > 0 ? 100 * (is->median_ms / is->fewer_ms - 1) : 0);
+  if (is->why & PR_PROFILE_NOT_REPRODUCED) APPEND("not reproduced on re-measure");
+#undef APPEND
+}
+
+/* Logs how many points of p are suspicious, the first 3 with their reasons. */
+static void log_issues(pr_log_level_t level, const pr_profile_t *p, double tol, const char *what) {
+  pr_profile_issue_t is[3];
+  int n = pr_profile_assess(p, tol, is, 3);
+  char text[800] = "";
+  size_t off = 0;
+  for (int i = 0; i < n && i < 3 && off < sizeof text; i++) {
+    char why[256];
+    pr_profile_issue_text(&is[i], tol, why, sizeof why);
+    off += (size_t)snprintf(text + off, sizeof text - off, "%sthreads %d batch %d: %s",
+                            i ? "; " : "", is[i].threads, is[i].batch, why);
+  }
+  pr_log(level, "profile of %s: %d of %d points suspicious (%s%s), %s", p->model, n, p->n_points,
+         text, n > 3 ? "; ..." : "", what);
+}
+
+/* The re-measure policy: measures the suspicious points of p (and the
+ * fewer-thread point each inversion is measured against) again, keeps the new
+ * values, and marks each suspicious point reproduced or not (profiler.h). */
+static pr_status_t remeasure_suspicious(const profiler_t *pf, pr_profile_t *p, char *err,
+                                        size_t err_len) {
+  double tol = pf->tolerance;
+  int n = pr_profile_assess(p, tol, NULL, 0);
+  if (!n) return PR_OK;
+  log_issues(PR_LOG_INFO, p, tol, "measuring them again");
+  pr_profile_issue_t *issues = calloc((size_t)n, sizeof *issues);
+  double *first = calloc((size_t)p->n_points, sizeof *first);
+  bool *again = calloc((size_t)p->n_points, sizeof *again);
+  pr_status_t st = PR_ERR_NOMEM;
+  if (!issues || !first || !again) goto out;
+  pr_profile_assess(p, tol, issues, n);
+  for (int k = 0; k < n; k++) {
+    again[point_index(p, issues[k].threads, issues[k].batch)] = true;
+    if (issues[k].why & PR_PROFILE_INVERTED)
+      again[point_index(p, issues[k].fewer_threads, issues[k].batch)] = true;
+  }
+  st = PR_OK;
+  for (int i = 0; i < p->n_points && !st; i++) {
+    first[i] = p->points[i].isolated_ms;
+    if (again[i])
+      st =
+          measure_one(pf, p->points[i].threads, p->points[i].batch, 1, &p->points[i], err, err_len);
+  }
+  for (int k = 0; k < n && !st; k++) {
+    int i = point_index(p, issues[k].threads, issues[k].batch);
+    double m0 = first[i], m1 = p->points[i].isolated_ms;
+    bool same = true;
+    if (issues[k].why & (PR_PROFILE_NOISY | PR_PROFILE_UNSTABLE))
+      same &= !beyond(fabs(m1 - m0), m0, tol); /* the median stands */
+    if (issues[k].why & PR_PROFILE_INVERTED) {
+      int f = point_index(p, issues[k].fewer_threads, issues[k].batch);
+      double fewer = p->points[f].isolated_ms; /* more threads still not faster: */
+      same &= !beyond(fewer - m1, fewer, tol);
+    }
+    p->points[i].remeasured = same ? 1 : -1;
+  }
+out:
+  free(issues);
+  free(first);
+  free(again);
+  return st;
+}
+
 pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
                                const pr_session_options_t *base, const pr_profile_options_t *o,
                                pr_profile_t *out, char *err, size_t err_len) {
   memset(out, 0, sizeof *out);
-  if (o->max_threads < 1 || o->max_threads > o->n_cpus || o->max_batch < 1) {
-    pr_errf(err, err_len, "profile needs 1 <= threads <= %d CPUs and a batch >= 1", o->n_cpus);
+  if (o->max_threads < 1 || o->max_threads > o->n_cpus || o->max_batch < 1 ||
+      (!model && !o->measure_run)) {
+    pr_errf(err, err_len, "profile needs a model, 1 <= threads <= %d CPUs and a batch >= 1",
+            o->n_cpus);
     return PR_ERR_INVALID;
   }
   int grid[64];
@@ -246,35 +466,34 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   out->points = calloc((size_t)total, sizeof *out->points);
   if (!out->points) return PR_ERR_NOMEM;
   snprintf(out->model, sizeof out->model, "%s", model_name ? model_name : "");
-  snprintf(out->model_sha256, sizeof out->model_sha256, "%s", pr_engine_model_sha256(model));
+  snprintf(out->model_sha256, sizeof out->model_sha256, "%s",
+           model ? pr_engine_model_sha256(model) : "");
   snprintf(out->cpu, sizeof out->cpu, "%s", pr_topology_cpu_name());
   out->cores = o->max_threads;
   pr_session_options_t b = base ? *base : pr_session_options_default();
-  for (int t = 1; t <= o->max_threads; t++)
-    for (int g = 0; g < n_grid; g++) {
-      point_job_t job = {.model = model,
-                         .base = &b,
-                         .cpus = o->cpus,
-                         .threads = t,
-                         .batch = grid[g],
-                         .max_s = o->max_point_s > 0 ? o->max_point_s : 3.0};
-      pthread_t th;
-      if (pthread_create(&th, NULL, measure_point, &job) != 0) {
-        pr_errf(err, err_len, "cannot start a profiling thread");
-        pr_profile_free(out);
-        return PR_ERR_INTERNAL;
-      }
-      pthread_join(th, NULL);
-      if (job.status) {
-        pr_errf(err, err_len, "threads %d batch %d: %s", t, grid[g], job.err);
-        pr_profile_free(out);
-        return job.status;
-      }
-      pr_profile_point_t *p = &out->points[out->n_points++];
-      *p = (pr_profile_point_t){t, grid[g], job.median, job.p90, job.median};
+  profiler_t pf = {.model = model,
+                   .base = &b,
+                   .opt = o,
+                   .tolerance = o->tolerance > 0 ? o->tolerance : PR_PROFILE_TOLERANCE};
+  out->tolerance = pf.tolerance;
+  pr_status_t st = PR_OK;
+  for (int t = 1; t <= o->max_threads && !st; t++)
+    for (int g = 0; g < n_grid && !st; g++) {
+      pr_profile_point_t *p = &out->points[out->n_points];
+      if ((st = measure_one(&pf, t, grid[g], 0, p, err, err_len))) break;
+      out->n_points++;
       if (o->progress) o->progress(o->ctx, out->n_points, total, p);
     }
-  if (o->no_corun) return PR_OK;
+  if (!st) st = remeasure_suspicious(&pf, out, err, err_len);
+  if (st) {
+    pr_profile_free(out);
+    return st;
+  }
+  if ((out->n_suspicious = pr_profile_assess(out, pf.tolerance, NULL, 0)))
+    log_issues(PR_LOG_WARN, out, pf.tolerance,
+               "not confirmed by measuring them again (was the machine busy?): "
+               "using it, not caching it");
+  if (o->no_corun || o->measure_run) return PR_OK;
   /* slowdown with neighbours busy, measured at a mid-grid batch */
   int b_ref = grid[n_grid - 1] < 4 ? grid[n_grid - 1] : 4;
   double factor = 1.0;
@@ -303,117 +522,4 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
     }
   }
   return PR_OK;
-}
-
-pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len) {
-  json_t *pts = json_array();
-  for (int i = 0; i < p->n_points; i++)
-    json_array_append_new(
-        pts, json_pack("{s:i, s:i, s:f, s:f, s:f}", "threads", p->points[i].threads, "batch",
-                       p->points[i].batch, "latency_ms", p->points[i].latency_ms, "p90_ms",
-                       p->points[i].p90_ms, "isolated_ms", p->points[i].isolated_ms));
-  json_t *root = json_pack("{s:s, s:s, s:s, s:i, s:s, s:o}", "model", p->model, "model_sha256",
-                           p->model_sha256, "cpu", p->cpu, "cores", p->cores, "version",
-                           "packrat " PR_VERSION, "points", pts);
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int rc = json_dump_file(root, tmp, JSON_INDENT(1));
-  json_decref(root);
-  if (rc || rename(tmp, path)) {
-    pr_errf(err, err_len, "cannot write %s: %s", path, strerror(errno));
-    return PR_ERR_IO;
-  }
-  return PR_OK;
-}
-
-pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t err_len) {
-  memset(p, 0, sizeof *p);
-  json_error_t je;
-  json_t *root = json_load_file(path, 0, &je);
-  if (!root) {
-    pr_errf(err, err_len, "%s: %s (line %d)", path, je.text, je.line);
-    return errno == ENOENT ? PR_ERR_IO : PR_ERR_INVALID;
-  }
-  pr_status_t st = PR_ERR_INVALID;
-  const char *model = "", *sha = "", *cpu = "", *version = "";
-  json_t *pts = NULL;
-  int cores = 0;
-  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s:i, s?s, s:o}", "model", &model,
-                     "model_sha256", &sha, "cpu", &cpu, "cores", &cores, "version", &version,
-                     "points", &pts) ||
-      !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000) {
-    pr_errf(err, err_len, "%s: not a packrat profile (needs cores and points)", path);
-    goto out;
-  }
-  snprintf(p->model, sizeof p->model, "%s", model);
-  snprintf(p->model_sha256, sizeof p->model_sha256, "%s", sha);
-  snprintf(p->cpu, sizeof p->cpu, "%s", cpu);
-  p->cores = cores;
-  p->points = calloc(json_array_size(pts) + 1, sizeof *p->points);
-  if (!p->points) {
-    st = PR_ERR_NOMEM;
-    goto out;
-  }
-  size_t i;
-  json_t *it;
-  json_array_foreach(pts, i, it) {
-    int t = 0, b = 0;
-    double lat = -1, p90 = -1, iso = -1;
-    if (json_unpack_ex(it, &je, 0, "{s:i, s:i, s:F, s?F, s?F}", "threads", &t, "batch", &b,
-                       "latency_ms", &lat, "p90_ms", &p90, "isolated_ms", &iso) ||
-        t < 1 || b < 1 || !(lat >= 0) || !isfinite(lat)) {
-      pr_errf(err, err_len, "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0", path,
-              i);
-      pr_profile_free(p);
-      goto out;
-    }
-    p->points[p->n_points++] =
-        (pr_profile_point_t){t, b, lat, p90 < 0 ? lat : p90, iso < 0 ? lat : iso};
-  }
-  st = PR_OK;
-out:
-  json_decref(root);
-  return st;
-}
-
-pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores,
-                                  const pr_session_options_t *base, char *path, size_t len) {
-  char dir[3072];
-  const char *env = getenv("PACKRAT_CACHE"), *xdg = getenv("XDG_CACHE_HOME"),
-             *home = getenv("HOME");
-  if (env && *env)
-    snprintf(dir, sizeof dir, "%s", env);
-  else if (xdg && *xdg)
-    snprintf(dir, sizeof dir, "%s/packrat", xdg);
-  else
-    snprintf(dir, sizeof dir, "%s/.cache/packrat", home && *home ? home : "/tmp");
-  /* mkdir -p */
-  for (char *s = dir + 1; *s; s++)
-    if (*s == '/') {
-      *s = 0;
-      mkdir(dir, 0755);
-      *s = '/';
-    }
-  if (mkdir(dir, 0755) && errno != EEXIST) return PR_ERR_IO;
-  char cpu_hash[65];
-  char key[1024];
-  size_t off = (size_t)snprintf(key, sizeof key, "%s|packrat %s|corun", cpu, PR_VERSION);
-  /* a model profiled with other symbolic dim values is another workload */
-  for (int i = 0; base && i < base->n_dims && off < sizeof key; i++)
-    off += (size_t)snprintf(key + off, sizeof key - off, "|%s=%lld", base->dim_names[i],
-                            (long long)base->dim_values[i]);
-  pr_sha256_hex(key, strlen(key), cpu_hash);
-  snprintf(path, len, "%s/profile-%.16s-%dc-%.8s.json", dir, sha256, cores, cpu_hash);
-  return PR_OK;
-}
-
-int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,
-                       int max_batch) {
-  if (strcmp(p->model_sha256, sha256) || strcmp(p->cpu, cpu) || p->cores != cores) return 0;
-  int grid[64];
-  int n = pr_profile_grid(max_batch, NULL, 0, grid, 64);
-  for (int t = 1; t <= cores; t++)
-    for (int g = 0; g < n; g++)
-      if (pr_profile_latency(p, t, grid[g]) < 0) return 0;
-  return 1;
 }

@@ -52,7 +52,8 @@ static void random_profile(pr_profile_t *p, int T, int maxb, bool monotone, doub
       if (urand() < missing) continue;
       double lat = monotone ? (10.0 * b) / pow(t, 0.7) * (1 + 0.05 * urand()) : 1 + 100 * urand();
       lat = round(lat * 8) / 8; /* coarse values make ties common */
-      p->points[p->n_points++] = (pr_profile_point_t){t, b, lat, lat, lat};
+      p->points[p->n_points++] = (pr_profile_point_t){
+          .threads = t, .batch = b, .latency_ms = lat, .p90_ms = lat, .isolated_ms = lat};
     }
 }
 
@@ -129,7 +130,9 @@ static void test_one_core(void **s) {
 }
 
 static void test_infeasible_and_invalid(void **s) {
-  pr_profile_point_t pts[] = {{1, 2, 5, 5, 5}, {2, 4, 6, 6, 6}};
+  pr_profile_point_t pts[] = {
+      {.threads = 1, .batch = 2, .latency_ms = 5, .p90_ms = 5, .isolated_ms = 5},
+      {.threads = 2, .batch = 4, .latency_ms = 6, .p90_ms = 6, .isolated_ms = 6}};
   pr_profile_t p = {.n_points = 2, .points = pts, .cores = 2};
   pr_plan_t *plan = malloc(sizeof *plan);
   assert_int_equal(pr_plan_optimize(&p, 3, 2, plan), PR_ERR_NOT_FOUND); /* only even batches */
