@@ -139,11 +139,9 @@ static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session
   const char *sha = pr_engine_model_sha256(m->model);
   const char *cpu = pr_topology_cpu_name();
   char cache[4096] = "";
-  if (pr_profile_cache_path(sha, cpu, max_threads, base, cache, sizeof cache) != PR_OK) {
+  if (pr_profile_cache_path(sha, cpu, max_threads, base, cache, sizeof cache) != PR_OK)
     pr_log(PR_LOG_WARN, "model %s: no profile cache directory; profiles are not kept",
            m->entry.name);
-    cache[0] = 0;
-  }
   char e2[512];
   if (cache[0] && access(cache, R_OK) == 0 &&
       pr_profile_load(cache, prof, e2, sizeof e2) == PR_OK) {
@@ -157,8 +155,9 @@ static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session
          grid_max);
   pr_status_t st = pr_profile_measure(m->model, m->entry.name, base, &po, prof, err, err_len);
   if (st) return st;
-  if (cache[0] && pr_profile_save(prof, cache, e2, sizeof e2))
-    pr_log(PR_LOG_WARN, "model %s: profile not cached: %s", m->entry.name, e2);
+  /* cached only when sound (no suspicious point); a cache failure is a
+   * warning that the profiler logs */
+  pr_profile_cache_save(prof, base, NULL, 0);
   return PR_OK;
 }
 
