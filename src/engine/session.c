@@ -5,7 +5,7 @@
  *   1. shapes: every node's outputs inferred in order; nodes whose inputs are
  *      all constant are run now (constant folding, shape subgraphs included);
  *   2. fusions (fuse.c), then dead-node removal;
- *   3. prepare: kernels created in order under omp_set_num_threads(threads);
+ *   3. prepare: kernels created in order under pr_omp_team(threads);
  *      oneDNN kernels choose their layouts and reorders are inserted where a
  *      consumer needs another layout;
  *   4. memory: views and in-place ops share buffers, the rest are placed in one
@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/omp_team.h"
 #include "base/util.h"
 #include "engine/fuse.h"
 #include "engine/graph.h"
@@ -593,7 +594,7 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
   c->err_len = err_len;
   c->conv_block = conv_block_for(m, opt);
   pr_status_t st = PR_ERR_NOMEM;
-  omp_set_num_threads(opt->threads);
+  pr_omp_team(opt->threads);
   if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&s->stream, c->engine, dnnl_stream_default_flags) != dnnl_success) {
     st = pr_fail(c, NULL, PR_ERR_INTERNAL, "oneDNN engine creation failed");
@@ -785,7 +786,7 @@ pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, in
   }
   for (int i = 0; i < c->n_values; i++)
     if (c->v[i].alias_of >= 0) c->v[i].ptr = c->v[root_of(c, i)].ptr;
-  omp_set_num_threads(c->threads);
+  pr_omp_team(c->threads);
   pr_exec_t x = {.v = c->v, .threads = c->threads, .engine = c->engine, .stream = s->stream};
   if (s->kernel_seconds) {
     for (int i = 0; i < c->n_nodes; i++) {

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/omp_team.h"
 #include "base/topology.h"
 #include "base/util.h"
 
@@ -109,7 +110,7 @@ static pr_status_t pinned_session(pr_model_t *model, const pr_session_options_t 
                                   const int *cpus, int threads, int batch, pr_session_t **s,
                                   pr_tensor_t *in, int *n_in, char *err, size_t err_len) {
   pr_topology_pin(cpus, threads);
-  omp_set_num_threads(threads);
+  pr_omp_team(threads);
   pr_session_options_t opt = *base;
   opt.threads = threads;
   opt.batch = batch;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/omp_team.h"
 #include "base/topology.h"
 #include "base/util.h"
 
@@ -74,7 +75,7 @@ static void *instance_main(void *arg) {
   /* pinned before any OpenMP region, so this thread's team inherits the mask */
   if (pr_topology_pin(in->cpus, in->threads) < 0)
     pr_log(PR_LOG_WARN, "instance %d: could not pin to its cores", in->index);
-  omp_set_num_threads(in->threads);
+  pr_omp_team(in->threads);
   pr_session_options_t opt = x->base;
   pr_tensor_info_t shapes[MAX_IO];
   if (x->base.input_shapes) {

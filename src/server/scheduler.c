@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/omp_team.h"
 #include "base/topology.h"
 #include "base/util.h"
 #include "packrat/estimator.h"
@@ -293,7 +294,7 @@ static void *worker_main(void *arg) {
   struct pr_sched *s = w->s;
   if (pr_topology_pin(w->cpus, w->threads) < 0)
     pr_log(PR_LOG_WARN, "instance %d: could not pin to its cores", w->index);
-  omp_set_num_threads(w->threads);
+  pr_omp_team(w->threads);
   /* sessions for 1, 2, 4, ... up to the planned batch, and the batch itself */
   for (int b = 1; !w->status && b < w->batch; b *= 2) w->status = add_size(w, b);
   if (!w->status) w->status = add_size(w, w->batch);
