@@ -274,10 +274,14 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
     return PR_ERR_NOMEM;
   }
   bool was_loaded = m->state == PR_MODEL_READY;
-  m->state = PR_MODEL_LOADING;
+  m->state = PR_MODEL_LOADING; /* no new references from here */
   pthread_rwlock_unlock(&ms->lock);
   if (was_loaded) unload_locked(m);
+  /* the requests that read the old entry are gone; lookups read it under
+   * the lock */
+  pthread_rwlock_wrlock(&ms->lock);
   m->entry = entry;
+  pthread_rwlock_unlock(&ms->lock);
   pr_status_t st = load_model(ms, m, err, err_len);
   if (st) {
     pr_sched_destroy(m->sched);

@@ -36,7 +36,8 @@ class Server:
     """`packrat serve` on a free loopback port, over a repository folder."""
 
     def __init__(self, packrat, repo, *flags, env=None, wait=120):
-        self.log = open(os.path.join(TMP, "server.log"), "w+")
+        self.log = tempfile.NamedTemporaryFile("w+", dir=TMP, prefix="server-", suffix=".log",
+                                               delete=False)
         e = dict(os.environ, **(env or {}))
         self.p = subprocess.Popen([packrat, "serve", "--model-repository", repo, "--http-port", "0",
                                    *flags], stdout=self.log, stderr=subprocess.STDOUT, env=e)
@@ -218,6 +219,43 @@ def t_race(packrat, models):
     still_serving(s, "load/unload during inference")
     t0 = time.time()
     check("SIGTERM exits 0 promptly", s.stop(60) and time.time() - t0 < 60)
+    # the autoscaler switching under an open-loop load that rises and falls,
+    # while clients read the plan and toggle it between pinned and auto
+    repo = repo_with({"chain": MM["chain"]},
+                     {"chain": {"max_batch_size": 4, "queue_capacity": 4096,
+                                "request_timeout_ms": 300000, "max_queue_delay_us": 2000}})
+    s = Server(packrat, repo, wait=300)
+    stop.clear()
+    seen = []
+
+    def reader():
+        while not stop.is_set():
+            st, d = s.json("GET", "/v2/models/chain/plan")
+            seen.append(st)
+            time.sleep(0.05)
+
+    def toggler():
+        for spec in ["1x4", "auto", "1x1", "auto"]:
+            time.sleep(0.7)
+            st, d = s.json("POST", "/v2/models/chain/plan", {"plan": spec})
+            seen.append(st)
+
+    ts = [threading.Thread(target=reader), threading.Thread(target=toggler)]
+    for t in ts:
+        t.start()
+    out = subprocess.run([packrat, "bench", "--url", f"http://127.0.0.1:{s.port}", "--model",
+                          "chain", "--schedule", "20:2,700:4,20:4", "--json"],
+                         capture_output=True, text=True, timeout=300).stdout
+    stop.set()
+    for t in ts:
+        t.join(60)
+    res = json.loads(out.strip().splitlines()[-1])
+    check("autoscaler load: every request answered 2xx",
+          res["errors"] == 0 and res["status_counts"]["2xx"] == res["requests"], str(res))
+    check("plan reads and toggles answered 200", seen and all(x == 200 for x in seen), str(seen))
+    check("the autoscaler switched plans", len(re.findall(r"reconfigured .*target batch",
+                                                           s.text())) >= 1, s.text()[-600:])
+    check("SIGTERM exits 0", s.stop(60))
 
 
 def t_arithmetic(packrat, models):
@@ -560,9 +598,15 @@ if __name__ == "__main__":
     os.environ["PACKRAT_CACHE"] = os.path.join(TMP, "cache")
     try:
         subprocess.run(["/usr/bin/python3", os.path.join(HERE, "make_models.py"), TMP], check=True)
-        MM = {n: os.path.join(TMP, n + ".onnx") for n in ("mlp", "nobatch", "types", "intdiv")}
+        MM = {n: os.path.join(TMP, n + ".onnx")
+              for n in ("mlp", "nobatch", "types", "intdiv", "chain")}
         FINDINGS[sys.argv[1]](os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3]))
     finally:
+        if failures:  # the servers' logs tell why (sanitizer reports included)
+            for f in sorted(os.listdir(TMP)):
+                if f.startswith("server-"):
+                    print(f"---- {f} (last 80 lines)")
+                    print("".join(open(os.path.join(TMP, f), errors="replace").readlines()[-80:]))
         shutil.rmtree(TMP, ignore_errors=True)
     print(f"{len(failures)} failed" if failures else "all passed")
     sys.exit(1 if failures else 0)

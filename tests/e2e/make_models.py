@@ -51,3 +51,14 @@ save("intdiv", [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Ad
      [V("a", T.INT64, ["batch", 2]), V("b", T.INT64, ["batch", 2]), V("c", T.INT32, ["batch", 2]),
       V("d", T.INT32, ["batch", 2])],
      [V("q", T.INT64, ["batch", 2]), V("s", T.INT64, ["batch", 2]), V("q32", T.INT32, ["batch", 2])])
+# chain: x[batch, 512] through 100 x (MatMul by one shared W, Relu): about
+# 52 MFLOP a row, slow enough that an open-loop load makes a queue
+Wc = (rng.standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32)
+nodes, prev = [], "x"
+for i in range(100):
+    nodes += [helper.make_node("MatMul", [prev, "Wc"], [f"m{i}"]),
+              helper.make_node("Relu", [f"m{i}"], [f"r{i}"])]
+    prev = f"r{i}"
+nodes.append(helper.make_node("Identity", [prev], ["y"]))
+save("chain", nodes, [V("x", T.FLOAT, ["batch", 512])], [V("y", T.FLOAT, ["batch", 512])],
+     [numpy_helper.from_array(Wc, "Wc")])
