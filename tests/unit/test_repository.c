@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,36 @@ static void test_parse_errors(void **s) {
   }
 }
 
+/* Messages quote keys and paths and are cut to the buffer; the server sends
+ * them as JSON, so they stay valid UTF-8 (a cut inside "é" crashed the load
+ * endpoint: pr_proto_error could not encode the message). */
+static void test_errors_stay_utf8(void **s) {
+  char text[2048] = "{\"";
+  for (int i = 0; i < 600; i++) strcat(text, "\xc3\xa9"); /* a 1200-byte key of é */
+  strcat(text, "\": 1}");
+  for (size_t err_len = 1; err_len <= 1024; err_len++) {
+    pr_model_config_t c = defaults();
+    char err[1024];
+    assert_int_equal(pr_repo_parse_config(text, strlen(text), "m/config.json", &c, err, err_len),
+                     -1);
+    json_t *j = json_string(err); /* NULL when not UTF-8 */
+    if (!j) fail_msg("err_len %zu: message not UTF-8", err_len);
+    json_decref(j);
+  }
+  /* a path that is not UTF-8, and a cut 3- and 4-byte sequence */
+  static const char *origins[] = {"m\xff\xc0\xaf/config.json", "\xe2\x82", "\xf0\x9f\x98",
+                                  "\xed\xa0\x80", "\xf4\x90\x80\x80"};
+  for (size_t i = 0; i < sizeof origins / sizeof origins[0]; i++) {
+    pr_model_config_t c = defaults();
+    char err[256];
+    assert_int_equal(pr_repo_parse_config("[]", 2, origins[i], &c, err, sizeof err), -1);
+    json_t *j = json_string(err);
+    if (!j) fail_msg("origin %zu: message not UTF-8", i);
+    json_decref(j);
+    assert_non_null(strstr(err, ": must be a JSON object"));
+  }
+}
+
 static void test_read_file(void **s) {
   char path[] = "/tmp/pr_repo_test_XXXXXX";
   int fd = mkstemp(path);
@@ -111,6 +142,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_settings),
       cmocka_unit_test(test_parse_errors),
+      cmocka_unit_test(test_errors_stay_utf8),
       cmocka_unit_test(test_read_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
