@@ -134,6 +134,9 @@ def every_datatype():
     for n in json_ok:
         yield "only_" + n, request([n], rows=2)
     yield "only_half", request(["half"], binary=["half"])
+    # long outside text, for the cuts of ids and error messages
+    yield "long_id", json_seed(["x"], {"id": "i" * 300, "inputs": [tensor("x", 1, False)[0]]})
+    yield "long_name", json_seed(["x"], {"inputs": [dict(tensor("x", 1, False)[0], name="n" * 600)]})
     yield "dup_input", json_seed(["x"], {"inputs": [tensor("x", 1, False)[0]] * 2})
     yield "not_object", json_seed(["x"], [1, 2])
     body = b'{"inputs": []}'
@@ -156,6 +159,7 @@ def configs():
     yield "min_over_max", {"max_batch_size": 2, "min_batch_size": 4}
     yield "unknown", {"max_batch": 4}
     yield "dims_bad", {"dims": {"s": 0}}
+    yield "long_key", {"k" * 1100: 1}
 
 
 def main():
