@@ -1,11 +1,17 @@
 #include "server/repository.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "base/text.h"
+#include "base/util.h"
 
 static bool valid_name(const char *s) {
   if (!*s || strlen(s) >= PR_NAME_MAX || s[0] == '.') return false;
@@ -83,16 +89,32 @@ int pr_repo_find(const char *dir, const char *name, pr_repo_entry_t *out) {
   return entry_for(dir, item, out) ? 0 : -1;
 }
 
-int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len) {
+/* Error messages quote outside text (keys, paths) and may be cut to the
+ * caller's buffer; the server sends them as JSON, which must be UTF-8: the
+ * message is cut on a character boundary and bytes that are not UTF-8 become
+ * '?' (pr_utf8_sanitize). */
+static void set_error(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_error(char *err, size_t err_len, const char *fmt, ...) {
+  char raw[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  va_end(ap);
+  if (err_len) pr_utf8_sanitize(raw, err, err_len);
+}
+
+int pr_repo_parse_config(const char *text, size_t len, const char *origin, pr_model_config_t *c,
+                         char *err, size_t err_len) {
   json_error_t je;
-  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
-    snprintf(err, err_len, "%s: %s (line %d)", path, je.text, je.line);
+    set_error(err, err_len, "%s: %s (line %d)", origin, je.text, je.line);
     return -1;
   }
   int rc = -1;
   if (!json_is_object(root)) {
-    snprintf(err, err_len, "%s: must be a JSON object", path);
+    set_error(err, err_len, "%s: must be a JSON object", origin);
     goto out;
   }
   const char *key;
@@ -103,13 +125,13 @@ int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_
       if (!json_is_integer(v) ||
           json_integer_value(v) < (strcmp(key, "max_queue_delay_us") ? 1 : 0) ||
           json_integer_value(v) > 100000000) {
-        snprintf(err, err_len, "%s: '%s' must be a positive integer", path, key);
+        set_error(err, err_len, "%s: '%s' must be a positive integer", origin, key);
         goto out;
       }
       long long x = json_integer_value(v);
       if (!strcmp(key, "max_batch_size")) {
         if (x > 4096) {
-          snprintf(err, err_len, "%s: max_batch_size at most 4096", path);
+          set_error(err, err_len, "%s: max_batch_size at most 4096", origin);
           goto out;
         }
         c->max_batch = (int)x;
@@ -122,32 +144,32 @@ int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_
       }
     } else if (!strcmp(key, "plan")) {
       if (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof c->plan) {
-        snprintf(err, err_len, "%s: 'plan' must be \"auto\" or THREADSxBATCH,...", path);
+        set_error(err, err_len, "%s: 'plan' must be \"auto\" or THREADSxBATCH,...", origin);
         goto out;
       }
       snprintf(c->plan, sizeof c->plan, "%s", json_string_value(v));
     } else if (!strcmp(key, "autoscale")) {
       if (!json_is_boolean(v)) {
-        snprintf(err, err_len, "%s: 'autoscale' must be true or false", path);
+        set_error(err, err_len, "%s: 'autoscale' must be true or false", origin);
         goto out;
       }
       c->autoscale = json_is_true(v);
     } else if (!strcmp(key, "estimator")) {
       const char *e = json_string_value(v);
       if (!e || (strcmp(e, "rate") && strcmp(e, "paper"))) {
-        snprintf(err, err_len, "%s: 'estimator' must be \"rate\" or \"paper\"", path);
+        set_error(err, err_len, "%s: 'estimator' must be \"rate\" or \"paper\"", origin);
         goto out;
       }
       c->estimator = !strcmp(e, "rate");
     } else if (!strcmp(key, "min_batch_size")) {
       if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096) {
-        snprintf(err, err_len, "%s: 'min_batch_size' must be 1..4096", path);
+        set_error(err, err_len, "%s: 'min_batch_size' must be 1..4096", origin);
         goto out;
       }
       c->min_batch = (int)json_integer_value(v);
     } else if (!strcmp(key, "dims")) {
       if (!json_is_object(v)) {
-        snprintf(err, err_len, "%s: 'dims' must map symbolic dimension names to sizes", path);
+        set_error(err, err_len, "%s: 'dims' must map symbolic dimension names to sizes", origin);
         goto out;
       }
       const char *dn;
@@ -155,27 +177,39 @@ int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_
       json_object_foreach(v, dn, dv) {
         if (c->n_dims == 8 || !json_is_integer(dv) || json_integer_value(dv) < 1 ||
             strlen(dn) >= 64) {
-          snprintf(err, err_len, "%s: dims: at most 8 names with positive sizes", path);
+          set_error(err, err_len, "%s: dims: at most 8 names with positive sizes", origin);
           goto out;
         }
         snprintf(c->dim_names[c->n_dims], 64, "%s", dn);
         c->dim_values[c->n_dims++] = json_integer_value(dv);
       }
     } else {
-      snprintf(
+      set_error(
           err, err_len,
           "%s: unknown setting '%s' (known: max_batch_size, max_queue_delay_us, "
           "queue_capacity, request_timeout_ms, plan, autoscale, estimator, min_batch_size, dims)",
-          path, key);
+          origin, key);
       goto out;
     }
   }
   if (c->min_batch > c->max_batch) {
-    snprintf(err, err_len, "%s: min_batch_size above max_batch_size", path);
+    set_error(err, err_len, "%s: min_batch_size above max_batch_size", origin);
     goto out;
   }
   rc = 0;
 out:
   json_decref(root);
+  return rc;
+}
+
+int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len) {
+  void *text;
+  size_t len;
+  if (pr_read_file(path, &text, &len, PR_REPO_CONFIG_MAX)) {
+    set_error(err, err_len, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  int rc = pr_repo_parse_config(text, len, path, c, err, err_len);
+  free(text);
   return rc;
 }

@@ -38,7 +38,15 @@ typedef struct {
   long long dim_values[8];
 } pr_model_config_t;
 
-/* Reads path into c (which holds the defaults); returns 0, or -1 with err. */
+/* Parses the config.json text (len bytes, no NUL needed) into c, which holds
+ * the defaults; only the settings present change. Returns 0, or -1 with a
+ * message in err that starts with origin (a path or "request"); c may be
+ * partly updated on failure. */
+int pr_repo_parse_config(const char *text, size_t len, const char *origin, pr_model_config_t *c,
+                         char *err, size_t err_len);
+
+/* Reads path (at most PR_REPO_CONFIG_MAX bytes) and parses it as above. */
+#define PR_REPO_CONFIG_MAX (1 << 20)
 int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len);
 
 #endif

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Writes the seed corpus of every fuzz target into OUT/<target>/ (loader: the
+# ONNX node-test models under 4 KiB and tests/fuzz/seeds.py's transformer
+# block; infer, config: tests/fuzz/server_seeds.py). Seeds are made here,
+# never committed. --ctest: start from an empty OUT, and give the loader only
+# every 8th node-test model so that its seeds run well inside CTest's 30 s.
+# usage: tests/fuzz/make_corpus.sh [--ctest] OUT
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+step=1
+if [ "${1:-}" = --ctest ]; then
+  step=8
+  shift
+  rm -rf "$1"
+fi
+out=$1
+mkdir -p "$out/loader"
+i=0
+for d in /usr/share/libonnx-testdata/data/node/*/; do
+  f=$d/model.onnx
+  [ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4096 ] || continue
+  if [ $((i++ % step)) = 0 ]; then cp "$f" "$out/loader/$(basename "$d").onnx"; fi
+done
+/usr/bin/python3 "$here/seeds.py" "$out/loader"
+/usr/bin/python3 "$here/server_seeds.py" "$out"
