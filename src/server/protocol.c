@@ -699,6 +699,8 @@ static bool gen_text(yajl_gen g, const char *s) {
 static bool gen_float(yajl_gen g, double d, const char *fmt) {
   if (isnan(d)) return gen_text(g, "NaN");
   if (isinf(d)) return gen_text(g, d > 0 ? "Infinity" : "-Infinity");
+  /* "-0" reads back as the integer 0: keep the sign */
+  if (d == 0 && signbit(d)) return GEN_OK(yajl_gen_number(g, "-0.0", 4));
   char num[40];
   int n = snprintf(num, sizeof num, fmt, d);
   return GEN_OK(yajl_gen_number(g, num, (size_t)n));

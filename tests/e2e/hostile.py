@@ -219,42 +219,49 @@ def t_race(packrat, models):
     still_serving(s, "load/unload during inference")
     t0 = time.time()
     check("SIGTERM exits 0 promptly", s.stop(60) and time.time() - t0 < 60)
-    # the autoscaler switching under an open-loop load that rises and falls,
-    # while clients read the plan and toggle it between pinned and auto
+    # the autoscaler switching while requests flow: pinned to batch 4, then
+    # handed back; under a light load it moves to a smaller batch. Three
+    # rounds, while another client reads the plan.
     repo = repo_with({"chain": MM["chain"]},
-                     {"chain": {"max_batch_size": 4, "queue_capacity": 4096,
-                                "request_timeout_ms": 300000, "max_queue_delay_us": 2000}})
+                     {"chain": {"max_batch_size": 4, "max_queue_delay_us": 2000}})
     s = Server(packrat, repo, wait=300)
     stop.clear()
-    seen = []
+    seen, bad = [], []
+
+    def light_client():
+        while not stop.is_set():
+            st, d = s.json("POST", "/v2/models/chain/infer",
+                           {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 512],
+                                        "data": [0.01] * 512}]})
+            if st != 200:
+                bad.append(st)
+            time.sleep(0.02)
 
     def reader():
         while not stop.is_set():
-            st, d = s.json("GET", "/v2/models/chain/plan")
-            seen.append(st)
+            seen.append(s.json("GET", "/v2/models/chain/plan")[0])
             time.sleep(0.05)
 
-    def toggler():
-        for spec in ["1x4", "auto", "1x1", "auto"]:
-            time.sleep(0.7)
-            st, d = s.json("POST", "/v2/models/chain/plan", {"plan": spec})
-            seen.append(st)
-
-    ts = [threading.Thread(target=reader), threading.Thread(target=toggler)]
+    ts = [threading.Thread(target=light_client), threading.Thread(target=reader)]
     for t in ts:
         t.start()
-    out = subprocess.run([packrat, "bench", "--url", f"http://127.0.0.1:{s.port}", "--model",
-                          "chain", "--schedule", "20:2,700:4,20:4", "--json"],
-                         capture_output=True, text=True, timeout=300).stdout
+    switched = 0
+    for rnd in range(3):
+        seen.append(s.json("POST", "/v2/models/chain/plan", {"plan": "1x4"})[0])
+        before = len(re.findall(r"reconfigured .*target batch", s.text()))
+        seen.append(s.json("POST", "/v2/models/chain/plan", {"plan": "auto"})[0])
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if len(re.findall(r"reconfigured .*target batch", s.text())) > before:
+                switched += 1
+                break
+            time.sleep(0.2)
     stop.set()
     for t in ts:
         t.join(60)
-    res = json.loads(out.strip().splitlines()[-1])
-    check("autoscaler load: every request answered 2xx",
-          res["errors"] == 0 and res["status_counts"]["2xx"] == res["requests"], str(res))
-    check("plan reads and toggles answered 200", seen and all(x == 200 for x in seen), str(seen))
-    check("the autoscaler switched plans", len(re.findall(r"reconfigured .*target batch",
-                                                           s.text())) >= 1, s.text()[-600:])
+    check("the autoscaler switched in each of 3 rounds", switched == 3, s.text()[-600:])
+    check("requests during the switches: all 200", not bad, str(bad[:5]))
+    check("plan reads and posts: all 200", seen and all(x == 200 for x in seen), str(seen[:20]))
     check("SIGTERM exits 0", s.stop(60))
 
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fp16.h"
 #include "base/util.h"
 #include "server/protocol.h"
 
@@ -99,16 +100,13 @@ static double half_to_double(uint16_t h) {
 }
 
 /* Element e of t as JSON must read back as its value (non-finite floats as
- * null; FP16 as its value or null, the codec may not convert it). */
+ * the strings "NaN", "Infinity", "-Infinity"; FP16 as its value). */
 static void check_element(const pr_tensor_t *t, int64_t e, const json_t *v, const char *name) {
   double want;
   switch (t->dtype) {
     case PR_DTYPE_FLOAT: want = ((const float *)t->data)[e]; break;
     case PR_DTYPE_DOUBLE: want = ((const double *)t->data)[e]; break;
-    case PR_DTYPE_FLOAT16:
-      if (json_is_null(v)) return;
-      want = half_to_double(((const uint16_t *)t->data)[e]);
-      break;
+    case PR_DTYPE_FLOAT16: want = half_to_double(((const uint16_t *)t->data)[e]); break;
     case PR_DTYPE_BOOL:
       CHECK(json_is_boolean(v) && json_is_true(v) == !!((const uint8_t *)t->data)[e],
             "output '%s'[%lld]: bool", name, (long long)e);
@@ -124,12 +122,20 @@ static void check_element(const pr_tensor_t *t, int64_t e, const json_t *v, cons
     default: CHECK(0, "output '%s': unexpected dtype %d", name, (int)t->dtype);
   }
   if (!isfinite(want)) {
-    CHECK(json_is_null(v), "output '%s'[%lld]: non-finite value not null", name, (long long)e);
+    const char *w = isnan(want) ? "NaN" : want > 0 ? "Infinity" : "-Infinity";
+    CHECK(json_is_string(v) && !strcmp(json_string_value(v), w),
+          "output '%s'[%lld]: non-finite value not \"%s\"", name, (long long)e, w);
     return;
   }
-  /* FP32 and FP16 values print as doubles, which hold them exactly */
-  CHECK(json_is_number(v) && json_number_value(v) == want, "output '%s'[%lld]: %.17g", name,
-        (long long)e, want);
+  /* values print with as many digits as read back to the same value of
+   * their type: compare in the type */
+  CHECK(json_is_number(v), "output '%s'[%lld]: not a number", name, (long long)e);
+  double got = json_number_value(v);
+  bool same = t->dtype == PR_DTYPE_DOUBLE  ? got == want
+              : t->dtype == PR_DTYPE_FLOAT ? (float)got == (float)want
+                                           : pr_float_to_half((float)got) ==
+                                                 ((const uint16_t *)t->data)[e];
+  CHECK(same, "output '%s'[%lld]: %.17g read back as %.17g", name, (long long)e, want, got);
 }
 
 /* The response holds the requested outputs (all when none), in order, each
@@ -144,7 +150,7 @@ static void check_response(const pr_proto_model_t *m, const pr_request_t *r,
   CHECK(!strcmp(str(json_object_get(root, "model_name")), "fuzz") &&
             !strcmp(str(json_object_get(root, "model_version")), "1"),
         "model name/version");
-  if (q->has_id)
+  if (q->id)
     CHECK(json_is_string(json_object_get(root, "id")) &&
               !strcmp(str(json_object_get(root, "id")), q->id),
           "id not echoed (request id '%s')", q->id);
@@ -211,6 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *reply = pr_proto_error(err);
     CHECK(reply, "pr_proto_error cannot encode the message '%s'", err);
     free(reply);
+    pr_proto_infer_clear(&q);
     pr_request_free(r);
     return 0;
   }
@@ -228,6 +235,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(status == 200 && out, "response status %d", status);
   check_response(&m, r, &q, out, out_len, out_json_len);
   free(out);
+  pr_proto_infer_clear(&q);
   pr_request_free(r);
   return 0;
 }

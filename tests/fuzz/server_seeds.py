@@ -162,9 +162,22 @@ def configs():
     yield "long_key", {"k" * 1100: 1}
 
 
+def routes():
+    """Method byte, then the path, as fuzz_router reads them."""
+    paths = ["/metrics", "/v2", "/v2/health/live", "/v2/health/ready", "/v2/repository/index",
+             "/v2/repository/models/mlp/load", "/v2/repository/models/mlp/unload",
+             "/v2/models/mlp", "/v2/models/mlp/versions/2", "/v2/models/mlp/ready",
+             "/v2/models/mlp/versions/1/ready", "/v2/models/mlp/infer",
+             "/v2/models/mlp/versions/1/infer", "/v2/models/mlp/stats", "/v2/models/mlp/plan",
+             "//v2//models///mlp/infer/", "/v2/models/\xc3\xa9/infer", "/v2/a/b/c/d/e/f/g/h/i"]
+    for i, p in enumerate(paths):
+        for m in range(4):
+            yield f"r{i}_{m}", bytes([m]) + p.encode()
+
+
 def main():
     out = sys.argv[1]
-    for sub in ("infer", "config"):
+    for sub in ("infer", "config", "router"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
     for gen in (server_sh, resnet, every_datatype):
         for name, data in gen():
@@ -173,6 +186,9 @@ def main():
     for name, obj in configs():
         with open(os.path.join(out, "config", name + ".json"), "w") as f:
             json.dump(obj, f)
+    for name, data in routes():
+        with open(os.path.join(out, "router", name), "wb") as f:
+            f.write(data)
     with open(os.path.join(out, "config", "duplicate.json"), "w") as f:
         f.write('{"plan": "auto", "plan": "1x1"}')
 

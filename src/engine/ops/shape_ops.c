@@ -611,7 +611,7 @@ static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
     np = pr_attr_ints(n->m, "pads", &p);
     if (np != 2 * a->rank)
       return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * a->rank);
-    memcpy(s->pads, p, sizeof(int64_t) * (size_t)np);
+    if (np) memcpy(s->pads, p, sizeof(int64_t) * (size_t)np);
     float v = pr_attr_float(n->m, "value", 0.f);
     if (a->dtype != PR_DTYPE_FLOAT && v != 0.f)
       return pr_fail(c, n, PR_ERR_UNSUPPORTED, "value for a non-float tensor");
