@@ -2,7 +2,9 @@
 # Builds packrat twice (optimized, and with ASan+UBSan) and runs every test
 # in both: unit tests, ONNX conformance, model fidelity, end-to-end. A third
 # build (clang, libFuzzer) builds only the fuzz targets and runs each for
-# 25 s (ctest -L fuzz).
+# 25 s (ctest -L fuzz); a fourth (ThreadSanitizer, OpenMP teams of one)
+# builds only the server and runs the concurrency tests (ctest -L concurrency)
+# with tests/tsan.supp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -22,4 +24,10 @@ cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPR_
   -DPACKRAT_MODELS="$PACKRAT_MODELS" >/dev/null
 cmake --build build-fuzz --target fuzz -j "$jobs"
 (cd build-fuzz && ctest -L fuzz --output-on-failure) || status=1
+echo "== build-tsan (-DPR_TSAN=ON): the server's concurrency tests"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPR_TSAN=ON -DPACKRAT_MODELS="$PACKRAT_MODELS" \
+  >/dev/null
+cmake --build build-tsan --target packrat -j "$jobs"
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/../tests/tsan.supp" \
+  ctest -L concurrency --output-on-failure) || status=1
 exit $status

@@ -5,7 +5,7 @@ checks that it answers correctly, stays up and changes nothing else.
 
 usage: hostile.py FINDING PACKRAT MODELS_DIR
 FINDING: crash race arithmetic overwrite overread memory caps datatypes
-         timeout models http
+         timeout models http symlinks
 """
 import http.client
 import json
@@ -484,32 +484,41 @@ def t_timeout(packrat, models):
     rn = os.path.join(models, "resnet50", "model.onnx")
     timeout_s = 0.2
     repo = repo_with({"resnet50": rn},
-                     {"resnet50": {"max_batch_size": 8, "plan": "1x8", "request_timeout_ms":
+                     {"resnet50": {"max_batch_size": 16, "plan": "1x16", "request_timeout_ms":
                                    int(timeout_s * 1000), "queue_capacity": 64,
                                    "max_queue_delay_us": 0}})
     s = Server(packrat, repo, wait=300)
     name = s.json("GET", "/v2/models/resnet50")[1]["inputs"][0]["name"]
-    nbytes = 8 * 3 * 224 * 224 * 4
-    body = json.dumps({"inputs": [{"name": name, "datatype": "FP32", "shape": [8, 3, 224, 224],
-                                   "parameters": {"binary_data_size": nbytes}}]}).encode()
-    payload = body + b"\0" * nbytes
-    hdr = {"Inference-Header-Content-Length": str(len(body)),
-           "Content-Type": "application/octet-stream"}
+
+    def payload(rows):
+        nbytes = rows * 3 * 224 * 224 * 4
+        body = json.dumps({"inputs": [{"name": name, "datatype": "FP32",
+                                       "shape": [rows, 3, 224, 224],
+                                       "parameters": {"binary_data_size": nbytes}}]}).encode()
+        return body + b"\0" * nbytes, {"Inference-Header-Content-Length": str(len(body)),
+                                       "Content-Type": "application/octet-stream"}
+
     results = []
 
-    def one():
+    def one(rows, out):
+        data, hdr = payload(rows)
         t0 = time.time()
-        st, _, _ = s.request("POST", "/v2/models/resnet50/infer", payload, hdr)
-        results.append((st, round(time.time() - t0, 3)))
+        st, _, _ = s.request("POST", "/v2/models/resnet50/infer", data, hdr)
+        out.append((st, round(time.time() - t0, 3)))
 
-    # one batch of 8 rows runs for about half a second or more; the requests
-    # queued behind it must get their 504 at the timeout, not when dequeued
-    ts = [threading.Thread(target=one) for _ in range(6)]
+    # a batch of 16 rows runs for about a second or more; the small
+    # requests queued behind it must get their 504 at the timeout, not when
+    # the instance comes back to the queue
+    big = []
+    tb = threading.Thread(target=one, args=(16, big))
+    tb.start()
+    time.sleep(0.15)
+    ts = [threading.Thread(target=one, args=(1, results)) for _ in range(5)]
     for t in ts:
         t.start()
-        time.sleep(0.02)
-    for t in ts:
+    for t in ts + [tb]:
         t.join()
+    results += big
     late = [r for r in results if r[0] == 504 and r[1] > timeout_s + 0.25]
     check("some requests time out (504)", any(r[0] == 504 for r in results), str(results))
     check("some are served (200)", any(r[0] == 200 for r in results), str(results))
@@ -594,9 +603,48 @@ def t_http(packrat, models):
     check("SIGTERM exits 0", s.stop())
 
 
+def t_symlinks(packrat, models):
+    """External-data files may not lead out of the model's folder."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper, TensorProto
+    W = np.arange(4 * 3, dtype=np.float32).reshape(4, 3)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "ext",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+                          [numpy_helper.from_array(W, "W")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    repo = tempfile.mkdtemp(dir=TMP)
+    outside = tempfile.mkdtemp(dir=TMP)
+    for name in ("inside", "escape"):
+        os.makedirs(f"{repo}/{name}/1")
+        mc = onnx.ModelProto()
+        mc.CopyFrom(m)  # saving moves the tensors out of the proto it is given
+        onnx.save_model(mc, f"{repo}/{name}/1/model.onnx", save_as_external_data=True,
+                        all_tensors_to_one_file=True, location="weights.bin",
+                        size_threshold=0)
+        with open(f"{repo}/{name}/config.json", "w") as f:
+            json.dump({"max_batch_size": 1, "plan": "1x1"}, f)
+    # escape: the weights file is a symlink to a secret outside the folder
+    os.replace(f"{repo}/escape/1/weights.bin", f"{outside}/secret.bin")
+    os.symlink(f"{outside}/secret.bin", f"{repo}/escape/1/weights.bin")
+    s = Server(packrat, repo)
+    st, d = s.json("POST", "/v2/models/inside/infer",
+                   {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4],
+                                "data": [1, 0, 0, 0]}]})
+    check("external data inside the folder: served", st == 200 and d["outputs"][0]["data"]
+          == [0, 1, 2], f"{st} {d}")
+    st, d = s.json("POST", "/v2/repository/index")
+    e = [x for x in d if x["name"] == "escape"][0] if d else {}
+    check("a symlink out of the folder: refused at load", e.get("state") == "UNAVAILABLE", str(e))
+    check("the reason names the location", "weights.bin" in e.get("reason", ""), str(e))
+    s.stop()
+
+
 FINDINGS = {"crash": t_crash, "race": t_race, "arithmetic": t_arithmetic,
             "overwrite": t_overwrite, "overread": t_overread, "memory": t_memory, "caps": t_caps,
-            "datatypes": t_datatypes, "timeout": t_timeout, "models": t_models, "http": t_http}
+            "datatypes": t_datatypes, "timeout": t_timeout, "models": t_models, "http": t_http,
+            "symlinks": t_symlinks}
 
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] not in FINDINGS:
