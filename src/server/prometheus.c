@@ -122,6 +122,11 @@ void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   family(f, "packrat_http_refused_total", "counter",
          "HTTP requests refused from their headers (body over a limit, bytes in flight).");
   fprintf(f, "packrat_http_refused_total %llu\n", (unsigned long long)srv->http_refused);
+  family(f, "packrat_http_connections", "gauge", "Open HTTP connections.");
+  fprintf(f, "packrat_http_connections %d\n", srv->connections);
+  family(f, "packrat_http_connections_limit", "gauge",
+         "Most open HTTP connections (--max-connections); more are refused.");
+  fprintf(f, "packrat_http_connections_limit %d\n", srv->connections_limit);
   family(f, "packrat_inflight_bytes", "gauge", "Bytes held by requests being received or served.");
   fprintf(f, "packrat_inflight_bytes %llu\n", (unsigned long long)srv->inflight_bytes);
   family(f, "packrat_inflight_bytes_limit", "gauge", "Most bytes requests may hold at once.");

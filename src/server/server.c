@@ -50,6 +50,7 @@ struct pr_server {
   _Atomic uint64_t http_requests, http_errors, http_refused;
   _Atomic uint64_t inflight; /* bytes reserved by requests not yet answered */
   _Atomic int in_progress;   /* requests received and not yet answered */
+  _Atomic int connections;   /* open HTTP connections */
 };
 
 void pr_server_config_default(pr_server_config_t *c) {
@@ -166,6 +167,8 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
                           .http_refused = atomic_load(&s->http_refused),
                           .inflight_bytes = atomic_load(&s->inflight),
                           .inflight_limit = s->cfg.max_inflight_bytes,
+                          .connections = atomic_load(&s->connections),
+                          .connections_limit = s->cfg.max_connections,
                           .models_limit = s->cfg.max_models};
   pr_prom_write(s->models, &srv, f);
   fclose(f);
@@ -594,6 +597,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
   *con_cls = NULL;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+  pr_server_t *s = cls;
+  atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+}
+
 pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
                             size_t err_len) {
   *out = NULL;
@@ -652,8 +661,9 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
   s->daemon = MHD_start_daemon(
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
       (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
-      MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+      120u, MHD_OPTION_END);
   if (!s->daemon) {
     pr_errf(err, err_len, "cannot listen on %s:%d", cfg->host, cfg->port);
     pr_server_stop(s);

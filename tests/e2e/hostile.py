@@ -590,6 +590,11 @@ def t_http(packrat, models):
                  b"\r\n")
     check("over --max-inflight-mb: 503 from the headers", got.startswith(b"HTTP/1.1 503"),
           got[:80])
+    st, text, _ = s.request("GET", "/metrics")
+    m = re.search(rb"packrat_http_connections (\d+)", text)
+    check("open connections in /metrics", m is not None and int(m.group(1)) >= 8, text[-300:])
+    m = re.search(rb"packrat_inflight_bytes (\d+)", text)
+    check("bytes in flight in /metrics", m is not None and int(m.group(1)) >= 8_000_000)
     for c in conns:
         c.close()
     time.sleep(0.5)
