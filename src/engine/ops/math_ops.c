@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/fp16.h"
 #include "base/util.h"
 #include "engine/ops/intmath.h"
 #include "engine/ops/ops.h"
@@ -11,48 +12,6 @@ static void destroy_free(void *p) {
 }
 
 /* ---- Cast ---- */
-
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (!man) {
-      bits = sign;
-    } else { /* subnormal: normalize */
-      int e = -1;
-      do {
-        man <<= 1, e++;
-      } while (!(man & 0x400));
-      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-static uint16_t float_to_half(float f) { /* round to nearest even */
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, man = x & 0x7fffff;
-  if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-  int e = (int)exp - 127 + 15;
-  if (e >= 31) return (uint16_t)(sign | 0x7c00);
-  if (e <= 0) {
-    if (e < -10) return (uint16_t)sign;
-    man |= 0x800000;
-    int shift = 14 - e;
-    uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t half = (uint32_t)(e << 10) | (man >> 13), rem = man & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
-  return (uint16_t)(sign | half);
-}
 
 static bool castable(pr_dtype_t t) {
   switch (t) {
@@ -86,7 +45,7 @@ double pr_load_double(const void *p, pr_dtype_t t, int64_t i) {
   switch (t) {
     case PR_DTYPE_FLOAT: return ((const float *)p)[i];
     case PR_DTYPE_DOUBLE: return ((const double *)p)[i];
-    case PR_DTYPE_FLOAT16: return half_to_float(((const uint16_t *)p)[i]);
+    case PR_DTYPE_FLOAT16: return pr_half_to_float(((const uint16_t *)p)[i]);
     case PR_DTYPE_INT32: return ((const int32_t *)p)[i];
     case PR_DTYPE_INT16: return ((const int16_t *)p)[i];
     case PR_DTYPE_INT8: return ((const int8_t *)p)[i];
@@ -142,7 +101,7 @@ static void run_cast(pr_exec_t *x, pr_node_t *n) {
     switch (o->dtype) {
       case PR_DTYPE_FLOAT: ((float *)out)[i] = (float)d; break;
       case PR_DTYPE_DOUBLE: ((double *)out)[i] = d; break;
-      case PR_DTYPE_FLOAT16: ((uint16_t *)out)[i] = float_to_half((float)d); break;
+      case PR_DTYPE_FLOAT16: ((uint16_t *)out)[i] = pr_float_to_half((float)d); break;
       case PR_DTYPE_INT64: ((int64_t *)out)[i] = from_float ? pr_sat_i64(d) : iv; break;
       case PR_DTYPE_UINT64: ((uint64_t *)out)[i] = from_float ? pr_sat_u64(d) : (uint64_t)iv; break;
       case PR_DTYPE_INT32:
