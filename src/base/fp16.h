@@ -3,6 +3,7 @@
 #ifndef PR_BASE_FP16_H
 #define PR_BASE_FP16_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -46,6 +47,22 @@ static inline uint16_t pr_float_to_half(float f) {
   uint32_t half = (uint32_t)(e << 10) | (man >> 13), rem = man & 0x1fff;
   if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
   return (uint16_t)(sign | half);
+}
+
+/* Double to half, rounded once: to float with round-to-odd (the sticky bit
+ * kept in the last place), then to half to nearest even; float's 13 extra
+ * bits make that exact (no double rounding). */
+static inline uint16_t pr_double_to_half(double d) {
+  float f = (float)d;
+  if (f != f || f - f != 0) return pr_float_to_half(f); /* NaN, or beyond float */
+  if ((double)f != d) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if (fabs((double)f) > fabs(d)) x--; /* toward zero: the truncated value */
+    x |= 1;                             /* odd: not exact */
+    memcpy(&f, &x, sizeof f);
+  }
+  return pr_float_to_half(f);
 }
 
 #endif

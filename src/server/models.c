@@ -178,10 +178,10 @@ static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_
     n_batches++;
     if (b >= c->max_batch) break;
   }
-  if (n_batches > max_plans) {
+  if (n_batches + 1 > max_plans) { /* one slot stays for a plan pinned by hand */
     pr_errf(err, err_len,
-            "batches %d..%d need %d prepared plans, over the limit of %d (raise "
-            "--max-prepared-plans or min_batch_size)",
+            "batches %d..%d need %d prepared plans and one stays free for a pinned plan, over "
+            "the limit of %d (raise --max-prepared-plans or min_batch_size)",
             lo, c->max_batch, n_batches, max_plans);
     return -1;
   }
@@ -258,6 +258,15 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
   pthread_mutex_lock(&ms->admin);
   pthread_rwlock_wrlock(&ms->lock);
   pr_served_t *m = find_locked(ms, name);
+  /* at the limit, a model unloaded or failed (and no longer referenced)
+   * gives its slot */
+  for (int i = 0; !m && ms->n_models == ms->cfg.max_models && i < ms->n_models; i++) {
+    pr_served_t *x = ms->models[i];
+    if (x->state == PR_MODEL_UNAVAILABLE && atomic_load(&x->refs) == 0) {
+      memset(x, 0, sizeof *x);
+      m = x;
+    }
+  }
   if (!m && ms->n_models == ms->cfg.max_models) {
     pthread_rwlock_unlock(&ms->lock);
     pthread_mutex_unlock(&ms->admin);
@@ -283,12 +292,7 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
   m->entry = entry;
   pthread_rwlock_unlock(&ms->lock);
   pr_status_t st = load_model(ms, m, err, err_len);
-  if (st) {
-    pr_sched_destroy(m->sched);
-    m->sched = NULL;
-    pr_engine_model_destroy(m->model);
-    m->model = NULL;
-  }
+  if (st) unload_locked(m); /* what was made of it; no request holds it */
   pthread_rwlock_wrlock(&ms->lock);
   m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
   pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason); /* engine text may hold any bytes */

@@ -120,7 +120,9 @@ typedef struct {
   int n_in;
   out_t out[PR_SCHED_MAX_IO];
   int n_out;
-  size_t max_values; /* values the JSON text can hold at most */
+  size_t max_values;       /* values the JSON text can still hold (all inputs together) */
+  size_t max_bytes, bytes; /* tensor bytes allowed (0: any) and taken */
+  int status;              /* of a failure: 400, or 503 over max_bytes or out of memory */
   /* pass 2: the "data" being streamed */
   pr_request_t *r;
   pr_tensor_t *t;
@@ -234,7 +236,7 @@ static int store_float(parser_t *p, double d) {
   switch (p->t->dtype) {
     case PR_DTYPE_FLOAT: ((float *)at)[p->pos] = (float)d; break;
     case PR_DTYPE_DOUBLE: ((double *)at)[p->pos] = d; break;
-    case PR_DTYPE_FLOAT16: ((uint16_t *)at)[p->pos] = pr_float_to_half((float)d); break;
+    case PR_DTYPE_FLOAT16: ((uint16_t *)at)[p->pos] = pr_double_to_half(d); break;
     default: return data_fail(p, "'data' holds a value that does not fit the datatype");
   }
   p->pos++;
@@ -245,19 +247,32 @@ static int store_number(parser_t *p, const char *s, size_t l) {
   pr_dtype_t dt = p->t->dtype;
   char buf[64];
   if (dt == PR_DTYPE_FLOAT || dt == PR_DTYPE_DOUBLE || dt == PR_DTYPE_FLOAT16) {
-    if (l >= sizeof buf) l = sizeof buf - 1; /* JSON digits past 63 do not change a double */
-    memcpy(buf, s, l);
-    buf[l] = 0;
-    double d = strtod(buf, NULL);
-    bool fits =
-        isfinite(d) && (dt == PR_DTYPE_DOUBLE ||
-                        fabs(d) <= (dt == PR_DTYPE_FLOAT16 ? 65504.0 : 3.4028234663852886e38));
-    if (!fits) return data_fail(p, "'data' holds a number out of the datatype's range");
-    return store_float(p, d);
+    /* a long number (many digits or zeros) is read whole, from a copy */
+    char *text = l < sizeof buf ? buf : malloc(l + 1);
+    if (!text) return fail(p, "out of memory");
+    memcpy(text, s, l);
+    text[l] = 0;
+    int rc;
+    if (dt == PR_DTYPE_FLOAT) {
+      errno = 0;
+      float f = strtof(text, NULL); /* rounded once, to float */
+      rc = isfinite(f) ? (((float *)p->t->data)[p->pos++] = f, 1) : -1;
+    } else {
+      double d = strtod(text, NULL);
+      if (!isfinite(d) || (dt == PR_DTYPE_FLOAT16 && fabs(d) > 65519.0))
+        rc = -1; /* 65520 and up round to infinity in half precision */
+      else
+        rc = store_float(p, d);
+    }
+    if (text != buf) free(text);
+    if (rc < 0) return data_fail(p, "'data' holds a number out of the datatype's range");
+    return rc;
   }
   if (dt == PR_DTYPE_BOOL) return data_fail(p, "'data' of a BOOL input must hold true or false");
-  if (l >= sizeof buf || memchr(s, '.', l) || memchr(s, 'e', l) || memchr(s, 'E', l))
+  if (memchr(s, '.', l) || memchr(s, 'e', l) || memchr(s, 'E', l))
     return data_fail(p, "'data' of an integer input must hold integers");
+  if (l >= sizeof buf) /* JSON has no leading zeros: 64 digits are out of any range */
+    return data_fail(p, "'data' holds an integer out of the datatype's range");
   memcpy(buf, s, l);
   buf[l] = 0;
   void *at = p->t->data;
@@ -595,15 +610,25 @@ static int check_input(parser_t *p, int i, pr_request_t *r) {
   if (in->has_bsize && (uint64_t)in->bsize != nbytes)
     return fail(p, "input '%s': binary_data_size must be %zu for this shape", name, nbytes), -1;
   /* JSON numbers take at least two bytes each ("0,"): a short body cannot
-   * fill a large tensor, so refuse before allocating it */
+   * fill large tensors, so refuse before allocating them */
   if (in->has_data && numel > 0 && numel - 1 > p->max_values)
     return fail(p, "input '%s': 'data' has fewer values than the shape needs", name), -1;
-  if (!(t->data = pr_aligned_alloc(nbytes))) return fail(p, "out of memory"), -1;
+  if (in->has_data) p->max_values -= numel ? numel - 1 : 0;
+  p->bytes += nbytes;
+  if (p->max_bytes && p->bytes > p->max_bytes) {
+    p->status = 503;
+    return fail(p, "the server holds too many request bytes; retry later"), -1;
+  }
+  if (!(t->data = pr_aligned_alloc(nbytes))) {
+    p->status = 503;
+    return fail(p, "out of memory; retry later"), -1;
+  }
   return 0;
 }
 
 int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len, size_t json_len,
-                         pr_request_t *r, pr_proto_infer_t *q, char *err, size_t err_len) {
+                         size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, char *err,
+                         size_t err_len) {
   memset(q, 0, sizeof *q);
   if (json_len > len) {
     snprintf(err, err_len, "Inference-Header-Content-Length %zu exceeds the body (%zu)", json_len,
@@ -612,14 +637,16 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
   }
   parser_t *p = calloc(1, sizeof *p);
   if (!p) {
-    snprintf(err, err_len, "out of memory");
-    return 400;
+    snprintf(err, err_len, "out of memory; retry later");
+    return 503;
   }
   p->m = m;
   p->q = q;
   p->err = err;
   p->err_len = err_len;
   p->pass = 1;
+  p->max_bytes = max_bytes;
+  p->status = 400;
   int status = 400;
   if (run_pass(p, body, json_len)) goto done;
   if (p->n_in == 0) {
@@ -677,6 +704,7 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
   }
   status = 200;
 done:
+  if (status != 200) status = p->status;
   for (int i = 0; i < p->n_in; i++) free(p->in[i].name);
   for (int j = 0; j < p->n_out; j++) free(p->out[j].name);
   free(p);

@@ -47,11 +47,13 @@ const char *pr_proto_datatype(pr_dtype_t dt);
 pr_dtype_t pr_proto_dtype(const char *datatype);
 
 /* Parses an infer request body (json_len: the JSON header's length, the whole
- * body without the binary extension) into r->inputs/r->rows and q. Returns
- * the HTTP status: 200, or 400 with a message in err. Release q with
- * pr_proto_infer_clear in both cases. */
+ * body without the binary extension) into r->inputs/r->rows and q, allocating
+ * at most max_bytes of tensors (0: no bound). Returns the HTTP status: 200;
+ * 400 with a message in err; 503 over max_bytes or out of memory. Release q
+ * with pr_proto_infer_clear in every case. */
 int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len, size_t json_len,
-                         pr_request_t *r, pr_proto_infer_t *q, char *err, size_t err_len);
+                         size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, char *err,
+                         size_t err_len);
 void pr_proto_infer_clear(pr_proto_infer_t *q);
 
 /* Builds the response body (malloc'd into *out, *out_len); *json_len is the

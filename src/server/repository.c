@@ -45,20 +45,23 @@ static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
   DIR *md = opendir(p);
   if (!md) return false;
   long best = -1;
+  char best_dir[256] = ""; /* the folder as named: "007" is version 7 */
   struct dirent *v;
   while ((v = readdir(md))) {
     char *end;
     long ver = strtol(v->d_name, &end, 10);
     char mp[4096];
     snprintf(mp, sizeof mp, "%s/%s/model.onnx", p, v->d_name);
-    if (*end || end == v->d_name || ver < 0 || !is_file(mp)) continue;
-    if (ver > best) best = ver;
+    if (*end || end == v->d_name || v->d_name[0] < '0' || v->d_name[0] > '9' || ver < 0 ||
+        !is_file(mp))
+      continue;
+    if (ver > best) best = ver, snprintf(best_dir, sizeof best_dir, "%s", v->d_name);
   }
   closedir(md);
   if (best < 0) return false;
   snprintf(r->name, sizeof r->name, "%s", item);
   snprintf(r->version, sizeof r->version, "%ld", best);
-  snprintf(r->path, sizeof r->path, "%s/%ld/model.onnx", p, best);
+  snprintf(r->path, sizeof r->path, "%s/%s/model.onnx", p, best_dir);
   char cp[4096];
   snprintf(cp, sizeof cp, "%s/config.json", p);
   if (is_file(cp)) snprintf(r->config, sizeof r->config, "%s", cp);

@@ -43,9 +43,10 @@ typedef struct {
   pr_plan_t plan;
   worker_t *workers;
   int n_workers;
-  bool used;   /* the slot holds a config (its workers may still be starting) */
-  bool ok;     /* every worker started with its sessions: may be switched to */
-  bool retire; /* its workers leave (eviction or a failed start) */
+  bool used;    /* the slot holds a config (its workers may still be starting) */
+  bool ok;      /* every worker started with its sessions: may be switched to */
+  bool retire;  /* its workers leave (eviction or a failed start) */
+  bool planned; /* made by the optimizer (latency known): the autoscaler's, never evicted */
   double last_used;
 } config_t;
 
@@ -53,6 +54,9 @@ struct pr_sched {
   pr_model_t *model;
   pr_sched_config_t cfg;
   pr_session_options_t base;
+  char dim_names[8][64]; /* base's named dims, owned here */
+  const char *dim_name_ptrs[8];
+  int64_t dim_values[8];
   pr_tensor_info_t in_info[PR_SCHED_MAX_IO];
   int n_in, n_out;
   int cpus[4096], n_cpus;
@@ -77,6 +81,8 @@ static size_t row_bytes_t(const pr_tensor_t *t) {
   for (int k = 1; k < t->rank; k++) n *= (size_t)t->dims[k];
   return n;
 }
+
+static void set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
 
 static void timespec_at(struct timespec *ts, double t_mono) {
   /* condition variables here use CLOCK_MONOTONIC */
@@ -136,6 +142,11 @@ static bool wait_until(pr_request_t *r, double until) {
   return done;
 }
 
+static void time_out(pr_sched_t *s, pr_request_t *r) {
+  atomic_fetch_add(&s->stats.timed_out, 1);
+  complete(r, PR_ERR_TIMEOUT, "request timed out in the queue");
+}
+
 void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
   if (r->deadline > 0 && !wait_until(r, r->deadline)) {
     bool queued = false;
@@ -149,10 +160,7 @@ void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
       break;
     }
     pthread_mutex_unlock(&s->qlock);
-    if (queued) {
-      atomic_fetch_add(&s->stats.timed_out, 1);
-      complete(r, PR_ERR_TIMEOUT, "request timed out in the queue");
-    }
+    if (queued) time_out(s, r);
   }
   pr_request_wait(r);
 }
@@ -262,10 +270,12 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   pr_hist_observe(&s->stats.batch, rows);
   pr_hist_observe(&s->stats.compute_s, t1 - t0);
   atomic_fetch_add(&s->stats.compute_us, (uint64_t)((t1 - t0) * 1e6) * (uint64_t)n);
-  size_t off[PR_SCHED_MAX_IO] = {0};
+  size_t row = 0; /* rows of the requests before this one */
   for (int i = 0; i < n; i++) {
     pr_request_t *r = reqs[i];
     pr_status_t rs = st;
+    size_t first = row;
+    row += (size_t)r->rows;
     for (int o = 0; o < s->n_out && !rs; o++) {
       /* add_size checked that outs[o].dims[0] == z->rows >= the rows taken */
       assert(outs[o].rank >= 1 && outs[o].dims[0] == z->rows);
@@ -277,8 +287,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
         rs = PR_ERR_NOMEM;
         break;
       }
-      memcpy(t->data, (char *)outs[o].data + off[o], len);
-      off[o] += len;
+      memcpy(t->data, (char *)outs[o].data + first * rb, len);
     }
     pr_hist_observe(&s->stats.request_s, pr_now() - r->t_enqueue);
     if (rs)
@@ -287,6 +296,14 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
       atomic_fetch_add(&s->stats.success, 1);
     complete(r, rs, rs ? (st ? err : "out of memory") : NULL);
   }
+}
+
+static void free_sizes(worker_t *w) {
+  for (int i = 0; i < w->n_sizes; i++) {
+    pr_engine_session_destroy(w->sizes[i].session);
+    for (int j = 0; j < PR_SCHED_MAX_IO; j++) pr_free(w->sizes[i].in[j].data);
+  }
+  w->n_sizes = 0;
 }
 
 static void *worker_main(void *arg) {
@@ -319,8 +336,7 @@ static void *worker_main(void *arg) {
         if (!s->head) s->tail = NULL;
         s->depth--;
         if (r->deadline > 0 && pr_now() > r->deadline) {
-          atomic_fetch_add(&s->stats.timed_out, 1);
-          complete(r, PR_ERR_TIMEOUT, "request timed out in the queue");
+          time_out(s, r);
           continue;
         }
         batch[n++] = r;
@@ -352,22 +368,18 @@ static void *worker_main(void *arg) {
 
 /* Retires config c: its workers leave (after the batch they hold), are
  * joined, and their sessions freed; the slot becomes free. admin held, and c
- * is not active. */
+ * is not active (the caller made it unswitchable under qlock: ok false). */
 static void retire_config(pr_sched_t *s, int c) {
   config_t *cfg = &s->configs[c];
   pthread_mutex_lock(&s->qlock);
-  assert(s->active != c || !cfg->ok);
+  assert(s->active != c);
   cfg->retire = true;
   cfg->ok = false;
   pthread_cond_broadcast(&s->qcond);
   pthread_mutex_unlock(&s->qlock);
   for (int k = 0; k < cfg->n_workers; k++) {
-    worker_t *w = &cfg->workers[k];
-    pthread_join(w->thread, NULL);
-    for (int i = 0; i < w->n_sizes; i++) {
-      pr_engine_session_destroy(w->sizes[i].session);
-      for (int j = 0; j < PR_SCHED_MAX_IO; j++) pr_free(w->sizes[i].in[j].data);
-    }
+    pthread_join(cfg->workers[k].thread, NULL);
+    free_sizes(&cfg->workers[k]);
   }
   free(cfg->workers);
   pthread_mutex_lock(&s->qlock);
@@ -387,7 +399,33 @@ static bool same_plan(const pr_plan_t *p, const pr_plan_t *q) {
   return same;
 }
 
-/* add_plan with admin held. */
+/* Makes the least recently used hand-pinned config (not active, not keep)
+ * unswitchable and retires it; false when there is none. admin held. */
+static bool evict_one(pr_sched_t *s, int keep) {
+  int lru = -1;
+  pthread_mutex_lock(&s->qlock);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
+    config_t *cfg = &s->configs[c];
+    if (!cfg->ok || cfg->planned || c == s->active || c == keep) continue;
+    if (lru < 0 || cfg->last_used < s->configs[lru].last_used) lru = c;
+  }
+  if (lru >= 0) s->configs[lru].ok = false; /* no switch to it from here on */
+  pthread_mutex_unlock(&s->qlock);
+  if (lru < 0) return false;
+  char a[256];
+  pr_plan_format(&s->configs[lru].plan, a, sizeof a);
+  pr_log(PR_LOG_INFO, "evicting prepared plan %s (least recently used; %d plans at most)", a,
+         s->cfg.max_plans);
+  retire_config(s, lru);
+  atomic_fetch_add(&s->stats.plans_evicted, 1);
+  return true;
+}
+
+/* add_plan with admin held. The new plan starts in a free slot first (one is
+ * always free: at most max_plans < PR_SCHED_MAX_CONFIGS are kept), so a plan
+ * that fails to start changes nothing; only once it runs is the least
+ * recently used hand-pinned plan evicted when over the bound. Planned configs
+ * (the autoscaler's) are never evicted. */
 static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
   int need = 0;
   for (int k = 0; k < plan->n_instances; k++)
@@ -397,7 +435,12 @@ static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size
     pr_errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
     return -1;
   }
-  int max = s->cfg.max_plans, free_slot = -1, lru = -1, used = 0;
+  if (plan->batch > s->cfg.max_batch) {
+    pr_errf(err, err_len, "the plan's batches add up to %d, over the max batch %d", plan->batch,
+            s->cfg.max_batch);
+    return -1;
+  }
+  int free_slot = -1, used = 0;
   pthread_mutex_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
     config_t *cfg = &s->configs[c];
@@ -411,23 +454,9 @@ static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size
       pthread_mutex_unlock(&s->qlock);
       return c;
     }
-    if (c != s->active && (lru < 0 || cfg->last_used < s->configs[lru].last_used)) lru = c;
   }
   pthread_mutex_unlock(&s->qlock);
-  if (used >= max) {
-    if (lru < 0) {
-      pr_errf(err, err_len, "no prepared plan can be evicted");
-      return -1;
-    }
-    char a[256];
-    pr_plan_format(&s->configs[lru].plan, a, sizeof a);
-    pr_log(PR_LOG_INFO, "evicting prepared plan %s (least recently used; %d plans at most)", a,
-           max);
-    retire_config(s, lru);
-    atomic_fetch_add(&s->stats.plans_evicted, 1);
-    if (free_slot < 0 || lru < free_slot) free_slot = lru;
-  }
-  assert(free_slot >= 0 && free_slot < PR_SCHED_MAX_CONFIGS);
+  assert(free_slot >= 0 && used <= s->cfg.max_plans);
   worker_t *ws = calloc((size_t)plan->n_instances, sizeof *ws);
   if (!ws) {
     pr_errf(err, err_len, "out of memory");
@@ -440,6 +469,7 @@ static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size
   cfg->workers = ws;
   cfg->n_workers = 0;
   cfg->used = true; /* workers check `active`, which is never idx yet */
+  cfg->planned = plan->latency_ms > 0;
   cfg->last_used = pr_now();
   int started_before = s->started;
   pthread_mutex_unlock(&s->qlock);
@@ -474,9 +504,39 @@ static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size
   return idx;
 }
 
+/* Evicts least recently used hand-pinned configs (never the active one, nor
+ * keep) until at most max_plans are kept; false when that is not possible.
+ * admin held. */
+static bool trim_locked(pr_sched_t *s, int keep) {
+  for (;;) {
+    int used = 0;
+    pthread_mutex_lock(&s->qlock);
+    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) used += s->configs[c].used;
+    pthread_mutex_unlock(&s->qlock);
+    if (used <= s->cfg.max_plans) return true;
+    if (!evict_one(s, keep)) return false;
+  }
+}
+
+/* Undoes add_plan_locked of a config that never became active. */
+static void drop_new(pr_sched_t *s, int idx, char *err, size_t err_len) {
+  pthread_mutex_lock(&s->qlock);
+  s->configs[idx].ok = false;
+  pthread_mutex_unlock(&s->qlock);
+  retire_config(s, idx);
+  pr_errf(err, err_len,
+          "%d plans are prepared, the most kept (--max-prepared-plans), and none can be evicted "
+          "(the autoscaler's plans and the active one stay)",
+          s->cfg.max_plans);
+}
+
 int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
   pthread_mutex_lock(&s->admin);
   int idx = add_plan_locked(s, plan, err, err_len);
+  if (idx >= 0 && idx != pr_sched_active(s) && !trim_locked(s, idx)) {
+    drop_new(s, idx, err, err_len);
+    idx = -1;
+  }
   pthread_mutex_unlock(&s->admin);
   return idx;
 }
@@ -491,9 +551,9 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
     pr_errf(err, err_len, "models with 1 to %d inputs and outputs are served", PR_SCHED_MAX_IO);
     return PR_ERR_UNSUPPORTED;
   }
-  int max_plans = cfg->max_plans > 0 ? cfg->max_plans : PR_SCHED_MAX_CONFIGS;
-  if (max_plans < 2 || max_plans > PR_SCHED_MAX_CONFIGS) {
-    pr_errf(err, err_len, "max prepared plans must be 2..%d", PR_SCHED_MAX_CONFIGS);
+  int max_plans = cfg->max_plans > 0 ? cfg->max_plans : PR_SCHED_MAX_CONFIGS - 1;
+  if (max_plans < 2 || max_plans >= PR_SCHED_MAX_CONFIGS) {
+    pr_errf(err, err_len, "max prepared plans must be 2..%d", PR_SCHED_MAX_CONFIGS - 1);
     return PR_ERR_INVALID;
   }
   if (n_plans < 1 || n_plans > max_plans) {
@@ -507,6 +567,15 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   s->cfg = *cfg;
   s->cfg.max_plans = max_plans;
   s->base = base ? *base : pr_session_options_default();
+  /* the named dims are the caller's: keep a copy */
+  s->base.n_dims = s->base.n_dims < 8 ? s->base.n_dims : 8;
+  for (int i = 0; i < s->base.n_dims; i++) {
+    snprintf(s->dim_names[i], sizeof s->dim_names[i], "%s", base->dim_names[i]);
+    s->dim_name_ptrs[i] = s->dim_names[i];
+    s->dim_values[i] = base->dim_values[i];
+  }
+  s->base.dim_names = s->dim_name_ptrs;
+  s->base.dim_values = s->dim_values;
   s->n_in = n_in;
   s->n_out = n_out;
   s->n_cpus = n_cpus < 4096 ? n_cpus : 4096;
@@ -548,15 +617,17 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
     }
     if (i == active || first < 0) first = idx;
   }
+  pthread_mutex_lock(&s->qlock);
   s->active = first;
+  pthread_mutex_unlock(&s->qlock);
   *out = s;
   return PR_OK;
 }
 
 void pr_sched_destroy(pr_sched_t *s) {
   if (!s) return;
-  pr_sched_set_auto(s, false, 0, 0);
   pthread_mutex_lock(&s->admin);
+  set_auto_locked(s, false, 0, 0);
   pthread_mutex_lock(&s->qlock);
   s->stop = true;
   pthread_cond_broadcast(&s->qcond);
@@ -571,13 +642,7 @@ void pr_sched_destroy(pr_sched_t *s) {
     complete(r, PR_ERR_BUSY, "model unloaded");
   }
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
-    for (int k = 0; k < s->configs[c].n_workers; k++) {
-      worker_t *w = &s->configs[c].workers[k];
-      for (int i = 0; i < w->n_sizes; i++) {
-        pr_engine_session_destroy(w->sizes[i].session);
-        for (int j = 0; j < PR_SCHED_MAX_IO; j++) pr_free(w->sizes[i].in[j].data);
-      }
-    }
+    for (int k = 0; k < s->configs[c].n_workers; k++) free_sizes(&s->configs[c].workers[k]);
     free(s->configs[c].workers);
   }
   pthread_mutex_unlock(&s->admin);
@@ -686,7 +751,7 @@ static void *auto_main(void *arg) {
   int lo = 1 << 30, hi = 1;
   pthread_mutex_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
-    if (!s->configs[c].ok) continue;
+    if (!s->configs[c].ok || !s->configs[c].planned) continue;
     int b = s->configs[c].plan.batch;
     if (b < lo) lo = b;
     if (b > hi) hi = b;
@@ -697,7 +762,7 @@ static void *auto_main(void *arg) {
   for (int k = 0; k < PR_EST_MAX_SIZES; k++) {
     e.latency_s[k] = 0;
     for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-      if (s->configs[c].ok && s->configs[c].plan.batch == (1 << k))
+      if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == (1 << k))
         e.latency_s[k] = s->configs[c].plan.latency_ms * 1e-3;
   }
   e.target = s->configs[s->active].plan.batch;
@@ -721,7 +786,9 @@ static void *auto_main(void *arg) {
     int best = -1;
     pthread_mutex_lock(&s->qlock);
     for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-      if (s->configs[c].ok && s->configs[c].plan.batch == target && best < 0) best = c;
+      if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == target &&
+          best < 0)
+        best = c;
     bool on = s->auto_on, change = best >= 0 && best != s->active;
     pthread_mutex_unlock(&s->qlock);
     if (on && change) {
@@ -761,12 +828,20 @@ void pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
 
 pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
   pthread_mutex_lock(&s->admin);
+  /* the autoscaler stops first, so it switches nowhere while plans change */
+  bool was_auto = pr_sched_auto(s);
+  set_auto_locked(s, false, 0, 0);
+  int old = pr_sched_active(s);
   int idx = add_plan_locked(s, plan, err, err_len);
-  pr_status_t st = PR_ERR_INVALID;
-  if (idx >= 0) {
-    set_auto_locked(s, false, 0, 0);
-    st = pr_sched_switch(s, idx, "set by hand");
+  pr_status_t st = idx >= 0 ? pr_sched_switch(s, idx, "set by hand") : PR_ERR_INVALID;
+  /* over the bound: the least recently used pinned plan goes (the one just
+   * left included); when none can, the pin is undone */
+  if (!st && !trim_locked(s, idx)) {
+    /* trim fails only with nothing to evict, so `old` is still prepared */
+    if (pr_sched_switch(s, old, "pin undone") == PR_OK) drop_new(s, idx, err, err_len);
+    st = PR_ERR_BUSY;
   }
+  if (st && was_auto) set_auto_locked(s, true, s->estimator, s->window_s); /* as it was */
   pthread_mutex_unlock(&s->admin);
   return st;
 }

@@ -234,9 +234,9 @@ static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, co
 static enum MHD_Result h_repo_load(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   char err[1024];
   pr_status_t st = pr_models_load(s->models, cn->route.model, err, sizeof err);
-  if (st)
-    return reply_status(s, c, st == PR_ERR_NOT_FOUND || st == PR_ERR_BUSY ? st : PR_ERR_INVALID,
-                        err);
+  /* a model that cannot be read or run is the repository's fault: 400 */
+  if (st == PR_ERR_UNSUPPORTED || st == PR_ERR_IO) st = PR_ERR_INVALID;
+  if (st) return reply_status(s, c, st, err);
   return reply_json(c, 200, json_object());
 }
 
@@ -315,8 +315,11 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
   if (!r) return reply_error(s, c, 500, "out of memory");
   pr_proto_infer_t q;
   char err[512];
-  int status = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len, r, &q,
-                                    err, sizeof err);
+  /* the tensors may take what is left of the in-flight bound */
+  uint64_t held = atomic_load(&s->inflight);
+  size_t room = held < s->cfg.max_inflight_bytes ? s->cfg.max_inflight_bytes - held : 1;
+  int status = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len, room, r,
+                                    &q, err, sizeof err);
   size_t tensor_bytes = 0;
   for (int i = 0; status == 200 && i < m->proto.n_inputs; i++)
     tensor_bytes += (size_t)pr_tensor_numel(&r->inputs[i]) * pr_dtype_size(r->inputs[i].dtype);
@@ -523,7 +526,9 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
     snprintf(msg, sizeof msg, "request body of %llu bytes is over the limit of %zu", len,
              cn->limit);
     refuse(s, cn, 413, msg);
-  } else if (!reserve(s, cn, (size_t)len)) {
+  } else if (atomic_load(&s->inflight) + len > s->cfg.max_inflight_bytes) {
+    /* refused now; an accepted body is counted as its bytes arrive, so a
+     * client that announces much and sends little holds nothing */
     refuse(s, cn, 503, "the server holds too many request bytes; retry later");
   }
 }
@@ -536,7 +541,7 @@ static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
     refuse(s, cn, 413, msg);
     return;
   }
-  /* a body without Content-Length reserves as it grows */
+  /* bodies are counted as their bytes arrive */
   if (cn->len + n > cn->reserved && !reserve(s, cn, cn->len + n - cn->reserved)) {
     refuse(s, cn, 503, "the server holds too many request bytes; retry later");
     return;
@@ -575,6 +580,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
   if (*upload_size) {
     on_upload(s, cn, upload, *upload_size);
     *upload_size = 0;
+    /* over a limit mid-body (a body without Content-Length): answer now, the
+     * rest is not read and the connection closes */
+    if (cn->refuse_status) return reply_error(s, c, cn->refuse_status, cn->refuse_msg);
     return MHD_YES;
   }
   if (cn->refuse_status) return reply_error(s, c, cn->refuse_status, cn->refuse_msg);
@@ -658,12 +666,13 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     pr_server_stop(s);
     return PR_ERR_INVALID;
   }
-  s->daemon = MHD_start_daemon(
-      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-      (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
-      MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-      120u, MHD_OPTION_END);
+  s->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                   MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+                               (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
+                               &addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                               MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
   if (!s->daemon) {
     pr_errf(err, err_len, "cannot listen on %s:%d", cfg->host, cfg->port);
     pr_server_stop(s);
