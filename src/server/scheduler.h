@@ -13,11 +13,14 @@
  * An optional autoscaler thread samples the queue and arrivals every window,
  * asks the estimator for a target batch and switches to that batch's plan.
  *
- * Prepared configs are bounded (pr_sched_config_t.max_plans): a new plan
- * beyond the bound evicts the least recently used config that is not active.
- * An instance prepares sessions for the batch sizes it will see, powers of
- * two up to the max batch and its planned batch; a batch of fewer rows runs
- * padded on the next prepared size.
+ * Prepared configs are bounded (pr_sched_config_t.max_plans): a plan pinned
+ * beyond the bound evicts the least recently used pinned config that is not
+ * active, once the new one runs; the autoscaler's planned configs stay.
+ * An instance prepares sessions for powers of two up to its planned batch
+ * and that batch before it goes live; a batch of fewer rows runs padded on
+ * the next prepared size. A request with more rows than the instance's batch
+ * (it runs alone) compiles the next power of two, at most the max batch,
+ * once, on first use: at most log2(max batch) + 2 sessions an instance.
  *
  * Threads and locks: `admin` serializes everything that adds, evicts or
  * retires configs and starts or stops the autoscaler (plan posts from any
