@@ -102,8 +102,10 @@ static pr_status_t open_external(loader_t *L, const Onnx__TensorProto *tp, const
             tp->name, shown);
     return PR_ERR_INVALID;
   }
-  /* the resolved path has no symlinks; O_NOFOLLOW refuses one swapped in since */
-  int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  /* the resolved path has no symlinks; O_NOFOLLOW refuses one swapped in
+   * since; O_NONBLOCK: a FIFO there must not block the open (it is refused
+   * below as not a regular file; reads of a regular file never block) */
+  int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
     pr_errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,

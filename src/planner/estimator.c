@@ -10,7 +10,7 @@ static int floor_pow2(double x, int lo, int hi) {
 
 static int log2i(int x) {
   int k = 0;
-  while ((1 << (k + 1)) <= x) k++;
+  while (k < 30 && (1 << (k + 1)) <= x) k++; /* 1 << 31 would overflow */
   return k;
 }
 

@@ -282,14 +282,35 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
     pr_errf(err, err_len, "out of memory");
     return PR_ERR_NOMEM;
   }
-  bool was_loaded = m->state == PR_MODEL_READY;
-  m->state = PR_MODEL_LOADING; /* no new references from here */
-  pthread_rwlock_unlock(&ms->lock);
-  if (was_loaded) unload_locked(m);
-  /* the requests that read the old entry are gone; lookups read it under
-   * the lock */
-  pthread_rwlock_wrlock(&ms->lock);
-  m->entry = entry;
+  if (m->state == PR_MODEL_READY) {
+    /* a reload: the new version loads beside the old one, which serves on
+     * until the new one is ready (and stays when the new one fails) */
+    int slot = 0;
+    while (ms->models[slot] != m) slot++;
+    pthread_rwlock_unlock(&ms->lock);
+    pr_served_t *n = calloc(1, sizeof *n);
+    pr_status_t st = n ? PR_OK : PR_ERR_NOMEM;
+    if (n) n->entry = entry;
+    if (!st) st = load_model(ms, n, err, err_len);
+    if (st) {
+      if (n) unload_locked(n);
+      free(n);
+      pr_log(PR_LOG_WARN, "model %s: the reload failed, the loaded version serves on: %s", name,
+             err);
+      pthread_mutex_unlock(&ms->admin);
+      return st;
+    }
+    pthread_rwlock_wrlock(&ms->lock);
+    n->state = PR_MODEL_READY;
+    ms->models[slot] = n; /* lookups find the new one from here */
+    pthread_rwlock_unlock(&ms->lock);
+    unload_locked(m); /* after the requests that hold the old one */
+    free(m);
+    pthread_mutex_unlock(&ms->admin);
+    return PR_OK;
+  }
+  m->state = PR_MODEL_LOADING;
+  m->entry = entry; /* lookups read it under the lock; no request holds m */
   pthread_rwlock_unlock(&ms->lock);
   pr_status_t st = load_model(ms, m, err, err_len);
   if (st) unload_locked(m); /* what was made of it; no request holds it */

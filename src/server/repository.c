@@ -49,7 +49,9 @@ static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
   struct dirent *v;
   while ((v = readdir(md))) {
     char *end;
+    errno = 0;
     long ver = strtol(v->d_name, &end, 10);
+    if (errno == ERANGE) continue; /* no version that large can be asked for */
     char mp[4096];
     snprintf(mp, sizeof mp, "%s/%s/model.onnx", p, v->d_name);
     if (*end || end == v->d_name || v->d_name[0] < '0' || v->d_name[0] > '9' || ver < 0 ||
@@ -63,8 +65,10 @@ static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
   snprintf(r->version, sizeof r->version, "%ld", best);
   snprintf(r->path, sizeof r->path, "%s/%s/model.onnx", p, best_dir);
   char cp[4096];
+  struct stat cs;
   snprintf(cp, sizeof cp, "%s/config.json", p);
-  if (is_file(cp)) snprintf(r->config, sizeof r->config, "%s", cp);
+  /* anything there is the config: one that is not a file fails the load */
+  if (lstat(cp, &cs) == 0) snprintf(r->config, sizeof r->config, "%s", cp);
   return true;
 }
 
@@ -75,7 +79,16 @@ int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total) {
   struct dirent *e;
   pr_repo_entry_t tmp;
   while ((e = readdir(d))) {
-    if (!entry_for(dir, e->d_name, n < max ? &out[n] : &tmp)) continue;
+    pr_repo_entry_t *r = n < max ? &out[n] : &tmp;
+    if (!entry_for(dir, e->d_name, r)) continue;
+    /* NAME/ and NAME.onnx are one model, NAME (the folder wins) */
+    int same = -1;
+    for (int i = 0; i < n && same < 0; i++)
+      if (r != &out[i] && !strcmp(out[i].name, r->name)) same = i;
+    if (same >= 0) {
+      if (strcmp(e->d_name, r->name) == 0) out[same] = *r; /* the folder */
+      continue;
+    }
     all++;
     if (n < max) n++;
   }
@@ -87,9 +100,10 @@ int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total) {
 int pr_repo_find(const char *dir, const char *name, pr_repo_entry_t *out) {
   char item[PR_NAME_MAX + 8];
   if (!valid_name(name)) return -1;
-  if (entry_for(dir, name, out)) return 0;
+  /* "m.onnx" names the model "m", not a model of its own */
+  if (entry_for(dir, name, out) && !strcmp(out->name, name)) return 0;
   snprintf(item, sizeof item, "%s.onnx", name);
-  return entry_for(dir, item, out) ? 0 : -1;
+  return entry_for(dir, item, out) && !strcmp(out->name, name) ? 0 : -1;
 }
 
 /* Error messages quote outside text (keys, paths) and may be cut to the
@@ -208,6 +222,10 @@ out:
 int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len) {
   void *text;
   size_t len;
+  if (!is_file(path)) { /* a folder or a FIFO (which would block the read) */
+    set_error(err, err_len, "%s: not a regular file", path);
+    return -1;
+  }
   if (pr_read_file(path, &text, &len, PR_REPO_CONFIG_MAX)) {
     set_error(err, err_len, "%s: %s", path, strerror(errno));
     return -1;

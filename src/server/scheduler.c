@@ -82,7 +82,7 @@ static size_t row_bytes_t(const pr_tensor_t *t) {
   return n;
 }
 
-static void set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
+static pr_status_t set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
 
 static void timespec_at(struct timespec *ts, double t_mono) {
   /* condition variables here use CLOCK_MONOTONIC */
@@ -327,7 +327,7 @@ static void *worker_main(void *arg) {
       pthread_cond_wait(&s->qcond, &s->qlock);
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
     int n = 0, rows = 0;
-    double first_t = s->head->t_enqueue;
+    double first_t = s->head->t_enqueue, deadline = 0; /* earliest of the requests held */
     for (;;) {
       /* take what fits, oldest first; a request larger than the batch runs alone */
       while (s->head && n < 1024 && (n == 0 || rows + s->head->rows <= w->batch)) {
@@ -341,9 +341,12 @@ static void *worker_main(void *arg) {
         }
         batch[n++] = r;
         rows += r->rows;
+        if (r->deadline > 0 && (deadline == 0 || r->deadline < deadline)) deadline = r->deadline;
       }
       if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) break;
+      /* wait for more, but not past a held request's deadline: it runs then */
       double until = first_t + s->cfg.max_queue_delay_s;
+      if (deadline > 0 && deadline < until) until = deadline;
       if (pr_now() >= until) break;
       struct timespec ts;
       timespec_at(&ts, until);
@@ -435,6 +438,12 @@ static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size
     pr_errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
     return -1;
   }
+  for (int k = 0; k < plan->n_instances; k++)
+    if (plan->instances[k].threads > (int)(sizeof s->configs[0].workers->cpus / sizeof(int))) {
+      pr_errf(err, err_len, "an instance has %d threads, at most %zu", plan->instances[k].threads,
+              sizeof s->configs[0].workers->cpus / sizeof(int));
+      return -1;
+    }
   if (plan->batch > s->cfg.max_batch) {
     pr_errf(err, err_len, "the plan's batches add up to %d, over the max batch %d", plan->batch,
             s->cfg.max_batch);
@@ -799,9 +808,17 @@ static void *auto_main(void *arg) {
   }
 }
 
-/* set_auto with admin held. */
-static void set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s) {
+/* set_auto with admin held. Following the load needs two planned configs
+ * (made by the optimizer, their latencies known). */
+static pr_status_t set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s) {
   pthread_mutex_lock(&s->qlock);
+  int planned = 0;
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
+    planned += s->configs[c].ok && s->configs[c].planned;
+  if (on && planned < 2) {
+    pthread_mutex_unlock(&s->qlock);
+    return PR_ERR_INVALID;
+  }
   bool running = s->auto_running;
   s->auto_on = on;
   if (on && !running) {
@@ -818,12 +835,14 @@ static void set_auto_locked(pr_sched_t *s, bool on, int estimator, double window
     s->auto_running = false;
     pthread_mutex_unlock(&s->qlock);
   }
+  return PR_OK;
 }
 
-void pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
+pr_status_t pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
   pthread_mutex_lock(&s->admin);
-  set_auto_locked(s, on, estimator, window_s);
+  pr_status_t st = set_auto_locked(s, on, estimator, window_s);
   pthread_mutex_unlock(&s->admin);
+  return st;
 }
 
 pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {

@@ -103,8 +103,9 @@ void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out);
 /* Starts the autoscaler: every window_s, the estimator picks a target batch
  * among the configs' planned batches and the scheduler switches to the
  * config planned for it. estimator: 0 paper rule, 1 arrival-rate rule.
- * Stopped by pr_sched_set_auto(s, false) or destroy. */
-void pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s);
+ * Stopped by pr_sched_set_auto(s, false) or destroy. Turning it on needs
+ * two planned configs (from the optimizer): PR_ERR_INVALID otherwise. */
+pr_status_t pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s);
 bool pr_sched_auto(pr_sched_t *s);
 /* Stops taking requests, finishes every queued one, joins the instances. */
 void pr_sched_destroy(pr_sched_t *s);

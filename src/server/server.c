@@ -37,6 +37,9 @@
 #include "server/protocol.h"
 #include "server/router.h"
 
+/* On SIGTERM, uploads still arriving get this long to finish. */
+#define SHUTDOWN_UPLOAD_GRACE_S 10.0
+
 /* Bodies of the routes that take no tensors (plan, repository) are small. */
 #define ADMIN_BODY_MAX ((size_t)1 << 20)
 
@@ -50,6 +53,7 @@ struct pr_server {
   _Atomic uint64_t http_requests, http_errors, http_refused;
   _Atomic uint64_t inflight; /* bytes reserved by requests not yet answered */
   _Atomic int in_progress;   /* requests received and not yet answered */
+  _Atomic int serving;       /* of those, the ones whose body is in (being handled) */
   _Atomic int connections;   /* open HTTP connections */
 };
 
@@ -77,6 +81,8 @@ typedef struct {
   char *body;
   size_t len, cap, limit;
   size_t reserved;   /* bytes counted in s->inflight */
+  size_t dropped;    /* body bytes read after a refusal */
+  bool serving;      /* counted in s->serving */
   int refuse_status; /* != 0: answer this instead of routing */
   char refuse_msg[160];
 } conn_t;
@@ -427,7 +433,7 @@ static enum MHD_Result h_plan_get(pr_server_t *s, struct MHD_Connection *c, conn
 static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                  pr_served_t *m) {
   json_error_t je;
-  json_t *root = cn->body ? json_loadb(cn->body, cn->len, 0, &je) : NULL;
+  json_t *root = cn->body ? json_loadb(cn->body, cn->len, JSON_REJECT_DUPLICATES, &je) : NULL;
   const char *spec = root ? json_string_value(json_object_get(root, "plan")) : NULL;
   char err[512];
   enum MHD_Result ret;
@@ -435,13 +441,12 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
     ret = reply_error(s, c, 400,
                       "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
   } else if (!strcmp(spec, "auto")) {
-    if (pr_sched_num_configs(m->sched) < 2) {
+    if (pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0))
       ret = reply_error(s, c, 400,
-                        "this model has one prepared plan: nothing to follow the load with");
-    } else {
-      pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0);
+                        "this model has no plans from a profile to follow the load with (its "
+                        "config fixes the plan, or autoscale is off)");
+    else
       ret = reply_json(c, 200, plan_json(m));
-    }
   } else {
     pr_plan_t *plan = malloc(sizeof *plan);
     pr_status_t st = PR_ERR_NOMEM;
@@ -490,11 +495,13 @@ typedef struct {
   int count;
   char first[32];
   bool conflict;
+  bool bad_name; /* a header name with white space ("Content-Length : 5") */
 } lengths_t;
 
 static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const char *key,
                                      const char *value) {
   lengths_t *l = cls;
+  if (strpbrk(key, " \t")) l->bad_name = true;
   if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) return MHD_YES;
   if (l->count++ == 0)
     snprintf(l->first, sizeof l->first, "%s", value ? value : "");
@@ -513,8 +520,19 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
                   : ADMIN_BODY_MAX;
   lengths_t l = {0};
   MHD_get_connection_values(c, MHD_HEADER_KIND, count_lengths, &l);
+  /* framing the server and a proxy could read differently (request
+   * smuggling) is refused, and the connection closes after the answer */
   if (l.conflict) {
     refuse(s, cn, 400, "conflicting Content-Length headers");
+    return;
+  }
+  if (l.bad_name) {
+    refuse(s, cn, 400, "a header name holds white space");
+    return;
+  }
+  const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+  if (te && strcasecmp(te, "chunked")) {
+    refuse(s, cn, 501, "Transfer-Encoding other than chunked is not supported");
     return;
   }
   if (!l.count) return;
@@ -578,12 +596,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     return MHD_YES;
   }
   if (*upload_size) {
+    /* over a limit mid-body: the rest is read and dropped, and the error is
+     * the answer (libmicrohttpd answers only once the body is in); a body
+     * that goes on past twice its limit is cut off by closing */
+    if (cn->refuse_status && (cn->dropped += *upload_size) > 2 * cn->limit) return MHD_NO;
     on_upload(s, cn, upload, *upload_size);
     *upload_size = 0;
-    /* over a limit mid-body (a body without Content-Length): answer now, the
-     * rest is not read and the connection closes */
-    if (cn->refuse_status) return reply_error(s, c, cn->refuse_status, cn->refuse_msg);
     return MHD_YES;
+  }
+  if (!cn->serving) {
+    cn->serving = true;
+    atomic_fetch_add(&s->serving, 1);
   }
   if (cn->refuse_status) return reply_error(s, c, cn->refuse_status, cn->refuse_msg);
   if (cn->route_status == 404) return reply_error(s, c, 404, "not found");
@@ -598,6 +621,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
   conn_t *cn = *con_cls;
   if (cn) {
     atomic_fetch_sub(&s->inflight, cn->reserved);
+    if (cn->serving) atomic_fetch_sub(&s->serving, 1);
     free(cn->body);
     free(cn);
     atomic_fetch_sub(&s->in_progress, 1);
@@ -725,12 +749,18 @@ void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
 void pr_server_stop(pr_server_t *s) {
   if (!s) return;
   if (s->daemon) {
-    /* stop accepting, let every request already received (or still
-     * uploading) be answered, then close the connections */
+    /* stop accepting (new connections are refused at once), answer every
+     * request whose body is in (each waits at most its timeout), give
+     * uploads still arriving a grace period, then close the connections */
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    for (int i = 0; i < 120000 && atomic_load(&s->in_progress) > 0; i++) usleep(1000);
-    MHD_stop_daemon(s->daemon);
     if (fd != MHD_INVALID_SOCKET) close(fd);
+    double t0 = pr_now();
+    while (atomic_load(&s->serving) > 0 ||
+           (atomic_load(&s->in_progress) > 0 && pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S)) {
+      if (pr_now() - t0 > s->cfg.request_timeout_s + 60) break; /* a model stuck in a kernel */
+      usleep(1000);
+    }
+    MHD_stop_daemon(s->daemon);
   }
   pr_models_destroy(s->models);
   free(s);

@@ -400,6 +400,12 @@ def t_caps(packrat, models):
         st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": sp})
         check(f"plan {sp}: 200, at most 3 prepared", st == 200 and len(d["prepared"]) <= 3,
               f"{st} {d}")
+    t0 = time.time()
+    st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": "auto"}, timeout=20)
+    check("auto on a model whose config fixes the plan: 400 at once",
+          st == 400 and time.time() - t0 < 5, f"{st} {d}")
+    st, d = s.json("POST", "/v2/models/mlp/infer", mlp_body(), timeout=20)
+    check("and it serves on", st == 200, f"{st} {d}")
     st, d = s.json("GET", "/v2/models/mlp/stats")
     check("evictions reported", st == 200 and d.get("prepared_plans_evicted", 0) >= 5, str(d))
     st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": "3x1"})
@@ -525,6 +531,17 @@ def t_timeout(packrat, models):
     check(f"every 504 within the timeout + 0.25 s", not late, str(results))
     check("nothing but 200 and 504", all(r[0] in (200, 504) for r in results), str(results))
     s.stop()
+    # an instance waiting to fill its batch runs it at a held request's deadline
+    repo = repo_with({"mlp": MM["mlp"]},
+                     {"mlp": {"max_batch_size": 4, "plan": "1x4", "request_timeout_ms": 300,
+                              "max_queue_delay_us": 100_000_000}})
+    s = Server(packrat, repo)
+    t0 = time.time()
+    st, d = s.json("POST", "/v2/models/mlp/infer", mlp_body(), timeout=30)
+    dt = time.time() - t0
+    check(f"a queue delay of 100 s and a timeout of 0.3 s: answered in {dt:.2f} s",
+          st in (200, 504) and dt < 1.5, f"{st} {dt}")
+    s.stop()
 
 
 def t_models(packrat, models):
@@ -545,6 +562,29 @@ def t_models(packrat, models):
     check("reloading a known one: 200", st == 200, f"{st} {d}")
     st, text, _ = s.request("GET", "/metrics")
     check("limit in /metrics", b"packrat_models_limit 2" in text)
+    st, d = s.json("POST", f"/v2/repository/models/{served[1]}/unload")
+    st, d = s.json("POST", f"/v2/repository/models/{other}/load")
+    check("an unloaded model gives its slot: the third loads", st == 200, f"{st} {d}")
+    # a reload that fails leaves the loaded version serving
+    path = f"{repo}/{other}/1/model.onnx"
+    os.remove(path)
+    open(path, "wb").write(b"not an onnx file")
+    st, d = s.json("POST", f"/v2/repository/models/{other}/load")
+    check("reload of a broken file: 400", st == 400, f"{st} {d}")
+    st, d = s.json("POST", f"/v2/models/{other}/infer", mlp_body())
+    check("the loaded version serves on", st == 200, f"{st} {d}")
+    st, _ = s.json("GET", "/v2/health/ready")
+    check("the server stays ready", st == 200)
+    s.stop()
+    # a bare NAME.onnx is the model NAME; "NAME.onnx" names nothing
+    repo = tempfile.mkdtemp(dir=TMP)
+    shutil.copy(MM["mlp"], f"{repo}/bare.onnx")
+    s = Server(packrat, repo, "--max-models", "3")
+    codes = [s.json("POST", "/v2/repository/models/bare.onnx/load")[0] for _ in range(4)]
+    check("load of 'bare.onnx': 404 each time", codes == [404] * 4, str(codes))
+    st, text, _ = s.request("GET", "/metrics")
+    check("no model slot taken by it", b"packrat_models 1" in text, text[-200:])
+    check("'bare' serves", s.json("POST", "/v2/models/bare/infer", mlp_body())[0] == 200)
     s.stop()
 
 
@@ -570,6 +610,20 @@ def t_http(packrat, models):
     got, _ = raw(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n"
                  b"Content-Length: 20\r\n\r\n0123456789")
     check("two different Content-Length: 400", got.startswith(b"HTTP/1.1 400"), got[:80])
+    smuggled = (b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length : 39\r\n\r\n"
+                b"GET /v2/models/mlp HTTP/1.1\r\nHost: x\r\n\r\n")
+    got, _ = raw(smuggled)
+    time.sleep(0.3)
+    check("'Content-Length :' (space before the colon): 400, nothing smuggled",
+          got.startswith(b"HTTP/1.1 400") and got.count(b"HTTP/1.1") == 1, got[:200])
+    got, _ = raw(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n"
+                 b"Content-Length: 5\r\n\r\nhello")
+    check("Transfer-Encoding other than chunked: 501", got.startswith(b"HTTP/1.1 501"), got[:80])
+    chunks = b"".join(b"10000\r\n" + b" " * 0x10000 + b"\r\n" for _ in range(20)) + b"0\r\n\r\n"
+    got, _ = raw(b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                 b"\r\n" + chunks)
+    check("chunked admin body over 1 MiB: 413 with a JSON body",
+          got.startswith(b"HTTP/1.1 413") and b'"error"' in got, got[:200])
     got, dt = raw(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n"
                   b"\r\n")
     check("413 from the headers, before any body byte", got.startswith(b"HTTP/1.1 413") and dt < 3,
@@ -617,7 +671,28 @@ def t_http(packrat, models):
     check("unknown path: 404 JSON", st == 404 and d and "error" in d)
     st, d = s.json("DELETE", "/v2/models/mlp")
     check("wrong method: 405 JSON", st == 405 and d and "error" in d)
-    check("SIGTERM exits 0", s.stop())
+    # SIGTERM: new connections refused at once; a stalled upload holds the
+    # exit for its grace period only
+    stalled = socket.create_connection(("127.0.0.1", s.port), timeout=5)
+    stalled.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    time.sleep(0.2)
+    t0 = time.time()
+    s.p.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    try:
+        socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
+        refused = False
+    except OSError:
+        refused = True
+    check("after SIGTERM a new connection is refused", refused)
+    try:
+        code = s.p.wait(30)
+    except subprocess.TimeoutExpired:
+        code = None
+    check("a stalled upload holds the exit 10 s at most", code == 0 and time.time() - t0 < 15,
+          f"{code} after {time.time() - t0:.1f} s")
+    stalled.close()
+    s.stop()
 
 
 def t_symlinks(packrat, models):
@@ -642,6 +717,18 @@ def t_symlinks(packrat, models):
                         size_threshold=0)
         with open(f"{repo}/{name}/config.json", "w") as f:
             json.dump({"max_batch_size": 1, "plan": "1x1"}, f)
+    # fifo: the weights file is a FIFO (opening it for reading would block)
+    os.makedirs(f"{repo}/fifo/1")
+    mc = onnx.ModelProto()
+    mc.CopyFrom(m)
+    onnx.save_model(mc, f"{repo}/fifo/1/model.onnx", save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    os.remove(f"{repo}/fifo/1/weights.bin")
+    os.mkfifo(f"{repo}/fifo/1/weights.bin")
+    # confdir: config.json is a folder
+    os.makedirs(f"{repo}/confdir/1")
+    shutil.copy(MM["mlp"], f"{repo}/confdir/1/model.onnx")
+    os.makedirs(f"{repo}/confdir/config.json")
     # escape: the weights file is a symlink to a secret outside the folder
     os.replace(f"{repo}/escape/1/weights.bin", f"{outside}/secret.bin")
     os.symlink(f"{outside}/secret.bin", f"{repo}/escape/1/weights.bin")
@@ -655,7 +742,12 @@ def t_symlinks(packrat, models):
     e = [x for x in d if x["name"] == "escape"][0] if d else {}
     check("a symlink out of the folder: refused at load", e.get("state") == "UNAVAILABLE", str(e))
     check("the reason names the location", "weights.bin" in e.get("reason", ""), str(e))
-    s.stop()
+    for name, why in (("fifo", "regular file"), ("confdir", "regular file")):
+        e = [x for x in d if x["name"] == name][0] if d else {}
+        check(f"{name}: refused at load, not hung", e.get("state") == "UNAVAILABLE" and
+              why in e.get("reason", ""), str(e))
+    t0 = time.time()
+    check("SIGTERM exits 0 promptly", s.stop(30) and time.time() - t0 < 30)
 
 
 FINDINGS = {"crash": t_crash, "race": t_race, "arithmetic": t_arithmetic,
