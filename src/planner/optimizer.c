@@ -302,13 +302,16 @@ pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan
   int core = 0;
   while (*s) {
     char *end;
+    /* digits only: strtol would take spaces and signs too */
+    if (*s < '0' || *s > '9') goto bad;
     long t = strtol(s, &end, 10);
-    if (end == s || (*end != 'x' && *end != 'X')) goto bad;
+    if (*end != 'x') goto bad;
     s = end + 1;
+    if (*s < '0' || *s > '9') goto bad;
     long b = strtol(s, &end, 10);
-    if (end == s || t < 1 || b < 1 || t > 4096 || b > (1 << 20)) goto bad;
+    if (t < 1 || b < 1 || t > 4096 || b > (1 << 20)) goto bad;
     s = end;
-    if (*s == ',')
+    if (*s == ',' && s[1])
       s++;
     else if (*s)
       goto bad;

@@ -666,6 +666,9 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
         goto done;
       }
       memcpy(r->inputs[in->k].data, body + bin_off, nbytes);
+      if (r->inputs[in->k].dtype == PR_DTYPE_BOOL) /* one byte each: any non-zero is true */
+        for (size_t b = 0; b < nbytes; b++)
+          ((uint8_t *)r->inputs[in->k].data)[b] = body[bin_off + b] != 0;
       bin_off += nbytes;
     }
   }
@@ -691,6 +694,11 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
       fail(p, "model has no output '%s'", name ? name : "(unnamed)");
       goto done;
     }
+    for (int i = 0; i < q->n_outputs; i++)
+      if (q->outputs[i] == k) {
+        fail(p, "output '%s' requested twice", name);
+        goto done;
+      }
     q->outputs[q->n_outputs++] = k;
     if (p->out[j].has_bd) q->binary[k] = p->out[j].bd;
   }

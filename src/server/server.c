@@ -312,7 +312,7 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
   if (hl) {
     char *end;
     long long v = strtoll(hl, &end, 10);
-    if (!*hl || *end || v < 0 || (size_t)v > cn->len)
+    if (*hl < '0' || *hl > '9' || *end || v < 0 || (size_t)v > cn->len) /* digits only */
       return reply_error(s, c, 400,
                          "Inference-Header-Content-Length must be a length within the body");
     json_len = (size_t)v;

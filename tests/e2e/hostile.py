@@ -408,6 +408,9 @@ def t_caps(packrat, models):
     check("and it serves on", st == 200, f"{st} {d}")
     st, d = s.json("GET", "/v2/models/mlp/stats")
     check("evictions reported", st == 200 and d.get("prepared_plans_evicted", 0) >= 5, str(d))
+    for bad in ["1x1,", " 1x1", "+1x1", "1X1", "1x+1", "1x1,,1x1"]:
+        st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": bad})
+        check(f"plan spec {bad!r}: 400", st == 400, f"{st} {d}")
     st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": "3x1"})
     check("a plan needing 3 cores: 400 with the reason", st == 400 and "cores" in d["error"],
           f"{st} {d}")
@@ -475,6 +478,20 @@ def t_datatypes(packrat, models):
                    {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4],
                                 "data": [[1, 2, 3, 4], [5, 6, 7, 8]]}]})
     check("nested data as the shape says: 200", st == 200, f"{st} {d}")
+    st, d = s.json("POST", "/v2/models/mlp/infer",
+                   mlp_body(outputs=[{"name": "y"}, {"name": "y"}]))
+    check("an output requested twice: 400", st == 400, f"{st} {d}")
+    # BOOL in binary: one byte each, any non-zero is true
+    hdr_json = json.dumps({"inputs": [
+        {"name": k, "datatype": types[k], "shape": [1, 3], **(
+            {"parameters": {"binary_data_size": 3}} if k == "b" else {"data": v})}
+        for k, v in data.items()], "outputs": [{"name": "b_out", "parameters": {"binary_data": True}}]})
+    st, raw, hdr = s.request("POST", "/v2/models/types/infer",
+                             hdr_json.encode() + bytes([2, 0, 255]),
+                             {"Inference-Header-Content-Length": str(len(hdr_json))})
+    n = int(hdr.get("Inference-Header-Content-Length", "0"))
+    check("BOOL bytes 2, 0, 255 in binary come back as 1, 0, 1", st == 200 and raw[n:] == b"\1\0\1",
+          f"{st} {raw[-40:]}")
     for name, v in [("UINT64 over 2^64-1", 2**64), ("INT8 of 128", 128)]:
         dt, k = ("UINT64", "u64") if "UINT64" in name else ("INT8", "i8")
         b = {"inputs": [{"name": kk, "datatype": types[kk], "shape": [1, 3],
