@@ -444,11 +444,6 @@ static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size
               sizeof s->configs[0].workers->cpus / sizeof(int));
       return -1;
     }
-  if (plan->batch > s->cfg.max_batch) {
-    pr_errf(err, err_len, "the plan's batches add up to %d, over the max batch %d", plan->batch,
-            s->cfg.max_batch);
-    return -1;
-  }
   int free_slot = -1, used = 0;
   pthread_mutex_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {

@@ -131,10 +131,10 @@ static void check_element(const pr_tensor_t *t, int64_t e, const json_t *v, cons
    * their type: compare in the type */
   CHECK(json_is_number(v), "output '%s'[%lld]: not a number", name, (long long)e);
   double got = json_number_value(v);
-  bool same = t->dtype == PR_DTYPE_DOUBLE  ? got == want
-              : t->dtype == PR_DTYPE_FLOAT ? (float)got == (float)want
-                                           : pr_float_to_half((float)got) ==
-                                                 ((const uint16_t *)t->data)[e];
+  bool same = t->dtype == PR_DTYPE_DOUBLE ? got == want
+              : t->dtype == PR_DTYPE_FLOAT
+                  ? (float)got == (float)want
+                  : pr_float_to_half((float)got) == ((const uint16_t *)t->data)[e];
   CHECK(same, "output '%s'[%lld]: %.17g read back as %.17g", name, (long long)e, want, got);
 }
 
@@ -207,8 +207,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pr_proto_infer_t q;
   char err[512];
   err[0] = '\0';
-  int status = pr_proto_parse_infer(&m, body, len, json_len, (size_t)64 << 20, r, &q, err,
-                                    sizeof err);
+  int status =
+      pr_proto_parse_infer(&m, body, len, json_len, (size_t)64 << 20, r, &q, err, sizeof err);
   if (getenv("FUZZ_VERBOSE")) /* say what each input did, when replaying inputs */
     fprintf(stderr, "fuzz_infer: %d %s\n", status, status == 200 ? "" : err);
   CHECK(status == 200 || status == 400 || status == 503, "status %d", status);
