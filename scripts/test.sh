@@ -27,7 +27,7 @@ cmake --build build-fuzz --target fuzz -j "$jobs"
 echo "== build-tsan (-DPR_TSAN=ON): the server's concurrency tests"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPR_TSAN=ON -DPACKRAT_MODELS="$PACKRAT_MODELS" \
   >/dev/null
-cmake --build build-tsan --target packrat -j "$jobs"
+cmake --build build-tsan --target packrat test_scheduler -j "$jobs"
 (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/../tests/tsan.supp" \
   ctest -L concurrency --output-on-failure) || status=1
 exit $status

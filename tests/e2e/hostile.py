@@ -32,6 +32,9 @@ def check(name, cond, detail=""):
         failures.append(name)
 
 
+SERVERS = []  # every server started; killed on exit, whatever happened
+
+
 class Server:
     """`packrat serve` on a free loopback port, over a repository folder."""
 
@@ -41,6 +44,7 @@ class Server:
         e = dict(os.environ, **(env or {}))
         self.p = subprocess.Popen([packrat, "serve", "--model-repository", repo, "--http-port", "0",
                                    *flags], stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        SERVERS.append(self.p)
         deadline = time.time() + wait
         self.port = None
         while time.time() < deadline and self.p.poll() is None:
@@ -773,6 +777,8 @@ FINDINGS = {"crash": t_crash, "race": t_race, "arithmetic": t_arithmetic,
             "symlinks": t_symlinks}
 
 if __name__ == "__main__":
+    # CTest's timeout sends SIGTERM: end through the finally below
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if len(sys.argv) != 4 or sys.argv[1] not in FINDINGS:
         sys.exit(__doc__)
     TMP = tempfile.mkdtemp(prefix="packrat-hostile-")
@@ -783,6 +789,10 @@ if __name__ == "__main__":
               for n in ("mlp", "nobatch", "types", "intdiv", "chain")}
         FINDINGS[sys.argv[1]](os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3]))
     finally:
+        for p in SERVERS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         if failures:  # the servers' logs tell why (sanitizer reports included)
             for f in sorted(os.listdir(TMP)):
                 if f.startswith("server-"):
