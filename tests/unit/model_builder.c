@@ -1,5 +1,7 @@
 #include "model_builder.h"
 
+#include "packrat/engine.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,4 +197,14 @@ void mb_finish(mb_t *b, void **data, size_t *len) {
   free(g->name);
   free(b->opset.domain);
   free(b);
+}
+
+struct pr_model *mb_load(mb_t *b, char *err, size_t err_len) {
+  void *data;
+  size_t len;
+  mb_finish(b, &data, &len);
+  pr_model_t *m = NULL;
+  if (pr_engine_model_load_memory(data, len, NULL, &m, err, err_len)) m = NULL;
+  free(data);
+  return m;
 }

@@ -25,5 +25,7 @@ void mb_attr_ints(mb_t *b, int node, const char *name, int n, const int64_t *v);
 void mb_attr_string(mb_t *b, int node, const char *name, const char *v);
 /* Serialize; *data is malloc'd. Frees the builder. */
 void mb_finish(mb_t *b, void **data, size_t *len);
+/* Serialize and load with the engine; NULL with err on failure. Frees the builder. */
+struct pr_model *mb_load(mb_t *b, char *err, size_t err_len);
 
 #endif

@@ -32,13 +32,9 @@ static pr_model_t *neg_model(void) {
   mb_input(b, "x", PR_DTYPE_FLOAT, 2, xd);
   mb_node(b, "Neg", "neg", (const char *[]){"x", NULL}, (const char *[]){"y", NULL});
   mb_output(b, "y");
-  void *data;
-  size_t len;
-  mb_finish(b, &data, &len);
-  pr_model_t *m;
   char err[256];
-  if (pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err)) fail_msg("%s", err);
-  free(data);
+  pr_model_t *m = mb_load(b, err, sizeof err);
+  if (!m) fail_msg("%s", err);
   return m;
 }
 
