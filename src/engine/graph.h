@@ -160,8 +160,12 @@ typedef struct pr_node {
 
 typedef struct pr_compile {
   pr_model_t *model;
+  /* values; while `values_fixed` (the prepare pass, where ops hold value
+   * pointers across pr_require_md/plain) the array never moves: it was
+   * reserved for every reorder that pass can add */
   pr_value_t *v;
   int n_values, cap_values;
+  bool values_fixed;
   pr_node_t *nodes;
   int n_nodes, cap_nodes;
   int threads;

@@ -15,6 +15,7 @@
  * Threads: a session belongs to one thread at a time (the caller's); its
  * kernels use that thread's OpenMP team of session->threads threads.
  */
+#include <assert.h>
 #include <limits.h>
 #include <omp.h>
 #include <stdio.h>
@@ -107,8 +108,20 @@ pr_status_t pr_plain_md(const pr_value_t *v, dnnl_memory_desc_t *md) {
              : PR_ERR_INTERNAL;
 }
 
+static bool reserve_values(pr_compile_t *c, int cap) {
+  if (cap <= c->cap_values) return true;
+  pr_value_t *nv = realloc(c->v, sizeof *nv * (size_t)cap);
+  if (!nv) return false;
+  c->v = nv;
+  c->cap_values = cap;
+  return true;
+}
+
 int pr_compile_add_value(pr_compile_t *c) {
   if (c->n_values == c->cap_values) {
+    /* the reservation of prepare_all covers every value that pass adds */
+    assert(!c->values_fixed);
+    if (c->values_fixed) return -1;
     int cap = c->cap_values ? c->cap_values * 2 : 64;
     pr_value_t *nv = realloc(c->v, sizeof *nv * (size_t)cap);
     if (!nv) return -1;
@@ -251,9 +264,8 @@ static __thread build_t *tls_build;
 static int reorder_value(pr_compile_t *c, build_t *b, int src, const dnnl_memory_desc_t *md,
                          pr_status_t *st) {
   int idx = pr_compile_add_value(c);
-  if (idx < 0 ||
-      (b->plain_of = realloc(b->plain_of, sizeof(int) * (size_t)c->cap_values)) == NULL) {
-    *st = PR_ERR_NOMEM;
+  if (idx < 0) { /* cannot happen: prepare_all reserved the values */
+    *st = PR_ERR_INTERNAL;
     return -1;
   }
   b->plain_of[idx] = -1;
@@ -302,10 +314,18 @@ pr_status_t pr_require_md(pr_compile_t *c, pr_node_t *n, int k, const dnnl_memor
 
 static pr_status_t prepare_all(pr_compile_t *c, pr_session_t *s) {
   build_t b = {0};
+  /* Ops keep value pointers across pr_require_md/plain, so the value array
+   * must not move in this pass: reserve a reorder per input twice over (the
+   * generic pass before prepare, and the op's own request) and one per graph
+   * output. */
+  int64_t need = c->n_values + (int64_t)s->n_outputs;
+  for (int i = 0; i < c->n_nodes; i++) need += 2 * (int64_t)c->nodes[i].n_in;
+  if (need > INT_MAX / 2 || !reserve_values(c, (int)need)) return PR_ERR_NOMEM;
   b.plain_of = malloc(sizeof(int) * (size_t)c->cap_values);
   if (!b.plain_of) return PR_ERR_NOMEM;
   for (int i = 0; i < c->n_values; i++) b.plain_of[i] = -1;
   tls_build = &b;
+  c->values_fixed = true;
   pr_status_t st = PR_OK;
   for (int i = 0; i < c->n_values; i++) {
     pr_value_t *v = &c->v[i];
@@ -341,6 +361,7 @@ static pr_status_t prepare_all(pr_compile_t *c, pr_session_t *s) {
       if (s->out_vals[j] == o) s->out_vals[j] = idx;
   }
   tls_build = NULL;
+  c->values_fixed = false;
   free(b.plain_of);
   /* old list: states moved to the new list; free the old array only */
   free(c->nodes);

@@ -691,6 +691,62 @@ static void test_broadcast_lower_rank_first(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* A conv whose input the kernel wants in another layout adds a reorder value
+ * while its prepare holds pointers to its input and output; when that value
+ * grew the value array, the output lost its blocked-layout mark and left the
+ * session unconverted (a wrong answer that depended on the ISA: the PaddleOCR
+ * direction classifier on AVX2). `pad` unused initializers move the growth
+ * point over every position, so some model of the sweep lands on it. */
+static void test_values_stable_while_preparing(void **state) {
+  enum { C = 16, H = 5, W = 7 };
+  float x[C * H * W], w[C * C * 9], ref[C * H * W];
+  unsigned seed = 77;
+  for (int i = 0; i < C * H * W; i++) x[i] = frand(&seed);
+  for (int i = 0; i < C * C * 9; i++) w[i] = frand(&seed) * 0.3f;
+  for (int o = 0; o < C; o++) /* reference: 3x3, pads 1, in double */
+    for (int y = 0; y < H; y++)
+      for (int xx = 0; xx < W; xx++) {
+        double acc = 0;
+        for (int i = 0; i < C; i++)
+          for (int ky = 0; ky < 3; ky++)
+            for (int kx = 0; kx < 3; kx++) {
+              int iy = y + ky - 1, ix = xx + kx - 1;
+              if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                acc += (double)x[(i * H + iy) * W + ix] * w[((o * C + i) * 3 + ky) * 3 + kx];
+            }
+        ref[(o * H + y) * W + xx] = (float)acc;
+      }
+  for (int pad = 0; pad <= 140; pad++) {
+    mb_t *b = mb_new(13);
+    int64_t xd[4] = {1, C, H, W}, wd[4] = {C, C, 3, 3}, one[1] = {1};
+    mb_input(b, "x", PR_DTYPE_FLOAT, 4, xd);
+    mb_init(b, "w", PR_DTYPE_FLOAT, 4, wd, w, sizeof w);
+    for (int k = 0; k < pad; k++) {
+      char nm[16];
+      float v = (float)k;
+      snprintf(nm, sizeof nm, "unused%d", k);
+      mb_init(b, nm, PR_DTYPE_FLOAT, 1, one, &v, sizeof v);
+    }
+    int n = mb_node(b, "Conv", "conv", (const char *[]){"x", "w", NULL}, (const char *[]){"y", NULL});
+    mb_attr_ints(b, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+    mb_output(b, "y");
+    char err[256];
+    pr_model_t *m = mb_load(b, err, sizeof err);
+    assert_non_null(m);
+    pr_session_options_t opt = pr_session_options_default();
+    pr_session_t *s;
+    assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+    pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 4, .dims = {1, C, H, W}, .data = x}, out;
+    assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+    const float *y = out.data;
+    double worst = 0;
+    for (int i = 0; i < C * H * W; i++) worst = fmax(worst, fabs((double)y[i] - ref[i]));
+    if (worst > 1e-4) fail_msg("pad %d: max|diff| %g", pad, worst);
+    pr_engine_session_destroy(s);
+    pr_engine_model_destroy(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
@@ -703,6 +759,7 @@ int main(void) {
       cmocka_unit_test(test_attention_fusion),
       cmocka_unit_test(test_integer_ops),
       cmocka_unit_test(test_broadcast_lower_rank_first),
+      cmocka_unit_test(test_values_stable_while_preparing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -258,6 +258,7 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   if ((st = pr_dnnl_prim_init(c, n, &s->conv, pd))) return st;
   if ((st = pr_require_md(c, n, 0, &src_md))) return st;
+  x = pr_in(c, n, 0); /* the reorder may have added a value (same array: see graph.h) */
   o->md = dst_md;
   pr_plain_md(o, &w_any); /* reuse as scratch: the row-major md of the output */
   o->opaque = !dnnl_memory_desc_equal(&dst_md, &w_any);
