@@ -8,7 +8,7 @@ PKGS=(
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
   libhwloc-dev nettle-dev libcurl4-openssl-dev prometheus libcmocka-dev libmicrohttpd-dev libjansson-dev libyajl-dev
   python3-torch python3-torchvision python3-numpy python3-onnx libopenblas0-openmp
-  curl
+  curl nodejs npm
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,12 +1,14 @@
 /* ONNX backend node-test runner.
  *
- * usage: conformance DIR [--threads T] [--filter SUBSTRING] [--verbose]
+ * usage: conformance DIR [--threads T] [--filter SUBSTRING] [--verbose] [--json FILE]
  *
  * For every DIR/<test>/model.onnx and each test_data_set_*: feed input_K.pb,
  * compare with output_K.pb (rtol 1e-3, atol 1e-7 as ONNX's backend tests).
  * A model the engine rejects as unsupported (PR_ERR_UNSUPPORTED, at load or
  * compile) is left out and listed with the engine's reason. Prints
- * "N passed, M failed, K skipped" and exits non-zero on any failure. */
+ * "N passed, M failed, K skipped" and exits non-zero on any failure. --json
+ * writes {"test": {"pass": bool, "left_out": bool, "why": "..."}} for the
+ * comparison with ONNX Runtime (compare.py). */
 #include <dirent.h>
 #include <math.h>
 #include <stdbool.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <jansson.h>
 
 #include "packrat/engine.h"
 
@@ -172,10 +176,11 @@ static int run_test(const char *dir, int threads, char *why, size_t why_len) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: conformance DIR [--threads T] [--filter SUBSTRING] [--verbose]\n");
+    fprintf(stderr,
+            "usage: conformance DIR [--threads T] [--filter SUBSTRING] [--verbose] [--json FILE]\n");
     return 2;
   }
-  const char *root = argv[1], *filter = NULL;
+  const char *root = argv[1], *filter = NULL, *json_path = NULL;
   int threads = 1, verbose = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -184,7 +189,14 @@ int main(int argc, char **argv) {
       filter = argv[++i];
     else if (!strcmp(argv[i], "--verbose"))
       verbose = 1;
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
+    else {
+      fprintf(stderr, "conformance: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
   }
+  json_t *report = json_object();
   DIR *d = opendir(root);
   if (!d) {
     fprintf(stderr, "conformance: cannot open %s\n", root);
@@ -218,9 +230,16 @@ int main(int argc, char **argv) {
       skipped++;
       printf("LEFT OUT %s: %s\n", names[i], why);
     }
+    json_object_set_new(report, names[i],
+                        json_pack("{s:b, s:b, s:s}", "pass", r == 0, "left_out", r == 2, "why", why));
     free(names[i]);
   }
   free(names);
   printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  if (json_path && json_dump_file(report, json_path, JSON_INDENT(1) | JSON_SORT_KEYS)) {
+    fprintf(stderr, "conformance: cannot write %s\n", json_path);
+    failed++;
+  }
+  json_decref(report);
   return failed ? 1 : 0;
 }
