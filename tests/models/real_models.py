@@ -29,9 +29,9 @@ def image(*shape):
 # name: (model under node_modules, exporter, {input: (dtype, shape, kind)}, expect_fail)
 CASES = {
     "ocr_det_640": (OCR + "ch_PP-OCRv4_det_infer.onnx", "paddle2onnx",
-                    {"x": image(1, 3, 640, 640)}, "ConvTranspose (issue 12)"),
+                    {"x": image(1, 3, 640, 640)}, None),
     "ocr_det_320x480": (OCR + "ch_PP-OCRv4_det_infer.onnx", "paddle2onnx",
-                        {"x": image(1, 3, 320, 480)}, "ConvTranspose (issue 12)"),
+                        {"x": image(1, 3, 320, 480)}, None),
     "ocr_rec_320": (OCR + "ch_PP-OCRv4_rec_infer.onnx", "paddle2onnx",
                     {"x": image(1, 3, 48, 320)}, None),
     "ocr_rec_160": (OCR + "ch_PP-OCRv4_rec_infer.onnx", "paddle2onnx",
