@@ -1,23 +1,54 @@
 #!/usr/bin/env bash
-# Installs every Debian package that packrat's build, tests and benchmarks need.
-# Idempotent: apt-get skips what is already installed.
+# Installs the Debian packages that building packrat and its main job
+# (scripts/run-main.sh: build, export the default model, serve) need.
+# With --test, also those that only the tests and benchmarks need
+# (scripts/test.sh calls it so). Idempotent: installed packages are skipped.
+# --print lists the packages it would consider and exits. No package
+# installed here starts or enables a service (the policy-rc.d below stops
+# any that a package would start).
 set -euo pipefail
-PKGS=(
-  build-essential cmake pkg-config clang libclang-rt-14-dev
+MAIN=(
+  build-essential cmake pkg-config
   libdnnl-dev libomp-dev
-  protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
-  libhwloc-dev nettle-dev libcurl4-openssl-dev prometheus libcmocka-dev libmicrohttpd-dev libjansson-dev libyajl-dev
+  protobuf-c-compiler libprotobuf-c-dev libonnx-dev
+  libhwloc-dev nettle-dev libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libyajl-dev
   python3-torch python3-torchvision python3-numpy python3-onnx libopenblas0-openmp
-  curl nodejs npm
 )
+# tests and benchmarks only: clang (libFuzzer), cmocka, ONNX test data,
+# promtool (inside Debian's prometheus package), curl, Node.js and npm
+# (ONNX Runtime and real models from npm at test time)
+TEST=(
+  clang libclang-rt-14-dev libcmocka-dev libonnx-testdata prometheus curl nodejs npm
+)
+pkgs=("${MAIN[@]}")
+case "${1:-}" in
+  --test) pkgs+=("${TEST[@]}") ;;
+  --print) printf '%s\n' "${MAIN[@]}"; exit 0 ;;
+  --print-test) printf '%s\n' "${TEST[@]}"; exit 0 ;;
+  "") ;;
+  *) echo "usage: $0 [--test | --print | --print-test]" >&2; exit 2 ;;
+esac
 missing=()
-for p in "${PKGS[@]}"; do
+for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO=sudo
   export DEBIAN_FRONTEND=noninteractive
+  # no service starts at install (prometheus would start one on port 9090)
+  rc=/usr/sbin/policy-rc.d
+  had_rc=0
+  [ -e "$rc" ] && had_rc=1
+  if [ $had_rc = 0 ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$rc" >/dev/null
+    $SUDO chmod +x "$rc"
+    trap '$SUDO rm -f "$rc"' EXIT
+  fi
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # a package's unit stays disabled: packrat's tests run promtool, never the daemon
+  if command -v systemctl >/dev/null && systemctl list-unit-files prometheus.service >/dev/null 2>&1; then
+    $SUDO systemctl disable prometheus.service >/dev/null 2>&1 || true
+  fi
 fi

@@ -7,7 +7,7 @@
 # with tests/tsan.supp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+./scripts/install-deps.sh --test
 jobs=$(nproc)
 export PACKRAT_MODELS=${PACKRAT_MODELS:-$PWD/models}
 status=0
