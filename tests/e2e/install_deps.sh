@@ -17,14 +17,14 @@ mapfile -t test_only < <("$deps" --print-test)
 [ ${#main[@]} -gt 50 ] || { echo "FAIL: apt-get simulated only ${#main[@]} packages (apt lists missing?)"; exit 1; }
 bad=0
 for p in "${test_only[@]}" prometheus nodejs npm; do
-  if printf '%s\n' "${main[@]}" | grep -qx "$p"; then
+  if grep -qx "$p" <<<"$(printf '%s\n' "${main[@]}")"; then
     echo "FAIL: the main job would install test-only package $p"
     bad=1
   fi
 done
 mapfile -t all < <(simulate $("$deps" --print) $("$deps" --print-test))
 for p in "${test_only[@]}"; do
-  printf '%s\n' "${all[@]}" | grep -qx "$p" || { echo "FAIL: --test does not install $p"; bad=1; }
+  grep -qx "$p" <<<"$(printf '%s\n' "${all[@]}")" || { echo "FAIL: --test does not install $p"; bad=1; }
 done
 echo "main job: ${#main[@]} packages on an empty system; with tests: ${#all[@]}"
 exit $bad
