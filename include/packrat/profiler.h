@@ -148,4 +148,36 @@ pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_option
 int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,
                        int max_batch);
 
+/* What pr_profile_get needs: the cores (threads 1..cores on cpus in order),
+ * the grid (max_batch, plus extra batches that must be covered at every
+ * thread count), whether the cache is read and written, and how to report. */
+typedef struct {
+  const char *model_name; /* in the profile and the messages */
+  int cores;
+  int max_batch;
+  const int *extra;
+  int n_extra;
+  const int *cpus;
+  int n_cpus;
+  bool read_cache;  /* use a cached profile when one fits */
+  bool write_cache; /* store a measured profile when it is good */
+  /* progress of the measurement (may be NULL), as pr_profile_options_t's */
+  void (*progress)(void *ctx, int done, int total, const pr_profile_point_t *point);
+  /* told where the profile comes from (may be NULL: logged at info): the
+   * cache (path) or a measurement about to start (path NULL) */
+  void (*announce)(void *ctx, const char *path);
+  void *ctx;
+} pr_profile_source_t;
+
+/* "Profile from cache or measure": the cached profile of model (for base's
+ * dims) when it matches (pr_profile_matches, every extra batch present),
+ * else measured (max_point_s 3 s) and cached when good and write_cache.
+ * cache_path (may be NULL) receives the cache file the profile came from or
+ * went to, "" when none (no cache folder, a suspicious profile, a cache that
+ * cannot be written: warnings in the log, never failures). Fails only when
+ * the profile cannot be measured (PR_ERR_*, message in err). */
+pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
+                           const pr_profile_source_t *src, pr_profile_t *out, char *cache_path,
+                           size_t cache_len, char *err, size_t err_len);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "base/topology.h"
 #include "base/util.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/profile_util.h"
 

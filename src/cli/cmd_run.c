@@ -13,10 +13,11 @@
 #include "base/log.h"
 #include "base/topology.h"
 #include "base/util.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/profile_util.h"
 #include "packrat/engine.h"
-#include "server/instances.h"
+#include "runtime/instances.h"
 
 #define MAX_INPUTS 64
 
@@ -170,12 +171,11 @@ static pr_status_t plan_from_file(const char *path, pr_plan_t *plan, char *err, 
   return pr_plan_parse(spec, NULL, plan, err, len);
 }
 
-static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *model_path,
-                                 pr_session_options_t *opt, const pr_cli_dims_t *dims,
-                                 const char *plan_arg, char *err, size_t len) {
-  if (!plan_arg) return pr_engine_session_create(model, opt, &r->session, err, len);
-  r->plan = malloc(sizeof *r->plan);
-  if (!r->plan) return PR_ERR_NOMEM;
+/* The plan of --plan: 'auto' (the profile, cached, then the optimizer), a
+ * plan JSON file, or THREADSxBATCH,... */
+static pr_status_t resolve_plan(pr_plan_t *plan, pr_model_t *model, const char *model_path,
+                                const pr_session_options_t *opt, const pr_cli_dims_t *dims,
+                                const char *plan_arg, char *err, size_t len) {
   pr_status_t st;
   if (!strcmp(plan_arg, "auto")) {
     pr_cli_profile_opts_t po = {.max_batch = opt->batch < 16 ? 16 : (int)opt->batch,
@@ -188,17 +188,24 @@ static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *mod
       pr_errf(err, len, "no profile");
       return PR_ERR_INVALID;
     }
-    st = pr_plan_optimize(&p, (int)opt->batch, p.cores, r->plan);
+    st = pr_plan_optimize(&p, (int)opt->batch, p.cores, plan);
     pr_profile_free(&p);
-    if (st) {
-      pr_errf(err, len, "no plan for batch %lld from the profile", (long long)opt->batch);
-      return st;
-    }
-  } else if ((st = plan_from_file(plan_arg, r->plan, err, len)) == PR_ERR_NOT_FOUND) {
-    if ((st = pr_plan_parse(plan_arg, NULL, r->plan, err, len))) return st;
-  } else if (st) {
+    if (st) pr_errf(err, len, "no plan for batch %lld from the profile", (long long)opt->batch);
     return st;
   }
+  if ((st = plan_from_file(plan_arg, plan, err, len)) == PR_ERR_NOT_FOUND)
+    st = pr_plan_parse(plan_arg, NULL, plan, err, len);
+  return st;
+}
+
+static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *model_path,
+                                 pr_session_options_t *opt, const pr_cli_dims_t *dims,
+                                 const char *plan_arg, char *err, size_t len) {
+  if (!plan_arg) return pr_engine_session_create(model, opt, &r->session, err, len);
+  r->plan = malloc(sizeof *r->plan);
+  if (!r->plan) return PR_ERR_NOMEM;
+  pr_status_t st = resolve_plan(r->plan, model, model_path, opt, dims, plan_arg, err, len);
+  if (st) return st;
   if (r->plan->batch != opt->batch) {
     pr_errf(err, len, "the plan's batches add up to %d, the batch is %lld", r->plan->batch,
             (long long)opt->batch);
@@ -206,7 +213,16 @@ static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *mod
   }
   int cpus[4096];
   int n_cpus = pr_topology_cpu_order(cpus, 4096);
-  return pr_instances_create(model, r->plan, cpus, n_cpus, opt, &r->instances, err, len);
+  int n = r->plan->n_instances;
+  pr_instance_spec_t *specs = calloc((size_t)(n > 0 ? n : 1), sizeof *specs);
+  if (!specs) return PR_ERR_NOMEM;
+  for (int k = 0; k < n; k++)
+    specs[k] = (pr_instance_spec_t){.threads = r->plan->instances[k].threads,
+                                    .batch = r->plan->instances[k].batch,
+                                    .first_core = r->plan->instances[k].first_core};
+  st = pr_instances_create(model, specs, n, cpus, n_cpus, opt, &r->instances, err, len);
+  free(specs);
+  return st;
 }
 
 static pr_status_t runner_run(runner_t *r, const pr_tensor_t *in, int n_in, pr_tensor_t *out,
@@ -226,215 +242,260 @@ static void runner_destroy(runner_t *r) {
   free(r->plan);
 }
 
-int pr_cli_run(int argc, char **argv) {
-  const char *model_path = NULL, *input_dir = NULL, *output_dir = NULL, *plan_arg = NULL;
-  const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
-  int n_named = 0, threads = 1, repeat = 1, warmup = -1;
-  long batch = 1;
-  bool json = false, profile = false;
-  pr_cli_dims_t dims = {0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--threads")) {
-      threads = (int)pr_cli_parse_long(a, val, 1, 1024), i++;
-    } else if (!strcmp(a, "--batch")) {
-      batch = pr_cli_parse_long(a, val, 1, 1 << 20), i++;
-    } else if (!strcmp(a, "--repeat")) {
-      repeat = (int)pr_cli_parse_long(a, val, 1, 1000000), i++;
-    } else if (!strcmp(a, "--warmup")) {
-      warmup = (int)pr_cli_parse_long(a, val, 0, 1000000), i++;
-    } else if (!strcmp(a, "--input")) {
-      const char *eq = val ? strchr(val, '=') : NULL;
-      if (!eq || eq == val || !eq[1]) {
-        fprintf(stderr, "packrat run: --input needs NAME=FILE\n");
-        return 2;
-      }
-      if (n_named == MAX_INPUTS) {
-        fprintf(stderr, "packrat run: at most %d --input flags\n", MAX_INPUTS);
-        return 2;
-      }
-      in_names[n_named] = strndup(val, (size_t)(eq - val));
-      in_files[n_named++] = eq + 1;
-      i++;
-    } else if (!strcmp(a, "--input-dir")) {
-      if (!val) {
-        fprintf(stderr, "packrat run: --input-dir needs a value\n");
-        return 2;
-      }
-      input_dir = val, i++;
-    } else if (!strcmp(a, "--output-dir")) {
-      if (!val) {
-        fprintf(stderr, "packrat run: --output-dir needs a value\n");
-        return 2;
-      }
-      output_dir = val, i++;
-    } else if (!strcmp(a, "--json")) {
-      json = true;
-    } else if (!strcmp(a, "--profile-kernels")) {
-      profile = true;
-    } else if (!strcmp(a, "--dim")) {
-      pr_cli_parse_dim(a, val, &dims), i++;
-    } else if (!strcmp(a, "--plan")) {
-      if (!val) {
-        fprintf(stderr, "packrat run: --plan needs a value\n");
-        return 2;
-      }
-      plan_arg = val, i++;
-    } else if (a[0] == '-') {
-      fprintf(stderr, "packrat run: unknown option '%s'\n", a);
-      usage(stderr);
-      return 2;
-    } else if (!model_path) {
-      model_path = a;
+/* ---- flags ---- */
+
+typedef struct {
+  const char *model_path, *input_dir, *output_dir, *plan_arg;
+  const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS]; /* --input NAME=FILE (names owned) */
+  int n_named, threads, repeat, warmup;
+  long batch;
+  bool json, profile;
+  pr_cli_dims_t dims;
+} run_args_t;
+
+/* A flag's string value; NULL (after a message) when there is none. */
+static const char *string_value(const char *flag, const char *val) {
+  if (!val) fprintf(stderr, "packrat run: %s needs a value\n", flag);
+  return val;
+}
+
+/* --input NAME=FILE into a; false (after a message) when malformed. */
+static bool add_named_input(run_args_t *a, const char *val) {
+  const char *eq = val ? strchr(val, '=') : NULL;
+  if (!eq || eq == val || !eq[1]) {
+    fprintf(stderr, "packrat run: --input needs NAME=FILE\n");
+    return false;
+  }
+  if (a->n_named == MAX_INPUTS) {
+    fprintf(stderr, "packrat run: at most %d --input flags\n", MAX_INPUTS);
+    return false;
+  }
+  a->in_names[a->n_named] = strndup(val, (size_t)(eq - val));
+  a->in_files[a->n_named++] = eq + 1;
+  return true;
+}
+
+/* One flag (argv[*i], value argv[*i + 1]); returns -1 to go on, else the
+ * exit status. */
+static int parse_flag(run_args_t *a, int argc, char **argv, int *i) {
+  const char *f = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+  bool takes_value = true;
+  if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+    usage(stdout);
+    return 0;
+  } else if (!strcmp(f, "--threads")) {
+    a->threads = (int)pr_cli_parse_long(f, val, 1, 1024);
+  } else if (!strcmp(f, "--batch")) {
+    a->batch = pr_cli_parse_long(f, val, 1, 1 << 20);
+  } else if (!strcmp(f, "--repeat")) {
+    a->repeat = (int)pr_cli_parse_long(f, val, 1, 1000000);
+  } else if (!strcmp(f, "--warmup")) {
+    a->warmup = (int)pr_cli_parse_long(f, val, 0, 1000000);
+  } else if (!strcmp(f, "--input")) {
+    if (!add_named_input(a, val)) return 2;
+  } else if (!strcmp(f, "--input-dir")) {
+    if (!(a->input_dir = string_value(f, val))) return 2;
+  } else if (!strcmp(f, "--output-dir")) {
+    if (!(a->output_dir = string_value(f, val))) return 2;
+  } else if (!strcmp(f, "--plan")) {
+    if (!(a->plan_arg = string_value(f, val))) return 2;
+  } else if (!strcmp(f, "--dim")) {
+    pr_cli_parse_dim(f, val, &a->dims);
+  } else {
+    takes_value = false;
+    if (!strcmp(f, "--json")) {
+      a->json = true;
+    } else if (!strcmp(f, "--profile-kernels")) {
+      a->profile = true;
     } else {
-      fprintf(stderr, "packrat run: unexpected argument '%s'\n", a);
+      fprintf(stderr, "packrat run: unknown option '%s'\n", f);
+      usage(stderr);
       return 2;
     }
   }
-  if (!model_path) {
+  *i += takes_value;
+  return -1;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(run_args_t *a, int argc, char **argv) {
+  *a = (run_args_t){.threads = 1, .repeat = 1, .warmup = -1, .batch = 1};
+  for (int i = 1; i < argc; i++) {
+    int rc;
+    if (argv[i][0] == '-') {
+      if ((rc = parse_flag(a, argc, argv, &i)) >= 0) return rc;
+    } else if (!a->model_path) {
+      a->model_path = argv[i];
+    } else {
+      fprintf(stderr, "packrat run: unexpected argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!a->model_path) {
     usage(stderr);
     return 2;
   }
-  if (profile && plan_arg) {
+  if (a->profile && a->plan_arg) {
     fprintf(stderr, "packrat run: --profile-kernels profiles one session; drop --plan\n");
     return 2;
   }
-  if (warmup < 0) warmup = repeat > 1 ? 1 : 0;
-  char err[1024];
-  pr_model_t *model;
-  if (pr_engine_model_load_file(model_path, &model, err, sizeof err)) {
-    fprintf(stderr, "packrat run: %s\n", err);
-    return 1;
+  if (a->warmup < 0) a->warmup = a->repeat > 1 ? 1 : 0;
+  return -1;
+}
+
+/* ---- inputs ---- */
+
+/* The file of model input i: --input NAME=FILE, else DIR/input_i.pb (or .npy). */
+static const char *input_file(const run_args_t *a, int i, const char *name, char *path,
+                              size_t len) {
+  for (int j = 0; j < a->n_named; j++)
+    if (!strcmp(a->in_names[j], name)) return a->in_files[j];
+  if (!a->input_dir) return NULL;
+  snprintf(path, len, "%s/input_%d.pb", a->input_dir, i);
+  struct stat sb;
+  if (stat(path, &sb) != 0) snprintf(path, len, "%s/input_%d.npy", a->input_dir, i);
+  return path;
+}
+
+/* Reads every input from its file, and their shapes into shapes; false after
+ * a message. */
+static bool read_inputs(const run_args_t *a, pr_model_t *model, pr_tensor_t *inputs,
+                        pr_tensor_info_t *shapes) {
+  int n_in = pr_engine_model_num_inputs(model);
+  char err[1024], path[4096];
+  for (int i = 0; i < n_in; i++) {
+    pr_tensor_info_t info;
+    pr_engine_model_input(model, i, &info);
+    const char *file = input_file(a, i, info.name, path, sizeof path);
+    if (!file) {
+      fprintf(stderr, "packrat run: no file for input '%s'\n", info.name);
+      return false;
+    }
+    if (pr_engine_tensor_read_file(file, &inputs[i], NULL, err, sizeof err)) {
+      fprintf(stderr, "packrat run: input '%s': %s\n", info.name, err);
+      return false;
+    }
+    shapes[i] =
+        (pr_tensor_info_t){.name = info.name, .dtype = inputs[i].dtype, .rank = inputs[i].rank};
+    memcpy(shapes[i].dims, inputs[i].dims, sizeof shapes[i].dims);
   }
-  int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
-  if (n_in > MAX_INPUTS) {
-    fprintf(stderr, "packrat run: model has more than %d inputs\n", MAX_INPUTS);
-    return 1;
-  }
-  pr_tensor_t inputs[MAX_INPUTS];
-  memset(inputs, 0, sizeof inputs);
-  bool have_files = input_dir || n_named;
-  int rc = 1;
-  runner_t run = {0};
-  pr_tensor_t *outputs = calloc((size_t)n_out + 1, sizeof *outputs);
-  double *times = calloc((size_t)repeat, sizeof *times);
-  if (!outputs || !times) goto out;
-  if (have_files) {
-    pr_tensor_info_t shapes[MAX_INPUTS];
+  for (int j = 0; j < a->n_named; j++) {
+    bool found = false;
     for (int i = 0; i < n_in; i++) {
       pr_tensor_info_t info;
       pr_engine_model_input(model, i, &info);
-      char path[4096];
-      const char *file = NULL;
-      for (int j = 0; j < n_named; j++)
-        if (!strcmp(in_names[j], info.name)) file = in_files[j];
-      if (!file && input_dir) {
-        snprintf(path, sizeof path, "%s/input_%d.pb", input_dir, i);
-        struct stat sb;
-        if (stat(path, &sb) != 0) snprintf(path, sizeof path, "%s/input_%d.npy", input_dir, i);
-        file = path;
-      }
-      if (!file) {
-        fprintf(stderr, "packrat run: no file for input '%s'\n", info.name);
-        goto out;
-      }
-      if (pr_engine_tensor_read_file(file, &inputs[i], NULL, err, sizeof err)) {
-        fprintf(stderr, "packrat run: input '%s': %s\n", info.name, err);
-        goto out;
-      }
-      memset(&shapes[i], 0, sizeof shapes[i]);
-      shapes[i].name = info.name;
-      shapes[i].dtype = inputs[i].dtype;
-      shapes[i].rank = inputs[i].rank;
-      memcpy(shapes[i].dims, inputs[i].dims, sizeof shapes[i].dims);
+      found |= !strcmp(info.name, a->in_names[j]);
     }
-    for (int j = 0; j < n_named; j++) {
-      bool found = false;
-      for (int i = 0; i < n_in; i++) {
-        pr_tensor_info_t info;
-        pr_engine_model_input(model, i, &info);
-        found |= !strcmp(info.name, in_names[j]);
-      }
-      if (!found) {
-        fprintf(stderr, "packrat run: model has no input '%s'\n", in_names[j]);
-        goto out;
-      }
+    if (!found) {
+      fprintf(stderr, "packrat run: model has no input '%s'\n", a->in_names[j]);
+      return false;
     }
-    pr_session_options_t opt = pr_session_options_default();
-    opt.threads = threads;
+  }
+  return true;
+}
+
+/* Random inputs in the runner's input shapes; false when out of memory. */
+static bool random_inputs(runner_t *run, int n_in, pr_tensor_t *inputs) {
+  unsigned seed = 12345;
+  for (int i = 0; i < n_in; i++) {
+    pr_tensor_info_t info;
+    runner_input(run, i, &info);
+    inputs[i].dtype = info.dtype;
+    inputs[i].rank = info.rank;
+    memcpy(inputs[i].dims, info.dims, sizeof info.dims);
+    inputs[i].data =
+        pr_aligned_alloc((size_t)pr_tensor_numel(&inputs[i]) * pr_dtype_size(info.dtype));
+    if (!inputs[i].data) return false;
+    fill_random(&inputs[i], &seed);
+  }
+  return true;
+}
+
+/* The session or the plan's instances, and the inputs: from files (their
+ * shapes decide the batch) or random. False after a message. */
+static bool prepare(const run_args_t *a, pr_model_t *model, runner_t *run, pr_tensor_t *inputs) {
+  int n_in = pr_engine_model_num_inputs(model);
+  bool have_files = a->input_dir || a->n_named;
+  pr_tensor_info_t shapes[MAX_INPUTS];
+  if (have_files && !read_inputs(a, model, inputs, shapes)) return false;
+  pr_session_options_t opt = pr_session_options_default();
+  opt.threads = a->threads;
+  opt.profile_kernels = a->profile;
+  if (have_files) {
     opt.batch = n_in && inputs[0].rank ? inputs[0].dims[0] : 1;
     opt.input_shapes = shapes;
-    opt.profile_kernels = profile;
-    if (runner_create(&run, model, model_path, &opt, &dims, plan_arg, err, sizeof err)) {
-      fprintf(stderr, "packrat run: %s\n", err);
-      goto out;
-    }
   } else {
-    pr_session_options_t opt = pr_session_options_default();
-    opt.threads = threads;
-    opt.batch = batch;
-    opt.profile_kernels = profile;
-    pr_cli_dims_apply(&dims, &opt);
-    if (runner_create(&run, model, model_path, &opt, &dims, plan_arg, err, sizeof err)) {
-      fprintf(stderr, "packrat run: %s\n", err);
-      goto out;
-    }
-    unsigned seed = 12345;
-    for (int i = 0; i < n_in; i++) {
-      pr_tensor_info_t info;
-      runner_input(&run, i, &info);
-      inputs[i].dtype = info.dtype;
-      inputs[i].rank = info.rank;
-      memcpy(inputs[i].dims, info.dims, sizeof info.dims);
-      inputs[i].data =
-          pr_aligned_alloc((size_t)pr_tensor_numel(&inputs[i]) * pr_dtype_size(info.dtype));
-      if (!inputs[i].data) goto out;
-      fill_random(&inputs[i], &seed);
-    }
+    opt.batch = a->batch;
+    pr_cli_dims_apply(&a->dims, &opt);
   }
-  for (int i = 0; i < warmup; i++)
-    if (runner_run(&run, inputs, n_in, outputs, n_out, err, sizeof err)) {
-      fprintf(stderr, "packrat run: %s\n", err);
-      goto out;
-    }
-  if (run.session) pr_engine_session_kernel_reset(run.session);
-  for (int i = 0; i < repeat; i++) {
+  char err[1024];
+  if (runner_create(run, model, a->model_path, &opt, &a->dims, a->plan_arg, err, sizeof err)) {
+    fprintf(stderr, "packrat run: %s\n", err);
+    return false;
+  }
+  return have_files || random_inputs(run, n_in, inputs);
+}
+
+/* ---- running and reporting ---- */
+
+/* Warm-up runs, then `repeat` timed runs into times (ms); false after a message. */
+static bool time_runs(const run_args_t *a, runner_t *run, const pr_tensor_t *inputs, int n_in,
+                      pr_tensor_t *outputs, int n_out, double *times) {
+  char err[1024];
+  for (int i = 0; i < a->warmup + a->repeat; i++) {
+    if (i == a->warmup && run->session) pr_engine_session_kernel_reset(run->session);
     double t0 = pr_now();
-    if (runner_run(&run, inputs, n_in, outputs, n_out, err, sizeof err)) {
+    if (runner_run(run, inputs, n_in, outputs, n_out, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
-      goto out;
+      return false;
     }
-    times[i] = (pr_now() - t0) * 1e3;
+    if (i >= a->warmup) times[i - a->warmup] = (pr_now() - t0) * 1e3;
   }
-  if (output_dir) {
-    mkdir(output_dir, 0755);
-    for (int i = 0; i < n_out; i++) {
-      pr_tensor_info_t info;
-      pr_engine_model_output(model, i, &info);
-      char path[4096];
-      snprintf(path, sizeof path, "%s/output_%d.pb", output_dir, i);
-      pr_status_t st = pr_engine_tensor_write_pb(path, &outputs[i], info.name);
-      snprintf(path, sizeof path, "%s/output_%d.npy", output_dir, i);
-      if (!st) st = pr_engine_tensor_write_npy(path, &outputs[i]);
-      if (st) {
-        fprintf(stderr, "packrat run: cannot write %s\n", path);
-        goto out;
-      }
+  return true;
+}
+
+static bool write_outputs(const char *dir, pr_model_t *model, const pr_tensor_t *outputs,
+                          int n_out) {
+  mkdir(dir, 0755);
+  for (int i = 0; i < n_out; i++) {
+    pr_tensor_info_t info;
+    pr_engine_model_output(model, i, &info);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/output_%d.pb", dir, i);
+    pr_status_t st = pr_engine_tensor_write_pb(path, &outputs[i], info.name);
+    snprintf(path, sizeof path, "%s/output_%d.npy", dir, i);
+    if (!st) st = pr_engine_tensor_write_npy(path, &outputs[i]);
+    if (st) {
+      fprintf(stderr, "packrat run: cannot write %s\n", path);
+      return false;
     }
   }
+  return true;
+}
+
+typedef struct {
+  double median, p90, min, gflop;
+  int64_t batch;
+  char plan[4096]; /* "" without a plan */
+} run_summary_t;
+
+static void summarize(const run_args_t *a, runner_t *run, int n_in, double *times,
+                      run_summary_t *sum) {
+  int repeat = a->repeat;
   qsort(times, (size_t)repeat, sizeof *times, cmp_double);
-  double median =
-      repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
-  double p90 = times[(int)ceil(0.9 * repeat) - 1 < 0 ? 0 : (int)ceil(0.9 * repeat) - 1];
-  double mn = times[0];
+  sum->median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+  int p90 = (int)ceil(0.9 * repeat) - 1;
+  sum->p90 = times[p90 < 0 ? 0 : p90];
+  sum->min = times[0];
   pr_tensor_info_t in0;
-  int64_t used_batch =
-      n_in && runner_input(&run, 0, &in0) == PR_OK && in0.rank ? in0.dims[0] : batch;
-  double gflop = run.session ? pr_engine_session_flops(run.session) / 1e9 : 0;
+  sum->batch = n_in && runner_input(run, 0, &in0) == PR_OK && in0.rank ? in0.dims[0] : a->batch;
+  sum->gflop = run->session ? pr_engine_session_flops(run->session) / 1e9 : 0;
+  sum->plan[0] = 0;
+  if (run->plan) pr_plan_format(run->plan, sum->plan, sizeof sum->plan);
+}
+
+static void print_summary(const run_args_t *a, pr_model_t *model, const pr_tensor_t *outputs,
+                          int n_out, const run_summary_t *sum) {
   for (int i = 0; i < n_out; i++) {
     pr_tensor_info_t info;
     pr_engine_model_output(model, i, &info);
@@ -443,55 +504,97 @@ int pr_cli_run(int argc, char **argv) {
     printf("output %d '%s': %s %s\n", i, info.name ? info.name : "",
            pr_dtype_name(outputs[i].dtype), sh);
   }
-  char plan_str[4096] = "";
-  if (run.plan)
-    for (int k = 0, off = 0; k < run.plan->n_instances && off < (int)sizeof plan_str - 32; k++)
-      off += snprintf(plan_str + off, sizeof plan_str - (size_t)off, "%s%dx%d", k ? "," : "",
-                      run.plan->instances[k].threads, run.plan->instances[k].batch);
-  if (run.plan)
-    printf("latency over %d runs (plan %s, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
-           repeat, plan_str, (long long)used_batch, median, p90, mn);
+  if (sum->plan[0])
+    printf("latency over %d runs (plan %s, batch %lld): ", a->repeat, sum->plan,
+           (long long)sum->batch);
   else
-    printf(
-        "latency over %d runs (threads %d, batch %lld): median %.3f ms, p90 %.3f ms, min %.3f ms",
-        repeat, threads, (long long)used_batch, median, p90, mn);
-  if (gflop > 0) printf(", %.1f GFLOP/s", gflop / (median * 1e-3));
+    printf("latency over %d runs (threads %d, batch %lld): ", a->repeat, a->threads,
+           (long long)sum->batch);
+  printf("median %.3f ms, p90 %.3f ms, min %.3f ms", sum->median, sum->p90, sum->min);
+  if (sum->gflop > 0) printf(", %.1f GFLOP/s", sum->gflop / (sum->median * 1e-3));
   printf("\n");
-  json_t *by_op = profile ? print_kernel_profile(run.session) : NULL;
-  if (json) {
-    json_t *o = json_pack("{s:s, s:i, s:I, s:i, s:f, s:f, s:f, s:f}", "model", model_path,
-                          "threads", threads, "batch", (json_int_t)used_batch, "repeat", repeat,
-                          "median_ms", median, "p90_ms", p90, "min_ms", mn, "gflop", gflop);
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0)
-      json_object_set_new(o, "max_rss_mb", json_real(ru.ru_maxrss / 1024.0));
-    long pages_total, pages_res;
-    FILE *statm = fopen("/proc/self/statm", "r");
-    if (statm && fscanf(statm, "%ld %ld", &pages_total, &pages_res) == 2)
-      json_object_set_new(o, "rss_mb",
-                          json_real((double)pages_res * (double)sysconf(_SC_PAGESIZE) / 1048576.0));
-    if (statm) fclose(statm);
-    if (run.plan) {
-      int total = 0;
-      for (int k = 0; k < run.plan->n_instances; k++) total += run.plan->instances[k].threads;
-      json_object_set_new(o, "plan", json_string(plan_str));
-      json_object_set_new(o, "instances", json_integer(run.plan->n_instances));
-      json_object_set_new(o, "threads", json_integer(total));
-    }
-    if (by_op) json_object_set(o, "kernel_ms_by_op", by_op);
-    char *s = json_dumps(o, JSON_COMPACT);
-    printf("%s\n", s);
-    free(s);
-    json_decref(o);
+}
+
+/* Resident memory (MiB): the peak and the current, -1 when unknown. */
+static void memory_mb(double *max_rss, double *rss) {
+  struct rusage ru;
+  *max_rss = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024.0 : -1;
+  *rss = -1;
+  long pages_total, pages_res;
+  FILE *statm = fopen("/proc/self/statm", "r");
+  if (statm && fscanf(statm, "%ld %ld", &pages_total, &pages_res) == 2)
+    *rss = (double)pages_res * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+  if (statm) fclose(statm);
+}
+
+static void print_json(const run_args_t *a, const runner_t *run, const run_summary_t *sum,
+                       json_t *by_op) {
+  json_t *o =
+      json_pack("{s:s, s:i, s:I, s:i, s:f, s:f, s:f, s:f}", "model", a->model_path, "threads",
+                a->threads, "batch", (json_int_t)sum->batch, "repeat", a->repeat, "median_ms",
+                sum->median, "p90_ms", sum->p90, "min_ms", sum->min, "gflop", sum->gflop);
+  double max_rss, rss;
+  memory_mb(&max_rss, &rss);
+  if (max_rss >= 0) json_object_set_new(o, "max_rss_mb", json_real(max_rss));
+  if (rss >= 0) json_object_set_new(o, "rss_mb", json_real(rss));
+  if (run->plan) {
+    int total = 0;
+    for (int k = 0; k < run->plan->n_instances; k++) total += run->plan->instances[k].threads;
+    json_object_set_new(o, "plan", json_string(sum->plan));
+    json_object_set_new(o, "instances", json_integer(run->plan->n_instances));
+    json_object_set_new(o, "threads", json_integer(total));
   }
-  json_decref(by_op);
-  rc = 0;
-out:
+  if (by_op) json_object_set(o, "kernel_ms_by_op", by_op);
+  char *s = json_dumps(o, JSON_COMPACT);
+  printf("%s\n", s);
+  free(s);
+  json_decref(o);
+}
+
+/* Runs the loaded model as a asks and reports; returns the exit status. */
+static int run_model(const run_args_t *a, pr_model_t *model) {
+  int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
+  if (n_in > MAX_INPUTS) {
+    fprintf(stderr, "packrat run: model has more than %d inputs\n", MAX_INPUTS);
+    return 1;
+  }
+  pr_tensor_t inputs[MAX_INPUTS] = {0};
+  runner_t run = {0};
+  int rc = 1;
+  pr_tensor_t *outputs = calloc((size_t)n_out + 1, sizeof *outputs);
+  double *times = calloc((size_t)a->repeat, sizeof *times);
+  if (outputs && times && prepare(a, model, &run, inputs) &&
+      time_runs(a, &run, inputs, n_in, outputs, n_out, times) &&
+      (!a->output_dir || write_outputs(a->output_dir, model, outputs, n_out))) {
+    run_summary_t sum;
+    summarize(a, &run, n_in, times, &sum);
+    print_summary(a, model, outputs, n_out, &sum);
+    json_t *by_op = a->profile ? print_kernel_profile(run.session) : NULL;
+    if (a->json) print_json(a, &run, &sum, by_op);
+    json_decref(by_op);
+    rc = 0;
+  }
   for (int i = 0; i < n_in; i++) pr_engine_tensor_free(&inputs[i]);
-  for (int j = 0; j < n_named; j++) free((void *)in_names[j]);
   free(outputs);
   free(times);
   runner_destroy(&run);
-  pr_engine_model_destroy(model);
+  return rc;
+}
+
+int pr_cli_run(int argc, char **argv) {
+  run_args_t a;
+  int rc = parse_args(&a, argc, argv);
+  if (rc < 0) {
+    char err[1024];
+    pr_model_t *model;
+    if (pr_engine_model_load_file(a.model_path, &model, err, sizeof err)) {
+      fprintf(stderr, "packrat run: %s\n", err);
+      rc = 1;
+    } else {
+      rc = run_model(&a, model);
+      pr_engine_model_destroy(model);
+    }
+  }
+  for (int j = 0; j < a.n_named; j++) free((void *)a.in_names[j]);
   return rc;
 }

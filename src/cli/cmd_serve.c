@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "server/server.h"
 

@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
 #include "packrat/profiler.h"
 
 typedef struct {

@@ -1,7 +1,8 @@
 /* The profiler: latency[t][b] through the engine API.
  *
- * Each point runs in a fresh thread pinned to the first t CPUs of the
- * topology order (a new OpenMP master, so its team is pinned too), compiles a
+ * Each point runs on a fresh pinned worker (runtime/worker.h) on the first t
+ * CPUs of the topology order (a new OpenMP master, so its team is pinned
+ * too), compiles a
  * session for (t, b), warms up once, then repeats until its runs are stable
  * (profiler.h, "Measurement quality": the middle half of the runs within the
  * tolerance of their median, at least PR_PROFILE_MIN_RUNS runs, bounded by
@@ -27,7 +28,6 @@
 #include "packrat/profiler.h"
 
 #include <math.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,11 +35,10 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "base/omp_team.h"
 #include "base/topology.h"
 #include "base/util.h"
+#include "runtime/worker.h"
 
-#define MAX_IO 64
 #define MAX_RUNS PR_PROFILE_MAX_RUNS
 
 int pr_profile_grid(int max_batch, const int *extra, int n_extra, int *out, int max) {
@@ -93,8 +92,6 @@ static bool beyond(double diff, double ref, double tolerance) {
 /* ---- one point ---- */
 
 typedef struct {
-  pr_model_t *model;
-  const pr_session_options_t *base;
   const pr_profile_options_t *opt;
   int threads, batch, pass;
   double max_s, tolerance;
@@ -103,40 +100,8 @@ typedef struct {
   char err[512];
 } point_job_t;
 
-/* On the calling thread, pinned to its CPUs: a session for (threads, batch)
- * and inputs for it (small values: valid float data, and zeros are valid
- * indices). Frees nothing on failure: the caller's cleanup does. */
-static pr_status_t pinned_session(pr_model_t *model, const pr_session_options_t *base,
-                                  const int *cpus, int threads, int batch, pr_session_t **s,
-                                  pr_tensor_t *in, int *n_in, char *err, size_t err_len) {
-  pr_topology_pin(cpus, threads);
-  pr_omp_team(threads);
-  pr_session_options_t opt = *base;
-  opt.threads = threads;
-  opt.batch = batch;
-  opt.input_shapes = NULL;
-  *n_in = pr_engine_model_num_inputs(model);
-  if (*n_in > MAX_IO) *n_in = MAX_IO;
-  pr_status_t st = pr_engine_session_create(model, &opt, s, err, err_len);
-  for (int i = 0; !st && i < *n_in; i++) {
-    pr_tensor_info_t info;
-    pr_engine_session_input(*s, i, &info);
-    in[i].dtype = info.dtype;
-    in[i].rank = info.rank;
-    memcpy(in[i].dims, info.dims, sizeof info.dims);
-    int64_t numel = pr_tensor_numel(&in[i]);
-    if (!(in[i].data = pr_aligned_calloc((size_t)numel * pr_dtype_size(info.dtype))))
-      st = PR_ERR_NOMEM;
-    else if (info.dtype == PR_DTYPE_FLOAT)
-      for (int64_t e = 0; e < numel; e++)
-        ((float *)in[i].data)[e] = (float)(e % 17) * 0.01f - 0.08f;
-  }
-  return st;
-}
-
 /* One timed run: the test hook's latency, or the engine's. */
-static pr_status_t timed_run(point_job_t *j, pr_session_t *s, const pr_tensor_t *in, int n_in,
-                             int run, double *ms) {
+static pr_status_t timed_run(point_job_t *j, pr_worker_t *w, int run, double *ms) {
   const pr_profile_options_t *o = j->opt;
   if (o->measure_run) {
     *ms = o->measure_run(o->measure_ctx, j->threads, j->batch, j->pass, run);
@@ -144,27 +109,32 @@ static pr_status_t timed_run(point_job_t *j, pr_session_t *s, const pr_tensor_t 
     pr_errf(j->err, sizeof j->err, "the measure hook failed");
     return PR_ERR_INTERNAL;
   }
+  pr_worker_session_t *z = &w->sizes[0];
   double t0 = pr_now();
-  pr_status_t st = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err);
+  pr_status_t st =
+      pr_engine_session_run(z->session, z->in, w->n_in, NULL, 0, j->err, sizeof j->err);
   *ms = (pr_now() - t0) * 1e3;
   return st;
 }
 
-static void *measure_point(void *arg) {
-  point_job_t *j = arg;
-  pr_session_t *s = NULL;
-  pr_tensor_t in[MAX_IO] = {0};
-  int n_in = 0;
-  if (!j->opt->measure_run) {
-    if ((j->status = pinned_session(j->model, j->base, j->opt->cpus, j->threads, j->batch, &s, in,
-                                    &n_in, j->err, sizeof j->err)) ||
-        (j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err)))
-      goto out; /* the warm-up run failed */
+/* On a worker's thread (w NULL with the test hook): the session for
+ * (threads, batch) with inputs, a warm-up run, then timed runs until stable. */
+static void measure_point(point_job_t *j, pr_worker_t *w) {
+  if (w) {
+    if ((j->status = pr_worker_prepare(w, j->batch, true))) {
+      snprintf(j->err, sizeof j->err, "%s", w->err);
+      return;
+    }
+    pr_worker_fill_inputs(w, &w->sizes[0]);
+    pr_worker_session_t *z = &w->sizes[0];
+    if ((j->status =
+             pr_engine_session_run(z->session, z->in, w->n_in, NULL, 0, j->err, sizeof j->err)))
+      return; /* the warm-up run failed */
   }
   double times[MAX_RUNS], spent_s = 0;
   int n = 0;
   while (n < MAX_RUNS) {
-    if ((j->status = timed_run(j, s, in, n_in, n, &times[n]))) goto out;
+    if ((j->status = timed_run(j, w, n, &times[n]))) return;
     spent_s += times[n++] * 1e-3;
     if (n < 3) continue;
     if (spent_s >= j->max_s) break;
@@ -180,36 +150,44 @@ static void *measure_point(void *arg) {
                                   .isolated_ms = r.median,
                                   .runs = n,
                                   .spread = r.spread};
-out:
-  for (int i = 0; i < MAX_IO; i++) pr_free(in[i].data);
-  pr_engine_session_destroy(s);
-  return NULL;
+}
+
+static void measure_point_main(pr_worker_t *w, void *ctx) {
+  measure_point(ctx, w);
 }
 
 typedef struct {
   pr_model_t *model;
-  const pr_session_options_t *base;
+  const pr_session_options_t *base; /* input_shapes NULL: the model's own */
   const pr_profile_options_t *opt;
   double tolerance;
 } profiler_t;
 
-/* Measures (t, b) in its own thread (a fresh OpenMP master) into *point. */
+/* Measures (t, b) on a pinned worker (a fresh OpenMP master) into *point;
+ * the test hook runs on the calling thread. */
 static pr_status_t measure_one(const profiler_t *pf, int t, int b, int pass,
                                pr_profile_point_t *point, char *err, size_t err_len) {
-  point_job_t job = {.model = pf->model,
-                     .base = pf->base,
-                     .opt = pf->opt,
+  point_job_t job = {.opt = pf->opt,
                      .threads = t,
                      .batch = b,
                      .pass = pass,
                      .max_s = pf->opt->max_point_s > 0 ? pf->opt->max_point_s : 3.0,
                      .tolerance = pf->tolerance};
-  pthread_t th;
-  if (pthread_create(&th, NULL, measure_point, &job) != 0) {
-    pr_errf(err, err_len, "cannot start a profiling thread");
-    return PR_ERR_INTERNAL;
+  if (pf->opt->measure_run) {
+    measure_point(&job, NULL);
+  } else {
+    pr_worker_t *w = malloc(sizeof *w);
+    if (!w) return PR_ERR_NOMEM;
+    job.status =
+        pr_worker_init(w, 0, pf->model, pf->opt->cpus, t, pf->base, job.err, sizeof job.err);
+    if (!job.status && pr_worker_start(w, measure_point_main, &job)) {
+      free(w);
+      pr_errf(err, err_len, "cannot start a profiling thread");
+      return PR_ERR_INTERNAL;
+    }
+    pr_worker_join(w);
+    free(w);
   }
-  pthread_join(th, NULL);
   if (job.status) {
     pr_errf(err, err_len, "threads %d batch %d: %s", t, b, job.err);
     return job.status;
@@ -223,93 +201,83 @@ static pr_status_t measure_one(const profiler_t *pf, int t, int b, int pass,
 #define CORUN_RUNS 5
 
 typedef struct {
-  pr_model_t *model;
-  const pr_session_options_t *base;
-  const int *cpus;
-  int threads, batch;
+  int batch;
   pthread_barrier_t *barrier;
   pthread_mutex_t *go_lock;
   pthread_cond_t *go_cond;
   int *go; /* 0 wait, 1 run, -1 quit (not every instance thread started) */
   double times[CORUN_RUNS + 1];
-  pr_status_t status;
-  char err[512];
 } corun_job_t;
 
-static void *corun_main(void *arg) {
+static void corun_main(pr_worker_t *w, void *arg) {
   corun_job_t *j = arg;
   pthread_mutex_lock(j->go_lock);
   while (*j->go == 0) pthread_cond_wait(j->go_cond, j->go_lock);
   int go = *j->go;
   pthread_mutex_unlock(j->go_lock);
-  if (go < 0) return NULL;
-  pr_session_t *s = NULL;
-  pr_tensor_t in[MAX_IO] = {0};
-  int n_in = 0;
-  j->status = pinned_session(j->model, j->base, j->cpus, j->threads, j->batch, &s, in, &n_in,
-                             j->err, sizeof j->err);
+  if (go < 0) return;
+  w->status = pr_worker_prepare(w, j->batch, true);
+  pr_worker_session_t *z = w->status ? NULL : &w->sizes[0];
+  if (z) pr_worker_fill_inputs(w, z);
   /* every thread takes part in every barrier, even after a failure */
   for (int r = 0; r <= CORUN_RUNS; r++) {
     pthread_barrier_wait(j->barrier);
     double t0 = pr_now();
-    if (!j->status) j->status = pr_engine_session_run(s, in, n_in, NULL, 0, j->err, sizeof j->err);
+    if (!w->status)
+      w->status = pr_engine_session_run(z->session, z->in, w->n_in, NULL, 0, w->err, sizeof w->err);
     j->times[r] = (pr_now() - t0) * 1e3;
   }
-  for (int i = 0; i < MAX_IO; i++) pr_free(in[i].data);
-  pr_engine_session_destroy(s);
-  return NULL;
 }
 
 /* Median latency of k lock-step instances of (t, b); < 0 on failure. */
 static double corun_latency(pr_model_t *model, const pr_session_options_t *base, const int *cpus,
                             int t, int b, int k, char *err, size_t err_len) {
   corun_job_t *jobs = calloc((size_t)k, sizeof *jobs);
-  pthread_t *th = calloc((size_t)k, sizeof *th);
+  pr_worker_t *ws = calloc((size_t)k, sizeof *ws);
   pthread_barrier_t barrier;
   pthread_mutex_t go_lock = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t go_cond = PTHREAD_COND_INITIALIZER;
   int go = 0;
   double result = -1;
-  if (!jobs || !th) goto out;
+  if (!jobs || !ws) goto out;
   pthread_barrier_init(&barrier, NULL, (unsigned)k);
   int started = 0;
   for (int i = 0; i < k; i++) {
-    jobs[i] = (corun_job_t){.model = model,
-                            .base = base,
-                            .cpus = cpus + i * t,
-                            .threads = t,
-                            .batch = b,
-                            .barrier = &barrier,
-                            .go_lock = &go_lock,
-                            .go_cond = &go_cond,
-                            .go = &go};
-    if (pthread_create(&th[i], NULL, corun_main, &jobs[i])) break;
+    jobs[i] = (corun_job_t){
+        .batch = b, .barrier = &barrier, .go_lock = &go_lock, .go_cond = &go_cond, .go = &go};
+    if (pr_worker_init(&ws[i], i, model, cpus + i * t, t, base, err, err_len) ||
+        pr_worker_start(&ws[i], corun_main, &jobs[i]))
+      break;
     started++;
   }
   pthread_mutex_lock(&go_lock);
   go = started == k ? 1 : -1; /* the barrier needs all k, or none may start */
   pthread_cond_broadcast(&go_cond);
   pthread_mutex_unlock(&go_lock);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  double all[64 * CORUN_RUNS];
+  int n = 0;
+  for (int i = 0; i < started; i++) {
+    pr_worker_join(&ws[i]);
+    if (ws[i].status && result == -1) {
+      pr_errf(err, err_len, "%s", ws[i].err);
+      result = -2;
+    }
+    for (int r = 1; r <= CORUN_RUNS && n < 64 * CORUN_RUNS; r++) all[n++] = jobs[i].times[r];
+  }
   pthread_barrier_destroy(&barrier);
   if (started < k) {
     pr_errf(err, err_len, "cannot start co-running instances");
     goto out;
   }
-  double all[64 * CORUN_RUNS];
-  int n = 0;
-  for (int i = 0; i < k; i++) {
-    if (jobs[i].status) {
-      pr_errf(err, err_len, "%s", jobs[i].err);
-      goto out;
-    }
-    for (int r = 1; r <= CORUN_RUNS && n < 64 * CORUN_RUNS; r++) all[n++] = jobs[i].times[r];
+  if (result == -2) {
+    result = -1;
+    goto out;
   }
   qsort(all, (size_t)n, sizeof *all, cmp_double);
   result = n % 2 ? all[n / 2] : 0.5 * (all[n / 2 - 1] + all[n / 2]);
 out:
   free(jobs);
-  free(th);
+  free(ws);
   return result;
 }
 
@@ -472,6 +440,7 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   snprintf(out->cpu, sizeof out->cpu, "%s", pr_topology_cpu_name());
   out->cores = o->max_threads;
   pr_session_options_t b = base ? *base : pr_session_options_default();
+  b.input_shapes = NULL;
   profiler_t pf = {.model = model,
                    .base = &b,
                    .opt = o,

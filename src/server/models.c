@@ -130,35 +130,14 @@ static pr_status_t describe_io(pr_served_t *m, const pr_session_options_t *base,
  * (and cached when the profiler judges it sound). */
 static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
                                int max_threads, pr_profile_t *prof, char *err, size_t err_len) {
-  int grid_max = m->cfg.max_batch;
-  pr_profile_options_t po = {.max_threads = max_threads,
-                             .max_batch = grid_max,
+  pr_profile_source_t src = {.model_name = m->entry.name,
+                             .cores = max_threads,
+                             .max_batch = m->cfg.max_batch,
                              .cpus = ms->cpus,
                              .n_cpus = ms->n_cpus,
-                             .max_point_s = 3.0};
-  const char *sha = pr_engine_model_sha256(m->model);
-  const char *cpu = pr_topology_cpu_name();
-  char cache[4096] = "";
-  if (pr_profile_cache_path(sha, cpu, max_threads, base, cache, sizeof cache) != PR_OK)
-    pr_log(PR_LOG_WARN, "model %s: no profile cache directory; profiles are not kept",
-           m->entry.name);
-  char e2[512];
-  if (cache[0] && access(cache, R_OK) == 0 &&
-      pr_profile_load(cache, prof, e2, sizeof e2) == PR_OK) {
-    if (pr_profile_matches(prof, sha, cpu, max_threads, grid_max)) {
-      pr_log(PR_LOG_INFO, "model %s: cached profile %s", m->entry.name, cache);
-      return PR_OK;
-    }
-    pr_profile_free(prof);
-  }
-  pr_log(PR_LOG_INFO, "model %s: profiling on %d cores up to batch %d", m->entry.name, max_threads,
-         grid_max);
-  pr_status_t st = pr_profile_measure(m->model, m->entry.name, base, &po, prof, err, err_len);
-  if (st) return st;
-  /* cached only when sound (no suspicious point); a cache failure is a
-   * warning that the profiler logs */
-  pr_profile_cache_save(prof, base, NULL, 0);
-  return PR_OK;
+                             .read_cache = true,
+                             .write_cache = true};
+  return pr_profile_get(m->model, base, &src, prof, NULL, 0, err, err_len);
 }
 
 /* The plans to prepare: the fixed one, or one per power-of-two batch from

@@ -6,37 +6,24 @@
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/lock.h"
 #include "base/log.h"
-#include "base/omp_team.h"
-#include "base/topology.h"
 #include "base/util.h"
 #include "packrat/estimator.h"
+#include "runtime/worker.h"
 
-/* Sessions one instance may hold: powers of two up to the max batch, its
- * planned batch and the max batch; 24 covers max batches up to 2^21. */
-#define MAX_SIZES 24
-
-typedef struct {
-  int rows;
-  pr_session_t *session;
-  pr_tensor_t in[PR_SCHED_MAX_IO]; /* staging buffers of `rows` rows */
-} sized_session_t;
+/* Requests one instance takes for one batch, at most. */
+#define PR_SCHED_MAX_BATCH_REQUESTS 1024
 
 typedef struct {
   struct pr_sched *s;
-  int config, index, threads, batch;
-  int cpus[1024];
-  pthread_t thread;
-  sized_session_t sizes[MAX_SIZES];
-  int n_sizes;
-  pr_status_t status;
-  char err[512];
+  int config, batch; /* batch: the instance's planned batch */
+  pr_worker_t w;     /* its thread, cores, team and prepared sessions */
 } worker_t;
 
 typedef struct {
@@ -60,10 +47,10 @@ struct pr_sched {
   pr_tensor_info_t in_info[PR_SCHED_MAX_IO];
   int n_in, n_out;
   int cpus[4096], n_cpus;
-  pthread_mutex_t admin;
+  pr_lock_t admin;
   config_t configs[PR_SCHED_MAX_CONFIGS];
   int active;
-  pthread_mutex_t qlock;
+  pr_lock_t qlock;
   pthread_cond_t qcond;
   pr_request_t *head, *tail;
   int depth, started;
@@ -75,12 +62,6 @@ struct pr_sched {
   double window_s;
   pr_sched_stats_t stats;
 };
-
-static size_t row_bytes_t(const pr_tensor_t *t) {
-  size_t n = pr_dtype_size(t->dtype);
-  for (int k = 1; k < t->rank; k++) n *= (size_t)t->dims[k];
-  return n;
-}
 
 static pr_status_t set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
 
@@ -150,7 +131,7 @@ static void time_out(pr_sched_t *s, pr_request_t *r) {
 void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
   if (r->deadline > 0 && !wait_until(r, r->deadline)) {
     bool queued = false;
-    pthread_mutex_lock(&s->qlock);
+    pr_lock(&s->qlock);
     for (pr_request_t **at = &s->head, *prev = NULL; *at; prev = *at, at = &(*at)->next) {
       if (*at != r) continue;
       *at = r->next;
@@ -159,203 +140,193 @@ void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
       queued = true;
       break;
     }
-    pthread_mutex_unlock(&s->qlock);
+    pr_unlock(&s->qlock);
     if (queued) time_out(s, r);
   }
   pr_request_wait(r);
 }
 
-/* Session of the smallest prepared size >= rows, or NULL. */
-static sized_session_t *session_for(worker_t *w, int rows) {
-  for (int i = 0; i < w->n_sizes; i++)
-    if (w->sizes[i].rows >= rows) return &w->sizes[i];
-  return NULL;
+/* ---- running a batch ----
+ *
+ * A batch of `rows` rows (the requests' rows in order) runs on the smallest
+ * prepared session that holds it, padded with zero rows; a batch larger than
+ * every prepared size (a lone request with more rows than the instance's
+ * batch) runs in chunks of the largest, the last one padded. No session is
+ * compiled here. Padding and chunking take the rows of a batch to be
+ * independent of each other, which is what serving a model by its batch
+ * axis already assumes (every input and output has the batch as axis 0,
+ * checked at prepare); a model that mixed rows across axis 0 (a reduction
+ * over the batch) could be served neither padded nor in chunks, and neither
+ * could it be batched at all. */
+
+/* Copies rows [done, done + c) of the batch's inputs into z's buffers and
+ * zeroes the padding rows after them. */
+static void gather(const pr_sched_t *s, pr_worker_session_t *z, pr_request_t **reqs, int n,
+                   int done, int c) {
+  assert(c >= 1 && c <= z->rows);
+  for (int k = 0; k < s->n_in; k++) {
+    size_t rb = pr_worker_row_bytes(&z->in[k]);
+    char *dst = z->in[k].data;
+    for (int i = 0, first = 0; i < n; first += reqs[i++]->rows) {
+      int lo = first > done ? first : done, hi = first + reqs[i]->rows;
+      if (hi > done + c) hi = done + c;
+      if (lo >= hi) continue;
+      memcpy(dst + rb * (size_t)(lo - done),
+             (char *)reqs[i]->inputs[k].data + rb * (size_t)(lo - first), rb * (size_t)(hi - lo));
+    }
+    if (c < z->rows) memset(dst + rb * (size_t)c, 0, rb * (size_t)(z->rows - c));
+  }
 }
 
-static pr_status_t add_size(worker_t *w, int rows) {
-  struct pr_sched *s = w->s;
-  if (session_for(w, rows) && session_for(w, rows)->rows == rows) return PR_OK;
-  if (w->n_sizes == MAX_SIZES) {
-    pr_errf(w->err, sizeof w->err, "instance %d holds %d batch sizes, the most it may", w->index,
-            MAX_SIZES);
-    return PR_ERR_BUSY;
+/* Copies rows [done, done + c) of a run's outputs (of z_rows rows) to the
+ * requests they belong to, allocating each request's outputs on its first
+ * rows; a request whose outputs cannot be allocated gets rs[i] =
+ * PR_ERR_NOMEM. */
+static void scatter(const pr_sched_t *s, const pr_tensor_t *outs, int z_rows, pr_request_t **reqs,
+                    int n, int done, int c, pr_status_t *rs) {
+  for (int i = 0, first = 0; i < n; first += reqs[i++]->rows) {
+    pr_request_t *r = reqs[i];
+    int lo = first > done ? first : done, hi = first + r->rows;
+    if (hi > done + c) hi = done + c;
+    for (int o = 0; o < s->n_out && lo < hi && !rs[i]; o++) {
+      /* prepare checked that every output has the session's rows as axis 0 */
+      assert(outs[o].rank >= 1 && outs[o].dims[0] == z_rows);
+      pr_tensor_t *t = &r->outputs[o];
+      size_t rb = pr_worker_row_bytes(&outs[o]);
+      if (!t->data) {
+        *t = outs[o];
+        t->dims[0] = r->rows;
+        if (!(t->data = pr_aligned_alloc(rb * (size_t)r->rows))) {
+          rs[i] = PR_ERR_NOMEM;
+          break;
+        }
+      }
+      memcpy((char *)t->data + rb * (size_t)(lo - first),
+             (const char *)outs[o].data + rb * (size_t)(lo - done), rb * (size_t)(hi - lo));
+    }
   }
-  sized_session_t *z = &w->sizes[w->n_sizes];
-  memset(z, 0, sizeof *z);
-  z->rows = rows;
-  pr_session_options_t opt = s->base;
-  pr_tensor_info_t shapes[PR_SCHED_MAX_IO];
-  for (int i = 0; i < s->n_in; i++) {
-    shapes[i] = s->in_info[i];
-    shapes[i].dims[0] = rows;
+}
+
+/* Completes the requests of a batch: the run's status st (message err), else
+ * each request's own. */
+static void complete_batch(pr_sched_t *s, pr_request_t **reqs, int n, pr_status_t st,
+                           const char *err, const pr_status_t *rs) {
+  for (int i = 0; i < n; i++) {
+    pr_status_t r_st = st ? st : rs[i];
+    pr_hist_observe(&s->stats.request_s, pr_now() - reqs[i]->t_enqueue);
+    atomic_fetch_add(r_st ? &s->stats.failed : &s->stats.success, 1);
+    complete(reqs[i], r_st, r_st ? (st ? err : "out of memory") : NULL);
   }
-  opt.threads = w->threads;
-  opt.batch = rows;
-  opt.input_shapes = shapes;
-  pr_status_t st = pr_engine_session_create(s->model, &opt, &z->session, w->err, sizeof w->err);
-  if (st) return st;
+}
+
+static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
+  pr_sched_t *s = w->s;
+  pr_status_t rs[PR_SCHED_MAX_BATCH_REQUESTS] = {0}, st = PR_OK;
+  char err[512] = "";
+  assert(n >= 1 && n <= PR_SCHED_MAX_BATCH_REQUESTS && rows >= 1);
+  double t0 = pr_now();
+  for (int done = 0; done < rows && !st;) {
+    pr_worker_session_t *z = pr_worker_session(&w->w, rows - done);
+    if (!z) z = pr_worker_largest(&w->w);
+    assert(z && z->in); /* prepared before the config went live */
+    int c = rows - done < z->rows ? rows - done : z->rows;
+    gather(s, z, reqs, n, done, c);
+    pr_tensor_t outs[PR_SCHED_MAX_IO];
+    st = pr_engine_session_run(z->session, z->in, s->n_in, outs, s->n_out, err, sizeof err);
+    if (!st) scatter(s, outs, z->rows, reqs, n, done, c, rs);
+    atomic_fetch_add(&s->stats.executions, 1);
+    atomic_fetch_add(&s->stats.rows_executed, (uint64_t)c);
+    pr_hist_observe(&s->stats.batch, c);
+    done += c;
+  }
+  double t1 = pr_now();
+  pr_hist_observe(&s->stats.compute_s, t1 - t0);
+  atomic_fetch_add(&s->stats.compute_us, (uint64_t)((t1 - t0) * 1e6) * (uint64_t)n);
+  complete_batch(s, reqs, n, st, err, rs);
+}
+
+/* ---- instance workers ---- */
+
+/* On the worker's thread: sessions for 1, 2, 4, ... up to the planned batch
+ * and the batch itself, each checked to scatter by rows. */
+static pr_status_t prepare_sessions(worker_t *w) {
+  pr_worker_t *pw = &w->w;
+  pr_status_t st = pr_worker_prepare_up_to(pw, w->batch, true);
   /* outputs are scattered back by rows: each must have the batch axis */
-  for (int o = 0; o < s->n_out && !st; o++) {
-    pr_tensor_info_t info;
-    pr_engine_session_output(z->session, o, &info);
-    if (info.rank < 1 || info.dims[0] != rows) {
-      pr_errf(w->err, sizeof w->err,
+  for (int z = 0; z < pw->n_sizes && !st; z++)
+    for (int o = 0; o < w->s->n_out && !st; o++) {
+      pr_tensor_info_t info;
+      int rows = pw->sizes[z].rows;
+      pr_engine_session_output(pw->sizes[z].session, o, &info);
+      if (info.rank >= 1 && info.dims[0] == rows) continue;
+      pr_errf(pw->err, sizeof pw->err,
               "output '%s' has no batch axis (at batch %d its first dimension is %lld): only "
               "models whose every output has the batch as axis 0 are served",
               info.name, rows, info.rank ? (long long)info.dims[0] : 0LL);
       st = PR_ERR_UNSUPPORTED;
     }
-  }
-  for (int i = 0; i < s->n_in && !st; i++) {
-    pr_tensor_t *t = &z->in[i];
-    t->dtype = shapes[i].dtype;
-    t->rank = shapes[i].rank;
-    memcpy(t->dims, shapes[i].dims, sizeof t->dims);
-    t->data = pr_aligned_calloc(row_bytes_t(t) * (size_t)rows);
-    if (!t->data) st = PR_ERR_NOMEM;
-  }
-  if (st) {
-    pr_engine_session_destroy(z->session);
-    for (int i = 0; i < s->n_in; i++) pr_free(z->in[i].data);
-    return st;
-  }
-  w->n_sizes++;
-  /* keep sizes ascending */
-  for (int i = w->n_sizes - 1; i > 0 && w->sizes[i - 1].rows > w->sizes[i].rows; i--) {
-    sized_session_t tmp = w->sizes[i];
-    w->sizes[i] = w->sizes[i - 1];
-    w->sizes[i - 1] = tmp;
-  }
-  return PR_OK;
+  return st;
 }
 
-/* The prepared size a batch of `rows` runs on: the next power of two (at most
- * the max batch) when the instance has none as large, so that an instance
- * never holds more than log2(max batch) + 2 sizes. */
-static sized_session_t *session_at_least(worker_t *w, int rows) {
-  sized_session_t *z = session_for(w, rows);
-  if (z) return z;
-  int size = 1;
-  while (size < rows) size *= 2;
-  if (size > w->s->cfg.max_batch) size = rows > w->s->cfg.max_batch ? rows : w->s->cfg.max_batch;
-  if (add_size(w, size) != PR_OK) return NULL;
-  return session_for(w, rows);
-}
-
-static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
-  struct pr_sched *s = w->s;
-  sized_session_t *z = session_at_least(w, rows);
-  if (!z) {
-    pr_log(PR_LOG_ERROR, "instance %d: %s", w->index, w->err);
-    for (int i = 0; i < n; i++) complete(reqs[i], PR_ERR_INTERNAL, w->err);
-    atomic_fetch_add(&s->stats.failed, (uint64_t)n);
-    return;
-  }
-  double t0 = pr_now();
-  for (int k = 0; k < s->n_in; k++) {
-    size_t rb = row_bytes_t(&z->in[k]), off = 0;
-    for (int i = 0; i < n; i++) {
-      memcpy((char *)z->in[k].data + off, reqs[i]->inputs[k].data, rb * (size_t)reqs[i]->rows);
-      off += rb * (size_t)reqs[i]->rows;
-    }
-    if (rows < z->rows) memset((char *)z->in[k].data + off, 0, rb * (size_t)(z->rows - rows));
-  }
-  pr_tensor_t outs[PR_SCHED_MAX_IO];
-  char err[512];
-  pr_status_t st =
-      pr_engine_session_run(z->session, z->in, s->n_in, outs, s->n_out, err, sizeof err);
-  double t1 = pr_now();
-  atomic_fetch_add(&s->stats.executions, 1);
-  atomic_fetch_add(&s->stats.rows_executed, (uint64_t)rows);
-  pr_hist_observe(&s->stats.batch, rows);
-  pr_hist_observe(&s->stats.compute_s, t1 - t0);
-  atomic_fetch_add(&s->stats.compute_us, (uint64_t)((t1 - t0) * 1e6) * (uint64_t)n);
-  size_t row = 0; /* rows of the requests before this one */
-  for (int i = 0; i < n; i++) {
-    pr_request_t *r = reqs[i];
-    pr_status_t rs = st;
-    size_t first = row;
-    row += (size_t)r->rows;
-    for (int o = 0; o < s->n_out && !rs; o++) {
-      /* add_size checked that outs[o].dims[0] == z->rows >= the rows taken */
-      assert(outs[o].rank >= 1 && outs[o].dims[0] == z->rows);
-      pr_tensor_t *t = &r->outputs[o];
-      *t = outs[o];
-      t->dims[0] = r->rows;
-      size_t rb = row_bytes_t(&outs[o]), len = rb * (size_t)r->rows;
-      if (!(t->data = pr_aligned_alloc(len))) {
-        rs = PR_ERR_NOMEM;
-        break;
+/* Takes requests for one batch off the queue into reqs (qlock held, the
+ * worker's config active, the queue not empty): what fits in the planned
+ * batch, oldest first (a request larger than the batch runs alone), waiting
+ * for more at most the max queue delay and never past a held request's
+ * deadline. Returns how many (0: all it took had timed out). */
+static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
+  pr_sched_t *s = w->s;
+  assert(pr_lock_held(&s->qlock) && s->head);
+  int n = 0, rows = 0;
+  double first_t = s->head->t_enqueue, deadline = 0; /* earliest of the requests held */
+  for (;;) {
+    while (s->head && n < PR_SCHED_MAX_BATCH_REQUESTS &&
+           (n == 0 || rows + s->head->rows <= w->batch)) {
+      pr_request_t *r = s->head;
+      s->head = r->next;
+      if (!s->head) s->tail = NULL;
+      s->depth--;
+      assert(s->depth >= 0);
+      if (r->deadline > 0 && pr_now() > r->deadline) {
+        time_out(s, r);
+        continue;
       }
-      memcpy(t->data, (char *)outs[o].data + first * rb, len);
+      reqs[n++] = r;
+      rows += r->rows;
+      if (r->deadline > 0 && (deadline == 0 || r->deadline < deadline)) deadline = r->deadline;
     }
-    pr_hist_observe(&s->stats.request_s, pr_now() - r->t_enqueue);
-    if (rs)
-      atomic_fetch_add(&s->stats.failed, 1);
-    else
-      atomic_fetch_add(&s->stats.success, 1);
-    complete(r, rs, rs ? (st ? err : "out of memory") : NULL);
+    if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) break;
+    double until = first_t + s->cfg.max_queue_delay_s;
+    if (deadline > 0 && deadline < until) until = deadline;
+    if (pr_now() >= until) break;
+    struct timespec ts;
+    timespec_at(&ts, until);
+    pr_lock_timedwait(&s->qlock, &s->qcond, &ts);
+    if (s->head && rows + s->head->rows > w->batch) break;
   }
+  *rows_out = rows;
+  return n;
 }
 
-static void free_sizes(worker_t *w) {
-  for (int i = 0; i < w->n_sizes; i++) {
-    pr_engine_session_destroy(w->sizes[i].session);
-    for (int j = 0; j < PR_SCHED_MAX_IO; j++) pr_free(w->sizes[i].in[j].data);
-  }
-  w->n_sizes = 0;
-}
-
-static void *worker_main(void *arg) {
-  worker_t *w = arg;
-  struct pr_sched *s = w->s;
-  if (pr_topology_pin(w->cpus, w->threads) < 0)
-    pr_log(PR_LOG_WARN, "instance %d: could not pin to its cores", w->index);
-  pr_omp_team(w->threads);
-  /* sessions for 1, 2, 4, ... up to the planned batch, and the batch itself */
-  for (int b = 1; !w->status && b < w->batch; b *= 2) w->status = add_size(w, b);
-  if (!w->status) w->status = add_size(w, w->batch);
-  pthread_mutex_lock(&s->qlock);
+static void worker_main(pr_worker_t *pw, void *ctx) {
+  worker_t *w = ctx;
+  pr_sched_t *s = w->s;
+  pw->status = prepare_sessions(w);
+  pr_lock(&s->qlock);
   s->started++;
   pthread_cond_broadcast(&s->qcond);
+  assert(w->config >= 0 && w->config < PR_SCHED_MAX_CONFIGS);
   config_t *cfg = &s->configs[w->config];
-  pr_request_t *batch[1024];
-  while (!w->status) {
+  pr_request_t *batch[PR_SCHED_MAX_BATCH_REQUESTS];
+  while (!pw->status) {
     /* parked while another config is active; on stop, the active config
      * drains the queue and every other worker leaves at once */
     while (!s->stop && !cfg->retire && !(s->head && s->active == w->config))
-      pthread_cond_wait(&s->qcond, &s->qlock);
+      pr_lock_wait(&s->qlock, &s->qcond);
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
-    int n = 0, rows = 0;
-    double first_t = s->head->t_enqueue, deadline = 0; /* earliest of the requests held */
-    for (;;) {
-      /* take what fits, oldest first; a request larger than the batch runs alone */
-      while (s->head && n < 1024 && (n == 0 || rows + s->head->rows <= w->batch)) {
-        pr_request_t *r = s->head;
-        s->head = r->next;
-        if (!s->head) s->tail = NULL;
-        s->depth--;
-        if (r->deadline > 0 && pr_now() > r->deadline) {
-          time_out(s, r);
-          continue;
-        }
-        batch[n++] = r;
-        rows += r->rows;
-        if (r->deadline > 0 && (deadline == 0 || r->deadline < deadline)) deadline = r->deadline;
-      }
-      if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) break;
-      /* wait for more, but not past a held request's deadline: it runs then */
-      double until = first_t + s->cfg.max_queue_delay_s;
-      if (deadline > 0 && deadline < until) until = deadline;
-      if (pr_now() >= until) break;
-      struct timespec ts;
-      timespec_at(&ts, until);
-      pthread_cond_timedwait(&s->qcond, &s->qlock, &ts);
-      if (s->head && rows + s->head->rows > w->batch) break;
-    }
+    int rows = 0, n = take_batch(w, batch, &rows);
     if (!n) continue;
     if (s->head) pthread_cond_broadcast(&s->qcond); /* more work for another instance */
-    pthread_mutex_unlock(&s->qlock);
+    pr_unlock(&s->qlock);
     double now = pr_now();
     for (int i = 0; i < n; i++) {
       batch[i]->t_start = now;
@@ -363,31 +334,28 @@ static void *worker_main(void *arg) {
       atomic_fetch_add(&s->stats.queue_us, (uint64_t)((now - batch[i]->t_enqueue) * 1e6));
     }
     run_batch(w, batch, n, rows);
-    pthread_mutex_lock(&s->qlock);
+    pr_lock(&s->qlock);
   }
-  pthread_mutex_unlock(&s->qlock);
-  return NULL;
+  pr_unlock(&s->qlock);
 }
 
 /* Retires config c: its workers leave (after the batch they hold), are
  * joined, and their sessions freed; the slot becomes free. admin held, and c
  * is not active (the caller made it unswitchable under qlock: ok false). */
 static void retire_config(pr_sched_t *s, int c) {
+  assert(pr_lock_held(&s->admin) && c >= 0 && c < PR_SCHED_MAX_CONFIGS);
   config_t *cfg = &s->configs[c];
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   assert(s->active != c);
   cfg->retire = true;
   cfg->ok = false;
   pthread_cond_broadcast(&s->qcond);
-  pthread_mutex_unlock(&s->qlock);
-  for (int k = 0; k < cfg->n_workers; k++) {
-    pthread_join(cfg->workers[k].thread, NULL);
-    free_sizes(&cfg->workers[k]);
-  }
+  pr_unlock(&s->qlock);
+  for (int k = 0; k < cfg->n_workers; k++) pr_worker_join(&cfg->workers[k].w);
   free(cfg->workers);
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   memset(cfg, 0, sizeof *cfg);
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   /* the sessions' arenas were large: give the freed pages back, so that
    * plans coming and going do not grow the resident size */
   malloc_trim(0);
@@ -406,14 +374,14 @@ static bool same_plan(const pr_plan_t *p, const pr_plan_t *q) {
  * unswitchable and retires it; false when there is none. admin held. */
 static bool evict_one(pr_sched_t *s, int keep) {
   int lru = -1;
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
     config_t *cfg = &s->configs[c];
     if (!cfg->ok || cfg->planned || c == s->active || c == keep) continue;
     if (lru < 0 || cfg->last_used < s->configs[lru].last_used) lru = c;
   }
   if (lru >= 0) s->configs[lru].ok = false; /* no switch to it from here on */
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   if (lru < 0) return false;
   char a[256];
   pr_plan_format(&s->configs[lru].plan, a, sizeof a);
@@ -424,87 +392,110 @@ static bool evict_one(pr_sched_t *s, int keep) {
   return true;
 }
 
+/* The prepared config with plan's instances, or -1; free_slot receives the
+ * first free slot (-1 when none). qlock held. */
+static int find_config(pr_sched_t *s, const pr_plan_t *plan, int *free_slot) {
+  assert(pr_lock_held(&s->qlock));
+  *free_slot = -1;
+  int used = 0;
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
+    config_t *cfg = &s->configs[c];
+    if (!cfg->used) {
+      if (*free_slot < 0) *free_slot = c;
+      continue;
+    }
+    used++;
+    if (cfg->ok && same_plan(&cfg->plan, plan)) return c;
+  }
+  assert(*free_slot >= 0 && used <= s->cfg.max_plans);
+  return -1;
+}
+
+static bool plan_fits(const pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  int need = 0;
+  for (int k = 0; k < plan->n_instances; k++) {
+    const pr_plan_instance_t *pi = &plan->instances[k];
+    if (pi->threads > PR_WORKER_MAX_THREADS) {
+      pr_errf(err, err_len, "an instance has %d threads, at most %d", pi->threads,
+              PR_WORKER_MAX_THREADS);
+      return false;
+    }
+    if (pi->first_core + pi->threads > need) need = pi->first_core + pi->threads;
+  }
+  if (need > s->n_cpus || plan->n_instances < 1) {
+    pr_errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
+    return false;
+  }
+  return true;
+}
+
+/* Starts the workers of config idx (its slot claimed) and waits until each
+ * prepared its sessions; false with err when one could not. admin held. */
+static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
+  assert(pr_lock_held(&s->admin));
+  config_t *cfg = &s->configs[idx];
+  const pr_plan_t *plan = &cfg->plan;
+  pr_lock(&s->qlock);
+  int started_before = s->started;
+  pr_unlock(&s->qlock);
+  pr_status_t st = PR_OK;
+  for (int k = 0; k < plan->n_instances && !st; k++) {
+    worker_t *w = &cfg->workers[k];
+    const pr_plan_instance_t *pi = &plan->instances[k];
+    w->s = s;
+    w->config = idx;
+    w->batch = pi->batch;
+    st = pr_worker_init(&w->w, k, s->model, s->cpus + pi->first_core, pi->threads, &s->base, err,
+                        err_len);
+    if (!st && (st = pr_worker_start(&w->w, worker_main, w)))
+      pr_errf(err, err_len, "cannot start an instance thread");
+    if (!st) cfg->n_workers++;
+  }
+  pr_lock(&s->qlock);
+  while (s->started < started_before + cfg->n_workers) pr_lock_wait(&s->qlock, &s->qcond);
+  pr_unlock(&s->qlock);
+  for (int k = 0; k < cfg->n_workers && !st; k++)
+    if ((st = cfg->workers[k].w.status))
+      pr_errf(err, err_len, "instance %d: %s", k, cfg->workers[k].w.err);
+  return !st;
+}
+
 /* add_plan with admin held. The new plan starts in a free slot first (one is
  * always free: at most max_plans < PR_SCHED_MAX_CONFIGS are kept), so a plan
  * that fails to start changes nothing; only once it runs is the least
  * recently used hand-pinned plan evicted when over the bound. Planned configs
- * (the autoscaler's) are never evicted. */
+ * (the autoscaler's) are never evicted. Every session the plan's instances
+ * will run is compiled here, before the config can be switched to. */
 static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  int need = 0;
-  for (int k = 0; k < plan->n_instances; k++)
-    if (plan->instances[k].first_core + plan->instances[k].threads > need)
-      need = plan->instances[k].first_core + plan->instances[k].threads;
-  if (need > s->n_cpus || plan->n_instances < 1) {
-    pr_errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
-    return -1;
-  }
-  for (int k = 0; k < plan->n_instances; k++)
-    if (plan->instances[k].threads > (int)(sizeof s->configs[0].workers->cpus / sizeof(int))) {
-      pr_errf(err, err_len, "an instance has %d threads, at most %zu", plan->instances[k].threads,
-              sizeof s->configs[0].workers->cpus / sizeof(int));
-      return -1;
-    }
-  int free_slot = -1, used = 0;
-  pthread_mutex_lock(&s->qlock);
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
-    config_t *cfg = &s->configs[c];
-    if (!cfg->used) {
-      if (free_slot < 0) free_slot = c;
-      continue;
-    }
-    used++;
-    if (cfg->ok && same_plan(&cfg->plan, plan)) {
-      cfg->last_used = pr_now();
-      pthread_mutex_unlock(&s->qlock);
-      return c;
-    }
-  }
-  pthread_mutex_unlock(&s->qlock);
-  assert(free_slot >= 0 && used <= s->cfg.max_plans);
+  assert(pr_lock_held(&s->admin));
+  if (!plan_fits(s, plan, err, err_len)) return -1;
+  int idx;
+  pr_lock(&s->qlock);
+  int have = find_config(s, plan, &idx);
+  if (have >= 0) s->configs[have].last_used = pr_now();
+  pr_unlock(&s->qlock);
+  if (have >= 0) return have;
   worker_t *ws = calloc((size_t)plan->n_instances, sizeof *ws);
   if (!ws) {
     pr_errf(err, err_len, "out of memory");
     return -1;
   }
-  int idx = free_slot;
   config_t *cfg = &s->configs[idx];
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   cfg->plan = *plan;
   cfg->workers = ws;
   cfg->n_workers = 0;
   cfg->used = true; /* workers check `active`, which is never idx yet */
   cfg->planned = plan->latency_ms > 0;
   cfg->last_used = pr_now();
-  int started_before = s->started;
-  pthread_mutex_unlock(&s->qlock);
-  for (int k = 0; k < plan->n_instances; k++) {
-    worker_t *w = &ws[k];
-    w->s = s;
-    w->config = idx;
-    w->index = k;
-    w->threads = plan->instances[k].threads;
-    w->batch = plan->instances[k].batch;
-    memcpy(w->cpus, s->cpus + plan->instances[k].first_core, sizeof(int) * (size_t)w->threads);
-    if (pthread_create(&w->thread, NULL, worker_main, w)) break;
-    cfg->n_workers++;
-  }
-  pthread_mutex_lock(&s->qlock);
-  while (s->started < started_before + cfg->n_workers) pthread_cond_wait(&s->qcond, &s->qlock);
-  pthread_mutex_unlock(&s->qlock);
-  int bad = -1;
-  for (int k = 0; k < cfg->n_workers && bad < 0; k++)
-    if (ws[k].status) bad = k;
-  if (bad >= 0 || cfg->n_workers < plan->n_instances) {
-    if (bad >= 0)
-      pr_errf(err, err_len, "instance %d: %s", bad, ws[bad].err);
-    else
-      pr_errf(err, err_len, "cannot start an instance thread");
+  pr_unlock(&s->qlock);
+  if (!start_config(s, idx, err, err_len)) {
     retire_config(s, idx);
     return -1;
   }
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   cfg->ok = true;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   return idx;
 }
 
@@ -514,9 +505,9 @@ static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size
 static bool trim_locked(pr_sched_t *s, int keep) {
   for (;;) {
     int used = 0;
-    pthread_mutex_lock(&s->qlock);
+    pr_lock(&s->qlock);
     for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) used += s->configs[c].used;
-    pthread_mutex_unlock(&s->qlock);
+    pr_unlock(&s->qlock);
     if (used <= s->cfg.max_plans) return true;
     if (!evict_one(s, keep)) return false;
   }
@@ -524,9 +515,9 @@ static bool trim_locked(pr_sched_t *s, int keep) {
 
 /* Undoes add_plan_locked of a config that never became active. */
 static void drop_new(pr_sched_t *s, int idx, char *err, size_t err_len) {
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   s->configs[idx].ok = false;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   retire_config(s, idx);
   pr_errf(err, err_len,
           "%d plans are prepared, the most kept (--max-prepared-plans), and none can be evicted "
@@ -535,43 +526,40 @@ static void drop_new(pr_sched_t *s, int idx, char *err, size_t err_len) {
 }
 
 int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  pthread_mutex_lock(&s->admin);
+  pr_lock(&s->admin);
   int idx = add_plan_locked(s, plan, err, err_len);
   if (idx >= 0 && idx != pr_sched_active(s) && !trim_locked(s, idx)) {
     drop_new(s, idx, err, err_len);
     idx = -1;
   }
-  pthread_mutex_unlock(&s->admin);
+  pr_unlock(&s->admin);
   return idx;
 }
 
-pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_plans, int active,
-                            const int *cpus, int n_cpus, const pr_session_options_t *base,
-                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err,
-                            size_t err_len) {
-  *out = NULL;
+static pr_status_t check_create(pr_model_t *model, int n_plans, int *max_plans,
+                                const pr_sched_config_t *cfg, char *err, size_t err_len) {
   int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
   if (n_in > PR_SCHED_MAX_IO || n_out > PR_SCHED_MAX_IO || n_in < 1) {
     pr_errf(err, err_len, "models with 1 to %d inputs and outputs are served", PR_SCHED_MAX_IO);
     return PR_ERR_UNSUPPORTED;
   }
-  int max_plans = cfg->max_plans > 0 ? cfg->max_plans : PR_SCHED_MAX_CONFIGS - 1;
-  if (max_plans < 2 || max_plans >= PR_SCHED_MAX_CONFIGS) {
+  *max_plans = cfg->max_plans > 0 ? cfg->max_plans : PR_SCHED_MAX_CONFIGS - 1;
+  if (*max_plans < 2 || *max_plans >= PR_SCHED_MAX_CONFIGS) {
     pr_errf(err, err_len, "max prepared plans must be 2..%d", PR_SCHED_MAX_CONFIGS - 1);
     return PR_ERR_INVALID;
   }
-  if (n_plans < 1 || n_plans > max_plans) {
+  if (n_plans < 1 || n_plans > *max_plans) {
     pr_errf(err, err_len, "%d plans to prepare, between 1 and the limit of %d expected", n_plans,
-            max_plans);
+            *max_plans);
     return PR_ERR_INVALID;
   }
-  pr_sched_t *s = calloc(1, sizeof *s);
-  if (!s) return PR_ERR_NOMEM;
-  s->model = model;
-  s->cfg = *cfg;
-  s->cfg.max_plans = max_plans;
+  return PR_OK;
+}
+
+/* Copies the session options (and the named dims they point to, which are
+ * the caller's) into s. */
+static void keep_base(pr_sched_t *s, const pr_session_options_t *base) {
   s->base = base ? *base : pr_session_options_default();
-  /* the named dims are the caller's: keep a copy */
   s->base.n_dims = s->base.n_dims < 8 ? s->base.n_dims : 8;
   for (int i = 0; i < s->base.n_dims; i++) {
     snprintf(s->dim_names[i], sizeof s->dim_names[i], "%s", base->dim_names[i]);
@@ -580,35 +568,61 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   }
   s->base.dim_names = s->dim_name_ptrs;
   s->base.dim_values = s->dim_values;
-  s->n_in = n_in;
-  s->n_out = n_out;
-  s->n_cpus = n_cpus < 4096 ? n_cpus : 4096;
-  memcpy(s->cpus, cpus, sizeof(int) * (size_t)s->n_cpus);
-  pthread_mutex_init(&s->admin, NULL);
-  pthread_mutex_init(&s->qlock, NULL);
-  cond_init_monotonic(&s->qcond);
-  s->active = -1;
-  pr_hist_init(&s->stats.request_s, pr_latency_bounds, pr_latency_n_bounds);
-  pr_hist_init(&s->stats.queue_s, pr_latency_bounds, pr_latency_n_bounds);
-  pr_hist_init(&s->stats.compute_s, pr_latency_bounds, pr_latency_n_bounds);
-  pr_hist_init(&s->stats.batch, pr_batch_bounds, pr_batch_n_bounds);
-  pr_hist_init(&s->stats.switch_s, pr_latency_bounds, pr_latency_n_bounds);
-  /* input shapes at batch 1 tell every dim but the batch */
+}
+
+/* Input shapes at batch 1 tell every dim but the batch: they become the
+ * shapes every instance's sessions are compiled for (axis 0 replaced). */
+static pr_status_t probe_inputs(pr_sched_t *s, char *err, size_t err_len) {
   pr_session_options_t probe = s->base;
   probe.batch = 1;
   pr_session_t *ps;
-  pr_status_t st = pr_engine_session_create(model, &probe, &ps, err, err_len);
-  if (st) {
-    pr_sched_destroy(s);
-    return st;
-  }
-  for (int i = 0; i < n_in; i++) {
+  pr_status_t st = pr_engine_session_create(s->model, &probe, &ps, err, err_len);
+  if (st) return st;
+  for (int i = 0; i < s->n_in; i++) {
     pr_engine_session_input(ps, i, &s->in_info[i]);
     if (s->in_info[i].rank < 1) st = PR_ERR_UNSUPPORTED;
   }
   pr_engine_session_destroy(ps);
   if (st) {
     pr_errf(err, err_len, "every input needs a batch axis");
+    return st;
+  }
+  s->base.input_shapes = s->in_info;
+  return PR_OK;
+}
+
+static void init_stats(pr_sched_stats_t *st) {
+  pr_hist_init(&st->request_s, pr_latency_bounds, pr_latency_n_bounds);
+  pr_hist_init(&st->queue_s, pr_latency_bounds, pr_latency_n_bounds);
+  pr_hist_init(&st->compute_s, pr_latency_bounds, pr_latency_n_bounds);
+  pr_hist_init(&st->batch, pr_batch_bounds, pr_batch_n_bounds);
+  pr_hist_init(&st->switch_s, pr_latency_bounds, pr_latency_n_bounds);
+}
+
+pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_plans, int active,
+                            const int *cpus, int n_cpus, const pr_session_options_t *base,
+                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err,
+                            size_t err_len) {
+  *out = NULL;
+  int max_plans;
+  pr_status_t st = check_create(model, n_plans, &max_plans, cfg, err, err_len);
+  if (st) return st;
+  pr_sched_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  s->model = model;
+  s->cfg = *cfg;
+  s->cfg.max_plans = max_plans;
+  keep_base(s, base);
+  s->n_in = pr_engine_model_num_inputs(model);
+  s->n_out = pr_engine_model_num_outputs(model);
+  s->n_cpus = n_cpus < 4096 ? n_cpus : 4096;
+  memcpy(s->cpus, cpus, sizeof(int) * (size_t)s->n_cpus);
+  pr_lock_init(&s->admin);
+  pr_lock_init(&s->qlock);
+  cond_init_monotonic(&s->qcond);
+  s->active = -1;
+  init_stats(&s->stats);
+  if ((st = probe_inputs(s, err, err_len))) {
     pr_sched_destroy(s);
     return st;
   }
@@ -621,37 +635,33 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
     }
     if (i == active || first < 0) first = idx;
   }
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   s->active = first;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   *out = s;
   return PR_OK;
 }
 
 void pr_sched_destroy(pr_sched_t *s) {
   if (!s) return;
-  pthread_mutex_lock(&s->admin);
+  pr_lock(&s->admin);
   set_auto_locked(s, false, 0, 0);
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   s->stop = true;
   pthread_cond_broadcast(&s->qcond);
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   /* the active config drains the queue, the others leave at once */
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-    for (int k = 0; k < s->configs[c].n_workers; k++)
-      pthread_join(s->configs[c].workers[k].thread, NULL);
+    for (int k = 0; k < s->configs[c].n_workers; k++) pr_worker_join(&s->configs[c].workers[k].w);
   /* instances that failed to start leave requests behind: fail them */
   for (pr_request_t *r = s->head, *next; r; r = next) {
     next = r->next;
     complete(r, PR_ERR_BUSY, "model unloaded");
   }
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
-    for (int k = 0; k < s->configs[c].n_workers; k++) free_sizes(&s->configs[c].workers[k]);
-    free(s->configs[c].workers);
-  }
-  pthread_mutex_unlock(&s->admin);
-  pthread_mutex_destroy(&s->admin);
-  pthread_mutex_destroy(&s->qlock);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) free(s->configs[c].workers);
+  pr_unlock(&s->admin);
+  pr_lock_destroy(&s->admin);
+  pr_lock_destroy(&s->qlock);
   pthread_cond_destroy(&s->qcond);
   free(s);
 }
@@ -660,9 +670,9 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   r->t_enqueue = pr_now();
   r->deadline = s->cfg.timeout_s > 0 ? r->t_enqueue + s->cfg.timeout_s : 0;
   r->next = NULL;
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   if (s->stop || s->depth >= s->cfg.queue_capacity) {
-    pthread_mutex_unlock(&s->qlock);
+    pr_unlock(&s->qlock);
     atomic_fetch_add(&s->stats.rejected, 1);
     return PR_ERR_BUSY;
   }
@@ -675,56 +685,56 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   atomic_fetch_add(&s->stats.arrivals, 1);
   /* broadcast: parked workers of other configs share the condition variable */
   pthread_cond_broadcast(&s->qcond);
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   return PR_OK;
 }
 
 int pr_sched_queue_depth(pr_sched_t *s) {
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   int d = s->depth;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   return d;
 }
 
 int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, int max, int *active) {
   int n = 0;
   *active = -1;
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS && n < max; c++) {
     if (!s->configs[c].ok) continue;
     if (c == s->active) *active = n;
     plans[n++] = s->configs[c].plan;
   }
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   return n;
 }
 
 void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out) {
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   *out = s->configs[s->active].plan;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
 }
 
 int pr_sched_active(pr_sched_t *s) {
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   int a = s->active;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   return a;
 }
 
 int pr_sched_num_configs(pr_sched_t *s) {
   int n = 0;
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) n += s->configs[c].ok;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   return n;
 }
 
 pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
   double t0 = pr_now();
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   if (index < 0 || index >= PR_SCHED_MAX_CONFIGS || !s->configs[index].ok) {
-    pthread_mutex_unlock(&s->qlock);
+    pr_unlock(&s->qlock);
     return PR_ERR_INVALID;
   }
   int old = s->active;
@@ -736,7 +746,7 @@ pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
     pr_plan_format(&s->configs[old].plan, a, sizeof a);
     pr_plan_format(&s->configs[index].plan, b, sizeof b);
   }
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   double dt = pr_now() - t0;
   if (old != index) {
     atomic_fetch_add(&s->stats.reconfigurations, 1);
@@ -753,7 +763,7 @@ static void *auto_main(void *arg) {
   pr_estimator_t e;
   /* the configs' planned batches, powers of two, ascending */
   int lo = 1 << 30, hi = 1;
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
     if (!s->configs[c].ok || !s->configs[c].planned) continue;
     int b = s->configs[c].plan.batch;
@@ -770,17 +780,17 @@ static void *auto_main(void *arg) {
         e.latency_s[k] = s->configs[c].plan.latency_ms * 1e-3;
   }
   e.target = s->configs[s->active].plan.batch;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   uint64_t arrivals0 = atomic_load(&s->stats.arrivals);
   for (;;) {
     int samples[20];
     for (int i = 0; i < 20; i++) {
       struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(window / 20 * 1e9)};
       nanosleep(&ts, NULL);
-      pthread_mutex_lock(&s->qlock);
+      pr_lock(&s->qlock);
       bool stop = s->auto_stop;
       samples[i] = s->depth;
-      pthread_mutex_unlock(&s->qlock);
+      pr_unlock(&s->qlock);
       if (stop) return NULL;
     }
     uint64_t arrivals = atomic_load(&s->stats.arrivals);
@@ -788,13 +798,13 @@ static void *auto_main(void *arg) {
     arrivals0 = arrivals;
     int target = pr_estimator_update(&e, &w);
     int best = -1;
-    pthread_mutex_lock(&s->qlock);
+    pr_lock(&s->qlock);
     for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
       if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == target &&
           best < 0)
         best = c;
     bool on = s->auto_on, change = best >= 0 && best != s->active;
-    pthread_mutex_unlock(&s->qlock);
+    pr_unlock(&s->qlock);
     if (on && change) {
       char why[96];
       snprintf(why, sizeof why, "target batch %d at %.1f requests/s", target, w.arrivals_per_s);
@@ -806,12 +816,12 @@ static void *auto_main(void *arg) {
 /* set_auto with admin held. Following the load needs two planned configs
  * (made by the optimizer, their latencies known). */
 static pr_status_t set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s) {
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   int planned = 0;
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
     planned += s->configs[c].ok && s->configs[c].planned;
   if (on && planned < 2) {
-    pthread_mutex_unlock(&s->qlock);
+    pr_unlock(&s->qlock);
     return PR_ERR_INVALID;
   }
   bool running = s->auto_running;
@@ -823,25 +833,25 @@ static pr_status_t set_auto_locked(pr_sched_t *s, bool on, int estimator, double
     s->auto_running = pthread_create(&s->auto_thread, NULL, auto_main, s) == 0;
   }
   if (!on && running) s->auto_stop = true;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   if (!on && running) {
     pthread_join(s->auto_thread, NULL);
-    pthread_mutex_lock(&s->qlock);
+    pr_lock(&s->qlock);
     s->auto_running = false;
-    pthread_mutex_unlock(&s->qlock);
+    pr_unlock(&s->qlock);
   }
   return PR_OK;
 }
 
 pr_status_t pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
-  pthread_mutex_lock(&s->admin);
+  pr_lock(&s->admin);
   pr_status_t st = set_auto_locked(s, on, estimator, window_s);
-  pthread_mutex_unlock(&s->admin);
+  pr_unlock(&s->admin);
   return st;
 }
 
 pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  pthread_mutex_lock(&s->admin);
+  pr_lock(&s->admin);
   /* the autoscaler stops first, so it switches nowhere while plans change */
   bool was_auto = pr_sched_auto(s);
   set_auto_locked(s, false, 0, 0);
@@ -856,14 +866,14 @@ pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t
     st = PR_ERR_BUSY;
   }
   if (st && was_auto) set_auto_locked(s, true, s->estimator, s->window_s); /* as it was */
-  pthread_mutex_unlock(&s->admin);
+  pr_unlock(&s->admin);
   return st;
 }
 
 bool pr_sched_auto(pr_sched_t *s) {
-  pthread_mutex_lock(&s->qlock);
+  pr_lock(&s->qlock);
   bool on = s->auto_on;
-  pthread_mutex_unlock(&s->qlock);
+  pr_unlock(&s->qlock);
   return on;
 }
 

@@ -16,11 +16,13 @@
  * Prepared configs are bounded (pr_sched_config_t.max_plans): a plan pinned
  * beyond the bound evicts the least recently used pinned config that is not
  * active, once the new one runs; the autoscaler's planned configs stay.
- * An instance prepares sessions for powers of two up to its planned batch
- * and that batch before it goes live; a batch of fewer rows runs padded on
- * the next prepared size. A request with more rows than the instance's batch
- * (it runs alone) compiles the next power of two, at most the max batch,
- * once, on first use: at most log2(max batch) + 2 sessions an instance.
+ * An instance prepares sessions (runtime/worker.h) for powers of two up to
+ * its planned batch and that batch before its config can go live; no
+ * session is ever compiled on a request's path. A batch of fewer rows runs
+ * padded on the next prepared size; a request with more rows than the
+ * instance's batch (it runs alone) runs in chunks of the largest prepared
+ * size, the last one on the smallest size that holds it: at most
+ * log2(batch) + 2 sessions an instance.
  *
  * Threads and locks: `admin` serializes everything that adds, evicts or
  * retires configs and starts or stops the autoscaler (plan posts from any

@@ -176,8 +176,9 @@ static int run_test(const char *dir, int threads, char *why, size_t why_len) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr,
-            "usage: conformance DIR [--threads T] [--filter SUBSTRING] [--verbose] [--json FILE]\n");
+    fprintf(
+        stderr,
+        "usage: conformance DIR [--threads T] [--filter SUBSTRING] [--verbose] [--json FILE]\n");
     return 2;
   }
   const char *root = argv[1], *filter = NULL, *json_path = NULL;
@@ -230,8 +231,9 @@ int main(int argc, char **argv) {
       skipped++;
       printf("LEFT OUT %s: %s\n", names[i], why);
     }
-    json_object_set_new(report, names[i],
-                        json_pack("{s:b, s:b, s:s}", "pass", r == 0, "left_out", r == 2, "why", why));
+    json_object_set_new(
+        report, names[i],
+        json_pack("{s:b, s:b, s:s}", "pass", r == 0, "left_out", r == 2, "why", why));
     free(names[i]);
   }
   free(names);

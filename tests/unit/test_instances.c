@@ -17,7 +17,7 @@
 #include "model_builder.h"
 #include "packrat/engine.h"
 #include "packrat/profiler.h"
-#include "server/instances.h"
+#include "runtime/instances.h"
 
 /* x[batch, 64] -> MatMul(W[64, 16]) -> Add(b) -> Softmax -> y[batch, 16] */
 static pr_model_t *small_model(void) {
@@ -37,6 +37,18 @@ static pr_model_t *small_model(void) {
   pr_model_t *m = mb_load(b, err, sizeof err);
   if (!m) fail_msg("%s", err);
   return m;
+}
+
+/* Instances for plan's list (the runtime takes the three numbers of each). */
+static pr_status_t create_for(pr_model_t *m, const pr_plan_t *plan, const int *cpus, int n_cpus,
+                              const pr_session_options_t *base, pr_instances_t **x, char *err,
+                              size_t len) {
+  pr_instance_spec_t specs[8];
+  assert_true(plan->n_instances <= 8);
+  for (int k = 0; k < plan->n_instances; k++)
+    specs[k] = (pr_instance_spec_t){plan->instances[k].threads, plan->instances[k].batch,
+                                    plan->instances[k].first_core};
+  return pr_instances_create(m, specs, plan->n_instances, cpus, n_cpus, base, x, err, len);
 }
 
 static void test_plan_matches_single_session(void **state) {
@@ -61,7 +73,7 @@ static void test_plan_matches_single_session(void **state) {
     assert_int_equal(pr_plan_parse(specs[k], NULL, plan, err, sizeof err), PR_OK);
     pr_instances_t *x;
     pr_session_options_t base = pr_session_options_default();
-    assert_int_equal(pr_instances_create(m, plan, cpus, n_cpus, &base, &x, err, sizeof err), PR_OK);
+    assert_int_equal(create_for(m, plan, cpus, n_cpus, &base, &x, err, sizeof err), PR_OK);
     for (int rep = 0; rep < 3; rep++) {
       assert_int_equal(pr_instances_run(x, &in, 1, &out, 1, err, sizeof err), PR_OK);
       assert_int_equal(out.dims[0], B);
@@ -86,8 +98,7 @@ static void test_bad_plans(void **state) {
   pr_plan_t *plan = malloc(sizeof *plan);
   pr_instances_t *x = NULL;
   assert_int_equal(pr_plan_parse("2x4", NULL, plan, err, sizeof err), PR_OK);
-  assert_int_equal(pr_instances_create(m, plan, cpus, 1, NULL, &x, err, sizeof err),
-                   PR_ERR_INVALID);
+  assert_int_equal(create_for(m, plan, cpus, 1, NULL, &x, err, sizeof err), PR_ERR_INVALID);
   assert_null(x);
   assert_non_null(strstr(err, "cores"));
   free(plan);

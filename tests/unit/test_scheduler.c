@@ -133,7 +133,52 @@ static void test_switch_under_submits(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* One request of `rows` rows through s; its output checked against -input. */
+static void run_one(pr_sched_t *s, int rows) {
+  pr_request_t *r = pr_request_new();
+  r->rows = rows;
+  pr_tensor_t *t = &r->inputs[0];
+  *t = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {rows, 4}};
+  t->data = malloc(sizeof(float) * 4 * (size_t)rows);
+  for (int k = 0; k < 4 * rows; k++) ((float *)t->data)[k] = (float)k;
+  assert_int_equal(pr_sched_submit(s, r), PR_OK);
+  pr_sched_wait(s, r);
+  assert_int_equal(r->status, PR_OK);
+  assert_int_equal(r->outputs[0].dims[0], rows);
+  for (int k = 0; k < 4 * rows; k++) assert_true(((float *)r->outputs[0].data)[k] == -(float)k);
+  pr_request_free(r);
+}
+
+/* No session is compiled on the request path: an instance planned for 3
+ * rows holds sessions for 1, 2 and 3; a lone request of 8 rows runs in
+ * chunks of 3, 3 and 2 (three runs), one of 7 in 3, 3 and 1 (padded on
+ * nothing: 1 is prepared), with every row's result in place. */
+static void test_larger_request_runs_in_chunks(void **state) {
+  pr_model_t *m = neg_model();
+  int cpus[256];
+  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  char err[512];
+  pr_plan_t plan;
+  assert_int_equal(pr_plan_parse("1x3", NULL, &plan, err, sizeof err), PR_OK);
+  pr_sched_config_t cfg = {.max_batch = 8, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
+  pr_session_options_t base = pr_session_options_default();
+  pr_sched_t *s;
+  if (pr_sched_create(m, &plan, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+    fail_msg("%s", err);
+  pr_sched_stats_t *st = pr_sched_stats(s);
+  run_one(s, 8);
+  assert_int_equal(atomic_load(&st->executions), 3);
+  run_one(s, 7);
+  assert_int_equal(atomic_load(&st->executions), 6);
+  run_one(s, 2); /* fits: one run */
+  assert_int_equal(atomic_load(&st->executions), 7);
+  assert_int_equal(atomic_load(&st->rows_executed), 17);
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
+                                     cmocka_unit_test(test_larger_request_runs_in_chunks)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -727,7 +727,8 @@ static void test_values_stable_while_preparing(void **state) {
       snprintf(nm, sizeof nm, "unused%d", k);
       mb_init(b, nm, PR_DTYPE_FLOAT, 1, one, &v, sizeof v);
     }
-    int n = mb_node(b, "Conv", "conv", (const char *[]){"x", "w", NULL}, (const char *[]){"y", NULL});
+    int n =
+        mb_node(b, "Conv", "conv", (const char *[]){"x", "w", NULL}, (const char *[]){"y", NULL});
     mb_attr_ints(b, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
     mb_output(b, "y");
     char err[256];

@@ -139,7 +139,8 @@ static void weight_desc(const pr_value_t *w, int64_t group, dnnl_dims_t wd, int 
 }
 
 static pr_status_t deconv_weights(pr_compile_t *c, pr_node_t *n, deconv_state_t *s,
-                                  const dnnl_memory_desc_t *w_plain, const dnnl_memory_desc_t *w_md) {
+                                  const dnnl_memory_desc_t *w_plain,
+                                  const dnnl_memory_desc_t *w_md) {
   const pr_value_t *w = pr_in(c, n, 1);
   if (w->is_const) {
     if ((s->w_buf = pr_dnnl_weights_cached(c, n, 0, w_md, &s->w_cache))) return PR_OK;
@@ -148,7 +149,8 @@ static pr_status_t deconv_weights(pr_compile_t *c, pr_node_t *n, deconv_state_t 
   if (!(s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(w_md)))) return PR_ERR_NOMEM;
   s->w_dynamic = true;
   dnnl_primitive_desc_t rpd;
-  PR_DNNL(c, n, dnnl_reorder_primitive_desc_create(&rpd, w_plain, c->engine, w_md, c->engine, NULL));
+  PR_DNNL(c, n,
+          dnnl_reorder_primitive_desc_create(&rpd, w_plain, c->engine, w_md, c->engine, NULL));
   pr_status_t st = pr_dnnl_prim_init(c, n, &s->w_reorder, rpd);
   if (st) return st;
   pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_FROM, n->in[1], NULL, w_plain);
@@ -186,9 +188,10 @@ static pr_status_t prepare_deconv(pr_compile_t *c, pr_node_t *n) {
     PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
   }
   dnnl_deconvolution_desc_t dd;
-  PR_DNNL(c, n, dnnl_dilated_deconvolution_forward_desc_init(
-                    &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &x_any, &w_any,
-                    b ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
+  PR_DNNL(c, n,
+          dnnl_dilated_deconvolution_forward_desc_init(
+              &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &x_any, &w_any,
+              b ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
   dnnl_primitive_desc_t pd;
   if (dnnl_primitive_desc_create(&pd, &dd, NULL, c->engine, NULL) != dnnl_success)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN deconvolution kernel for this shape");

@@ -1,0 +1,88 @@
+/* A mutex that knows its owner in Debug builds, so that code can assert
+ * "this lock is held by me" (SQLite's sqlite3_mutex_held). In NDEBUG builds
+ * it is a plain pthread mutex and the checks compile away.
+ *
+ * The owner fields are written only by the thread that holds the mutex
+ * (right after taking it, right before giving it up, around condition
+ * waits), so reading them while holding it is race-free. */
+#ifndef PR_BASE_LOCK_H
+#define PR_BASE_LOCK_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
+
+typedef struct {
+  pthread_mutex_t m;
+#ifndef NDEBUG
+  pthread_t owner;
+  bool held;
+#endif
+} pr_lock_t;
+
+static inline void pr_lock_init(pr_lock_t *l) {
+  pthread_mutex_init(&l->m, NULL);
+#ifndef NDEBUG
+  l->held = false;
+#endif
+}
+
+static inline void pr_lock_destroy(pr_lock_t *l) {
+  pthread_mutex_destroy(&l->m);
+}
+
+static inline void pr_lock__mine(pr_lock_t *l) {
+#ifndef NDEBUG
+  l->owner = pthread_self();
+  l->held = true;
+#else
+  (void)l;
+#endif
+}
+
+static inline void pr_lock__release(pr_lock_t *l) {
+#ifndef NDEBUG
+  assert(l->held && pthread_equal(l->owner, pthread_self()));
+  l->held = false;
+#else
+  (void)l;
+#endif
+}
+
+static inline void pr_lock(pr_lock_t *l) {
+  pthread_mutex_lock(&l->m);
+  pr_lock__mine(l);
+}
+
+static inline void pr_unlock(pr_lock_t *l) {
+  pr_lock__release(l);
+  pthread_mutex_unlock(&l->m);
+}
+
+/* True when the calling thread holds l (always true in NDEBUG builds: for
+ * assert only). */
+static inline bool pr_lock_held(pr_lock_t *l) {
+#ifndef NDEBUG
+  return l->held && pthread_equal(l->owner, pthread_self());
+#else
+  (void)l;
+  return true;
+#endif
+}
+
+static inline void pr_lock_wait(pr_lock_t *l, pthread_cond_t *c) {
+  pr_lock__release(l);
+  pthread_cond_wait(c, &l->m);
+  pr_lock__mine(l);
+}
+
+/* Returns pthread_cond_timedwait's result (ETIMEDOUT when `until` passed). */
+static inline int pr_lock_timedwait(pr_lock_t *l, pthread_cond_t *c, const struct timespec *until) {
+  pr_lock__release(l);
+  int rc = pthread_cond_timedwait(c, &l->m, until);
+  pr_lock__mine(l);
+  return rc;
+}
+
+#endif

@@ -1,0 +1,29 @@
+/* Flag parsing shared by the packrat subcommands: integer values, --dim
+ * NAME=N. Each helper exits with status 2 and a message on stderr when a
+ * value is invalid (command-line usage errors, never library errors). */
+#ifndef PR_CLI_ARGS_H
+#define PR_CLI_ARGS_H
+
+#include <stdint.h>
+
+#include "packrat/engine.h"
+
+/* Parse a positive integer flag value; exits with a message when invalid. */
+long pr_cli_parse_long(const char *flag, const char *val, long min, long max);
+
+/* --dim NAME=N: values of named symbolic dimensions other than the batch. */
+#define PR_CLI_MAX_DIMS 8
+typedef struct {
+  int n;
+  char names[PR_CLI_MAX_DIMS][64];
+  const char *name_ptrs[PR_CLI_MAX_DIMS]; /* names[i], for the session options */
+  int64_t values[PR_CLI_MAX_DIMS];
+} pr_cli_dims_t;
+/* Adds NAME=N from val to d; exits with a message when invalid. */
+void pr_cli_parse_dim(const char *flag, const char *val, pr_cli_dims_t *d);
+/* Points opt's dim_names/dim_values at d (d must stay in place while opt is used). */
+void pr_cli_dims_apply(const pr_cli_dims_t *d, pr_session_options_t *opt);
+#define PR_CLI_DIM_HELP \
+  "  --dim NAME=N        value of the named symbolic dimension NAME (repeatable)\n"
+
+#endif

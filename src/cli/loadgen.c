@@ -1,0 +1,434 @@
+/* The load generator of packrat bench (loadgen.h): the request, closed and
+ * open loops on libcurl, response checks. All state is in pr_load_t and
+ * the loops' own structs: no globals. */
+#include "cli/loadgen.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/util.h"
+#include "server/protocol.h"
+
+#define MAX_INFLIGHT 4096
+
+void pr_load_result_add(pr_load_result_t *r, double ms, long status) {
+  r->requests++;
+  if (status == 200) {
+    if (r->n == r->cap) {
+      r->cap = r->cap ? r->cap * 2 : 1024;
+      r->lat = realloc(r->lat, sizeof(double) * r->cap);
+    }
+    r->lat[r->n++] = ms;
+  } else {
+    r->errors++;
+  }
+  int k = status >= 200 && status < 600 ? (int)(status / 100) - 2 : 4;
+  if (k >= 0 && k < 5)
+    r->by_status[k]++;
+  else
+    r->by_status[5]++;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double pct(const pr_load_result_t *r, double p) {
+  if (!r->n) return 0;
+  size_t i = (size_t)ceil(p * (double)r->n);
+  return r->lat[i ? i - 1 : 0];
+}
+
+json_t *pr_load_result_json(pr_load_result_t *r, double seconds) {
+  qsort(r->lat, r->n, sizeof *r->lat, cmp_double);
+  return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "requests",
+                   (json_int_t)r->requests, "errors", (json_int_t)r->errors, "duration_s", seconds,
+                   "throughput_rps", seconds > 0 ? (double)r->n / seconds : 0.0, "p50_ms",
+                   pct(r, 0.5), "p90_ms", pct(r, 0.9), "p99_ms", pct(r, 0.99), "max_ms",
+                   r->n ? r->lat[r->n - 1] : 0.0, "mean_ms",
+                   r->n ? ({
+                     double s = 0;
+                     for (size_t i = 0; i < r->n; i++) s += r->lat[i];
+                     s / (double)r->n;
+                   })
+                        : 0.0);
+}
+
+/* ---- the request body ---- */
+
+static size_t collect(char *p, size_t size, size_t n, void *ud) {
+  char **buf = ud;
+  size_t old = *buf ? strlen(*buf) : 0;
+  char *nb = realloc(*buf, old + size * n + 1);
+  if (!nb) return 0;
+  memcpy(nb + old, p, size * n);
+  nb[old + size * n] = 0;
+  *buf = nb;
+  return size * n;
+}
+
+int pr_load_request_build(const char *base, const char *model, const char *input_file, bool binary,
+                          pr_load_request_t *rq) {
+  char url[2048];
+  snprintf(url, sizeof url, "%s/v2/models/%s", base, model);
+  CURL *c = curl_easy_init();
+  char *meta = NULL;
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &meta);
+  CURLcode cc = curl_easy_perform(c);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(c);
+  if (cc != CURLE_OK || status != 200 || !meta) {
+    fprintf(stderr, "packrat bench: GET %s failed (%s, status %ld)\n", url,
+            cc != CURLE_OK ? curl_easy_strerror(cc) : "HTTP", status);
+    free(meta);
+    return -1;
+  }
+  json_t *m = json_loads(meta, 0, NULL);
+  free(meta);
+  json_t *inputs = m ? json_object_get(m, "inputs") : NULL;
+  if (!json_is_array(inputs)) {
+    fprintf(stderr, "packrat bench: model metadata without inputs\n");
+    json_decref(m);
+    return -1;
+  }
+  pr_tensor_t given = {0};
+  char err[512];
+  if (input_file && pr_engine_tensor_read_file(input_file, &given, NULL, err, sizeof err)) {
+    fprintf(stderr, "packrat bench: %s\n", err);
+    json_decref(m);
+    return -1;
+  }
+  json_t *req = json_object(), *rin = json_array();
+  json_object_set_new(req, "inputs", rin);
+  char *bin = NULL;
+  size_t bin_len = 0;
+  size_t i;
+  json_t *in;
+  unsigned seed = 7;
+  json_array_foreach(inputs, i, in) {
+    const char *dt = json_string_value(json_object_get(in, "datatype"));
+    pr_tensor_t t = {.dtype = pr_proto_dtype(dt ? dt : "")};
+    json_t *shape = json_object_get(in, "shape"), *js = json_array();
+    if (!pr_dtype_size(t.dtype) || !json_is_array(shape)) {
+      fprintf(stderr, "packrat bench: input %zu has an unsupported datatype\n", i);
+      json_decref(m);
+      json_decref(req);
+      return -1;
+    }
+    if (input_file && i == 0) {
+      t = given;
+    } else {
+      t.rank = (int)json_array_size(shape);
+      for (int d = 0; d < t.rank; d++) {
+        json_int_t v = json_integer_value(json_array_get(shape, (size_t)d));
+        t.dims[d] = v < 0 ? 1 : v;
+      }
+      t.data = calloc((size_t)pr_tensor_numel(&t) + 1, pr_dtype_size(t.dtype));
+      if (t.dtype == PR_DTYPE_FLOAT)
+        for (int64_t e = 0; e < pr_tensor_numel(&t); e++) {
+          seed = seed * 1103515245u + 12345u;
+          ((float *)t.data)[e] = (float)((seed >> 8) % 2000) / 1000.f - 1.f;
+        }
+    }
+    for (int d = 0; d < t.rank; d++) json_array_append_new(js, json_integer(t.dims[d]));
+    json_t *ji =
+        json_pack("{s:s, s:s, s:o}", "name", json_string_value(json_object_get(in, "name")),
+                  "datatype", pr_proto_datatype(t.dtype), "shape", js);
+    size_t nbytes = (size_t)pr_tensor_numel(&t) * pr_dtype_size(t.dtype);
+    if (binary) {
+      json_object_set_new(ji, "parameters",
+                          json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
+      bin = realloc(bin, bin_len + nbytes + 1);
+      memcpy(bin + bin_len, t.data, nbytes);
+      bin_len += nbytes;
+    } else {
+      json_t *data = json_array();
+      for (int64_t e = 0; e < pr_tensor_numel(&t); e++) {
+        if (t.dtype == PR_DTYPE_FLOAT)
+          json_array_append_new(data, json_real(((float *)t.data)[e]));
+        else if (t.dtype == PR_DTYPE_INT64)
+          json_array_append_new(data, json_integer(((int64_t *)t.data)[e]));
+        else if (t.dtype == PR_DTYPE_INT32)
+          json_array_append_new(data, json_integer(((int32_t *)t.data)[e]));
+        else
+          json_array_append_new(data, json_integer(((uint8_t *)t.data)[e]));
+      }
+      json_object_set_new(ji, "data", data);
+    }
+    json_array_append_new(rin, ji);
+    if (!(input_file && i == 0)) free(t.data);
+  }
+  if (input_file) pr_engine_tensor_free(&given);
+  if (binary) json_object_set_new(req, "parameters", json_pack("{s:b}", "binary_data_output", 1));
+  char *js = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  json_decref(m);
+  rq->json_len = strlen(js);
+  rq->len = rq->json_len + bin_len;
+  rq->body = malloc(rq->len + 1);
+  memcpy(rq->body, js, rq->json_len);
+  if (bin_len) memcpy(rq->body + rq->json_len, bin, bin_len);
+  free(js);
+  free(bin);
+  snprintf(rq->url, sizeof rq->url, "%s/v2/models/%s/infer", base, model);
+  char h[64];
+  rq->headers = curl_slist_append(
+      NULL, binary ? "Content-Type: application/octet-stream" : "Content-Type: application/json");
+  if (binary) {
+    snprintf(h, sizeof h, "Inference-Header-Content-Length: %zu", rq->json_len);
+    rq->headers = curl_slist_append(rq->headers, h);
+  }
+  rq->headers = curl_slist_append(rq->headers, "Expect:");
+  return 0;
+}
+
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  char hlen[32]; /* Inference-Header-Content-Length of the response */
+  pr_load_t *lg;
+} body_t;
+
+static size_t body_write(char *p, size_t size, size_t n, void *ud) {
+  body_t *b = ud;
+  size_t add = size * n;
+  if (b->len + add > b->cap) {
+    size_t cap = (b->len + add) * 2;
+    char *nb = realloc(b->buf, cap);
+    if (!nb) return 0;
+    b->buf = nb;
+    b->cap = cap;
+  }
+  memcpy(b->buf + b->len, p, add);
+  b->len += add;
+  return add;
+}
+
+static size_t header_write(char *p, size_t size, size_t n, void *ud) {
+  body_t *b = ud;
+  static const char key[] = "inference-header-content-length:";
+  size_t len = size * n;
+  if (len > sizeof key && !strncasecmp(p, key, sizeof key - 1)) {
+    size_t vl = len - (sizeof key - 1);
+    if (vl >= sizeof b->hlen) vl = sizeof b->hlen - 1;
+    memcpy(b->hlen, p + sizeof key - 1, vl);
+    b->hlen[vl] = 0;
+  }
+  return len;
+}
+
+/* True when the response's first output matches the expected tensor. */
+static bool response_ok(const body_t *b) {
+  const pr_tensor_t *expect = &b->lg->expect;
+  size_t jl = b->hlen[0] ? (size_t)atoll(b->hlen) : b->len;
+  if (jl > b->len) return false;
+  size_t n = (size_t)pr_tensor_numel(expect);
+  const float *ref = expect->data;
+  double max_ref = 0, max_diff = 0;
+  if (jl < b->len) { /* binary */
+    if (b->len - jl < n * sizeof(float)) return false;
+    const char *data = b->buf + jl;
+    for (size_t i = 0; i < n; i++) {
+      float v;
+      memcpy(&v, data + i * sizeof v, sizeof v);
+      max_ref = fmax(max_ref, fabs(ref[i]));
+      double d = fabs(v - ref[i]);
+      if (!(d <= max_diff)) max_diff = d;
+    }
+  } else {
+    json_t *root = json_loadb(b->buf, b->len, 0, NULL);
+    json_t *data = json_object_get(json_array_get(json_object_get(root, "outputs"), 0), "data");
+    if (!json_is_array(data) || json_array_size(data) != n) {
+      json_decref(root);
+      return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+      max_ref = fmax(max_ref, fabs(ref[i]));
+      double d = fabs(json_number_value(json_array_get(data, i)) - ref[i]);
+      if (!(d <= max_diff)) max_diff = d;
+    }
+    json_decref(root);
+  }
+  return max_diff <= 1e-4 * max_ref;
+}
+
+/* Final status of a finished request: a 200 whose output mismatches is 0.
+ * The first few error bodies are shown on stderr. */
+static long checked_status(long status, body_t *b) {
+  if (status == 200 && b->lg->check && !response_ok(b)) {
+    atomic_fetch_add(&b->lg->mismatches, 1);
+    status = 0;
+  }
+  if (status >= 400 && status != 503 && atomic_fetch_add(&b->lg->error_samples, 1) < 3)
+    fprintf(stderr, "packrat bench: HTTP %ld: %.*s\n", status, (int)(b->len < 300 ? b->len : 300),
+            b->buf ? b->buf : "");
+  b->len = 0;
+  b->hlen[0] = 0;
+  return status;
+}
+
+static CURL *make_easy(const pr_load_request_t *rq) {
+  CURL *c = curl_easy_init();
+  curl_easy_setopt(c, CURLOPT_URL, rq->url);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, rq->body);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->len);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, rq->headers);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_write);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+  return c;
+}
+
+/* ---- closed loop ---- */
+
+typedef struct {
+  pr_load_t *lg;
+  double until;
+  pr_load_result_t res;
+} closed_t;
+
+static void *closed_main(void *arg) {
+  closed_t *w = arg;
+  CURL *c = make_easy(&w->lg->rq);
+  body_t body = {.lg = w->lg};
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &body);
+  while (pr_now() < w->until) {
+    double t0 = pr_now();
+    CURLcode cc = curl_easy_perform(c);
+    long status = 0;
+    if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    pr_load_result_add(&w->res, (pr_now() - t0) * 1e3, checked_status(status, &body));
+  }
+  free(body.buf);
+  curl_easy_cleanup(c);
+  return NULL;
+}
+
+void pr_load_closed(pr_load_t *lg, int concurrency, double until, pr_load_result_t *all) {
+  closed_t *w = calloc((size_t)concurrency, sizeof *w);
+  pthread_t *th = calloc((size_t)concurrency, sizeof *th);
+  int started = 0;
+  for (int i = 0; w && th && i < concurrency; i++) {
+    w[i].lg = lg;
+    w[i].until = until;
+    if (pthread_create(&th[i], NULL, closed_main, &w[i])) break;
+    started++;
+  }
+  for (int i = 0; i < started; i++) {
+    pthread_join(th[i], NULL);
+    for (size_t k = 0; k < w[i].res.n; k++) pr_load_result_add(all, w[i].res.lat[k], 200);
+    all->requests += w[i].res.requests - w[i].res.n;
+    all->errors += w[i].res.errors;
+    free(w[i].res.lat);
+  }
+  free(w);
+  free(th);
+}
+
+/* ---- open loop ---- */
+
+void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_result_t *all) {
+  CURLM *multi = curl_multi_init();
+  curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1024L);
+  unsigned long long seed = 0x9e3779b97f4a7c15ull;
+  double start = pr_now(), next = start, phase_end = start;
+  int phase = 0;
+  phase_end = start + phases[0].seconds;
+  int inflight = 0;
+  typedef struct {
+    double sched;
+    int phase;
+    body_t body;
+  } tag_t;
+  for (;;) {
+    double now = pr_now();
+    while (phase < n_phases && next <= now) {
+      while (phase < n_phases && next >= phase_end) {
+        phase++;
+        if (phase < n_phases) phase_end += phases[phase].seconds;
+      }
+      if (phase >= n_phases) break;
+      if (inflight < MAX_INFLIGHT) {
+        CURL *c = make_easy(&lg->rq);
+        tag_t *tag = calloc(1, sizeof *tag);
+        tag->body.lg = lg;
+        tag->sched = next;
+        tag->phase = phase;
+        curl_easy_setopt(c, CURLOPT_PRIVATE, tag);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &tag->body);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &tag->body);
+        curl_multi_add_handle(multi, c);
+        inflight++;
+      } else {
+        pr_load_result_add(&phases[phase].res, 0, 0); /* client saturated: counted as an error */
+      }
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      double u = ((double)(seed >> 11) + 1.0) / 9007199254740993.0;
+      next += -log(u) / phases[phase].rate;
+    }
+    if (phase >= n_phases && inflight == 0) break;
+    int running;
+    curl_multi_perform(multi, &running);
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(multi, &left))) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      CURL *c = msg->easy_handle;
+      tag_t *tag;
+      curl_easy_getinfo(c, CURLINFO_PRIVATE, (char **)&tag);
+      long status = 0;
+      if (msg->data.result == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+      double ms = (pr_now() - tag->sched) * 1e3;
+      status = checked_status(status, &tag->body);
+      pr_load_result_add(&phases[tag->phase].res, ms, status);
+      pr_load_result_add(all, ms, status);
+      free(tag->body.buf);
+      free(tag);
+      curl_multi_remove_handle(multi, c);
+      curl_easy_cleanup(c);
+      inflight--;
+    }
+    double wait = phase < n_phases ? next - pr_now() : 0.05;
+    int ms = wait <= 0 ? 0 : wait > 0.05 ? 50 : (int)(wait * 1e3);
+    curl_multi_poll(multi, NULL, 0, ms, NULL);
+  }
+  curl_multi_cleanup(multi);
+}
+
+/* packrat_reconfigurations_total from /metrics (summed), or -1. */
+double pr_load_scrape_reconfigurations(const char *base) {
+  char url[2048];
+  snprintf(url, sizeof url, "%s/metrics", base);
+  CURL *c = curl_easy_init();
+  char *text = NULL;
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &text);
+  CURLcode cc = curl_easy_perform(c);
+  curl_easy_cleanup(c);
+  double total = -1;
+  for (char *p = text; cc == CURLE_OK && p && (p = strstr(p, "\npackrat_reconfigurations_total"));
+       p++) {
+    char *sp = strchr(p + 1, ' ');
+    if (sp) total = (total < 0 ? 0 : total) + atof(sp + 1);
+  }
+  free(text);
+  return total;
+}
+
+void pr_load_free(pr_load_t *lg) {
+  free(lg->rq.body);
+  curl_slist_free_all(lg->rq.headers);
+  pr_engine_tensor_free(&lg->expect);
+}

@@ -1,0 +1,73 @@
+/* The load generator behind packrat bench.
+ *
+ * Closed loop (pr_load_closed): C threads, each sends its next request when
+ * the previous one is answered. Open loop (pr_load_open): Poisson arrivals
+ * at each phase's rate from one thread driving libcurl's multi interface;
+ * latency is measured from each request's scheduled arrival, so a slow
+ * server cannot hide queueing by slowing the client down.
+ *
+ * Threads: the closed loop's threads share only the pr_load_t, whose
+ * request is read-only once built and whose counters are atomic; each keeps
+ * its own result, merged after the join. */
+#ifndef PR_CLI_LOADGEN_H
+#define PR_CLI_LOADGEN_H
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "packrat/engine.h"
+
+typedef struct {
+  double *lat; /* ms of successful requests */
+  size_t n, cap;
+  uint64_t requests, errors;
+  uint64_t by_status[6]; /* 2xx..5xx, transport */
+} pr_load_result_t;
+
+typedef struct {
+  char url[2048];
+  char *body;
+  size_t len, json_len;
+  struct curl_slist *headers;
+} pr_load_request_t;
+
+typedef struct {
+  double rate, seconds;
+  pr_load_result_t res;
+} pr_load_phase_t;
+
+/* One load run: the request sent, the expected first output (when check),
+ * and what the responses showed. */
+typedef struct {
+  pr_load_request_t rq;
+  pr_tensor_t expect;
+  bool check;
+  _Atomic uint64_t mismatches; /* 200s whose output differed from expect */
+  _Atomic int error_samples;   /* error bodies shown on stderr (the first 3) */
+} pr_load_t;
+
+/* Builds the request for model at base (http://host:port) from the model's
+ * metadata and input_file (NULL: zeros), JSON or binary. 0, or 1 after a
+ * message on stderr. */
+int pr_load_request_build(const char *base, const char *model, const char *input_file, bool binary,
+                          pr_load_request_t *rq);
+
+void pr_load_result_add(pr_load_result_t *r, double ms, long status);
+/* {requests, errors, duration_s, throughput_rps, p50/p90/p99/max/mean_ms} (sorts r). */
+json_t *pr_load_result_json(pr_load_result_t *r, double seconds);
+
+/* Closed loop with `concurrency` threads until the monotonic time `until`. */
+void pr_load_closed(pr_load_t *lg, int concurrency, double until, pr_load_result_t *all);
+/* Open loop through the phases in order; each phase's result and all. */
+void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_result_t *all);
+
+/* packrat_reconfigurations_total from base's /metrics (summed), or -1. */
+double pr_load_scrape_reconfigurations(const char *base);
+
+/* Frees the request and the expected tensor. */
+void pr_load_free(pr_load_t *lg);
+
+#endif
