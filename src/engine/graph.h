@@ -39,8 +39,8 @@ typedef struct {
   int type;
   float f;
   int64_t i;
-  char *s; /* NUL-terminated copy of the bytes */
-  int n;   /* element count of floats/ints */
+  char *s; /* NUL-terminated copy of the bytes; strings: n of them one after another */
+  int n;   /* element count of floats/ints/strings */
   float *floats;
   int64_t *ints;
   pr_tensor_t *t;
@@ -227,6 +227,8 @@ const char *pr_attr_string(const pr_mnode_t *m, const char *name, const char *de
 /* ints attribute: returns count (0 when absent) and sets *vals. */
 int pr_attr_ints(const pr_mnode_t *m, const char *name, const int64_t **vals);
 int pr_attr_floats(const pr_mnode_t *m, const char *name, const float **vals);
+/* String k of a strings attribute, or NULL when out of range or not strings. */
+const char *pr_attr_strings_at(const pr_attr_t *a, int k);
 
 /* Compile helpers. */
 pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...)

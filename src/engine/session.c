@@ -187,8 +187,14 @@ static pr_status_t infer_all(pr_compile_t *c) {
     bool all_const = true;
     if (n->n_in < 1 || n->in[0] < 0) /* every operator here reads its first input */
       return pr_fail(c, n, PR_ERR_INVALID, "the first input is missing");
-    if (n->n_out < 1 || n->out[0] < 0)
-      return pr_fail(c, n, PR_ERR_INVALID, "the first output is missing");
+    if (n->n_out >= 1 && n->out[0] < 0) {
+      /* an omitted first output (RNN's Y when only Y_h is wanted) gets a
+       * scratch value: every later pass relies on output 0 */
+      int idx = pr_compile_add_value(c);
+      if (idx < 0) return PR_ERR_NOMEM;
+      n->out[0] = idx;
+    }
+    if (n->n_out < 1) return pr_fail(c, n, PR_ERR_INVALID, "the first output is missing");
     for (int k = 0; k < n->n_in; k++) {
       pr_value_t *v = pr_in(c, n, k);
       if (!v) continue;

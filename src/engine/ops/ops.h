@@ -18,7 +18,9 @@
                   X(sqrt) X(erf) X(exp) X(log) X(neg) X(abs) X(reciprocal) X(pow) X(cast) X(range) \
                       X(reduce_mean) X(reduce_sum) X(reduce_max) X(slice) X(layer_norm) \
   X(equal) X(less) X(greater) X(less_or_equal) X(greater_or_equal) X(and) X(or) X(xor) X(not) \
-  X(where) X(min) X(max) X(expand) X(constant_of_shape) X(trilu) X(cumsum) X(conv_transpose)
+  X(where) X(min) X(max) X(expand) X(constant_of_shape) X(trilu) X(cumsum) X(conv_transpose) \
+  X(nll_loss) X(sce_loss) X(rnn) X(gru) X(lstm) \
+  X(dft) X(stft) X(hann_window) X(hamming_window) X(blackman_window) X(mel_weight_matrix)
 // clang-format on
 
 #define X(name) extern const pr_op_t pr_op_##name;

@@ -51,3 +51,10 @@ int pr_attr_floats(const pr_mnode_t *m, const char *name, const float **vals) {
   *vals = a->floats;
   return a->n;
 }
+
+const char *pr_attr_strings_at(const pr_attr_t *a, int k) {
+  if (!a || a->type != PR_ATTR_STRINGS || k < 0 || k >= a->n) return NULL;
+  const char *p = a->s;
+  while (k--) p += strlen(p) + 1;
+  return p;
+}
