@@ -18,7 +18,8 @@
                   X(sqrt) X(erf) X(exp) X(log) X(neg) X(abs) X(reciprocal) X(pow) X(cast) X(range) \
                       X(reduce_mean) X(reduce_sum) X(reduce_max) X(slice) X(layer_norm) \
   X(equal) X(less) X(greater) X(less_or_equal) X(greater_or_equal) X(and) X(or) X(xor) X(not) \
-  X(where) X(min) X(max) X(expand) X(constant_of_shape) X(trilu) X(cumsum) X(conv_transpose)
+  X(where) X(min) X(max) X(expand) X(constant_of_shape) X(trilu) X(cumsum) X(conv_transpose) \
+  X(argmax) X(argmin) X(hardmax) X(topk)
 // clang-format on
 
 #define X(name) extern const pr_op_t pr_op_##name;
