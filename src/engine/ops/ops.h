@@ -19,7 +19,8 @@
                       X(reduce_mean) X(reduce_sum) X(reduce_max) X(slice) X(layer_norm) \
   X(equal) X(less) X(greater) X(less_or_equal) X(greater_or_equal) X(and) X(or) X(xor) X(not) \
   X(where) X(min) X(max) X(expand) X(constant_of_shape) X(trilu) X(cumsum) X(conv_transpose) \
-  X(argmax) X(argmin) X(hardmax) X(topk)
+  X(argmax) X(argmin) X(hardmax) X(topk) X(gather_elements) X(gather_nd) X(scatter_elements) \
+  X(scatter) X(scatter_nd)
 // clang-format on
 
 #define X(name) extern const pr_op_t pr_op_##name;
