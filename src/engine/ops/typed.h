@@ -23,16 +23,20 @@
 #include "packrat/engine.h"
 
 /* X(DTYPE, sfx, T, K) for every numeric type (bool excluded). */
-#define PR_TYPES_NUMERIC(X)                                                 \
-  X(FLOAT, f32, float, float)                                               \
-  X(DOUBLE, f64, double, double)                                            \
-  X(FLOAT16, f16, uint16_t, float)                                          \
-  X(INT8, i8, int8_t, int8_t)                                               \
-  X(INT16, i16, int16_t, int16_t)                                           \
-  X(INT32, i32, int32_t, int32_t)                                           \
-  X(INT64, i64, int64_t, int64_t) X(UINT8, u8, uint8_t, uint8_t)            \
-      X(UINT16, u16, uint16_t, uint16_t) X(UINT32, u32, uint32_t, uint32_t) \
-          X(UINT64, u64, uint64_t, uint64_t)
+// clang-format off
+#define PR_TYPES_NUMERIC(X)              \
+  X(FLOAT, f32, float, float)            \
+  X(DOUBLE, f64, double, double)         \
+  X(FLOAT16, f16, uint16_t, float)       \
+  X(INT8, i8, int8_t, int8_t)            \
+  X(INT16, i16, int16_t, int16_t)        \
+  X(INT32, i32, int32_t, int32_t)        \
+  X(INT64, i64, int64_t, int64_t)        \
+  X(UINT8, u8, uint8_t, uint8_t)         \
+  X(UINT16, u16, uint16_t, uint16_t)     \
+  X(UINT32, u32, uint32_t, uint32_t)     \
+  X(UINT64, u64, uint64_t, uint64_t)
+// clang-format on
 
 /* The numeric types and bool. */
 #define PR_TYPES_ALL(X) PR_TYPES_NUMERIC(X) X(BOOL, b8, uint8_t, uint8_t)
