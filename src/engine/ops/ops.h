@@ -20,7 +20,10 @@
   X(equal) X(less) X(greater) X(less_or_equal) X(greater_or_equal) X(and) X(or) X(xor) X(not) \
   X(where) X(min) X(max) X(expand) X(constant_of_shape) X(trilu) X(cumsum) X(conv_transpose) \
   X(nll_loss) X(sce_loss) X(rnn) X(gru) X(lstm) \
-  X(dft) X(stft) X(hann_window) X(hamming_window) X(blackman_window) X(mel_weight_matrix)
+  X(dft) X(stft) X(hann_window) X(hamming_window) X(blackman_window) X(mel_weight_matrix) \
+  X(argmax) X(argmin) X(hardmax) X(topk) X(gather_elements) X(gather_nd) X(scatter_elements) \
+  X(scatter) X(scatter_nd) X(tile) X(depth_to_space) X(space_to_depth) X(reverse_sequence) \
+  X(one_hot) X(eye_like) X(compress) X(unique) X(non_max_suppression)
 // clang-format on
 
 #define X(name) extern const pr_op_t pr_op_##name;

@@ -1,0 +1,375 @@
+#!/usr/bin/python3
+"""Node tests that ONNX's backend set lacks for the indexing and selection
+operators (ops/select.c, gather_scatter.c, rearrange.c, construct.c,
+value_shaped.c): other element types (float16, the unsigned and 64-bit
+integers at values a double cannot hold, bool), older and newer opsets, the
+ScatterElements/ScatterND max and min reductions (opset 18: left out while
+the engine stops at 17), batch_dims, omitted
+optional inputs, and indices out of range at run time (packrat writes zeros
+or skips them where ONNX Runtime fails the run).
+
+Writes one folder per test in ONNX's node-test layout (model.onnx,
+test_data_set_0/input_N.pb, output_N.pb) under OUT_DIR; expected outputs are
+computed here with numpy, following ONNX's operator documentation.
+
+usage: extra_ops.py OUT_DIR
+"""
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+RNG = np.random.default_rng(7)
+
+
+def to_onnx_type(dtype):
+    return onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(dtype)]
+
+
+def write(root, name, op, opset, inputs, outputs, attrs=None, in_names=None):
+    """inputs: list of arrays (None: an omitted optional input);
+    outputs: list of expected arrays."""
+    d = os.path.join(root, "test_extra_" + name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    names = in_names or ["in%d" % i for i in range(len(inputs))]
+    node_in = [n if a is not None else "" for n, a in zip(names, inputs)]
+    out_names = ["out%d" % i for i in range(len(outputs))]
+    node = helper.make_node(op, node_in, out_names, **(attrs or {}))
+    g_in = [
+        helper.make_tensor_value_info(n, to_onnx_type(a.dtype), a.shape)
+        for n, a in zip(names, inputs) if a is not None
+    ]
+    g_out = [
+        helper.make_tensor_value_info(n, to_onnx_type(a.dtype), a.shape)
+        for n, a in zip(out_names, outputs)
+    ]
+    graph = helper.make_graph([node], name, g_in, g_out)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    k = 0
+    for n, a in zip(names, inputs):
+        if a is None:
+            continue
+        with open(os.path.join(d, "test_data_set_0", "input_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+        k += 1
+    for i, (n, a) in enumerate(zip(out_names, outputs)):
+        with open(os.path.join(d, "test_data_set_0", "output_%d.pb" % i), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+
+
+def ints(dtype, shape, lo=-50, hi=50):
+    return RNG.integers(lo, hi, size=shape).astype(dtype)
+
+
+# values near 2^62 / 2^63 that collapse when compared as doubles
+BIG_I64 = np.array([[2**62 + 1, 2**62 + 3, 2**62 + 2], [-2**62 - 2, -2**62 - 1, -2**62 - 3]],
+                   dtype=np.int64)
+BIG_U64 = np.array([[2**63 + 1, 2**63 + 5, 2**63 + 2], [7, 2**64 - 1, 2**64 - 2]], dtype=np.uint64)
+
+
+def argext(x, axis, keepdims, last, fn):
+    if last:
+        x = np.flip(x, axis)
+        r = x.shape[axis] - 1 - fn(x, axis=axis)
+    else:
+        r = fn(x, axis=axis)
+    r = r.astype(np.int64)
+    return np.expand_dims(r, axis) if keepdims else r
+
+
+def gen_select(root):
+    cases = {
+        "f16": RNG.standard_normal((3, 4, 5)).astype(np.float16),
+        "f64": RNG.standard_normal((3, 4, 5)),
+        "i8": ints(np.int8, (3, 4, 5), -3, 3),
+        "u16": ints(np.uint16, (3, 4, 5), 0, 4),
+        "u32": ints(np.uint32, (3, 4, 5), 0, 4),
+        "i32": ints(np.int32, (3, 4, 5), -3, 3),
+    }
+    for t, x in cases.items():
+        for opset, last in ((7, False), (12, True), (13, False)):
+            for name, fn in (("argmax", np.argmax), ("argmin", np.argmin)):
+                attrs = {"axis": 1, "keepdims": 0}
+                if opset >= 12:
+                    attrs["select_last_index"] = int(last)
+                write(root, "%s_%s_opset%d" % (name, t, opset), "ArgMax" if fn is np.argmax
+                      else "ArgMin", opset, [x], [argext(x, 1, False, last, fn)], attrs)
+    for t, x in (("i64", BIG_I64), ("u64", BIG_U64)):
+        write(root, "argmax_big_" + t, "ArgMax", 13, [x], [argext(x, 1, True, False, np.argmax)],
+              {"axis": 1})
+        write(root, "argmin_big_" + t, "ArgMin", 13, [x], [argext(x, 1, True, False, np.argmin)],
+              {"axis": -1})
+        # TopK over the same values: a double compare would tie them
+        order = np.argsort(-x.astype(object), axis=1, kind="stable")[:, :2].astype(np.int64)
+        write(root, "topk_big_" + t, "TopK", 11, [x, np.array([2], np.int64)],
+              [np.take_along_axis(x, order, 1), order], {"axis": 1})
+
+    # TopK: opset 1 (attribute k), 10 (input K), 11 smallest, middle axis, ties
+    def topk(x, k, axis, largest):
+        key = -x if largest else x
+        idx = np.argsort(key, axis=axis, kind="stable").take(range(k), axis=axis)
+        return np.take_along_axis(x, idx, axis), idx.astype(np.int64)
+
+    x = ints(np.int64, (3, 6, 4), -3, 3)
+    write(root, "topk_opset7_attr_k", "TopK", 7, [x.astype(np.float32)],
+          list(map(lambda a: a, topk(x.astype(np.float32), 3, -1 + 3, True))), {"k": 3, "axis": 2})
+    write(root, "topk_opset10_axis1_ties", "TopK", 10, [x, np.array([4], np.int64)],
+          list(topk(x, 4, 1, True)), {"axis": 1})
+    for t in (np.float16, np.uint8, np.float64, np.int16):
+        xt = ints(t, (2, 7, 3), 0, 5) if np.issubdtype(t, np.integer) else \
+            RNG.standard_normal((2, 7, 3)).astype(t)
+        write(root, "topk_smallest_" + np.dtype(t).name, "TopK", 11, [xt, np.array([7], np.int64)],
+              list(topk(xt, 7, 1, False)), {"axis": 1, "largest": 0})
+    write(root, "topk_k0", "TopK", 11, [x, np.array([0], np.int64)], list(topk(x, 0, 1, True)),
+          {"axis": 1})
+
+    # Hardmax: opset 11 coerces to 2-D at axis, 13 is per axis
+    for t in (np.float32, np.float16, np.float64, np.int32):
+        x = ints(t, (2, 3, 4), -2, 2)
+        flat = x.reshape(2, 12)
+        y = np.zeros_like(flat)
+        y[np.arange(2), np.argmax(flat, axis=1)] = 1
+        write(root, "hardmax_opset11_" + np.dtype(t).name, "Hardmax", 11, [x], [y.reshape(x.shape)],
+              {"axis": 1})
+        y = np.zeros_like(x)
+        np.put_along_axis(y, np.argmax(x, axis=1)[:, None, :], 1, axis=1)
+        write(root, "hardmax_opset13_" + np.dtype(t).name, "Hardmax", 13, [x], [y], {"axis": 1})
+
+
+def gen_gather_scatter(root):
+    data = ints(np.int64, (4, 5, 3), -9, 9)
+    idx = RNG.integers(-4, 4, size=(2, 3, 3)).astype(np.int32)
+    want = np.take_along_axis(data[:, :3, :], np.where(idx < 0, idx + 4, idx), axis=0)
+    write(root, "gather_elements_int32_idx_smaller", "GatherElements", 11, [data, idx], [want],
+          {"axis": 0})
+    b = RNG.integers(0, 2, size=(3, 4)).astype(bool)
+    bi = RNG.integers(-4, 4, size=(3, 2)).astype(np.int64)
+    write(root, "gather_elements_bool", "GatherElements", 13, [b, bi],
+          [np.take_along_axis(b, np.where(bi < 0, bi + 4, bi), 1)], {"axis": -1})
+    # run-time index out of range: packrat reads zeros (ONNX Runtime fails the run)
+    bad = np.array([[0, 7], [-9, 1]], np.int64)
+    f = RNG.standard_normal((2, 3)).astype(np.float32)
+    write(root, "gather_elements_out_of_range", "GatherElements", 13, [f, bad],
+          [np.array([[f[0, 0], 0], [0, f[1, 1]]], np.float32)], {"axis": 1})
+
+    # GatherND with batch_dims 0, 1, 2 and tuples that pick single elements
+    def gather_nd(data, indices, b):
+        bshape = indices.shape[:b]
+        n = int(np.prod(bshape)) if b else 1
+        d2 = data.reshape((n,) + data.shape[b:])
+        i2 = indices.reshape((n,) + indices.shape[b:])
+        out = []
+        for k in range(n):
+            for tup in i2[k].reshape(-1, indices.shape[-1]):
+                out.append(d2[k][tuple(tup)])
+        return np.array(out, data.dtype).reshape(indices.shape[:-1] + data.shape[b + indices.shape[-1]:])
+
+    d = RNG.standard_normal((2, 3, 4, 5)).astype(np.float16)
+    i0 = np.stack([RNG.integers(-2, 2, 6), RNG.integers(-3, 3, 6)], -1).reshape(3, 2, 2)
+    write(root, "gathernd_opset11_f16", "GatherND", 11, [d, i0], [gather_nd(d, i0, 0)])
+    i1 = np.stack([RNG.integers(0, 3, 8), RNG.integers(-4, 4, 8), RNG.integers(0, 5, 8)],
+                  -1).reshape(2, 4, 3).astype(np.int32)
+    write(root, "gathernd_batch1_full_tuple", "GatherND", 12, [d, i1], [gather_nd(d, i1, 1)],
+          {"batch_dims": 1})
+    i2 = RNG.integers(0, 4, size=(2, 3, 1, 1)).astype(np.int64)
+    write(root, "gathernd_batch2", "GatherND", 13, [d, i2], [gather_nd(d, i2, 2)],
+          {"batch_dims": 2})
+
+    # ScatterElements with every reduction, duplicates included
+    def scatter_elements(data, idx, upd, axis, red):
+        out = data.copy()
+        idx = np.where(idx < 0, idx + data.shape[axis], idx)
+        for pos in np.ndindex(idx.shape):
+            tgt = list(pos)
+            tgt[axis] = idx[pos]
+            tgt = tuple(tgt)
+            u = upd[pos]
+            if red == "none":
+                out[tgt] = u
+            elif red == "add":
+                out[tgt] = out[tgt] | u if out.dtype == bool else out[tgt] + u
+            elif red == "mul":
+                out[tgt] = out[tgt] & u if out.dtype == bool else out[tgt] * u
+            elif red == "max":
+                out[tgt] = max(out[tgt], u)
+            else:
+                out[tgt] = min(out[tgt], u)
+        return out
+
+    for t in (np.int32, np.float16, np.uint8, np.int64, np.float64):
+        data = ints(t, (3, 4), 0, 5)
+        idx = RNG.integers(-3, 3, size=(4, 2)).astype(np.int64)
+        upd = ints(t, (4, 2), 0, 5)
+        for red, opset in (("mul", 16), ("max", 18), ("min", 18), ("add", 16)):
+            with np.errstate(over="ignore"):
+                want = scatter_elements(data, idx, upd, 0, red)
+            write(root, "scatter_elements_%s_%s" % (red, np.dtype(t).name), "ScatterElements",
+                  opset, [data, idx, upd], [want], {"axis": 0, "reduction": red})
+    bd = RNG.integers(0, 2, size=(3, 3)).astype(bool)
+    bu = RNG.integers(0, 2, size=(3, 2)).astype(bool)
+    bx = RNG.integers(0, 3, size=(3, 2)).astype(np.int64)
+    write(root, "scatter_elements_bool_add", "ScatterElements", 16, [bd, bx, bu],
+          [scatter_elements(bd, bx, bu, 1, "add")], {"axis": 1, "reduction": "add"})
+    data = RNG.standard_normal((3, 4)).astype(np.float32)
+    idx = np.array([[1, 0, 2, 3]], np.int32)
+    upd = RNG.standard_normal((1, 4)).astype(np.float32)
+    write(root, "scatter_opset9_int32_idx", "Scatter", 9, [data, idx, upd],
+          [scatter_elements(data, idx, upd, 1, "none")], {"axis": 1})
+    # run-time out-of-range index: skipped
+    oob = np.array([[1, 9, -1, -8]], np.int64)
+    want = data.copy()
+    want[0, 1] = upd[0, 0]
+    want[0, 3] = upd[0, 2]
+    write(root, "scatter_elements_out_of_range", "ScatterElements", 13, [data, oob, upd], [want],
+          {"axis": 1})
+
+    # ScatterND with max/min (opset 18) and slices
+    def scatter_nd(data, idx, upd, red):
+        out = data.copy()
+        m = idx.shape[-1]
+        flat_i = idx.reshape(-1, m)
+        flat_u = upd.reshape((-1,) + data.shape[m:])
+        for tup, u in zip(flat_i, flat_u):
+            t = tuple(tup)
+            if red == "none":
+                out[t] = u
+            elif red == "max":
+                out[t] = np.maximum(out[t], u)
+            elif red == "min":
+                out[t] = np.minimum(out[t], u)
+            elif red == "add":
+                out[t] = out[t] + u
+            else:
+                out[t] = out[t] * u
+        return out
+
+    data = ints(np.int64, (4, 3, 2), -9, 9)
+    idx = np.array([[1], [3], [1]], np.int64)
+    upd = ints(np.int64, (3, 3, 2), -9, 9)
+    for red in ("max", "min", "add", "mul"):
+        write(root, "scatternd_slices_" + red, "ScatterND", 18, [data, idx, upd],
+              [scatter_nd(data, idx, upd, red)], {"reduction": red})
+    idx2 = np.array([[0, 1, 1], [3, 2, 0]], np.int32)
+    upd2 = ints(np.int64, (2,), -9, 9)
+    write(root, "scatternd_opset11_elements", "ScatterND", 11, [data, idx2, upd2],
+          [scatter_nd(data, idx2, upd2, "none")])
+
+
+def gen_rearrange(root):
+    x = ints(np.int8, (2, 3, 2), -9, 9)
+    write(root, "tile_int8", "Tile", 7, [x, np.array([2, 1, 3], np.int64)], [np.tile(x, (2, 1, 3))])
+    b = RNG.integers(0, 2, size=(2, 3)).astype(bool)
+    write(root, "tile_bool_zero", "Tile", 13, [b, np.array([0, 2], np.int64)], [np.tile(b, (0, 2))])
+
+    def d2s(x, b, mode):
+        n, c, h, w = x.shape
+        if mode == "DCR":
+            t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return t.reshape(n, c // (b * b), h * b, w * b)
+
+    x = ints(np.uint8, (2, 8, 2, 3), 0, 200)
+    write(root, "depthtospace_opset7", "DepthToSpace", 7, [x], [d2s(x, 2, "DCR")], {"blocksize": 2})
+    write(root, "depthtospace_crd_u8", "DepthToSpace", 13, [x], [d2s(x, 2, "CRD")],
+          {"blocksize": 2, "mode": "CRD"})
+    y = ints(np.int64, (1, 2, 6, 9), -99, 99)
+    n, c, h, w = y.shape
+    s2d = y.reshape(n, c, h // 3, 3, w // 3, 3).transpose(0, 3, 5, 1, 2, 4).reshape(
+        n, c * 9, h // 3, w // 3)
+    write(root, "spacetodepth_opset7_i64", "SpaceToDepth", 7, [y], [s2d], {"blocksize": 3})
+
+    x = ints(np.int32, (3, 4, 2, 2), -9, 9)  # batch_axis 0, time_axis 1
+    lens = np.array([4, 0, 2], np.int64)
+    want = x.copy()
+    for bi, ln in enumerate(lens):
+        want[bi, :ln] = x[bi, :ln][::-1]
+    write(root, "reversesequence_batch0_rank4", "ReverseSequence", 10, [x, lens], [want],
+          {"batch_axis": 0, "time_axis": 1})
+
+
+def gen_construct(root):
+    idx = np.array([[1.7, -1.2, 3.9], [0.0, 5.0, -4.5]], np.float32)
+    depth = np.array(4, np.int32)
+    vals = np.array([-1, 9], np.int64)
+    ti = np.trunc(idx).astype(np.int64)
+    ti = np.where(ti < 0, ti + 4, ti)
+    hot = (np.arange(4)[None, :, None] == ti[:, None, :])
+    write(root, "onehot_float_indices_axis1", "OneHot", 11, [idx, depth, vals],
+          [np.where(hot, vals[1], vals[0]).astype(np.int64)], {"axis": 1})
+    i8 = np.array([0, 2, -3, 7], np.int8)
+    d = np.array([3.0], np.float64)
+    v = np.array([False, True])
+    ii = np.where(i8 < 0, i8 + 3, i8)
+    write(root, "onehot_opset9_bool_values", "OneHot", 9, [i8, d, v],
+          [(ii[:, None] == np.arange(3)[None, :])], {"axis": -1})
+    x = np.zeros((3, 5), np.int32)
+    for k, t in ((-1, onnx.TensorProto.BOOL), (2, onnx.TensorProto.FLOAT16),
+                 (-4, onnx.TensorProto.INT64), (7, onnx.TensorProto.DOUBLE)):
+        npt = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[t]
+        write(root, "eyelike_k%d_%s" % (k, np.dtype(npt).name), "EyeLike", 9, [x],
+              [np.eye(3, 5, k=k, dtype=npt)], {"k": k, "dtype": t})
+
+
+def gen_value_shaped(root):
+    x = ints(np.int32, (3, 4), -9, 9)
+    cond = np.array([True, False, True], bool)
+    write(root, "compress_flat_short_condition", "Compress", 11, [x, cond],
+          [np.compress(cond, x.reshape(-1))])
+    cond2 = np.array([False, True, True, False], bool)
+    write(root, "compress_axis_last_opset9", "Compress", 9, [x, cond2],
+          [np.compress(cond2, x, axis=1)], {"axis": 1})
+    write(root, "compress_axis_neg", "Compress", 11, [x, cond2[:3]],
+          [np.compress(cond2[:3], x, axis=0)], {"axis": -2})
+
+    def unique(x, axis, sorted_):
+        y, idx, inv, cnt = np.unique(x, return_index=True, return_inverse=True,
+                                     return_counts=True, axis=axis)
+        if not sorted_:
+            order = np.argsort(idx, kind="stable")
+            pos = np.empty_like(order)
+            pos[order] = np.arange(len(order))
+            y = np.take(y, order, axis=axis if axis is not None else 0)
+            idx, cnt, inv = idx[order], cnt[order], pos[inv.reshape(-1)]
+        return [y, idx.astype(np.int64), inv.reshape(-1).astype(np.int64), cnt.astype(np.int64)]
+
+    u = np.array([[3, 1, 3], [2**62 + 1, 5, 1], [3, 1, 3], [2**62, 5, 1]], np.int64)
+    write(root, "unique_i64_axis0_unsorted", "Unique", 11, [u], unique(u, 0, False),
+          {"axis": 0, "sorted": 0})
+    write(root, "unique_i64_flat_sorted", "Unique", 11, [u], unique(u, None, True))
+    h = np.array([2.5, -1, 2.5, 0, -1, 7], np.float16)
+    write(root, "unique_f16_unsorted", "Unique", 11, [h], unique(h, None, False), {"sorted": 0})
+
+    # NonMaxSuppression: center boxes, no score threshold; and no max (no output)
+    boxes = np.array([[[0.5, 0.5, 1.0, 1.0], [0.5, 0.6, 1.0, 1.0], [0.5, 0.4, 1.0, 1.0],
+                       [0.5, 10.5, 1.0, 1.0], [0.5, 10.6, 1.0, 1.0], [0.5, 100.5, 1.0, 1.0]]],
+                     np.float32)
+    scores = np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]]],
+                      np.float32)
+    want = np.array([[0, 0, 3], [0, 0, 0], [0, 0, 5], [0, 1, 5], [0, 1, 4], [0, 1, 2]], np.int64)
+    write(root, "nms_center_no_score_threshold", "NonMaxSuppression", 11,
+          [boxes, scores, np.array([3], np.int64), np.array([0.5], np.float32), None], [want],
+          {"center_point_box": 1})
+    write(root, "nms_no_max", "NonMaxSuppression", 10, [boxes, scores],
+          [np.zeros((0, 3), np.int64)])
+
+
+def main():
+    out = sys.argv[1]
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    gen_select(out)
+    gen_gather_scatter(out)
+    gen_rearrange(out)
+    gen_construct(out)
+    gen_value_shaped(out)
+    print("%d tests in %s" % (len(os.listdir(out)), out))
+
+
+if __name__ == "__main__":
+    main()
