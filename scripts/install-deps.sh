@@ -16,9 +16,12 @@ MAIN=(
 )
 # tests and benchmarks only: clang (libFuzzer), cmocka, ONNX test data,
 # promtool (inside Debian's prometheus package), curl, Node.js and npm
-# (ONNX Runtime and real models from npm at test time)
+# (ONNX Runtime and real models from npm at test time); the deploy tests'
+# nginx and HAProxy (run unprivileged from a temp folder; their system
+# services stay off, see below), mmdebstrap, strace, systemd-analyze
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev libonnx-testdata prometheus curl nodejs npm
+  nginx haproxy mmdebstrap strace systemd
 )
 pkgs=("${MAIN[@]}")
 case "${1:-}" in
@@ -47,8 +50,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  # a package's unit stays disabled: packrat's tests run promtool, never the daemon
-  if command -v systemctl >/dev/null && systemctl list-unit-files prometheus.service >/dev/null 2>&1; then
-    $SUDO systemctl disable prometheus.service >/dev/null 2>&1 || true
+  # a package's unit stays disabled: packrat's tests run promtool, nginx and
+  # haproxy themselves, never the daemons
+  if command -v systemctl >/dev/null; then
+    for unit in prometheus nginx haproxy; do
+      if systemctl list-unit-files "$unit.service" >/dev/null 2>&1; then
+        $SUDO systemctl disable "$unit.service" >/dev/null 2>&1 || true
+      fi
+    done
   fi
 fi

@@ -1,0 +1,115 @@
+"""Shared by the deploy tests: processes cleaned up on any exit, free ports,
+a tiny model repository, PASS/FAIL counting and HTTP helpers."""
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+E2E = os.path.join(HERE, "..", "e2e")
+procs = []
+tmp = tempfile.mkdtemp(prefix="packrat-deploy-")
+os.chmod(tmp, 0o755)  # the unprivileged processes the tests start read from it
+passed = failed = 0
+
+
+def cleanup():
+    for p in reversed(procs):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+atexit.register(cleanup)
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, lambda *_: sys.exit(1))
+
+
+def spawn(argv, log, **kw):
+    """Starts argv in its own process group (killed with it on exit)."""
+    p = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                         start_new_session=True, **kw)
+    procs.append(p)
+    return p
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"PASS {name}")
+    else:
+        failed += 1
+        print(f"FAIL {name}{': ' + str(detail) if detail else ''}")
+    sys.stdout.flush()
+    return ok
+
+
+def finish():
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(0 if failed == 0 else 1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_repo(path, name="mlp", config=None):
+    """path/<name>/1/model.onnx (tests/e2e/make_models.py's mlp) and its config.json."""
+    models = os.path.join(tmp, "made")
+    if not os.path.exists(os.path.join(models, "mlp.onnx")):
+        os.makedirs(models, exist_ok=True)
+        subprocess.run(["/usr/bin/python3", os.path.join(E2E, "make_models.py"), models], check=True)
+    os.makedirs(os.path.join(path, name, "1"), exist_ok=True)
+    shutil.copy(os.path.join(models, "mlp.onnx"), os.path.join(path, name, "1", "model.onnx"))
+    if config is not None:
+        with open(os.path.join(path, name, "config.json"), "w") as f:
+            json.dump(config, f)
+    for root, dirs, files in os.walk(path):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    return path
+
+
+MLP_BODY = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                                   "data": [1, 2, 3, 4]}]}).encode()
+
+
+def http(url, body=None, timeout=10.0, headers=None):
+    """(status, body bytes, headers); status 0 and the error text when no answer came."""
+    req = urllib.request.Request(url, data=body, headers=headers or {},
+                                 method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+    except Exception as e:  # connection refused, reset, timeout
+        return 0, repr(e).encode(), {}
+
+
+def wait_ready(url, proc, seconds=60.0):
+    t = time.time()
+    while time.time() - t < seconds:
+        if proc.poll() is not None:
+            return False
+        if http(url + "/v2/health/ready", timeout=2)[0] == 200:
+            return True
+        time.sleep(0.1)
+    return False
