@@ -133,7 +133,14 @@ st, body, _ = c.http(url + "/v2/models/mlp/plan")
 used = {core for i in json.loads(body)["instances"] for core in i["cores"]} if st == 200 else None
 c.check(f"the plan uses only the unit's cores {cpus}", used and used <= set(cpus), used)
 cached = [f for _, _, fs in os.walk(cache) for f in fs]
-c.check("profile cached under PACKRAT_CACHE", len(cached) > 0, cache)
+log = open(os.path.join(c.tmp, "serve.log"), errors="replace").read()
+if not cached and "suspicious points, not cached" in log:
+    # a profile measured on a busy machine is not cached (planner/profile_store.c);
+    # what this test can still check is that no write to the cache failed
+    c.check("profile cache writable (this profile was noisy, so not cached)",
+            "not cached:" not in log, log[-1000:])
+else:
+    c.check("profile cached under PACKRAT_CACHE", len(cached) > 0, cache)
 t0 = time.time()
 os.killpg(p.pid, signal.SIGTERM)  # strace passes it on to packrat
 try:
