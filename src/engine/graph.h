@@ -168,6 +168,13 @@ typedef struct pr_compile {
   bool values_fixed;
   pr_node_t *nodes;
   int n_nodes, cap_nodes;
+  /* the prepare pass (compile.c) builds the new node list here, reorders
+   * included; plain_of maps an opaque value to its row-major copy (-1) */
+  struct {
+    pr_node_t *nodes;
+    int n, cap;
+    int *plain_of;
+  } build;
   int threads;
   int opset;
   size_t max_bytes;
