@@ -1,11 +1,17 @@
-/* Element types and tensor files (.pb TensorProto and .npy). */
+/* Element types, TensorProto decoding (with external data kept inside the
+ * model's folder) and tensor files (.pb TensorProto and .npy). */
 #include "engine/tensor.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/util.h"
@@ -61,6 +67,271 @@ void pr_engine_tensor_free(pr_tensor_t *t) {
   pr_free(t->data);
   t->data = NULL;
 }
+
+/* ---- TensorProto decoding ---- */
+
+/* Where a tensor's external data is found and where errors go. */
+typedef struct {
+  const char *base_dir;
+  char *err;
+  size_t err_len;
+} decode_t;
+
+/* s (untrusted bytes) made safe to put in a message: printable ASCII kept,
+ * other bytes as '?', cut to fit out. */
+static void safe_text(const char *s, char *out, size_t len) {
+  size_t i = 0;
+  for (; s[i] && i + 1 < len; i++) out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+  out[i] = 0;
+  if (s[i] && len > 4) memcpy(out + len - 4, "...", 4);
+}
+
+static bool has_dotdot_component(const char *path) {
+  for (const char *p = path;; p++) {
+    const char *end = strchr(p, '/');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == 2 && p[0] == '.' && p[1] == '.') return true;
+    if (!end) return false;
+    p = end;
+  }
+}
+
+/* Opens the external data file `location` names, relative to the model's
+ * folder. The location is untrusted: an absolute path, a '..' component, or
+ * one that resolves (through symlinks) outside the folder is refused, so a
+ * model can only read files inside its own folder. A symlink inside the
+ * folder pointing inside it is fine. Only regular files are read. */
+static pr_status_t open_external(decode_t *L, const Onnx__TensorProto *tp, const char *location,
+                                 FILE **out) {
+  char shown[160], base[PATH_MAX], joined[2 * PATH_MAX], real[PATH_MAX];
+  safe_text(location, shown, sizeof shown);
+  if (location[0] == '/' || has_dotdot_component(location)) {
+    pr_errf(L->err, L->err_len,
+            "tensor '%s': external data location '%s' is refused (absolute or with a '..' "
+            "component)",
+            tp->name, shown);
+    return PR_ERR_INVALID;
+  }
+  const char *dir = L->base_dir ? L->base_dir : ".";
+  if (!realpath(dir, base)) {
+    pr_errf(L->err, L->err_len, "tensor '%s': cannot resolve the model's folder: %s", tp->name,
+            strerror(errno));
+    return PR_ERR_IO;
+  }
+  if ((size_t)snprintf(joined, sizeof joined, "%s/%s", base, location) >= sizeof joined) {
+    pr_errf(L->err, L->err_len, "tensor '%s': external data location '%s' too long", tp->name,
+            shown);
+    return PR_ERR_INVALID;
+  }
+  if (!realpath(joined, real)) {
+    pr_errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,
+            strerror(errno));
+    return PR_ERR_IO;
+  }
+  size_t bl = strlen(base);
+  if (strncmp(real, base, bl) || (base[bl - 1] != '/' && real[bl] != '/')) {
+    pr_errf(L->err, L->err_len,
+            "tensor '%s': external data location '%s' resolves outside the model's folder",
+            tp->name, shown);
+    return PR_ERR_INVALID;
+  }
+  /* the resolved path has no symlinks; O_NOFOLLOW refuses one swapped in
+   * since; O_NONBLOCK: a FIFO there must not block the open (it is refused
+   * below as not a regular file; reads of a regular file never block) */
+  int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+    pr_errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,
+            fd < 0 ? strerror(errno) : "not a regular file");
+    if (fd >= 0) close(fd);
+    return fd < 0 ? PR_ERR_IO : PR_ERR_INVALID;
+  }
+  if (!(*out = fdopen(fd, "rb"))) {
+    close(fd);
+    return PR_ERR_NOMEM;
+  }
+  return PR_OK;
+}
+
+static pr_status_t load_external(decode_t *L, const Onnx__TensorProto *tp, void *dst,
+                                 size_t nbytes) {
+  const char *location = NULL;
+  long long offset = 0, length = -1;
+  for (size_t i = 0; i < tp->n_external_data; i++) {
+    const char *k = tp->external_data[i]->key, *val = tp->external_data[i]->value;
+    if (!k || !val) continue;
+    if (!strcmp(k, "location"))
+      location = val;
+    else if (!strcmp(k, "offset"))
+      offset = atoll(val);
+    else if (!strcmp(k, "length"))
+      length = atoll(val);
+  }
+  if (!location || !*location) {
+    pr_errf(L->err, L->err_len, "tensor '%s': external data without a location", tp->name);
+    return PR_ERR_INVALID;
+  }
+  if (offset < 0 || (length >= 0 && (size_t)length != nbytes)) {
+    pr_errf(L->err, L->err_len, "tensor '%s': external data offset/length invalid", tp->name);
+    return PR_ERR_INVALID;
+  }
+  FILE *f;
+  pr_status_t st = open_external(L, tp, location, &f);
+  if (st) return st;
+  int ok = fseeko(f, (off_t)offset, SEEK_SET) == 0 && fread(dst, 1, nbytes, f) == nbytes;
+  fclose(f);
+  if (!ok) {
+    char shown[160];
+    safe_text(location, shown, sizeof shown);
+    pr_errf(L->err, L->err_len, "tensor '%s': external data '%s' too short", tp->name, shown);
+    return PR_ERR_IO;
+  }
+  return PR_OK;
+}
+
+/* The typed repeated field of tp (float_data, int64_data, ...) into t->data;
+ * the count of elements it holds (numel when it fits the shape). */
+static size_t decode_typed(const Onnx__TensorProto *tp, pr_tensor_t *t, size_t numel,
+                           size_t nbytes) {
+  size_t have = 0;
+  switch (t->dtype) {
+    case PR_DTYPE_FLOAT:
+      have = tp->n_float_data;
+      if (have == numel && nbytes) memcpy(t->data, tp->float_data, nbytes);
+      break;
+    case PR_DTYPE_DOUBLE:
+      have = tp->n_double_data;
+      if (have == numel && nbytes) memcpy(t->data, tp->double_data, nbytes);
+      break;
+    case PR_DTYPE_INT64:
+      have = tp->n_int64_data;
+      if (have == numel && nbytes) memcpy(t->data, tp->int64_data, nbytes);
+      break;
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64:
+      have = tp->n_uint64_data;
+      if (have == numel)
+        for (size_t i = 0; i < numel; i++) {
+          if (t->dtype == PR_DTYPE_UINT64)
+            ((uint64_t *)t->data)[i] = tp->uint64_data[i];
+          else
+            ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
+        }
+      break;
+    default: { /* int32 and narrower, bool, float16: int32_data */
+      have = tp->n_int32_data;
+      size_t esize = pr_dtype_size(t->dtype);
+      if (have == numel)
+        for (size_t i = 0; i < numel; i++) {
+          int32_t x = tp->int32_data[i];
+          switch (esize) {
+            case 1: ((uint8_t *)t->data)[i] = (uint8_t)x; break;
+            case 2: ((uint16_t *)t->data)[i] = (uint16_t)x; break;
+            default: ((int32_t *)t->data)[i] = x; break;
+          }
+        }
+      break;
+    }
+  }
+  return have;
+}
+
+/* raw_data of tp into t->data (nbytes long). */
+static pr_status_t decode_raw(const Onnx__TensorProto *tp, pr_tensor_t *t, size_t nbytes,
+                              const char *name, char *err, size_t err_len) {
+  if (tp->raw_data.len != nbytes) {
+    pr_errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
+            tp->raw_data.len, nbytes);
+    return PR_ERR_INVALID;
+  }
+  if (nbytes && ((uintptr_t)tp->raw_data.data % 16) == 0) {
+    /* take protobuf-c's copy of the bytes instead of copying them again
+     * (both come from malloc): halves the peak memory of a load */
+    pr_free(t->data);
+    t->data = tp->raw_data.data;
+    ((Onnx__TensorProto *)tp)->raw_data.data = NULL;
+    ((Onnx__TensorProto *)tp)->raw_data.len = 0;
+    ((Onnx__TensorProto *)tp)->has_raw_data = 0;
+  } else if (nbytes) {
+    memcpy(t->data, tp->raw_data.data, nbytes);
+  }
+  return PR_OK;
+}
+
+/* A new tensor of tp's type and shape, its data zeroed; *numel and *nbytes
+ * its size. */
+static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_tensor_t **out,
+                              size_t *numel, size_t *nbytes, char *err, size_t err_len) {
+  pr_dtype_t dt = (pr_dtype_t)tp->data_type;
+  size_t esize = pr_dtype_size(dt);
+  if (!esize) {
+    pr_errf(err, err_len, "tensor '%s': element type %d not supported", name, tp->data_type);
+    return PR_ERR_UNSUPPORTED;
+  }
+  if (tp->n_dims > PR_MAX_RANK) {
+    pr_errf(err, err_len, "tensor '%s': rank %zu over %d", name, tp->n_dims, PR_MAX_RANK);
+    return PR_ERR_UNSUPPORTED;
+  }
+  if (tp->segment) {
+    pr_errf(err, err_len, "tensor '%s': segmented tensors not supported", name);
+    return PR_ERR_UNSUPPORTED;
+  }
+  pr_tensor_t *t = calloc(1, sizeof *t);
+  if (!t) return PR_ERR_NOMEM;
+  t->dtype = dt;
+  t->rank = (int)tp->n_dims;
+  *numel = 1;
+  for (size_t i = 0; i < tp->n_dims; i++) {
+    if (tp->dims[i] < 0 || pr_mul_size(*numel, (size_t)tp->dims[i], numel)) {
+      pr_errf(err, err_len, "tensor '%s': bad dimension %lld", name, (long long)tp->dims[i]);
+      free(t);
+      return PR_ERR_INVALID;
+    }
+    t->dims[i] = tp->dims[i];
+  }
+  if (pr_mul_size(*numel, esize, nbytes) || *nbytes > PR_MAX_MODEL_BYTES) {
+    pr_errf(err, err_len, "tensor '%s': too large", name);
+    free(t);
+    return PR_ERR_INVALID;
+  }
+  t->data = pr_aligned_calloc(*nbytes);
+  if (!t->data) {
+    free(t);
+    return PR_ERR_NOMEM;
+  }
+  *out = t;
+  return PR_OK;
+}
+
+pr_status_t pr_tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
+                                 pr_tensor_t **out, char *err, size_t err_len) {
+  decode_t L = {.base_dir = base_dir, .err = err, .err_len = err_len};
+  const char *name = tp->name ? tp->name : "";
+  pr_tensor_t *t;
+  size_t numel, nbytes;
+  pr_status_t st = new_tensor(tp, name, &t, &numel, &nbytes, err, err_len);
+  if (st) return st;
+  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+    st = load_external(&L, tp, t->data, nbytes);
+  } else if (tp->has_raw_data) {
+    st = decode_raw(tp, t, nbytes, name, err, err_len);
+  } else {
+    size_t have = decode_typed(tp, t, numel, nbytes);
+    if (have != numel) {
+      pr_errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, have, numel);
+      st = PR_ERR_INVALID;
+    }
+  }
+  if (st) {
+    pr_engine_tensor_free(t);
+    free(t);
+    return st;
+  }
+  *out = t;
+  return PR_OK;
+}
+
+/* ---- tensor files (.npy, .pb) ---- */
 
 static const struct {
   const char *descr;
