@@ -452,49 +452,63 @@ static int trace_view(pr_compile_t *c, int value, int64_t *off, int64_t *st) {
   return src;
 }
 
-static void fuse_attention(pr_compile_t *c, int i1) {
-  pr_node_t *m1 = &c->nodes[i1];
-  const pr_value_t *qv = &c->v[m1->in[0]], *kv = &c->v[m1->in[1]], *sv = &c->v[m1->out[0]];
-  if (qv->rank != 4 || kv->rank != 4 || kv->is_const || qv->dtype != PR_DTYPE_FLOAT) return;
-  int64_t B = qv->dims[0], H = qv->dims[1], Sq = qv->dims[2], D = qv->dims[3], Sk = kv->dims[3];
-  if (kv->dims[0] != B || kv->dims[1] != H || kv->dims[2] != D) return;
-  float scale = 1.f, k;
-  int cur = m1->out[0], mask = -1, dead[6], n_dead = 0, ni;
-  dead[n_dead++] = i1;
-  ni = only_consumer(c, cur, i1);
+/* From the scores S = MatMul node i1: [Div or Mul by a scalar] -> [Add
+ * mask] -> Softmax over the last axis. Returns the Softmax node (appending
+ * the nodes before it to dead), or -1; *scale and *mask (-1: none) set. */
+static int attn_scores(pr_compile_t *c, int i1, float *scale, int *mask, int *dead, int *n_dead) {
+  const pr_value_t *sv = &c->v[c->nodes[i1].out[0]];
+  float k;
+  int cur = c->nodes[i1].out[0], ni = only_consumer(c, cur, i1);
+  *scale = 1.f;
+  *mask = -1;
   if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Div") && c->nodes[ni].in[0] == cur &&
       scalar_const(c, c->nodes[ni].in[1], &k) && k != 0.f) {
-    scale = 1.f / k;
+    *scale = 1.f / k;
   } else if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Mul") &&
              scalar_const(c, other_input(&c->nodes[ni], cur), &k)) {
-    scale = k;
+    *scale = k;
   } else {
     ni = -2;
   }
   if (ni >= 0) {
-    dead[n_dead++] = ni;
+    dead[(*n_dead)++] = ni;
     cur = c->nodes[ni].out[0];
     ni = only_consumer(c, cur, ni);
   } else {
     ni = only_consumer(c, cur, i1);
   }
   if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Add")) {
-    mask = other_input(&c->nodes[ni], cur);
-    const pr_value_t *mv = &c->v[mask];
-    if (mask == cur || mv->dtype != PR_DTYPE_FLOAT || mv->rank > 4 ||
+    int m = other_input(&c->nodes[ni], cur);
+    const pr_value_t *mv = &c->v[m];
+    if (m == cur || mv->dtype != PR_DTYPE_FLOAT || mv->rank > 4 ||
         !same_shape(&c->v[c->nodes[ni].out[0]], sv))
-      return;
+      return -1;
     for (int d = 0; d < mv->rank; d++)
-      if (mv->dims[d] != 1 && mv->dims[d] != sv->dims[d + 4 - mv->rank]) return;
-    dead[n_dead++] = ni;
+      if (mv->dims[d] != 1 && mv->dims[d] != sv->dims[d + 4 - mv->rank]) return -1;
+    *mask = m;
+    dead[(*n_dead)++] = ni;
     cur = c->nodes[ni].out[0];
     ni = only_consumer(c, cur, ni);
   }
   if (ni < 0 || strcmp(c->nodes[ni].op->name, "Softmax") ||
       pr_axis(pr_attr_int(c->nodes[ni].m, "axis", c->opset >= 13 ? -1 : 1), 4) != 3)
-    return;
+    return -1;
+  return ni;
+}
+
+static void fuse_attention(pr_compile_t *c, int i1) {
+  pr_node_t *m1 = &c->nodes[i1];
+  const pr_value_t *qv = &c->v[m1->in[0]], *kv = &c->v[m1->in[1]], *sv = &c->v[m1->out[0]];
+  if (qv->rank != 4 || kv->rank != 4 || kv->is_const || qv->dtype != PR_DTYPE_FLOAT) return;
+  int64_t B = qv->dims[0], H = qv->dims[1], Sq = qv->dims[2], D = qv->dims[3], Sk = kv->dims[3];
+  if (kv->dims[0] != B || kv->dims[1] != H || kv->dims[2] != D) return;
+  float scale;
+  int mask, dead[6], n_dead = 0;
+  dead[n_dead++] = i1;
+  int ni = attn_scores(c, i1, &scale, &mask, dead, &n_dead);
+  if (ni < 0) return;
   dead[n_dead++] = ni;
-  cur = c->nodes[ni].out[0];
+  int cur = c->nodes[ni].out[0];
   int i2 = only_consumer(c, cur, ni);
   if (i2 < 0 || strcmp(c->nodes[i2].op->name, "MatMul") || c->nodes[i2].in[0] != cur) return;
   const pr_value_t *vv = &c->v[c->nodes[i2].in[1]];

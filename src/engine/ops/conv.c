@@ -1,6 +1,7 @@
 /* Conv on oneDNN: the kernel picks the activation layout (format any), the
  * weights are reordered once at prepare (or each run when they are not
  * constant), and fused activations / residual sum run as post-ops. */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -189,45 +190,36 @@ static dnnl_format_tag_t act_tag(const pr_compile_t *c, int rank, int64_t channe
   return c->conv_block == 16 ? dnnl_nChw16c : dnnl_nChw8c;
 }
 
-static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
-  conv_state_t *s = calloc(1, sizeof *s);
-  if (!s) return PR_ERR_NOMEM;
-  n->state = s;
-  s->sum_in = n->post.sum ? n->n_in - 1 : -1;
+/* The convolution's primitive descriptor: activations in the layout
+ * act_tag chooses (or row-major for image inputs), weights and output in
+ * the kernel's choice, n's post-ops. w_plain: the row-major weights. */
+static pr_status_t create_conv_pd(pr_compile_t *c, pr_node_t *n, const conv_geom_t *g,
+                                  const dnnl_memory_desc_t *b_md, dnnl_memory_desc_t *w_plain,
+                                  dnnl_primitive_desc_t *pd) {
   pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1), *o = pr_out(c, n, 0);
-  pr_value_t *b = n->n_in > 2 && s->sum_in != 2 ? pr_in(c, n, 2) : NULL;
-  int64_t M = w->dims[0];
-  bool has_bias = b || n->bn;
-  if (n->bn) {
-    if (!(s->bias = pr_aligned_alloc(sizeof(float) * (size_t)M))) return PR_ERR_NOMEM;
-    bn_fold(c, n, M, NULL, s->bias);
-  }
-  conv_geom_t g;
-  int64_t out_sp[3];
-  pr_status_t st = conv_geom(c, n, &g, out_sp);
-  if (st) return st;
   int rank = x->rank;
   dnnl_dims_t xd, od, wd, strides, dil, pl, pr_;
   dims_of(x, xd);
   dims_of(o, od);
-  for (int k = 0; k < g.sp; k++) {
-    strides[k] = g.stride[k];
-    dil[k] = g.dil[k] - 1;
-    pl[k] = g.pad_l[k];
-    pr_[k] = g.pad_r[k];
+  for (int k = 0; k < g->sp; k++) {
+    strides[k] = g->stride[k];
+    dil[k] = g->dil[k] - 1;
+    pl[k] = g->pad_l[k];
+    pr_[k] = g->pad_r[k];
   }
   /* weights: [M, C/g, k...] or grouped [g, M/g, C/g, k...] */
-  int wrank = g.group > 1 ? rank + 1 : rank;
-  if (g.group > 1) {
-    wd[0] = g.group;
-    wd[1] = w->dims[0] / g.group;
+  int wrank = g->group > 1 ? rank + 1 : rank;
+  if (g->group > 1) {
+    wd[0] = g->group;
+    wd[1] = w->dims[0] / g->group;
     for (int k = 1; k < rank; k++) wd[k + 1] = w->dims[k];
   } else {
     dims_of(w, wd);
   }
   static const dnnl_format_tag_t plain_tags[] = {0,         0,          0,          dnnl_abc,
                                                  dnnl_abcd, dnnl_abcde, dnnl_abcdef};
-  dnnl_memory_desc_t x_any, w_any, o_any, b_md, w_plain;
+  assert(wrank >= 3 && wrank <= 6);
+  dnnl_memory_desc_t x_any, w_any, o_any;
   /* few input channels (image inputs): the kernels take row-major directly */
   bool x_plain = !x->opaque && x->dims[1] <= 4;
   if (x_plain)
@@ -236,50 +228,78 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
     PR_DNNL(c, n,
             dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, act_tag(c, rank, xd[1])));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, dnnl_f32, dnnl_format_tag_any));
-  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_plain, wrank, wd, dnnl_f32, plain_tags[wrank]));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(w_plain, wrank, wd, dnnl_f32, plain_tags[wrank]));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, act_tag(c, rank, od[1])));
-  if (has_bias) {
+  dnnl_convolution_desc_t cd;
+  PR_DNNL(c, n,
+          dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                                     dnnl_convolution_direct, &x_any, &w_any, b_md,
+                                                     &o_any, strides, dil, pl, pr_));
+  dnnl_primitive_attr_t attr;
+  pr_status_t st = pr_dnnl_post_attr(c, n, &attr);
+  if (st) return st;
+  dnnl_status_t ds = dnnl_primitive_desc_create(pd, &cd, attr, c->engine, NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (ds != dnnl_success) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN kernel (%d)", ds);
+  return PR_OK;
+}
+
+/* Weights in the kernel's layout w_md: once now when they are constant,
+ * else by a reorder before each run. */
+static pr_status_t prepare_conv_weights(pr_compile_t *c, pr_node_t *n, conv_state_t *s,
+                                        const dnnl_memory_desc_t *w_plain,
+                                        const dnnl_memory_desc_t *w_md) {
+  if (pr_in(c, n, 1)->is_const) return prepare_weights(c, n, s, w_plain, w_md);
+  if (n->bn)
+    return pr_fail(c, n, PR_ERR_INTERNAL, "BatchNormalization folded into dynamic weights");
+  if (!(s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(w_md)))) return PR_ERR_NOMEM;
+  s->w_dynamic = true;
+  dnnl_primitive_desc_t rpd;
+  PR_DNNL(c, n,
+          dnnl_reorder_primitive_desc_create(&rpd, w_plain, c->engine, w_md, c->engine, NULL));
+  pr_status_t st = pr_dnnl_prim_init(c, n, &s->w_reorder, rpd);
+  if (st) return st;
+  pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_FROM, n->in[1], NULL, w_plain);
+  pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_TO, -1, s->w_buf, w_md);
+  return PR_OK;
+}
+
+static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
+  conv_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  s->sum_in = n->post.sum ? n->n_in - 1 : -1;
+  pr_value_t *w = pr_in(c, n, 1), *o = pr_out(c, n, 0);
+  pr_value_t *b = n->n_in > 2 && s->sum_in != 2 ? pr_in(c, n, 2) : NULL;
+  int64_t M = w->dims[0];
+  if (n->bn) {
+    if (!(s->bias = pr_aligned_alloc(sizeof(float) * (size_t)M))) return PR_ERR_NOMEM;
+    bn_fold(c, n, M, NULL, s->bias);
+  }
+  conv_geom_t g;
+  int64_t out_sp[3];
+  pr_status_t st = conv_geom(c, n, &g, out_sp);
+  if (st) return st;
+  dnnl_memory_desc_t b_md, w_plain, plain;
+  if (b || n->bn) {
     dnnl_dims_t bd = {M};
     PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
   }
-  dnnl_convolution_desc_t cd;
-  PR_DNNL(c, n,
-          dnnl_dilated_convolution_forward_desc_init(
-              &cd, dnnl_forward_inference, dnnl_convolution_direct, &x_any, &w_any,
-              has_bias ? &b_md : NULL, &o_any, strides, dil, pl, pr_));
-  dnnl_primitive_attr_t attr;
-  if ((st = pr_dnnl_post_attr(c, n, &attr))) return st;
   dnnl_primitive_desc_t pd;
-  dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &cd, attr, c->engine, NULL);
-  dnnl_primitive_attr_destroy(attr);
-  if (ds != dnnl_success) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN kernel (%d)", ds);
+  if ((st = create_conv_pd(c, n, &g, b || n->bn ? &b_md : NULL, &w_plain, &pd))) return st;
   dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
   dnnl_memory_desc_t w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   if ((st = pr_dnnl_prim_init(c, n, &s->conv, pd))) return st;
+  /* o stays valid across the reorder: the value array does not move while
+   * preparing (graph.h) */
   if ((st = pr_require_md(c, n, 0, &src_md))) return st;
-  x = pr_in(c, n, 0); /* the reorder may have added a value (same array: see graph.h) */
   o->md = dst_md;
-  pr_plain_md(o, &w_any); /* reuse as scratch: the row-major md of the output */
-  o->opaque = !dnnl_memory_desc_equal(&dst_md, &w_any);
+  pr_plain_md(o, &plain);
+  o->opaque = !dnnl_memory_desc_equal(&dst_md, &plain);
   o->nbytes = dnnl_memory_desc_get_size(&dst_md);
   if (s->sum_in >= 0 && (st = pr_require_md(c, n, s->sum_in, &dst_md))) return st;
-  /* weights once into the kernel's layout */
-  w = pr_in(c, n, 1);
-  if (w->is_const) {
-    if ((st = prepare_weights(c, n, s, &w_plain, &w_md))) return st;
-  } else {
-    if (n->bn)
-      return pr_fail(c, n, PR_ERR_INTERNAL, "BatchNormalization folded into dynamic weights");
-    if (!(s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(&w_md)))) return PR_ERR_NOMEM;
-    s->w_dynamic = true;
-    dnnl_primitive_desc_t rpd;
-    PR_DNNL(c, n,
-            dnnl_reorder_primitive_desc_create(&rpd, &w_plain, c->engine, &w_md, c->engine, NULL));
-    if ((st = pr_dnnl_prim_init(c, n, &s->w_reorder, rpd))) return st;
-    pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_FROM, n->in[1], NULL, &w_plain);
-    pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_TO, -1, s->w_buf, &w_md);
-  }
+  if ((st = prepare_conv_weights(c, n, s, &w_plain, &w_md))) return st;
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_SRC, n->in[0], NULL, &src_md);
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
   if (n->bn)
@@ -287,7 +307,8 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   else if (b)
     pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
   pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
-  double macs = (double)pr_value_numel(o) * (double)(x->dims[1] / g.group);
+  /* the input (after the reorder: the same shape) */
+  double macs = (double)pr_value_numel(o) * (double)(pr_in(c, n, 0)->dims[1] / g.group);
   for (int k = 0; k < g.sp; k++) macs *= (double)g.kernel[k];
   n->flops = 2 * macs;
   return PR_OK;

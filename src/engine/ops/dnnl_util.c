@@ -154,17 +154,17 @@ static pr_status_t prepare_reorder(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-static void run_reorder(pr_exec_t *x, pr_node_t *n) {
+void pr_dnnl_run_state(pr_exec_t *x, pr_node_t *n) {
   pr_dnnl_prim_run(x, n->state);
 }
 
-static void destroy_prim(void *s) {
+void pr_dnnl_destroy_state(void *s) {
   pr_dnnl_prim_destroy(s);
   free(s);
 }
 
 const pr_op_t pr_op_reorder = {.name = "Reorder",
                                .prepare = prepare_reorder,
-                               .run = run_reorder,
-                               .destroy = destroy_prim,
+                               .run = pr_dnnl_run_state,
+                               .destroy = pr_dnnl_destroy_state,
                                .accepts_opaque = true};

@@ -32,6 +32,9 @@ void pr_dnnl_prim_add_arg(pr_dnnl_prim_t *p, int arg, int value, void *buf,
                           const dnnl_memory_desc_t *md);
 void pr_dnnl_prim_run(pr_exec_t *x, pr_dnnl_prim_t *p);
 void pr_dnnl_prim_destroy(pr_dnnl_prim_t *p);
+/* run and destroy of an op whose state is one calloc'd pr_dnnl_prim_t. */
+void pr_dnnl_run_state(pr_exec_t *x, pr_node_t *n);
+void pr_dnnl_destroy_state(void *s);
 
 /* Synchronous reorder of src (md) into dst (md). */
 pr_status_t pr_dnnl_reorder_now(dnnl_engine_t eng, const dnnl_memory_desc_t *src_md, void *src,

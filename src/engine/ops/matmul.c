@@ -1,4 +1,5 @@
-/* MatMul: numpy matmul with batch broadcasting.
+/* Matrix products: MatMul (numpy matmul with batch broadcasting) and Gemm
+ * (oneDNN sgemm).
  *
  * Two kernels. A "linear" MatMul (B a constant matrix, A with at least two
  * rows) runs as one oneDNN matmul primitive over the stacked rows of A, with
@@ -182,3 +183,57 @@ const pr_op_t pr_op_matmul = {.name = "MatMul",
                               .prepare = prepare_matmul,
                               .run = run_matmul,
                               .destroy = destroy_matmul};
+
+/* ---- Gemm: Y = alpha * A' B' + beta * C ---- */
+
+static pr_status_t infer_gemm(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1), *cc = pr_in(c, n, 2);
+  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs A and B");
+  if (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT ||
+      (cc && cc->dtype != PR_DTYPE_FLOAT))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  if (a->rank != 2 || b->rank != 2) return pr_fail(c, n, PR_ERR_INVALID, "A and B must be 2-D");
+  bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
+  int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
+  int64_t K2 = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
+  if (K != K2)
+    return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)K,
+                   (long long)K2);
+  int64_t d[2] = {M, N};
+  if (cc) {
+    int r;
+    int64_t bd[PR_MAX_RANK];
+    if (cc->rank > 2 || pr_broadcast_shape(2, d, cc->rank, cc->dims, &r, bd) < 0 || bd[0] != M ||
+        bd[1] != N)
+      return pr_fail(c, n, PR_ERR_INVALID, "C does not broadcast to [M, N]");
+  }
+  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, 2, d);
+  n->flops = 2.0 * (double)M * (double)N * (double)K;
+  return PR_OK;
+}
+
+static void run_gemm(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[1]], *o = &x->v[n->out[0]];
+  const pr_value_t *cc = n->n_in > 2 && n->in[2] >= 0 ? &x->v[n->in[2]] : NULL;
+  bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
+  float alpha = pr_attr_float(n->m, "alpha", 1.f), beta = pr_attr_float(n->m, "beta", 1.f);
+  int64_t M = o->dims[0], N = o->dims[1], K = ta ? a->dims[0] : a->dims[1];
+  float *y = o->ptr;
+  float b2 = 0.f;
+  if (cc && beta != 0.f) {
+    const float *pc = cc->ptr;
+    int64_t cm = cc->rank == 2 ? cc->dims[0] : 1, cn = cc->rank >= 1 ? cc->dims[cc->rank - 1] : 1;
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) y[i * N + j] = pc[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+    b2 = beta;
+  }
+  dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, a->ptr, a->dims[1], b->ptr, b->dims[1],
+             b2, y, N);
+}
+
+const pr_op_t pr_op_gemm = {.name = "Gemm",
+                            .attrs = "alpha,beta,transA,transB",
+                            .min_opset = 7,
+                            .max_inputs = 3,
+                            .infer = infer_gemm,
+                            .run = run_gemm};

@@ -93,15 +93,6 @@ static pr_status_t prepare_pool_common(pr_compile_t *c, pr_node_t *n, bool globa
   return PR_OK;
 }
 
-static void run_pool(pr_exec_t *x, pr_node_t *n) {
-  pr_dnnl_prim_run(x, n->state);
-}
-
-static void destroy_pool(void *s) {
-  pr_dnnl_prim_destroy(s);
-  free(s);
-}
-
 static pr_status_t infer_max(pr_compile_t *c, pr_node_t *n) {
   return infer_pool_common(c, n, false, true);
 }
@@ -149,8 +140,8 @@ const pr_op_t pr_op_max_pool = {
     .max_inputs = 1,
     .infer = infer_max,
     .prepare = prepare_max,
-    .run = run_pool,
-    .destroy = destroy_pool,
+    .run = pr_dnnl_run_state,
+    .destroy = pr_dnnl_destroy_state,
     .accepts_opaque = true};
 const pr_op_t pr_op_average_pool = {
     .name = "AveragePool",
@@ -160,8 +151,8 @@ const pr_op_t pr_op_average_pool = {
     .check = check_avg,
     .infer = infer_avg,
     .prepare = prepare_avg,
-    .run = run_pool,
-    .destroy = destroy_pool,
+    .run = pr_dnnl_run_state,
+    .destroy = pr_dnnl_destroy_state,
     .accepts_opaque = true};
 const pr_op_t pr_op_global_average_pool = {.name = "GlobalAveragePool",
                                            .attrs = "",
@@ -169,8 +160,8 @@ const pr_op_t pr_op_global_average_pool = {.name = "GlobalAveragePool",
                                            .max_inputs = 1,
                                            .infer = infer_gavg,
                                            .prepare = prepare_gavg,
-                                           .run = run_pool,
-                                           .destroy = destroy_pool,
+                                           .run = pr_dnnl_run_state,
+                                           .destroy = pr_dnnl_destroy_state,
                                            .accepts_opaque = true};
 const pr_op_t pr_op_global_max_pool = {.name = "GlobalMaxPool",
                                        .attrs = "",
@@ -178,6 +169,6 @@ const pr_op_t pr_op_global_max_pool = {.name = "GlobalMaxPool",
                                        .max_inputs = 1,
                                        .infer = infer_gmax,
                                        .prepare = prepare_gmax,
-                                       .run = run_pool,
-                                       .destroy = destroy_pool,
+                                       .run = pr_dnnl_run_state,
+                                       .destroy = pr_dnnl_destroy_state,
                                        .accepts_opaque = true};

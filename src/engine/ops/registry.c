@@ -9,6 +9,8 @@ static const pr_op_t *const ops[] = {
     PR_OPS_LIST
 #undef X
 };
+_Static_assert(sizeof ops / sizeof ops[0] == PR_OP_COUNT,
+               "PR_OP_COUNT differs from the entries of PR_OPS_LIST (ops.h)");
 
 const pr_op_t *pr_op_find(const char *name) {
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)

@@ -1,195 +1,9 @@
-/* Data-movement operators: Reshape, Flatten, Squeeze, Unsqueeze, Shape,
- * Concat, Split, Transpose, Gather, Pad. They work on any element type by
- * element size. */
+/* Data-movement operators: Concat, Split, Transpose, Gather, Slice, Pad,
+ * Expand and Trilu. They work on any element type by element size. */
 #include <string.h>
 
 #include "base/util.h"
 #include "engine/ops/dnnl_util.h"
-
-static void destroy_free(void *p) {
-  free(p);
-}
-
-static void run_view(pr_exec_t *x, pr_node_t *n) {
-  const pr_value_t *o = &x->v[n->out[0]];
-  pr_copy(o->ptr, pr_xin(x, n, 0), o->nbytes, x->threads);
-}
-
-/* ---- Reshape ---- */
-
-static pr_status_t infer_reshape(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *sh = pr_in(c, n, 1);
-  if (!a || !sh) return pr_fail(c, n, PR_ERR_INVALID, "needs data and shape");
-  int64_t want[PR_MAX_RANK + 1];
-  int r = pr_const_ints(sh, want, PR_MAX_RANK + 1);
-  if (r < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "shape must be a constant 1-D int64 tensor");
-  if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
-  bool allowzero = pr_attr_int(n->m, "allowzero", 0) != 0;
-  int64_t total = pr_value_numel(a), known = 1;
-  int infer_at = -1;
-  for (int k = 0; k < r; k++) {
-    if (want[k] == 0 && !allowzero) {
-      if (k >= a->rank) return pr_fail(c, n, PR_ERR_INVALID, "0 at axis %d beyond input rank", k);
-      want[k] = a->dims[k];
-    }
-    if (want[k] == -1) {
-      if (infer_at >= 0) return pr_fail(c, n, PR_ERR_INVALID, "more than one -1");
-      infer_at = k;
-      continue;
-    }
-    if (want[k] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative dimension");
-    if (__builtin_mul_overflow(known, want[k], &known))
-      return pr_fail(c, n, PR_ERR_INVALID, "shape too large");
-  }
-  if (infer_at >= 0) {
-    if (known == 0 || total % known) return pr_fail(c, n, PR_ERR_INVALID, "cannot infer -1");
-    want[infer_at] = total / known;
-  } else if (known != total) {
-    return pr_fail(c, n, PR_ERR_INVALID, "element count %lld does not match %lld", (long long)known,
-                   (long long)total);
-  }
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, want);
-  return PR_OK;
-}
-
-const pr_op_t pr_op_reshape = {.name = "Reshape",
-                               .attrs = "allowzero",
-                               .min_opset = 5,
-                               .max_inputs = 2,
-                               .infer = infer_reshape,
-                               .run = run_view,
-                               .view = true};
-
-/* ---- Flatten ---- */
-
-static pr_status_t infer_flatten(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
-  int axis = (int)pr_attr_int(n->m, "axis", 1);
-  if (axis < 0) axis += a->rank;
-  if (axis < 0 || axis > a->rank) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
-  int64_t d[2] = {1, 1};
-  for (int k = 0; k < a->rank; k++) d[k >= axis] *= a->dims[k];
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, 2, d);
-  return PR_OK;
-}
-
-const pr_op_t pr_op_flatten = {.name = "Flatten",
-                               .attrs = "axis",
-                               .min_opset = 1,
-                               .max_inputs = 1,
-                               .infer = infer_flatten,
-                               .run = run_view,
-                               .view = true};
-
-/* ---- Squeeze / Unsqueeze: axes from attribute (opset < 13) or input 1 ---- */
-
-static int get_axes(pr_compile_t *c, pr_node_t *n, int64_t *axes, bool *given) {
-  *given = true;
-  if (c->opset < 13) {
-    const int64_t *a;
-    int cnt = pr_attr_ints(n->m, "axes", &a);
-    if (!pr_attr_find(n->m, "axes")) *given = false;
-    for (int i = 0; i < cnt && i < PR_MAX_RANK; i++) axes[i] = a[i];
-    return cnt > PR_MAX_RANK ? -1 : cnt;
-  }
-  pr_value_t *v = pr_in(c, n, 1);
-  if (!v) {
-    *given = false;
-    return 0;
-  }
-  return pr_const_ints(v, axes, PR_MAX_RANK);
-}
-
-static pr_status_t infer_squeeze(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
-  int64_t axes[PR_MAX_RANK];
-  bool given;
-  int na = get_axes(c, n, axes, &given);
-  if (na < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be constant");
-  bool drop[PR_MAX_RANK] = {0};
-  for (int i = 0; i < na; i++) {
-    int ax = pr_axis(axes[i], a->rank);
-    if (ax < 0 || a->dims[ax] != 1)
-      return pr_fail(c, n, PR_ERR_INVALID, "axis %lld is not a dimension of size 1",
-                     (long long)axes[i]);
-    drop[ax] = true;
-  }
-  if (!given)
-    for (int k = 0; k < a->rank; k++) drop[k] = a->dims[k] == 1;
-  int64_t d[PR_MAX_RANK];
-  int r = 0;
-  for (int k = 0; k < a->rank; k++)
-    if (!drop[k]) d[r++] = a->dims[k];
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
-  return PR_OK;
-}
-
-static pr_status_t infer_unsqueeze(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
-  int64_t axes[PR_MAX_RANK];
-  bool given;
-  int na = get_axes(c, n, axes, &given);
-  if (na < 0 || !given) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be given and constant");
-  int r = a->rank + na;
-  if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
-  bool ins[PR_MAX_RANK] = {0};
-  for (int i = 0; i < na; i++) {
-    int ax = pr_axis(axes[i], r);
-    if (ax < 0 || ins[ax]) return pr_fail(c, n, PR_ERR_INVALID, "bad or repeated axis");
-    ins[ax] = true;
-  }
-  int64_t d[PR_MAX_RANK];
-  for (int k = 0, j = 0; k < r; k++) d[k] = ins[k] ? 1 : a->dims[j++];
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
-  return PR_OK;
-}
-
-const pr_op_t pr_op_squeeze = {.name = "Squeeze",
-                               .attrs = "axes",
-                               .min_opset = 1,
-                               .max_inputs = 2,
-                               .infer = infer_squeeze,
-                               .run = run_view,
-                               .view = true};
-const pr_op_t pr_op_unsqueeze = {.name = "Unsqueeze",
-                                 .attrs = "axes",
-                                 .min_opset = 1,
-                                 .max_inputs = 2,
-                                 .infer = infer_unsqueeze,
-                                 .run = run_view,
-                                 .view = true};
-
-/* ---- Shape: folded at compile time (shapes are concrete in a session) ---- */
-
-static pr_status_t infer_shape(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *o = pr_out(c, n, 0);
-  int64_t start = pr_attr_int(n->m, "start", 0), end = pr_attr_int(n->m, "end", a->rank);
-  if (start < 0) start += a->rank;
-  if (end < 0) end += a->rank;
-  if (start < 0) start = 0;
-  if (end > a->rank) end = a->rank;
-  int64_t len = end > start ? end - start : 0;
-  pr_value_set_shape(o, PR_DTYPE_INT64, 1, &len);
-  /* the result is known now, whatever the input's data */
-  o->data = pr_aligned_alloc((size_t)(len ? len : 1) * 8);
-  if (!o->data) return PR_ERR_NOMEM;
-  for (int64_t k = 0; k < len; k++) ((int64_t *)o->data)[k] = a->dims[start + k];
-  o->owns_data = true;
-  o->is_const = true;
-  o->kind = o->is_graph_output ? PR_VAL_OUTPUT : PR_VAL_CONST;
-  o->nbytes = (size_t)len * 8;
-  n->dead = true;
-  return PR_OK;
-}
-
-static void run_nothing(pr_exec_t *x, pr_node_t *n) {}
-
-const pr_op_t pr_op_shape = {.name = "Shape",
-                             .attrs = "start,end",
-                             .min_opset = 1,
-                             .max_inputs = 1,
-                             .infer = infer_shape,
-                             .run = run_nothing};
 
 /* ---- Concat ---- */
 
@@ -530,7 +344,7 @@ const pr_op_t pr_op_transpose = {.name = "Transpose",
                                  .infer = infer_transpose,
                                  .prepare = prepare_transpose,
                                  .run = run_transpose,
-                                 .destroy = destroy_free};
+                                 .destroy = free};
 
 /* ---- Gather ---- */
 
@@ -705,4 +519,196 @@ const pr_op_t pr_op_pad = {.name = "Pad",
                            .infer = infer_pad,
                            .prepare = prepare_pad,
                            .run = run_pad,
-                           .destroy = destroy_free};
+                           .destroy = free};
+
+/* ---- Slice ---- */
+
+typedef struct {
+  int rank;
+  int64_t start[PR_MAX_RANK], step[PR_MAX_RANK];
+} slice_state_t;
+
+static pr_status_t slice_params(pr_compile_t *c, pr_node_t *n, slice_state_t *s,
+                                int64_t *out_dims) {
+  pr_value_t *a = pr_in(c, n, 0);
+  int64_t starts[PR_MAX_RANK], ends[PR_MAX_RANK], axes[PR_MAX_RANK], steps[PR_MAX_RANK];
+  int ns, ne, na = -1, nt = -1;
+  if (c->opset < 10) {
+    const int64_t *v;
+    ns = pr_attr_ints(n->m, "starts", &v);
+    for (int i = 0; i < ns && i < PR_MAX_RANK; i++) starts[i] = v[i];
+    ne = pr_attr_ints(n->m, "ends", &v);
+    for (int i = 0; i < ne && i < PR_MAX_RANK; i++) ends[i] = v[i];
+    if (pr_attr_find(n->m, "axes")) {
+      na = pr_attr_ints(n->m, "axes", &v);
+      for (int i = 0; i < na && i < PR_MAX_RANK; i++) axes[i] = v[i];
+    }
+  } else {
+    ns = pr_const_ints(pr_in(c, n, 1), starts, PR_MAX_RANK);
+    ne = pr_const_ints(pr_in(c, n, 2), ends, PR_MAX_RANK);
+    if (pr_in(c, n, 3)) na = pr_const_ints(pr_in(c, n, 3), axes, PR_MAX_RANK);
+    if (pr_in(c, n, 4)) nt = pr_const_ints(pr_in(c, n, 4), steps, PR_MAX_RANK);
+    if (ns < 0 || ne < 0 || (pr_in(c, n, 3) && na < 0) || (pr_in(c, n, 4) && nt < 0))
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "starts, ends, axes and steps must be constant");
+  }
+  if (ns != ne || ns > a->rank || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
+    return pr_fail(c, n, PR_ERR_INVALID, "starts, ends, axes and steps must have one length");
+  s->rank = a->rank;
+  for (int k = 0; k < a->rank; k++) s->start[k] = 0, s->step[k] = 1, out_dims[k] = a->dims[k];
+  bool seen[PR_MAX_RANK] = {0};
+  for (int i = 0; i < ns; i++) {
+    int ax = na >= 0 ? pr_axis(axes[i], a->rank) : i;
+    if (ax < 0 || seen[ax]) return pr_fail(c, n, PR_ERR_INVALID, "bad or repeated axis");
+    seen[ax] = true;
+    int64_t dim = a->dims[ax], step = nt >= 0 ? steps[i] : 1, st = starts[i], en = ends[i];
+    if (step == 0) return pr_fail(c, n, PR_ERR_INVALID, "step is zero");
+    if (st < 0) st += dim;
+    if (en < 0) en += dim;
+    if (step > 0) {
+      st = st < 0 ? 0 : st > dim ? dim : st;
+      en = en < 0 ? 0 : en > dim ? dim : en;
+      /* (n - 1) / step + 1 elements, in unsigned: a step near INT64_MAX must not overflow */
+      out_dims[ax] = en > st ? (int64_t)((uint64_t)(en - st - 1) / (uint64_t)step + 1) : 0;
+    } else {
+      st = st < 0 ? -1 : st > dim - 1 ? dim - 1 : st;
+      en = en < -1 ? -1 : en > dim - 1 ? dim - 1 : en;
+      out_dims[ax] =
+          st > en ? (int64_t)((uint64_t)(st - en - 1) / ((uint64_t)0 - (uint64_t)step) + 1) : 0;
+    }
+    s->start[ax] = st;
+    s->step[ax] = step;
+  }
+  return PR_OK;
+}
+
+static pr_status_t infer_slice(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  slice_state_t s;
+  int64_t d[PR_MAX_RANK];
+  pr_status_t st = slice_params(c, n, &s, d);
+  if (st) return st;
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
+  return PR_OK;
+}
+
+static pr_status_t prepare_slice(pr_compile_t *c, pr_node_t *n) {
+  slice_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  int64_t d[PR_MAX_RANK];
+  return slice_params(c, n, s, d);
+}
+
+static void run_slice(pr_exec_t *x, pr_node_t *n) {
+  const slice_state_t *s = n->state;
+  const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
+  size_t es = pr_dtype_size(a->dtype);
+  int r = a->rank;
+  if (!o->nbytes) return;
+  int64_t in_st[PR_MAX_RANK], e = 1;
+  for (int k = r - 1; k >= 0; k--) in_st[k] = e, e *= a->dims[k];
+  int64_t inner = r ? o->dims[r - 1] : 1, rows = pr_value_numel(o) / (inner ? inner : 1);
+  const char *in = a->ptr;
+  char *out = o->ptr;
+#pragma omp parallel for num_threads(x->threads) if (rows * inner > 65536)
+  for (int64_t row = 0; row < rows; row++) {
+    int64_t rem = row, off = 0;
+    for (int k = r - 2; k >= 0; k--) {
+      off += (s->start[k] + (rem % o->dims[k]) * s->step[k]) * in_st[k];
+      rem /= o->dims[k];
+    }
+    char *po = out + row * inner * (int64_t)es;
+    if (r == 0) {
+      memcpy(po, in, es);
+    } else if (s->step[r - 1] == 1) {
+      memcpy(po, in + (off + s->start[r - 1]) * (int64_t)es, (size_t)inner * es);
+    } else {
+      for (int64_t j = 0; j < inner; j++)
+        memcpy(po + j * (int64_t)es,
+               in + (off + s->start[r - 1] + j * s->step[r - 1]) * (int64_t)es, es);
+    }
+  }
+}
+
+const pr_op_t pr_op_slice = {.name = "Slice",
+                             .attrs = "starts,ends,axes",
+                             .min_opset = 1,
+                             .max_inputs = 5,
+                             .infer = infer_slice,
+                             .prepare = prepare_slice,
+                             .run = run_slice,
+                             .destroy = free};
+
+/* ---- Expand(input, shape) ---- */
+
+static pr_status_t infer_expand(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  int64_t shape[PR_MAX_RANK];
+  int ns = pr_const_ints(pr_in(c, n, 1), shape, PR_MAX_RANK);
+  if (ns < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "shape must be constant");
+  int r;
+  int64_t d[PR_MAX_RANK];
+  if (pr_broadcast_shape(a->rank, a->dims, ns, shape, &r, d) < 0)
+    return pr_fail(c, n, PR_ERR_INVALID, "shape does not broadcast");
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
+  return PR_OK;
+}
+
+static void run_expand(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
+  int64_t st[PR_MAX_RANK], len = pr_value_numel(o);
+  size_t es = pr_dtype_size(o->dtype);
+  pr_bcast_strides(a, o->rank, o->dims, st);
+  for (int64_t i = 0; i < len; i++)
+    memcpy((char *)o->ptr + i * (int64_t)es,
+           (const char *)a->ptr + pr_bcast_offset(i, o->rank, o->dims, st) * (int64_t)es, es);
+}
+
+const pr_op_t pr_op_expand = {.name = "Expand",
+                              .attrs = "",
+                              .min_opset = 8,
+                              .max_inputs = 2,
+                              .infer = infer_expand,
+                              .run = run_expand};
+
+/* ---- Trilu(input, k) ---- */
+
+static pr_status_t infer_trilu(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *k = pr_in(c, n, 1);
+  int64_t kv;
+  if (a->rank < 2) return pr_fail(c, n, PR_ERR_INVALID, "input needs rank >= 2");
+  if (k && pr_const_ints(k, &kv, 1) != 1)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "k must be a constant scalar");
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, a->dims);
+  return PR_OK;
+}
+
+static void run_trilu(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
+  int64_t k = 0;
+  if (n->n_in > 1 && n->in[1] >= 0) {
+    const pr_value_t *kv = &x->v[n->in[1]];
+    k = kv->dtype == PR_DTYPE_INT64 ? *(const int64_t *)kv->ptr : *(const int32_t *)kv->ptr;
+  }
+  bool upper = pr_attr_int(n->m, "upper", 1) != 0;
+  int64_t rows = a->dims[a->rank - 2], cols = a->dims[a->rank - 1];
+  int64_t plane = rows * cols, mats = plane > 0 ? pr_value_numel(a) / plane : 0;
+  size_t es = pr_dtype_size(a->dtype);
+  for (int64_t m = 0; m < mats; m++)
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) {
+        int64_t off = ((m * rows + i) * cols + j) * (int64_t)es;
+        bool keep = upper ? j - i >= k : j - i <= k;
+        if (keep)
+          memcpy((char *)o->ptr + off, (const char *)a->ptr + off, es);
+        else
+          memset((char *)o->ptr + off, 0, es);
+      }
+}
+
+const pr_op_t pr_op_trilu = {.name = "Trilu",
+                             .attrs = "upper",
+                             .min_opset = 14,
+                             .max_inputs = 2,
+                             .infer = infer_trilu,
+                             .run = run_trilu};

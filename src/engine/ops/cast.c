@@ -1,0 +1,86 @@
+/* Cast: conversion between every numeric element type, bool and float16. */
+#include "base/fp16.h"
+#include "engine/ops/intmath.h"
+#include "engine/ops/ops.h"
+
+static bool castable(pr_dtype_t t) {
+  switch (t) {
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_FLOAT16:
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64:
+    case PR_DTYPE_BOOL: return true;
+    default: return false;
+  }
+}
+
+static pr_status_t infer_cast(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  pr_dtype_t to = (pr_dtype_t)pr_attr_int(n->m, "to", 0);
+  if (!castable(a->dtype) || !castable(to))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "cast from %s to %s", pr_dtype_name(a->dtype),
+                   pr_dtype_name(to));
+  pr_value_set_shape(pr_out(c, n, 0), to, a->rank, a->dims);
+  return PR_OK;
+}
+
+/* Integers convert to integers by keeping the low bits (two's complement
+ * wrap, as numpy); floats to integers saturate to the target's range and NaN
+ * gives 0 (ONNX leaves both undefined, C makes the second undefined). */
+static void run_cast(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
+  int64_t len = pr_value_numel(a);
+  const void *in = a->ptr;
+  void *out = o->ptr;
+  if (a->dtype == o->dtype) {
+    pr_copy(out, in, o->nbytes, x->threads);
+    return;
+  }
+  /* integers go through int64 to keep every bit; floats through double */
+  bool from_float =
+      a->dtype == PR_DTYPE_FLOAT || a->dtype == PR_DTYPE_DOUBLE || a->dtype == PR_DTYPE_FLOAT16;
+  for (int64_t i = 0; i < len; i++) {
+    int64_t iv = 0;
+    double d = 0;
+    if (from_float) {
+      d = pr_load_double(in, a->dtype, i);
+    } else {
+      iv = pr_load_int64(in, a->dtype, i);
+      d = a->dtype == PR_DTYPE_UINT64 ? (double)(uint64_t)iv : (double)iv;
+    }
+    switch (o->dtype) {
+      case PR_DTYPE_FLOAT: ((float *)out)[i] = (float)d; break;
+      case PR_DTYPE_DOUBLE: ((double *)out)[i] = d; break;
+      case PR_DTYPE_FLOAT16: ((uint16_t *)out)[i] = pr_float_to_half((float)d); break;
+      case PR_DTYPE_INT64: ((int64_t *)out)[i] = from_float ? pr_sat_i64(d) : iv; break;
+      case PR_DTYPE_UINT64:
+        ((uint64_t *)out)[i] = from_float ? pr_sat_u64(d) : (uint64_t)iv;
+        break;
+/* an integer keeps the low bits; a float saturates (NaN gives 0) */
+#define TO_INT(T, LO, HI) ((T *)out)[i] = (T)(from_float ? pr_sat_int(d, LO, HI) : iv)
+      case PR_DTYPE_INT32: TO_INT(int32_t, INT32_MIN, INT32_MAX); break;
+      case PR_DTYPE_UINT32: TO_INT(uint32_t, 0, UINT32_MAX); break;
+      case PR_DTYPE_INT16: TO_INT(int16_t, INT16_MIN, INT16_MAX); break;
+      case PR_DTYPE_UINT16: TO_INT(uint16_t, 0, UINT16_MAX); break;
+      case PR_DTYPE_INT8: TO_INT(int8_t, INT8_MIN, INT8_MAX); break;
+      case PR_DTYPE_UINT8: TO_INT(uint8_t, 0, UINT8_MAX); break;
+#undef TO_INT
+      case PR_DTYPE_BOOL: ((uint8_t *)out)[i] = from_float ? d != 0 : iv != 0; break;
+      default: break;
+    }
+  }
+}
+
+const pr_op_t pr_op_cast = {.name = "Cast",
+                            .attrs = "to,saturate",
+                            .min_opset = 6,
+                            .max_inputs = 1,
+                            .infer = infer_cast,
+                            .run = run_cast};

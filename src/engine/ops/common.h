@@ -1,0 +1,103 @@
+/* Helpers shared by the op files (common.c): axes, numpy broadcasting,
+ * typed element loads, copies. */
+#ifndef PR_ENGINE_OPS_COMMON_H
+#define PR_ENGINE_OPS_COMMON_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/fp16.h"
+#include "engine/graph.h"
+
+/* Below this many elements one thread is faster than a parallel loop. */
+#define PR_PAR_MIN 16384
+
+/* Normalize axis into [0, rank); returns -1 when out of range. */
+static inline int pr_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= (rank ? rank : 1)) return -1;
+  return (int)(axis < 0 ? axis + rank : axis);
+}
+
+/* Numpy broadcast of two shapes into out; returns -1 when incompatible. */
+int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o);
+
+/* Output 0 of n: element type dtype, the shapes of a and b broadcast. */
+pr_status_t pr_infer_broadcast(pr_compile_t *c, pr_node_t *n, const pr_value_t *a,
+                               const pr_value_t *b, pr_dtype_t dtype);
+
+/* Inputs from..n_in-1 of n, all of input from's element type, broadcast
+ * together into out (rank *ro, dims od); fails naming the node. */
+pr_status_t pr_broadcast_inputs(pr_compile_t *c, pr_node_t *n, int from, int *ro, int64_t *od);
+
+/* Element strides of v broadcast to an output of rank r and dims d (0 on
+ * broadcast axes), and the offset in v of output element i. */
+static inline void pr_bcast_strides(const pr_value_t *v, int r, const int64_t *d, int64_t *st) {
+  assert(v->rank <= r && r <= PR_MAX_RANK);
+  int64_t e = 1;
+  for (int k = r - 1; k >= 0; k--) {
+    int kv = k - (r - v->rank);
+    int64_t dv = kv >= 0 ? v->dims[kv] : 1;
+    st[k] = dv == 1 && d[k] != 1 ? 0 : e;
+    e *= dv;
+  }
+}
+static inline int64_t pr_bcast_offset(int64_t i, int r, const int64_t *d, const int64_t *st) {
+  int64_t off = 0;
+  for (int k = r - 1; k >= 0; k--) {
+    off += (i % d[k]) * st[k];
+    i /= d[k];
+  }
+  return off;
+}
+
+/* Element i of a tensor of type t as a double (integers, bool, floats,
+ * float16). Inline: kernels call it per element. */
+static inline double pr_load_double(const void *p, pr_dtype_t t, int64_t i) {
+  switch (t) {
+    case PR_DTYPE_FLOAT: return ((const float *)p)[i];
+    case PR_DTYPE_DOUBLE: return ((const double *)p)[i];
+    case PR_DTYPE_FLOAT16: return pr_half_to_float(((const uint16_t *)p)[i]);
+    case PR_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case PR_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case PR_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_BOOL: return ((const uint8_t *)p)[i];
+    case PR_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case PR_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case PR_DTYPE_INT64: return (double)((const int64_t *)p)[i];
+    case PR_DTYPE_UINT64: return (double)((const uint64_t *)p)[i];
+    default: return 0;
+  }
+}
+
+/* Element i of a tensor of an integer type or bool as an int64 (UINT64
+ * reinterpreted: values of 2^63 and more come out negative); 0 for others. */
+static inline int64_t pr_load_int64(const void *p, pr_dtype_t t, int64_t i) {
+  switch (t) {
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_UINT64: return ((const int64_t *)p)[i];
+    case PR_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case PR_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case PR_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_BOOL: return ((const uint8_t *)p)[i];
+    case PR_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case PR_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    default: return 0;
+  }
+}
+
+/* Output 0 of n: input 0's element type and shape. */
+pr_status_t pr_infer_same(pr_compile_t *c, pr_node_t *n);
+/* Same rank and dims (element types not compared). */
+bool pr_same_shape(const pr_value_t *a, const pr_value_t *b);
+
+/* Parallel memcpy for large buffers. */
+void pr_copy(void *dst, const void *src, size_t n, int threads);
+/* Kernel of the view ops: output 0 = input 0, copied unless the buffers are
+ * shared. */
+void pr_run_copy(pr_exec_t *x, pr_node_t *n);
+
+#endif
