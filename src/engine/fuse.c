@@ -4,6 +4,7 @@
  * and bias Add, activation and residual Add into the linear MatMul. */
 #include "engine/fuse.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -116,6 +117,7 @@ static int fuse_add(pr_compile_t *c, int ci, int ai) {
   conv->post.sum = true;
   conv->post.sum_before = conv->post.n_eltwise;
   if (conv->n_in < 3) conv->in[2] = -1, conv->n_in = 3;
+  assert(conv->n_in < 16);
   conv->in[conv->n_in++] = other;
   conv->out[0] = add->out[0];
   pr_node_t moved = *conv;
@@ -380,6 +382,7 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
   int o2 = c->nodes[i2].out[0], i3 = only_consumer(c, o2, i2);
   if (with_const(c, i3, "Mul", 0.5f) != o2) return;
   if (c->v[x].dtype != PR_DTYPE_FLOAT) return;
+  assert(n_chain <= (int)(sizeof chain / sizeof chain[0]));
   for (int k = 0; k < n_chain; k++) c->nodes[chain[k]].dead = true;
   c->nodes[ie].dead = c->nodes[i1].dead = c->nodes[i2].dead = true;
   int y = c->nodes[i3].out[0];
@@ -538,6 +541,7 @@ static void fuse_attention(pr_compile_t *c, int i1) {
       !pr_attn_operand(D, Sk, a.st[1][2], a.st[1][3], &t, &ld) ||
       !pr_attn_operand(Sk, Dv, a.st[2][2], a.st[2][3], &t, &ld))
     return;
+  assert(n_dead <= (int)(sizeof dead / sizeof dead[0]));
   for (int d = 0; d < n_dead; d++) c->nodes[dead[d]].dead = true;
   c->nodes[last] = (pr_node_t){.op = &pr_op_attention,
                                .n_in = 4,

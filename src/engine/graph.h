@@ -12,6 +12,7 @@
 #ifndef PR_ENGINE_GRAPH_H
 #define PR_ENGINE_GRAPH_H
 
+#include <assert.h>
 #include <dnnl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -237,19 +238,25 @@ int pr_attr_floats(const pr_mnode_t *m, const char *name, const float **vals);
 /* String k of a strings attribute, or NULL when out of range or not strings. */
 const char *pr_attr_strings_at(const pr_attr_t *a, int k);
 
-/* Compile helpers. */
+/* Compile helpers (compile.c). pr_in/pr_out: value k of n, NULL when absent
+ * (compile time); pr_xin/pr_xout: its buffer in a run, for a k the op
+ * requires (called once per kernel run, never per element). */
 pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static inline pr_value_t *pr_in(pr_compile_t *c, const pr_node_t *n, int k) {
+  assert(k >= 0 && (k >= n->n_in || n->in[k] < c->n_values));
   return (k < n->n_in && n->in[k] >= 0) ? &c->v[n->in[k]] : NULL;
 }
 static inline pr_value_t *pr_out(pr_compile_t *c, const pr_node_t *n, int k) {
+  assert(k >= 0 && (k >= n->n_out || n->out[k] < c->n_values));
   return (k < n->n_out && n->out[k] >= 0) ? &c->v[n->out[k]] : NULL;
 }
 static inline void *pr_xin(pr_exec_t *x, const pr_node_t *n, int k) {
+  assert(k >= 0 && k < n->n_in && n->in[k] >= 0);
   return x->v[n->in[k]].ptr;
 }
 static inline void *pr_xout(pr_exec_t *x, const pr_node_t *n, int k) {
+  assert(k >= 0 && k < n->n_out && n->out[k] >= 0);
   return x->v[n->out[k]].ptr;
 }
 int64_t pr_value_numel(const pr_value_t *v);

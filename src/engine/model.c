@@ -3,6 +3,7 @@
  *
  * Threads: the model is read-only after load; cache_lock guards only the
  * weight cache, which sessions on any thread fill and release. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,7 @@ void pr_wcache_release(pr_model_t *m, void *buf) {
   pthread_mutex_lock(&m->cache_lock);
   for (int i = 0; i < m->n_cache; i++) {
     if (m->cache[i].buf != buf) continue;
+    assert(m->cache[i].refs > 0);
     if (--m->cache[i].refs == 0) {
       pr_free(buf);
       m->cache[i] = m->cache[--m->n_cache];
