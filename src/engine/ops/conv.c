@@ -252,16 +252,8 @@ static pr_status_t prepare_conv_weights(pr_compile_t *c, pr_node_t *n, conv_stat
   if (pr_in(c, n, 1)->is_const) return prepare_weights(c, n, s, w_plain, w_md);
   if (n->bn)
     return pr_fail(c, n, PR_ERR_INTERNAL, "BatchNormalization folded into dynamic weights");
-  if (!(s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(w_md)))) return PR_ERR_NOMEM;
   s->w_dynamic = true;
-  dnnl_primitive_desc_t rpd;
-  PR_DNNL(c, n,
-          dnnl_reorder_primitive_desc_create(&rpd, w_plain, c->engine, w_md, c->engine, NULL));
-  pr_status_t st = pr_dnnl_prim_init(c, n, &s->w_reorder, rpd);
-  if (st) return st;
-  pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_FROM, n->in[1], NULL, w_plain);
-  pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_TO, -1, s->w_buf, w_md);
-  return PR_OK;
+  return pr_dnnl_weights_dynamic(c, n, 1, w_plain, w_md, &s->w_reorder, &s->w_buf);
 }
 
 static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {

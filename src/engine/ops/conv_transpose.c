@@ -146,16 +146,8 @@ static pr_status_t deconv_weights(pr_compile_t *c, pr_node_t *n, deconv_state_t 
     if ((s->w_buf = pr_dnnl_weights_cached(c, n, 0, w_md, &s->w_cache))) return PR_OK;
     return pr_dnnl_weights_make(c, n, 0, w->data, w_plain, w_md, &s->w_buf, &s->w_cache);
   }
-  if (!(s->w_buf = pr_aligned_calloc(dnnl_memory_desc_get_size(w_md)))) return PR_ERR_NOMEM;
   s->w_dynamic = true;
-  dnnl_primitive_desc_t rpd;
-  PR_DNNL(c, n,
-          dnnl_reorder_primitive_desc_create(&rpd, w_plain, c->engine, w_md, c->engine, NULL));
-  pr_status_t st = pr_dnnl_prim_init(c, n, &s->w_reorder, rpd);
-  if (st) return st;
-  pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_FROM, n->in[1], NULL, w_plain);
-  pr_dnnl_prim_add_arg(&s->w_reorder, DNNL_ARG_TO, -1, s->w_buf, w_md);
-  return PR_OK;
+  return pr_dnnl_weights_dynamic(c, n, 1, w_plain, w_md, &s->w_reorder, &s->w_buf);
 }
 
 static pr_status_t prepare_deconv(pr_compile_t *c, pr_node_t *n) {
@@ -200,7 +192,7 @@ static pr_status_t prepare_deconv(pr_compile_t *c, pr_node_t *n) {
   dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   if ((st = pr_dnnl_prim_init(c, n, &s->prim, pd))) return st;
   if ((st = pr_require_md(c, n, 0, &src_md))) return st;
-  pr_value_t *out = pr_out(c, n, 0); /* after the reorder the require may add */
+  pr_value_t *out = pr_out(c, n, 0); /* pointers stay valid across the reorder (graph.h) */
   dnnl_memory_desc_t plain;
   out->md = dst_md;
   pr_plain_md(out, &plain);

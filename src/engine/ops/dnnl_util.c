@@ -104,6 +104,19 @@ pr_status_t pr_dnnl_weights_make(pr_compile_t *c, pr_node_t *n, int variant, con
   return PR_OK;
 }
 
+pr_status_t pr_dnnl_weights_dynamic(pr_compile_t *c, pr_node_t *n, int k,
+                                    const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *md,
+                                    pr_dnnl_prim_t *reorder, void **buf) {
+  if (!(*buf = pr_aligned_calloc(dnnl_memory_desc_get_size(md)))) return PR_ERR_NOMEM;
+  dnnl_primitive_desc_t rpd;
+  PR_DNNL(c, n, dnnl_reorder_primitive_desc_create(&rpd, plain, c->engine, md, c->engine, NULL));
+  pr_status_t st = pr_dnnl_prim_init(c, n, reorder, rpd);
+  if (st) return st;
+  pr_dnnl_prim_add_arg(reorder, DNNL_ARG_FROM, n->in[k], NULL, plain);
+  pr_dnnl_prim_add_arg(reorder, DNNL_ARG_TO, -1, *buf, md);
+  return PR_OK;
+}
+
 void pr_dnnl_weights_release(void *buf, pr_model_t *owner) {
   if (owner)
     pr_wcache_release(owner, buf);

@@ -52,6 +52,12 @@ pr_status_t pr_dnnl_weights_make(pr_compile_t *c, pr_node_t *n, int variant, con
                                  const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *md,
                                  void **buf, pr_model_t **owner);
 void pr_dnnl_weights_release(void *buf, pr_model_t *owner);
+/* Weights that are not constant (input k of n): *buf in the kernel's layout
+ * md, filled from the row-major input (layout plain) by *reorder, which the
+ * op runs before its kernel. */
+pr_status_t pr_dnnl_weights_dynamic(pr_compile_t *c, pr_node_t *n, int k,
+                                    const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *md,
+                                    pr_dnnl_prim_t *reorder, void **buf);
 /* Before a kernel with a fused residual sum runs: the addend (input k) into
  * the output buffer, unless the memory planner already placed it there. */
 void pr_dnnl_sum_addend(pr_exec_t *x, const pr_node_t *n, int k);
