@@ -1,7 +1,13 @@
 /* Graph fusions. CNNs: BatchNormalization folded into Conv weights,
- * activations and the residual Add as oneDNN post-ops of the Conv.
- * Transformers: decomposed LayerNorm and GELU subgraphs into single kernels,
- * and bias Add, activation and residual Add into the linear MatMul. */
+ * activations and the residual Add as oneDNN post-ops of the Conv, a zero
+ * Pad taken over by the Conv or AveragePool. Transformers: decomposed
+ * LayerNorm and GELU subgraphs and scaled-dot-product attention into single
+ * kernels, and bias Add, activation and residual Add into the linear MatMul.
+ *
+ * Notes on the design: a pattern is fused only when every intermediate has
+ * its single consumer inside the pattern and is not a graph output
+ * (only_consumer), and the operands that become kernel parameters are
+ * constants; otherwise the nodes stay as they are (tests/unit/test_fuse.c). */
 #include "engine/fuse.h"
 
 #include <assert.h>

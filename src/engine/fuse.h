@@ -1,6 +1,8 @@
-/* Graph fusions applied by the session compiler after constant folding:
- * BatchNormalization folded into the preceding Conv, and element-wise
- * activations and residual Adds turned into post-ops of Conv/Gemm. */
+/* Graph fusions applied by the session compiler after constant folding
+ * (fuse.c): BatchNormalization folded into the preceding Conv; activations
+ * and residual Adds as post-ops of Conv and of the linear MatMul (which also
+ * takes a bias Add); a zero Pad into Conv or AveragePool; decomposed
+ * LayerNorm, GELU and scaled-dot-product attention into single kernels. */
 #ifndef PR_ENGINE_FUSE_H
 #define PR_ENGINE_FUSE_H
 
