@@ -15,10 +15,6 @@
 #include "engine/ops/ops.h"
 #include "engine/ops/typed.h"
 
-static void destroy_free(void *p) {
-  free(p);
-}
-
 /* ---- OneHot ---- */
 
 typedef struct {
@@ -100,7 +96,7 @@ const pr_op_t pr_op_one_hot = {.name = "OneHot",
                                .infer = infer_onehot,
                                .prepare = prepare_onehot,
                                .run = run_onehot,
-                               .destroy = destroy_free};
+                               .destroy = free};
 
 /* ---- EyeLike ---- */
 

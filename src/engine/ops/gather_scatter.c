@@ -22,10 +22,6 @@
 #include "engine/ops/ops.h"
 #include "engine/ops/typed.h"
 
-static void destroy_free(void *p) {
-  free(p);
-}
-
 static bool index_type(pr_dtype_t t) {
   return t == PR_DTYPE_INT64 || t == PR_DTYPE_INT32;
 }
@@ -173,6 +169,16 @@ static pr_status_t get_reduction(pr_compile_t *c, pr_node_t *n, reduction_t *red
   return PR_OK;
 }
 
+/* The reduction attribute at run time (get_reduction checked it). */
+static reduction_t reduction_of(const pr_node_t *n) {
+  const char *r = pr_attr_string(n->m, "reduction", "none");
+  return !strcmp(r, "add")   ? RED_ADD
+         : !strcmp(r, "mul") ? RED_MUL
+         : !strcmp(r, "max") ? RED_MAX
+         : !strcmp(r, "min") ? RED_MIN
+                             : RED_NONE;
+}
+
 /* dst[0..cnt) = dst op src, element by element, in type t. */
 #define REDUCE_T(D, sfx, T, K)                                                   \
   static void reduce_##sfx(T *dst, const T *src, int64_t cnt, reduction_t red) { \
@@ -220,12 +226,7 @@ static pr_status_t infer_scatter_elements(pr_compile_t *c, pr_node_t *n) {
 static void run_scatter_elements(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *iv = &x->v[n->in[1]], *u = &x->v[n->in[2]];
   int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
-  const char *r = pr_attr_string(n->m, "reduction", "none");
-  reduction_t red = !strcmp(r, "add")   ? RED_ADD
-                    : !strcmp(r, "mul") ? RED_MUL
-                    : !strcmp(r, "max") ? RED_MAX
-                    : !strcmp(r, "min") ? RED_MIN
-                                        : RED_NONE;
+  reduction_t red = reduction_of(n);
   size_t es = pr_dtype_size(a->dtype);
   char *o = pr_xout(x, n, 0);
   const char *up = u->ptr;
@@ -351,7 +352,7 @@ const pr_op_t pr_op_gather_nd = {.name = "GatherND",
                                  .infer = infer_gather_nd,
                                  .prepare = prepare_nd,
                                  .run = run_gather_nd,
-                                 .destroy = destroy_free};
+                                 .destroy = free};
 
 /* ---- ScatterND ---- */
 
@@ -384,12 +385,7 @@ static pr_status_t prepare_scatter_nd(pr_compile_t *c, pr_node_t *n) {
 static void run_scatter_nd(pr_exec_t *x, pr_node_t *n) {
   const nd_geom_t *g = n->state;
   const pr_value_t *a = &x->v[n->in[0]], *iv = &x->v[n->in[1]], *u = &x->v[n->in[2]];
-  const char *r = pr_attr_string(n->m, "reduction", "none");
-  reduction_t red = !strcmp(r, "add")   ? RED_ADD
-                    : !strcmp(r, "mul") ? RED_MUL
-                    : !strcmp(r, "max") ? RED_MAX
-                    : !strcmp(r, "min") ? RED_MIN
-                                        : RED_NONE;
+  reduction_t red = reduction_of(n);
   int64_t es = (int64_t)pr_dtype_size(a->dtype);
   char *o = pr_xout(x, n, 0);
   const char *up = u->ptr;
@@ -407,4 +403,4 @@ const pr_op_t pr_op_scatter_nd = {.name = "ScatterND",
                                   .infer = infer_scatter_nd,
                                   .prepare = prepare_scatter_nd,
                                   .run = run_scatter_nd,
-                                  .destroy = destroy_free};
+                                  .destroy = free};

@@ -14,10 +14,6 @@
 
 #include "engine/ops/ops.h"
 
-static void destroy_free(void *p) {
-  free(p);
-}
-
 static inline void copy_elem(char *dst, const char *src, size_t es) {
   switch (es) {
     case 1: *dst = *src; break;
@@ -210,7 +206,7 @@ const pr_op_t pr_op_depth_to_space = {.name = "DepthToSpace",
                                       .infer = infer_d2s,
                                       .prepare = prepare_d2s,
                                       .run = run_d2s,
-                                      .destroy = destroy_free};
+                                      .destroy = free};
 const pr_op_t pr_op_space_to_depth = {.name = "SpaceToDepth",
                                       .attrs = "blocksize",
                                       .min_opset = 1,
@@ -218,7 +214,7 @@ const pr_op_t pr_op_space_to_depth = {.name = "SpaceToDepth",
                                       .infer = infer_s2d,
                                       .prepare = prepare_s2d,
                                       .run = run_s2d,
-                                      .destroy = destroy_free};
+                                      .destroy = free};
 
 /* ---- ReverseSequence ---- */
 

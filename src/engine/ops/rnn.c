@@ -287,120 +287,169 @@ static int64_t seq_len(const pr_value_t *seqv, int64_t b, int64_t S) {
   return len < 0 ? 0 : len > S ? S : len;
 }
 
-/* One direction d of the layer over every step. */
-static void run_direction(pr_exec_t *x, pr_node_t *n, rnn_state_t *s, int d, bool reverse) {
-  const int64_t S = s->S, B = s->B, I = s->I, H = s->H, G = s->gates, GH = G * H;
-  const float *X = pr_xin(x, n, IN_X);
-  const float *W = (const float *)pr_xin(x, n, IN_W) + d * GH * I;
-  const float *R = (const float *)pr_xin(x, n, IN_R) + d * GH * H;
-  const float *Bias = n->n_in > IN_B && n->in[IN_B] >= 0 ? pr_xin(x, n, IN_B) : NULL;
-  const pr_value_t *seqv = n->n_in > IN_SEQ && n->in[IN_SEQ] >= 0 ? &x->v[n->in[IN_SEQ]] : NULL;
-  const float *H0 = n->n_in > IN_H0 && n->in[IN_H0] >= 0 ? pr_xin(x, n, IN_H0) : NULL;
-  const float *C0 = NULL, *P = NULL;
-  if (s->cell == CELL_LSTM) {
-    C0 = n->n_in > IN_C0 && n->in[IN_C0] >= 0 ? pr_xin(x, n, IN_C0) : NULL;
-    P = n->n_in > IN_P && n->in[IN_P] >= 0 ? (const float *)pr_xin(x, n, IN_P) + d * 3 * H : NULL;
-  }
-  float *Y = n->out[0] >= 0 ? pr_xout(x, n, 0) : NULL;
-  float *Yh = n->n_out > 1 && n->out[1] >= 0 ? pr_xout(x, n, 1) : NULL;
-  float *Yc = n->n_out > 2 && n->out[2] >= 0 ? pr_xout(x, n, 2) : NULL;
-  const act_t *af = &s->act[d][0], *ag = &s->act[d][1], *ah = &s->act[d][2];
-  const float *Rbh = NULL; /* GRU, linear_before_reset: Rh's bias stays inside r (.) */
+/* The buffers of one direction's run (absent optional inputs and outputs
+ * NULL). */
+typedef struct {
+  int d;
+  bool reverse;
+  const float *X, *W, *R, *Bias, *H0, *C0, *P;
+  const float *Rbh; /* GRU, linear_before_reset: Rh's bias stays inside r (.) */
+  const pr_value_t *seqv;
+  float *Y, *Yh, *Yc;
+  const act_t *af, *ag, *ah;
+} dir_io_t;
 
-  /* xw = X W' + Wb + Rb */
+static void bind_direction(pr_exec_t *x, pr_node_t *n, const rnn_state_t *s, int d, bool reverse,
+                           dir_io_t *io) {
+  const int64_t I = s->I, H = s->H, GH = s->gates * H;
+  memset(io, 0, sizeof *io);
+  io->d = d;
+  io->reverse = reverse;
+  io->X = pr_xin(x, n, IN_X);
+  io->W = (const float *)pr_xin(x, n, IN_W) + d * GH * I;
+  io->R = (const float *)pr_xin(x, n, IN_R) + d * GH * H;
+  io->Bias = n->n_in > IN_B && n->in[IN_B] >= 0 ? pr_xin(x, n, IN_B) : NULL;
+  io->seqv = n->n_in > IN_SEQ && n->in[IN_SEQ] >= 0 ? &x->v[n->in[IN_SEQ]] : NULL;
+  io->H0 = n->n_in > IN_H0 && n->in[IN_H0] >= 0 ? pr_xin(x, n, IN_H0) : NULL;
+  if (s->cell == CELL_LSTM) {
+    io->C0 = n->n_in > IN_C0 && n->in[IN_C0] >= 0 ? pr_xin(x, n, IN_C0) : NULL;
+    io->P =
+        n->n_in > IN_P && n->in[IN_P] >= 0 ? (const float *)pr_xin(x, n, IN_P) + d * 3 * H : NULL;
+  }
+  io->Y = n->out[0] >= 0 ? pr_xout(x, n, 0) : NULL;
+  io->Yh = n->n_out > 1 && n->out[1] >= 0 ? pr_xout(x, n, 1) : NULL;
+  io->Yc = n->n_out > 2 && n->out[2] >= 0 ? pr_xout(x, n, 2) : NULL;
+  io->af = &s->act[d][0], io->ag = &s->act[d][1], io->ah = &s->act[d][2];
+}
+
+/* xw = X W' + Wb + Rb, every step at once (sets io->Rbh). */
+static void project_inputs(rnn_state_t *s, dir_io_t *io) {
+  const int64_t S = s->S, B = s->B, I = s->I, H = s->H, GH = s->gates * H;
   float *bias = s->bias;
   for (int64_t j = 0; j < GH; j++) bias[j] = 0.f;
-  if (Bias) {
-    const float *wb = Bias + d * 2 * GH, *rb = wb + GH;
+  if (io->Bias) {
+    const float *wb = io->Bias + io->d * 2 * GH, *rb = wb + GH;
     for (int64_t j = 0; j < GH; j++) bias[j] = wb[j] + rb[j];
     if (s->lbr) {
-      Rbh = rb + 2 * H;
+      io->Rbh = rb + 2 * H;
       for (int64_t j = 2 * H; j < 3 * H; j++) bias[j] = wb[j];
     }
   }
   int64_t rows = S * B;
   for (int64_t i = 0; i < rows; i++) memcpy(s->xw + i * GH, bias, (size_t)GH * sizeof(float));
-  if (rows && I) dnnl_sgemm('N', 'T', rows, GH, I, 1.f, X, I, W, I, 1.f, s->xw, GH);
+  if (rows && I) dnnl_sgemm('N', 'T', rows, GH, I, 1.f, io->X, I, io->W, I, 1.f, s->xw, GH);
+}
 
-  /* initial state */
-  for (int64_t b = 0; b < B; b++) {
-    int64_t at = (s->layout1 ? b * s->dirs + d : d * B + b) * H;
-    for (int64_t j = 0; j < H; j++) {
-      s->h[b * H + j] = H0 ? H0[at + j] : 0.f;
-      s->c[b * H + j] = C0 ? C0[at + j] : 0.f;
+/* Offset of batch entry b's state in H0, C0, Y_h and Y_c. */
+static int64_t state_at(const rnn_state_t *s, int d, int64_t b) {
+  return (s->layout1 ? b * s->dirs + d : d * s->B + b) * s->H;
+}
+
+static void load_initial_state(rnn_state_t *s, const dir_io_t *io) {
+  for (int64_t b = 0; b < s->B; b++) {
+    int64_t at = state_at(s, io->d, b);
+    for (int64_t j = 0; j < s->H; j++) {
+      s->h[b * s->H + j] = io->H0 ? io->H0[at + j] : 0.f;
+      s->c[b * s->H + j] = io->C0 ? io->C0[at + j] : 0.f;
     }
   }
-  for (int64_t step = 0; step < S; step++) {
-    dnnl_sgemm('N', 'T', B, GH, H, 1.f, s->h, H, R, H, 0.f, s->hr, GH);
-    if (s->cell == CELL_GRU && !s->lbr) {
-      /* r first, for the product (r (.) H) Rh' */
-      for (int64_t b = 0; b < B; b++) {
-        int64_t len = seq_len(seqv, b, S);
-        int64_t t = step >= len ? step : reverse ? len - 1 - step : step;
-        const float *xr = s->xw + (s->layout1 ? b * S + t : t * B + b) * GH;
-        for (int64_t j = 0; j < H; j++) {
-          float r = act_apply(af, clipped(s, xr[H + j] + s->hr[b * GH + H + j]));
-          s->rh[b * H + j] = r * s->h[b * H + j];
-        }
-      }
-      dnnl_sgemm('N', 'T', B, H, H, 1.f, s->rh, H, R + 2 * H * H, H, 0.f, s->rh2, H);
+}
+
+static void store_final_state(rnn_state_t *s, const dir_io_t *io) {
+  for (int64_t b = 0; b < s->B; b++) {
+    int64_t at = state_at(s, io->d, b);
+    if (io->Yh) memcpy(io->Yh + at, s->h + b * s->H, (size_t)s->H * sizeof(float));
+    if (io->Yc) memcpy(io->Yc + at, s->c + b * s->H, (size_t)s->H * sizeof(float));
+  }
+}
+
+/* GRU without linear_before_reset: r first, for the product (r (.) H) Rh'
+ * into rh2. */
+static void gru_reset_product(rnn_state_t *s, const dir_io_t *io, int64_t step) {
+  const int64_t S = s->S, B = s->B, H = s->H, GH = s->gates * H;
+  for (int64_t b = 0; b < B; b++) {
+    int64_t len = seq_len(io->seqv, b, S);
+    int64_t t = step >= len ? step : io->reverse ? len - 1 - step : step;
+    const float *xr = s->xw + (s->layout1 ? b * S + t : t * B + b) * GH;
+    for (int64_t j = 0; j < H; j++) {
+      float r = act_apply(io->af, clipped(s, xr[H + j] + s->hr[b * GH + H + j]));
+      s->rh[b * H + j] = r * s->h[b * H + j];
     }
+  }
+  dnnl_sgemm('N', 'T', B, H, H, 1.f, s->rh, H, io->R + 2 * H * H, H, 0.f, s->rh2, H);
+}
+
+/* The new hidden (and cell) state of batch entry b from its input part xr
+ * and recurrent part hr. */
+static void cell_update(rnn_state_t *s, const dir_io_t *io, int64_t b, const float *xr,
+                        const float *hr) {
+  const int64_t H = s->H;
+  const act_t *af = io->af, *ag = io->ag, *ah = io->ah;
+  const float *P = io->P, *Rbh = io->Rbh;
+  float *h = s->h + b * H, *cs = s->c + b * H;
+  switch (s->cell) {
+    case CELL_RNN:
+      for (int64_t j = 0; j < H; j++) h[j] = act_apply(af, clipped(s, xr[j] + hr[j]));
+      break;
+    case CELL_GRU:
+      for (int64_t j = 0; j < H; j++) {
+        float z = act_apply(af, clipped(s, xr[j] + hr[j]));
+        float hh;
+        if (s->lbr) {
+          float r = act_apply(af, clipped(s, xr[H + j] + hr[H + j]));
+          float rec = hr[2 * H + j] + (Rbh ? Rbh[j] : 0.f);
+          hh = act_apply(ag, clipped(s, xr[2 * H + j] + r * rec));
+        } else {
+          hh = act_apply(ag, clipped(s, xr[2 * H + j] + s->rh2[b * H + j]));
+        }
+        h[j] = (1.f - z) * hh + z * h[j];
+      }
+      break;
+    case CELL_LSTM: /* gates i, o, f, c; peepholes i, o, f */
+      for (int64_t j = 0; j < H; j++) {
+        float cp = cs[j];
+        float gi = xr[j] + hr[j] + (P ? P[j] * cp : 0.f);
+        float gf = xr[2 * H + j] + hr[2 * H + j] + (P ? P[2 * H + j] * cp : 0.f);
+        float i = act_apply(af, clipped(s, gi));
+        float f = s->input_forget ? 1.f - i : act_apply(af, clipped(s, gf));
+        float cc = act_apply(ag, clipped(s, xr[3 * H + j] + hr[3 * H + j]));
+        float cn = f * cp + i * cc;
+        float go = xr[H + j] + hr[H + j] + (P ? P[H + j] * cn : 0.f);
+        float o = act_apply(af, clipped(s, go));
+        cs[j] = cn;
+        h[j] = o * act_apply(ah, cn);
+      }
+      break;
+  }
+}
+
+/* One direction d of the layer over every step. */
+static void run_direction(pr_exec_t *x, pr_node_t *n, rnn_state_t *s, int d, bool reverse) {
+  const int64_t S = s->S, B = s->B, H = s->H, GH = s->gates * H;
+  dir_io_t io;
+  bind_direction(x, n, s, d, reverse, &io);
+  project_inputs(s, &io);
+  load_initial_state(s, &io);
+  for (int64_t step = 0; step < S; step++) {
+    dnnl_sgemm('N', 'T', B, GH, H, 1.f, s->h, H, io.R, H, 0.f, s->hr, GH);
+    if (s->cell == CELL_GRU && !s->lbr) gru_reset_product(s, &io, step);
     for (int64_t b = 0; b < B; b++) {
-      int64_t len = seq_len(seqv, b, S);
+      int64_t len = seq_len(io.seqv, b, S);
       bool active = step < len;
       /* steps past the end write zeros at the times past the end */
       int64_t t = active && reverse ? len - 1 - step : step;
       float *y =
-          Y ? Y + (s->layout1 ? (b * S + t) * s->dirs + d : (t * s->dirs + d) * B + b) * H : NULL;
+          io.Y ? io.Y + (s->layout1 ? (b * S + t) * s->dirs + d : (t * s->dirs + d) * B + b) * H
+               : NULL;
       if (!active) {
         if (y) memset(y, 0, (size_t)H * sizeof(float));
         continue;
       }
-      const float *xr = s->xw + (s->layout1 ? b * S + t : t * B + b) * GH;
-      const float *hr = s->hr + b * GH;
-      float *h = s->h + b * H, *cs = s->c + b * H;
-      switch (s->cell) {
-        case CELL_RNN:
-          for (int64_t j = 0; j < H; j++) h[j] = act_apply(af, clipped(s, xr[j] + hr[j]));
-          break;
-        case CELL_GRU:
-          for (int64_t j = 0; j < H; j++) {
-            float z = act_apply(af, clipped(s, xr[j] + hr[j]));
-            float hh;
-            if (s->lbr) {
-              float r = act_apply(af, clipped(s, xr[H + j] + hr[H + j]));
-              float rec = hr[2 * H + j] + (Rbh ? Rbh[j] : 0.f);
-              hh = act_apply(ag, clipped(s, xr[2 * H + j] + r * rec));
-            } else {
-              hh = act_apply(ag, clipped(s, xr[2 * H + j] + s->rh2[b * H + j]));
-            }
-            h[j] = (1.f - z) * hh + z * h[j];
-          }
-          break;
-        case CELL_LSTM: /* gates i, o, f, c; peepholes i, o, f */
-          for (int64_t j = 0; j < H; j++) {
-            float cp = cs[j];
-            float gi = xr[j] + hr[j] + (P ? P[j] * cp : 0.f);
-            float gf = xr[2 * H + j] + hr[2 * H + j] + (P ? P[2 * H + j] * cp : 0.f);
-            float i = act_apply(af, clipped(s, gi));
-            float f = s->input_forget ? 1.f - i : act_apply(af, clipped(s, gf));
-            float cc = act_apply(ag, clipped(s, xr[3 * H + j] + hr[3 * H + j]));
-            float cn = f * cp + i * cc;
-            float go = xr[H + j] + hr[H + j] + (P ? P[H + j] * cn : 0.f);
-            float o = act_apply(af, clipped(s, go));
-            cs[j] = cn;
-            h[j] = o * act_apply(ah, cn);
-          }
-          break;
-      }
-      if (y) memcpy(y, h, (size_t)H * sizeof(float));
+      cell_update(s, &io, b, s->xw + (s->layout1 ? b * S + t : t * B + b) * GH, s->hr + b * GH);
+      if (y) memcpy(y, s->h + b * H, (size_t)H * sizeof(float));
     }
   }
-  for (int64_t b = 0; b < B; b++) {
-    int64_t at = (s->layout1 ? b * s->dirs + d : d * B + b) * H;
-    if (Yh) memcpy(Yh + at, s->h + b * H, (size_t)H * sizeof(float));
-    if (Yc) memcpy(Yc + at, s->c + b * H, (size_t)H * sizeof(float));
-  }
+  store_final_state(s, &io);
 }
 
 static void run_rnn(pr_exec_t *x, pr_node_t *n) {

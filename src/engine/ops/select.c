@@ -194,10 +194,6 @@ static void run_hardmax(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-static void destroy_free(void *p) {
-  free(p);
-}
-
 const pr_op_t pr_op_hardmax = {.name = "Hardmax",
                                .attrs = "axis",
                                .min_opset = 1,
@@ -205,7 +201,7 @@ const pr_op_t pr_op_hardmax = {.name = "Hardmax",
                                .infer = infer_hardmax,
                                .prepare = prepare_hardmax,
                                .run = run_hardmax,
-                               .destroy = destroy_free};
+                               .destroy = free};
 
 /* ---- TopK ---- */
 
@@ -334,4 +330,4 @@ const pr_op_t pr_op_topk = {.name = "TopK",
                             .infer = infer_topk,
                             .prepare = prepare_topk,
                             .run = run_topk,
-                            .destroy = destroy_free};
+                            .destroy = free};

@@ -15,10 +15,6 @@
 
 #include "engine/ops/ops.h"
 
-static void destroy_free(void *p) {
-  free(p);
-}
-
 static bool is_real_type(pr_dtype_t t) {
   return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE;
 }
@@ -456,4 +452,4 @@ const pr_op_t pr_op_mel_weight_matrix = {.name = "MelWeightMatrix",
                                          .infer = infer_mel,
                                          .prepare = prepare_mel,
                                          .run = run_mel,
-                                         .destroy = destroy_free};
+                                         .destroy = free};

@@ -60,6 +60,22 @@ static void destroy_compress(void *p) {
   free(s);
 }
 
+/* outer x len x inner around n's `axis` attribute (without one: a flat). */
+static pr_status_t axis_blocks(pr_compile_t *c, pr_node_t *n, const pr_value_t *a, int64_t *outer,
+                               int64_t *len, int64_t *inner) {
+  *outer = *inner = 1;
+  if (!pr_attr_find(n->m, "axis")) {
+    *len = pr_value_numel(a);
+    return PR_OK;
+  }
+  int axis = a->rank ? pr_axis(pr_attr_int(n->m, "axis", 0), a->rank) : -1;
+  if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+  for (int k = 0; k < a->rank; k++)
+    if (k != axis) *(k < axis ? outer : inner) *= a->dims[k];
+  *len = a->dims[axis];
+  return PR_OK;
+}
+
 /* The geometry and the kept count; keep (when not NULL) gets the positions. */
 static pr_status_t compress_params(pr_compile_t *c, pr_node_t *n, compress_state_t *s,
                                    int64_t *keep) {
@@ -70,16 +86,8 @@ static pr_status_t compress_params(pr_compile_t *c, pr_node_t *n, compress_state
   if (!cv->is_const)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED,
                    "condition decides the output shape: it must be constant");
-  s->outer = s->inner = 1;
-  if (pr_attr_find(n->m, "axis")) {
-    int axis = a->rank ? pr_axis(pr_attr_int(n->m, "axis", 0), a->rank) : -1;
-    if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
-    for (int k = 0; k < a->rank; k++)
-      if (k != axis) *(k < axis ? &s->outer : &s->inner) *= a->dims[k];
-    s->len = a->dims[axis];
-  } else {
-    s->len = pr_value_numel(a);
-  }
+  pr_status_t st = axis_blocks(c, n, a, &s->outer, &s->len, &s->inner);
+  if (st) return st;
   /* a condition longer than the axis: numpy and ONNX Runtime refuse it */
   if (cv->dims[0] > s->len)
     return pr_fail(c, n, PR_ERR_INVALID, "condition has %lld entries for %lld",
@@ -121,16 +129,20 @@ static pr_status_t prepare_compress(pr_compile_t *c, pr_node_t *n) {
   return compress_params(c, n, s, s->keep);
 }
 
+/* Rows idx[0..count) of each of the outer blocks of `len` rows of in (rows
+ * of `bytes` bytes), one after another into out (Compress, Unique). */
+static void gather_rows(char *out, const char *in, int64_t outer, int64_t len, const int64_t *idx,
+                        int64_t count, int64_t bytes) {
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < count; j++)
+      memcpy(out + (o * count + j) * bytes, in + (o * len + idx[j]) * bytes, (size_t)bytes);
+}
+
 static void run_compress(pr_exec_t *x, pr_node_t *n) {
   const compress_state_t *s = n->state;
   const pr_value_t *a = &x->v[n->in[0]];
-  int64_t bytes = s->inner * (int64_t)pr_dtype_size(a->dtype);
-  const char *in = a->ptr;
-  char *out = pr_xout(x, n, 0);
-  for (int64_t o = 0; o < s->outer; o++)
-    for (int64_t j = 0; j < s->kept; j++)
-      memcpy(out + (o * s->kept + j) * bytes, in + (o * s->len + s->keep[j]) * bytes,
-             (size_t)bytes);
+  gather_rows(pr_xout(x, n, 0), a->ptr, s->outer, s->len, s->keep, s->kept,
+              s->inner * (int64_t)pr_dtype_size(a->dtype));
 }
 
 const pr_op_t pr_op_compress = {.name = "Compress",
@@ -199,16 +211,8 @@ static pr_status_t unique_compute(pr_compile_t *c, pr_node_t *n, unique_state_t 
   if (!cmp) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   if (!a->is_const)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X decides the output shape: it must be constant");
-  s->outer = s->inner = 1;
-  if (pr_attr_find(n->m, "axis")) {
-    int axis = a->rank ? pr_axis(pr_attr_int(n->m, "axis", 0), a->rank) : -1;
-    if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
-    for (int k = 0; k < a->rank; k++)
-      if (k != axis) *(k < axis ? &s->outer : &s->inner) *= a->dims[k];
-    s->len = a->dims[axis];
-  } else {
-    s->len = pr_value_numel(a);
-  }
+  pr_status_t st = axis_blocks(c, n, a, &s->outer, &s->len, &s->inner);
+  if (st) return st;
   int64_t len = s->len;
   size_t cells = (size_t)(len ? len : 1);
   int64_t *order = malloc(sizeof *order * cells), *tmp = malloc(sizeof *tmp * cells);
@@ -216,7 +220,7 @@ static pr_status_t unique_compute(pr_compile_t *c, pr_node_t *n, unique_state_t 
   s->first = malloc(sizeof *s->first * cells);
   s->counts = calloc(cells, sizeof *s->counts);
   s->inverse = malloc(sizeof *s->inverse * cells);
-  pr_status_t st = PR_OK;
+  st = PR_OK;
   if (!order || !tmp || !group || !pos || !s->first || !s->counts || !s->inverse) {
     st = PR_ERR_NOMEM;
     goto done;
@@ -283,13 +287,8 @@ static pr_status_t infer_unique(pr_compile_t *c, pr_node_t *n) {
 static void run_unique(pr_exec_t *x, pr_node_t *n) {
   const unique_state_t *s = n->state;
   const pr_value_t *a = &x->v[n->in[0]];
-  int64_t bytes = s->inner * (int64_t)pr_dtype_size(a->dtype);
-  const char *in = a->ptr;
-  char *y = pr_xout(x, n, 0);
-  for (int64_t o = 0; o < s->outer; o++)
-    for (int64_t u = 0; u < s->count; u++)
-      memcpy(y + (o * s->count + u) * bytes, in + (o * s->len + s->first[u]) * bytes,
-             (size_t)bytes);
+  gather_rows(pr_xout(x, n, 0), a->ptr, s->outer, s->len, s->first, s->count,
+              s->inner * (int64_t)pr_dtype_size(a->dtype));
   size_t cnt = sizeof(int64_t) * (size_t)s->count;
   if (n->n_out > 1 && n->out[1] >= 0 && cnt) memcpy(pr_xout(x, n, 1), s->first, cnt);
   if (n->n_out > 2 && n->out[2] >= 0 && s->len)
