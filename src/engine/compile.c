@@ -105,6 +105,30 @@ static bool reserve_values(pr_compile_t *c, int cap) {
   return true;
 }
 
+pr_status_t pr_node_io(pr_compile_t *c, pr_node_t *n, int n_in, const int *ins, int n_out,
+                       const int *outs) {
+  assert(n_in >= 0 && n_out >= 0);
+  if (c->n_io == c->cap_io) {
+    int cap = c->cap_io ? c->cap_io * 2 : 256;
+    int **io = realloc(c->io, sizeof *io * (size_t)cap);
+    if (!io) return PR_ERR_NOMEM;
+    c->io = io;
+    c->cap_io = cap;
+  }
+  int room = n_in + PR_NODE_SPARE_IN;
+  int *a = malloc(sizeof(int) * (size_t)(room + n_out + 1));
+  if (!a) return PR_ERR_NOMEM;
+  c->io[c->n_io++] = a;
+  for (int k = 0; k < room + n_out; k++) a[k] = -1;
+  if (ins) memcpy(a, ins, sizeof(int) * (size_t)n_in);
+  if (outs) memcpy(a + room, outs, sizeof(int) * (size_t)n_out);
+  n->in = a;
+  n->out = a + room;
+  n->n_in = n_in;
+  n->n_out = n_out;
+  return PR_OK;
+}
+
 int pr_compile_add_value(pr_compile_t *c) {
   if (c->n_values == c->cap_values) {
     /* the reservation of pr_compile_prepare covers every value that pass adds */
@@ -264,8 +288,8 @@ static int reorder_value(pr_compile_t *c, int src, const dnnl_memory_desc_t *md,
   else
     pr_plain_md(v, &v->md);
   v->nbytes = dnnl_memory_desc_get_size(&v->md);
-  pr_node_t r = {.op = &pr_op_reorder, .n_in = 1, .n_out = 1, .in = {src}, .out = {idx}};
-  if ((*st = r.op->prepare(c, &r))) return -1;
+  pr_node_t r = {.op = &pr_op_reorder};
+  if ((*st = pr_node_io(c, &r, 1, &src, 1, &idx)) || (*st = r.op->prepare(c, &r))) return -1;
   v->producer = c->build.n;
   if (add_node(&c->build.nodes, &c->build.n, &c->build.cap, &r) < 0) {
     *st = PR_ERR_NOMEM;

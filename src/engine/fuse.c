@@ -116,14 +116,14 @@ static bool same_shape(const pr_value_t *a, const pr_value_t *b) {
  * place when `other` is computed after it. Returns the conv's new index. */
 static int fuse_add(pr_compile_t *c, int ci, int ai) {
   pr_node_t *conv = &c->nodes[ci], *add = &c->nodes[ai];
-  if (conv->post.sum || conv->n_in >= 16) return ci;
+  if (conv->post.sum || conv->n_in > 3) return ci; /* X, W[, B]: room for B and the addend */
   int mine = conv->out[0];
   int other = add->in[0] == mine ? add->in[1] : add->in[0];
   if (other == mine || !same_shape(&c->v[other], &c->v[mine])) return ci;
   conv->post.sum = true;
   conv->post.sum_before = conv->post.n_eltwise;
   if (conv->n_in < 3) conv->in[2] = -1, conv->n_in = 3;
-  assert(conv->n_in < 16);
+  assert(conv->n_in <= 3 + PR_NODE_SPARE_IN - 2);
   conv->in[conv->n_in++] = other;
   conv->out[0] = add->out[0];
   pr_node_t moved = *conv;
@@ -309,8 +309,8 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
   int dead[] = {i1, is, ip, i2, ia, isq, idiv, used_mul, last};
   for (size_t k = 0; k < sizeof dead / sizeof dead[0]; k++)
     if (dead[k] >= 0) c->nodes[dead[k]].dead = true;
-  *out = (pr_node_t){
-      .op = &pr_op_layer_norm_fused, .n_in = 3, .n_out = 1, .in = {x, gamma, beta}, .out = {y}};
+  *out = (pr_node_t){.op = &pr_op_layer_norm_fused};
+  if (pr_node_io(c, out, 3, (const int[]){x, gamma, beta}, 1, &y)) return PR_ERR_NOMEM;
   out->post.alpha[0] = eps; /* the fused kernel reads epsilon here (no model node) */
   out->dead = false;
   return PR_OK;
@@ -392,11 +392,12 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
   for (int k = 0; k < n_chain; k++) c->nodes[chain[k]].dead = true;
   c->nodes[ie].dead = c->nodes[i1].dead = c->nodes[i2].dead = true;
   int y = c->nodes[i3].out[0];
-  c->nodes[i3] = (pr_node_t){.op = is_erf ? &pr_op_gelu_erf : &pr_op_gelu_tanh,
-                             .n_in = 1,
-                             .n_out = 1,
-                             .in = {x},
-                             .out = {y}};
+  pr_node_t *g = &c->nodes[i3];
+  int *ins = g->in, *outs = g->out; /* the Mul's arrays: room for X */
+  *g = (pr_node_t){.op = is_erf ? &pr_op_gelu_erf : &pr_op_gelu_tanh, .in = ins, .out = outs};
+  g->n_in = g->n_out = 1;
+  g->in[0] = x;
+  g->out[0] = y;
 }
 
 /* ---- scaled-dot-product attention -> one kernel ----
@@ -547,14 +548,12 @@ static void fuse_attention(pr_compile_t *c, int i1) {
       !pr_attn_operand(D, Sk, a.st[1][2], a.st[1][3], &t, &ld) ||
       !pr_attn_operand(Sk, Dv, a.st[2][2], a.st[2][3], &t, &ld))
     return;
+  pr_node_t fused = {.op = &pr_op_attention, .attn = a};
+  if (pr_node_io(c, &fused, 4, (const int[]){src[0], src[1], src[2], mask}, 1, &out))
+    return; /* no memory: the pattern stays unfused, which is still right */
   assert(n_dead <= (int)(sizeof dead / sizeof dead[0]));
   for (int d = 0; d < n_dead; d++) c->nodes[dead[d]].dead = true;
-  c->nodes[last] = (pr_node_t){.op = &pr_op_attention,
-                               .n_in = 4,
-                               .n_out = 1,
-                               .in = {src[0], src[1], src[2], mask},
-                               .out = {out},
-                               .attn = a};
+  c->nodes[last] = fused;
   c->v[out].producer = last;
 }
 

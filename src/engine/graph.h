@@ -144,7 +144,10 @@ typedef struct pr_node {
   const struct pr_op *op;
   const pr_mnode_t *m; /* attributes and name; NULL for compiler-made nodes */
   int n_in, n_out;
-  int in[16], out[16];
+  /* value indices (-1: an omitted optional input or output), in arrays made
+   * by pr_node_io: any count, with room for PR_NODE_SPARE_IN more inputs
+   * that fusions append */
+  int *in, *out;
   bool dead;
   pr_post_t post;
   /* a BatchNormalization folded into this Conv: its node and the value
@@ -169,6 +172,9 @@ typedef struct pr_compile {
   bool values_fixed;
   pr_node_t *nodes;
   int n_nodes, cap_nodes;
+  /* every node's in/out arrays (pr_node_io), freed with the session */
+  int **io;
+  int n_io, cap_io;
   /* the prepare pass (compile.c) builds the new node list here, reorders
    * included; plain_of maps an opaque value to its row-major copy (-1) */
   struct {
@@ -243,6 +249,13 @@ const char *pr_attr_strings_at(const pr_attr_t *a, int k);
  * requires (called once per kernel run, never per element). */
 pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Fusions append at most this many inputs to a node (a conv's bias slot
+ * and its residual addend). */
+#define PR_NODE_SPARE_IN 2
+/* Gives n fresh in/out arrays owned by c: n_in inputs (+ PR_NODE_SPARE_IN
+ * of room) and n_out outputs, copied from ins/outs (NULL: all -1). */
+pr_status_t pr_node_io(pr_compile_t *c, pr_node_t *n, int n_in, const int *ins, int n_out,
+                       const int *outs);
 static inline pr_value_t *pr_in(pr_compile_t *c, const pr_node_t *n, int k) {
   assert(k >= 0 && (k >= n->n_in || n->in[k] < c->n_values));
   return (k < n->n_in && n->in[k] >= 0) ? &c->v[n->in[k]] : NULL;

@@ -5,6 +5,7 @@
  * value references, topological order, operator support. After a successful
  * load the model is immutable. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,9 +324,9 @@ static pr_status_t check_node_proto(loader_t *L, const Onnx__NodeProto *np, cons
     pr_errf(L->err, L->err_len, "node '%s' (%s): domain '%s' not supported", nm, ot, np->domain);
     return PR_ERR_UNSUPPORTED;
   }
-  if (np->n_input > 16 || np->n_output > 16) {
+  if (np->n_input > INT_MAX / 8 || np->n_output > INT_MAX / 8) {
     pr_errf(L->err, L->err_len, "node '%s' (%s): too many inputs or outputs", nm, ot);
-    return PR_ERR_UNSUPPORTED;
+    return PR_ERR_INVALID;
   }
   for (size_t k = 0; k < np->n_input; k++) {
     const char *in = np->input[k];

@@ -94,6 +94,8 @@ void pr_engine_session_destroy(pr_session_t *s) {
   free(s->kernel_seconds);
   free(c->v);
   free(c->nodes);
+  for (int i = 0; i < c->n_io; i++) free(c->io[i]);
+  free(c->io);
   pr_free(s->arena);
   if (s->stream) dnnl_stream_destroy(s->stream);
   if (c->engine) dnnl_engine_destroy(c->engine);
@@ -187,13 +189,10 @@ static pr_status_t copy_nodes(pr_compile_t *c, const pr_model_t *m) {
   for (int i = 0; i < m->n_nodes; i++) {
     const pr_mnode_t *mn = &m->nodes[i];
     pr_node_t *n = &c->nodes[c->n_nodes++];
-    assert(mn->n_in <= 16 && mn->n_out <= 16); /* the loader's limit */
     n->op = mn->op;
     n->m = mn;
-    n->n_in = mn->n_in;
-    n->n_out = mn->n_out;
-    memcpy(n->in, mn->in, sizeof(int) * (size_t)mn->n_in);
-    memcpy(n->out, mn->out, sizeof(int) * (size_t)mn->n_out);
+    pr_status_t st = pr_node_io(c, n, mn->n_in, mn->in, mn->n_out, mn->out);
+    if (st) return st;
   }
   return PR_OK;
 }

@@ -748,6 +748,47 @@ static void test_values_stable_while_preparing(void **state) {
   }
 }
 
+/* No cap on a node's inputs: Concat of 40 inputs and Sum of 20 (DenseNet
+ * concatenates up to 49 feature maps). */
+static void test_many_inputs(void **state) {
+  enum { N = 40, S = 20 };
+  mb_t *b = mb_new(13);
+  const char *cin[N + 1], *sin[S + 1];
+  char names[N][8];
+  int64_t d[2] = {1, 2};
+  for (int k = 0; k < N; k++) {
+    snprintf(names[k], sizeof names[k], "x%d", k);
+    mb_input(b, names[k], PR_DTYPE_FLOAT, 2, d);
+    cin[k] = names[k];
+    if (k < S) sin[k] = names[k];
+  }
+  cin[N] = sin[S] = NULL;
+  int n = mb_node(b, "Concat", "cat", cin, (const char *[]){"cat", NULL});
+  mb_attr_int(b, n, "axis", 1);
+  mb_node(b, "Sum", "sum", sin, (const char *[]){"sum", NULL});
+  mb_output(b, "cat");
+  mb_output(b, "sum");
+  char err[256];
+  pr_model_t *m = mb_load(b, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *s;
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  float data[N][2];
+  pr_tensor_t in[N], out[2];
+  for (int k = 0; k < N; k++) {
+    data[k][0] = (float)k, data[k][1] = (float)(100 + k);
+    in[k] = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {1, 2}, .data = data[k]};
+  }
+  assert_int_equal(pr_engine_session_run(s, in, N, out, 2, err, sizeof err), PR_OK);
+  assert_int_equal(out[0].dims[1], 2 * N);
+  const float *cat = out[0].data, *sum = out[1].data;
+  for (int k = 0; k < N; k++) assert_true(cat[2 * k] == k && cat[2 * k + 1] == 100 + k);
+  assert_true(sum[0] == S * (S - 1) / 2 && sum[1] == 100 * S + S * (S - 1) / 2);
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
@@ -761,6 +802,7 @@ int main(void) {
       cmocka_unit_test(test_integer_ops),
       cmocka_unit_test(test_broadcast_lower_rank_first),
       cmocka_unit_test(test_values_stable_while_preparing),
+      cmocka_unit_test(test_many_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -385,15 +385,7 @@ static void run_minmax(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_min = {.name = "Min",
-                           .attrs = "",
-                           .min_opset = 8,
-                           .max_inputs = 16,
-                           .infer = infer_minmax,
-                           .run = run_minmax};
-const pr_op_t pr_op_max = {.name = "Max",
-                           .attrs = "",
-                           .min_opset = 8,
-                           .max_inputs = 16,
-                           .infer = infer_minmax,
-                           .run = run_minmax};
+const pr_op_t pr_op_min = {
+    .name = "Min", .attrs = "", .min_opset = 8, .infer = infer_minmax, .run = run_minmax};
+const pr_op_t pr_op_max = {
+    .name = "Max", .attrs = "", .min_opset = 8, .infer = infer_minmax, .run = run_minmax};

@@ -2,6 +2,8 @@
  * compiler's internal Reorder op (layout changes between kernels). */
 #include "engine/ops/dnnl_util.h"
 
+#include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/util.h"
@@ -12,11 +14,24 @@ pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
   dnnl_primitive_desc_destroy(pd);
   if (st != dnnl_success)
     return pr_fail(c, n, PR_ERR_INTERNAL, "oneDNN primitive creation failed (%d)", st);
+  return pr_dnnl_prim_reserve(p, PR_DNNL_ARGS);
+}
+
+pr_status_t pr_dnnl_prim_reserve(pr_dnnl_prim_t *p, int n) {
+  if (n <= p->cap_args) return PR_OK;
+  pr_dnnl_arg_t *args = realloc(p->args, sizeof *args * (size_t)n);
+  if (!args) return PR_ERR_NOMEM;
+  p->args = args;
+  dnnl_exec_arg_t *exec = realloc(p->exec, sizeof *exec * (size_t)n);
+  if (!exec) return PR_ERR_NOMEM;
+  p->exec = exec;
+  p->cap_args = n;
   return PR_OK;
 }
 
 void pr_dnnl_prim_add_arg(pr_dnnl_prim_t *p, int arg, int value, void *buf,
                           const dnnl_memory_desc_t *md) {
+  assert(p->n_args < p->cap_args); /* init's slots, or pr_dnnl_prim_reserve */
   pr_dnnl_arg_t *a = &p->args[p->n_args++];
   memset(a, 0, sizeof *a);
   a->arg = arg;
@@ -26,7 +41,7 @@ void pr_dnnl_prim_add_arg(pr_dnnl_prim_t *p, int arg, int value, void *buf,
 }
 
 void pr_dnnl_prim_run(pr_exec_t *x, pr_dnnl_prim_t *p) {
-  dnnl_exec_arg_t args[PR_DNNL_MAX_ARGS];
+  dnnl_exec_arg_t *args = p->exec;
   for (int i = 0; i < p->n_args; i++) {
     pr_dnnl_arg_t *a = &p->args[i];
     void *ptr = a->value >= 0 ? x->v[a->value].ptr : a->buf;
@@ -47,8 +62,12 @@ void pr_dnnl_prim_destroy(pr_dnnl_prim_t *p) {
   if (p->prim) dnnl_primitive_destroy(p->prim);
   for (int i = 0; i < p->n_args; i++)
     if (p->args[i].mem) dnnl_memory_destroy(p->args[i].mem);
+  free(p->args);
+  free(p->exec);
   p->prim = NULL;
-  p->n_args = 0;
+  p->args = NULL;
+  p->exec = NULL;
+  p->n_args = p->cap_args = 0;
 }
 
 pr_status_t pr_dnnl_reorder_now(dnnl_engine_t eng, const dnnl_memory_desc_t *src_md, void *src,

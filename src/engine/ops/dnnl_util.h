@@ -17,17 +17,21 @@ typedef struct {
   void *bound;
 } pr_dnnl_arg_t;
 
-#define PR_DNNL_MAX_ARGS 20
+/* Argument slots a primitive gets at init; pr_dnnl_prim_reserve for more. */
+#define PR_DNNL_ARGS 8
 
 typedef struct {
   dnnl_primitive_t prim;
-  int n_args;
-  pr_dnnl_arg_t args[PR_DNNL_MAX_ARGS];
+  int n_args, cap_args;
+  pr_dnnl_arg_t *args;
+  dnnl_exec_arg_t *exec; /* cap_args entries, filled by each run */
 } pr_dnnl_prim_t;
 
-/* Create prim from pd (pd is destroyed). */
+/* Create prim from pd (pd is destroyed), with PR_DNNL_ARGS argument slots. */
 pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
                               dnnl_primitive_desc_t pd);
+/* Room for n arguments in all (e.g. a concat of many inputs). */
+pr_status_t pr_dnnl_prim_reserve(pr_dnnl_prim_t *p, int n);
 void pr_dnnl_prim_add_arg(pr_dnnl_prim_t *p, int arg, int value, void *buf,
                           const dnnl_memory_desc_t *md);
 void pr_dnnl_prim_run(pr_exec_t *x, pr_dnnl_prim_t *p);

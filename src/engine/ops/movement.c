@@ -9,8 +9,8 @@
 
 typedef struct {
   int64_t outer, inner_out; /* bytes per outer row of the output */
-  int64_t inner_in[16];
-  pr_dnnl_prim_t *prim; /* channel concat of blocked (opaque) inputs */
+  int64_t *inner_in;        /* bytes per outer row of each input */
+  pr_dnnl_prim_t *prim;     /* channel concat of blocked (opaque) inputs */
 } concat_state_t;
 
 static pr_status_t infer_concat(pr_compile_t *c, pr_node_t *n) {
@@ -38,6 +38,7 @@ static pr_status_t infer_concat(pr_compile_t *c, pr_node_t *n) {
 static void destroy_concat(void *p) {
   concat_state_t *s = p;
   if (s && s->prim) pr_dnnl_prim_destroy(s->prim), free(s->prim);
+  if (s) free(s->inner_in);
   free(s);
 }
 
@@ -56,13 +57,24 @@ static dnnl_format_tag_t tag_of(const pr_value_t *v) {
   return (dnnl_format_tag_t)0;
 }
 
+static pr_status_t concat_blocked_prim(pr_compile_t *c, pr_node_t *n, concat_state_t *s,
+                                       dnnl_format_tag_t tag, dnnl_memory_desc_t *mds);
+
 /* Blocked inputs concatenated on channels stay blocked: one oneDNN concat. */
 static pr_status_t prepare_concat_blocked(pr_compile_t *c, pr_node_t *n, concat_state_t *s) {
   dnnl_format_tag_t tag = 0;
   for (int k = 0; k < n->n_in && !tag; k++)
     if (pr_in(c, n, k)->opaque) tag = tag_of(pr_in(c, n, k));
   if (!tag) return PR_ERR_UNSUPPORTED;
-  dnnl_memory_desc_t mds[16];
+  dnnl_memory_desc_t *mds = calloc((size_t)n->n_in, sizeof *mds);
+  if (!mds) return PR_ERR_NOMEM;
+  pr_status_t st = concat_blocked_prim(c, n, s, tag, mds);
+  free(mds);
+  return st;
+}
+
+static pr_status_t concat_blocked_prim(pr_compile_t *c, pr_node_t *n, concat_state_t *s,
+                                       dnnl_format_tag_t tag, dnnl_memory_desc_t *mds) {
   pr_status_t st;
   for (int k = 0; k < n->n_in; k++) {
     pr_value_t *v = pr_in(c, n, k);
@@ -83,7 +95,9 @@ static pr_status_t prepare_concat_blocked(pr_compile_t *c, pr_node_t *n, concat_
     dnnl_primitive_desc_destroy(pd);
     return PR_ERR_NOMEM;
   }
-  if ((st = pr_dnnl_prim_init(c, n, s->prim, pd))) return st;
+  if ((st = pr_dnnl_prim_init(c, n, s->prim, pd)) ||
+      (st = pr_dnnl_prim_reserve(s->prim, n->n_in + 1)))
+    return st;
   for (int k = 0; k < n->n_in; k++)
     pr_dnnl_prim_add_arg(s->prim, DNNL_ARG_MULTIPLE_SRC + k, n->in[k], NULL, &mds[k]);
   pr_dnnl_prim_add_arg(s->prim, DNNL_ARG_DST, n->out[0], NULL, &omd);
@@ -101,7 +115,7 @@ static pr_status_t prepare_concat(pr_compile_t *c, pr_node_t *n) {
   int axis = pr_axis(pr_attr_int(n->m, "axis", 0), o->rank);
   bool any_opaque = false;
   for (int k = 0; k < n->n_in; k++) any_opaque |= pr_in(c, n, k)->opaque;
-  if (any_opaque && axis == 1 && n->n_in <= PR_DNNL_MAX_ARGS - 1 && o->dtype == PR_DTYPE_FLOAT) {
+  if (any_opaque && axis == 1 && o->dtype == PR_DTYPE_FLOAT) {
     pr_status_t st = prepare_concat_blocked(c, n, s);
     if (st != PR_ERR_UNSUPPORTED) return st;
   }
@@ -116,6 +130,7 @@ static pr_status_t prepare_concat(pr_compile_t *c, pr_node_t *n) {
   int64_t inner = (int64_t)es;
   for (int k = axis + 1; k < o->rank; k++) inner *= o->dims[k];
   s->inner_out = inner * o->dims[axis];
+  if (!(s->inner_in = malloc(sizeof(int64_t) * (size_t)n->n_in))) return PR_ERR_NOMEM;
   for (int k = 0; k < n->n_in; k++) s->inner_in[k] = inner * pr_in(c, n, k)->dims[axis];
   return PR_OK;
 }
@@ -140,7 +155,6 @@ static void run_concat(pr_exec_t *x, pr_node_t *n) {
 const pr_op_t pr_op_concat = {.name = "Concat",
                               .attrs = "axis",
                               .min_opset = 4,
-                              .max_inputs = 16,
                               .infer = infer_concat,
                               .prepare = prepare_concat,
                               .run = run_concat,
