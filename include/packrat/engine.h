@@ -61,6 +61,9 @@ typedef enum {
 } pr_dtype_t;
 
 #define PR_MAX_RANK 8
+/* Models of opsets 1 to PR_MAX_OPSET (default domain) load when every node's
+ * operator version is implemented; others are refused naming the node. */
+#define PR_MAX_OPSET 21
 
 /* Description of a graph input or output. dims[k] < 0 means symbolic; its
  * name (if the model names it) is in dim_names[k], else NULL. Strings are

@@ -203,10 +203,20 @@ bad:
   return PR_ERR_INVALID;
 }
 
+/* Attributes of operator versions before opset 7 that change nothing the
+ * engine computes: consumed_inputs (an in-place hint of version 1), is_test
+ * (BatchNormalization and Dropout in inference are what is_test asks for),
+ * Gemm's broadcast (C broadcast or of full shape: both what Gemm-7 does). */
+static bool legacy_hint(const pr_model_t *m, const pr_mnode_t *n, const char *attr) {
+  return m->opset < 7 && (!strcmp(attr, "consumed_inputs") || !strcmp(attr, "is_test") ||
+                          (!strcmp(attr, "broadcast") && !strcmp(n->op->name, "Gemm")));
+}
+
 static pr_status_t check_node_attrs(loader_t *L, const pr_mnode_t *n) {
   const pr_op_t *op = n->op;
   for (int i = 0; i < n->n_attrs; i++) {
     const char *an = n->attrs[i].name;
+    if (legacy_hint(L->m, n, an)) continue;
     size_t len = strlen(an);
     const char *p = op->attrs ? op->attrs : "";
     int found = 0;
@@ -243,8 +253,10 @@ static pr_status_t read_opset(loader_t *L, const Onnx__ModelProto *mp) {
     if (!d || !*d || !strcmp(d, "ai.onnx")) m->opset = (int)mp->opset_import[i]->version;
   }
   if (m->opset < 0) m->opset = 1;
-  if (m->opset < 7 || m->opset > 17) {
-    pr_errf(L->err, L->err_len, "opset %d not supported (7 to 17 are)", m->opset);
+  /* each node's operator version is then checked against what its kernel
+   * implements (pr_op_t.min_opset, its attributes and inputs) */
+  if (m->opset < 1 || m->opset > PR_MAX_OPSET) {
+    pr_errf(L->err, L->err_len, "opset %d not supported (1 to %d are)", m->opset, PR_MAX_OPSET);
     return PR_ERR_UNSUPPORTED;
   }
   return PR_OK;
@@ -403,8 +415,10 @@ static pr_status_t add_node(loader_t *L, const Onnx__NodeProto *np, const char *
     return PR_ERR_UNSUPPORTED;
   }
   if (m->opset < n->op->min_opset) {
-    pr_errf(L->err, L->err_len, "node '%s': %s at opset %d not supported (from %d)", nm, ot,
-            m->opset, n->op->min_opset);
+    pr_errf(L->err, L->err_len,
+            "node '%s' (%s): the version of %s in opset %d is not implemented (opset %d and later "
+            "are)",
+            nm, ot, ot, m->opset, n->op->min_opset);
     return PR_ERR_UNSUPPORTED;
   }
   return check_node_attrs(L, n);

@@ -108,14 +108,32 @@ static void test_unknown_attribute_rejected(void **state) {
   free(data);
 }
 
-static void test_old_opset_rejected(void **state) {
+/* Opsets 1 to PR_MAX_OPSET load when every node's operator version is
+ * implemented (Relu's opset-5 version is); a version that is not is refused
+ * naming the node, the operator and the opset; an opset past the last is
+ * refused naming it. */
+static void test_opset_range(void **state) {
   void *data;
   size_t len;
-  relu_model(&data, &len, 5, "Relu");
   pr_model_t *m;
   char err[256];
+  relu_model(&data, &len, 5, "Relu");
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err), PR_OK);
+  pr_engine_model_destroy(m);
+  free(data);
+  relu_model(&data, &len, 5, "Add");
   assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err),
                    PR_ERR_UNSUPPORTED);
+  assert_non_null(strstr(err, "act0"));
+  assert_non_null(strstr(err, "Add"));
+  assert_non_null(strstr(err, "opset 5"));
+  free(data);
+  relu_model(&data, &len, PR_MAX_OPSET + 1, "Relu");
+  assert_int_equal(pr_engine_model_load_memory(data, len, NULL, &m, err, sizeof err),
+                   PR_ERR_UNSUPPORTED);
+  char want[32];
+  snprintf(want, sizeof want, "opset %d", PR_MAX_OPSET + 1);
+  assert_non_null(strstr(err, want));
   free(data);
 }
 
@@ -328,7 +346,7 @@ int main(void) {
       cmocka_unit_test(test_every_truncation_fails_cleanly),
       cmocka_unit_test(test_unsupported_op_names_node),
       cmocka_unit_test(test_unknown_attribute_rejected),
-      cmocka_unit_test(test_old_opset_rejected),
+      cmocka_unit_test(test_opset_range),
       cmocka_unit_test(test_undefined_input_rejected),
       cmocka_unit_test(test_raw_data_size_mismatch),
       cmocka_unit_test(test_input_with_initializer_is_constant),

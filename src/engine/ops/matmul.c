@@ -233,7 +233,7 @@ static void run_gemm(pr_exec_t *x, pr_node_t *n) {
 
 const pr_op_t pr_op_gemm = {.name = "Gemm",
                             .attrs = "alpha,beta,transA,transB",
-                            .min_opset = 7,
+                            .min_opset = 1, /* 1 and 6: C required (broadcast: the loader) */
                             .max_inputs = 3,
                             .infer = infer_gemm,
                             .run = run_gemm};
