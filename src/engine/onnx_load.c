@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "engine/graph.h"
+#include "engine/half.h"
 #include "engine/names.h"
 #include "engine/tensor.h"
 #include "onnx.pb-c.h"
@@ -479,7 +480,19 @@ static pr_status_t build(loader_t *L, const Onnx__ModelProto *mp) {
   if ((st = read_opset(L, mp)) || (st = load_initializers(L, g)) || (st = load_inputs(L, g)) ||
       (st = load_nodes(L, g)) || (st = load_outputs(L, g)))
     return st;
-  return PR_OK;
+  /* float16 models compute in float32 (half.c): the outputs' declared types */
+  pr_dtype_t *out_types = calloc(g->n_output + 1, sizeof *out_types);
+  if (!out_types) return PR_ERR_NOMEM;
+  for (size_t i = 0; i < g->n_output; i++) {
+    const Onnx__TypeProto *tp = g->output[i]->type;
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+        tp->tensor_type->has_elem_type)
+      out_types[i] = (pr_dtype_t)tp->tensor_type->elem_type;
+  }
+  st = pr_half_edges(L->m, out_types);
+  free(out_types);
+  if (st) pr_errf(L->err, L->err_len, "float16 model: out of memory");
+  return st;
 }
 
 pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char *base_dir,

@@ -1,5 +1,5 @@
 // Runs one model through ONNX Runtime (npm onnxruntime-node, CPU) on inputs
-// given as .npy files (float32, int64) and writes each output as raw
+// given as .npy files (float32, float16, int64) and writes each output as raw
 // little-endian data plus a JSON index of names, types and shapes.
 // usage: node ort_run.js MODEL.onnx OUT_DIR NAME=IN.npy...
 'use strict';
@@ -19,6 +19,7 @@ function readNpy(file) {
   const data = buf.subarray(hoff + hlen);
   const ab = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
   if (descr === '<f4') return new ort.Tensor('float32', new Float32Array(ab), shape);
+  if (descr === '<f2') return new ort.Tensor('float16', new Uint16Array(ab), shape);
   if (descr === '<i8') return new ort.Tensor('int64', new BigInt64Array(ab), shape);
   throw new Error(`${file}: npy type ${descr}`);
 }

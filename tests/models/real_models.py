@@ -5,7 +5,8 @@ tests/npm), run by packrat and by ONNX Runtime on the same seeded inputs.
 usage: real_models.py PACKRAT NODE_MODULES OUT_DIR [NAME...]
 
 A case passes when every output has the reference's type and shape and
-max|diff| <= 1e-4 * max|reference|. A case listed with `expect_fail` must
+max|diff| <= 1e-4 * max|reference| (1e-2 for the float16 conversions, which
+ONNX Runtime computes in float16 and packrat in float32). A case listed with `expect_fail` must
 still fail (with its reason printed); one that starts passing fails the test,
 so the list is kept true.
 """
@@ -27,7 +28,13 @@ def image(*shape):
 
 
 # name: (model under node_modules, exporter, {input: (dtype, shape, kind)}, expect_fail)
+# A model path ending in "@fp16" is that model converted to float16 here
+# (float16_model: weights, Constants, Casts and the graph's inputs/outputs).
 CASES = {
+    "ocr_cls_fp16": (OCR + "ch_ppocr_mobile_v2.0_cls_infer.onnx@fp16", "paddle2onnx, to float16",
+                     {"x": ("float16", (1, 3, 48, 192), "uniform")}, None),
+    "wakeword_head_fp16": (WAKE + "namaste_deepa.onnx@fp16", "pytorch 2.8, to float16",
+                           {"onnx::Flatten_0": ("float16", (1, 24, 96), "embedding")}, None),
     "ocr_det_640": (OCR + "ch_PP-OCRv4_det_infer.onnx", "paddle2onnx",
                     {"x": image(1, 3, 640, 640)}, None),
     "ocr_det_320x480": (OCR + "ch_PP-OCRv4_det_infer.onnx", "paddle2onnx",
@@ -57,11 +64,39 @@ CASES = {
 }
 
 
+def float16_model(src, dst):
+    """src with every float32 tensor, Cast and graph input/output made float16."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    def half(t):
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+
+    m = onnx.load(src)
+    g = m.graph
+    for t in g.initializer:
+        if t.data_type == TensorProto.FLOAT:
+            half(t)
+    for n in g.node:
+        for a in n.attribute:
+            if n.op_type == "Constant" and a.name == "value" and a.t.data_type == TensorProto.FLOAT:
+                half(a.t)
+            if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+    for v in list(g.input) + list(g.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    del g.value_info[:]
+    onnx.save(m, dst)
+
+
 def make_input(spec, seed):
     dtype, shape, kind = spec
     rng = np.random.RandomState(seed)
     if dtype == "int64":
         return np.full(shape, kind, np.int64)
+    if dtype == "float16":
+        return make_input(("float32", shape, kind), seed).astype(np.float16)
     if kind == "uniform":
         return (rng.rand(*shape) * 2 - 1).astype(np.float32)
     if kind == "zeros":
@@ -70,15 +105,19 @@ def make_input(spec, seed):
     return (rng.randn(*shape) * scale).astype(np.float32)
 
 
-ORT_TYPES = {"float32": np.float32, "int64": np.int64, "float64": np.float64, "int32": np.int32,
+ORT_TYPES = {"float32": np.float32, "float16": np.float16, "int64": np.int64, "float64": np.float64, "int32": np.int32,
              "bool": np.bool_, "uint8": np.uint8, "int8": np.int8}
 
 
 def run_case(name, packrat, modules, out):
     rel, _, inputs, _ = CASES[name]
-    model = os.path.join(modules, rel)
     d = os.path.join(out, name)
     os.makedirs(os.path.join(d, "packrat"), exist_ok=True)
+    model = os.path.join(modules, rel[: -len("@fp16")] if rel.endswith("@fp16") else rel)
+    if rel.endswith("@fp16"):
+        float16_model(model, os.path.join(d, "model_fp16.onnx"))
+        model = os.path.join(d, "model_fp16.onnx")
+    limit = 1e-2 if rel.endswith("@fp16") else 1e-4
     args = []
     for k, (iname, spec) in enumerate(inputs.items()):
         f = os.path.join(d, f"input_{k}.npy")
@@ -106,8 +145,8 @@ def run_case(name, packrat, modules, out):
         ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
         diff = float(np.max(np.abs(got64 - ref64))) if ref.size else 0.0
         scale = float(np.max(np.abs(ref64))) if ref.size else 0.0
-        if not diff <= 1e-4 * scale:
-            return f"output {o['name']}: max|diff| {diff:.3g} > 1e-4 x max|ref| {scale:.3g}"
+        if not diff <= limit * scale:
+            return f"output {o['name']}: max|diff| {diff:.3g} > {limit:g} x max|ref| {scale:.3g}"
         worst.append(f"{o['name']} {diff:.2g}/{scale:.2g}")
     print(f"  max|diff| / max|ref|: {', '.join(worst)}")
     return None
