@@ -15,19 +15,25 @@ MAIN=(
   python3-torch python3-torchvision python3-numpy python3-onnx libopenblas0-openmp
 )
 # tests and benchmarks only: clang (libFuzzer), cmocka, ONNX test data,
-# promtool (inside Debian's prometheus package), curl, Node.js and npm
-# (ONNX Runtime and real models from npm at test time); the deploy tests'
+# promtool (inside Debian's prometheus package), curl; the deploy tests'
 # nginx and HAProxy (run unprivileged from a temp folder; their system
 # services stay off, see below), mmdebstrap, strace, systemd-analyze
 TEST=(
-  clang libclang-rt-14-dev libcmocka-dev libonnx-testdata prometheus curl nodejs npm
+  clang libclang-rt-14-dev libcmocka-dev libonnx-testdata prometheus curl
   nginx haproxy mmdebstrap strace systemd
 )
+# Node.js and npm (ONNX Runtime and real models from npm at test time): the
+# machine's own when it has them (a newer Node.js with its npm, which Debian's
+# npm package would conflict with), else Debian's
+NODE=(nodejs npm)
 pkgs=("${MAIN[@]}")
 case "${1:-}" in
-  --test) pkgs+=("${TEST[@]}") ;;
+  --test)
+    pkgs+=("${TEST[@]}")
+    command -v node >/dev/null && command -v npm >/dev/null || pkgs+=("${NODE[@]}")
+    ;;
   --print) printf '%s\n' "${MAIN[@]}"; exit 0 ;;
-  --print-test) printf '%s\n' "${TEST[@]}"; exit 0 ;;
+  --print-test) printf '%s\n' "${TEST[@]}" "${NODE[@]}"; exit 0 ;;
   "") ;;
   *) echo "usage: $0 [--test | --print | --print-test]" >&2; exit 2 ;;
 esac
