@@ -28,6 +28,13 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 
 /* ---- per-model families, one table each ---- */
 
+/* A family whose value is a field at `off` (of the model's stats or of a
+ * plan instance). */
+typedef struct {
+  const char *name, *help;
+  size_t off;
+} field_family_t;
+
 #define STATS_AT(m, off) ((const char *)pr_sched_stats((m)->sched) + (off))
 
 static void write_requests(FILE *f, const ready_t *r) {
@@ -47,10 +54,7 @@ static void write_requests(FILE *f, const ready_t *r) {
                   (_Atomic uint64_t *)STATS_AT(r->list[i], outcomes[k].off)));
 }
 
-static const struct {
-  const char *name, *help;
-  size_t off;
-} histograms[] = {
+static const field_family_t histograms[] = {
     {"packrat_request_duration_seconds", "Time from enqueue to answer.",
      offsetof(pr_sched_stats_t, request_s)},
     {"packrat_queue_duration_seconds", "Time a request waited in the queue.",
@@ -73,14 +77,12 @@ static void write_histograms(FILE *f, const ready_t *r) {
   }
 }
 
-static const struct {
-  const char *name, *help;
-  size_t off;
-} counters[] = {{"packrat_reconfigurations_total", "Plan switches.",
-                 offsetof(pr_sched_stats_t, reconfigurations)},
-                {"packrat_prepared_plans_evicted_total",
-                 "Prepared plans evicted (least recently used) to stay within the limit.",
-                 offsetof(pr_sched_stats_t, plans_evicted)}};
+static const field_family_t counters[] = {
+    {"packrat_reconfigurations_total", "Plan switches.",
+     offsetof(pr_sched_stats_t, reconfigurations)},
+    {"packrat_prepared_plans_evicted_total",
+     "Prepared plans evicted (least recently used) to stay within the limit.",
+     offsetof(pr_sched_stats_t, plans_evicted)}};
 
 static void write_counters(FILE *f, const ready_t *r) {
   for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
@@ -109,10 +111,7 @@ static void write_model_gauges(FILE *f, const ready_t *r) {
   }
 }
 
-static const struct {
-  const char *name, *help;
-  size_t off;
-} instance_gauges[] = {
+static const field_family_t instance_gauges[] = {
     {"packrat_plan_instance_threads", "Threads of each instance of the current plan.",
      offsetof(pr_plan_instance_t, threads)},
     {"packrat_plan_instance_batch", "Planned batch of each instance.",

@@ -399,6 +399,13 @@ static char *dup_text(const unsigned char *s, size_t l) {
   return d;
 }
 
+/* Pass 1 keeps a copy of the text in *dst (pass 2 finds it there). */
+static int keep_text(parser_t *p, char **dst, const unsigned char *s, size_t l) {
+  if (p->pass == 2) return 1;
+  if (!(*dst = dup_text(s, l))) return fail(p, "out of memory");
+  return 1;
+}
+
 static int cb_string(void *ctx, const unsigned char *s, size_t l) {
   parser_t *p = ctx;
   ctx_t c;
@@ -407,14 +414,8 @@ static int cb_string(void *ctx, const unsigned char *s, size_t l) {
     return fail(p, "%s must be valid UTF-8 without NUL characters", what(c));
   switch (c) {
     case C_SKIP: return 1;
-    case C_ID:
-      if (p->pass == 2) return 1;
-      if (!(p->q->id = dup_text(s, l))) return fail(p, "out of memory");
-      return 1;
-    case C_IN_NAME:
-      if (p->pass == 2) return 1;
-      if (!(p->in[p->n_in - 1].name = dup_text(s, l))) return fail(p, "out of memory");
-      return 1;
+    case C_ID: return keep_text(p, &p->q->id, s, l);
+    case C_IN_NAME: return keep_text(p, &p->in[p->n_in - 1].name, s, l);
     case C_IN_DTYPE: {
       char *d = p->in[p->n_in - 1].dtype;
       size_t n = l < 15 ? l : 15;
@@ -423,10 +424,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t l) {
       if (l > 15) d[0] = '?'; /* no datatype is that long */
       return 1;
     }
-    case C_OUT_NAME:
-      if (p->pass == 2) return 1;
-      if (!(p->out[p->n_out - 1].name = dup_text(s, l))) return fail(p, "out of memory");
-      return 1;
+    case C_OUT_NAME: return keep_text(p, &p->out[p->n_out - 1].name, s, l);
     case C_DATA: {
       if (p->pass == 1) return 1;
       double d = 0;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,22 +150,6 @@ static bool set_max_batch(pr_model_config_t *c, const char *key, json_t *v, char
   return true;
 }
 
-static bool set_queue_delay(pr_model_config_t *c, const char *key, json_t *v, char *msg,
-                            size_t len) {
-  long long x;
-  if (!int_setting(key, v, 0, &x, msg, len)) return false;
-  c->max_queue_delay_us = (int)x;
-  return true;
-}
-
-static bool set_queue_capacity(pr_model_config_t *c, const char *key, json_t *v, char *msg,
-                               size_t len) {
-  long long x;
-  if (!int_setting(key, v, 1, &x, msg, len)) return false;
-  c->queue_capacity = (int)x;
-  return true;
-}
-
 static bool set_timeout(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
   long long x;
   if (!int_setting(key, v, 1, &x, msg, len)) return false;
@@ -227,25 +212,35 @@ static bool set_dims(pr_model_config_t *c, const char *key, json_t *v, char *msg
   return true;
 }
 
+/* A setting is a setter, or (set NULL) an int field of the config at `off`
+ * that takes min..10^8. */
 static const struct {
   const char *key;
   setting_fn set;
+  long long min;
+  size_t off;
 } settings[] = {
-    {"max_batch_size", set_max_batch},
-    {"max_queue_delay_us", set_queue_delay},
-    {"queue_capacity", set_queue_capacity},
-    {"request_timeout_ms", set_timeout},
-    {"plan", set_plan},
-    {"autoscale", set_autoscale},
-    {"estimator", set_estimator},
-    {"min_batch_size", set_min_batch},
-    {"dims", set_dims},
+    {"max_batch_size", .set = set_max_batch},
+    {"max_queue_delay_us", NULL, 0, offsetof(pr_model_config_t, max_queue_delay_us)},
+    {"queue_capacity", NULL, 1, offsetof(pr_model_config_t, queue_capacity)},
+    {"request_timeout_ms", .set = set_timeout},
+    {"plan", .set = set_plan},
+    {"autoscale", .set = set_autoscale},
+    {"estimator", .set = set_estimator},
+    {"min_batch_size", .set = set_min_batch},
+    {"dims", .set = set_dims},
 };
 
 /* Setting key = v into c; false with a message in msg. */
 static bool apply_setting(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
-  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
-    if (!strcmp(key, settings[i].key)) return settings[i].set(c, key, v, msg, len);
+  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+    if (strcmp(key, settings[i].key)) continue;
+    if (settings[i].set) return settings[i].set(c, key, v, msg, len);
+    long long x;
+    if (!int_setting(key, v, settings[i].min, &x, msg, len)) return false;
+    *(int *)((char *)c + settings[i].off) = (int)x;
+    return true;
+  }
   size_t off = (size_t)snprintf(msg, len, "unknown setting '%s' (known: ", key);
   for (size_t i = 0; i < sizeof settings / sizeof settings[0] && off < len; i++)
     off += (size_t)snprintf(msg + off, len - off, "%s%s", i ? ", " : "", settings[i].key);
