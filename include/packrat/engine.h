@@ -40,6 +40,7 @@ enum {
   PR_ERR_NOT_FOUND = -6,   /* named thing does not exist */
   PR_ERR_BUSY = -7,        /* a limit is reached (queue full, bytes in flight); retry later */
   PR_ERR_TIMEOUT = -8,     /* the deadline passed before the work was done */
+  PR_ERR_TOO_LARGE = -9,   /* an input is over a size limit (e.g. a request body) */
 };
 
 /* Element types, numbered as ONNX TensorProto.DataType. */

@@ -1,15 +1,19 @@
 /* A mutex that knows its owner in Debug builds, so that code can assert
- * "this lock is held by me" (SQLite's sqlite3_mutex_held). In NDEBUG builds
- * it is a plain pthread mutex and the checks compile away.
+ * "this lock is held by me" (SQLite's sqlite3_mutex_held), and a rwlock that
+ * knows its writer and counts its readers. In NDEBUG builds they are plain
+ * pthread locks and the checks compile away.
  *
  * The owner fields are written only by the thread that holds the mutex
  * (right after taking it, right before giving it up, around condition
- * waits), so reading them while holding it is race-free. */
+ * waits), so reading them while holding it is race-free. The rwlock's
+ * writer fields likewise, under the write lock; its reader count is atomic
+ * (a reader is "someone holds it for reading", not "I do"). */
 #ifndef PR_BASE_LOCK_H
 #define PR_BASE_LOCK_H
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -83,6 +87,78 @@ static inline int pr_lock_timedwait(pr_lock_t *l, pthread_cond_t *c, const struc
   int rc = pthread_cond_timedwait(c, &l->m, until);
   pr_lock__mine(l);
   return rc;
+}
+
+typedef struct {
+  pthread_rwlock_t rw;
+#ifndef NDEBUG
+  pthread_t writer;
+  bool write_held;
+  atomic_int readers;
+#endif
+} pr_rwlock_t;
+
+static inline void pr_rwlock_init(pr_rwlock_t *l) {
+  pthread_rwlock_init(&l->rw, NULL);
+#ifndef NDEBUG
+  l->write_held = false;
+  atomic_init(&l->readers, 0);
+#endif
+}
+
+static inline void pr_rwlock_destroy(pr_rwlock_t *l) {
+  pthread_rwlock_destroy(&l->rw);
+}
+
+static inline void pr_rwlock_rdlock(pr_rwlock_t *l) {
+  pthread_rwlock_rdlock(&l->rw);
+#ifndef NDEBUG
+  atomic_fetch_add(&l->readers, 1);
+#endif
+}
+
+static inline void pr_rwlock_wrlock(pr_rwlock_t *l) {
+  pthread_rwlock_wrlock(&l->rw);
+#ifndef NDEBUG
+  l->writer = pthread_self();
+  l->write_held = true;
+#endif
+}
+
+/* True when the calling thread holds l for writing (true in NDEBUG builds:
+ * for assert only). */
+static inline bool pr_rwlock_write_held(pr_rwlock_t *l) {
+#ifndef NDEBUG
+  return l->write_held && pthread_equal(l->writer, pthread_self());
+#else
+  (void)l;
+  return true;
+#endif
+}
+
+/* True when the calling thread holds l for writing or some thread holds it
+ * for reading (true in NDEBUG builds: for assert only, by a thread that
+ * claims to hold l). */
+static inline bool pr_rwlock_held(pr_rwlock_t *l) {
+#ifndef NDEBUG
+  return pr_rwlock_write_held(l) || atomic_load(&l->readers) > 0;
+#else
+  (void)l;
+  return true;
+#endif
+}
+
+static inline void pr_rwlock_unlock(pr_rwlock_t *l) {
+#ifndef NDEBUG
+  if (pr_rwlock_write_held(l)) {
+    l->write_held = false;
+  } else {
+    int was = atomic_fetch_sub(&l->readers, 1);
+    assert(was > 0);
+    (void)was;
+  }
+#endif
+  pthread_rwlock_unlock(&l->rw);
 }
 
 #endif

@@ -87,126 +87,177 @@ static void write_svg(const char *path, const pr_profile_t *p, const pr_plan_t *
 #undef Y
 }
 
-int pr_cli_plan(int argc, char **argv) {
-  const char *model_path = NULL, *profile_path = NULL, *plot = NULL;
-  int batch = 0, cores = 0;
-  bool json = false;
-  pr_cli_dims_t dims = {0};
+/* ---- flags ---- */
+
+typedef struct {
+  const char *model_path, *profile_path, *plot;
+  int batch, cores;
+  bool json;
+  pr_cli_dims_t dims;
+} plan_args_t;
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(plan_args_t *a, int argc, char **argv) {
+  *a = (plan_args_t){0};
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
       usage(stdout);
       return 0;
-    } else if (!strcmp(a, "--batch")) {
-      batch = (int)pr_cli_parse_long(a, val, 1, 1 << 20), i++;
-    } else if (!strcmp(a, "--cores")) {
-      cores = (int)pr_cli_parse_long(a, val, 1, 4096), i++;
-    } else if (!strcmp(a, "--profile")) {
+    } else if (!strcmp(f, "--batch")) {
+      a->batch = (int)pr_cli_parse_long(f, val, 1, 1 << 20), i++;
+    } else if (!strcmp(f, "--cores")) {
+      a->cores = (int)pr_cli_parse_long(f, val, 1, 4096), i++;
+    } else if (!strcmp(f, "--profile")) {
       if (!val) return fprintf(stderr, "packrat plan: --profile needs a value\n"), 2;
-      profile_path = val, i++;
-    } else if (!strcmp(a, "--plot")) {
+      a->profile_path = val, i++;
+    } else if (!strcmp(f, "--plot")) {
       if (!val) return fprintf(stderr, "packrat plan: --plot needs a value\n"), 2;
-      plot = val, i++;
-    } else if (!strcmp(a, "--json")) {
-      json = true;
-    } else if (!strcmp(a, "--dim")) {
-      pr_cli_parse_dim(a, val, &dims), i++;
-    } else if (a[0] == '-' || model_path) {
-      fprintf(stderr, "packrat plan: unexpected argument '%s'\n", a);
+      a->plot = val, i++;
+    } else if (!strcmp(f, "--json")) {
+      a->json = true;
+    } else if (!strcmp(f, "--dim")) {
+      pr_cli_parse_dim(f, val, &a->dims), i++;
+    } else if (f[0] == '-' || a->model_path) {
+      fprintf(stderr, "packrat plan: unexpected argument '%s'\n", f);
       usage(stderr);
       return 2;
     } else {
-      model_path = a;
+      a->model_path = f;
     }
   }
-  if (!batch || !!model_path == !!profile_path) {
+  if (!a->batch || !!a->model_path == !!a->profile_path) {
     fprintf(stderr, "packrat plan: give --batch and one of MODEL.onnx or --profile FILE\n");
     usage(stderr);
     return 2;
   }
+  return -1;
+}
+
+/* ---- the profile ---- */
+
+/* The profile from --profile FILE, or the model's (cached or measured);
+ * false after a message. */
+static bool get_profile(const plan_args_t *a, pr_profile_t *p) {
   char err[1024], cache[4096];
-  pr_profile_t p;
-  if (profile_path) {
-    if (pr_profile_load(profile_path, &p, err, sizeof err)) {
+  if (a->profile_path) {
+    if (pr_profile_load(a->profile_path, p, err, sizeof err)) {
       fprintf(stderr, "packrat plan: %s\n", err);
-      return 1;
+      return false;
     }
-    if (p.n_suspicious)
+    if (p->n_suspicious)
       fprintf(stderr,
               "packrat plan: warning: %d points of %s are suspicious (see 'packrat profile "
               "--check %s'); the plan may be off\n",
-              p.n_suspicious, profile_path, profile_path);
-  } else {
-    pr_model_t *m;
-    if (pr_engine_model_load_file(model_path, &m, err, sizeof err)) {
-      fprintf(stderr, "packrat plan: %s\n", err);
-      return 1;
-    }
-    pr_cli_profile_opts_t o = {.cores = cores,
-                               .max_batch = batch < 16 ? 16 : batch,
-                               .read_cache = true,
-                               .write_cache = true,
-                               .quiet = false,
-                               .dims = &dims};
-    int rc = pr_cli_get_profile(m, model_path, &o, &p, cache, sizeof cache);
-    pr_engine_model_destroy(m);
-    if (rc) return 1;
+              p->n_suspicious, a->profile_path, a->profile_path);
+    return true;
   }
-  int T = cores ? cores : p.cores;
-  pr_plan_t *plan = malloc(sizeof *plan);
-  double t0 = pr_now();
-  pr_status_t st = pr_plan_optimize(&p, batch, T, plan);
-  double solve_ms = (pr_now() - t0) * 1e3;
-  if (st) {
-    fprintf(stderr, "packrat plan: %s\n",
-            st == PR_ERR_NOT_FOUND
-                ? "no combination of profiled points makes this batch on these cores"
-                : "invalid batch or core count");
-    free(plan);
-    pr_profile_free(&p);
-    return 1;
+  pr_model_t *m;
+  if (pr_engine_model_load_file(a->model_path, &m, err, sizeof err)) {
+    fprintf(stderr, "packrat plan: %s\n", err);
+    return false;
   }
-  double fat = pr_profile_latency(&p, T, batch);
-  int cpus[4096];
-  int n_cpus = pr_topology_cpu_order(cpus, 4096);
-  printf("plan for batch %d on %d cores (%s): %d instance%s, latency %.2f ms", batch, T, p.model,
-         plan->n_instances, plan->n_instances > 1 ? "s" : "", plan->latency_ms);
-  if (fat >= 0)
-    printf(" vs %.2f ms for one %d-thread instance (%.2fx)", fat, T, fat / plan->latency_ms);
-  printf("; solved in %.3f ms\n", solve_ms);
+  pr_cli_profile_opts_t o = {.cores = a->cores,
+                             .max_batch = a->batch < 16 ? 16 : a->batch,
+                             .read_cache = true,
+                             .write_cache = true,
+                             .quiet = false,
+                             .dims = &a->dims};
+  int rc = pr_cli_get_profile(m, a->model_path, &o, p, cache, sizeof cache);
+  pr_engine_model_destroy(m);
+  return rc == 0;
+}
+
+/* ---- the report ---- */
+
+typedef struct {
+  int batch, cores;
+  double fat_ms, solve_ms; /* fat_ms < 0: the profile has no T-thread point */
+  int cpus[4096], n_cpus;
+} plan_report_t;
+
+/* The CPU of core k of the plan (k itself past the machine's list). */
+static int plan_cpu(const plan_report_t *rep, int k) {
+  return k < rep->n_cpus ? rep->cpus[k] : k;
+}
+
+static void print_plan(const plan_report_t *rep, const pr_profile_t *p, const pr_plan_t *plan) {
+  printf("plan for batch %d on %d cores (%s): %d instance%s, latency %.2f ms", rep->batch,
+         rep->cores, p->model, plan->n_instances, plan->n_instances > 1 ? "s" : "",
+         plan->latency_ms);
+  if (rep->fat_ms >= 0)
+    printf(" vs %.2f ms for one %d-thread instance (%.2fx)", rep->fat_ms, rep->cores,
+           rep->fat_ms / plan->latency_ms);
+  printf("; solved in %.3f ms\n", rep->solve_ms);
   printf("  %-9s %-8s %-7s %-12s %s\n", "instance", "threads", "batch", "latency ms", "cpus");
   for (int i = 0; i < plan->n_instances; i++) {
     const pr_plan_instance_t *in = &plan->instances[i];
     printf("  %-9d %-8d %-7d %-12.2f", i, in->threads, in->batch, in->latency_ms);
     for (int c = 0; c < in->threads; c++)
-      printf("%s%d", c ? "," : "",
-             in->first_core + c < n_cpus ? cpus[in->first_core + c] : in->first_core + c);
+      printf("%s%d", c ? "," : "", plan_cpu(rep, in->first_core + c));
     printf("\n");
   }
-  if (plot) write_svg(plot, &p, plan, T);
-  if (json) {
-    json_t *insts = json_array();
-    for (int i = 0; i < plan->n_instances; i++) {
-      const pr_plan_instance_t *in = &plan->instances[i];
-      json_t *cl = json_array();
-      for (int c = 0; c < in->threads; c++)
-        json_array_append_new(cl,
-                              json_integer(in->first_core + c < n_cpus ? cpus[in->first_core + c]
-                                                                       : in->first_core + c));
-      json_array_append_new(
-          insts, json_pack("{s:i, s:i, s:o, s:f}", "threads", in->threads, "batch", in->batch,
-                           "cores", cl, "latency_ms", in->latency_ms));
-    }
-    json_t *o =
-        json_pack("{s:i, s:i, s:f, s:o, s:f, s:o}", "batch", batch, "cores", T, "latency_ms",
-                  plan->latency_ms, "fat_latency_ms", fat >= 0 ? json_real(fat) : json_null(),
-                  "solve_ms", solve_ms, "instances", insts);
-    char *s = json_dumps(o, JSON_COMPACT);
-    printf("%s\n", s);
-    free(s);
-    json_decref(o);
+}
+
+static void print_json(const plan_report_t *rep, const pr_plan_t *plan) {
+  json_t *insts = json_array();
+  for (int i = 0; i < plan->n_instances; i++) {
+    const pr_plan_instance_t *in = &plan->instances[i];
+    json_t *cl = json_array();
+    for (int c = 0; c < in->threads; c++)
+      json_array_append_new(cl, json_integer(plan_cpu(rep, in->first_core + c)));
+    json_array_append_new(insts, json_pack("{s:i, s:i, s:o, s:f}", "threads", in->threads, "batch",
+                                           in->batch, "cores", cl, "latency_ms", in->latency_ms));
+  }
+  json_t *o = json_pack("{s:i, s:i, s:f, s:o, s:f, s:o}", "batch", rep->batch, "cores", rep->cores,
+                        "latency_ms", plan->latency_ms, "fat_latency_ms",
+                        rep->fat_ms >= 0 ? json_real(rep->fat_ms) : json_null(), "solve_ms",
+                        rep->solve_ms, "instances", insts);
+  char *s = json_dumps(o, JSON_COMPACT);
+  printf("%s\n", s);
+  free(s);
+  json_decref(o);
+}
+
+/* Solves and reports; the exit status. */
+static int plan_and_report(const plan_args_t *a, const pr_profile_t *p) {
+  plan_report_t *rep = malloc(sizeof *rep);
+  pr_plan_t *plan = malloc(sizeof *plan);
+  if (!rep || !plan) {
+    fprintf(stderr, "packrat plan: out of memory\n");
+    free(rep);
+    free(plan);
+    return 1;
+  }
+  rep->batch = a->batch;
+  rep->cores = a->cores ? a->cores : p->cores;
+  double t0 = pr_now();
+  pr_status_t st = pr_plan_optimize(p, a->batch, rep->cores, plan);
+  rep->solve_ms = (pr_now() - t0) * 1e3;
+  if (st) {
+    fprintf(stderr, "packrat plan: %s\n",
+            st == PR_ERR_NOT_FOUND
+                ? "no combination of profiled points makes this batch on these cores"
+                : "invalid batch or core count");
+  } else {
+    rep->fat_ms = pr_profile_latency(p, rep->cores, a->batch);
+    rep->n_cpus = pr_topology_cpu_order(rep->cpus, 4096);
+    print_plan(rep, p, plan);
+    if (a->plot) write_svg(a->plot, p, plan, rep->cores);
+    if (a->json) print_json(rep, plan);
   }
   free(plan);
+  free(rep);
+  return st ? 1 : 0;
+}
+
+int pr_cli_plan(int argc, char **argv) {
+  plan_args_t a;
+  int rc = parse_args(&a, argc, argv);
+  if (rc >= 0) return rc;
+  pr_profile_t p;
+  if (!get_profile(&a, &p)) return 1;
+  rc = plan_and_report(&a, &p);
   pr_profile_free(&p);
-  return 0;
+  return rc;
 }

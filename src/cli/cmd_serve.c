@@ -61,57 +61,90 @@ static int parse_cpus(const char *s, int *cpus, int max) {
   return n;
 }
 
+/* One flag (argv[*i], value argv[*i + 1]) into cfg; returns -1 to go on,
+ * else the exit status. */
+static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
+  static int cpus[4096];
+  const char *a = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    usage(stdout);
+    return 0;
+  } else if (!strcmp(a, "--model-repository") && val) {
+    cfg->repository = val;
+  } else if (!strcmp(a, "--host") && val) {
+    cfg->host = val;
+  } else if (!strcmp(a, "--http-port")) {
+    cfg->port = (int)pr_cli_parse_long(a, val, 0, 65535);
+  } else if (!strcmp(a, "--max-batch")) {
+    cfg->max_batch = (int)pr_cli_parse_long(a, val, 1, 4096);
+  } else if (!strcmp(a, "--max-queue-delay-us")) {
+    cfg->max_queue_delay_us = (int)pr_cli_parse_long(a, val, 0, 10000000);
+  } else if (!strcmp(a, "--max-body-mb")) {
+    cfg->max_body_bytes = (size_t)pr_cli_parse_long(a, val, 1, 4096) << 20;
+  } else if (!strcmp(a, "--max-inflight-mb")) {
+    cfg->max_inflight_bytes = (size_t)pr_cli_parse_long(a, val, 1, 1 << 20) << 20;
+  } else if (!strcmp(a, "--max-models")) {
+    cfg->max_models = (int)pr_cli_parse_long(a, val, 1, 4096);
+  } else if (!strcmp(a, "--max-prepared-plans")) {
+    cfg->max_prepared_plans = (int)pr_cli_parse_long(a, val, 2, 64);
+  } else if (!strcmp(a, "--max-connections")) {
+    cfg->max_connections = (int)pr_cli_parse_long(a, val, 1, 1000000);
+  } else if (!strcmp(a, "--request-timeout-ms")) {
+    cfg->request_timeout_s = (double)pr_cli_parse_long(a, val, 1, 86400000) / 1000.0;
+  } else if (!strcmp(a, "--cores") && val) {
+    cfg->n_cpus = parse_cpus(val, cpus, 4096);
+    if (cfg->n_cpus <= 0) {
+      fprintf(stderr, "packrat serve: --cores wants a list like 0-3,8 (got '%s')\n", val);
+      return 2;
+    }
+    cfg->cpus = cpus;
+  } else if (!strcmp(a, "--log-format") && val) {
+    if (strcmp(val, "text") && strcmp(val, "json")) {
+      fprintf(stderr, "packrat serve: --log-format is text or json\n");
+      return 2;
+    }
+    pr_log_set_json(!strcmp(val, "json"));
+  } else {
+    fprintf(stderr, "packrat serve: unexpected argument '%s'\n", a);
+    usage(stderr);
+    return 2;
+  }
+  (*i)++; /* every flag but --help takes a value */
+  return -1;
+}
+
+/* Starts the server, logs what it serves, waits for SIGINT or SIGTERM
+ * (blocked in set), stops it; the exit status. */
+static int serve(const pr_server_config_t *cfg, sigset_t *set) {
+  pr_server_t *s;
+  char err[1024];
+  if (pr_server_start(cfg, &s, err, sizeof err)) {
+    pr_log(PR_LOG_ERROR, "%s", err);
+    return 1;
+  }
+  char desc[8192];
+  pr_server_describe(s, desc, sizeof desc);
+  char *save = NULL;
+  for (char *line = strtok_r(desc, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+    pr_log(PR_LOG_INFO, "%s", line);
+  pr_log(PR_LOG_INFO,
+         "ready: http://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
+         cfg->host, pr_server_port(s));
+  int sig = 0;
+  sigwait(set, &sig);
+  pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",
+         sig == SIGINT ? "SIGINT" : "SIGTERM");
+  pr_server_stop(s);
+  pr_log(PR_LOG_INFO, "stopped");
+  return 0;
+}
+
 int pr_cli_serve(int argc, char **argv) {
   pr_server_config_t cfg;
   pr_server_config_default(&cfg);
-  static int cpus[4096];
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--model-repository") && val) {
-      cfg.repository = val, i++;
-    } else if (!strcmp(a, "--host") && val) {
-      cfg.host = val, i++;
-    } else if (!strcmp(a, "--http-port")) {
-      cfg.port = (int)pr_cli_parse_long(a, val, 0, 65535), i++;
-    } else if (!strcmp(a, "--max-batch")) {
-      cfg.max_batch = (int)pr_cli_parse_long(a, val, 1, 4096), i++;
-    } else if (!strcmp(a, "--max-queue-delay-us")) {
-      cfg.max_queue_delay_us = (int)pr_cli_parse_long(a, val, 0, 10000000), i++;
-    } else if (!strcmp(a, "--max-body-mb")) {
-      cfg.max_body_bytes = (size_t)pr_cli_parse_long(a, val, 1, 4096) << 20, i++;
-    } else if (!strcmp(a, "--max-inflight-mb")) {
-      cfg.max_inflight_bytes = (size_t)pr_cli_parse_long(a, val, 1, 1 << 20) << 20, i++;
-    } else if (!strcmp(a, "--max-models")) {
-      cfg.max_models = (int)pr_cli_parse_long(a, val, 1, 4096), i++;
-    } else if (!strcmp(a, "--max-prepared-plans")) {
-      cfg.max_prepared_plans = (int)pr_cli_parse_long(a, val, 2, 64), i++;
-    } else if (!strcmp(a, "--max-connections")) {
-      cfg.max_connections = (int)pr_cli_parse_long(a, val, 1, 1000000), i++;
-    } else if (!strcmp(a, "--request-timeout-ms")) {
-      cfg.request_timeout_s = (double)pr_cli_parse_long(a, val, 1, 86400000) / 1000.0, i++;
-    } else if (!strcmp(a, "--cores") && val) {
-      cfg.n_cpus = parse_cpus(val, cpus, 4096);
-      if (cfg.n_cpus <= 0) {
-        fprintf(stderr, "packrat serve: --cores wants a list like 0-3,8 (got '%s')\n", val);
-        return 2;
-      }
-      cfg.cpus = cpus;
-      i++;
-    } else if (!strcmp(a, "--log-format") && val) {
-      if (strcmp(val, "text") && strcmp(val, "json")) {
-        fprintf(stderr, "packrat serve: --log-format is text or json\n");
-        return 2;
-      }
-      pr_log_set_json(!strcmp(val, "json"));
-      i++;
-    } else {
-      fprintf(stderr, "packrat serve: unexpected argument '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
+    int rc = parse_flag(&cfg, argc, argv, &i);
+    if (rc >= 0) return rc;
   }
   if (!cfg.repository) {
     fprintf(stderr, "packrat serve: --model-repository is required\n");
@@ -131,25 +164,5 @@ int pr_cli_serve(int argc, char **argv) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
-  pr_server_t *s;
-  char err[1024];
-  if (pr_server_start(&cfg, &s, err, sizeof err)) {
-    pr_log(PR_LOG_ERROR, "%s", err);
-    return 1;
-  }
-  char desc[8192];
-  pr_server_describe(s, desc, sizeof desc);
-  char *save = NULL;
-  for (char *line = strtok_r(desc, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-    pr_log(PR_LOG_INFO, "%s", line);
-  pr_log(PR_LOG_INFO,
-         "ready: http://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
-         cfg.host, pr_server_port(s));
-  int sig = 0;
-  sigwait(&set, &sig);
-  pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",
-         sig == SIGINT ? "SIGINT" : "SIGTERM");
-  pr_server_stop(s);
-  pr_log(PR_LOG_INFO, "stopped");
-  return 0;
+  return serve(&cfg, &set);
 }

@@ -73,33 +73,156 @@ static size_t collect(char *p, size_t size, size_t n, void *ud) {
   return size * n;
 }
 
-int pr_load_request_build(const char *base, const char *model, const char *input_file, bool binary,
-                          pr_load_request_t *rq) {
-  char url[2048];
-  snprintf(url, sizeof url, "%s/v2/models/%s", base, model);
+/* GET url into *text (malloc'd, NUL-terminated; NULL when empty); the HTTP
+ * status into *status (0 when there was no answer). */
+static CURLcode http_get(const char *url, char **text, long *status) {
+  *text = NULL;
+  *status = 0;
   CURL *c = curl_easy_init();
-  char *meta = NULL;
+  if (!c) return CURLE_FAILED_INIT;
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &meta);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, text);
   CURLcode cc = curl_easy_perform(c);
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
   curl_easy_cleanup(c);
+  return cc;
+}
+
+/* The model's metadata (GET /v2/models/MODEL) with an "inputs" array; NULL
+ * after a message. */
+static json_t *model_metadata(const char *base, const char *model) {
+  char url[2048];
+  snprintf(url, sizeof url, "%s/v2/models/%s", base, model);
+  char *meta;
+  long status;
+  CURLcode cc = http_get(url, &meta, &status);
   if (cc != CURLE_OK || status != 200 || !meta) {
     fprintf(stderr, "packrat bench: GET %s failed (%s, status %ld)\n", url,
             cc != CURLE_OK ? curl_easy_strerror(cc) : "HTTP", status);
     free(meta);
-    return -1;
+    return NULL;
   }
   json_t *m = json_loads(meta, 0, NULL);
   free(meta);
-  json_t *inputs = m ? json_object_get(m, "inputs") : NULL;
-  if (!json_is_array(inputs)) {
+  if (!json_is_array(m ? json_object_get(m, "inputs") : NULL)) {
     fprintf(stderr, "packrat bench: model metadata without inputs\n");
     json_decref(m);
-    return -1;
+    return NULL;
   }
+  return m;
+}
+
+/* t (its dtype set) gets the metadata's shape (symbolic dimensions as 1) and
+ * data: FP32 random in [-1, 1), other types zero. */
+static void generated_input(pr_tensor_t *t, json_t *shape, unsigned *seed) {
+  t->rank = (int)json_array_size(shape);
+  for (int d = 0; d < t->rank; d++) {
+    json_int_t v = json_integer_value(json_array_get(shape, (size_t)d));
+    t->dims[d] = v < 0 ? 1 : v;
+  }
+  t->data = calloc((size_t)pr_tensor_numel(t) + 1, pr_dtype_size(t->dtype));
+  if (t->dtype == PR_DTYPE_FLOAT)
+    for (int64_t e = 0; e < pr_tensor_numel(t); e++) {
+      *seed = *seed * 1103515245u + 12345u;
+      ((float *)t->data)[e] = (float)((*seed >> 8) % 2000) / 1000.f - 1.f;
+    }
+}
+
+/* t's elements as a JSON array of numbers. */
+static json_t *tensor_data_json(const pr_tensor_t *t) {
+  json_t *data = json_array();
+  for (int64_t e = 0; e < pr_tensor_numel(t); e++) {
+    if (t->dtype == PR_DTYPE_FLOAT)
+      json_array_append_new(data, json_real(((float *)t->data)[e]));
+    else if (t->dtype == PR_DTYPE_INT64)
+      json_array_append_new(data, json_integer(((int64_t *)t->data)[e]));
+    else if (t->dtype == PR_DTYPE_INT32)
+      json_array_append_new(data, json_integer(((int32_t *)t->data)[e]));
+    else
+      json_array_append_new(data, json_integer(((uint8_t *)t->data)[e]));
+  }
+  return data;
+}
+
+/* The request body being built: the JSON header and the binary tail. */
+typedef struct {
+  json_t *req, *inputs;
+  bool binary;
+  char *bin;
+  size_t bin_len;
+} body_build_t;
+
+/* Appends input `name` holding t to the body: its data inline, or its bytes
+ * to the binary tail. */
+static void add_input(body_build_t *b, const char *name, const pr_tensor_t *t) {
+  json_t *js = json_array();
+  for (int d = 0; d < t->rank; d++) json_array_append_new(js, json_integer(t->dims[d]));
+  json_t *ji = json_pack("{s:s, s:s, s:o}", "name", name, "datatype", pr_proto_datatype(t->dtype),
+                         "shape", js);
+  size_t nbytes = (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
+  if (b->binary) {
+    json_object_set_new(ji, "parameters",
+                        json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
+    b->bin = realloc(b->bin, b->bin_len + nbytes + 1);
+    memcpy(b->bin + b->bin_len, t->data, nbytes);
+    b->bin_len += nbytes;
+  } else {
+    json_object_set_new(ji, "data", tensor_data_json(t));
+  }
+  json_array_append_new(b->inputs, ji);
+}
+
+/* Every input of metadata m into b: the first from `given` when given, the
+ * others generated. -1 after a message. */
+static int add_inputs(body_build_t *b, json_t *m, const pr_tensor_t *given) {
+  size_t i;
+  json_t *in;
+  unsigned seed = 7;
+  json_array_foreach(json_object_get(m, "inputs"), i, in) {
+    const char *dt = json_string_value(json_object_get(in, "datatype"));
+    pr_tensor_t t = {.dtype = pr_proto_dtype(dt ? dt : "")};
+    json_t *shape = json_object_get(in, "shape");
+    if (!pr_dtype_size(t.dtype) || !json_is_array(shape)) {
+      fprintf(stderr, "packrat bench: input %zu has an unsupported datatype\n", i);
+      return -1;
+    }
+    bool use_given = given && i == 0;
+    if (use_given)
+      t = *given;
+    else
+      generated_input(&t, shape, &seed);
+    add_input(b, json_string_value(json_object_get(in, "name")), &t);
+    if (!use_given) free(t.data);
+  }
+  return 0;
+}
+
+/* rq's body (JSON header, then the binary tail), URL and headers. */
+static void finish_request(const char *base, const char *model, const body_build_t *b,
+                           pr_load_request_t *rq) {
+  char *js = json_dumps(b->req, JSON_COMPACT);
+  rq->json_len = strlen(js);
+  rq->len = rq->json_len + b->bin_len;
+  rq->body = malloc(rq->len + 1);
+  memcpy(rq->body, js, rq->json_len);
+  if (b->bin_len) memcpy(rq->body + rq->json_len, b->bin, b->bin_len);
+  free(js);
+  snprintf(rq->url, sizeof rq->url, "%s/v2/models/%s/infer", base, model);
+  char h[64];
+  rq->headers = curl_slist_append(NULL, b->binary ? "Content-Type: application/octet-stream"
+                                                  : "Content-Type: application/json");
+  if (b->binary) {
+    snprintf(h, sizeof h, "Inference-Header-Content-Length: %zu", rq->json_len);
+    rq->headers = curl_slist_append(rq->headers, h);
+  }
+  rq->headers = curl_slist_append(rq->headers, "Expect:");
+}
+
+int pr_load_request_build(const char *base, const char *model, const char *input_file, bool binary,
+                          pr_load_request_t *rq) {
+  json_t *m = model_metadata(base, model);
+  if (!m) return -1;
   pr_tensor_t given = {0};
   char err[512];
   if (input_file && pr_engine_tensor_read_file(input_file, &given, NULL, err, sizeof err)) {
@@ -107,88 +230,19 @@ int pr_load_request_build(const char *base, const char *model, const char *input
     json_decref(m);
     return -1;
   }
-  json_t *req = json_object(), *rin = json_array();
-  json_object_set_new(req, "inputs", rin);
-  char *bin = NULL;
-  size_t bin_len = 0;
-  size_t i;
-  json_t *in;
-  unsigned seed = 7;
-  json_array_foreach(inputs, i, in) {
-    const char *dt = json_string_value(json_object_get(in, "datatype"));
-    pr_tensor_t t = {.dtype = pr_proto_dtype(dt ? dt : "")};
-    json_t *shape = json_object_get(in, "shape"), *js = json_array();
-    if (!pr_dtype_size(t.dtype) || !json_is_array(shape)) {
-      fprintf(stderr, "packrat bench: input %zu has an unsupported datatype\n", i);
-      json_decref(m);
-      json_decref(req);
-      return -1;
-    }
-    if (input_file && i == 0) {
-      t = given;
-    } else {
-      t.rank = (int)json_array_size(shape);
-      for (int d = 0; d < t.rank; d++) {
-        json_int_t v = json_integer_value(json_array_get(shape, (size_t)d));
-        t.dims[d] = v < 0 ? 1 : v;
-      }
-      t.data = calloc((size_t)pr_tensor_numel(&t) + 1, pr_dtype_size(t.dtype));
-      if (t.dtype == PR_DTYPE_FLOAT)
-        for (int64_t e = 0; e < pr_tensor_numel(&t); e++) {
-          seed = seed * 1103515245u + 12345u;
-          ((float *)t.data)[e] = (float)((seed >> 8) % 2000) / 1000.f - 1.f;
-        }
-    }
-    for (int d = 0; d < t.rank; d++) json_array_append_new(js, json_integer(t.dims[d]));
-    json_t *ji =
-        json_pack("{s:s, s:s, s:o}", "name", json_string_value(json_object_get(in, "name")),
-                  "datatype", pr_proto_datatype(t.dtype), "shape", js);
-    size_t nbytes = (size_t)pr_tensor_numel(&t) * pr_dtype_size(t.dtype);
-    if (binary) {
-      json_object_set_new(ji, "parameters",
-                          json_pack("{s:I}", "binary_data_size", (json_int_t)nbytes));
-      bin = realloc(bin, bin_len + nbytes + 1);
-      memcpy(bin + bin_len, t.data, nbytes);
-      bin_len += nbytes;
-    } else {
-      json_t *data = json_array();
-      for (int64_t e = 0; e < pr_tensor_numel(&t); e++) {
-        if (t.dtype == PR_DTYPE_FLOAT)
-          json_array_append_new(data, json_real(((float *)t.data)[e]));
-        else if (t.dtype == PR_DTYPE_INT64)
-          json_array_append_new(data, json_integer(((int64_t *)t.data)[e]));
-        else if (t.dtype == PR_DTYPE_INT32)
-          json_array_append_new(data, json_integer(((int32_t *)t.data)[e]));
-        else
-          json_array_append_new(data, json_integer(((uint8_t *)t.data)[e]));
-      }
-      json_object_set_new(ji, "data", data);
-    }
-    json_array_append_new(rin, ji);
-    if (!(input_file && i == 0)) free(t.data);
-  }
+  body_build_t b = {.req = json_object(), .inputs = json_array(), .binary = binary};
+  json_object_set_new(b.req, "inputs", b.inputs);
+  int rc = add_inputs(&b, m, input_file ? &given : NULL);
   if (input_file) pr_engine_tensor_free(&given);
-  if (binary) json_object_set_new(req, "parameters", json_pack("{s:b}", "binary_data_output", 1));
-  char *js = json_dumps(req, JSON_COMPACT);
-  json_decref(req);
-  json_decref(m);
-  rq->json_len = strlen(js);
-  rq->len = rq->json_len + bin_len;
-  rq->body = malloc(rq->len + 1);
-  memcpy(rq->body, js, rq->json_len);
-  if (bin_len) memcpy(rq->body + rq->json_len, bin, bin_len);
-  free(js);
-  free(bin);
-  snprintf(rq->url, sizeof rq->url, "%s/v2/models/%s/infer", base, model);
-  char h[64];
-  rq->headers = curl_slist_append(
-      NULL, binary ? "Content-Type: application/octet-stream" : "Content-Type: application/json");
-  if (binary) {
-    snprintf(h, sizeof h, "Inference-Header-Content-Length: %zu", rq->json_len);
-    rq->headers = curl_slist_append(rq->headers, h);
+  if (rc == 0) {
+    if (binary)
+      json_object_set_new(b.req, "parameters", json_pack("{s:b}", "binary_data_output", 1));
+    finish_request(base, model, &b, rq);
   }
-  rq->headers = curl_slist_append(rq->headers, "Expect:");
-  return 0;
+  json_decref(b.req);
+  json_decref(m);
+  free(b.bin);
+  return rc;
 }
 
 typedef struct {
@@ -410,13 +464,9 @@ void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_
 double pr_load_scrape_reconfigurations(const char *base) {
   char url[2048];
   snprintf(url, sizeof url, "%s/metrics", base);
-  CURL *c = curl_easy_init();
-  char *text = NULL;
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &text);
-  CURLcode cc = curl_easy_perform(c);
-  curl_easy_cleanup(c);
+  char *text;
+  long status;
+  CURLcode cc = http_get(url, &text, &status);
   double total = -1;
   for (char *p = text; cc == CURLE_OK && p && (p = strstr(p, "\npackrat_reconfigurations_total"));
        p++) {

@@ -1,4 +1,7 @@
-/* Model registry and lifecycle. See models.h for the locking rules. */
+/* Model registry and lifecycle. See models.h for the locking rules; the
+ * asserts (active in Debug builds) check them: `admin` held by whoever loads
+ * or unloads, `lock` held to read the array or an entry's state and held for
+ * writing to change them, never held while waiting for references. */
 #define _GNU_SOURCE
 #include "server/models.h"
 
@@ -8,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/lock.h"
 #include "base/log.h"
 #include "base/text.h"
 #include "base/topology.h"
@@ -18,8 +22,8 @@ struct pr_models {
   pr_models_config_t cfg;
   char repository[4096];
   int cpus[4096], n_cpus;
-  pthread_rwlock_t lock;
-  pthread_mutex_t admin;
+  pr_rwlock_t lock;
+  pr_lock_t admin;
   pr_served_t **models; /* max_models slots */
   int n_models;
 };
@@ -39,8 +43,8 @@ pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out) {
   ms->n_cpus = cfg->n_cpus < 4096 ? cfg->n_cpus : 4096;
   memcpy(ms->cpus, cfg->cpus, sizeof(int) * (size_t)ms->n_cpus);
   ms->cfg.cpus = ms->cpus;
-  pthread_rwlock_init(&ms->lock, NULL);
-  pthread_mutex_init(&ms->admin, NULL);
+  pr_rwlock_init(&ms->lock);
+  pr_lock_init(&ms->admin);
   *out = ms;
   return PR_OK;
 }
@@ -48,8 +52,14 @@ pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out) {
 /* Waits for the requests in flight, then stops the instances (they finish the
  * queue) and frees the model. admin held; the state already keeps new
  * requests out. */
-static void unload_locked(pr_served_t *m) {
+static void unload_locked(pr_models_t *ms, pr_served_t *m) {
+  assert(pr_lock_held(&ms->admin));
+  /* waiting for the references while holding `lock` for writing would stall
+   * every lookup (only admin holders take it for writing, so reading its
+   * writer here is race-free) */
+  assert(!pr_rwlock_write_held(&ms->lock));
   while (atomic_load(&m->refs) > 0) usleep(1000);
+  assert(atomic_load(&m->refs) == 0);
   pr_sched_destroy(m->sched);
   m->sched = NULL;
   pr_engine_model_destroy(m->model);
@@ -182,6 +192,7 @@ static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_
 }
 
 static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t err_len) {
+  assert(pr_lock_held(&ms->admin));
   pr_model_config_t *c = &m->cfg;
   *c = ms->cfg.defaults;
   snprintf(c->plan, sizeof c->plan, "auto");
@@ -223,6 +234,8 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
 }
 
 static pr_served_t *find_locked(pr_models_t *ms, const char *name) {
+  assert(pr_rwlock_held(&ms->lock));
+  assert(ms->n_models >= 0 && ms->n_models <= ms->cfg.max_models);
   for (int i = 0; i < ms->n_models; i++)
     if (!strcmp(ms->models[i]->entry.name, name)) return ms->models[i];
   return NULL;
@@ -234,8 +247,8 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
     pr_errf(err, err_len, "no model '%s' in the repository", name);
     return PR_ERR_NOT_FOUND;
   }
-  pthread_mutex_lock(&ms->admin);
-  pthread_rwlock_wrlock(&ms->lock);
+  pr_lock(&ms->admin);
+  pr_rwlock_wrlock(&ms->lock);
   pr_served_t *m = find_locked(ms, name);
   /* at the limit, a model unloaded or failed (and no longer referenced)
    * gives its slot */
@@ -247,17 +260,18 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
     }
   }
   if (!m && ms->n_models == ms->cfg.max_models) {
-    pthread_rwlock_unlock(&ms->lock);
-    pthread_mutex_unlock(&ms->admin);
+    pr_rwlock_unlock(&ms->lock);
+    pr_unlock(&ms->admin);
     pr_errf(err, err_len, "the server holds %d models, the most it may (--max-models)",
             ms->cfg.max_models);
     pr_log(PR_LOG_WARN, "model %s not loaded: %s", name, err);
     return PR_ERR_BUSY;
   }
+  assert(m || ms->n_models < ms->cfg.max_models);
   if (!m && (m = calloc(1, sizeof *m))) ms->models[ms->n_models++] = m;
   if (!m) {
-    pthread_rwlock_unlock(&ms->lock);
-    pthread_mutex_unlock(&ms->admin);
+    pr_rwlock_unlock(&ms->lock);
+    pr_unlock(&ms->admin);
     pr_errf(err, err_len, "out of memory");
     return PR_ERR_NOMEM;
   }
@@ -265,62 +279,68 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
     /* a reload: the new version loads beside the old one, which serves on
      * until the new one is ready (and stays when the new one fails) */
     int slot = 0;
-    while (ms->models[slot] != m) slot++;
-    pthread_rwlock_unlock(&ms->lock);
+    while (ms->models[slot] != m) {
+      slot++;
+      assert(slot < ms->n_models); /* m came from the array */
+    }
+    pr_rwlock_unlock(&ms->lock);
     pr_served_t *n = calloc(1, sizeof *n);
     pr_status_t st = n ? PR_OK : PR_ERR_NOMEM;
     if (n) n->entry = entry;
     if (!st) st = load_model(ms, n, err, err_len);
     if (st) {
-      if (n) unload_locked(n);
+      if (n) unload_locked(ms, n);
       free(n);
       pr_log(PR_LOG_WARN, "model %s: the reload failed, the loaded version serves on: %s", name,
              err);
-      pthread_mutex_unlock(&ms->admin);
+      pr_unlock(&ms->admin);
       return st;
     }
-    pthread_rwlock_wrlock(&ms->lock);
+    pr_rwlock_wrlock(&ms->lock);
+    assert(ms->models[slot] == m); /* admin held: nobody moved it */
     n->state = PR_MODEL_READY;
     ms->models[slot] = n; /* lookups find the new one from here */
-    pthread_rwlock_unlock(&ms->lock);
-    unload_locked(m); /* after the requests that hold the old one */
+    pr_rwlock_unlock(&ms->lock);
+    unload_locked(ms, m); /* after the requests that hold the old one */
     free(m);
-    pthread_mutex_unlock(&ms->admin);
+    pr_unlock(&ms->admin);
     return PR_OK;
   }
+  assert(atomic_load(&m->refs) == 0); /* not ready: no request holds it */
   m->state = PR_MODEL_LOADING;
   m->entry = entry; /* lookups read it under the lock; no request holds m */
-  pthread_rwlock_unlock(&ms->lock);
+  pr_rwlock_unlock(&ms->lock);
   pr_status_t st = load_model(ms, m, err, err_len);
-  if (st) unload_locked(m); /* what was made of it; no request holds it */
-  pthread_rwlock_wrlock(&ms->lock);
+  if (st) unload_locked(ms, m); /* what was made of it; no request holds it */
+  pr_rwlock_wrlock(&ms->lock);
+  assert(m->state == PR_MODEL_LOADING); /* admin held throughout */
   m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
   pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason); /* engine text may hold any bytes */
-  pthread_rwlock_unlock(&ms->lock);
-  pthread_mutex_unlock(&ms->admin);
+  pr_rwlock_unlock(&ms->lock);
+  pr_unlock(&ms->admin);
   return st;
 }
 
 pr_status_t pr_models_unload(pr_models_t *ms, const char *name) {
-  pthread_mutex_lock(&ms->admin);
-  pthread_rwlock_wrlock(&ms->lock);
+  pr_lock(&ms->admin);
+  pr_rwlock_wrlock(&ms->lock);
   pr_served_t *m = find_locked(ms, name);
   if (!m || m->state != PR_MODEL_READY) {
-    pthread_rwlock_unlock(&ms->lock);
-    pthread_mutex_unlock(&ms->admin);
+    pr_rwlock_unlock(&ms->lock);
+    pr_unlock(&ms->admin);
     return PR_ERR_NOT_FOUND;
   }
   m->state = PR_MODEL_UNAVAILABLE;
   snprintf(m->reason, sizeof m->reason, "unloaded");
-  pthread_rwlock_unlock(&ms->lock);
-  unload_locked(m);
-  pthread_mutex_unlock(&ms->admin);
+  pr_rwlock_unlock(&ms->lock);
+  unload_locked(ms, m);
+  pr_unlock(&ms->admin);
   return PR_OK;
 }
 
 pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *version,
                            pr_status_t *st) {
-  pthread_rwlock_rdlock(&ms->lock);
+  pr_rwlock_rdlock(&ms->lock);
   pr_served_t *m = find_locked(ms, name);
   *st = PR_ERR_NOT_FOUND;
   if (m && version && strcmp(version, m->entry.version))
@@ -328,7 +348,8 @@ pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *versio
   else if (m && m->state != PR_MODEL_READY)
     *st = PR_ERR_BUSY, m = NULL;
   if (m) atomic_fetch_add(&m->refs, 1), *st = PR_OK;
-  pthread_rwlock_unlock(&ms->lock);
+  assert(!m || m->state == PR_MODEL_READY);
+  pr_rwlock_unlock(&ms->lock);
   return m;
 }
 
@@ -339,29 +360,30 @@ void pr_models_put(pr_served_t *m) {
 }
 
 void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx) {
-  pthread_rwlock_rdlock(&ms->lock);
+  pr_rwlock_rdlock(&ms->lock);
   for (int i = 0; i < ms->n_models; i++) fn(ms->models[i], ctx);
-  pthread_rwlock_unlock(&ms->lock);
+  pr_rwlock_unlock(&ms->lock);
 }
 
 void pr_models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
                     void *ctx) {
-  pthread_rwlock_rdlock(&ms->lock);
+  pr_rwlock_rdlock(&ms->lock);
   fn(find_locked(ms, name), ctx);
-  pthread_rwlock_unlock(&ms->lock);
+  pr_rwlock_unlock(&ms->lock);
 }
 
 void pr_models_destroy(pr_models_t *ms) {
   if (!ms) return;
-  pthread_mutex_lock(&ms->admin);
+  pr_lock(&ms->admin);
   for (int i = 0; i < ms->n_models; i++) {
     pr_served_t *m = ms->models[i];
-    if (m->state == PR_MODEL_READY) unload_locked(m);
+    if (m->state == PR_MODEL_READY) unload_locked(ms, m);
+    assert(atomic_load(&m->refs) == 0); /* the server answered every request */
     free(m);
   }
-  pthread_mutex_unlock(&ms->admin);
-  pthread_rwlock_destroy(&ms->lock);
-  pthread_mutex_destroy(&ms->admin);
+  pr_unlock(&ms->admin);
+  pr_rwlock_destroy(&ms->lock);
+  pr_lock_destroy(&ms->admin);
   free(ms->models);
   free(ms);
 }

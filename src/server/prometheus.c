@@ -26,109 +26,159 @@ static void family(FILE *f, const char *name, const char *type, const char *help
   fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* ---- per-model families, one table each ---- */
+
+/* A family whose value is a field at `off` (of the model's stats or of a
+ * plan instance). */
+typedef struct {
+  const char *name, *help;
+  size_t off;
+} field_family_t;
+
+#define STATS_AT(m, off) ((const char *)pr_sched_stats((m)->sched) + (off))
+
+static void write_requests(FILE *f, const ready_t *r) {
+  static const struct {
+    const char *outcome;
+    size_t off;
+  } outcomes[] = {{"success", offsetof(pr_sched_stats_t, success)},
+                  {"failure", offsetof(pr_sched_stats_t, failed)},
+                  {"rejected", offsetof(pr_sched_stats_t, rejected)},
+                  {"timeout", offsetof(pr_sched_stats_t, timed_out)}};
+  family(f, "packrat_requests_total", "counter", "Inference requests by outcome.");
+  for (int i = 0; i < r->n; i++)
+    for (size_t k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++)
+      fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"%s\"} %llu\n",
+              r->list[i]->entry.name, outcomes[k].outcome,
+              (unsigned long long)atomic_load(
+                  (_Atomic uint64_t *)STATS_AT(r->list[i], outcomes[k].off)));
+}
+
+static const field_family_t histograms[] = {
+    {"packrat_request_duration_seconds", "Time from enqueue to answer.",
+     offsetof(pr_sched_stats_t, request_s)},
+    {"packrat_queue_duration_seconds", "Time a request waited in the queue.",
+     offsetof(pr_sched_stats_t, queue_s)},
+    {"packrat_compute_duration_seconds", "Time of one batched execution.",
+     offsetof(pr_sched_stats_t, compute_s)},
+    {"packrat_batch_size", "Rows per batched execution.", offsetof(pr_sched_stats_t, batch)},
+    {"packrat_reconfiguration_duration_seconds", "Time a plan switch took.",
+     offsetof(pr_sched_stats_t, switch_s)}};
+
+static void write_histograms(FILE *f, const ready_t *r) {
+  for (size_t h = 0; h < sizeof histograms / sizeof histograms[0]; h++) {
+    family(f, histograms[h].name, "histogram", histograms[h].help);
+    for (int i = 0; i < r->n; i++) {
+      char labels[200];
+      snprintf(labels, sizeof labels, "model=\"%s\"", r->list[i]->entry.name);
+      pr_hist_write((const pr_hist_t *)STATS_AT(r->list[i], histograms[h].off), f,
+                    histograms[h].name, labels);
+    }
+  }
+}
+
+static const field_family_t counters[] = {
+    {"packrat_reconfigurations_total", "Plan switches.",
+     offsetof(pr_sched_stats_t, reconfigurations)},
+    {"packrat_prepared_plans_evicted_total",
+     "Prepared plans evicted (least recently used) to stay within the limit.",
+     offsetof(pr_sched_stats_t, plans_evicted)}};
+
+static void write_counters(FILE *f, const ready_t *r) {
+  for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
+    family(f, counters[c].name, "counter", counters[c].help);
+    for (int i = 0; i < r->n; i++)
+      fprintf(f, "%s{model=\"%s\"} %llu\n", counters[c].name, r->list[i]->entry.name,
+              (unsigned long long)atomic_load(
+                  (_Atomic uint64_t *)STATS_AT(r->list[i], counters[c].off)));
+  }
+}
+
+static const struct {
+  const char *name, *help;
+  int (*value)(pr_sched_t *s);
+} model_gauges[] = {
+    {"packrat_queue_depth", "Requests waiting.", pr_sched_queue_depth},
+    {"packrat_prepared_plans", "Plans prepared (instances started).", pr_sched_num_configs},
+};
+
+static void write_model_gauges(FILE *f, const ready_t *r) {
+  for (size_t g = 0; g < sizeof model_gauges / sizeof model_gauges[0]; g++) {
+    family(f, model_gauges[g].name, "gauge", model_gauges[g].help);
+    for (int i = 0; i < r->n; i++)
+      fprintf(f, "%s{model=\"%s\"} %d\n", model_gauges[g].name, r->list[i]->entry.name,
+              model_gauges[g].value(r->list[i]->sched));
+  }
+}
+
+static const field_family_t instance_gauges[] = {
+    {"packrat_plan_instance_threads", "Threads of each instance of the current plan.",
+     offsetof(pr_plan_instance_t, threads)},
+    {"packrat_plan_instance_batch", "Planned batch of each instance.",
+     offsetof(pr_plan_instance_t, batch)},
+};
+
+/* The current plans' gauges, from one snapshot of each model's plan. */
+static void write_plan_gauges(FILE *f, const ready_t *r) {
+  pr_plan_t *plans = r->n ? malloc(sizeof *plans * (size_t)r->n) : NULL;
+  for (int i = 0; plans && i < r->n; i++) pr_sched_current_plan(r->list[i]->sched, &plans[i]);
+  family(f, "packrat_plan_instances", "gauge", "Instances of the current plan.");
+  for (int i = 0; plans && i < r->n; i++)
+    fprintf(f, "packrat_plan_instances{model=\"%s\"} %d\n", r->list[i]->entry.name,
+            plans[i].n_instances);
+  for (size_t g = 0; g < sizeof instance_gauges / sizeof instance_gauges[0]; g++) {
+    family(f, instance_gauges[g].name, "gauge", instance_gauges[g].help);
+    for (int i = 0; plans && i < r->n; i++)
+      for (int k = 0; k < plans[i].n_instances; k++)
+        fprintf(f, "%s{model=\"%s\",instance=\"%d\"} %d\n", instance_gauges[g].name,
+                r->list[i]->entry.name, k,
+                *(const int *)((const char *)&plans[i].instances[k] + instance_gauges[g].off));
+  }
+  free(plans);
+}
+
+/* ---- server-wide families ---- */
+
+static void write_server(FILE *f, const pr_prom_server_t *srv, int known) {
+  const struct {
+    const char *name, *type, *help;
+    long long value;
+  } scalars[] = {
+      {"packrat_models", "gauge", "Models known to the server (any state).", known},
+      {"packrat_models_limit", "gauge", "Most models the server holds (--max-models).",
+       srv->models_limit},
+      {"packrat_http_requests_total", "counter", "HTTP requests received.",
+       (long long)srv->http_requests},
+      {"packrat_http_errors_total", "counter", "HTTP requests answered with an error.",
+       (long long)srv->http_errors},
+      {"packrat_http_refused_total", "counter",
+       "HTTP requests refused from their headers (body over a limit, bytes in flight).",
+       (long long)srv->http_refused},
+      {"packrat_http_connections", "gauge", "Open HTTP connections.", srv->connections},
+      {"packrat_http_connections_limit", "gauge",
+       "Most open HTTP connections (--max-connections); more are refused.", srv->connections_limit},
+      {"packrat_inflight_bytes", "gauge", "Bytes held by requests being received or served.",
+       (long long)srv->inflight_bytes},
+      {"packrat_inflight_bytes_limit", "gauge", "Most bytes requests may hold at once.",
+       (long long)srv->inflight_limit},
+  };
+  for (size_t k = 0; k < sizeof scalars / sizeof scalars[0]; k++) {
+    family(f, scalars[k].name, scalars[k].type, scalars[k].help);
+    fprintf(f, "%s %lld\n", scalars[k].name, scalars[k].value);
+  }
+}
+
 void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   int known = 0;
   pr_models_each(ms, count_known, &known);
   ready_t r = {calloc((size_t)(known ? known : 1), sizeof(pr_served_t *)), 0, known};
   if (r.list) pr_models_each(ms, take_ready, &r);
-  family(f, "packrat_requests_total", "counter", "Inference requests by outcome.");
-  for (int i = 0; i < r.n; i++) {
-    pr_sched_stats_t *st = pr_sched_stats(r.list[i]->sched);
-    const char *n = r.list[i]->entry.name;
-    const struct {
-      const char *outcome;
-      _Atomic uint64_t *v;
-    } o[] = {{"success", &st->success},
-             {"failure", &st->failed},
-             {"rejected", &st->rejected},
-             {"timeout", &st->timed_out}};
-    for (size_t k = 0; k < sizeof o / sizeof o[0]; k++)
-      fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"%s\"} %llu\n", n, o[k].outcome,
-              (unsigned long long)atomic_load(o[k].v));
-  }
-  const struct {
-    const char *name, *help;
-    size_t off;
-  } hs[] = {
-      {"packrat_request_duration_seconds", "Time from enqueue to answer.",
-       offsetof(pr_sched_stats_t, request_s)},
-      {"packrat_queue_duration_seconds", "Time a request waited in the queue.",
-       offsetof(pr_sched_stats_t, queue_s)},
-      {"packrat_compute_duration_seconds", "Time of one batched execution.",
-       offsetof(pr_sched_stats_t, compute_s)},
-      {"packrat_batch_size", "Rows per batched execution.", offsetof(pr_sched_stats_t, batch)},
-      {"packrat_reconfiguration_duration_seconds", "Time a plan switch took.",
-       offsetof(pr_sched_stats_t, switch_s)}};
-  for (size_t h = 0; h < sizeof hs / sizeof hs[0]; h++) {
-    family(f, hs[h].name, "histogram", hs[h].help);
-    for (int i = 0; i < r.n; i++) {
-      char labels[200];
-      snprintf(labels, sizeof labels, "model=\"%s\"", r.list[i]->entry.name);
-      pr_hist_write((const pr_hist_t *)((const char *)pr_sched_stats(r.list[i]->sched) + hs[h].off),
-                    f, hs[h].name, labels);
-    }
-  }
-  const struct {
-    const char *name, *help;
-    size_t off;
-  } cs[] = {{"packrat_reconfigurations_total", "Plan switches.",
-             offsetof(pr_sched_stats_t, reconfigurations)},
-            {"packrat_prepared_plans_evicted_total",
-             "Prepared plans evicted (least recently used) to stay within the limit.",
-             offsetof(pr_sched_stats_t, plans_evicted)}};
-  for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
-    family(f, cs[c].name, "counter", cs[c].help);
-    for (int i = 0; i < r.n; i++)
-      fprintf(f, "%s{model=\"%s\"} %llu\n", cs[c].name, r.list[i]->entry.name,
-              (unsigned long long)atomic_load(
-                  (_Atomic uint64_t *)((char *)pr_sched_stats(r.list[i]->sched) + cs[c].off)));
-  }
-  family(f, "packrat_queue_depth", "gauge", "Requests waiting.");
-  for (int i = 0; i < r.n; i++)
-    fprintf(f, "packrat_queue_depth{model=\"%s\"} %d\n", r.list[i]->entry.name,
-            pr_sched_queue_depth(r.list[i]->sched));
-  family(f, "packrat_prepared_plans", "gauge", "Plans prepared (instances started).");
-  for (int i = 0; i < r.n; i++)
-    fprintf(f, "packrat_prepared_plans{model=\"%s\"} %d\n", r.list[i]->entry.name,
-            pr_sched_num_configs(r.list[i]->sched));
-  pr_plan_t *plans = r.n ? malloc(sizeof *plans * (size_t)r.n) : NULL;
-  for (int i = 0; plans && i < r.n; i++) pr_sched_current_plan(r.list[i]->sched, &plans[i]);
-  family(f, "packrat_plan_instances", "gauge", "Instances of the current plan.");
-  for (int i = 0; plans && i < r.n; i++)
-    fprintf(f, "packrat_plan_instances{model=\"%s\"} %d\n", r.list[i]->entry.name,
-            plans[i].n_instances);
-  family(f, "packrat_plan_instance_threads", "gauge",
-         "Threads of each instance of the current plan.");
-  for (int i = 0; plans && i < r.n; i++)
-    for (int k = 0; k < plans[i].n_instances; k++)
-      fprintf(f, "packrat_plan_instance_threads{model=\"%s\",instance=\"%d\"} %d\n",
-              r.list[i]->entry.name, k, plans[i].instances[k].threads);
-  family(f, "packrat_plan_instance_batch", "gauge", "Planned batch of each instance.");
-  for (int i = 0; plans && i < r.n; i++)
-    for (int k = 0; k < plans[i].n_instances; k++)
-      fprintf(f, "packrat_plan_instance_batch{model=\"%s\",instance=\"%d\"} %d\n",
-              r.list[i]->entry.name, k, plans[i].instances[k].batch);
-  free(plans);
+  write_requests(f, &r);
+  write_histograms(f, &r);
+  write_counters(f, &r);
+  write_model_gauges(f, &r);
+  write_plan_gauges(f, &r);
   for (int i = 0; i < r.n; i++) pr_models_put(r.list[i]);
   free(r.list);
-  family(f, "packrat_models", "gauge", "Models known to the server (any state).");
-  fprintf(f, "packrat_models %d\n", known);
-  family(f, "packrat_models_limit", "gauge", "Most models the server holds (--max-models).");
-  fprintf(f, "packrat_models_limit %d\n", srv->models_limit);
-  family(f, "packrat_http_requests_total", "counter", "HTTP requests received.");
-  fprintf(f, "packrat_http_requests_total %llu\n", (unsigned long long)srv->http_requests);
-  family(f, "packrat_http_errors_total", "counter", "HTTP requests answered with an error.");
-  fprintf(f, "packrat_http_errors_total %llu\n", (unsigned long long)srv->http_errors);
-  family(f, "packrat_http_refused_total", "counter",
-         "HTTP requests refused from their headers (body over a limit, bytes in flight).");
-  fprintf(f, "packrat_http_refused_total %llu\n", (unsigned long long)srv->http_refused);
-  family(f, "packrat_http_connections", "gauge", "Open HTTP connections.");
-  fprintf(f, "packrat_http_connections %d\n", srv->connections);
-  family(f, "packrat_http_connections_limit", "gauge",
-         "Most open HTTP connections (--max-connections); more are refused.");
-  fprintf(f, "packrat_http_connections_limit %d\n", srv->connections_limit);
-  family(f, "packrat_inflight_bytes", "gauge", "Bytes held by requests being received or served.");
-  fprintf(f, "packrat_inflight_bytes %llu\n", (unsigned long long)srv->inflight_bytes);
-  family(f, "packrat_inflight_bytes_limit", "gauge", "Most bytes requests may hold at once.");
-  fprintf(f, "packrat_inflight_bytes_limit %llu\n", (unsigned long long)srv->inflight_limit);
+  write_server(f, srv, known);
 }

@@ -1,6 +1,7 @@
 /* v2 protocol codec. See protocol.h for the two-pass design. */
 #include "server/protocol.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -122,7 +123,8 @@ typedef struct {
   int n_out;
   size_t max_values;       /* values the JSON text can still hold (all inputs together) */
   size_t max_bytes, bytes; /* tensor bytes allowed (0: any) and taken */
-  int status;              /* of a failure: 400, or 503 over max_bytes or out of memory */
+  pr_status_t status;      /* of a failure: PR_ERR_INVALID, or PR_ERR_BUSY over max_bytes
+                            * or out of memory */
   /* pass 2: the "data" being streamed */
   pr_request_t *r;
   pr_tensor_t *t;
@@ -397,6 +399,13 @@ static char *dup_text(const unsigned char *s, size_t l) {
   return d;
 }
 
+/* Pass 1 keeps a copy of the text in *dst (pass 2 finds it there). */
+static int keep_text(parser_t *p, char **dst, const unsigned char *s, size_t l) {
+  if (p->pass == 2) return 1;
+  if (!(*dst = dup_text(s, l))) return fail(p, "out of memory");
+  return 1;
+}
+
 static int cb_string(void *ctx, const unsigned char *s, size_t l) {
   parser_t *p = ctx;
   ctx_t c;
@@ -405,14 +414,8 @@ static int cb_string(void *ctx, const unsigned char *s, size_t l) {
     return fail(p, "%s must be valid UTF-8 without NUL characters", what(c));
   switch (c) {
     case C_SKIP: return 1;
-    case C_ID:
-      if (p->pass == 2) return 1;
-      if (!(p->q->id = dup_text(s, l))) return fail(p, "out of memory");
-      return 1;
-    case C_IN_NAME:
-      if (p->pass == 2) return 1;
-      if (!(p->in[p->n_in - 1].name = dup_text(s, l))) return fail(p, "out of memory");
-      return 1;
+    case C_ID: return keep_text(p, &p->q->id, s, l);
+    case C_IN_NAME: return keep_text(p, &p->in[p->n_in - 1].name, s, l);
     case C_IN_DTYPE: {
       char *d = p->in[p->n_in - 1].dtype;
       size_t n = l < 15 ? l : 15;
@@ -421,10 +424,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t l) {
       if (l > 15) d[0] = '?'; /* no datatype is that long */
       return 1;
     }
-    case C_OUT_NAME:
-      if (p->pass == 2) return 1;
-      if (!(p->out[p->n_out - 1].name = dup_text(s, l))) return fail(p, "out of memory");
-      return 1;
+    case C_OUT_NAME: return keep_text(p, &p->out[p->n_out - 1].name, s, l);
     case C_DATA: {
       if (p->pass == 1) return 1;
       double d = 0;
@@ -616,29 +616,94 @@ static int check_input(parser_t *p, int i, pr_request_t *r) {
   if (in->has_data) p->max_values -= numel ? numel - 1 : 0;
   p->bytes += nbytes;
   if (p->max_bytes && p->bytes > p->max_bytes) {
-    p->status = 503;
+    p->status = PR_ERR_BUSY;
     return fail(p, "the server holds too many request bytes; retry later"), -1;
   }
   if (!(t->data = pr_aligned_alloc(nbytes))) {
-    p->status = 503;
+    p->status = PR_ERR_BUSY;
     return fail(p, "out of memory; retry later"), -1;
   }
   return 0;
 }
 
-int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len, size_t json_len,
-                         size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, char *err,
-                         size_t err_len) {
+/* Checks and sizes every input (check_input) and copies the binary ones from
+ * the bytes after the JSON header; -1 with the message set. */
+static int take_inputs(parser_t *p, const char *body, size_t len, size_t json_len,
+                       pr_request_t *r) {
+  const pr_proto_model_t *m = p->m;
+  if (p->n_in == 0) return fail(p, "'inputs' must be a non-empty array"), -1;
+  r->rows = -1;
+  p->max_values = json_len / 2;
+  size_t bin_off = json_len;
+  for (int i = 0; i < p->n_in; i++) {
+    if (check_input(p, i, r)) return -1;
+    in_t *in = &p->in[i];
+    if (!in->has_bsize) continue;
+    size_t nbytes = (size_t)in->bsize;
+    if (len - bin_off < nbytes)
+      return fail(p, "input '%s': binary data shorter than binary_data_size", in->name), -1;
+    uint8_t *data = r->inputs[in->k].data;
+    memcpy(data, body + bin_off, nbytes);
+    if (r->inputs[in->k].dtype == PR_DTYPE_BOOL) /* one byte each: any non-zero is true */
+      for (size_t b = 0; b < nbytes; b++) data[b] = body[bin_off + b] != 0;
+    bin_off += nbytes;
+  }
+  if (bin_off != len) return fail(p, "%zu bytes of binary data left over", len - bin_off), -1;
+  for (int k = 0; k < m->n_inputs; k++) {
+    bool got = false;
+    for (int i = 0; i < p->n_in; i++) got |= p->in[i].k == k;
+    if (!got) return fail(p, "missing input '%s'", m->inputs[k].name), -1;
+  }
+  return 0;
+}
+
+/* The requested outputs (none: all) and which of them answer in binary into
+ * q; -1 with the message set. */
+static int take_outputs(parser_t *p, pr_proto_infer_t *q) {
+  const pr_proto_model_t *m = p->m;
+  for (int o = 0; o < m->n_outputs; o++) q->binary[o] = p->all_binary;
+  for (int j = 0; j < p->n_out; j++) {
+    const char *name = p->out[j].name;
+    int k = -1;
+    for (int o = 0; name && o < m->n_outputs; o++)
+      if (!strcmp(m->outputs[o].name, name)) k = o;
+    if (k < 0) return fail(p, "model has no output '%s'", name ? name : "(unnamed)"), -1;
+    for (int i = 0; i < q->n_outputs; i++)
+      if (q->outputs[i] == k) return fail(p, "output '%s' requested twice", name), -1;
+    assert(q->n_outputs < PR_SCHED_MAX_IO); /* j < n_out <= PR_SCHED_MAX_IO */
+    q->outputs[q->n_outputs++] = k;
+    if (p->out[j].has_bd) q->binary[k] = p->out[j].bd;
+  }
+  return 0;
+}
+
+/* Pass 1 (everything but "data"), the checks against the model, then pass 2
+ * ("data" into the tensors) when any input has it; -1 with the message set. */
+static int parse_body(parser_t *p, const char *body, size_t len, size_t json_len, pr_request_t *r,
+                      pr_proto_infer_t *q) {
+  if (run_pass(p, body, json_len) || take_inputs(p, body, len, json_len, r) || take_outputs(p, q))
+    return -1;
+  bool any_data = false;
+  for (int i = 0; i < p->n_in; i++) any_data |= p->in[i].has_data;
+  if (!any_data) return 0;
+  p->pass = 2;
+  p->r = r;
+  return run_pass(p, body, json_len);
+}
+
+pr_status_t pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len,
+                                 size_t json_len, size_t max_bytes, pr_request_t *r,
+                                 pr_proto_infer_t *q, char *err, size_t err_len) {
   memset(q, 0, sizeof *q);
   if (json_len > len) {
     snprintf(err, err_len, "Inference-Header-Content-Length %zu exceeds the body (%zu)", json_len,
              len);
-    return 400;
+    return PR_ERR_INVALID;
   }
   parser_t *p = calloc(1, sizeof *p);
   if (!p) {
     snprintf(err, err_len, "out of memory; retry later");
-    return 503;
+    return PR_ERR_BUSY;
   }
   p->m = m;
   p->q = q;
@@ -646,77 +711,12 @@ int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len
   p->err_len = err_len;
   p->pass = 1;
   p->max_bytes = max_bytes;
-  p->status = 400;
-  int status = 400;
-  if (run_pass(p, body, json_len)) goto done;
-  if (p->n_in == 0) {
-    fail(p, "'inputs' must be a non-empty array");
-    goto done;
-  }
-  r->rows = -1;
-  p->max_values = json_len / 2;
-  size_t bin_off = json_len;
-  for (int i = 0; i < p->n_in; i++) {
-    if (check_input(p, i, r)) goto done;
-    in_t *in = &p->in[i];
-    if (in->has_bsize) {
-      size_t nbytes = (size_t)in->bsize;
-      if (len - bin_off < nbytes) {
-        fail(p, "input '%s': binary data shorter than binary_data_size", in->name);
-        goto done;
-      }
-      memcpy(r->inputs[in->k].data, body + bin_off, nbytes);
-      if (r->inputs[in->k].dtype == PR_DTYPE_BOOL) /* one byte each: any non-zero is true */
-        for (size_t b = 0; b < nbytes; b++)
-          ((uint8_t *)r->inputs[in->k].data)[b] = body[bin_off + b] != 0;
-      bin_off += nbytes;
-    }
-  }
-  if (bin_off != len) {
-    fail(p, "%zu bytes of binary data left over", len - bin_off);
-    goto done;
-  }
-  for (int k = 0; k < m->n_inputs; k++) {
-    bool got = false;
-    for (int i = 0; i < p->n_in; i++) got |= p->in[i].k == k;
-    if (!got) {
-      fail(p, "missing input '%s'", m->inputs[k].name);
-      goto done;
-    }
-  }
-  for (int o = 0; o < m->n_outputs; o++) q->binary[o] = p->all_binary;
-  for (int j = 0; j < p->n_out; j++) {
-    const char *name = p->out[j].name;
-    int k = -1;
-    for (int o = 0; name && o < m->n_outputs; o++)
-      if (!strcmp(m->outputs[o].name, name)) k = o;
-    if (k < 0) {
-      fail(p, "model has no output '%s'", name ? name : "(unnamed)");
-      goto done;
-    }
-    for (int i = 0; i < q->n_outputs; i++)
-      if (q->outputs[i] == k) {
-        fail(p, "output '%s' requested twice", name);
-        goto done;
-      }
-    q->outputs[q->n_outputs++] = k;
-    if (p->out[j].has_bd) q->binary[k] = p->out[j].bd;
-  }
-  /* pass 2: the "data" arrays into their tensors */
-  bool any_data = false;
-  for (int i = 0; i < p->n_in; i++) any_data |= p->in[i].has_data;
-  if (any_data) {
-    p->pass = 2;
-    p->r = r;
-    if (run_pass(p, body, json_len)) goto done;
-  }
-  status = 200;
-done:
-  if (status != 200) status = p->status;
+  p->status = PR_ERR_INVALID;
+  pr_status_t st = parse_body(p, body, len, json_len, r, q) ? p->status : PR_OK;
   for (int i = 0; i < p->n_in; i++) free(p->in[i].name);
   for (int j = 0; j < p->n_out; j++) free(p->out[j].name);
   free(p);
-  return status;
+  return st;
 }
 
 void pr_proto_infer_clear(pr_proto_infer_t *q) {
@@ -785,9 +785,10 @@ static size_t tensor_bytes(const pr_tensor_t *t) {
   return (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
 }
 
-int pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name, const char *version,
-                            const pr_request_t *r, const pr_proto_infer_t *q, char **out,
-                            size_t *out_len, size_t *json_len) {
+pr_status_t pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name,
+                                    const char *version, const pr_request_t *r,
+                                    const pr_proto_infer_t *q, char **out, size_t *out_len,
+                                    size_t *json_len) {
   int list[PR_SCHED_MAX_IO], n = 0;
   if (q->n_outputs) {
     memcpy(list, q->outputs, sizeof(int) * (size_t)q->n_outputs);
@@ -796,7 +797,7 @@ int pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name, c
     for (int o = 0; o < m->n_outputs; o++) list[n++] = o;
   }
   yajl_gen g = yajl_gen_alloc(NULL);
-  if (!g) return 500;
+  if (!g) return PR_ERR_NOMEM;
   yajl_gen_config(g, yajl_gen_validate_utf8, 1);
   size_t bin_total = 0;
   bool ok = GEN_OK(yajl_gen_map_open(g)) && gen_text(g, "model_name") && gen_text(g, model_name) &&
@@ -841,7 +842,7 @@ int pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name, c
     *json_len = bin_total ? jl : 0;
   }
   yajl_gen_free(g);
-  return buf ? 200 : 500;
+  return !ok ? PR_ERR_INTERNAL : buf ? PR_OK : PR_ERR_NOMEM;
 }
 
 int pr_proto_http_status(pr_status_t st) {
@@ -850,9 +851,13 @@ int pr_proto_http_status(pr_status_t st) {
     case PR_ERR_INVALID:
     case PR_ERR_UNSUPPORTED: return 400;
     case PR_ERR_NOT_FOUND: return 404;
+    case PR_ERR_METHOD: return 405;
+    case PR_ERR_TOO_LARGE: return 413;
+    case PR_ERR_URI_TOO_LONG: return 414;
+    case PR_ERR_CODING: return 501;
     case PR_ERR_BUSY: return 503;
     case PR_ERR_TIMEOUT: return 504;
-    default: return 500;
+    default: return 500; /* PR_ERR_IO, PR_ERR_NOMEM, PR_ERR_INTERNAL */
   }
 }
 

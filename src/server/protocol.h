@@ -1,6 +1,8 @@
 /* Open Inference Protocol (KServe v2) codec: infer requests (JSON tensors or
  * the binary tensor data extension) into request tensors, outputs into
- * response bodies, errors into {"error": ...}. Pure: no I/O, no threads.
+ * response bodies, errors into {"error": ...}, and pr_status_t into HTTP
+ * status codes (the one place that mapping is made). Pure: no I/O, no
+ * threads.
  *
  * Notes on the design:
  * - Bodies are parsed with yajl's event parser in two passes over the JSON
@@ -15,9 +17,10 @@
  *   the strings "NaN", "Infinity" and "-Infinity", both ways; the binary
  *   extension carries them as they are. FP16 travels as JSON numbers (the
  *   half value, exactly), unsigned types as integers up to UINT64_MAX.
- * - Text from the client is UTF-8-validated by the parser; error messages
- *   that echo it are cut on a character boundary, so every error body is
- *   valid JSON. */
+ * - Text from the client is UTF-8-validated by the parser (names, ids,
+ *   datatypes). Error messages that echo it are cut to the caller's buffer,
+ *   possibly inside a character; pr_proto_error replaces what is not UTF-8,
+ *   so every error body is valid JSON. */
 #ifndef PR_SERVER_PROTOCOL_H
 #define PR_SERVER_PROTOCOL_H
 
@@ -26,10 +29,11 @@
 
 #include "packrat/engine.h"
 #include "server/scheduler.h"
+#include "server/status.h"
 
 typedef struct {
   int n_inputs;
-  pr_tensor_info_t inputs[PR_SCHED_MAX_IO]; /* dims[0] < 0: the batch axis */
+  pr_tensor_info_t inputs[PR_SCHED_MAX_IO]; /* dims[0] is -1: axis 0 is the batch */
   int n_outputs;
   pr_tensor_info_t outputs[PR_SCHED_MAX_IO];
   int max_batch;
@@ -48,22 +52,28 @@ pr_dtype_t pr_proto_dtype(const char *datatype);
 
 /* Parses an infer request body (json_len: the JSON header's length, the whole
  * body without the binary extension) into r->inputs/r->rows and q, allocating
- * at most max_bytes of tensors (0: no bound). Returns the HTTP status: 200;
- * 400 with a message in err; 503 over max_bytes or out of memory. Release q
- * with pr_proto_infer_clear in every case. */
-int pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len, size_t json_len,
-                         size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, char *err,
-                         size_t err_len);
+ * at most max_bytes of tensors (0: no bound); the tensors are r's. Returns
+ * PR_OK; PR_ERR_INVALID for a malformed body or one the model does not take;
+ * PR_ERR_BUSY over max_bytes or when the tensors cannot be allocated (retry
+ * later); a message in err for every error. Release q with
+ * pr_proto_infer_clear in every case. */
+pr_status_t pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len,
+                                 size_t json_len, size_t max_bytes, pr_request_t *r,
+                                 pr_proto_infer_t *q, char *err, size_t err_len);
 void pr_proto_infer_clear(pr_proto_infer_t *q);
 
-/* Builds the response body (malloc'd into *out, *out_len); *json_len is the
- * JSON header's length when binary outputs follow, else 0. Returns 200, or
- * 500 when out of memory or a name is not valid UTF-8. */
-int pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name, const char *version,
-                            const pr_request_t *r, const pr_proto_infer_t *q, char **out,
-                            size_t *out_len, size_t *json_len);
+/* Builds the response body (malloc'd into *out, *out_len, the caller's to
+ * free); *json_len is the JSON header's length when binary outputs follow,
+ * else 0. Returns PR_OK, PR_ERR_NOMEM, or PR_ERR_INTERNAL when the JSON
+ * cannot be written (a name that is not valid UTF-8); *out is untouched on
+ * error. */
+pr_status_t pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name,
+                                    const char *version, const pr_request_t *r,
+                                    const pr_proto_infer_t *q, char **out, size_t *out_len,
+                                    size_t *json_len);
 
-/* The HTTP status of a pr_status_t: the one place statuses become HTTP. */
+/* The HTTP status of a pr_status_t (the engine's and server/status.h's): the
+ * one place statuses become HTTP. Unknown statuses are 500. */
 int pr_proto_http_status(pr_status_t st);
 
 /* {"error": msg} (malloc'd, NULL only when out of memory); msg may hold any

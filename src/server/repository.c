@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,132 @@ static void set_error(char *err, size_t err_len, const char *fmt, ...) {
   if (err_len) pr_utf8_sanitize(raw, err, err_len);
 }
 
+/* ---- config.json: one setter per setting ---- */
+
+/* A setter stores setting `key` = v into c; false with a message (without
+ * the origin) in msg when v is not valid for it. */
+typedef bool (*setting_fn)(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len);
+
+/* An integer in min..10^8 (the four limits); false with a message. */
+static bool int_setting(const char *key, json_t *v, long long min, long long *x, char *msg,
+                        size_t len) {
+  if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > 100000000) {
+    snprintf(msg, len, "'%s' must be a positive integer", key);
+    return false;
+  }
+  *x = json_integer_value(v);
+  return true;
+}
+
+static bool set_max_batch(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  long long x;
+  if (!int_setting(key, v, 1, &x, msg, len)) return false;
+  if (x > 4096) {
+    snprintf(msg, len, "max_batch_size at most 4096");
+    return false;
+  }
+  c->max_batch = (int)x;
+  return true;
+}
+
+static bool set_timeout(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  long long x;
+  if (!int_setting(key, v, 1, &x, msg, len)) return false;
+  c->request_timeout_s = (double)x / 1000.0;
+  return true;
+}
+
+static bool set_plan(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  if (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof c->plan) {
+    snprintf(msg, len, "'plan' must be \"auto\" or THREADSxBATCH,...");
+    return false;
+  }
+  snprintf(c->plan, sizeof c->plan, "%s", json_string_value(v));
+  return true;
+}
+
+static bool set_autoscale(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  if (!json_is_boolean(v)) {
+    snprintf(msg, len, "'autoscale' must be true or false");
+    return false;
+  }
+  c->autoscale = json_is_true(v);
+  return true;
+}
+
+static bool set_estimator(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  const char *e = json_string_value(v);
+  if (!e || (strcmp(e, "rate") && strcmp(e, "paper"))) {
+    snprintf(msg, len, "'estimator' must be \"rate\" or \"paper\"");
+    return false;
+  }
+  c->estimator = !strcmp(e, "rate");
+  return true;
+}
+
+static bool set_min_batch(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096) {
+    snprintf(msg, len, "'min_batch_size' must be 1..4096");
+    return false;
+  }
+  c->min_batch = (int)json_integer_value(v);
+  return true;
+}
+
+static bool set_dims(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  if (!json_is_object(v)) {
+    snprintf(msg, len, "'dims' must map symbolic dimension names to sizes");
+    return false;
+  }
+  const char *dn;
+  json_t *dv;
+  json_object_foreach(v, dn, dv) {
+    if (c->n_dims == 8 || !json_is_integer(dv) || json_integer_value(dv) < 1 || strlen(dn) >= 64) {
+      snprintf(msg, len, "dims: at most 8 names with positive sizes");
+      return false;
+    }
+    snprintf(c->dim_names[c->n_dims], 64, "%s", dn);
+    c->dim_values[c->n_dims++] = json_integer_value(dv);
+  }
+  return true;
+}
+
+/* A setting is a setter, or (set NULL) an int field of the config at `off`
+ * that takes min..10^8. */
+static const struct {
+  const char *key;
+  setting_fn set;
+  long long min;
+  size_t off;
+} settings[] = {
+    {"max_batch_size", .set = set_max_batch},
+    {"max_queue_delay_us", NULL, 0, offsetof(pr_model_config_t, max_queue_delay_us)},
+    {"queue_capacity", NULL, 1, offsetof(pr_model_config_t, queue_capacity)},
+    {"request_timeout_ms", .set = set_timeout},
+    {"plan", .set = set_plan},
+    {"autoscale", .set = set_autoscale},
+    {"estimator", .set = set_estimator},
+    {"min_batch_size", .set = set_min_batch},
+    {"dims", .set = set_dims},
+};
+
+/* Setting key = v into c; false with a message in msg. */
+static bool apply_setting(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+    if (strcmp(key, settings[i].key)) continue;
+    if (settings[i].set) return settings[i].set(c, key, v, msg, len);
+    long long x;
+    if (!int_setting(key, v, settings[i].min, &x, msg, len)) return false;
+    *(int *)((char *)c + settings[i].off) = (int)x;
+    return true;
+  }
+  size_t off = (size_t)snprintf(msg, len, "unknown setting '%s' (known: ", key);
+  for (size_t i = 0; i < sizeof settings / sizeof settings[0] && off < len; i++)
+    off += (size_t)snprintf(msg + off, len - off, "%s%s", i ? ", " : "", settings[i].key);
+  if (off < len) snprintf(msg + off, len - off, ")");
+  return false;
+}
+
 int pr_repo_parse_config(const char *text, size_t len, const char *origin, pr_model_config_t *c,
                          char *err, size_t err_len) {
   json_error_t je;
@@ -129,94 +256,20 @@ int pr_repo_parse_config(const char *text, size_t len, const char *origin, pr_mo
     set_error(err, err_len, "%s: %s (line %d)", origin, je.text, je.line);
     return -1;
   }
-  int rc = -1;
-  if (!json_is_object(root)) {
-    set_error(err, err_len, "%s: must be a JSON object", origin);
-    goto out;
-  }
+  char msg[1024] = "must be a JSON object";
+  bool ok = json_is_object(root);
   const char *key;
   json_t *v;
   json_object_foreach(root, key, v) {
-    if (!strcmp(key, "max_batch_size") || !strcmp(key, "max_queue_delay_us") ||
-        !strcmp(key, "queue_capacity") || !strcmp(key, "request_timeout_ms")) {
-      if (!json_is_integer(v) ||
-          json_integer_value(v) < (strcmp(key, "max_queue_delay_us") ? 1 : 0) ||
-          json_integer_value(v) > 100000000) {
-        set_error(err, err_len, "%s: '%s' must be a positive integer", origin, key);
-        goto out;
-      }
-      long long x = json_integer_value(v);
-      if (!strcmp(key, "max_batch_size")) {
-        if (x > 4096) {
-          set_error(err, err_len, "%s: max_batch_size at most 4096", origin);
-          goto out;
-        }
-        c->max_batch = (int)x;
-      } else if (!strcmp(key, "max_queue_delay_us")) {
-        c->max_queue_delay_us = (int)x;
-      } else if (!strcmp(key, "queue_capacity")) {
-        c->queue_capacity = (int)x;
-      } else {
-        c->request_timeout_s = (double)x / 1000.0;
-      }
-    } else if (!strcmp(key, "plan")) {
-      if (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof c->plan) {
-        set_error(err, err_len, "%s: 'plan' must be \"auto\" or THREADSxBATCH,...", origin);
-        goto out;
-      }
-      snprintf(c->plan, sizeof c->plan, "%s", json_string_value(v));
-    } else if (!strcmp(key, "autoscale")) {
-      if (!json_is_boolean(v)) {
-        set_error(err, err_len, "%s: 'autoscale' must be true or false", origin);
-        goto out;
-      }
-      c->autoscale = json_is_true(v);
-    } else if (!strcmp(key, "estimator")) {
-      const char *e = json_string_value(v);
-      if (!e || (strcmp(e, "rate") && strcmp(e, "paper"))) {
-        set_error(err, err_len, "%s: 'estimator' must be \"rate\" or \"paper\"", origin);
-        goto out;
-      }
-      c->estimator = !strcmp(e, "rate");
-    } else if (!strcmp(key, "min_batch_size")) {
-      if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096) {
-        set_error(err, err_len, "%s: 'min_batch_size' must be 1..4096", origin);
-        goto out;
-      }
-      c->min_batch = (int)json_integer_value(v);
-    } else if (!strcmp(key, "dims")) {
-      if (!json_is_object(v)) {
-        set_error(err, err_len, "%s: 'dims' must map symbolic dimension names to sizes", origin);
-        goto out;
-      }
-      const char *dn;
-      json_t *dv;
-      json_object_foreach(v, dn, dv) {
-        if (c->n_dims == 8 || !json_is_integer(dv) || json_integer_value(dv) < 1 ||
-            strlen(dn) >= 64) {
-          set_error(err, err_len, "%s: dims: at most 8 names with positive sizes", origin);
-          goto out;
-        }
-        snprintf(c->dim_names[c->n_dims], 64, "%s", dn);
-        c->dim_values[c->n_dims++] = json_integer_value(dv);
-      }
-    } else {
-      set_error(
-          err, err_len,
-          "%s: unknown setting '%s' (known: max_batch_size, max_queue_delay_us, "
-          "queue_capacity, request_timeout_ms, plan, autoscale, estimator, min_batch_size, dims)",
-          origin, key);
-      goto out;
-    }
+    if (!ok || !(ok = apply_setting(c, key, v, msg, sizeof msg))) break;
   }
-  if (c->min_batch > c->max_batch) {
-    set_error(err, err_len, "%s: min_batch_size above max_batch_size", origin);
-    goto out;
+  if (ok && c->min_batch > c->max_batch) {
+    snprintf(msg, sizeof msg, "min_batch_size above max_batch_size");
+    ok = false;
   }
-  rc = 0;
-out:
+  if (!ok) set_error(err, err_len, "%s: %s", origin, msg);
   json_decref(root);
-  return rc;
+  return ok ? 0 : -1;
 }
 
 int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len) {

@@ -42,15 +42,15 @@ static int split(char *path, char **seg) {
   return n;
 }
 
-int pr_route_match(const char *method, const char *path, pr_route_t *out) {
+pr_status_t pr_route_match(const char *method, const char *path, pr_route_t *out) {
   size_t len = strlen(path);
-  if (len >= sizeof out->buf) return 414;
+  if (len >= sizeof out->buf) return PR_ERR_URI_TOO_LONG;
   memcpy(out->buf, path, len + 1);
   char *seg[PR_ROUTE_MAX_SEGMENTS];
   int n = split(out->buf, seg);
-  if (n < 0) return 404;
+  if (n < 0) return PR_ERR_NOT_FOUND;
   const char *m = !strcmp(method, "HEAD") ? "GET" : method;
-  int status = 404;
+  pr_status_t status = PR_ERR_NOT_FOUND;
   for (size_t r = 0; r < sizeof routes / sizeof routes[0]; r++) {
     char pat[64], *pseg[PR_ROUTE_MAX_SEGMENTS];
     snprintf(pat, sizeof pat, "%s", routes[r].pattern);
@@ -68,13 +68,13 @@ int pr_route_match(const char *method, const char *path, pr_route_t *out) {
     }
     if (!same) continue;
     if (strcmp(routes[r].method, m)) {
-      status = 405;
+      status = PR_ERR_METHOD;
       continue;
     }
     out->id = routes[r].id;
     out->model = model;
     out->version = version;
-    return 200;
+    return PR_OK;
   }
   return status;
 }

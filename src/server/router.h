@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "server/status.h"
+
 typedef enum {
   PR_ROUTE_METRICS,
   PR_ROUTE_SERVER_META,
@@ -33,10 +35,12 @@ typedef struct {
   char buf[2048];      /* the path's segments, NUL-separated; model/version point here */
 } pr_route_t;
 
-/* Matches method and path (already percent-decoded, no query). Returns 200
- * with *out filled, 404 when no route has that path, 405 when a route has
- * the path but not the method, 414 when the path is longer than out->buf. */
-int pr_route_match(const char *method, const char *path, pr_route_t *out);
+/* Matches method and path (already percent-decoded, no query). Returns PR_OK
+ * with *out filled, PR_ERR_NOT_FOUND when no route has that path (nor any
+ * path of more than PR_ROUTE_MAX_SEGMENTS segments), PR_ERR_METHOD when a
+ * route has the path but not the method, PR_ERR_URI_TOO_LONG when the path
+ * is longer than out->buf. */
+pr_status_t pr_route_match(const char *method, const char *path, pr_route_t *out);
 
 /* Whether a route's request body is tensor data (bounded by the body limit);
  * other routes take small JSON bodies only. */

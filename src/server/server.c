@@ -8,11 +8,14 @@
  *   connection's thread until the scheduler answers), at most
  *   `max_connections` at once.
  * - Limits are decided from the headers, before any body byte is read: a
- *   Content-Length over the route's body limit is answered 413 at once; the
- *   bytes a request will hold are reserved against `max_inflight_bytes`
- *   (503 beyond it) and released when it is answered. Bodies without a
- *   length are counted as they arrive. Conflicting Content-Length headers
- *   are refused (400).
+ *   Content-Length over the route's body limit is answered at once
+ *   (PR_ERR_TOO_LARGE, 413); the bytes a request will hold are reserved
+ *   against `max_inflight_bytes` (PR_ERR_BUSY, 503, beyond it) and released
+ *   when it is answered. Bodies without a length are counted as they arrive.
+ *   Conflicting Content-Length headers are refused (PR_ERR_INVALID, 400).
+ * - Every answer's HTTP status comes from a pr_status_t through
+ *   pr_proto_http_status (in reply and reply_static); no handler writes an
+ *   HTTP code.
  * - Every counter is atomic; handlers share no other state but the model
  *   registry, which has its own locks. */
 #define _GNU_SOURCE
@@ -77,13 +80,13 @@ void pr_server_config_default(pr_server_config_t *c) {
 
 typedef struct {
   pr_route_t route;
-  int route_status; /* 200, or 404/405/414 from the router */
+  pr_status_t route_status; /* of pr_route_match */
   char *body;
   size_t len, cap, limit;
-  size_t reserved;   /* bytes counted in s->inflight */
-  size_t dropped;    /* body bytes read after a refusal */
-  bool serving;      /* counted in s->serving */
-  int refuse_status; /* != 0: answer this instead of routing */
+  size_t reserved;           /* bytes counted in s->inflight */
+  size_t dropped;            /* body bytes read after a refusal */
+  bool serving;              /* counted in s->serving */
+  pr_status_t refuse_status; /* != PR_OK: answer this instead of routing */
   char refuse_msg[160];
 } conn_t;
 
@@ -98,7 +101,7 @@ static bool reserve(pr_server_t *s, conn_t *cn, size_t n) {
   return true;
 }
 
-static void refuse(pr_server_t *s, conn_t *cn, int status, const char *msg) {
+static void refuse(pr_server_t *s, conn_t *cn, pr_status_t status, const char *msg) {
   if (cn->refuse_status) return;
   cn->refuse_status = status;
   snprintf(cn->refuse_msg, sizeof cn->refuse_msg, "%s", msg);
@@ -110,7 +113,9 @@ static void refuse(pr_server_t *s, conn_t *cn, int status, const char *msg) {
 
 /* ---- replies ---- */
 
-static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, size_t len,
+/* Every reply goes out here or in reply_static: the HTTP status is the
+ * protocol's for st. */
+static enum MHD_Result reply(struct MHD_Connection *c, pr_status_t st, char *body, size_t len,
                              const char *type, size_t json_len) {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
   if (!r) {
@@ -123,40 +128,35 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, s
     snprintf(h, sizeof h, "%zu", json_len);
     MHD_add_response_header(r, "Inference-Header-Content-Length", h);
   }
-  enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+  enum MHD_Result ret = MHD_queue_response(c, (unsigned)pr_proto_http_status(st), r);
   MHD_destroy_response(r);
   return ret;
 }
 
-static enum MHD_Result reply_static(struct MHD_Connection *c, int status, const char *body) {
+static enum MHD_Result reply_static(struct MHD_Connection *c, pr_status_t st, const char *body) {
   struct MHD_Response *r =
       MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
   if (!r) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", "application/json");
-  enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+  enum MHD_Result ret = MHD_queue_response(c, (unsigned)pr_proto_http_status(st), r);
   MHD_destroy_response(r);
   return ret;
 }
 
-/* o may be NULL (a json_pack that failed): 500. */
-static enum MHD_Result reply_json(struct MHD_Connection *c, int status, json_t *o) {
+/* o may be NULL (a json_pack that failed): PR_ERR_NOMEM. */
+static enum MHD_Result reply_json(struct MHD_Connection *c, pr_status_t st, json_t *o) {
   char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
-  if (!s) return reply_static(c, 500, "{\"error\":\"cannot encode the response\"}");
-  return reply(c, status, s, strlen(s), "application/json", 0);
+  if (!s) return reply_static(c, PR_ERR_NOMEM, "{\"error\":\"cannot encode the response\"}");
+  return reply(c, st, s, strlen(s), "application/json", 0);
 }
 
-static enum MHD_Result reply_error(pr_server_t *s, struct MHD_Connection *c, int status,
+static enum MHD_Result reply_error(pr_server_t *s, struct MHD_Connection *c, pr_status_t st,
                                    const char *msg) {
   atomic_fetch_add(&s->http_errors, 1);
   char *b = pr_proto_error(msg);
-  if (!b) return reply_static(c, status, "{\"error\":\"out of memory\"}");
-  return reply(c, status, b, strlen(b), "application/json", 0);
-}
-
-static enum MHD_Result reply_status(pr_server_t *s, struct MHD_Connection *c, pr_status_t st,
-                                    const char *msg) {
-  return reply_error(s, c, pr_proto_http_status(st), msg);
+  if (!b) return reply_static(c, st, "{\"error\":\"out of memory\"}");
+  return reply(c, st, b, strlen(b), "application/json", 0);
 }
 
 /* ---- handlers ---- */
@@ -167,7 +167,7 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
-  if (!f) return reply_error(s, c, 500, "out of memory");
+  if (!f) return reply_error(s, c, PR_ERR_NOMEM, "out of memory");
   pr_prom_server_t srv = {.http_requests = atomic_load(&s->http_requests),
                           .http_errors = atomic_load(&s->http_errors),
                           .http_refused = atomic_load(&s->http_refused),
@@ -178,18 +178,18 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
                           .models_limit = s->cfg.max_models};
   pr_prom_write(s->models, &srv, f);
   fclose(f);
-  return reply(c, 200, text, len, "text/plain; version=0.0.4", 0);
+  return reply(c, PR_OK, text, len, "text/plain; version=0.0.4", 0);
 }
 
 static enum MHD_Result h_server_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   return reply_json(
-      c, 200,
+      c, PR_OK,
       json_pack("{s:s, s:s, s:[s,s,s,s]}", "name", "packrat", "version", PR_VERSION, "extensions",
                 "binary_tensor_data", "model_repository", "statistics", "plan"));
 }
 
 static enum MHD_Result h_live(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  return reply_json(c, 200, json_pack("{s:b}", "live", 1));
+  return reply_json(c, PR_OK, json_pack("{s:b}", "live", 1));
 }
 
 static void ready_one(pr_served_t *m, void *ctx) {
@@ -200,7 +200,7 @@ static void ready_one(pr_served_t *m, void *ctx) {
 static enum MHD_Result h_ready(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   bool ready = true;
   pr_models_each(s->models, ready_one, &ready);
-  return reply_json(c, ready ? 200 : 503, json_pack("{s:b}", "ready", ready));
+  return reply_json(c, ready ? PR_OK : PR_ERR_BUSY, json_pack("{s:b}", "ready", ready));
 }
 
 typedef struct {
@@ -225,7 +225,7 @@ static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, co
   int n = entries ? pr_repo_scan(s->cfg.repository, entries, cap, &total) : -1;
   if (n < 0) {
     free(entries);
-    return reply_error(s, c, 500, "cannot read the model repository");
+    return reply_error(s, c, PR_ERR_IO, "cannot read the model repository");
   }
   json_t *arr = json_array();
   for (int i = 0; i < n; i++) {
@@ -234,7 +234,7 @@ static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, co
   }
   free(entries);
   if (total > n) pr_log(PR_LOG_WARN, "repository index: %d models, %d listed", total, n);
-  return reply_json(c, 200, arr);
+  return reply_json(c, PR_OK, arr);
 }
 
 static enum MHD_Result h_repo_load(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -242,14 +242,14 @@ static enum MHD_Result h_repo_load(pr_server_t *s, struct MHD_Connection *c, con
   pr_status_t st = pr_models_load(s->models, cn->route.model, err, sizeof err);
   /* a model that cannot be read or run is the repository's fault: 400 */
   if (st == PR_ERR_UNSUPPORTED || st == PR_ERR_IO) st = PR_ERR_INVALID;
-  if (st) return reply_status(s, c, st, err);
-  return reply_json(c, 200, json_object());
+  if (st) return reply_error(s, c, st, err);
+  return reply_json(c, PR_OK, json_object());
 }
 
 static enum MHD_Result h_repo_unload(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  if (pr_models_unload(s->models, cn->route.model))
-    return reply_error(s, c, 404, "no such loaded model");
-  return reply_json(c, 200, json_object());
+  pr_status_t st = pr_models_unload(s->models, cn->route.model);
+  if (st) return reply_error(s, c, st, "no such loaded model");
+  return reply_json(c, PR_OK, json_object());
 }
 
 /* Runs fn on the route's ready model with a reference held; errors for an
@@ -260,8 +260,8 @@ static enum MHD_Result with_model(pr_server_t *s, struct MHD_Connection *c, conn
   pr_status_t st;
   pr_served_t *m = pr_models_get(s->models, cn->route.model, cn->route.version, &st);
   if (!m)
-    return reply_status(s, c, st,
-                        st == PR_ERR_NOT_FOUND ? "unknown model or version" : "model not ready");
+    return reply_error(s, c, st,
+                       st == PR_ERR_NOT_FOUND ? "unknown model or version" : "model not ready");
   enum MHD_Result ret = fn(s, c, cn, m);
   pr_models_put(m);
   return ret;
@@ -281,7 +281,7 @@ static enum MHD_Result model_meta(pr_server_t *s, struct MHD_Connection *c, conn
     json_array_append_new(ins, tensor_meta(&m->proto.inputs[i]));
   for (int i = 0; i < m->proto.n_outputs; i++)
     json_array_append_new(outs, tensor_meta(&m->proto.outputs[i]));
-  return reply_json(c, 200,
+  return reply_json(c, PR_OK,
                     json_pack("{s:s, s:[s], s:s, s:o, s:o, s:{s:i}}", "name", m->entry.name,
                               "versions", m->entry.version, "platform", "onnx", "inputs", ins,
                               "outputs", outs, "parameters", "max_batch_size", m->cfg.max_batch));
@@ -296,13 +296,13 @@ static enum MHD_Result h_model_ready(pr_server_t *s, struct MHD_Connection *c, c
   pr_served_t *m = pr_models_get(s->models, cn->route.model, cn->route.version, &st);
   if (m) {
     enum MHD_Result ret =
-        reply_json(c, 200, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
+        reply_json(c, PR_OK, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
     pr_models_put(m);
     return ret;
   }
-  if (st == PR_ERR_NOT_FOUND) return reply_error(s, c, 404, "unknown model or version");
+  if (st == PR_ERR_NOT_FOUND) return reply_error(s, c, st, "unknown model or version");
   /* known but not ready: the name is a repository name, valid text */
-  return reply_json(c, 503, json_pack("{s:s, s:b}", "name", cn->route.model, "ready", 0));
+  return reply_json(c, PR_ERR_BUSY, json_pack("{s:s, s:b}", "name", cn->route.model, "ready", 0));
 }
 
 static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
@@ -313,49 +313,47 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
     char *end;
     long long v = strtoll(hl, &end, 10);
     if (*hl < '0' || *hl > '9' || *end || v < 0 || (size_t)v > cn->len) /* digits only */
-      return reply_error(s, c, 400,
+      return reply_error(s, c, PR_ERR_INVALID,
                          "Inference-Header-Content-Length must be a length within the body");
     json_len = (size_t)v;
   }
   pr_request_t *r = pr_request_new();
-  if (!r) return reply_error(s, c, 500, "out of memory");
+  if (!r) return reply_error(s, c, PR_ERR_NOMEM, "out of memory");
   pr_proto_infer_t q;
   char err[512];
   /* the tensors may take what is left of the in-flight bound */
   uint64_t held = atomic_load(&s->inflight);
   size_t room = held < s->cfg.max_inflight_bytes ? s->cfg.max_inflight_bytes - held : 1;
-  int status = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len, room, r,
-                                    &q, err, sizeof err);
+  pr_status_t st = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len,
+                                        room, r, &q, err, sizeof err);
   size_t tensor_bytes = 0;
-  for (int i = 0; status == 200 && i < m->proto.n_inputs; i++)
+  for (int i = 0; st == PR_OK && i < m->proto.n_inputs; i++)
     tensor_bytes += (size_t)pr_tensor_numel(&r->inputs[i]) * pr_dtype_size(r->inputs[i].dtype);
   /* the parsed tensors count against the in-flight bytes as well */
-  if (status == 200 && !reserve(s, cn, tensor_bytes)) {
-    status = 503;
+  if (st == PR_OK && !reserve(s, cn, tensor_bytes)) {
+    st = PR_ERR_BUSY;
     snprintf(err, sizeof err, "the server holds too many request bytes; retry later");
   }
-  if (status == 200 && pr_sched_submit(m->sched, r) != PR_OK) {
-    status = 503;
+  if (st == PR_OK && (st = pr_sched_submit(m->sched, r)) != PR_OK)
     snprintf(err, sizeof err, "the model's queue is full; retry later");
-  }
-  if (status != 200) {
+  if (st != PR_OK) {
     pr_proto_infer_clear(&q);
     pr_request_free(r);
-    return reply_error(s, c, status, err);
+    return reply_error(s, c, st, err);
   }
   pr_sched_wait(m->sched, r);
   enum MHD_Result ret;
   if (r->status) {
-    ret = reply_status(s, c, r->status, r->err);
+    ret = reply_error(s, c, r->status, r->err);
   } else {
     char *body;
     size_t len, jl;
-    status = pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, r, &q, &body, &len,
-                                     &jl);
-    if (status != 200)
-      ret = reply_error(s, c, 500, "cannot encode the response");
+    st = pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, r, &q, &body, &len,
+                                 &jl);
+    if (st != PR_OK)
+      ret = reply_error(s, c, st, "cannot encode the response");
     else
-      ret = reply(c, 200, body, len, jl ? "application/octet-stream" : "application/json", jl);
+      ret = reply(c, PR_OK, body, len, jl ? "application/octet-stream" : "application/json", jl);
   }
   pr_proto_infer_clear(&q);
   pr_request_free(r);
@@ -369,7 +367,7 @@ static enum MHD_Result h_infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
 static enum MHD_Result stats(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
   pr_sched_stats_t *st = pr_sched_stats(m->sched);
   return reply_json(
-      c, 200,
+      c, PR_OK,
       json_pack("{s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:f, s:f, s:i, s:I}", "name",
                 m->entry.name, "version", m->entry.version, "requests", "success",
                 (json_int_t)atomic_load(&st->success), "failure",
@@ -421,7 +419,7 @@ static json_t *plan_json(pr_served_t *m) {
 
 static enum MHD_Result plan_get(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                 pr_served_t *m) {
-  return reply_json(c, 200, plan_json(m));
+  return reply_json(c, PR_OK, plan_json(m));
 }
 
 static enum MHD_Result h_plan_get(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -438,15 +436,15 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
   char err[512];
   enum MHD_Result ret;
   if (!spec) {
-    ret = reply_error(s, c, 400,
+    ret = reply_error(s, c, PR_ERR_INVALID,
                       "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
   } else if (!strcmp(spec, "auto")) {
     if (pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0))
-      ret = reply_error(s, c, 400,
+      ret = reply_error(s, c, PR_ERR_INVALID,
                         "this model has no plans from a profile to follow the load with (its "
                         "config fixes the plan, or autoscale is off)");
     else
-      ret = reply_json(c, 200, plan_json(m));
+      ret = reply_json(c, PR_OK, plan_json(m));
   } else {
     pr_plan_t *plan = malloc(sizeof *plan);
     pr_status_t st = PR_ERR_NOMEM;
@@ -461,8 +459,8 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
       }
     }
     free(plan);
-    ret = st ? reply_status(s, c, st == PR_ERR_NOMEM ? st : PR_ERR_INVALID, err)
-             : reply_json(c, 200, plan_json(m));
+    ret = st ? reply_error(s, c, st == PR_ERR_NOMEM ? st : PR_ERR_INVALID, err)
+             : reply_json(c, PR_OK, plan_json(m));
   }
   json_decref(root);
   return ret;
@@ -515,7 +513,7 @@ static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const c
 static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, const char *method,
                        const char *url) {
   cn->route_status = pr_route_match(method, url, &cn->route);
-  cn->limit = cn->route_status == 200 && pr_route_takes_tensors(cn->route.id)
+  cn->limit = cn->route_status == PR_OK && pr_route_takes_tensors(cn->route.id)
                   ? s->cfg.max_body_bytes
                   : ADMIN_BODY_MAX;
   lengths_t l = {0};
@@ -523,16 +521,16 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
   /* framing the server and a proxy could read differently (request
    * smuggling) is refused, and the connection closes after the answer */
   if (l.conflict) {
-    refuse(s, cn, 400, "conflicting Content-Length headers");
+    refuse(s, cn, PR_ERR_INVALID, "conflicting Content-Length headers");
     return;
   }
   if (l.bad_name) {
-    refuse(s, cn, 400, "a header name holds white space");
+    refuse(s, cn, PR_ERR_INVALID, "a header name holds white space");
     return;
   }
   const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
   if (te && strcasecmp(te, "chunked")) {
-    refuse(s, cn, 501, "Transfer-Encoding other than chunked is not supported");
+    refuse(s, cn, PR_ERR_CODING, "Transfer-Encoding other than chunked is not supported");
     return;
   }
   if (!l.count) return;
@@ -543,11 +541,11 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
     char msg[160];
     snprintf(msg, sizeof msg, "request body of %llu bytes is over the limit of %zu", len,
              cn->limit);
-    refuse(s, cn, 413, msg);
+    refuse(s, cn, PR_ERR_TOO_LARGE, msg);
   } else if (atomic_load(&s->inflight) + len > s->cfg.max_inflight_bytes) {
     /* refused now; an accepted body is counted as its bytes arrive, so a
      * client that announces much and sends little holds nothing */
-    refuse(s, cn, 503, "the server holds too many request bytes; retry later");
+    refuse(s, cn, PR_ERR_BUSY, "the server holds too many request bytes; retry later");
   }
 }
 
@@ -556,12 +554,12 @@ static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
   if (cn->len + n > cn->limit) {
     char msg[160];
     snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", cn->limit);
-    refuse(s, cn, 413, msg);
+    refuse(s, cn, PR_ERR_TOO_LARGE, msg);
     return;
   }
   /* bodies are counted as their bytes arrive */
   if (cn->len + n > cn->reserved && !reserve(s, cn, cn->len + n - cn->reserved)) {
-    refuse(s, cn, 503, "the server holds too many request bytes; retry later");
+    refuse(s, cn, PR_ERR_BUSY, "the server holds too many request bytes; retry later");
     return;
   }
   if (cn->len + n + 1 > cn->cap) {
@@ -569,7 +567,7 @@ static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
     if (cap > cn->limit + 1) cap = cn->limit + 1;
     char *nb = realloc(cn->body, cap);
     if (!nb) {
-      refuse(s, cn, 503, "out of memory; retry later");
+      refuse(s, cn, PR_ERR_BUSY, "out of memory; retry later");
       return;
     }
     cn->body = nb;
@@ -609,9 +607,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     atomic_fetch_add(&s->serving, 1);
   }
   if (cn->refuse_status) return reply_error(s, c, cn->refuse_status, cn->refuse_msg);
-  if (cn->route_status == 404) return reply_error(s, c, 404, "not found");
-  if (cn->route_status == 405) return reply_error(s, c, 405, "method not allowed here");
-  if (cn->route_status != 200) return reply_error(s, c, cn->route_status, "URL too long");
+  if (cn->route_status != PR_OK)
+    return reply_error(s, c, cn->route_status,
+                       cn->route_status == PR_ERR_NOT_FOUND ? "not found"
+                       : cn->route_status == PR_ERR_METHOD  ? "method not allowed here"
+                                                            : "URL too long");
   return handlers[cn->route.id](s, c, cn);
 }
 

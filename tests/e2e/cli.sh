@@ -6,48 +6,38 @@ set -u
 PACKRAT=$1
 MODELS=$(cd "$2" && pwd)
 M=$MODELS/resnet50
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 export PACKRAT_CACHE=$tmp/cache
-passed=0 failed=0
-check() { # name, then a command that must succeed
-  local name=$1; shift
-  if "$@" >"$tmp/out" 2>"$tmp/err"; then passed=$((passed + 1)); echo "PASS $name"
-  else failed=$((failed + 1)); echo "FAIL $name"; tail -n 5 "$tmp/out" "$tmp/err"; fi
-}
-expect_status() { # name, status, command...
-  local name=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
-  if [ "$got" = "$want" ] && [ -s "$tmp/err" ]; then passed=$((passed + 1)); echo "PASS $name"
-  else failed=$((failed + 1)); echo "FAIL $name: status $got, wanted $want"; cat "$tmp/err"; fi
-}
+# a command's output is read back from $tmp/out (last_json); a failing
+# command must say why on stderr
+CHECK_OUT=$tmp/out CHECK_ERR=$tmp/err EXPECT_MESSAGE=1
 last_json() { tail -1 "$tmp/out"; }
 
-check "run --input-dir --output-dir --json" "$PACKRAT" run "$M/model.onnx" --input-dir "$M/test_data_set_0" \
+check_cmd "run --input-dir --output-dir --json" "$PACKRAT" run "$M/model.onnx" --input-dir "$M/test_data_set_0" \
   --output-dir "$tmp/o" --repeat 3 --json
 cp "$tmp/out" "$tmp/run.out"
-check "run json has the fields" /usr/bin/python3 -c "
+check_cmd "run json has the fields" /usr/bin/python3 -c "
 import json,sys; d=json.loads(open('$tmp/run.out').read().strip().splitlines()[-1])
 assert all(k in d for k in ('median_ms','p90_ms','min_ms','threads','batch')), d
 assert d['batch']==1 and d['threads']==1 and d['min_ms']<=d['median_ms']<=d['p90_ms']"
-check "output files written" test -s "$tmp/o/output_0.pb" -a -s "$tmp/o/output_0.npy"
-check "random inputs at batch 2, 2 threads" "$PACKRAT" run "$M/model.onnx" --batch 2 --threads 2 --json
-check "profile to a file" "$PACKRAT" profile "$M/model.onnx" --cores 2 --max-batch 2 --out "$tmp/p.json"
-check "profile has 4 points" /usr/bin/python3 -c "
+check_cmd "output files written" test -s "$tmp/o/output_0.pb" -a -s "$tmp/o/output_0.npy"
+check_cmd "random inputs at batch 2, 2 threads" "$PACKRAT" run "$M/model.onnx" --batch 2 --threads 2 --json
+check_cmd "profile to a file" "$PACKRAT" profile "$M/model.onnx" --cores 2 --max-batch 2 --out "$tmp/p.json"
+check_cmd "profile has 4 points" /usr/bin/python3 -c "
 import json; d=json.load(open('$tmp/p.json')); assert d['cores']==2 and len(d['points'])==4, d
 assert len(d['model_sha256'])==64"
-check "plan --json" "$PACKRAT" plan --profile "$tmp/p.json" --batch 2 --json --plot "$tmp/plan.svg"
+check_cmd "plan --json" "$PACKRAT" plan --profile "$tmp/p.json" --batch 2 --json --plot "$tmp/plan.svg"
 last_json >"$tmp/plan.json"
-check "plan json has the fields" /usr/bin/python3 -c "
+check_cmd "plan json has the fields" /usr/bin/python3 -c "
 import json; d=json.loads(open('$tmp/plan.json').read())
 assert d['batch']==2 and d['cores']==2 and sum(i['batch'] for i in d['instances'])==2
 assert sum(i['threads'] for i in d['instances'])<=2 and d['solve_ms']>=0 and 'fat_latency_ms' in d
 assert d['latency_ms']==max(i['latency_ms'] for i in d['instances'])"
-check "plot is an SVG" grep -q "<svg" "$tmp/plan.svg"
-check "run --plan FILE" "$PACKRAT" run "$M/model.onnx" --batch 2 --plan "$tmp/plan.json" --json
-check "run --plan spec, outputs match the reference" "$PACKRAT" run "$M/model.onnx" \
+check_cmd "plot is an SVG" grep -q "<svg" "$tmp/plan.svg"
+check_cmd "run --plan FILE" "$PACKRAT" run "$M/model.onnx" --batch 2 --plan "$tmp/plan.json" --json
+check_cmd "run --plan spec, outputs match the reference" "$PACKRAT" run "$M/model.onnx" \
   --input-dir "$M/test_data_set_1" --plan 1x3,1x5 --output-dir "$tmp/q"
-check "planned outputs equal PyTorch's" /usr/bin/python3 -c "
+check_cmd "planned outputs equal PyTorch's" /usr/bin/python3 -c "
 import numpy as np, onnx
 from onnx import numpy_helper
 a=np.load('$tmp/q/output_0.npy'); b=numpy_helper.to_array(onnx.load_tensor('$M/test_data_set_1/output_0.pb'))
@@ -69,16 +59,16 @@ g = helper.make_graph([helper.make_node('ReduceSum', ['x'], ['y'], axes=[1], kee
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 11)]), '$tmp/seq.onnx')"
 expect_status "symbolic dim without --dim fails" 1 "$PACKRAT" run "$tmp/seq.onnx"
 cp "$tmp/err" "$tmp/seq.err"
-check "the error names the dimension" grep -q "sequence" "$tmp/seq.err"
-check "run --dim sequence=7" "$PACKRAT" run "$tmp/seq.onnx" --dim sequence=7 --batch 2 --json
+check_cmd "the error names the dimension" grep -q "sequence" "$tmp/seq.err"
+check_cmd "run --dim sequence=7" "$PACKRAT" run "$tmp/seq.onnx" --dim sequence=7 --batch 2 --json
 cp "$tmp/out" "$tmp/seq.out"
-check "output shape [2, 4]" grep -q "FLOAT \[2, 4\]" "$tmp/seq.out"
+check_cmd "output shape [2, 4]" grep -q "FLOAT \[2, 4\]" "$tmp/seq.out"
 expect_status "--dim without a value" 2 "$PACKRAT" run "$tmp/seq.onnx" --dim sequence
 expect_status "--dim of zero" 2 "$PACKRAT" run "$tmp/seq.onnx" --dim sequence=0
-check "profile --dim sequence=3" "$PACKRAT" profile "$tmp/seq.onnx" --dim sequence=3 --cores 1 --max-batch 1
+check_cmd "profile --dim sequence=3" "$PACKRAT" profile "$tmp/seq.onnx" --dim sequence=3 --cores 1 --max-batch 1
 grep -o -- '-> .*' "$tmp/out" >"$tmp/path3"
-check "profile --dim sequence=5" "$PACKRAT" profile "$tmp/seq.onnx" --dim sequence=5 --cores 1 --max-batch 1
+check_cmd "profile --dim sequence=5" "$PACKRAT" profile "$tmp/seq.onnx" --dim sequence=5 --cores 1 --max-batch 1
 grep -o -- '-> .*' "$tmp/out" >"$tmp/path5"
-check "profiles of other dim values are cached apart" sh -c "test -s '$tmp/path3' && ! cmp -s '$tmp/path3' '$tmp/path5'"
+check_cmd "profiles of other dim values are cached apart" sh -c "test -s '$tmp/path3' && ! cmp -s '$tmp/path3' '$tmp/path5'"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -7,20 +7,7 @@
 set -u
 PACKRAT=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-check() { # name, then a command that must succeed
-  local name=$1; shift
-  if "$@" >"$tmp/check.out" 2>"$tmp/check.err"; then passed=$((passed + 1)); echo "PASS $name"
-  else failed=$((failed + 1)); echo "FAIL $name"; tail -n 5 "$tmp/check.out" "$tmp/check.err"; fi
-}
-expect_status() { # name, status, command...
-  local name=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
-  if [ "$got" = "$want" ]; then passed=$((passed + 1)); echo "PASS $name"
-  else failed=$((failed + 1)); echo "FAIL $name: status $got, wanted $want"; cat "$tmp/out" "$tmp/err"; fi
-}
+. "$HERE/lib.sh"
 snapshot() { (cd "$1" && find . -type f -exec sha256sum {} + | sort; find . | sort); }
 
 mkdir -p "$tmp/repo/mlp" "$tmp/work"
@@ -34,29 +21,29 @@ for start in first next; do
   (cd "$tmp/work" && PACKRAT_CACHE="$tmp/repo/mlp/config.json/cache" \
     "$PACKRAT" profile "$M" --cores 1 --max-batch 2) >"$tmp/p.out" 2>"$tmp/p.err"
   rc=$?
-  check "unwritable cache, $start start: the profile succeeds" test "$rc" = 0
-  check "unwritable cache, $start start: a warning" grep -q "warn .*not cached" "$tmp/p.err"
-  check "unwritable cache, $start start: says not cached" grep -q -- "-> (not cached)" "$tmp/p.out"
+  check_cmd "unwritable cache, $start start: the profile succeeds" test "$rc" = 0
+  check_cmd "unwritable cache, $start start: a warning" grep -q "warn .*not cached" "$tmp/p.err"
+  check_cmd "unwritable cache, $start start: says not cached" grep -q -- "-> (not cached)" "$tmp/p.out"
 done
 snapshot "$tmp/repo" >"$tmp/after"
-check "no file of the model's folder touched" cmp -s "$tmp/before" "$tmp/after"
-check "nothing written in the working folder" test -z "$(ls -A "$tmp/work")"
+check_cmd "no file of the model's folder touched" cmp -s "$tmp/before" "$tmp/after"
+check_cmd "nothing written in the working folder" test -z "$(ls -A "$tmp/work")"
 
 # a writable cache: the profile is cached (or, on a busy machine, not, with a warning)
 (cd "$tmp/work" && PACKRAT_CACHE="$tmp/cache" "$PACKRAT" profile "$M" --cores 1 --max-batch 2) \
   >"$tmp/p.out" 2>"$tmp/p.err"
-check "profile with a writable cache" test $? = 0
+check_cmd "profile with a writable cache" test $? = 0
 cached=$(grep -o -- '-> [^ ]*' "$tmp/p.out" | cut -c4-)
 if [ "$cached" != "(not" ]; then
-  check "the cache file exists" test -s "$cached"
-  check "the cache holds nothing else" test "$(ls -A "$tmp/cache" | wc -l)" = 1
+  check_cmd "the cache file exists" test -s "$cached"
+  check_cmd "the cache holds nothing else" test "$(ls -A "$tmp/cache" | wc -l)" = 1
   expect_status "--check of the cached profile is good" 0 "$PACKRAT" profile --check "$cached"
-  check "the points record their runs" /usr/bin/python3 -c "
+  check_cmd "the points record their runs" /usr/bin/python3 -c "
 import json; d=json.load(open('$cached'))
 assert d['tolerance'] > 0 and d['suspicious'] == 0, d
 assert all(p['runs'] >= 3 and p['spread'] >= 0 and p['remeasured'] in (0, 1) for p in d['points']), d"
 else
-  check "not cached only when suspicious" grep -q "not caching it" "$tmp/p.err"
+  check_cmd "not cached only when suspicious" grep -q "not caching it" "$tmp/p.err"
 fi
 
 # --check on profiles made by hand
@@ -77,17 +64,17 @@ for name, pts in (("good", good), ("busy", busy), ("real", real)):
     json.dump(profile(pts), open(f"{tmp}/{name}.json", "w"))
 PY
 expect_status "--check good profile: 0" 0 "$PACKRAT" profile --check "$tmp/good.json"
-check "--check says good" grep -q ": good: 0 of 6 points" "$tmp/out"
+check_cmd "--check says good" grep -q ": good: 0 of 6 points" "$tmp/out"
 expect_status "--check busy profile: 1" 1 "$PACKRAT" profile --check "$tmp/busy.json"
-check "--check names the point and why" grep -q \
+check_cmd "--check names the point and why" grep -q \
   "threads  2 batch    4: median 5.880 ms, p90 29.400 ms: p90 5.0x the median.*slower than 1 thread (4.200 ms) by 40%" \
   "$tmp/out"
 expect_status "--check reproduced inversion: 0" 0 "$PACKRAT" profile --check "$tmp/real.json"
-check "--check counts the re-measured points" grep -q "3 re-measured and reproduced" "$tmp/out"
+check_cmd "--check counts the re-measured points" grep -q "3 re-measured and reproduced" "$tmp/out"
 expect_status "--check missing file: 1" 1 "$PACKRAT" profile --check "$tmp/none.json"
 expect_status "--check without a file: 2" 2 "$PACKRAT" profile --check
 expect_status "plan from a suspicious profile works" 0 "$PACKRAT" plan --profile "$tmp/busy.json" --batch 2
-check "and warns" grep -q "warning: 1 points of .* are suspicious" "$tmp/err"
-check "--help tells of --check" sh -c "'$PACKRAT' profile --help | grep -q -- '--check FILE'"
+check_cmd "and warns" grep -q "warning: 1 points of .* are suspicious" "$tmp/err"
+check_cmd "--help tells of --check" sh -c "'$PACKRAT' profile --help | grep -q -- '--check FILE'"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -207,8 +207,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pr_proto_infer_t q;
   char err[512];
   err[0] = '\0';
-  int status =
-      pr_proto_parse_infer(&m, body, len, json_len, (size_t)64 << 20, r, &q, err, sizeof err);
+  int status = pr_proto_http_status(
+      pr_proto_parse_infer(&m, body, len, json_len, (size_t)64 << 20, r, &q, err, sizeof err));
   if (getenv("FUZZ_VERBOSE")) /* say what each input did, when replaying inputs */
     fprintf(stderr, "fuzz_infer: %d %s\n", status, status == 200 ? "" : err);
   CHECK(status == 200 || status == 400 || status == 503, "status %d", status);
@@ -232,7 +232,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   char *out = NULL;
   size_t out_len = 0, out_json_len = 0;
-  status = pr_proto_infer_response(&m, "fuzz", "1", r, &q, &out, &out_len, &out_json_len);
+  status = pr_proto_http_status(
+      pr_proto_infer_response(&m, "fuzz", "1", r, &q, &out, &out_len, &out_json_len));
   CHECK(status == 200 && out, "response status %d", status);
   check_response(&m, r, &q, out, out_len, out_json_len);
   free(out);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/protocol.h"
 #include "server/router.h"
 
 #define CHECK(cond, ...)                            \
@@ -43,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (len) memcpy(path, data + at, len);
   path[len] = 0; /* libmicrohttpd hands the path as a C string */
   pr_route_t r;
-  int st = pr_route_match(method, path, &r);
+  int st = pr_proto_http_status(pr_route_match(method, path, &r));
   CHECK(st == 200 || st == 404 || st == 405 || st == 414, "status %d", st);
   if (st == 200) {
     CHECK(r.id >= 0 && r.id < PR_ROUTE_COUNT, "route id %d", (int)r.id);

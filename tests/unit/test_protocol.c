@@ -32,12 +32,13 @@ static pr_proto_model_t model(void) {
   return m;
 }
 
-/* Parses body (NUL-terminated; json_len 0: all of it); returns the status. */
+/* Parses body (NUL-terminated; json_len 0: all of it); returns the HTTP status. */
 static int parse(const char *body, size_t len, size_t json_len, pr_request_t **r,
                  pr_proto_infer_t *q, char *err) {
   pr_proto_model_t m = model();
   *r = pr_request_new();
-  return pr_proto_parse_infer(&m, body, len, json_len ? json_len : len, 0, *r, q, err, 256);
+  return pr_proto_http_status(
+      pr_proto_parse_infer(&m, body, len, json_len ? json_len : len, 0, *r, q, err, 256));
 }
 
 static void test_parse_flat_nested_binary(void **s) {
@@ -140,7 +141,7 @@ static void test_response_values(void **s) {
   pr_proto_infer_t q = {.id = strdup("\xc3\xa9t\xc3\xa9")};
   char *out;
   size_t len, jl;
-  assert_int_equal(pr_proto_infer_response(&m, "m", "1", r, &q, &out, &len, &jl), 200);
+  assert_int_equal(pr_proto_infer_response(&m, "m", "1", r, &q, &out, &len, &jl), PR_OK);
   assert_int_equal(jl, 0);
   json_error_t je;
   json_t *o = json_loadb(out, len, JSON_DECODE_INT_AS_REAL, &je); /* UINT64 max */
@@ -172,6 +173,11 @@ static void test_status_map_and_error(void **s) {
   assert_int_equal(pr_proto_http_status(PR_ERR_TIMEOUT), 504);
   assert_int_equal(pr_proto_http_status(PR_ERR_NOMEM), 500);
   assert_int_equal(pr_proto_http_status(PR_ERR_INTERNAL), 500);
+  assert_int_equal(pr_proto_http_status(PR_ERR_IO), 500);
+  assert_int_equal(pr_proto_http_status(PR_ERR_METHOD), 405);
+  assert_int_equal(pr_proto_http_status(PR_ERR_TOO_LARGE), 413);
+  assert_int_equal(pr_proto_http_status(PR_ERR_URI_TOO_LONG), 414);
+  assert_int_equal(pr_proto_http_status(PR_ERR_CODING), 501);
   /* bytes that are not UTF-8, and a character cut by the end: valid JSON */
   char *e = pr_proto_error("name \xff\xfe \xc3");
   json_error_t je;
@@ -182,29 +188,34 @@ static void test_status_map_and_error(void **s) {
   free(e);
 }
 
+/* The HTTP status of matching method and path. */
+static int route(const char *method, const char *path, pr_route_t *r) {
+  return pr_proto_http_status(pr_route_match(method, path, r));
+}
+
 static void test_router(void **s) {
   pr_route_t r;
-  assert_int_equal(pr_route_match("POST", "/v2/models/m/versions/3/infer", &r), 200);
+  assert_int_equal(route("POST", "/v2/models/m/versions/3/infer", &r), 200);
   assert_int_equal(r.id, PR_ROUTE_INFER);
   assert_string_equal(r.model, "m");
   assert_string_equal(r.version, "3");
-  assert_int_equal(pr_route_match("POST", "//v2//models/m/infer/", &r), 200);
+  assert_int_equal(route("POST", "//v2//models/m/infer/", &r), 200);
   assert_null(r.version);
-  assert_int_equal(pr_route_match("HEAD", "/v2/health/live", &r), 200);
+  assert_int_equal(route("HEAD", "/v2/health/live", &r), 200);
   assert_int_equal(r.id, PR_ROUTE_LIVE);
-  assert_int_equal(pr_route_match("GET", "/v2/models/m/infer", &r), 405);
-  assert_int_equal(pr_route_match("DELETE", "/v2/models/m", &r), 405);
-  assert_int_equal(pr_route_match("GET", "/v2/nothing", &r), 404);
-  assert_int_equal(pr_route_match("GET", "/a/b/c/d/e/f/g/h/i", &r), 404);
-  assert_int_equal(pr_route_match("GET", "/metrics", &r), 200);
+  assert_int_equal(route("GET", "/v2/models/m/infer", &r), 405);
+  assert_int_equal(route("DELETE", "/v2/models/m", &r), 405);
+  assert_int_equal(route("GET", "/v2/nothing", &r), 404);
+  assert_int_equal(route("GET", "/a/b/c/d/e/f/g/h/i", &r), 404);
+  assert_int_equal(route("GET", "/metrics", &r), 200);
   assert_int_equal(r.id, PR_ROUTE_METRICS);
-  assert_int_equal(pr_route_match("POST", "/v2/models/m/plan", &r), 200);
+  assert_int_equal(route("POST", "/v2/models/m/plan", &r), 200);
   assert_int_equal(r.id, PR_ROUTE_PLAN_POST);
   char long_path[4096];
   memset(long_path, 'a', sizeof long_path - 1);
   long_path[0] = '/';
   long_path[sizeof long_path - 1] = 0;
-  assert_int_equal(pr_route_match("GET", long_path, &r), 414);
+  assert_int_equal(route("GET", long_path, &r), 414);
   assert_true(pr_route_takes_tensors(PR_ROUTE_INFER) &&
               !pr_route_takes_tensors(PR_ROUTE_PLAN_POST));
 }
