@@ -9,6 +9,7 @@
  * (only_consumer), and the operands that become kernel parameters are
  * constants; otherwise the nodes stay as they are (tests/unit/test_fuse.c). */
 #include "engine/fuse.h"
+#include "engine/compile.h"
 
 #include <assert.h>
 #include <math.h>
@@ -45,6 +46,48 @@ static pr_status_t fold_bn(pr_compile_t *c, pr_node_t *conv, pr_node_t *bn) {
   return PR_OK;
 }
 
+/* A float Clip's constant bounds (attributes before opset 11, inputs from
+ * 11); false when a bound is not constant. */
+static bool clip_bounds(pr_compile_t *c, const pr_node_t *clip, float *lo, float *hi) {
+  *lo = -INFINITY, *hi = INFINITY;
+  if (c->opset < 11) {
+    *lo = pr_attr_float(clip->m, "min", -3.402823e+38f);
+    *hi = pr_attr_float(clip->m, "max", 3.402823e+38f);
+    return true;
+  }
+  for (int k = 1; k < clip->n_in; k++) {
+    if (clip->in[k] < 0) continue;
+    const pr_value_t *b = &c->v[clip->in[k]];
+    if (!b->is_const || b->dtype != PR_DTYPE_FLOAT || pr_value_numel(b) != 1) return false;
+    *(k == 1 ? lo : hi) = *(const float *)b->data;
+  }
+  return true;
+}
+
+static bool scalar_const(pr_compile_t *c, int value, float *out);
+static int other_input(const pr_node_t *n, int value);
+
+/* n applied to x is a*x + b with a constant float scalar (Mul, Add, Sub, or
+ * Div with x the numerator): PaddleOCR's learnable scale and bias layers. */
+static bool scalar_linear(pr_compile_t *c, const pr_node_t *n, int x, float *a, float *b) {
+  const char *op = n->op->name;
+  float s;
+  if (n->n_in != 2 || c->v[x].dtype != PR_DTYPE_FLOAT || !scalar_const(c, other_input(n, x), &s))
+    return false;
+  bool first = n->in[0] == x;
+  if (!strcmp(op, "Mul"))
+    *a = s, *b = 0;
+  else if (!strcmp(op, "Add"))
+    *a = 1, *b = s;
+  else if (!strcmp(op, "Sub"))
+    *a = first ? 1.f : -1.f, *b = first ? -s : s;
+  else if (!strcmp(op, "Div") && first && s != 0.f)
+    *a = 1.f / s, *b = 0;
+  else
+    return false;
+  return true;
+}
+
 /* Activation consumer -> eltwise post-ops; returns true when fused. */
 static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
   pr_post_t *p = &conv->post;
@@ -72,22 +115,23 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
     alg[1] = dnnl_eltwise_clip_v2, alpha[1] = 0.f, beta[1] = 1.f;
     cnt = 2;
   } else if (!strcmp(op, "Clip") && c->v[act->in[0]].dtype == PR_DTYPE_FLOAT) {
-    float lo = -INFINITY, hi = INFINITY;
-    if (c->opset < 11) {
-      lo = pr_attr_float(act->m, "min", -3.402823e+38f);
-      hi = pr_attr_float(act->m, "max", 3.402823e+38f);
-    } else {
-      for (int k = 1; k < act->n_in; k++) {
-        if (act->in[k] < 0) continue;
-        if (!c->v[act->in[k]].is_const) return false;
-        float v = *(const float *)c->v[act->in[k]].data;
-        if (k == 1)
-          lo = v;
-        else
-          hi = v;
-      }
-    }
+    float lo, hi;
+    if (!clip_bounds(c, act, &lo, &hi)) return false;
     alg[0] = dnnl_eltwise_clip_v2, alpha[0] = lo, beta[0] = hi;
+  } else if (scalar_linear(c, act, conv->out[0], &alpha[0], &beta[0])) {
+    /* first, or folded into a linear post-op before it (a*(a1*x + b1) + b):
+     * oneDNN 2.6's depthwise kernels answer wrong for a linear post-op
+     * after another kind (seen with HardSwish then linear) */
+    int last = p->n_eltwise - 1;
+    if (last >= 0 && p->alg[last] != dnnl_eltwise_linear) return false;
+    alg[0] = dnnl_eltwise_linear;
+    if (last >= 0 && p->alg[last] == dnnl_eltwise_linear && !(p->sum && p->sum_before > last)) {
+      p->beta[last] = alpha[0] * p->beta[last] + beta[0];
+      p->alpha[last] *= alpha[0];
+      conv->out[0] = act->out[0];
+      act->dead = true;
+      return true;
+    }
   } else {
     return false;
   }
@@ -400,6 +444,30 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
   g->out[0] = y;
 }
 
+/* ---- HardSwish written out -> one element-wise kernel ----
+ * Mul(x, Clip(Add(x, 3), 0, 6)) then Div by 6 or Mul by 1/6 (exporters
+ * without a HardSwish op, e.g. paddle2onnx); the HardSwish then fuses into
+ * a Conv before it like any activation. */
+static void fuse_hardswish(pr_compile_t *c, int ia) {
+  int x = with_const(c, ia, "Add", 3.f);
+  if (x < 0 || c->v[x].dtype != PR_DTYPE_FLOAT) return;
+  int ic = consumer_of(c, c->nodes[ia].out[0], ia, "Clip");
+  float lo, hi;
+  if (ic < 0 || !clip_bounds(c, &c->nodes[ic], &lo, &hi) || lo != 0.f || hi != 6.f) return;
+  int clipped = c->nodes[ic].out[0];
+  int im = consumer_of(c, clipped, ic, "Mul");
+  if (im < 0 || other_input(&c->nodes[im], clipped) != x) return;
+  int prod = c->nodes[im].out[0], is = only_consumer(c, prod, im);
+  if (with_const(c, is, "Div", 6.f) != prod && with_const(c, is, "Mul", 1.f / 6.f) != prod) return;
+  pr_node_t *h = &c->nodes[is];
+  int y = h->out[0], *ins = h->in, *outs = h->out; /* room for X */
+  c->nodes[ia].dead = c->nodes[ic].dead = c->nodes[im].dead = true;
+  *h = (pr_node_t){.op = &pr_op_hard_swish, .in = ins, .out = outs, .m = NULL};
+  h->n_in = h->n_out = 1;
+  h->in[0] = x;
+  h->out[0] = y;
+}
+
 /* ---- scaled-dot-product attention -> one kernel ----
  * MatMul(Q', K') -> [Div or Mul by a scalar] -> [Add mask] -> Softmax(last)
  *   -> MatMul(., V') -> [Transpose(0,2,1,3)], all [batch, heads, rows, cols],
@@ -563,6 +631,9 @@ pr_status_t pr_fuse(pr_compile_t *c) {
         (!strcmp(c->nodes[i].op->name, "Erf") || !strcmp(c->nodes[i].op->name, "Tanh")))
       fuse_gelu(c, i);
   for (int i = 0; i < c->n_nodes; i++)
+    if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Add")) fuse_hardswish(c, i);
+  pr_compile_count_uses(c); /* a fused HardSwish's X lost its other reader */
+  for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "ReduceMean")) {
       pr_status_t st = fuse_layer_norm(c, i);
       if (st) return st;
@@ -590,7 +661,8 @@ pr_status_t pr_fuse(pr_compile_t *c) {
         if (st) return st;
         if (!cons->dead) break;
         c->v[conv->out[0]].producer = ci;
-      } else if (!strcmp(op, "Add")) {
+      } else if (!strcmp(op, "Add") &&
+                 !scalar_linear(c, cons, conv->out[0], &(float){0}, &(float){0})) {
         int ni = fuse_add(c, ci, next);
         if (ni == ci) break;
         ci = ni;

@@ -458,6 +458,56 @@ static void test_attention_kept_when_probabilities_are_output(void **state) {
   check_kept(b, "Softmax");
 }
 
+/* ---- HardSwish written out; scalar scale and bias layers ---- */
+
+/* c -> [Mul(c, s) -> Add(., t) ->] Mul(h, Clip(Add(h, 3), 0, 6)) -> Div 6
+ * -> "y" (h: the scaled c, or c); depthwise: the conv groups every channel */
+static mb_t *hardswish_model(bool scaled, float six, bool depthwise) {
+  mb_t *b = mb_new(13);
+  int64_t xd[4] = {1, 16, CH, CW}, wd[4] = {16, depthwise ? 1 : 16, 3, 3};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, xd);
+  weights(b, "w", 4, wd, 11, 0.4f, 0);
+  int n = mb_node(b, "Conv", "conv", IN("x", "w"), OUT("c"));
+  mb_attr_ints(b, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  if (depthwise) mb_attr_int(b, n, "group", 16);
+  const char *h = "c";
+  if (scaled) {
+    scalar(b, "s", 1.4f), scalar(b, "t", 0.6f);
+    mb_node(b, "Mul", "scale", IN("s", "c"), OUT("cs"));
+    mb_node(b, "Add", "shift", IN("cs", "t"), OUT("h"));
+    h = "h";
+  }
+  scalar(b, "three", 3.f), scalar(b, "zero", 0.f), scalar(b, "sixc", 6.f), scalar(b, "six", six);
+  mb_node(b, "Add", "plus3", IN(h, "three"), OUT("p"));
+  mb_node(b, "Clip", "relu6", IN("p", "zero", "sixc"), OUT("r"));
+  mb_node(b, "Mul", "times", IN(h, "r"), OUT("m"));
+  mb_node(b, "Div", "over6", IN("m", "six"), OUT("y"));
+  mb_output(b, "y");
+  return b;
+}
+
+static void test_hardswish_fused(void **state) {
+  check(hardswish_model(false, 6.f, false), NULL, "Clip");
+}
+
+static void test_hardswish_kept_when_constant_differs(void **state) {
+  check_kept(hardswish_model(false, 5.f, false), "Clip");
+}
+
+static void test_scalar_scale_and_bias_fused(void **state) {
+  check(hardswish_model(true, 6.f, false), NULL, "Mul");
+  check(hardswish_model(true, 6.f, true), NULL, "Mul"); /* depthwise kernels too */
+}
+
+/* A scalar Mul after a HardSwish post-op stays a kernel of its own. */
+static void test_scalar_scale_after_activation_kept(void **state) {
+  mb_t *b = hardswish_model(false, 6.f, true);
+  scalar(b, "g", 0.2f);
+  mb_node(b, "Mul", "gain", IN("y", "g"), OUT("z"));
+  mb_output(b, "z");
+  check_kept(b, "Mul");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_bn_folded),
@@ -480,6 +530,10 @@ int main(void) {
       cmocka_unit_test(test_gelu_fused),
       cmocka_unit_test(test_gelu_kept_when_constant_differs),
       cmocka_unit_test(test_gelu_kept_with_second_consumer),
+      cmocka_unit_test(test_hardswish_fused),
+      cmocka_unit_test(test_hardswish_kept_when_constant_differs),
+      cmocka_unit_test(test_scalar_scale_and_bias_fused),
+      cmocka_unit_test(test_scalar_scale_after_activation_kept),
       cmocka_unit_test(test_attention_fused),
       cmocka_unit_test(test_attention_kept_when_scale_not_constant),
       cmocka_unit_test(test_attention_kept_when_probabilities_are_output),
