@@ -58,6 +58,10 @@
   X(pow)                 /* arithmetic.c */     \
   X(min)                 /* arithmetic.c */     \
   X(max)                 /* arithmetic.c */     \
+  X(mean)               /* arithmetic.c */     \
+  X(mod)                /* arithmetic.c */     \
+  X(bit_shift)          /* arithmetic.c */     \
+  X(prelu)              /* arithmetic.c */     \
   X(equal)               /* logic.c */          \
   X(less)                /* logic.c */          \
   X(greater)             /* logic.c */          \
@@ -132,7 +136,7 @@
   X(unique)              /* value_shaped.c */   \
   X(non_max_suppression) /* value_shaped.c */
 // clang-format on
-#define PR_OP_COUNT 119
+#define PR_OP_COUNT 123
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST
