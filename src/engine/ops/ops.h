@@ -71,8 +71,13 @@
   X(or)                  /* logic.c */          \
   X(xor)                 /* logic.c */          \
   X(not)                 /* logic.c */          \
+  X(is_inf)              /* logic.c */          \
+  X(is_nan)              /* logic.c */          \
   X(where)               /* logic.c */          \
   X(cast)                /* cast.c */           \
+  X(cast_like)           /* cast.c */           \
+  X(size)                /* cast.c */           \
+  X(det)                 /* linalg.c */         \
   X(range)               /* generator.c */      \
   X(constant_of_shape)   /* generator.c */      \
   X(reduce_mean)         /* reduce.c */         \
@@ -136,7 +141,7 @@
   X(unique)              /* value_shaped.c */   \
   X(non_max_suppression) /* value_shaped.c */
 // clang-format on
-#define PR_OP_COUNT 123
+#define PR_OP_COUNT 128
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST
