@@ -78,6 +78,7 @@
   X(cast_like)           /* cast.c */           \
   X(size)                /* cast.c */           \
   X(det)                 /* linalg.c */         \
+  X(einsum)              /* einsum.c */         \
   X(range)               /* generator.c */      \
   X(constant_of_shape)   /* generator.c */      \
   X(reduce_mean)         /* reduce.c */         \
@@ -141,7 +142,7 @@
   X(unique)              /* value_shaped.c */   \
   X(non_max_suppression) /* value_shaped.c */
 // clang-format on
-#define PR_OP_COUNT 128
+#define PR_OP_COUNT 129
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST
