@@ -527,6 +527,20 @@ def gen_elementwise(root):
     ia, ib = ints(np.int32, (2, 3), -5, 5), ints(np.int32, (3, 2), -5, 5)
     write(root, "einsum_int32", "Einsum", 12, [ia, ib], [np.einsum("ij,jk->ik", ia, ib)],
           {"equation": "ij,jk->ik"})
+    # TfIdfVectorizer: int64 tokens, 1-D input, TFIDF and IDF with weights
+    tok = np.array([1, 2, 3, 2, 3, 9, 1, 2], np.int64)
+    attrs = {"min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 1,
+             "ngram_counts": [0, 2], "ngram_indexes": [2, 0, 1], "pool_int64s": [1, 2, 2, 3],
+             "weights": [0.5, 2.0, 4.0]}
+    # 1: 2 times, 2: 3 times, (2,3): twice at skip 0 and once (2,_,3)... at skip 1
+    counts = np.array([3.0, 0, 2], np.float32)  # columns of 2, (2,3), 1
+    counts[1] = sum(1 for s in (1, 2) for i in range(len(tok) - s)
+                    if tok[i] == 2 and tok[i + s] == 3)
+    weight = np.array([2.0, 4.0, 0.5], np.float32)
+    write(root, "tfidf_int64_tfidf", "TfIdfVectorizer", 9, [tok], [counts * weight],
+          dict(attrs, mode="TFIDF"))
+    write(root, "tfidf_int64_idf", "TfIdfVectorizer", 9, [tok],
+          [np.where(counts > 0, weight, 0).astype(np.float32)], dict(attrs, mode="IDF"))
     da, db = a.astype(np.float64), e.astype(np.float64)
     write(root, "einsum_f64_batch", "Einsum", 12, [da, db[0]],
           [np.einsum("bij,jk->bik", da, db[0])], {"equation": "bij,jk->bik"})

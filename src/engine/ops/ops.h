@@ -79,6 +79,7 @@
   X(size)                /* cast.c */           \
   X(det)                 /* linalg.c */         \
   X(einsum)              /* einsum.c */         \
+  X(tfidf_vectorizer)    /* text.c */           \
   X(range)               /* generator.c */      \
   X(constant_of_shape)   /* generator.c */      \
   X(reduce_mean)         /* reduce.c */         \
@@ -142,7 +143,7 @@
   X(unique)              /* value_shaped.c */   \
   X(non_max_suppression) /* value_shaped.c */
 // clang-format on
-#define PR_OP_COUNT 129
+#define PR_OP_COUNT 130
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST
