@@ -359,6 +359,193 @@ def gen_value_shaped(root):
           [np.zeros((0, 3), np.int64)])
 
 
+def gen_elementwise(root):
+    """Unary math and activations, Mod, BitShift, PRelu, the variadic ops,
+    IsInf/IsNaN, CastLike, Size, Det and Einsum in the types and opsets the
+    node tests leave out (ops/elementwise.c, arithmetic.c, logic.c, cast.c,
+    linalg.c, einsum.c)."""
+    x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    unit = RNG.uniform(-0.9, 0.9, (3, 4)).astype(np.float32)
+    big = RNG.uniform(1.1, 4.0, (3, 4)).astype(np.float32)
+
+    def softplus(v):
+        return np.logaddexp(0, v)
+
+    unary = [
+        ("sin", "Sin", 7, x, np.sin), ("cos", "Cos", 7, x, np.cos),
+        ("atan", "Atan", 7, x, np.arctan), ("asin", "Asin", 7, unit, np.arcsin),
+        ("acosh", "Acosh", 9, big, np.arccosh), ("atanh", "Atanh", 9, unit, np.arctanh),
+        ("sinh", "Sinh", 9, x, np.sinh), ("floor", "Floor", 13, x * 3, np.floor),
+        ("ceil", "Ceil", 13, x * 3, np.ceil), ("sqrt", "Sqrt", 13, big, np.sqrt),
+        ("exp", "Exp", 13, x, np.exp), ("log", "Log", 13, big, np.log),
+        ("tanh", "Tanh", 13, x, np.tanh), ("sigmoid", "Sigmoid", 13, x,
+                                           lambda v: 1 / (1 + np.exp(-v))),
+        ("reciprocal", "Reciprocal", 13, big, lambda v: 1 / v),
+        ("softplus", "Softplus", 7, x * 4, softplus),
+        ("softsign", "Softsign", 7, x, lambda v: v / (1 + np.abs(v))),
+        ("elu", "Elu", 7, x, lambda v: np.where(v >= 0, v, np.expm1(v))),
+        ("mish", "Mish", 18, x * 4, lambda v: v * np.tanh(softplus(v))),
+    ]
+    for name, op, opset, v, fn in unary:
+        for t in (np.float32, np.float64, np.float16):
+            vt = v.astype(t)
+            want = fn(vt.astype(np.float64)).astype(t)
+            write(root, "%s_%s" % (name, np.dtype(t).name), op, opset, [vt], [want])
+    # Gelu (opset 20: left out while the engine stops at 17)
+    from math import erf, sqrt, pi
+    gel = np.array([0.5 * v * (1 + erf(v / sqrt(2))) for v in x.flat], np.float32).reshape(x.shape)
+    write(root, "gelu_none", "Gelu", 20, [x], [gel])
+    gt = 0.5 * x * (1 + np.tanh(np.sqrt(2 / pi) * (x + 0.044715 * x**3)))
+    write(root, "gelu_tanh", "Gelu", 20, [x], [gt.astype(np.float32)], {"approximate": "tanh"})
+    r = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.4, -0.6], np.float32)
+    for t in (np.float32, np.float64, np.float16):
+        write(root, "round_half_even_" + np.dtype(t).name, "Round", 11, [r.astype(t)],
+              [np.round(r).astype(t)])
+    write(root, "selu_opset7", "Selu", 7, [x], [np.where(
+        x > 0, 3.0 * x, 3.0 * (2.0 * np.exp(x) - 2.0)).astype(np.float32)],
+        {"alpha": 2.0, "gamma": 3.0})
+    write(root, "hardsigmoid_f64", "HardSigmoid", 7, [x.astype(np.float64)],
+          [np.clip(0.2 * x.astype(np.float64) + 0.5, 0, 1)])
+    write(root, "leakyrelu_f16", "LeakyRelu", 7, [x.astype(np.float16)],
+          [np.where(x >= 0, x, 0.1 * x).astype(np.float16)], {"alpha": 0.1})
+    write(root, "celu_f64", "Celu", 12, [x.astype(np.float64)],
+          [np.where(x > 0, x, 2.0 * np.expm1(x / 2.0)).astype(np.float64)], {"alpha": 2.0})
+    write(root, "thresholdedrelu_opset10", "ThresholdedRelu", 10, [x],
+          [np.where(x > 0.5, x, 0).astype(np.float32)], {"alpha": 0.5})
+    # integer Abs, Neg, Sign, Relu, Shrink
+    for t in (np.int8, np.int16, np.int32, np.int64):
+        v = ints(t, (3, 5), -9, 9)
+        v.flat[0] = np.iinfo(t).min
+        write(root, "abs_" + np.dtype(t).name, "Abs", 13, [v], [np.abs(v)])
+        write(root, "neg_" + np.dtype(t).name, "Neg", 13, [v], [np.negative(v)])
+        write(root, "sign_" + np.dtype(t).name, "Sign", 13, [v], [np.sign(v)])
+        write(root, "relu_" + np.dtype(t).name, "Relu", 14, [v], [np.maximum(v, 0).astype(t)])
+    for t in (np.uint8, np.uint16, np.uint32, np.uint64):
+        v = ints(t, (3, 5), 0, 9)
+        write(root, "abs_" + np.dtype(t).name, "Abs", 13, [v], [v])
+        write(root, "sign_" + np.dtype(t).name, "Sign", 13, [v], [np.sign(v)])
+    v = ints(np.int32, (4, 5), -9, 9)
+    want = np.where(v < -2, v + 1, np.where(v > 2, v - 1, 0)).astype(np.int32)
+    write(root, "shrink_int32", "Shrink", 9, [v], [want], {"lambd": 2.0, "bias": 1.0})
+    xs = x.astype(np.float16)
+    xs64 = xs.astype(np.float64)
+    write(root, "shrink_f16", "Shrink", 9, [xs], [np.where(xs64 < -0.5, xs64 + 0.5, np.where(
+        xs64 > 0.5, xs64 - 0.5, 0)).astype(np.float16)], {"lambd": 0.5, "bias": 0.5})
+    write(root, "sign_f64", "Sign", 13, [x.astype(np.float64)], [np.sign(x).astype(np.float64)])
+    c = np.array([1, 200, 7, 0, 5], np.uint64)
+    write(root, "clip_uint64", "Clip", 13, [c, np.array(3, np.uint64), np.array(100, np.uint64)],
+          [np.clip(c, 3, 100)])
+    write(root, "clip_f64", "Clip", 13, [x.astype(np.float64), np.array(-0.5), np.array(0.5)],
+          [np.clip(x.astype(np.float64), -0.5, 0.5)])
+
+    # IsInf / IsNaN
+    s = np.array([np.inf, -np.inf, np.nan, 0, -1.5, 3], np.float32)
+    for t in (np.float32, np.float64):
+        write(root, "isinf_neg_only_" + np.dtype(t).name, "IsInf", 10, [s.astype(t)],
+              [np.isneginf(s)], {"detect_positive": 0})
+    for t in (np.float16, np.float64):
+        write(root, "isnan_" + np.dtype(t).name, "IsNaN", 13, [s.astype(t)], [np.isnan(s)])
+
+    # Mod: Python's sign rule (fmod=0) and C's (fmod=1), broadcast
+    for t in (np.int8, np.int16, np.int32, np.int64):
+        a = ints(t, (3, 4), -20, 20)
+        b = ints(t, (4,), 1, 7) * np.array([1, -1, 1, -1], t)
+        write(root, "mod_floor_" + np.dtype(t).name, "Mod", 13, [a, b], [np.mod(a, b)])
+        write(root, "mod_fmod_" + np.dtype(t).name, "Mod", 13, [a, b], [np.fmod(a, b)],
+              {"fmod": 1})
+    for t in (np.float16, np.float64):
+        a, b = (x[0] * 5).astype(t), (x[1] * 2 + 0.1).astype(t)
+        write(root, "mod_fmod_" + np.dtype(t).name, "Mod", 10, [a, b],
+              [np.fmod(a.astype(np.float64), b.astype(np.float64)).astype(t)], {"fmod": 1})
+    # BitShift: shifts of the width and more give 0
+    for t, bits in ((np.uint8, 8), (np.uint16, 16), (np.uint32, 32), (np.uint64, 64)):
+        a = ints(t, (2, 5), 0, 100)
+        b = np.array([0, 1, 3, bits - 1, bits], t)
+        sh = np.minimum(b, bits - 1)
+        left = np.where(b >= bits, 0, a << sh).astype(t)
+        right = np.where(b >= bits, 0, a >> sh).astype(t)
+        write(root, "bitshift_left_" + np.dtype(t).name, "BitShift", 11, [a, b], [left],
+              {"direction": "LEFT"})
+        write(root, "bitshift_right_" + np.dtype(t).name, "BitShift", 11, [a, b], [right],
+              {"direction": "RIGHT"})
+    # PRelu: per-channel slope, other types
+    img = RNG.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    slope = RNG.uniform(0, 1, (3, 1, 1)).astype(np.float32)
+    for t in (np.float32, np.float64, np.float16):
+        it, st = img.astype(t), slope.astype(t)
+        write(root, "prelu_channel_" + np.dtype(t).name, "PRelu", 16, [it, st],
+              [np.where(it < 0, it * st, it).astype(t)])
+    v = ints(np.int64, (3, 4), -9, 9)
+    sl = ints(np.int64, (4,), 1, 4)
+    write(root, "prelu_int64", "PRelu", 16, [v, sl], [np.where(v < 0, v * sl, v)])
+
+    # Sum, Mean, Min, Max over three broadcast inputs
+    for t in (np.float16, np.float64, np.int16, np.uint16, np.uint64, np.int8):
+        a, b, cc = ints(t, (2, 3, 4), 0, 9), ints(t, (3, 1), 0, 9), ints(t, (4,), 0, 9)
+        write(root, "max3_" + np.dtype(t).name, "Max", 13, [a, b, cc],
+              [np.maximum(np.maximum(a, b), cc)])
+        write(root, "min3_" + np.dtype(t).name, "Min", 13, [a, b, cc],
+              [np.minimum(np.minimum(a, b), cc)])
+        write(root, "sum3_" + np.dtype(t).name, "Sum", 13, [a, b, cc], [(a + b + cc).astype(t)])
+    for t in (np.float16, np.float64):
+        a, b = x.astype(t), x[0].astype(t)
+        write(root, "mean2_" + np.dtype(t).name, "Mean", 13, [a, b],
+              [((a.astype(np.float64) + b) / 2).astype(t)])
+    # Pow with a float16 base
+    hb = RNG.uniform(0.5, 2, (3, 4)).astype(np.float16)
+    write(root, "pow_f16", "Pow", 15, [hb, np.array(3, np.int64)],
+          [np.power(hb.astype(np.float64), 3).astype(np.float16)])
+
+    # CastLike to float16 and int types, Size
+    write(root, "castlike_f32_to_i8", "CastLike", 15, [np.array([1.7, -3.2, 100], np.float32),
+                                                        np.zeros(1, np.int8)],
+          [np.array([1, -3, 100], np.int8)])
+    write(root, "castlike_i32_to_f16", "CastLike", 15, [np.array([1, -3, 1000], np.int32),
+                                                         np.zeros(2, np.float16)],
+          [np.array([1, -3, 1000], np.float16)])
+    write(root, "size_rank3", "Size", 13, [x], [np.array(60, np.int64)])
+
+    # Det: batched double and float
+    m = RNG.standard_normal((2, 3, 4, 4))
+    write(root, "det_batched_f64", "Det", 11, [m], [np.linalg.det(m)])
+    write(root, "det_singular_f32", "Det", 11, [np.ones((3, 3), np.float32)],
+          [np.array(0, np.float32)])
+
+    # Einsum: diagonal, trace, ellipsis broadcast, implicit output, ints, 3 operands
+    a = RNG.standard_normal((2, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal((3, 4)).astype(np.float32)
+    e = RNG.standard_normal((1, 3, 5)).astype(np.float32)
+    cases = [
+        ("trace", "ii", [a[0]]), ("diag_keep", "bii->bi", [a]), ("implicit_matmul", "ij,jk", [a[0], b]),
+        ("ellipsis_bcast", "...ij,...jk->...ik", [a, e]), ("outer", "i,j->ij", [b[0], b[1]]),
+        ("three", "ij,jk,kl->il", [a[0], b, b.T.copy()]), ("sum_all", "ijk->", [a]),
+        ("implicit_upper", "Ba,aC", [a[0], b]),
+    ]
+    for name, eq, ins in cases:
+        write(root, "einsum_" + name, "Einsum", 12, ins,
+              [np.asarray(np.einsum(eq, *ins), np.float32)], {"equation": eq})
+    ia, ib = ints(np.int32, (2, 3), -5, 5), ints(np.int32, (3, 2), -5, 5)
+    write(root, "einsum_int32", "Einsum", 12, [ia, ib], [np.einsum("ij,jk->ik", ia, ib)],
+          {"equation": "ij,jk->ik"})
+    # TfIdfVectorizer: int64 tokens, 1-D input, TFIDF and IDF with weights
+    tok = np.array([1, 2, 3, 2, 3, 9, 1, 2], np.int64)
+    attrs = {"min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 1,
+             "ngram_counts": [0, 2], "ngram_indexes": [2, 0, 1], "pool_int64s": [1, 2, 2, 3],
+             "weights": [0.5, 2.0, 4.0]}
+    # 1: 2 times, 2: 3 times, (2,3): twice at skip 0 and once (2,_,3)... at skip 1
+    counts = np.array([3.0, 0, 2], np.float32)  # columns of 2, (2,3), 1
+    counts[1] = sum(1 for s in (1, 2) for i in range(len(tok) - s)
+                    if tok[i] == 2 and tok[i + s] == 3)
+    weight = np.array([2.0, 4.0, 0.5], np.float32)
+    write(root, "tfidf_int64_tfidf", "TfIdfVectorizer", 9, [tok], [counts * weight],
+          dict(attrs, mode="TFIDF"))
+    write(root, "tfidf_int64_idf", "TfIdfVectorizer", 9, [tok],
+          [np.where(counts > 0, weight, 0).astype(np.float32)], dict(attrs, mode="IDF"))
+    da, db = a.astype(np.float64), e.astype(np.float64)
+    write(root, "einsum_f64_batch", "Einsum", 12, [da, db[0]],
+          [np.einsum("bij,jk->bik", da, db[0])], {"equation": "bij,jk->bik"})
+
+
 def main():
     out = sys.argv[1]
     shutil.rmtree(out, ignore_errors=True)
@@ -368,6 +555,7 @@ def main():
     gen_rearrange(out)
     gen_construct(out)
     gen_value_shaped(out)
+    gen_elementwise(out)
     print("%d tests in %s" % (len(os.listdir(out)), out))
 
 

@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "base/fp16.h"
 #include "packrat/engine.h"
 
 #define MAX_IO 32
@@ -36,6 +37,7 @@ static double elem(const pr_tensor_t *t, int64_t i) {
   switch (t->dtype) {
     case PR_DTYPE_FLOAT: return ((const float *)t->data)[i];
     case PR_DTYPE_DOUBLE: return ((const double *)t->data)[i];
+    case PR_DTYPE_FLOAT16: return pr_half_to_float(((const uint16_t *)t->data)[i]);
     case PR_DTYPE_INT64: return (double)((const int64_t *)t->data)[i];
     case PR_DTYPE_INT32: return ((const int32_t *)t->data)[i];
     case PR_DTYPE_INT16: return ((const int16_t *)t->data)[i];
@@ -62,7 +64,8 @@ static int compare(const pr_tensor_t *got, const pr_tensor_t *want, char *msg, s
     snprintf(msg, len, "shape differs (rank %d vs %d)", got->rank, want->rank);
     return 1;
   }
-  bool is_float = want->dtype == PR_DTYPE_FLOAT || want->dtype == PR_DTYPE_DOUBLE;
+  bool is_float = want->dtype == PR_DTYPE_FLOAT || want->dtype == PR_DTYPE_DOUBLE ||
+                  want->dtype == PR_DTYPE_FLOAT16;
   int64_t n = pr_tensor_numel(want);
   for (int64_t i = 0; i < n; i++) {
     double g = elem(got, i), w = elem(want, i);

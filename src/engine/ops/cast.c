@@ -1,5 +1,10 @@
-/* Cast: conversion between every numeric element type, bool and float16. */
+/* Cast and CastLike: conversion between every numeric element type, bool
+ * and float16. Size (the element count as an int64 scalar) is here too: an
+ * op about a tensor's type and extent, no data moved. */
+#include <string.h>
+
 #include "base/fp16.h"
+#include "base/util.h"
 #include "engine/ops/intmath.h"
 #include "engine/ops/ops.h"
 
@@ -22,8 +27,11 @@ static bool castable(pr_dtype_t t) {
 }
 
 static pr_status_t infer_cast(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
-  pr_dtype_t to = (pr_dtype_t)pr_attr_int(n->m, "to", 0);
+  pr_value_t *a = pr_in(c, n, 0), *like = pr_in(c, n, 1);
+  if (!strcmp(n->op->name, "CastLike") && !like)
+    return pr_fail(c, n, PR_ERR_INVALID, "needs the target_type input");
+  /* CastLike: to the element type of input 1 (whose data is not read) */
+  pr_dtype_t to = like ? like->dtype : (pr_dtype_t)pr_attr_int(n->m, "to", 0);
   if (!castable(a->dtype) || !castable(to))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "cast from %s to %s", pr_dtype_name(a->dtype),
                    pr_dtype_name(to));
@@ -84,3 +92,38 @@ const pr_op_t pr_op_cast = {.name = "Cast",
                             .max_inputs = 1,
                             .infer = infer_cast,
                             .run = run_cast};
+
+const pr_op_t pr_op_cast_like = {.name = "CastLike",
+                                 .attrs = "saturate",
+                                 .min_opset = 15,
+                                 .max_inputs = 2,
+                                 .infer = infer_cast,
+                                 .run = run_cast};
+
+/* ---- Size: known at compile time, a constant like Shape's output ---- */
+
+static pr_status_t infer_size(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *o = pr_out(c, n, 0);
+  int64_t cnt = pr_value_numel(a);
+  pr_value_set_shape(o, PR_DTYPE_INT64, 0, NULL);
+  o->data = pr_aligned_alloc(sizeof(int64_t));
+  if (!o->data) return PR_ERR_NOMEM;
+  *(int64_t *)o->data = cnt;
+  o->owns_data = true;
+  o->is_const = true;
+  o->kind = o->is_graph_output ? PR_VAL_OUTPUT : PR_VAL_CONST;
+  o->nbytes = sizeof(int64_t);
+  n->dead = true;
+  return PR_OK;
+}
+
+static void run_nothing(pr_exec_t *x, pr_node_t *n) {
+  (void)x, (void)n;
+}
+
+const pr_op_t pr_op_size = {.name = "Size",
+                            .attrs = "",
+                            .min_opset = 1,
+                            .max_inputs = 1,
+                            .infer = infer_size,
+                            .run = run_nothing};

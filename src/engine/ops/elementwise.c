@@ -1,6 +1,14 @@
 /* Element-wise unary operators: activations (Relu, LeakyRelu, Sigmoid,
- * Tanh, HardSigmoid, HardSwish, the GELU kernels the fuser makes), math
- * functions (Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal) and Clip.
+ * Tanh, HardSigmoid, HardSwish, Elu, Selu, Celu, ThresholdedRelu, Shrink,
+ * Softplus, Softsign, Mish, Gelu and the GELU kernels the fuser makes), math
+ * functions (Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal, the trigonometric
+ * and hyperbolic functions and their inverses, Floor, Ceil, Round, Sign)
+ * and Clip.
+ *
+ * Every op takes float, double and float16; Neg, Relu also the signed
+ * integers, Abs, Sign and Shrink every integer type. float runs vector
+ * loops over fastmath.h; float16 goes through those in blocks; double calls
+ * libm.
  *
  * Unary ops whose f(0) is finite run on any layout: they treat an opaque
  * (blocked) buffer as a flat array, padding included. */
@@ -12,37 +20,114 @@
 #include "engine/ops/intmath.h"
 #include "engine/ops/ops.h"
 
-/* ---- unary float ---- */
+/* ---- unary: float (vector loops), double, float16 (through float) and
+ * the integer types of Neg, Abs, Sign, Relu and Shrink ---- */
+
+/* Every unary kind, one per line: the float, float16 and double kernels
+ * each get one loop per kind from this list. */
+// clang-format off
+#define UNARY_KINDS(X) \
+  X(U_RELU)            \
+  X(U_LEAKY)           \
+  X(U_SIGMOID)         \
+  X(U_TANH)            \
+  X(U_HSIGMOID)        \
+  X(U_HSWISH)          \
+  X(U_CLIP)            \
+  X(U_SQRT)            \
+  X(U_ERF)             \
+  X(U_EXP)             \
+  X(U_LOG)             \
+  X(U_NEG)             \
+  X(U_ABS)             \
+  X(U_RECIP)           \
+  X(U_GELU_ERF)        \
+  X(U_GELU_TANH)       \
+  X(U_SIN)             \
+  X(U_COS)             \
+  X(U_TAN)             \
+  X(U_ASIN)            \
+  X(U_ACOS)            \
+  X(U_ATAN)            \
+  X(U_SINH)            \
+  X(U_COSH)            \
+  X(U_ASINH)           \
+  X(U_ACOSH)           \
+  X(U_ATANH)           \
+  X(U_FLOOR)           \
+  X(U_CEIL)            \
+  X(U_ROUND)           \
+  X(U_SIGN)            \
+  X(U_ELU)             \
+  X(U_SELU)            \
+  X(U_CELU)            \
+  X(U_THRELU)          \
+  X(U_SHRINK)          \
+  X(U_SOFTPLUS)        \
+  X(U_SOFTSIGN)        \
+  X(U_MISH)
+// clang-format on
 
 typedef enum {
-  U_RELU,
-  U_LEAKY,
-  U_SIGMOID,
-  U_TANH,
-  U_HSIGMOID,
-  U_HSWISH,
-  U_CLIP,
-  U_SQRT,
-  U_ERF,
-  U_EXP,
-  U_LOG,
-  U_NEG,
-  U_ABS,
-  U_RECIP,
-  U_GELU_ERF,
-  U_GELU_TANH
+#define UNARY_ENUM(K) K,
+  UNARY_KINDS(UNARY_ENUM)
+#undef UNARY_ENUM
 } unary_kind_t;
 
+/* alpha, beta: LeakyRelu, HardSigmoid, Clip, Elu, Celu and ThresholdedRelu
+ * alpha; Selu alpha and gamma; Shrink lambd and bias */
 typedef struct {
   unary_kind_t kind;
   float alpha, beta;
 } unary_state_t;
 
-static pr_status_t infer_float_same(pr_compile_t *c, pr_node_t *n) {
+/* Element types an op takes: the floats, plus the signed integers, plus
+ * the unsigned ones. */
+typedef enum { TYPES_REAL, TYPES_SIGNED, TYPES_NUMERIC } unary_types_t;
+
+static bool unary_type_ok(pr_dtype_t t, unary_types_t set) {
+  switch (t) {
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_FLOAT16: return true;
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT64: return set != TYPES_REAL;
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64: return set == TYPES_NUMERIC;
+    default: return false;
+  }
+}
+
+static pr_status_t infer_unary_types(pr_compile_t *c, pr_node_t *n, unary_types_t set) {
   pr_value_t *a = pr_in(c, n, 0);
-  if (!a || a->dtype != PR_DTYPE_FLOAT)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input must be FLOAT");
+  pr_dtype_t t = a ? a->dtype : PR_DTYPE_UNDEFINED;
+  if (!unary_type_ok(t, set))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(t));
   return pr_infer_same(c, n);
+}
+static pr_status_t infer_real_same(pr_compile_t *c, pr_node_t *n) {
+  return infer_unary_types(c, n, TYPES_REAL);
+}
+static pr_status_t infer_signed_same(pr_compile_t *c, pr_node_t *n) {
+  return infer_unary_types(c, n, TYPES_SIGNED);
+}
+static pr_status_t infer_numeric_same(pr_compile_t *c, pr_node_t *n) {
+  return infer_unary_types(c, n, TYPES_NUMERIC);
+}
+
+static inline float clamp01f(float y) {
+  return y < 0.f ? 0.f : y > 1.f ? 1.f : y;
+}
+
+/* x * tanh(softplus(x)) = x * n / (n + 2) with n = e^x (e^x + 2); past
+ * x = 15 the ratio is 1 in float */
+static inline float mishf(float x) {
+  float e = pr_expf(x), nn = e * (e + 2.f);
+  return x > 15.f ? x : x * nn / (nn + 2.f);
 }
 
 static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta) {
@@ -51,14 +136,8 @@ static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta
     case U_LEAKY: return x >= 0 ? x : alpha * x;
     case U_SIGMOID: return pr_sigmoidf(x);
     case U_TANH: return pr_tanhf(x);
-    case U_HSIGMOID: {
-      float y = alpha * x + beta;
-      return y < 0.f ? 0.f : y > 1.f ? 1.f : y;
-    }
-    case U_HSWISH: {
-      float y = x / 6.f + 0.5f;
-      return x * (y < 0.f ? 0.f : y > 1.f ? 1.f : y);
-    }
+    case U_HSIGMOID: return clamp01f(alpha * x + beta);
+    case U_HSWISH: return x * clamp01f(x / 6.f + 0.5f);
     case U_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
     case U_SQRT: return sqrtf(x);
     case U_ERF: return pr_erff(x);
@@ -70,37 +149,181 @@ static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta
     case U_GELU_ERF: return 0.5f * x * (1.f + pr_erff(x * 0.70710678118654752f));
     case U_GELU_TANH:
       return 0.5f * x * (1.f + pr_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case U_SIN: return sinf(x);
+    case U_COS: return cosf(x);
+    case U_TAN: return tanf(x);
+    case U_ASIN: return asinf(x);
+    case U_ACOS: return acosf(x);
+    case U_ATAN: return atanf(x);
+    case U_SINH: return sinhf(x);
+    case U_COSH: return coshf(x);
+    case U_ASINH: return asinhf(x);
+    case U_ACOSH: return acoshf(x);
+    case U_ATANH: return atanhf(x);
+    case U_FLOOR: return floorf(x);
+    case U_CEIL: return ceilf(x);
+    case U_ROUND: return rintf(x); /* the default rounding mode: half to even */
+    case U_SIGN: return x > 0 ? 1.f : x < 0 ? -1.f : x; /* 0 and NaN stay */
+    case U_ELU: return x >= 0 ? x : alpha * pr_expm1f(x);
+    case U_SELU: return x > 0 ? beta * x : beta * alpha * pr_expm1f(x);
+    case U_CELU: return x > 0 ? x : alpha * pr_expm1f(x / alpha);
+    case U_THRELU: return x > alpha ? x : 0.f;
+    case U_SHRINK: return x < -alpha ? x + beta : x > alpha ? x - beta : 0.f;
+    case U_SOFTPLUS: return (x > 0 ? x : 0.f) + log1pf(pr_expf(-fabsf(x)));
+    case U_SOFTSIGN: return x / (1.f + fabsf(x));
+    case U_MISH: return mishf(x);
   }
   return x;
 }
 
-/* Neg and Abs of integers wrap: both map INT_MIN to itself (intmath.h) */
-#define NEG_D(x) (-(x))
-#define ABS_D(x) ((x) < 0 ? -(x) : (x))
-// clang-format off
-#define UNARY_TYPED(T, NEG, ABS)                                                  \
-  static void unary_##T(unary_kind_t k, const T *a, T *o, int64_t len) {          \
-    if (k == U_NEG)                                                               \
-      for (int64_t i = 0; i < len; i++) o[i] = NEG(a[i]);                         \
-    else                                                                          \
-      for (int64_t i = 0; i < len; i++) o[i] = ABS(a[i]);                         \
+static inline double clamp01(double y) {
+  return y < 0 ? 0 : y > 1 ? 1 : y;
+}
+
+/* the double kernels: libm throughout */
+static inline double apply_unary_d(unary_kind_t k, double x, double alpha, double beta) {
+  switch (k) {
+    case U_RELU: return x > 0 ? x : 0;
+    case U_LEAKY: return x >= 0 ? x : alpha * x;
+    case U_SIGMOID: return 1 / (1 + exp(-x));
+    case U_TANH: return tanh(x);
+    case U_HSIGMOID: return clamp01(alpha * x + beta);
+    case U_HSWISH: return x * clamp01(x / 6 + 0.5);
+    case U_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
+    case U_SQRT: return sqrt(x);
+    case U_ERF: return erf(x);
+    case U_EXP: return exp(x);
+    case U_LOG: return log(x);
+    case U_NEG: return -x;
+    case U_ABS: return fabs(x);
+    case U_RECIP: return 1 / x;
+    case U_GELU_ERF: return 0.5 * x * (1 + erf(x * 0.70710678118654752));
+    case U_GELU_TANH: return 0.5 * x * (1 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
+    case U_SIN: return sin(x);
+    case U_COS: return cos(x);
+    case U_TAN: return tan(x);
+    case U_ASIN: return asin(x);
+    case U_ACOS: return acos(x);
+    case U_ATAN: return atan(x);
+    case U_SINH: return sinh(x);
+    case U_COSH: return cosh(x);
+    case U_ASINH: return asinh(x);
+    case U_ACOSH: return acosh(x);
+    case U_ATANH: return atanh(x);
+    case U_FLOOR: return floor(x);
+    case U_CEIL: return ceil(x);
+    case U_ROUND: return rint(x);
+    case U_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x;
+    case U_ELU: return x >= 0 ? x : alpha * expm1(x);
+    case U_SELU: return x > 0 ? beta * x : beta * alpha * expm1(x);
+    case U_CELU: return x > 0 ? x : alpha * expm1(x / alpha);
+    case U_THRELU: return x > alpha ? x : 0;
+    case U_SHRINK: return x < -alpha ? x + beta : x > alpha ? x - beta : 0;
+    case U_SOFTPLUS: return (x > 0 ? x : 0) + log1p(exp(-fabs(x)));
+    case U_SOFTSIGN: return x / (1 + fabs(x));
+    case U_MISH: return x * tanh((x > 0 ? x : 0) + log1p(exp(-fabs(x))));
   }
-UNARY_TYPED(double, NEG_D, ABS_D)
-UNARY_TYPED(int8_t, pr_i8_neg, pr_i8_abs)
-UNARY_TYPED(int16_t, pr_i16_neg, pr_i16_abs)
-UNARY_TYPED(int32_t, pr_i32_neg, pr_i32_abs)
-UNARY_TYPED(int64_t, pr_i64_neg, pr_i64_abs)
+  return x;
+}
+
+/* Integer kinds. Neg and Abs wrap (intmath.h: both map INT_MIN to itself);
+ * Shrink computes in double and saturates to T (lambd and bias are floats). */
+#define SIGN_I(x) ((x) > 0 ? 1 : (x) < 0 ? -1 : 0)
+#define SIGN_U(x) ((x) > 0)
+#define ABS_U(x) (x)
+#define NEG_U(x) (x) /* never runs: Neg takes no unsigned type */
+// clang-format off
+#define UNARY_INT(sfx, T, NEG, ABS, SIGN, SAT)                                               \
+  static void unary_##sfx(const unary_state_t *s, const T *a, T *o, int64_t len) {     \
+    double l = s->alpha, b = s->beta;                                                  \
+    switch (s->kind) {                                                                 \
+      case U_NEG: for (int64_t i = 0; i < len; i++) o[i] = NEG(a[i]); break;           \
+      case U_ABS: for (int64_t i = 0; i < len; i++) o[i] = ABS(a[i]); break;           \
+      case U_SIGN: for (int64_t i = 0; i < len; i++) o[i] = (T)SIGN(a[i]); break;    \
+      case U_RELU: for (int64_t i = 0; i < len; i++) o[i] = a[i] > 0 ? a[i] : 0; break; \
+      case U_SHRINK:                                                                   \
+        for (int64_t i = 0; i < len; i++) {                                            \
+          double v = (double)a[i];                                                     \
+          o[i] = v < -l ? (T)SAT(v + b) : v > l ? (T)SAT(v - b) : 0;                   \
+        }                                                                              \
+        break;                                                                         \
+      default: break;                                                                  \
+    }                                                                                  \
+  }
+#define SAT_I8(d) pr_sat_int(d, INT8_MIN, INT8_MAX)
+#define SAT_I16(d) pr_sat_int(d, INT16_MIN, INT16_MAX)
+#define SAT_I32(d) pr_sat_int(d, INT32_MIN, INT32_MAX)
+#define SAT_U8(d) pr_sat_int(d, 0, UINT8_MAX)
+#define SAT_U16(d) pr_sat_int(d, 0, UINT16_MAX)
+#define SAT_U32(d) pr_sat_int(d, 0, UINT32_MAX)
+UNARY_INT(i8, int8_t, pr_i8_neg, pr_i8_abs, SIGN_I, SAT_I8)
+UNARY_INT(i16, int16_t, pr_i16_neg, pr_i16_abs, SIGN_I, SAT_I16)
+UNARY_INT(i32, int32_t, pr_i32_neg, pr_i32_abs, SIGN_I, SAT_I32)
+UNARY_INT(i64, int64_t, pr_i64_neg, pr_i64_abs, SIGN_I, pr_sat_i64)
+UNARY_INT(u8, uint8_t, NEG_U, ABS_U, SIGN_U, SAT_U8)
+UNARY_INT(u16, uint16_t, NEG_U, ABS_U, SIGN_U, SAT_U16)
+UNARY_INT(u32, uint32_t, NEG_U, ABS_U, SIGN_U, SAT_U32)
+UNARY_INT(u64, uint64_t, NEG_U, ABS_U, SIGN_U, pr_sat_u64)
 // clang-format on
 
-/* Neg and Abs of the other element types */
-static void run_unary_typed(unary_kind_t k, const pr_value_t *in, void *o) {
+/* float kernel over a span (no threads): the float16 path's inner loop */
+static void unary_f32_span(const unary_state_t *s, const float *a, float *o, int64_t len) {
+  float alpha = s->alpha, beta = s->beta;
+  switch (s->kind) {
+#define UNARY_SPAN(K)                                            \
+  case K:                                                        \
+    _Pragma("omp simd") for (int64_t i = 0; i < len; i++) o[i] = \
+        apply_unary(K, a[i], alpha, beta);                       \
+    break;
+    UNARY_KINDS(UNARY_SPAN)
+#undef UNARY_SPAN
+  }
+}
+
+/* float16: blocks of 256 converted to float, computed, converted back */
+static void run_unary_f16(const unary_state_t *s, const uint16_t *a, uint16_t *o, int64_t len,
+                          int threads) {
+  int64_t blocks = (len + 255) / 256;
+#pragma omp parallel for num_threads(threads) if (len >= PR_PAR_MIN) schedule(static)
+  for (int64_t b = 0; b < blocks; b++) {
+    float buf[256];
+    int64_t off = b * 256, m = len - off < 256 ? len - off : 256;
+    for (int64_t i = 0; i < m; i++) buf[i] = pr_half_to_float(a[off + i]);
+    unary_f32_span(s, buf, buf, m);
+    for (int64_t i = 0; i < m; i++) o[off + i] = pr_float_to_half(buf[i]);
+  }
+}
+
+static void run_unary_f64(const unary_state_t *s, const double *a, double *o, int64_t len,
+                          int threads) {
+  double alpha = s->alpha, beta = s->beta;
+  switch (s->kind) {
+    // clang-format off
+#define UNARY_LOOP_D(K)                                                                          \
+  case K:                                                                                        \
+    _Pragma("omp parallel for simd num_threads(threads) if (len >= PR_PAR_MIN) schedule(static)") \
+    for (int64_t i = 0; i < len; i++) o[i] = apply_unary_d(K, a[i], alpha, beta);                \
+    break;
+    UNARY_KINDS(UNARY_LOOP_D)
+#undef UNARY_LOOP_D
+    // clang-format on
+  }
+}
+
+/* every type but float */
+static void run_unary_typed(const unary_state_t *s, const pr_value_t *in, void *o, int threads) {
   int64_t len = pr_value_numel(in);
   switch (in->dtype) {
-    case PR_DTYPE_DOUBLE: unary_double(k, in->ptr, o, len); break;
-    case PR_DTYPE_INT8: unary_int8_t(k, in->ptr, o, len); break;
-    case PR_DTYPE_INT16: unary_int16_t(k, in->ptr, o, len); break;
-    case PR_DTYPE_INT32: unary_int32_t(k, in->ptr, o, len); break;
-    case PR_DTYPE_INT64: unary_int64_t(k, in->ptr, o, len); break;
+    case PR_DTYPE_DOUBLE: run_unary_f64(s, in->ptr, o, len, threads); break;
+    case PR_DTYPE_FLOAT16: run_unary_f16(s, in->ptr, o, len, threads); break;
+    case PR_DTYPE_INT8: unary_i8(s, in->ptr, o, len); break;
+    case PR_DTYPE_INT16: unary_i16(s, in->ptr, o, len); break;
+    case PR_DTYPE_INT32: unary_i32(s, in->ptr, o, len); break;
+    case PR_DTYPE_INT64: unary_i64(s, in->ptr, o, len); break;
+    case PR_DTYPE_UINT8: unary_u8(s, in->ptr, o, len); break;
+    case PR_DTYPE_UINT16: unary_u16(s, in->ptr, o, len); break;
+    case PR_DTYPE_UINT32: unary_u32(s, in->ptr, o, len); break;
+    case PR_DTYPE_UINT64: unary_u64(s, in->ptr, o, len); break;
     default: break;
   }
 }
@@ -109,7 +332,7 @@ static void run_unary(pr_exec_t *x, pr_node_t *n) {
   const unary_state_t *s = n->state;
   const pr_value_t *in = &x->v[n->in[0]];
   if (in->dtype != PR_DTYPE_FLOAT) {
-    run_unary_typed(s->kind, in, pr_xout(x, n, 0));
+    run_unary_typed(s, in, pr_xout(x, n, 0), x->threads);
     return;
   }
   const float *a = in->ptr;
@@ -125,22 +348,7 @@ static void run_unary(pr_exec_t *x, pr_node_t *n) {
     _Pragma("omp parallel for simd num_threads(x->threads) if (len >= PR_PAR_MIN) schedule(static)") \
     for (int64_t i = 0; i < len; i++) o[i] = apply_unary(K, a[i], alpha, beta);                     \
     break;
-    UNARY_LOOP(U_RELU)
-    UNARY_LOOP(U_LEAKY)
-    UNARY_LOOP(U_SIGMOID)
-    UNARY_LOOP(U_TANH)
-    UNARY_LOOP(U_HSIGMOID)
-    UNARY_LOOP(U_HSWISH)
-    UNARY_LOOP(U_CLIP)
-    UNARY_LOOP(U_SQRT)
-    UNARY_LOOP(U_ERF)
-    UNARY_LOOP(U_EXP)
-    UNARY_LOOP(U_LOG)
-    UNARY_LOOP(U_NEG)
-    UNARY_LOOP(U_ABS)
-    UNARY_LOOP(U_RECIP)
-    UNARY_LOOP(U_GELU_ERF)
-    UNARY_LOOP(U_GELU_TANH)
+    UNARY_KINDS(UNARY_LOOP)
 #undef UNARY_LOOP
     // clang-format on
   }
@@ -162,60 +370,104 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
 }
 
 /* opaque: f(0) is finite, so the padding of a blocked layout may go through f */
-#define UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque, infer_fn) \
-  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                       \
-    return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);                         \
-  }                                                                                       \
-  const pr_op_t pr_op_##sym = {.name = oname,                                             \
-                               .attrs = attr_list,                                        \
-                               .min_opset = 1,                                            \
-                               .max_inputs = 1,                                           \
-                               .infer = infer_fn,                                         \
-                               .prepare = prepare_##sym,                                  \
-                               .run = run_unary,                                          \
-                               .destroy = free,                                           \
-                               .accepts_opaque = opaque,                                  \
+#define UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque, infer_fn, minv) \
+  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                             \
+    return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);                               \
+  }                                                                                             \
+  const pr_op_t pr_op_##sym = {.name = oname,                                                   \
+                               .attrs = attr_list,                                              \
+                               .min_opset = minv,                                               \
+                               .max_inputs = 1,                                                 \
+                               .infer = infer_fn,                                               \
+                               .prepare = prepare_##sym,                                        \
+                               .run = run_unary,                                                \
+                               .destroy = free,                                                 \
+                               .accepts_opaque = opaque,                                        \
                                .inplace = true};
+/* float, double and float16; since opset 1 unless said */
 #define UNARY_OP(sym, oname, kind, attr_list, alpha_expr, beta_expr) \
-  UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, true, infer_float_same)
+  UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, true, infer_real_same, 1)
+/* the same, f(0) not finite or not a value an opaque layout should see */
+#define UNARY_MATH(sym, oname, kind, minv) \
+  UNARY_OP_EX(sym, oname, kind, "", 0, 0, false, infer_real_same, minv)
 
-UNARY_OP(relu, "Relu", U_RELU, "", 0, 0)
-UNARY_OP(leaky_relu, "LeakyRelu", U_LEAKY, "alpha", pr_attr_float(n->m, "alpha", 0.01f), 0)
+#define ALPHA(def) pr_attr_float(n->m, "alpha", def)
+UNARY_OP_EX(relu, "Relu", U_RELU, "", 0, 0, true, infer_signed_same, 1)
+UNARY_OP(leaky_relu, "LeakyRelu", U_LEAKY, "alpha", ALPHA(0.01f), 0)
 UNARY_OP(sigmoid, "Sigmoid", U_SIGMOID, "", 0, 0)
 UNARY_OP(tanh, "Tanh", U_TANH, "", 0, 0)
-UNARY_OP(hard_sigmoid, "HardSigmoid", U_HSIGMOID, "alpha,beta", pr_attr_float(n->m, "alpha", 0.2f),
+UNARY_OP(hard_sigmoid, "HardSigmoid", U_HSIGMOID, "alpha,beta", ALPHA(0.2f),
          pr_attr_float(n->m, "beta", 0.5f))
 UNARY_OP(hard_swish, "HardSwish", U_HSWISH, "", 0, 0)
 UNARY_OP(sqrt, "Sqrt", U_SQRT, "", 0, 0)
 UNARY_OP(erf, "Erf", U_ERF, "", 0, 0)
 UNARY_OP(exp, "Exp", U_EXP, "", 0, 0)
-UNARY_OP_EX(log, "Log", U_LOG, "", 0, 0, false, infer_float_same)
-/* Neg and Abs also take integers and double (run_unary_typed) */
-static pr_status_t infer_signed_same(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
-  switch (a ? a->dtype : PR_DTYPE_UNDEFINED) {
-    case PR_DTYPE_FLOAT:
-    case PR_DTYPE_DOUBLE:
-    case PR_DTYPE_INT8:
-    case PR_DTYPE_INT16:
-    case PR_DTYPE_INT32:
-    case PR_DTYPE_INT64: return pr_infer_same(c, n);
-    default:
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s",
-                     pr_dtype_name(a ? a->dtype : PR_DTYPE_UNDEFINED));
-  }
-}
-UNARY_OP_EX(neg, "Neg", U_NEG, "", 0, 0, true, infer_signed_same)
-UNARY_OP_EX(abs, "Abs", U_ABS, "", 0, 0, true, infer_signed_same)
-UNARY_OP_EX(reciprocal, "Reciprocal", U_RECIP, "", 0, 0, false, infer_float_same)
+UNARY_MATH(log, "Log", U_LOG, 1)
+UNARY_OP_EX(neg, "Neg", U_NEG, "", 0, 0, true, infer_signed_same, 1)
+UNARY_OP_EX(abs, "Abs", U_ABS, "", 0, 0, true, infer_numeric_same, 1)
+UNARY_MATH(reciprocal, "Reciprocal", U_RECIP, 1)
 /* made by the compiler from the GELU subgraphs PyTorch exports */
 UNARY_OP(gelu_erf, "GeluErf", U_GELU_ERF, "", 0, 0)
 UNARY_OP(gelu_tanh, "GeluTanh", U_GELU_TANH, "", 0, 0)
+UNARY_MATH(sin, "Sin", U_SIN, 7)
+UNARY_MATH(cos, "Cos", U_COS, 7)
+UNARY_MATH(tan, "Tan", U_TAN, 7)
+UNARY_MATH(asin, "Asin", U_ASIN, 7)
+UNARY_MATH(acos, "Acos", U_ACOS, 7)
+UNARY_MATH(atan, "Atan", U_ATAN, 7)
+UNARY_MATH(sinh, "Sinh", U_SINH, 9)
+UNARY_MATH(cosh, "Cosh", U_COSH, 9)
+UNARY_MATH(asinh, "Asinh", U_ASINH, 9)
+UNARY_MATH(acosh, "Acosh", U_ACOSH, 9)
+UNARY_MATH(atanh, "Atanh", U_ATANH, 9)
+UNARY_MATH(floor, "Floor", U_FLOOR, 1)
+UNARY_MATH(ceil, "Ceil", U_CEIL, 1)
+UNARY_MATH(round, "Round", U_ROUND, 11)
+UNARY_OP_EX(sign, "Sign", U_SIGN, "", 0, 0, false, infer_numeric_same, 9)
+UNARY_OP(elu, "Elu", U_ELU, "alpha", ALPHA(1.f), 0)
+UNARY_OP(selu, "Selu", U_SELU, "alpha,gamma", ALPHA(1.67326319217681884765625f),
+         pr_attr_float(n->m, "gamma", 1.05070102214813232421875f))
+UNARY_OP_EX(celu, "Celu", U_CELU, "alpha", ALPHA(1.f), 0, true, infer_real_same, 12)
+UNARY_OP_EX(thresholded_relu, "ThresholdedRelu", U_THRELU, "alpha", ALPHA(1.f), 0, true,
+            infer_real_same, 10)
+UNARY_OP_EX(shrink, "Shrink", U_SHRINK, "lambd,bias", pr_attr_float(n->m, "lambd", 0.5f),
+            pr_attr_float(n->m, "bias", 0.f), true, infer_numeric_same, 9)
+UNARY_OP(softplus, "Softplus", U_SOFTPLUS, "", 0, 0)
+UNARY_OP(softsign, "Softsign", U_SOFTSIGN, "", 0, 0)
+UNARY_OP_EX(mish, "Mish", U_MISH, "", 0, 0, true, infer_real_same, 18)
+#undef ALPHA
+
+/* Gelu (opset 20): approximate "none" (erf) or "tanh", the fuser's kernels */
+static pr_status_t check_gelu(const pr_mnode_t *m, int opset, char *err, size_t len) {
+  (void)opset;
+  const char *a = pr_attr_string(m, "approximate", "none");
+  if (strcmp(a, "none") && strcmp(a, "tanh")) {
+    snprintf(err, len, "node '%s' (Gelu): approximate must be none or tanh", pr_mnode_name(m));
+    return PR_ERR_INVALID;
+  }
+  return PR_OK;
+}
+static pr_status_t prepare_gelu(pr_compile_t *c, pr_node_t *n) {
+  bool tanh_form = !strcmp(pr_attr_string(n->m, "approximate", "none"), "tanh");
+  return prepare_unary_kind(c, n, tanh_form ? U_GELU_TANH : U_GELU_ERF, 0, 0);
+}
+const pr_op_t pr_op_gelu = {.name = "Gelu",
+                            .attrs = "approximate",
+                            .min_opset = 20,
+                            .max_inputs = 1,
+                            .check = check_gelu,
+                            .infer = infer_real_same,
+                            .prepare = prepare_gelu,
+                            .run = run_unary,
+                            .destroy = free,
+                            .accepts_opaque = true,
+                            .inplace = true};
 
 /* ---- Clip: bounds from attributes (opset < 11) or inputs 1, 2 ---- */
 
 typedef struct {
-  int64_t lo, hi; /* integer inputs: compared in int64 (a double rounds INT64_MAX up to 2^63) */
+  int64_t lo, hi;    /* integer inputs: compared in int64 (a double rounds INT64_MAX up to 2^63) */
+  uint64_t ulo, uhi; /* UINT64 inputs */
 } clip_state_t;
 
 static int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi) {
@@ -226,10 +478,14 @@ static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
   switch (a->dtype) {
     case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_FLOAT16:
     case PR_DTYPE_INT8:
     case PR_DTYPE_UINT8:
     case PR_DTYPE_INT32:
-    case PR_DTYPE_INT64: break;
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64: break;
     default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
   for (int k = 1; k < 3; k++) {
@@ -252,18 +508,22 @@ static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
     if ((lo_v = pr_in(c, n, 1))) lo = pr_load_double(lo_v->data, lo_v->dtype, 0);
     if ((hi_v = pr_in(c, n, 2))) hi = pr_load_double(hi_v->data, hi_v->dtype, 0);
   }
-  if (a->dtype == PR_DTYPE_FLOAT) return prepare_unary_kind(c, n, U_CLIP, (float)lo, (float)hi);
+  if (unary_type_ok(a->dtype, TYPES_REAL))
+    return prepare_unary_kind(c, n, U_CLIP, (float)lo, (float)hi);
   clip_state_t *s = malloc(sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   s->lo = lo_v ? pr_load_int64(lo_v->data, lo_v->dtype, 0) : pr_sat_i64(lo);
   s->hi = hi_v ? pr_load_int64(hi_v->data, hi_v->dtype, 0) : pr_sat_i64(hi);
+  bool u64 = a->dtype == PR_DTYPE_UINT64; /* then the bounds are UINT64 too (infer_clip) */
+  s->ulo = u64 && lo_v ? ((const uint64_t *)lo_v->data)[0] : 0;
+  s->uhi = u64 && hi_v ? ((const uint64_t *)hi_v->data)[0] : UINT64_MAX;
   n->state = s;
   return PR_OK;
 }
 
 static void run_clip(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *in = &x->v[n->in[0]];
-  if (in->dtype == PR_DTYPE_FLOAT) {
+  if (unary_type_ok(in->dtype, TYPES_REAL)) {
     run_unary(x, n);
     return;
   }
@@ -281,6 +541,13 @@ static void run_clip(pr_exec_t *x, pr_node_t *n) {
     case PR_DTYPE_INT8: CLIP_T(int8_t, INT8_MIN, INT8_MAX) break;
     case PR_DTYPE_UINT8: CLIP_T(uint8_t, 0, UINT8_MAX) break;
     case PR_DTYPE_INT32: CLIP_T(int32_t, INT32_MIN, INT32_MAX) break;
+    case PR_DTYPE_UINT32: CLIP_T(uint32_t, 0, UINT32_MAX) break;
+    case PR_DTYPE_UINT64: {
+      const uint64_t *a = in->ptr;
+      uint64_t *o = pr_xout(x, n, 0), lo = s->ulo, hi = s->uhi;
+      for (int64_t i = 0; i < len; i++) o[i] = a[i] < lo ? lo : a[i] > hi ? hi : a[i];
+      break;
+    }
     default: CLIP_T(int64_t, INT64_MIN, INT64_MAX) break;
   }
 #undef CLIP_T

@@ -1,6 +1,6 @@
 /* Vectorizable float exp, tanh, erf and sigmoid: plain arithmetic (no libm
  * calls), so the compiler turns loops over them into SIMD code.
- * exp: Cephes-style range reduction and degree-6 polynomial, ~2 ulp.
+ * exp (and expm1 on top of it): Cephes-style range reduction and degree-6 polynomial, ~2 ulp.
  * erf: Abramowitz & Stegun 7.1.26, absolute error < 1.5e-7.
  * Inputs are clamped; a NaN input gives a NaN or a finite value.
  * Also a softmax row on top of exp. */
@@ -28,6 +28,19 @@ static inline float pr_expf(float x) {
     float f;
   } u = {.i = ((int32_t)(n == n ? n : 0.0f) + 127) << 23}; /* NaN: y carries it */
   return y * u.f;
+}
+
+/* e^x - 1 without the cancellation near 0: a Taylor polynomial below
+ * |x| = 0.25 (error < 4e-10), pr_expf above */
+static inline float pr_expm1f(float x) {
+  float p = 1.f / 5040.f;
+  p = fmaf(p, x, 1.f / 720.f);
+  p = fmaf(p, x, 1.f / 120.f);
+  p = fmaf(p, x, 1.f / 24.f);
+  p = fmaf(p, x, 1.f / 6.f);
+  p = fmaf(p, x, 0.5f);
+  p = fmaf(p, x, 1.f) * x;
+  return fabsf(x) < 0.25f ? p : pr_expf(x) - 1.0f;
 }
 
 static inline float pr_tanhf(float x) {

@@ -1,7 +1,7 @@
 /* Comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), logic
- * (And, Or, Xor, Not) and Where. These mostly run on small tensors (masks,
- * shapes), so they use one general broadcasting loop rather than
- * specialised kernels. */
+ * (And, Or, Xor, Not), the predicates IsInf and IsNaN, and Where. These mostly run on small tensors
+ * (masks, shapes), so they use one general broadcasting loop rather than specialised kernels. */
+#include <math.h>
 #include <string.h>
 
 #include "base/util.h"
@@ -101,6 +101,41 @@ const pr_op_t pr_op_not = {.name = "Not",
                            .max_inputs = 1,
                            .infer = infer_not,
                            .run = run_not};
+
+/* ---- IsInf, IsNaN: float, double, float16 to bool ---- */
+
+static pr_status_t infer_is_class(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  if (a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_DOUBLE && a->dtype != PR_DTYPE_FLOAT16)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_BOOL, a->rank, a->dims);
+  return PR_OK;
+}
+
+static void run_is_class(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]];
+  uint8_t *out = pr_xout(x, n, 0);
+  int64_t len = pr_value_numel(a);
+  bool nan = !strcmp(n->op->name, "IsNaN");
+  bool neg = pr_attr_int(n->m, "detect_negative", 1), pos = pr_attr_int(n->m, "detect_positive", 1);
+  for (int64_t i = 0; i < len; i++) {
+    double v = pr_load_double(a->ptr, a->dtype, i); /* exact for every input type */
+    out[i] = nan ? v != v : (pos && v == INFINITY) || (neg && v == -INFINITY);
+  }
+}
+
+const pr_op_t pr_op_is_inf = {.name = "IsInf",
+                              .attrs = "detect_negative,detect_positive",
+                              .min_opset = 10,
+                              .max_inputs = 1,
+                              .infer = infer_is_class,
+                              .run = run_is_class};
+const pr_op_t pr_op_is_nan = {.name = "IsNaN",
+                              .attrs = "",
+                              .min_opset = 9,
+                              .max_inputs = 1,
+                              .infer = infer_is_class,
+                              .run = run_is_class};
 
 /* ---- Where(cond, X, Y) ---- */
 

@@ -12,20 +12,44 @@
  * Adding one: a line here and PR_OP_COUNT one higher (registry.c checks). */
 // clang-format off
 #define PR_OPS_LIST                             \
-  X(relu)                /* elementwise.c */    \
-  X(leaky_relu)          /* elementwise.c */    \
-  X(sigmoid)             /* elementwise.c */    \
-  X(tanh)                /* elementwise.c */    \
-  X(hard_sigmoid)        /* elementwise.c */    \
-  X(hard_swish)          /* elementwise.c */    \
-  X(clip)                /* elementwise.c */    \
-  X(sqrt)                /* elementwise.c */    \
-  X(erf)                 /* elementwise.c */    \
-  X(exp)                 /* elementwise.c */    \
-  X(log)                 /* elementwise.c */    \
-  X(neg)                 /* elementwise.c */    \
-  X(abs)                 /* elementwise.c */    \
-  X(reciprocal)          /* elementwise.c */    \
+  X(relu)               /* elementwise.c */    \
+  X(leaky_relu)         /* elementwise.c */    \
+  X(sigmoid)            /* elementwise.c */    \
+  X(tanh)               /* elementwise.c */    \
+  X(hard_sigmoid)       /* elementwise.c */    \
+  X(hard_swish)         /* elementwise.c */    \
+  X(clip)               /* elementwise.c */    \
+  X(sqrt)               /* elementwise.c */    \
+  X(erf)                /* elementwise.c */    \
+  X(exp)                /* elementwise.c */    \
+  X(log)                /* elementwise.c */    \
+  X(neg)                /* elementwise.c */    \
+  X(abs)                /* elementwise.c */    \
+  X(reciprocal)         /* elementwise.c */    \
+  X(sin)                /* elementwise.c */    \
+  X(cos)                /* elementwise.c */    \
+  X(tan)                /* elementwise.c */    \
+  X(asin)               /* elementwise.c */    \
+  X(acos)               /* elementwise.c */    \
+  X(atan)               /* elementwise.c */    \
+  X(sinh)               /* elementwise.c */    \
+  X(cosh)               /* elementwise.c */    \
+  X(asinh)              /* elementwise.c */    \
+  X(acosh)              /* elementwise.c */    \
+  X(atanh)              /* elementwise.c */    \
+  X(floor)              /* elementwise.c */    \
+  X(ceil)               /* elementwise.c */    \
+  X(round)              /* elementwise.c */    \
+  X(sign)               /* elementwise.c */    \
+  X(elu)                /* elementwise.c */    \
+  X(selu)               /* elementwise.c */    \
+  X(celu)               /* elementwise.c */    \
+  X(thresholded_relu)   /* elementwise.c */    \
+  X(shrink)             /* elementwise.c */    \
+  X(softplus)           /* elementwise.c */    \
+  X(softsign)           /* elementwise.c */    \
+  X(mish)               /* elementwise.c */    \
+  X(gelu)               /* elementwise.c */    \
   X(add)                 /* arithmetic.c */     \
   X(sub)                 /* arithmetic.c */     \
   X(mul)                 /* arithmetic.c */     \
@@ -34,6 +58,10 @@
   X(pow)                 /* arithmetic.c */     \
   X(min)                 /* arithmetic.c */     \
   X(max)                 /* arithmetic.c */     \
+  X(mean)               /* arithmetic.c */     \
+  X(mod)                /* arithmetic.c */     \
+  X(bit_shift)          /* arithmetic.c */     \
+  X(prelu)              /* arithmetic.c */     \
   X(equal)               /* logic.c */          \
   X(less)                /* logic.c */          \
   X(greater)             /* logic.c */          \
@@ -43,8 +71,15 @@
   X(or)                  /* logic.c */          \
   X(xor)                 /* logic.c */          \
   X(not)                 /* logic.c */          \
+  X(is_inf)              /* logic.c */          \
+  X(is_nan)              /* logic.c */          \
   X(where)               /* logic.c */          \
   X(cast)                /* cast.c */           \
+  X(cast_like)           /* cast.c */           \
+  X(size)                /* cast.c */           \
+  X(det)                 /* linalg.c */         \
+  X(einsum)              /* einsum.c */         \
+  X(tfidf_vectorizer)    /* text.c */           \
   X(range)               /* generator.c */      \
   X(constant_of_shape)   /* generator.c */      \
   X(reduce_mean)         /* reduce.c */         \
@@ -108,7 +143,7 @@
   X(unique)              /* value_shaped.c */   \
   X(non_max_suppression) /* value_shaped.c */
 // clang-format on
-#define PR_OP_COUNT 95
+#define PR_OP_COUNT 130
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST
