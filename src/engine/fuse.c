@@ -39,6 +39,7 @@ static bool all_const(pr_compile_t *c, const pr_node_t *n, int from, int to) {
  * weights and bias when it prepares them (once per model, shared). */
 static pr_status_t fold_bn(pr_compile_t *c, pr_node_t *conv, pr_node_t *bn) {
   if (!all_const(c, conv, 1, conv->n_in) || !all_const(c, bn, 1, 5)) return PR_OK;
+  if (pr_attr_int(bn->m, "training_mode", 0)) return PR_OK; /* batch statistics */
   conv->bn = bn->m;
   for (int k = 0; k < 4; k++) conv->bn_in[k] = bn->in[k + 1];
   conv->out[0] = bn->out[0];

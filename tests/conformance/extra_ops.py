@@ -22,6 +22,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+import extra_ops_reduce
+
 RNG = np.random.default_rng(7)
 
 
@@ -556,6 +558,7 @@ def main():
     gen_construct(out)
     gen_value_shaped(out)
     gen_elementwise(out)
+    extra_ops_reduce.generate(write, out)
     print("%d tests in %s" % (len(os.listdir(out)), out))
 
 

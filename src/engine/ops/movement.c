@@ -176,6 +176,8 @@ static pr_status_t split_sizes(pr_compile_t *c, pr_node_t *n, int axis, int64_t 
       ng = cnt;
     }
   } else if (pr_in(c, n, 1)) {
+    if (c->opset >= 18 && pr_attr_find(n->m, "num_outputs"))
+      return pr_fail(c, n, PR_ERR_INVALID, "both split and num_outputs");
     ng = pr_const_ints(pr_in(c, n, 1), given, 16);
     if (ng < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "split must be constant");
   }
@@ -192,6 +194,12 @@ static pr_status_t split_sizes(pr_compile_t *c, pr_node_t *n, int axis, int64_t 
     if (total != a->dims[axis]) return pr_fail(c, n, PR_ERR_INVALID, "splits do not add up");
     return PR_OK;
   }
+  /* opset 18: num_outputs parts of ceil(len / num_outputs), the last smaller */
+  if (c->opset >= 18 && pr_attr_find(n->m, "num_outputs") &&
+      pr_attr_int(n->m, "num_outputs", 0) != n->n_out)
+    return pr_fail(c, n, PR_ERR_INVALID, "num_outputs differs from the outputs");
+  if (c->opset >= 18 && !pr_attr_find(n->m, "num_outputs"))
+    return pr_fail(c, n, PR_ERR_INVALID, "split or num_outputs is required");
   int64_t len = a->dims[axis], per = (len + n->n_out - 1) / n->n_out;
   for (int i = 0; i < n->n_out; i++) {
     sizes[i] = len >= per ? per : len;
@@ -413,7 +421,9 @@ const pr_op_t pr_op_gather = {.name = "Gather",
 
 /* ---- Pad ---- */
 
-typedef enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE } pad_mode_t;
+/* Opset 18 adds the axes input (pads then name only those axes), 19 the
+ * wrap mode (the tensor repeated periodically). Negative pads crop. */
+typedef enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } pad_mode_t;
 
 typedef struct {
   pad_mode_t mode;
@@ -430,6 +440,8 @@ static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
     s->mode = PAD_REFLECT;
   else if (!strcmp(mode, "edge"))
     s->mode = PAD_EDGE;
+  else if (!strcmp(mode, "wrap") && c->opset >= 19)
+    s->mode = PAD_WRAP;
   else
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
   int np;
@@ -445,11 +457,24 @@ static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
       return pr_fail(c, n, PR_ERR_UNSUPPORTED, "value for a non-float tensor");
     memcpy(&s->value, &v, sizeof v);
   } else {
-    np = pr_const_ints(pr_in(c, n, 1), s->pads, 2 * PR_MAX_RANK);
+    int64_t given[2 * PR_MAX_RANK], axes[PR_MAX_RANK];
+    np = pr_const_ints(pr_in(c, n, 1), given, 2 * PR_MAX_RANK);
     if (np < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "pads must be constant");
-    if (pr_in(c, n, 3)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes input");
-    if (np != 2 * a->rank)
-      return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * a->rank);
+    int na = a->rank;
+    for (int k = 0; k < a->rank; k++) axes[k] = k;
+    if (pr_in(c, n, 3)) {
+      if (c->opset < 18) return pr_fail(c, n, PR_ERR_INVALID, "axes input before opset 18");
+      if ((na = pr_const_ints(pr_in(c, n, 3), axes, PR_MAX_RANK)) < 0)
+        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be constant");
+    }
+    if (np != 2 * na) return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * na);
+    memset(s->pads, 0, sizeof s->pads);
+    for (int i = 0; i < na; i++) {
+      int ax = pr_axis(axes[i], a->rank);
+      if (ax < 0)
+        return pr_fail(c, n, PR_ERR_INVALID, "axis %lld out of range", (long long)axes[i]);
+      s->pads[ax] = given[i], s->pads[ax + a->rank] = given[i + na];
+    }
     pr_value_t *cv = pr_in(c, n, 2);
     if (cv) {
       if (!cv->is_const || cv->dtype != a->dtype || pr_value_numel(cv) != 1)
@@ -458,8 +483,10 @@ static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
     }
   }
   for (int k = 0; k < a->rank; k++) {
-    if (s->pads[k] < 0 || s->pads[k + a->rank] < 0)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "negative pads (cropping)");
+    int64_t both; /* both ends at least -dims: the sum cannot wrap below */
+    if (s->pads[k] < -a->dims[k] || s->pads[k + a->rank] < -a->dims[k] ||
+        (!__builtin_add_overflow(s->pads[k], s->pads[k + a->rank], &both) && both < -a->dims[k]))
+      return pr_fail(c, n, PR_ERR_INVALID, "pads crop more than axis %d holds", k);
     if (s->mode == PAD_REFLECT && (s->pads[k] >= a->dims[k] || s->pads[k + a->rank] >= a->dims[k]))
       return pr_fail(c, n, PR_ERR_INVALID, "reflect pad larger than the dimension");
     if (s->mode != PAD_CONSTANT && a->dims[k] == 0 && (s->pads[k] || s->pads[k + a->rank]))
@@ -514,6 +541,8 @@ static void run_pad(pr_exec_t *x, pr_node_t *n) {
         }
         if (s->mode == PAD_EDGE)
           idx = idx < 0 ? 0 : len - 1;
+        else if (s->mode == PAD_WRAP)
+          idx = ((idx % len) + len) % len;
         else
           idx = idx < 0 ? -idx : 2 * (len - 1) - idx;
       }

@@ -5,6 +5,7 @@
  * to zero mean and unit variance, then by Scale and B. Optional Mean and
  * InvStdDev outputs. */
 #include <math.h>
+#include <string.h>
 
 #include "engine/ops/fastmath.h"
 #include "engine/ops/ops.h"
@@ -83,8 +84,14 @@ const pr_op_t pr_op_layer_norm_fused = {
 
 /* ---- BatchNormalization (inference) ---- */
 
+/* Training mode (opset 14: training_mode=1, outputs Y, running mean and
+ * running variance) normalizes by the batch's statistics; the older
+ * training outputs (saved mean and variance, opsets 7 and 9) and
+ * spatial=0 are refused. */
 static pr_status_t check_bn(const pr_mnode_t *m, int opset, char *err, size_t len) {
-  if (pr_attr_int(m, "training_mode", 0) || m->n_out > 1 || pr_attr_int(m, "spatial", 1) != 1) {
+  bool training = pr_attr_int(m, "training_mode", 0) != 0;
+  if ((training && (opset < 14 || m->n_out > 3)) || (!training && m->n_out > 1) ||
+      pr_attr_int(m, "spatial", 1) != 1) {
     snprintf(err, len, "node '%s' (BatchNormalization): training mode is not supported",
              pr_mnode_name(m));
     return PR_ERR_UNSUPPORTED;
@@ -103,10 +110,53 @@ static pr_status_t infer_bn(pr_compile_t *c, pr_node_t *n) {
                      (long long)x->dims[1]);
   }
   pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, x->dims);
+  for (int k = 1; k < 3; k++)
+    if (pr_out(c, n, k)) pr_value_set_shape(pr_out(c, n, k), PR_DTYPE_FLOAT, 1, x->dims + 1);
   return PR_OK;
 }
 
+/* Training mode: per channel, the batch's mean and (population) variance
+ * normalize X; the running statistics are the inputs' moved toward them by
+ * 1 - momentum. */
+static void run_bn_training(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *in = &x->v[n->in[0]];
+  const float *scale = pr_xin(x, n, 1), *bias = pr_xin(x, n, 2), *mean = pr_xin(x, n, 3),
+              *var = pr_xin(x, n, 4);
+  float eps = pr_attr_float(n->m, "epsilon", 1e-5f),
+        momentum = pr_attr_float(n->m, "momentum", 0.9f);
+  float *rmean = n->n_out > 1 && n->out[1] >= 0 ? pr_xout(x, n, 1) : NULL;
+  float *rvar = n->n_out > 2 && n->out[2] >= 0 ? pr_xout(x, n, 2) : NULL;
+  int64_t N = in->dims[0], C = in->dims[1], inner = 1;
+  for (int k = 2; k < in->rank; k++) inner *= in->dims[k];
+  const float *a = in->ptr;
+  float *o = pr_xout(x, n, 0);
+  for (int64_t ch = 0; ch < C; ch++) {
+    double sum = 0, sq = 0, cnt = (double)(N * inner);
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t j = 0; j < inner; j++) sum += a[(i * C + ch) * inner + j];
+    double m = cnt ? sum / cnt : 0;
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t j = 0; j < inner; j++) {
+        double d = a[(i * C + ch) * inner + j] - m;
+        sq += d * d;
+      }
+    double v = cnt ? sq / cnt : 0, s = scale[ch] / sqrt(v + eps);
+    /* the running statistics first: Y may share a buffer with X */
+    if (rmean) rmean[ch] = (float)(mean[ch] * momentum + m * (1 - momentum));
+    if (rvar) rvar[ch] = (float)(var[ch] * momentum + v * (1 - momentum));
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t j = 0; j < inner; j++) {
+        int64_t off = (i * C + ch) * inner + j;
+        o[off] = (float)((a[off] - m) * s + bias[ch]);
+      }
+  }
+}
+
 static void run_bn(pr_exec_t *x, pr_node_t *n) {
+  if (pr_attr_int(n->m, "training_mode", 0)) {
+    run_bn_training(x, n);
+    return;
+  }
   const pr_value_t *in = &x->v[n->in[0]];
   const float *scale = pr_xin(x, n, 1), *bias = pr_xin(x, n, 2), *mean = pr_xin(x, n, 3),
               *var = pr_xin(x, n, 4);
@@ -136,9 +186,24 @@ const pr_op_t pr_op_batch_norm = {.name = "BatchNormalization",
 
 /* ---- Softmax ---- */
 
+static bool is_real(pr_dtype_t t) {
+  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_FLOAT16;
+}
+
+/* Element i of a FLOAT, DOUBLE or FLOAT16 tensor (pr_load_double reads). */
+static inline void store_real(void *p, pr_dtype_t t, int64_t i, double v) {
+  if (t == PR_DTYPE_FLOAT)
+    ((float *)p)[i] = (float)v;
+  else if (t == PR_DTYPE_DOUBLE)
+    ((double *)p)[i] = v;
+  else
+    ((uint16_t *)p)[i] = pr_float_to_half((float)v);
+}
+
 static pr_status_t infer_softmax(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0);
-  if (!x || x->dtype != PR_DTYPE_FLOAT) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  if (!x || !is_real(x->dtype))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "FLOAT, DOUBLE or FLOAT16 only");
   int axis = pr_axis(pr_attr_int(n->m, "axis", c->opset >= 13 ? -1 : 1), x->rank);
   if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
   pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, x->dims);
@@ -147,6 +212,7 @@ static pr_status_t infer_softmax(pr_compile_t *c, pr_node_t *n) {
 
 typedef struct {
   int64_t outer, len, inner; /* rows, the softmax axis, the stride between its elements */
+  bool log;                  /* LogSoftmax */
 } softmax_state_t;
 
 static pr_status_t prepare_softmax(pr_compile_t *c, pr_node_t *n) {
@@ -158,6 +224,7 @@ static pr_status_t prepare_softmax(pr_compile_t *c, pr_node_t *n) {
   softmax_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
+  s->log = !strcmp(n->op->name, "LogSoftmax");
   s->outer = s->len = s->inner = 1;
   for (int k = 0; k < axis; k++) s->outer *= x->dims[k];
   if (coerce) {
@@ -169,9 +236,38 @@ static pr_status_t prepare_softmax(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
+/* LogSoftmax, and Softmax of DOUBLE and FLOAT16: in double. */
+static void softmax_generic(const softmax_state_t *s, const pr_value_t *a, const pr_value_t *o,
+                            int threads) {
+  int64_t outer = s->outer, len = s->len, inner = s->inner;
+  pr_dtype_t t = a->dtype;
+#pragma omp parallel for collapse(2) num_threads(threads) if (outer * inner * len > 16384)
+  for (int64_t i = 0; i < outer; i++)
+    for (int64_t j = 0; j < inner; j++) {
+      int64_t base = i * len * inner + j;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t k = 0; k < len; k++) {
+        double v = pr_load_double(a->ptr, t, base + k * inner);
+        mx = v > mx ? v : mx;
+      }
+      for (int64_t k = 0; k < len; k++)
+        sum += exp(pr_load_double(a->ptr, t, base + k * inner) - mx);
+      double lse = log(sum);
+      for (int64_t k = 0; k < len; k++) {
+        double v = pr_load_double(a->ptr, t, base + k * inner) - mx;
+        store_real(o->ptr, t, base + k * inner, s->log ? v - lse : exp(v) / sum);
+      }
+    }
+}
+
 static void run_softmax(pr_exec_t *x, pr_node_t *n) {
   const softmax_state_t *s = n->state;
   int64_t outer = s->outer, len = s->len, inner = s->inner;
+  const pr_value_t *av = &x->v[n->in[0]];
+  if (s->log || av->dtype != PR_DTYPE_FLOAT) {
+    softmax_generic(s, av, &x->v[n->out[0]], x->threads);
+    return;
+  }
   const float *a = pr_xin(x, n, 0);
   float *o = pr_xout(x, n, 0);
   if (inner == 1) { /* contiguous rows: SIMD reductions */
@@ -201,3 +297,12 @@ const pr_op_t pr_op_softmax = {.name = "Softmax",
                                .prepare = prepare_softmax,
                                .run = run_softmax,
                                .destroy = free};
+
+const pr_op_t pr_op_log_softmax = {.name = "LogSoftmax",
+                                   .attrs = "axis",
+                                   .min_opset = 1,
+                                   .max_inputs = 1,
+                                   .infer = infer_softmax,
+                                   .prepare = prepare_softmax,
+                                   .run = run_softmax,
+                                   .destroy = free};

@@ -85,6 +85,13 @@
   X(reduce_mean)         /* reduce.c */         \
   X(reduce_sum)          /* reduce.c */         \
   X(reduce_max)          /* reduce.c */         \
+  X(reduce_min)          /* reduce.c */         \
+  X(reduce_prod)         /* reduce.c */         \
+  X(reduce_l1)           /* reduce.c */         \
+  X(reduce_l2)           /* reduce.c */         \
+  X(reduce_log_sum)      /* reduce.c */         \
+  X(reduce_log_sum_exp)  /* reduce.c */         \
+  X(reduce_sum_square)   /* reduce.c */         \
   X(cumsum)              /* reduce.c */         \
   X(identity)            /* shape.c */          \
   X(dropout)             /* shape.c */          \
@@ -103,6 +110,11 @@
   X(trilu)               /* movement.c */       \
   X(batch_norm)          /* normalization.c */  \
   X(softmax)             /* normalization.c */  \
+  X(log_softmax)         /* normalization.c */  \
+  X(instance_norm)       /* norm_stats.c */     \
+  X(group_norm)          /* norm_stats.c */     \
+  X(mvn)                 /* norm_stats.c */     \
+  X(lrn)                 /* norm_stats.c */     \
   X(layer_norm)          /* normalization.c */  \
   X(gemm)                /* matmul.c */         \
   X(matmul)              /* matmul.c */         \
@@ -112,7 +124,11 @@
   X(average_pool)        /* pool.c */           \
   X(global_average_pool) /* pool.c */           \
   X(global_max_pool)     /* pool.c */           \
+  X(max_unpool)          /* pool.c */           \
   X(resize)              /* resize.c */         \
+  X(grid_sample)         /* grid_sample.c */    \
+  X(roi_align)           /* roi_align.c */      \
+  X(upsample)            /* resize.c */         \
   X(nll_loss)            /* loss.c */           \
   X(sce_loss)            /* loss.c */           \
   X(rnn)                 /* rnn.c */            \
@@ -143,7 +159,7 @@
   X(unique)              /* value_shaped.c */   \
   X(non_max_suppression) /* value_shaped.c */
 // clang-format on
-#define PR_OP_COUNT 130
+#define PR_OP_COUNT 146
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST

@@ -1,5 +1,9 @@
 /* MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool on oneDNN pooling;
- * any input layout, the output in the kernel's preferred layout. */
+ * any input layout, the output in the kernel's preferred layout. A MaxPool
+ * with the Indices output runs a plain loop instead (row-major, the flat
+ * index of each maximum; storage_order 1 numbers the spatial positions
+ * column-major), and MaxUnpool scatters values back to those indices. */
+#include <math.h>
 #include <string.h>
 
 #include "engine/ops/dnnl_util.h"
@@ -41,24 +45,19 @@ static pr_status_t infer_pool_common(pr_compile_t *c, pr_node_t *n, bool global,
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(x->dtype));
   if (x->rank < 3 || x->rank > 5)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions");
-  if (n->n_out > 1 && n->out[1] >= 0)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "the Indices output");
-  if (pr_attr_int(n->m, "storage_order", 0) != 0)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "storage_order 1");
   pool_geom_t g = {.global = global};
   pr_status_t st = pool_geom(c, n, &g);
   if (st) return st;
   int64_t d[5] = {x->dims[0], x->dims[1]};
   for (int k = 0; k < g.sp; k++) d[k + 2] = g.out[k];
   pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, d);
+  if (pr_out(c, n, 1)) pr_value_set_shape(pr_out(c, n, 1), PR_DTYPE_INT64, x->rank, d);
   return PR_OK;
 }
 
+/* p: the op's state (n->state), zeroed. */
 static pr_status_t prepare_pool_common(pr_compile_t *c, pr_node_t *n, bool global,
-                                       dnnl_alg_kind_t alg) {
-  pr_dnnl_prim_t *p = calloc(1, sizeof *p);
-  if (!p) return PR_ERR_NOMEM;
-  n->state = p;
+                                       dnnl_alg_kind_t alg, pr_dnnl_prim_t *p) {
   pr_value_t *x = pr_in(c, n, 0), *o = pr_out(c, n, 0);
   pool_geom_t g = {.global = global};
   pr_status_t st = pool_geom(c, n, &g);
@@ -106,20 +105,99 @@ static pr_status_t infer_gmax(pr_compile_t *c, pr_node_t *n) {
   return infer_pool_common(c, n, true, true);
 }
 
+/* MaxPool's state: the oneDNN kernel first (pr_dnnl_destroy_state frees
+ * the whole), or the geometry of the loop that writes Indices. */
+typedef struct {
+  pr_dnnl_prim_t prim;
+  bool indices;
+  pool_geom_t g;
+} max_state_t;
+
+static pr_dnnl_prim_t *new_prim(pr_node_t *n) {
+  pr_dnnl_prim_t *p = calloc(1, sizeof *p);
+  n->state = p;
+  return p;
+}
+
 static pr_status_t prepare_max(pr_compile_t *c, pr_node_t *n) {
-  return prepare_pool_common(c, n, false, dnnl_pooling_max);
+  max_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  if (!(n->n_out > 1 && n->out[1] >= 0))
+    return prepare_pool_common(c, n, false, dnnl_pooling_max, &s->prim);
+  s->indices = true;
+  pr_status_t st = pr_require_plain(c, n, 0);
+  if (st) return st;
+  return pool_geom(c, n, &s->g);
+}
+
+/* MaxPool with Indices: one output element at a time over its window. */
+static void run_max_indices(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
+  const pr_value_t *a = &x->v[n->in[0]];
+  int64_t *ind = pr_xout(x, n, 1);
+  void *o = pr_xout(x, n, 0);
+  bool col = pr_attr_int(n->m, "storage_order", 0) != 0;
+  int sp = g->sp;
+  size_t es = pr_dtype_size(a->dtype);
+  int64_t planes = a->dims[0] * a->dims[1], in_sp = 1, out_sp = 1;
+  for (int k = 0; k < sp; k++) in_sp *= a->dims[k + 2], out_sp *= g->out[k];
+#pragma omp parallel for num_threads(x->threads) if (planes * out_sp > 4096)
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t oi = 0; oi < out_sp; oi++) {
+      int64_t opos[3] = {0, 0, 0}, rem = oi, win = 1, best = -1;
+      for (int k = sp - 1; k >= 0; k--) opos[k] = rem % g->out[k], rem /= g->out[k];
+      for (int k = 0; k < sp; k++) win *= g->kernel[k];
+      double bv = -INFINITY;
+      int64_t best_row = -1; /* the winner's row-major offset in the plane */
+      for (int64_t w = 0; w < win; w++) {
+        int64_t r = w, flat = 0, cflat = 0, cmul = 1, pos[3];
+        bool inside = true;
+        for (int k = sp - 1; k >= 0; k--) {
+          int64_t kk = r % g->kernel[k];
+          r /= g->kernel[k];
+          pos[k] = opos[k] * g->stride[k] - g->pad_l[k] + kk * g->dil[k];
+          inside &= pos[k] >= 0 && pos[k] < a->dims[k + 2];
+        }
+        if (!inside) continue;
+        for (int k = 0; k < sp; k++) flat = flat * a->dims[k + 2] + pos[k];
+        for (int k = 0; k < sp; k++) cflat += pos[k] * cmul, cmul *= a->dims[k + 2];
+        double v = pr_load_double(a->ptr, a->dtype, pl * in_sp + flat);
+        if (best < 0 || v > bv) bv = v, best = pl * in_sp + (col ? cflat : flat), best_row = flat;
+      }
+      char *po = (char *)o + (size_t)(pl * out_sp + oi) * es;
+      ind[pl * out_sp + oi] = best < 0 ? 0 : best;
+      if (best_row >= 0)
+        memcpy(po, (const char *)a->ptr + (size_t)(pl * in_sp + best_row) * es, es);
+      else
+        memset(po, 0, es);
+    }
+}
+
+static void run_max(pr_exec_t *x, pr_node_t *n) {
+  max_state_t *s = n->state;
+  if (s->indices)
+    run_max_indices(x, n, &s->g);
+  else
+    pr_dnnl_prim_run(x, &s->prim);
 }
 static pr_status_t prepare_avg(pr_compile_t *c, pr_node_t *n) {
   /* zeros from a fused Pad count in the average, as they did before fusion */
   bool include = pr_attr_int(n->m, "count_include_pad", 0) != 0 || n->pad_fused;
+  pr_dnnl_prim_t *p = new_prim(n);
+  if (!p) return PR_ERR_NOMEM;
   return prepare_pool_common(
-      c, n, false, include ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding);
+      c, n, false, include ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding,
+      p);
 }
 static pr_status_t prepare_gavg(pr_compile_t *c, pr_node_t *n) {
-  return prepare_pool_common(c, n, true, dnnl_pooling_avg_exclude_padding);
+  pr_dnnl_prim_t *p = new_prim(n);
+  if (!p) return PR_ERR_NOMEM;
+  return prepare_pool_common(c, n, true, dnnl_pooling_avg_exclude_padding, p);
 }
 static pr_status_t prepare_gmax(pr_compile_t *c, pr_node_t *n) {
-  return prepare_pool_common(c, n, true, dnnl_pooling_max);
+  pr_dnnl_prim_t *p = new_prim(n);
+  if (!p) return PR_ERR_NOMEM;
+  return prepare_pool_common(c, n, true, dnnl_pooling_max, p);
 }
 
 static pr_status_t check_avg(const pr_mnode_t *m, int opset, char *err, size_t len) {
@@ -140,7 +218,7 @@ const pr_op_t pr_op_max_pool = {
     .max_inputs = 1,
     .infer = infer_max,
     .prepare = prepare_max,
-    .run = pr_dnnl_run_state,
+    .run = run_max,
     .destroy = pr_dnnl_destroy_state,
     .accepts_opaque = true};
 const pr_op_t pr_op_average_pool = {
@@ -172,3 +250,69 @@ const pr_op_t pr_op_global_max_pool = {.name = "GlobalMaxPool",
                                        .run = pr_dnnl_run_state,
                                        .destroy = pr_dnnl_destroy_state,
                                        .accepts_opaque = true};
+
+/* ---- MaxUnpool(X, I, output_shape?): zeros, X scattered to indices I ----
+ * I numbers the elements of the shape MaxPool's input had (the default
+ * output shape: from kernel, strides and pads); a given output_shape only
+ * adds room, each value keeps its coordinates. */
+
+static pr_status_t unpool_default_shape(const pr_mnode_t *m, const pr_value_t *x, int64_t *d) {
+  int sp = x->rank - 2;
+  const int64_t *ks, *st, *pads;
+  if (pr_attr_ints(m, "kernel_shape", &ks) != sp) return PR_ERR_INVALID;
+  int nst = pr_attr_ints(m, "strides", &st), np = pr_attr_ints(m, "pads", &pads);
+  d[0] = x->dims[0], d[1] = x->dims[1];
+  for (int k = 0; k < sp; k++) {
+    int64_t s = nst == sp ? st[k] : 1, pb = np == 2 * sp ? pads[k] : 0,
+            pe = np == 2 * sp ? pads[k + sp] : 0;
+    d[k + 2] = (x->dims[k + 2] - 1) * s - pb - pe + ks[k];
+    if (d[k + 2] < 0) return PR_ERR_INVALID;
+  }
+  return PR_OK;
+}
+
+static pr_status_t infer_max_unpool(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *x = pr_in(c, n, 0), *ind = pr_in(c, n, 1), *shape = pr_in(c, n, 2);
+  if (!x || !ind || ind->dtype != PR_DTYPE_INT64 || !pr_same_shape(x, ind))
+    return pr_fail(c, n, PR_ERR_INVALID, "I must be INT64 of X's shape");
+  if (x->rank < 3 || x->rank > 5 || !pr_dtype_size(x->dtype))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions");
+  int64_t d[5], def[5];
+  if (unpool_default_shape(n->m, x, def))
+    return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape, strides and pads");
+  memcpy(d, def, sizeof d);
+  if (shape && pr_const_ints(shape, d, 5) != x->rank)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output_shape must be constant, of rank %d", x->rank);
+  for (int k = 0; k < x->rank; k++)
+    if (d[k] < def[k] || (k < 2 && d[k] != def[k]))
+      return pr_fail(c, n, PR_ERR_INVALID, "output_shape smaller than the default");
+  pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, d);
+  return PR_OK;
+}
+
+static void run_max_unpool(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
+  const int64_t *ind = pr_xin(x, n, 1);
+  size_t es = pr_dtype_size(a->dtype);
+  int64_t def[5], len = pr_value_numel(a), dlen = 1;
+  unpool_default_shape(n->m, a, def);
+  for (int k = 0; k < a->rank; k++) dlen *= def[k];
+  memset(o->ptr, 0, o->nbytes);
+  for (int64_t i = 0; i < len; i++) {
+    if (ind[i] < 0 || ind[i] >= dlen) continue; /* outside: skipped */
+    int64_t rem = ind[i], off = 0, mul = 1;
+    for (int k = a->rank - 1; k >= 0; k--) {
+      off += (rem % def[k]) * mul;
+      mul *= o->dims[k];
+      rem /= def[k];
+    }
+    memcpy((char *)o->ptr + (size_t)off * es, (const char *)a->ptr + (size_t)i * es, es);
+  }
+}
+
+const pr_op_t pr_op_max_unpool = {.name = "MaxUnpool",
+                                  .attrs = "kernel_shape,pads,strides",
+                                  .min_opset = 9,
+                                  .max_inputs = 3,
+                                  .infer = infer_max_unpool,
+                                  .run = run_max_unpool};

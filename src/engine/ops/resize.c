@@ -1,5 +1,9 @@
-/* Resize (opset 10+): nearest and linear, every coordinate transformation
- * mode, as separable 1-D passes over the axes that change. */
+/* Resize (opset 10+): nearest, linear and cubic, every coordinate
+ * transformation mode, as separable 1-D passes over the axes that change.
+ * Opset 18's axes and keep_aspect_ratio_policy and opset 19's
+ * half_pixel_symmetric are understood; antialias is refused. Upsample
+ * (opsets 7 and 9, deprecated) is Resize with scales, asymmetric
+ * coordinates and floor rounding. */
 #include <math.h>
 #include <string.h>
 
@@ -8,6 +12,7 @@
 
 typedef enum {
   CT_HALF_PIXEL,
+  CT_HALF_PIXEL_SYMMETRIC,
   CT_PYTORCH_HALF_PIXEL,
   CT_ALIGN_CORNERS,
   CT_ASYMMETRIC,
@@ -16,8 +21,12 @@ typedef enum {
 } coord_t;
 typedef enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL } nearest_t;
 
+typedef enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC } mode_t_;
+
 typedef struct {
-  bool linear;
+  mode_t_ mode;
+  double cubic_a;
+  bool exclude_outside;
   coord_t ct;
   nearest_t nm;
   float extrapolation;
@@ -36,33 +45,84 @@ static void destroy_resize(void *p) {
   free(s);
 }
 
-static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *s) {
-  pr_value_t *x = pr_in(c, n, 0);
-  if (!x || x->dtype != PR_DTYPE_FLOAT) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+/* Modes of a Resize or Upsample node: interpolation, coordinate transform,
+ * nearest rounding. */
+static pr_status_t resize_modes(pr_compile_t *c, pr_node_t *n, resize_state_t *s, bool upsample) {
   const char *mode = pr_attr_string(n->m, "mode", "nearest");
-  if (!strcmp(mode, "linear"))
-    s->linear = true;
-  else if (strcmp(mode, "nearest"))
+  if (!strcmp(mode, "linear") || (upsample && !strcmp(mode, "bilinear")))
+    s->mode = MODE_LINEAR;
+  else if (!strcmp(mode, "cubic") && !upsample)
+    s->mode = MODE_CUBIC;
+  else if (!strcmp(mode, "nearest"))
+    s->mode = MODE_NEAREST;
+  else
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
+  s->cubic_a = pr_attr_float(n->m, "cubic_coeff_a", -0.75f);
+  s->exclude_outside = pr_attr_int(n->m, "exclude_outside", 0) != 0;
+  if (pr_attr_int(n->m, "antialias", 0)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "antialias");
   const char *ct = pr_attr_string(n->m, "coordinate_transformation_mode", "half_pixel");
-  if (c->opset < 11) ct = "asymmetric";
-  static const char *cts[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
-                              "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  if (c->opset < 11 || upsample) ct = "asymmetric";
+  static const char *cts[] = {"half_pixel",        "half_pixel_symmetric", "pytorch_half_pixel",
+                              "align_corners",     "asymmetric",           "tf_half_pixel_for_nn",
+                              "tf_crop_and_resize"};
   s->ct = (coord_t)-1;
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 7; i++)
     if (!strcmp(ct, cts[i])) s->ct = (coord_t)i;
-  if ((int)s->ct < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "coordinate mode '%s'", ct);
-  const char *nm =
-      pr_attr_string(n->m, "nearest_mode", c->opset < 11 ? "floor" : "round_prefer_floor");
+  if ((int)s->ct < 0 || (s->ct == CT_HALF_PIXEL_SYMMETRIC && c->opset < 19))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "coordinate mode '%s'", ct);
+  const char *nm = pr_attr_string(n->m, "nearest_mode",
+                                  c->opset < 11 || upsample ? "floor" : "round_prefer_floor");
   static const char *nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
   s->nm = (nearest_t)-1;
   for (int i = 0; i < 4; i++)
     if (!strcmp(nm, nms[i])) s->nm = (nearest_t)i;
   if ((int)s->nm < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "nearest_mode '%s'", nm);
   s->extrapolation = pr_attr_float(n->m, "extrapolation_value", 0.f);
+  return PR_OK;
+}
+
+/* Output sizes given (sz, for the na axes listed): the scales, or opset
+ * 18's one scale for every listed axis, the largest that fits
+ * (not_larger) or the smallest that covers (not_smaller). */
+static pr_status_t sizes_to_scales(pr_compile_t *c, pr_node_t *n, const pr_value_t *x,
+                                   const int64_t *sz, const int *axes, int na, resize_state_t *s) {
+  const char *policy = pr_attr_string(n->m, "keep_aspect_ratio_policy", "stretch");
+  if (c->opset < 18) policy = "stretch";
+  bool fit = !strcmp(policy, "not_larger"), cover = !strcmp(policy, "not_smaller");
+  if (!fit && !cover && strcmp(policy, "stretch"))
+    return pr_fail(c, n, PR_ERR_INVALID, "keep_aspect_ratio_policy '%s'", policy);
+  double common = fit ? INFINITY : 0;
+  for (int i = 0; i < na; i++) {
+    int k = axes[i];
+    if (sz[i] < 1 || x->dims[k] < 1) return pr_fail(c, n, PR_ERR_INVALID, "sizes must be positive");
+    double r = (double)sz[i] / (double)x->dims[k];
+    common = fit ? fmin(common, r) : fmax(common, r);
+    s->out[k] = sz[i];
+    s->scale[k] = r;
+  }
+  for (int i = 0; (fit || cover) && i < na; i++) {
+    int k = axes[i];
+    s->scale[k] = common;
+    s->out[k] = (int64_t)floor(common * (double)x->dims[k] + 0.5);
+  }
+  return PR_OK;
+}
+
+static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *s) {
+  pr_value_t *x = pr_in(c, n, 0);
+  if (!x || x->dtype != PR_DTYPE_FLOAT) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  bool upsample = !strcmp(n->op->name, "Upsample");
+  pr_status_t st = resize_modes(c, n, s, upsample);
+  if (st) return st;
   s->rank = x->rank;
-  pr_value_t *roi = NULL, *scales, *sizes = NULL;
-  if (c->opset < 11) {
+  pr_value_t *roi = NULL, *scales = NULL, *sizes = NULL;
+  const float *attr_scales = NULL;
+  int n_attr_scales = 0;
+  if (upsample && c->opset < 9) {
+    n_attr_scales = pr_attr_floats(n->m, "scales", &attr_scales);
+    if (n_attr_scales != x->rank)
+      return pr_fail(c, n, PR_ERR_INVALID, "scales needs %d floats", x->rank);
+  } else if (upsample || c->opset < 11) {
     scales = pr_in(c, n, 1);
   } else {
     roi = pr_in(c, n, 1);
@@ -71,36 +131,47 @@ static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *
   }
   if (scales && pr_value_numel(scales) == 0) scales = NULL;
   if (sizes && pr_value_numel(sizes) == 0) sizes = NULL;
-  if (!!scales == !!sizes) return pr_fail(c, n, PR_ERR_INVALID, "exactly one of scales and sizes");
+  if (!attr_scales && !!scales == !!sizes)
+    return pr_fail(c, n, PR_ERR_INVALID, "exactly one of scales and sizes");
   if ((scales && !scales->is_const) || (sizes && !sizes->is_const) || (roi && !roi->is_const))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "scales, sizes and roi must be constant");
-  if (scales) {
-    if (scales->dtype != PR_DTYPE_FLOAT || pr_value_numel(scales) != x->rank)
-      return pr_fail(c, n, PR_ERR_INVALID, "scales needs %d floats", x->rank);
-    for (int k = 0; k < x->rank; k++) {
-      s->scale[k] = ((const float *)scales->data)[k];
+  /* opset 18: scales or sizes of the axes listed (default every axis) */
+  int axes[PR_MAX_RANK], na = x->rank;
+  const int64_t *av;
+  int nav = c->opset >= 18 ? pr_attr_ints(n->m, "axes", &av) : 0;
+  if (nav > x->rank) return pr_fail(c, n, PR_ERR_INVALID, "too many axes");
+  for (int k = 0; k < x->rank; k++) axes[k] = k;
+  if (nav) {
+    na = nav;
+    for (int i = 0; i < na; i++)
+      if ((axes[i] = pr_axis(av[i], x->rank)) < 0)
+        return pr_fail(c, n, PR_ERR_INVALID, "axis %lld out of range", (long long)av[i]);
+  }
+  for (int k = 0; k < x->rank; k++) s->scale[k] = 1, s->out[k] = x->dims[k];
+  if (scales || attr_scales) {
+    if (scales && (scales->dtype != PR_DTYPE_FLOAT || pr_value_numel(scales) != na))
+      return pr_fail(c, n, PR_ERR_INVALID, "scales needs %d floats", na);
+    for (int i = 0; i < na; i++) {
+      int k = axes[i];
+      s->scale[k] = attr_scales ? attr_scales[i] : ((const float *)scales->data)[i];
       if (!(s->scale[k] > 0)) return pr_fail(c, n, PR_ERR_INVALID, "scales must be positive");
-      s->out[k] = (int64_t)floor((double)x->dims[k] * s->scale[k]);
+      double len = floor((double)x->dims[k] * s->scale[k]);
+      if (!(len < 4.6e18)) return pr_fail(c, n, PR_ERR_INVALID, "scales too large");
+      s->out[k] = (int64_t)len;
     }
   } else {
     int64_t sz[PR_MAX_RANK];
-    if (pr_const_ints(sizes, sz, PR_MAX_RANK) != x->rank)
-      return pr_fail(c, n, PR_ERR_INVALID, "sizes needs %d int64", x->rank);
-    for (int k = 0; k < x->rank; k++) {
-      if (sz[k] < 1 || x->dims[k] < 1)
-        return pr_fail(c, n, PR_ERR_INVALID, "sizes must be positive");
-      s->out[k] = sz[k];
-      s->scale[k] = (double)sz[k] / (double)x->dims[k];
-    }
+    if (pr_const_ints(sizes, sz, PR_MAX_RANK) != na)
+      return pr_fail(c, n, PR_ERR_INVALID, "sizes needs %d int64", na);
+    if ((st = sizes_to_scales(c, n, x, sz, axes, na, s))) return st;
   }
   for (int k = 0; k < x->rank; k++) s->roi_start[k] = 0, s->roi_end[k] = 1;
   if (s->ct == CT_TF_CROP) {
-    if (!roi || roi->dtype != PR_DTYPE_FLOAT || pr_value_numel(roi) != 2 * x->rank)
-      return pr_fail(c, n, PR_ERR_INVALID, "tf_crop_and_resize needs roi of %d floats",
-                     2 * x->rank);
-    for (int k = 0; k < x->rank; k++) {
-      s->roi_start[k] = ((const float *)roi->data)[k];
-      s->roi_end[k] = ((const float *)roi->data)[k + x->rank];
+    if (!roi || roi->dtype != PR_DTYPE_FLOAT || pr_value_numel(roi) != 2 * na)
+      return pr_fail(c, n, PR_ERR_INVALID, "tf_crop_and_resize needs roi of %d floats", 2 * na);
+    for (int i = 0; i < na; i++) {
+      s->roi_start[axes[i]] = ((const float *)roi->data)[i];
+      s->roi_end[axes[i]] = ((const float *)roi->data)[i + na];
     }
   }
   return PR_OK;
@@ -140,6 +211,11 @@ static double src_coord(const resize_state_t *s, int k, int64_t o, int64_t in_le
   double sc = s->scale[k], out_len = sc * (double)in_len;
   switch (s->ct) {
     case CT_HALF_PIXEL: return ((double)o + 0.5) / sc - 0.5;
+    case CT_HALF_PIXEL_SYMMETRIC: {
+      /* centred: the rounding of the output length shared by both ends */
+      double adjust = (double)s->out[k] / out_len, centre = (double)in_len / 2;
+      return centre * (1 - adjust) + ((double)o + 0.5) / sc - 0.5;
+    }
     case CT_PYTORCH_HALF_PIXEL: return out_len > 1 ? ((double)o + 0.5) / sc - 0.5 : 0;
     case CT_ALIGN_CORNERS:
       return out_len == 1 ? 0 : (double)o * (double)(in_len - 1) / (out_len - 1);
@@ -155,6 +231,28 @@ static double src_coord(const resize_state_t *s, int k, int64_t o, int64_t in_le
   return 0;
 }
 
+/* The 4 source indices (clamped to the edges) and weights of a cubic tap
+ * at coordinate x: Keys' kernel with parameter a at distances 1 + t, t,
+ * 1 - t, 2 - t; exclude_outside drops the taps outside and renormalizes. */
+static void cubic_taps(const resize_state_t *s, double x, int64_t in_len, int64_t *idx, float *w) {
+  /* far outside, every tap is on the edge either way; the bound keeps the
+   * index conversion defined */
+  double lim = (double)in_len + 8;
+  x = !(x >= -8) ? -8 : x > lim ? lim : x; /* NaN (a NaN roi) to -8 */
+  double A = s->cubic_a, f = floor(x), t = x - f, sum = 0, cw[4];
+  double d[4] = {1 + t, t, 1 - t, 2 - t};
+  for (int i = 0; i < 4; i++) {
+    double z = d[i];
+    cw[i] =
+        z <= 1 ? ((A + 2) * z - (A + 3)) * z * z + 1 : ((A * z - 5 * A) * z + 8 * A) * z - 4 * A;
+    int64_t p = (int64_t)f - 1 + i;
+    if (s->exclude_outside && (p < 0 || p >= in_len)) cw[i] = 0;
+    sum += cw[i];
+    idx[i] = p < 0 ? 0 : p >= in_len ? in_len - 1 : p;
+  }
+  for (int i = 0; i < 4; i++) w[i] = (float)(s->exclude_outside && sum != 0 ? cw[i] / sum : cw[i]);
+}
+
 /* One pass along axis k: in has dims d (d[k] = in_len), out has d[k] = out_len. */
 static void pass(const resize_state_t *s, int k, const int64_t *d, const float *in, float *out,
                  int threads) {
@@ -167,12 +265,28 @@ static void pass(const resize_state_t *s, int k, const int64_t *d, const float *
     bool extrap = s->ct == CT_TF_CROP && (x < 0 || x > (double)(in_len - 1));
     int64_t i0, i1;
     float w = 0.f;
-    if (s->linear) {
-      double xc = x < 0 ? 0 : x > (double)(in_len - 1) ? (double)(in_len - 1) : x;
+    if (s->mode == MODE_CUBIC) {
+      int64_t idx[4];
+      float cw[4];
+      cubic_taps(s, x, in_len, idx, cw);
+      for (int64_t a = 0; a < outer; a++) {
+        float *po = out + (a * out_len + o) * inner;
+        const float *pa = in + a * in_len * inner;
+        for (int64_t j = 0; j < inner; j++)
+          po[j] = extrap ? s->extrapolation
+                         : cw[0] * pa[idx[0] * inner + j] + cw[1] * pa[idx[1] * inner + j] +
+                               cw[2] * pa[idx[2] * inner + j] + cw[3] * pa[idx[3] * inner + j];
+      }
+      continue;
+    }
+    if (s->mode == MODE_LINEAR) {
+      double xc = !(x >= 0) ? 0 : x > (double)(in_len - 1) ? (double)(in_len - 1) : x;
       i0 = (int64_t)floor(xc);
       i1 = i0 + 1 < in_len ? i0 + 1 : in_len - 1;
       w = (float)(xc - (double)i0);
     } else {
+      /* bounded first: the conversions below stay defined */
+      x = !(x >= -1) ? -1 : x > (double)in_len ? (double)in_len : x;
       double f = floor(x), frac = x - f;
       switch (s->nm) {
         case NM_ROUND_FLOOR: i0 = (int64_t)(frac == 0.5 ? f : round(x)); break;
@@ -189,7 +303,7 @@ static void pass(const resize_state_t *s, int k, const int64_t *d, const float *
       float *po = out + (a * out_len + o) * inner;
       if (extrap)
         for (int64_t j = 0; j < inner; j++) po[j] = s->extrapolation;
-      else if (s->linear)
+      else if (s->mode == MODE_LINEAR)
         for (int64_t j = 0; j < inner; j++) po[j] = p0[j] + w * (p1[j] - p0[j]);
       else
         memcpy(po, p0, (size_t)inner * sizeof(float));
@@ -221,13 +335,24 @@ static void run_resize(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_resize = {.name = "Resize",
-                              .attrs =
-                                  "mode,coordinate_transformation_mode,nearest_mode,"
-                                  "extrapolation_value,cubic_coeff_a,exclude_outside",
-                              .min_opset = 10,
-                              .max_inputs = 4,
-                              .infer = infer_resize,
-                              .prepare = prepare_resize,
-                              .run = run_resize,
-                              .destroy = destroy_resize};
+const pr_op_t pr_op_upsample = {.name = "Upsample",
+                                .attrs = "mode,scales",
+                                .min_opset = 7,
+                                .max_inputs = 2,
+                                .infer = infer_resize,
+                                .prepare = prepare_resize,
+                                .run = run_resize,
+                                .destroy = destroy_resize};
+
+const pr_op_t pr_op_resize = {
+    .name = "Resize",
+    .attrs =
+        "mode,coordinate_transformation_mode,nearest_mode,"
+        "extrapolation_value,cubic_coeff_a,exclude_outside,antialias,axes,"
+        "keep_aspect_ratio_policy",
+    .min_opset = 10,
+    .max_inputs = 4,
+    .infer = infer_resize,
+    .prepare = prepare_resize,
+    .run = run_resize,
+    .destroy = destroy_resize};
