@@ -22,6 +22,8 @@
 #include "server/server.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -58,6 +61,10 @@ struct pr_server {
   _Atomic int in_progress;   /* requests received and not yet answered */
   _Atomic int serving;       /* of those, the ones whose body is in (being handled) */
   _Atomic int connections;   /* open HTTP connections */
+  /* on SIGTERM: connections taken from the listening socket's backlog
+   * (adopt_backlog), written before any of them starts */
+  int *adopted, n_adopted;
+  _Atomic int adopted_open;
 };
 
 void pr_server_config_default(pr_server_config_t *c) {
@@ -632,7 +639,16 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code) {
   pr_server_t *s = cls;
-  atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+  bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
+  atomic_fetch_add(&s->connections, started ? 1 : -1);
+  if (started && s->n_adopted) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    for (int i = 0; ci && i < s->n_adopted; i++)
+      if (s->adopted[i] == ci->connect_fd) *socket_ctx = s; /* one of the backlog's */
+  } else if (!started && *socket_ctx == s) {
+    atomic_fetch_sub(&s->adopted_open, 1);
+  }
 }
 
 pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
@@ -746,6 +762,50 @@ void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
   pr_models_each(s->models, describe_one, &d);
 }
 
+/* Connections the kernel completed but no one accepted yet would be reset
+ * by closing the listening socket, though their clients (a load balancer
+ * among them) count them as sent: accept each one waiting now and hand it
+ * to the daemon, which serves it like any other (pr_server_stop waits for
+ * them). */
+static void adopt_backlog(pr_server_t *s, MHD_socket fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return;
+  struct sockaddr_storage *addrs = NULL;
+  socklen_t *lens = NULL;
+  int n = 0, cap = 0;
+  for (;;) {
+    if (n == cap) {
+      int nc = cap ? cap * 2 : 64;
+      int *a = realloc(s->adopted, sizeof *a * (size_t)nc);
+      if (a) s->adopted = a;
+      struct sockaddr_storage *ad = a ? realloc(addrs, sizeof *ad * (size_t)nc) : NULL;
+      if (ad) addrs = ad;
+      socklen_t *l = ad ? realloc(lens, sizeof *l * (size_t)nc) : NULL;
+      if (!l) break; /* out of memory: those left are reset */
+      lens = l;
+      cap = nc;
+    }
+    lens[n] = sizeof addrs[n];
+    int c = accept4(fd, (struct sockaddr *)&addrs[n], &lens[n], SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break; /* EAGAIN: the backlog is empty */
+    }
+    s->adopted[n++] = c;
+  }
+  s->n_adopted = n;
+  atomic_store(&s->adopted_open, n);
+  for (int i = 0; i < n; i++)
+    if (MHD_add_connection(s->daemon, s->adopted[i], (struct sockaddr *)&addrs[i], lens[i]) !=
+        MHD_YES) {
+      atomic_fetch_sub(&s->adopted_open, 1);
+      pr_log(PR_LOG_WARN, "draining: a connection waiting to be accepted could not be served");
+    }
+  if (n) pr_log(PR_LOG_INFO, "draining: %d connection%s from the backlog", n, n > 1 ? "s" : "");
+  free(addrs);
+  free(lens);
+}
+
 void pr_server_stop(pr_server_t *s) {
   if (!s) return;
   if (s->daemon) {
@@ -753,15 +813,20 @@ void pr_server_stop(pr_server_t *s) {
      * request whose body is in (each waits at most its timeout), give
      * uploads still arriving a grace period, then close the connections */
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    if (fd != MHD_INVALID_SOCKET) {
+      adopt_backlog(s, fd);
+      close(fd);
+    }
     double t0 = pr_now();
     while (atomic_load(&s->serving) > 0 ||
-           (atomic_load(&s->in_progress) > 0 && pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S)) {
+           ((atomic_load(&s->in_progress) > 0 || atomic_load(&s->adopted_open) > 0) &&
+            pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S)) {
       if (pr_now() - t0 > s->cfg.request_timeout_s + 60) break; /* a model stuck in a kernel */
       usleep(1000);
     }
     MHD_stop_daemon(s->daemon);
   }
   pr_models_destroy(s->models);
+  free(s->adopted);
   free(s);
 }

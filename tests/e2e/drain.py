@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""SIGTERM drains connections the kernel accepted but packrat had not yet:
+the server is stopped (SIGSTOP) while clients connect and send their
+requests, so those connections wait in the listening socket's backlog; then
+SIGTERM and SIGCONT. Every one of those requests must be answered (closing
+the listening socket without accepting them would reset them, and a load
+balancer would count them as lost), and new connections must be refused.
+
+usage: drain.py PACKRAT
+"""
+import os
+import signal
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
+import common as c  # noqa: E402
+
+N = 8
+packrat = sys.argv[1]
+port = c.free_port()
+repo = c.make_repo(os.path.join(c.tmp, "models"), config={"max_batch_size": 1, "plan": "1x1"})
+p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port)],
+            os.path.join(c.tmp, "serve.log"))
+url = f"http://127.0.0.1:{port}"
+if not c.check("server ready", c.wait_ready(url, p, 120)):
+    c.finish()
+c.check("infer before", c.http(url + "/v2/models/mlp/infer", c.MLP_BODY)[0] == 200)
+os.kill(p.pid, signal.SIGSTOP)
+request = (f"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           f"Content-Length: {len(c.MLP_BODY)}\r\nConnection: close\r\n\r\n").encode() + c.MLP_BODY
+socks = []
+for _ in range(N):  # the kernel completes these handshakes; packrat, stopped, accepts none
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(request)
+    socks.append(s)
+os.kill(p.pid, signal.SIGTERM)
+time.sleep(0.2)
+os.kill(p.pid, signal.SIGCONT)
+ok = 0
+for s in socks:
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError as e:
+        data += repr(e).encode()
+    ok += data.startswith(b"HTTP/1.1 200")
+    s.close()
+c.check(f"every request waiting in the backlog at SIGTERM answered ({ok} of {N})", ok == N)
+try:
+    rc = p.wait(60)
+except Exception:
+    rc = None
+c.check("exit 0 after draining", rc == 0, rc)
+refused = c.http(url + "/v2/health/live", timeout=2)[0] == 0
+c.check("new connections refused after the drain", refused)
+c.finish()
