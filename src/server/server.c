@@ -63,7 +63,8 @@ struct pr_server {
   _Atomic int connections;   /* open HTTP connections */
   /* on SIGTERM: connections taken from the listening socket's backlog
    * (adopt_backlog), written before any of them starts */
-  int *adopted, n_adopted;
+  int *adopted;
+  _Atomic int n_adopted; /* stored after `adopted` is filled (release) */
   _Atomic int adopted_open;
 };
 
@@ -641,10 +642,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
   pr_server_t *s = cls;
   bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
   atomic_fetch_add(&s->connections, started ? 1 : -1);
-  if (started && s->n_adopted) {
+  int n_adopted = atomic_load_explicit(&s->n_adopted, memory_order_acquire);
+  if (started && n_adopted) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    for (int i = 0; ci && i < s->n_adopted; i++)
+    for (int i = 0; ci && i < n_adopted; i++)
       if (s->adopted[i] == ci->connect_fd) *socket_ctx = s; /* one of the backlog's */
   } else if (!started && *socket_ctx == s) {
     atomic_fetch_sub(&s->adopted_open, 1);
@@ -772,13 +774,13 @@ static void adopt_backlog(pr_server_t *s, MHD_socket fd) {
   if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return;
   struct sockaddr_storage *addrs = NULL;
   socklen_t *lens = NULL;
-  int n = 0, cap = 0;
+  int *fds = NULL, n = 0, cap = 0;
   for (;;) {
     if (n == cap) {
       int nc = cap ? cap * 2 : 64;
-      int *a = realloc(s->adopted, sizeof *a * (size_t)nc);
-      if (a) s->adopted = a;
-      struct sockaddr_storage *ad = a ? realloc(addrs, sizeof *ad * (size_t)nc) : NULL;
+      int *f = realloc(fds, sizeof *f * (size_t)nc);
+      if (f) fds = f;
+      struct sockaddr_storage *ad = f ? realloc(addrs, sizeof *ad * (size_t)nc) : NULL;
       if (ad) addrs = ad;
       socklen_t *l = ad ? realloc(lens, sizeof *l * (size_t)nc) : NULL;
       if (!l) break; /* out of memory: those left are reset */
@@ -791,13 +793,15 @@ static void adopt_backlog(pr_server_t *s, MHD_socket fd) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       break; /* EAGAIN: the backlog is empty */
     }
-    s->adopted[n++] = c;
+    fds[n++] = c;
   }
-  s->n_adopted = n;
+  /* connection threads read the list from now on: published before any of
+   * these connections starts, never written again */
+  s->adopted = fds;
   atomic_store(&s->adopted_open, n);
+  atomic_store_explicit(&s->n_adopted, n, memory_order_release);
   for (int i = 0; i < n; i++)
-    if (MHD_add_connection(s->daemon, s->adopted[i], (struct sockaddr *)&addrs[i], lens[i]) !=
-        MHD_YES) {
+    if (MHD_add_connection(s->daemon, fds[i], (struct sockaddr *)&addrs[i], lens[i]) != MHD_YES) {
       atomic_fetch_sub(&s->adopted_open, 1);
       pr_log(PR_LOG_WARN, "draining: a connection waiting to be accepted could not be served");
     }

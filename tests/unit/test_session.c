@@ -789,6 +789,28 @@ static void test_many_inputs(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* ConvTranspose with a spatial attribute of the wrong length: a clear error,
+ * no read past the attribute (found by fuzz_loader). */
+static void test_conv_transpose_bad_attribute(void **state) {
+  mb_t *b = mb_new(13);
+  int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {2, 3, 3, 3};
+  float w[2 * 3 * 3 * 3] = {0};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, xd);
+  mb_init(b, "w", PR_DTYPE_FLOAT, 4, wd, w, sizeof w);
+  int n = mb_node(b, "ConvTranspose", "up", (const char *[]){"x", "w", NULL},
+                  (const char *[]){"y", NULL});
+  mb_attr_ints(b, n, "strides", 1, (const int64_t[]){2});
+  mb_output(b, "y");
+  char err[256];
+  pr_model_t *m = mb_load(b, err, sizeof err);
+  assert_non_null(m);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *s;
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "strides"));
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fusions_match_unfused),
@@ -803,6 +825,7 @@ int main(void) {
       cmocka_unit_test(test_broadcast_lower_rank_first),
       cmocka_unit_test(test_values_stable_while_preparing),
       cmocka_unit_test(test_many_inputs),
+      cmocka_unit_test(test_conv_transpose_bad_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

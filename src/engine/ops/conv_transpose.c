@@ -38,8 +38,8 @@ static pr_status_t attr_spatial(pr_compile_t *c, pr_node_t *n, const char *name,
                                 int64_t def, int64_t *out) {
   const int64_t *v;
   int cnt = pr_attr_ints(n->m, name, &v);
-  for (int k = 0; k < want; k++) out[k] = cnt ? v[k] : def;
   if (cnt && cnt != want) return pr_fail(c, n, PR_ERR_INVALID, "%s needs %d entries", name, want);
+  for (int k = 0; k < want; k++) out[k] = cnt ? v[k] : def;
   return PR_OK;
 }
 
