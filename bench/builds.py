@@ -49,20 +49,23 @@ def main():
     rows = []
     for model in a.models.split(","):
         path = os.path.join(a.models_dir, model, "model.onnx")
+        # transformers: 128 tokens (the exports' dynamic sequence axis)
+        dims = ["--dim", "sequence=128"] if model.startswith(("bert", "gpt2")) else []
         for t in map(int, a.threads.split(",")):
             for b in map(int, a.batches.split(",")):
-                tail = [path, "--threads", str(t), "--batch", str(b), "--repeat", str(a.repeat), "--json"]
+                tail = [path, "--threads", str(t), "--batch", str(b), "--repeat", str(a.repeat), "--json"] + dims
                 m = median_of_rounds(binaries, tail, a.rounds, f"0-{t - 1}")
                 rows.append({"model": model, "point": f"engine t{t} b{b}", **m})
                 print(json.dumps(rows[-1]), flush=True)
         for B in [int(x) for x in a.plans.split(",") if x]:
             for plan in (f"{T}x{B}", ",".join([f"1x{B // T}"] * T)):
-                tail = [path, "--batch", str(B), "--plan", plan, "--repeat", str(a.repeat), "--json"]
+                tail = [path, "--batch", str(B), "--plan", plan, "--repeat", str(a.repeat), "--json"] + dims
                 m = median_of_rounds(binaries, tail, a.rounds, f"0-{T - 1}")
                 rows.append({"model": model, "point": f"plan {plan}", **m})
                 print(json.dumps(rows[-1]), flush=True)
     worst = 0.0
-    lines = [f"# Build B vs build A\n",
+    lines = [f"Command: `bench/builds.py --a {a.a} --b {a.b} --models {a.models} --threads {a.threads} "
+             f"--batches {a.batches} --plans {a.plans} --rounds {a.rounds} --repeat {a.repeat}`  ",
              f"Machine: {cpu_name()}, {T} cores; {utc_stamp()}. A: `{a.a}`, B: `{a.b}`. "
              f"Median of {a.rounds} round medians ({a.repeat} runs each), builds taking turns.\n",
              "| model | point | A ms | B ms | B/A |", "|---|---|---|---|---|"]

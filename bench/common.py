@@ -16,10 +16,15 @@ def run_json(cmd):
 
 
 def cpu_name():
+    """The CPU's model name and its widest vector ISA (AVX-512 or AVX2)."""
+    name, isa = "unknown CPU", "no AVX2"
     for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+        if line.startswith("model name") and name == "unknown CPU":
+            name = line.split(":", 1)[1].strip()
+        if line.startswith("flags"):
+            flags = line.split()
+            isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else isa
+    return f"{name} ({isa})"
 
 
 def utc_stamp():

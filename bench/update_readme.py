@@ -12,6 +12,8 @@ SECTIONS = [
     ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),
     ("adaptive.md", "### Online reconfiguration: adaptive vs static plans (ResNet-50)"),
     ("adaptive_bert.md", "### Online reconfiguration: adaptive vs static plans (BERT-base)"),
+    ("real_peers.md", "### Engine: models other tools exported, packrat vs ONNX Runtime"),
+    ("carve_before_after.md", "### Refactor check: before and after the carve-up (engine and plans)"),
 ]
 
 

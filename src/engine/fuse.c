@@ -110,6 +110,8 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
     alg[0] = dnnl_eltwise_gelu_erf;
   else if (!strcmp(op, "GeluTanh"))
     alg[0] = dnnl_eltwise_gelu_tanh;
+  else if (!strcmp(op, "SiLU"))
+    alg[0] = dnnl_eltwise_swish, alpha[0] = 1.f;
   else if (!strcmp(op, "HardSigmoid")) {
     alg[0] = dnnl_eltwise_linear, alpha[0] = pr_attr_float(act->m, "alpha", 0.2f);
     beta[0] = pr_attr_float(act->m, "beta", 0.5f);
@@ -469,6 +471,23 @@ static void fuse_hardswish(pr_compile_t *c, int ia) {
   h->out[0] = y;
 }
 
+/* ---- SiLU (Swish): Mul(x, Sigmoid(x)) -> one element-wise kernel, which
+ * then joins its Conv as a post-op (EfficientNet, YOLO) ---- */
+static void fuse_silu(pr_compile_t *c, int is) {
+  pr_node_t *sg = &c->nodes[is];
+  int x = sg->in[0], sv = sg->out[0];
+  if (c->v[x].dtype != PR_DTYPE_FLOAT) return;
+  int im = consumer_of(c, sv, is, "Mul");
+  if (im < 0 || other_input(&c->nodes[im], sv) != x) return;
+  pr_node_t *m = &c->nodes[im];
+  int y = m->out[0], *ins = m->in, *outs = m->out; /* the Mul's arrays: room for X */
+  sg->dead = true;
+  *m = (pr_node_t){.op = &pr_op_silu, .in = ins, .out = outs};
+  m->n_in = m->n_out = 1;
+  m->in[0] = x;
+  m->out[0] = y;
+}
+
 /* ---- scaled-dot-product attention -> one kernel ----
  * MatMul(Q', K') -> [Div or Mul by a scalar] -> [Add mask] -> Softmax(last)
  *   -> MatMul(., V') -> [Transpose(0,2,1,3)], all [batch, heads, rows, cols],
@@ -633,7 +652,9 @@ pr_status_t pr_fuse(pr_compile_t *c) {
       fuse_gelu(c, i);
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Add")) fuse_hardswish(c, i);
-  pr_compile_count_uses(c); /* a fused HardSwish's X lost its other reader */
+  for (int i = 0; i < c->n_nodes; i++)
+    if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Sigmoid")) fuse_silu(c, i);
+  pr_compile_count_uses(c); /* a fused HardSwish's or SiLU's X lost its other reader */
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "ReduceMean")) {
       pr_status_t st = fuse_layer_norm(c, i);

@@ -508,6 +508,24 @@ static void test_scalar_scale_after_activation_kept(void **state) {
   check_kept(b, "Mul");
 }
 
+/* c -> Mul(c, Sigmoid(c)) -> "y": SiLU, then a post-op of the conv */
+static mb_t *silu_model(bool second_consumer) {
+  mb_t *b = conv_model();
+  mb_node(b, "Sigmoid", "sig", IN("c"), OUT("s"));
+  mb_node(b, "Mul", "swish", IN("c", "s"), OUT("y"));
+  mb_output(b, "y");
+  if (second_consumer) mb_output(b, "s");
+  return b;
+}
+
+static void test_silu_fused(void **state) {
+  check(silu_model(false), NULL, "Sigmoid");
+}
+
+static void test_silu_kept_when_sigmoid_is_output(void **state) {
+  check_kept(silu_model(true), "Sigmoid");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_bn_folded),
@@ -534,6 +552,8 @@ int main(void) {
       cmocka_unit_test(test_hardswish_kept_when_constant_differs),
       cmocka_unit_test(test_scalar_scale_and_bias_fused),
       cmocka_unit_test(test_scalar_scale_after_activation_kept),
+      cmocka_unit_test(test_silu_fused),
+      cmocka_unit_test(test_silu_kept_when_sigmoid_is_output),
       cmocka_unit_test(test_attention_fused),
       cmocka_unit_test(test_attention_kept_when_scale_not_constant),
       cmocka_unit_test(test_attention_kept_when_probabilities_are_output),

@@ -43,6 +43,7 @@
   X(U_RECIP)           \
   X(U_GELU_ERF)        \
   X(U_GELU_TANH)       \
+  X(U_SILU)            \
   X(U_SIN)             \
   X(U_COS)             \
   X(U_TAN)             \
@@ -130,11 +131,13 @@ static inline float mishf(float x) {
   return x > 15.f ? x : x * nn / (nn + 2.f);
 }
 
-static inline float apply_unary(unary_kind_t k, float x, float alpha, float beta) {
+static inline __attribute__((always_inline)) float apply_unary(unary_kind_t k, float x, float alpha,
+                                                               float beta) {
   switch (k) {
     case U_RELU: return x > 0 ? x : 0;
     case U_LEAKY: return x >= 0 ? x : alpha * x;
     case U_SIGMOID: return pr_sigmoidf(x);
+    case U_SILU: return x * pr_sigmoidf(x);
     case U_TANH: return pr_tanhf(x);
     case U_HSIGMOID: return clamp01f(alpha * x + beta);
     case U_HSWISH: return x * clamp01f(x / 6.f + 0.5f);
@@ -186,6 +189,7 @@ static inline double apply_unary_d(unary_kind_t k, double x, double alpha, doubl
     case U_RELU: return x > 0 ? x : 0;
     case U_LEAKY: return x >= 0 ? x : alpha * x;
     case U_SIGMOID: return 1 / (1 + exp(-x));
+    case U_SILU: return x / (1 + exp(-x));
     case U_TANH: return tanh(x);
     case U_HSIGMOID: return clamp01(alpha * x + beta);
     case U_HSWISH: return x * clamp01(x / 6 + 0.5);
@@ -409,6 +413,8 @@ UNARY_MATH(reciprocal, "Reciprocal", U_RECIP, 1)
 /* made by the compiler from the GELU subgraphs PyTorch exports */
 UNARY_OP(gelu_erf, "GeluErf", U_GELU_ERF, "", 0, 0)
 UNARY_OP(gelu_tanh, "GeluTanh", U_GELU_TANH, "", 0, 0)
+/* made by the compiler from Mul(x, Sigmoid(x)) (SiLU, Swish) */
+UNARY_OP(silu, "SiLU", U_SILU, "", 0, 0)
 UNARY_MATH(sin, "Sin", U_SIN, 7)
 UNARY_MATH(cos, "Cos", U_COS, 7)
 UNARY_MATH(tan, "Tan", U_TAN, 7)
