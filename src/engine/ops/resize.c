@@ -23,6 +23,16 @@ typedef enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL } nearest_t;
 
 typedef enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC } mode_t_;
 
+/* Where output position o of a pass reads: up to 4 source indices and
+ * their weights (nearest: 1, linear: 2, cubic: 4), or the extrapolation
+ * value. */
+typedef struct tap {
+  int64_t idx[4];
+  float w[4];
+  int n;
+  bool extrap;
+} tap_t;
+
 typedef struct {
   mode_t_ mode;
   double cubic_a;
@@ -35,6 +45,7 @@ typedef struct {
   float roi_start[PR_MAX_RANK], roi_end[PR_MAX_RANK];
   int64_t out[PR_MAX_RANK];
   float *tmp[2];
+  tap_t *taps; /* one per output position of the longest axis (pass) */
 } resize_state_t;
 
 static void destroy_resize(void *p) {
@@ -42,6 +53,7 @@ static void destroy_resize(void *p) {
   if (!s) return;
   pr_free(s->tmp[0]);
   pr_free(s->tmp[1]);
+  free(s->taps);
   free(s);
 }
 
@@ -203,6 +215,9 @@ static pr_status_t prepare_resize(pr_compile_t *c, pr_node_t *n) {
   }
   for (int i = 0; i < 2; i++)
     if (!(s->tmp[i] = pr_aligned_alloc((size_t)big * sizeof(float)))) return PR_ERR_NOMEM;
+  int64_t longest = 1;
+  for (int k = 0; k < s->rank; k++) longest = s->out[k] > longest ? s->out[k] : longest;
+  if (!(s->taps = calloc((size_t)longest, sizeof *s->taps))) return PR_ERR_NOMEM;
   return PR_OK;
 }
 
@@ -253,60 +268,83 @@ static void cubic_taps(const resize_state_t *s, double x, int64_t in_len, int64_
   for (int i = 0; i < 4; i++) w[i] = (float)(s->exclude_outside && sum != 0 ? cw[i] / sum : cw[i]);
 }
 
-/* One pass along axis k: in has dims d (d[k] = in_len), out has d[k] = out_len. */
+static void tap_of(const resize_state_t *s, int k, int64_t o, int64_t in_len, tap_t *t) {
+  double x = src_coord(s, k, o, in_len);
+  t->extrap = s->ct == CT_TF_CROP && (x < 0 || x > (double)(in_len - 1));
+  if (s->mode == MODE_CUBIC) {
+    cubic_taps(s, x, in_len, t->idx, t->w);
+    t->n = 4;
+    return;
+  }
+  if (s->mode == MODE_LINEAR) {
+    double xc = !(x >= 0) ? 0 : x > (double)(in_len - 1) ? (double)(in_len - 1) : x;
+    int64_t i0 = (int64_t)floor(xc);
+    float w = (float)(xc - (double)i0);
+    t->idx[0] = i0, t->idx[1] = i0 + 1 < in_len ? i0 + 1 : in_len - 1;
+    t->w[0] = 1.f - w, t->w[1] = w;
+    t->n = 2;
+    return;
+  }
+  /* bounded first: the conversions below stay defined */
+  x = !(x >= -1) ? -1 : x > (double)in_len ? (double)in_len : x;
+  double f = floor(x), frac = x - f;
+  int64_t i0;
+  switch (s->nm) {
+    case NM_ROUND_FLOOR: i0 = (int64_t)(frac == 0.5 ? f : round(x)); break;
+    case NM_ROUND_CEIL: i0 = (int64_t)(frac == 0.5 ? f + 1 : round(x)); break;
+    case NM_FLOOR: i0 = (int64_t)f; break;
+    default: i0 = (int64_t)ceil(x); break;
+  }
+  t->idx[0] = i0 < 0 ? 0 : i0 >= in_len ? in_len - 1 : i0;
+  t->w[0] = 1.f;
+  t->n = 1;
+}
+
+static inline float tap_value(const tap_t *t, const float *p, int64_t stride, float extrapolation) {
+  if (t->extrap) return extrapolation;
+  switch (t->n) {
+    case 1: return p[t->idx[0] * stride];
+    case 2: {
+      float a = p[t->idx[0] * stride], b = p[t->idx[1] * stride];
+      return a + t->w[1] * (b - a);
+    }
+    default:
+      return t->w[0] * p[t->idx[0] * stride] + t->w[1] * p[t->idx[1] * stride] +
+             t->w[2] * p[t->idx[2] * stride] + t->w[3] * p[t->idx[3] * stride];
+  }
+}
+
+/* One pass along axis k: in has dims d (d[k] = in_len), out has d[k] =
+ * out_len. The last axis (inner 1) walks each row once, reading through the
+ * taps; others copy or blend whole inner rows. */
 static void pass(const resize_state_t *s, int k, const int64_t *d, const float *in, float *out,
-                 int threads) {
+                 tap_t *taps, int threads) {
   int64_t outer = 1, inner = 1, in_len = d[k], out_len = s->out[k];
   for (int j = 0; j < k; j++) outer *= d[j];
   for (int j = k + 1; j < s->rank; j++) inner *= d[j];
+  for (int64_t o = 0; o < out_len; o++) tap_of(s, k, o, in_len, &taps[o]);
+  float ex = s->extrapolation;
+  if (inner == 1) {
+#pragma omp parallel for num_threads(threads) if (outer * out_len > 16384)
+    for (int64_t a = 0; a < outer; a++) {
+      const float *pa = in + a * in_len;
+      float *po = out + a * out_len;
+      for (int64_t o = 0; o < out_len; o++) po[o] = tap_value(&taps[o], pa, 1, ex);
+    }
+    return;
+  }
 #pragma omp parallel for num_threads(threads) if (outer * out_len * inner > 16384)
   for (int64_t o = 0; o < out_len; o++) {
-    double x = src_coord(s, k, o, in_len);
-    bool extrap = s->ct == CT_TF_CROP && (x < 0 || x > (double)(in_len - 1));
-    int64_t i0, i1;
-    float w = 0.f;
-    if (s->mode == MODE_CUBIC) {
-      int64_t idx[4];
-      float cw[4];
-      cubic_taps(s, x, in_len, idx, cw);
-      for (int64_t a = 0; a < outer; a++) {
-        float *po = out + (a * out_len + o) * inner;
-        const float *pa = in + a * in_len * inner;
-        for (int64_t j = 0; j < inner; j++)
-          po[j] = extrap ? s->extrapolation
-                         : cw[0] * pa[idx[0] * inner + j] + cw[1] * pa[idx[1] * inner + j] +
-                               cw[2] * pa[idx[2] * inner + j] + cw[3] * pa[idx[3] * inner + j];
-      }
-      continue;
-    }
-    if (s->mode == MODE_LINEAR) {
-      double xc = !(x >= 0) ? 0 : x > (double)(in_len - 1) ? (double)(in_len - 1) : x;
-      i0 = (int64_t)floor(xc);
-      i1 = i0 + 1 < in_len ? i0 + 1 : in_len - 1;
-      w = (float)(xc - (double)i0);
-    } else {
-      /* bounded first: the conversions below stay defined */
-      x = !(x >= -1) ? -1 : x > (double)in_len ? (double)in_len : x;
-      double f = floor(x), frac = x - f;
-      switch (s->nm) {
-        case NM_ROUND_FLOOR: i0 = (int64_t)(frac == 0.5 ? f : round(x)); break;
-        case NM_ROUND_CEIL: i0 = (int64_t)(frac == 0.5 ? f + 1 : round(x)); break;
-        case NM_FLOOR: i0 = (int64_t)f; break;
-        default: i0 = (int64_t)ceil(x); break;
-      }
-      if (i0 < 0) i0 = 0;
-      if (i0 >= in_len) i0 = in_len - 1;
-      i1 = i0;
-    }
+    const tap_t *t = &taps[o];
     for (int64_t a = 0; a < outer; a++) {
-      const float *p0 = in + (a * in_len + i0) * inner, *p1 = in + (a * in_len + i1) * inner;
+      const float *pa = in + a * in_len * inner;
       float *po = out + (a * out_len + o) * inner;
-      if (extrap)
-        for (int64_t j = 0; j < inner; j++) po[j] = s->extrapolation;
-      else if (s->mode == MODE_LINEAR)
-        for (int64_t j = 0; j < inner; j++) po[j] = p0[j] + w * (p1[j] - p0[j]);
+      if (t->extrap)
+        for (int64_t j = 0; j < inner; j++) po[j] = ex;
+      else if (t->n == 1)
+        memcpy(po, pa + t->idx[0] * inner, (size_t)inner * sizeof(float));
       else
-        memcpy(po, p0, (size_t)inner * sizeof(float));
+        for (int64_t j = 0; j < inner; j++) po[j] = tap_value(t, pa + j, inner, ex);
     }
   }
 }
@@ -328,7 +366,7 @@ static void run_resize(pr_exec_t *x, pr_node_t *n) {
   for (int k = 0; k <= last; k++) {
     if (!(s->out[k] != in->dims[k] || s->ct == CT_TF_CROP || s->scale[k] != 1.0)) continue;
     float *dst = k == last ? (float *)o->ptr : s->tmp[t];
-    pass(s, k, d, src, dst, x->threads);
+    pass(s, k, d, src, dst, s->taps, x->threads);
     d[k] = s->out[k];
     src = dst;
     t ^= 1;
