@@ -3,22 +3,9 @@
 // usage: node ort_run.js MODEL.onnx INPUT.npy THREADS REPEAT
 'use strict';
 const fs = require('fs');
+const npy = require(require('path').join(__dirname, '..', 'tools', 'npy.js'));
 const ort = require('onnxruntime-node');
 
-function readNpy(path) {
-  const buf = fs.readFileSync(path);
-  const major = buf[6];
-  const hlen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
-  const hoff = major === 1 ? 10 : 12;
-  const header = buf.toString('latin1', hoff, hoff + hlen);
-  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').filter(s => s.trim()).map(Number);
-  const data = buf.subarray(hoff + hlen);
-  const ab = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
-  if (descr === '<f4') return new ort.Tensor('float32', new Float32Array(ab), shape);
-  if (descr === '<i8') return new ort.Tensor('int64', new BigInt64Array(ab), shape);
-  throw new Error('unsupported npy dtype ' + descr);
-}
 
 async function main() {
   const [model, input, threads, repeat] = process.argv.slice(2);
@@ -28,7 +15,7 @@ async function main() {
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
   });
-  const feeds = {[session.inputNames[0]]: readNpy(input)};
+  const feeds = {[session.inputNames[0]]: npy.readNpy(ort, input)};
   for (let i = 0; i < 2; i++) await session.run(feeds);
   const times = [];
   for (let i = 0; i < Number(repeat); i++) {

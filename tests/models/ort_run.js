@@ -6,23 +6,9 @@
 const fs = require('fs');
 const path = require('path');
 const modules = process.env.NODE_MODULES || path.join(__dirname, '..', 'npm', 'node_modules');
+const npy = require(require('path').join(__dirname, '..', '..', 'tools', 'npy.js'));
 const ort = require(path.join(modules, 'onnxruntime-node'));
 
-function readNpy(file) {
-  const buf = fs.readFileSync(file);
-  const major = buf[6];
-  const hlen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
-  const hoff = major === 1 ? 10 : 12;
-  const header = buf.toString('latin1', hoff, hoff + hlen);
-  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').filter(s => s.trim()).map(Number);
-  const data = buf.subarray(hoff + hlen);
-  const ab = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
-  if (descr === '<f4') return new ort.Tensor('float32', new Float32Array(ab), shape);
-  if (descr === '<f2') return new ort.Tensor('float16', new Uint16Array(ab), shape);
-  if (descr === '<i8') return new ort.Tensor('int64', new BigInt64Array(ab), shape);
-  throw new Error(`${file}: npy type ${descr}`);
-}
 
 async function main() {
   const [model, out, ...ins] = process.argv.slice(2);
@@ -30,7 +16,7 @@ async function main() {
   const feeds = {};
   for (const arg of ins) {
     const eq = arg.lastIndexOf('=');
-    feeds[arg.slice(0, eq)] = readNpy(arg.slice(eq + 1));
+    feeds[arg.slice(0, eq)] = npy.readNpy(ort, arg.slice(eq + 1));
   }
   const res = await session.run(feeds);
   const index = [];
