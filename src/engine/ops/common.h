@@ -52,6 +52,22 @@ static inline int64_t pr_bcast_offset(int64_t i, int r, const int64_t *d, const 
   return off;
 }
 
+/* FLOAT, DOUBLE or FLOAT16: the types the real-valued kernels take. */
+static inline bool pr_is_real(pr_dtype_t t) {
+  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_FLOAT16;
+}
+
+/* Stores v as element i of a FLOAT, DOUBLE or FLOAT16 tensor (the inverse
+ * of pr_load_double for those types). */
+static inline void pr_store_real(void *p, pr_dtype_t t, int64_t i, double v) {
+  if (t == PR_DTYPE_FLOAT)
+    ((float *)p)[i] = (float)v;
+  else if (t == PR_DTYPE_DOUBLE)
+    ((double *)p)[i] = v;
+  else
+    ((uint16_t *)p)[i] = pr_float_to_half((float)v);
+}
+
 /* Element i of a tensor of type t as a double (integers, bool, floats,
  * float16). Inline: kernels call it per element. */
 static inline double pr_load_double(const void *p, pr_dtype_t t, int64_t i) {

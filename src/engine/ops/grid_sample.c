@@ -24,10 +24,6 @@ typedef struct {
   bool align;
 } gs_params_t;
 
-static bool is_real(pr_dtype_t t) {
-  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_FLOAT16;
-}
-
 static pr_status_t gs_params(pr_compile_t *c, pr_node_t *n, gs_params_t *p) {
   const char *mode = pr_attr_string(n->m, "mode", c->opset >= 20 ? "linear" : "bilinear");
   const char *pad = pr_attr_string(n->m, "padding_mode", "zeros");
@@ -57,7 +53,7 @@ static pr_status_t infer_grid_sample(pr_compile_t *c, pr_node_t *n) {
   gs_params_t p;
   pr_status_t st = gs_params(c, n, &p);
   if (st) return st;
-  if (!x || !g || !is_real(x->dtype) || !is_real(g->dtype))
+  if (!x || !g || !pr_is_real(x->dtype) || !pr_is_real(g->dtype))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X and grid of FLOAT, DOUBLE or FLOAT16");
   if (x->rank != 4 || g->rank != 4 || g->dims[0] != x->dims[0] || g->dims[3] != 2)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X (N, C, H, W) and grid (N, H_out, W_out, 2)");

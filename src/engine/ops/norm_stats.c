@@ -18,19 +18,6 @@
 
 #include "engine/ops/ops.h"
 
-static bool is_real(pr_dtype_t t) {
-  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_FLOAT16;
-}
-
-static inline void store_real(void *p, pr_dtype_t t, int64_t i, double v) {
-  if (t == PR_DTYPE_FLOAT)
-    ((float *)p)[i] = (float)v;
-  else if (t == PR_DTYPE_DOUBLE)
-    ((double *)p)[i] = v;
-  else
-    ((uint16_t *)p)[i] = pr_float_to_half((float)v);
-}
-
 /* Mean and population variance of n elements of a starting at off. */
 static void stats(const void *a, pr_dtype_t t, int64_t off, int64_t n, double *mean, double *var) {
   double sum = 0, sq = 0;
@@ -51,7 +38,7 @@ static bool is_group_norm(const pr_node_t *n) {
 
 static pr_status_t infer_channel_norm(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0), *scale = pr_in(c, n, 1), *b = pr_in(c, n, 2);
-  if (!x || !is_real(x->dtype)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type");
+  if (!x || !pr_is_real(x->dtype)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type");
   if (x->rank < 2) return pr_fail(c, n, PR_ERR_INVALID, "input of rank >= 2");
   int64_t C = x->dims[1], want = C;
   if (is_group_norm(n)) {
@@ -93,7 +80,7 @@ static void run_channel_norm(pr_exec_t *x, pr_node_t *n) {
         double s = pr_load_double(sv->ptr, t, p) * inv, b = pr_load_double(bv->ptr, t, p);
         for (int64_t j = 0; j < inner; j++) {
           int64_t e = off + ch * inner + j;
-          store_real(o, t, e, (pr_load_double(in->ptr, t, e) - m) * s + b);
+          pr_store_real(o, t, e, (pr_load_double(in->ptr, t, e) - m) * s + b);
         }
       }
     }
@@ -132,7 +119,7 @@ static void destroy_mvn(void *p) {
 
 static pr_status_t infer_mvn(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0);
-  if (!x || !is_real(x->dtype)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type");
+  if (!x || !pr_is_real(x->dtype)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type");
   pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, x->dims);
   return PR_OK;
 }
@@ -190,7 +177,7 @@ static void run_mvn(pr_exec_t *x, pr_node_t *n) {
   void *o = pr_xout(x, n, 0);
   for (int64_t i = 0; i < len; i++) {
     int64_t g = group_of(a, s->gstride, i);
-    store_real(o, t, i, (pr_load_double(a->ptr, t, i) - sum[g]) / sq[g]);
+    pr_store_real(o, t, i, (pr_load_double(a->ptr, t, i) - sum[g]) / sq[g]);
   }
 }
 
@@ -208,7 +195,7 @@ const pr_op_t pr_op_mvn = {.name = "MeanVarianceNormalization",
 
 static pr_status_t infer_lrn(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0);
-  if (!x || !is_real(x->dtype)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type");
+  if (!x || !pr_is_real(x->dtype)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type");
   if (x->rank < 2) return pr_fail(c, n, PR_ERR_INVALID, "input of rank >= 2");
   if (pr_attr_int(n->m, "size", 0) < 1) return pr_fail(c, n, PR_ERR_INVALID, "size must be >= 1");
   pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, x->dims);
@@ -234,8 +221,8 @@ static void run_lrn(pr_exec_t *x, pr_node_t *n) {
           sq += v * v;
         }
         int64_t e = (i * C + ch) * inner + j;
-        store_real(o, t, e,
-                   pr_load_double(a->ptr, t, e) / pow(bias + alpha / (double)size * sq, beta));
+        pr_store_real(o, t, e,
+                      pr_load_double(a->ptr, t, e) / pow(bias + alpha / (double)size * sq, beta));
       }
     }
 }

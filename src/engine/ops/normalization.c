@@ -186,23 +186,9 @@ const pr_op_t pr_op_batch_norm = {.name = "BatchNormalization",
 
 /* ---- Softmax ---- */
 
-static bool is_real(pr_dtype_t t) {
-  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_FLOAT16;
-}
-
-/* Element i of a FLOAT, DOUBLE or FLOAT16 tensor (pr_load_double reads). */
-static inline void store_real(void *p, pr_dtype_t t, int64_t i, double v) {
-  if (t == PR_DTYPE_FLOAT)
-    ((float *)p)[i] = (float)v;
-  else if (t == PR_DTYPE_DOUBLE)
-    ((double *)p)[i] = v;
-  else
-    ((uint16_t *)p)[i] = pr_float_to_half((float)v);
-}
-
 static pr_status_t infer_softmax(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0);
-  if (!x || !is_real(x->dtype))
+  if (!x || !pr_is_real(x->dtype))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "FLOAT, DOUBLE or FLOAT16 only");
   int axis = pr_axis(pr_attr_int(n->m, "axis", c->opset >= 13 ? -1 : 1), x->rank);
   if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
@@ -255,7 +241,7 @@ static void softmax_generic(const softmax_state_t *s, const pr_value_t *a, const
       double lse = log(sum);
       for (int64_t k = 0; k < len; k++) {
         double v = pr_load_double(a->ptr, t, base + k * inner) - mx;
-        store_real(o->ptr, t, base + k * inner, s->log ? v - lse : exp(v) / sum);
+        pr_store_real(o->ptr, t, base + k * inner, s->log ? v - lse : exp(v) / sum);
       }
     }
 }

@@ -18,13 +18,9 @@
 
 #include "engine/ops/ops.h"
 
-static bool is_real(pr_dtype_t t) {
-  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_FLOAT16;
-}
-
 static pr_status_t infer_roi_align(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0), *rois = pr_in(c, n, 1), *bi = pr_in(c, n, 2);
-  if (!x || !rois || !bi || !is_real(x->dtype) || rois->dtype != x->dtype)
+  if (!x || !rois || !bi || !pr_is_real(x->dtype) || rois->dtype != x->dtype)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X and rois of one type: FLOAT, DOUBLE, FLOAT16");
   if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 ||
       bi->dims[0] != rois->dims[0] || (bi->dtype != PR_DTYPE_INT64 && bi->dtype != PR_DTYPE_INT32))
