@@ -505,13 +505,9 @@ static void run_rows(pr_exec_t *x, pr_node_t *n) {
   int ia = s->sa[s->rank - 1] != 0, ib = s->sb[s->rank - 1] != 0;
 #pragma omp parallel for num_threads(x->threads) if (s->outer * inner >= PR_PAR_MIN)
   for (int64_t r = 0; r < s->outer; r++) {
-    int64_t rem = r, oa = 0, ob = 0;
-    for (int k = s->rank - 2; k >= 0; k--) {
-      int64_t idx = rem % s->dims[k];
-      rem /= s->dims[k];
-      oa += idx * s->sa[k];
-      ob += idx * s->sb[k];
-    }
+    /* the row's offsets in a and b, over every axis but the last */
+    int64_t oa = pr_bcast_offset(r, s->rank - 1, s->dims, s->sa);
+    int64_t ob = pr_bcast_offset(r, s->rank - 1, s->dims, s->sb);
     rs->fn(po + r * inner * (int64_t)es, pa + oa * (int64_t)es, pb + ob * (int64_t)es, inner, ia,
            ib);
   }

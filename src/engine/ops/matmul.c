@@ -163,13 +163,8 @@ static void run_matmul(pr_exec_t *x, pr_node_t *n) {
     return;
   }
   for (int64_t i = 0; i < s->batch; i++) {
-    int64_t rem = i, oa = 0, ob = 0;
-    for (int k = s->rank - 1; k >= 0; k--) {
-      int64_t idx = rem % s->bdims[k];
-      rem /= s->bdims[k];
-      oa += idx * s->sa[k];
-      ob += idx * s->sb[k];
-    }
+    int64_t oa = pr_bcast_offset(i, s->rank, s->bdims, s->sa);
+    int64_t ob = pr_bcast_offset(i, s->rank, s->bdims, s->sb);
     dnnl_sgemm('N', 'N', s->M, s->N, s->K, 1.f, a + oa, s->K, b + ob, s->N, 0.f,
                o + i * s->M * s->N, s->N);
   }
