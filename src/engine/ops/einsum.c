@@ -67,13 +67,13 @@ static const char *parse_term(const char *p, term_t *t) {
   }
 }
 
-static pr_status_t einsum_plan(pr_compile_t *c, pr_node_t *n, einsum_plan_t *pl,
-                               int64_t *out_dims) {
+/* The equation's terms: one per input, and the output term when explicit. */
+static pr_status_t parse_equation(pr_compile_t *c, pr_node_t *n, term_t *in, term_t *out,
+                                  bool *explicit_out) {
   const char *eq = pr_attr_string(n->m, "equation", NULL);
   if (!eq) return pr_fail(c, n, PR_ERR_INVALID, "needs an equation");
   if (n->n_in < 1 || n->n_in > EIN_MAX_IN)
     return pr_fail(c, n, PR_ERR_INVALID, "%d inputs", n->n_in);
-  term_t in[EIN_MAX_IN], out;
   const char *p = eq;
   int k = 0;
   for (;; k++) {
@@ -83,21 +83,29 @@ static pr_status_t einsum_plan(pr_compile_t *c, pr_node_t *n, einsum_plan_t *pl,
     p++;
   }
   if (k + 1 != n->n_in) return pr_fail(c, n, PR_ERR_INVALID, "terms and inputs differ");
-  bool explicit_out = false;
+  *explicit_out = false;
   if (*p == '-') {
     if (p[1] != '>') return pr_fail(c, n, PR_ERR_INVALID, "bad equation");
-    if (!(p = parse_term(p + 2, &out)) || *p)
+    if (!(p = parse_term(p + 2, out)) || *p)
       return pr_fail(c, n, PR_ERR_INVALID, "bad output term");
-    explicit_out = true;
+    *explicit_out = true;
   } else if (*p) {
     return pr_fail(c, n, PR_ERR_INVALID, "bad equation");
   }
 
+  return PR_OK;
+}
+
+/* Each label's extent (letters, then the ellipsis axes right-aligned), how
+ * many times it appears, each input's stride per label, and the ellipsis
+ * rank. */
+static pr_status_t label_extents(pr_compile_t *c, pr_node_t *n, const term_t *in, einsum_plan_t *pl,
+                                 int64_t *ext, int *count, int *ell_out) {
   /* extents: letters, then the ellipsis axes right-aligned */
-  int64_t ext[EIN_LABELS];
-  int count[EIN_LABELS] = {0}, ell = 0;
+  int ell = 0;
+  for (int l = 0; l < EIN_LABELS; l++) count[l] = 0;
   for (int l = 0; l < EIN_LABELS; l++) ext[l] = -1;
-  for (k = 0; k < n->n_in; k++) {
+  for (int k = 0; k < n->n_in; k++) {
     pr_value_t *v = pr_in(c, n, k);
     if (!v || !pr_dtype_size(v->dtype) || v->dtype != pr_in(c, n, 0)->dtype)
       return pr_fail(c, n, PR_ERR_INVALID, "inputs must share one element type");
@@ -106,7 +114,7 @@ static pr_status_t einsum_plan(pr_compile_t *c, pr_node_t *n, einsum_plan_t *pl,
       return pr_fail(c, n, PR_ERR_INVALID, "term %d does not match input rank %d", k, v->rank);
     if (e > ell) ell = e;
   }
-  for (k = 0; k < n->n_in; k++) {
+  for (int k = 0; k < n->n_in; k++) {
     pr_value_t *v = pr_in(c, n, k);
     int letters = in[k].n - (in[k].ellipsis ? 1 : 0), e = v->rank - letters, ax = 0;
     memset(pl->stride[k], 0, sizeof pl->stride[k]);
@@ -133,7 +141,7 @@ static pr_status_t einsum_plan(pr_compile_t *c, pr_node_t *n, einsum_plan_t *pl,
     }
   }
   /* a broadcast ellipsis axis (extent 1 here, more elsewhere) reads index 0 */
-  for (k = 0; k < n->n_in; k++) {
+  for (int k = 0; k < n->n_in; k++) {
     pr_value_t *v = pr_in(c, n, k);
     int letters = in[k].n - (in[k].ellipsis ? 1 : 0), e = v->rank - letters;
     int first = -1;
@@ -146,16 +154,25 @@ static pr_status_t einsum_plan(pr_compile_t *c, pr_node_t *n, einsum_plan_t *pl,
         pl->stride[k][EIN_LETTERS + (ell - e) + j] = 0;
   }
 
+  *ell_out = ell;
+  return PR_OK;
+}
+
+/* The output's labels: the explicit term, or the ellipsis then the letters
+ * seen once in ASCII order. */
+static pr_status_t output_labels(pr_compile_t *c, pr_node_t *n, const term_t *out,
+                                 bool explicit_out, const int64_t *ext, const int *count, int ell,
+                                 int *olab, int *no_out, bool *in_out) {
   /* output labels */
-  int olab[EIN_LABELS], no = 0;
-  bool in_out[EIN_LABELS] = {false};
+  int no = 0;
+  for (int l = 0; l < EIN_LABELS; l++) in_out[l] = false;
   if (explicit_out) {
-    for (int t = 0; t < out.n; t++) {
-      if (out.lab[t] == -2) {
+    for (int t = 0; t < out->n; t++) {
+      if (out->lab[t] == -2) {
         for (int j = 0; j < ell; j++) olab[no++] = EIN_LETTERS + j;
         continue;
       }
-      int l = out.lab[t];
+      int l = out->lab[t];
       if (ext[l] < 0 || in_out[l])
         return pr_fail(c, n, PR_ERR_INVALID, "output subscript not in the inputs or repeated");
       olab[no++] = l;
@@ -168,7 +185,22 @@ static pr_status_t einsum_plan(pr_compile_t *c, pr_node_t *n, einsum_plan_t *pl,
       if (count[l] == 1) olab[no++] = l, in_out[l] = true;
   }
   if (no > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output rank %d", no);
+  *no_out = no;
+  return PR_OK;
+}
 
+static pr_status_t einsum_plan(pr_compile_t *c, pr_node_t *n, einsum_plan_t *pl,
+                               int64_t *out_dims) {
+  term_t in[EIN_MAX_IN], out;
+  bool explicit_out;
+  int64_t ext[EIN_LABELS];
+  int count[EIN_LABELS], ell = 0, olab[EIN_LABELS], no = 0;
+  bool in_out[EIN_LABELS];
+  pr_status_t st;
+  if ((st = parse_equation(c, n, in, &out, &explicit_out)) ||
+      (st = label_extents(c, n, in, pl, ext, count, &ell)) ||
+      (st = output_labels(c, n, &out, explicit_out, ext, count, ell, olab, &no, in_out)))
+    return st;
   /* walk order: output labels, then every other label in use */
   int order[EIN_LABELS], nl = 0;
   for (int j = 0; j < no; j++) order[nl++] = olab[j];
@@ -178,7 +210,7 @@ static pr_status_t einsum_plan(pr_compile_t *c, pr_node_t *n, einsum_plan_t *pl,
   pl->out_numel = pl->sum_numel = 1;
   for (int j = 0; j < nl; j++) {
     pl->dim[j] = ext[order[j]];
-    for (k = 0; k < n->n_in; k++) st2[k][j] = pl->stride[k][order[j]];
+    for (int k = 0; k < n->n_in; k++) st2[k][j] = pl->stride[k][order[j]];
     if (j < no)
       out_dims[j] = ext[order[j]], pl->out_numel *= ext[order[j]];
     else
