@@ -40,8 +40,8 @@ static pr_status_t infer_cast(pr_compile_t *c, pr_node_t *n) {
 }
 
 /* Integers convert to integers by keeping the low bits (two's complement
- * wrap, as numpy); floats to integers saturate to the target's range and NaN
- * gives 0 (ONNX leaves both undefined, C makes the second undefined). */
+ * wrap, as numpy); floats to integers as ONNX Runtime on x86 (truncation,
+ * then the low bits; see intmath.h). ONNX leaves both undefined. */
 static void run_cast(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
   int64_t len = pr_value_numel(a);
@@ -67,18 +67,18 @@ static void run_cast(pr_exec_t *x, pr_node_t *n) {
       case PR_DTYPE_FLOAT: ((float *)out)[i] = (float)d; break;
       case PR_DTYPE_DOUBLE: ((double *)out)[i] = d; break;
       case PR_DTYPE_FLOAT16: ((uint16_t *)out)[i] = pr_float_to_half((float)d); break;
-      case PR_DTYPE_INT64: ((int64_t *)out)[i] = from_float ? pr_sat_i64(d) : iv; break;
+      case PR_DTYPE_INT64: ((int64_t *)out)[i] = from_float ? pr_cast_i64(d) : iv; break;
       case PR_DTYPE_UINT64:
-        ((uint64_t *)out)[i] = from_float ? pr_sat_u64(d) : (uint64_t)iv;
+        ((uint64_t *)out)[i] = from_float ? pr_cast_u64(d) : (uint64_t)iv;
         break;
-/* an integer keeps the low bits; a float saturates (NaN gives 0) */
-#define TO_INT(T, LO, HI) ((T *)out)[i] = (T)(from_float ? pr_sat_int(d, LO, HI) : iv)
-      case PR_DTYPE_INT32: TO_INT(int32_t, INT32_MIN, INT32_MAX); break;
-      case PR_DTYPE_UINT32: TO_INT(uint32_t, 0, UINT32_MAX); break;
-      case PR_DTYPE_INT16: TO_INT(int16_t, INT16_MIN, INT16_MAX); break;
-      case PR_DTYPE_UINT16: TO_INT(uint16_t, 0, UINT16_MAX); break;
-      case PR_DTYPE_INT8: TO_INT(int8_t, INT8_MIN, INT8_MAX); break;
-      case PR_DTYPE_UINT8: TO_INT(uint8_t, 0, UINT8_MAX); break;
+/* the low bits of the integer, or of the float truncated into WIDE */
+#define TO_INT(T, WIDE) ((T *)out)[i] = (T)(from_float ? WIDE(d) : iv)
+      case PR_DTYPE_INT32: TO_INT(int32_t, pr_cast_i32); break;
+      case PR_DTYPE_UINT32: TO_INT(uint32_t, pr_cast_i64); break;
+      case PR_DTYPE_INT16: TO_INT(int16_t, pr_cast_i32); break;
+      case PR_DTYPE_UINT16: TO_INT(uint16_t, pr_cast_i32); break;
+      case PR_DTYPE_INT8: TO_INT(int8_t, pr_cast_i32); break;
+      case PR_DTYPE_UINT8: TO_INT(uint8_t, pr_cast_i32); break;
 #undef TO_INT
       case PR_DTYPE_BOOL: ((uint8_t *)out)[i] = from_float ? d != 0 : iv != 0; break;
       default: break;

@@ -11,8 +11,15 @@
  * - Converting an out-of-range unsigned value back to the signed type is
  *   implementation-defined in C11; GCC and Clang define it as reduction
  *   modulo 2^N, which is the two's complement wrap wanted here.
- * - A float converted to an integer saturates to the type's range, NaN
- *   gives 0 (C makes an out-of-range conversion undefined).
+ * - A float Cast to an integer converts as ONNX Runtime does on x86 (and
+ *   numpy, and PyTorch there): truncation toward zero into int32 for the
+ *   types of up to 32 bits (int64 for uint32), into int64 for the 64-bit
+ *   ones, then the low bits; a value the intermediate cannot hold, and NaN,
+ *   give its "integer indefinite" INT32_MIN / INT64_MIN (so -1.5 to uint8 is
+ *   255, 300.0 to uint8 is 44). C makes all of that undefined; here it is
+ *   written out, the same on every host. Elsewhere (Pow with a float
+ *   exponent, the real reductions of integers) a float result saturates to
+ *   the type's range, NaN giving 0.
  * - Types narrower than 32 bits compute through uint32_t so that the usual
  *   promotion to int cannot overflow (65535 * 65535 does not fit an int). */
 #ifndef PR_ENGINE_OPS_INTMATH_H
@@ -59,6 +66,18 @@ static inline uint64_t pr_u64_pow(uint64_t base, uint64_t e) {
 static inline int64_t pr_i64_pow(int64_t base, int64_t e) {
   if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
   return (int64_t)pr_u64_pow((uint64_t)base, (uint64_t)e);
+}
+
+/* float to integer as a Cast (the notes above): int32, int64 and uint64 */
+static inline int32_t pr_cast_i32(double d) {
+  return d >= -2147483648.0 && d < 2147483648.0 ? (int32_t)d : INT32_MIN; /* NaN fails both */
+}
+static inline int64_t pr_cast_i64(double d) {
+  return d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? (int64_t)d : INT64_MIN;
+}
+static inline uint64_t pr_cast_u64(double d) {
+  if (d >= 9223372036854775808.0 && d < 18446744073709551616.0) return (uint64_t)d;
+  return (uint64_t)pr_cast_i64(d);
 }
 
 /* float to integer: saturate to [lo, hi], NaN to 0 (lo and hi exact in a

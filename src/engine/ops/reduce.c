@@ -238,6 +238,7 @@ static void reduce_real(const reduce_state_t *s, const pr_value_t *a, const pr_v
   reduce_kind_t kind = s->kind;
   double *acc = s->acc, *mx = acc + on;
   double init = kind == R_PROD ? 1 : kind == R_MAX ? -INFINITY : kind == R_MIN ? INFINITY : 0;
+  bool int_sum = !pr_is_real(a->dtype);
   for (int64_t i = 0; i < on; i++) acc[i] = init, mx[i] = -INFINITY;
   if (kind == R_LOG_SUM_EXP) { /* shift by the largest value: exp cannot overflow */
     for (int64_t i = 0; i < len; i++, next_off(a, s, idx, &off)) {
@@ -257,7 +258,9 @@ static void reduce_real(const reduce_state_t *s, const pr_value_t *a, const pr_v
       case R_L1: *p += fabs(v); break;
       case R_L2:
       case R_SUM_SQUARE: *p += v * v; break;
-      case R_LOG_SUM_EXP: *p += exp(v - mx[off]); break;
+      case R_LOG_SUM_EXP: /* integers: summed in the type, as ONNX Runtime */
+        *p = int_sum ? trunc(*p + exp(v - mx[off])) : *p + exp(v - mx[off]);
+        break;
       default: *p += v; break; /* sum, mean, log of the sum */
     }
   }
