@@ -67,7 +67,11 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
     case PR_DTYPE_INT32:
     case PR_DTYPE_INT64:
     case PR_DTYPE_UINT8:
-    case PR_DTYPE_INT8: break;
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64: break;
     default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
   return pr_infer_broadcast(c, n, a, b, a->dtype);
@@ -205,6 +209,10 @@ BIN_TYPE(int32_t, pr_i32_add, pr_i32_sub, pr_i32_mul, pr_i32_div, POW_NONE)
 BIN_TYPE(int64_t, pr_i64_add, pr_i64_sub, pr_i64_mul, pr_i64_div, POW_NONE)
 BIN_TYPE(uint8_t, pr_u8_add, pr_u8_sub, pr_u8_mul, pr_u8_div, POW_NONE)
 BIN_TYPE(int8_t, pr_i8_add, pr_i8_sub, pr_i8_mul, pr_i8_div, POW_NONE)
+BIN_TYPE(int16_t, pr_i16_add, pr_i16_sub, pr_i16_mul, pr_i16_div, POW_NONE)
+BIN_TYPE(uint16_t, pr_u16_add, pr_u16_sub, pr_u16_mul, pr_u16_div, POW_NONE)
+BIN_TYPE(uint32_t, pr_u32_add, pr_u32_sub, pr_u32_mul, pr_u32_div, POW_NONE)
+BIN_TYPE(uint64_t, pr_u64_add, pr_u64_sub, pr_u64_mul, pr_u64_div, POW_NONE)
 // clang-format on
 
 static bool is_integer(pr_dtype_t t) {
@@ -298,6 +306,10 @@ static void run_binary(pr_exec_t *x, pr_node_t *n) {
     case PR_DTYPE_INT64: bin_rows_int64_t(s, po, pa, pb, x->threads); break;
     case PR_DTYPE_UINT8: bin_rows_uint8_t(s, po, pa, pb, x->threads); break;
     case PR_DTYPE_INT8: bin_rows_int8_t(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_INT16: bin_rows_int16_t(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_UINT16: bin_rows_uint16_t(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_UINT32: bin_rows_uint32_t(s, po, pa, pb, x->threads); break;
+    case PR_DTYPE_UINT64: bin_rows_uint64_t(s, po, pa, pb, x->threads); break;
     default: break;
   }
 }

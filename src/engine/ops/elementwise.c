@@ -488,6 +488,8 @@ static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
     case PR_DTYPE_FLOAT16:
     case PR_DTYPE_INT8:
     case PR_DTYPE_UINT8:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_UINT16:
     case PR_DTYPE_INT32:
     case PR_DTYPE_INT64:
     case PR_DTYPE_UINT32:
@@ -546,6 +548,8 @@ static void run_clip(pr_exec_t *x, pr_node_t *n) {
   switch (in->dtype) {
     case PR_DTYPE_INT8: CLIP_T(int8_t, INT8_MIN, INT8_MAX) break;
     case PR_DTYPE_UINT8: CLIP_T(uint8_t, 0, UINT8_MAX) break;
+    case PR_DTYPE_INT16: CLIP_T(int16_t, INT16_MIN, INT16_MAX) break;
+    case PR_DTYPE_UINT16: CLIP_T(uint16_t, 0, UINT16_MAX) break;
     case PR_DTYPE_INT32: CLIP_T(int32_t, INT32_MIN, INT32_MAX) break;
     case PR_DTYPE_UINT32: CLIP_T(uint32_t, 0, UINT32_MAX) break;
     case PR_DTYPE_UINT64: {

@@ -48,6 +48,9 @@ PR_INT_WRAP_FNS(i16, int16_t, uint32_t)
 PR_INT_WRAP_FNS(i32, int32_t, uint32_t)
 PR_INT_WRAP_FNS(i64, int64_t, uint64_t)
 PR_UINT_WRAP_FNS(u8, uint8_t, uint32_t)
+PR_UINT_WRAP_FNS(u16, uint16_t, uint32_t)
+PR_UINT_WRAP_FNS(u32, uint32_t, uint32_t)
+PR_UINT_WRAP_FNS(u64, uint64_t, uint64_t)
 // clang-format on
 #undef PR_INT_WRAP_FNS
 #undef PR_UINT_WRAP_FNS

@@ -8,8 +8,20 @@
 #include "engine/ops/ops.h"
 
 static bool numeric(pr_dtype_t t) {
-  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_INT64 ||
-         t == PR_DTYPE_INT32 || t == PR_DTYPE_INT8 || t == PR_DTYPE_UINT8 || t == PR_DTYPE_BOOL;
+  switch (t) {
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64:
+    case PR_DTYPE_BOOL: return true;
+    default: return false;
+  }
 }
 
 /* ---- comparisons and logic: two broadcast inputs, bool output ---- */
@@ -40,13 +52,16 @@ static void run_compare(pr_exec_t *x, pr_node_t *n) {
              : !strcmp(op, "Or")             ? 6
                                              : 7;
   uint8_t *out = o->ptr;
-  bool i64 = a->dtype == PR_DTYPE_INT64;
+  bool i64 = a->dtype == PR_DTYPE_INT64, u64 = a->dtype == PR_DTYPE_UINT64;
   for (int64_t i = 0; i < len; i++) {
     int64_t ia = pr_bcast_offset(i, o->rank, o->dims, sa),
             ib = pr_bcast_offset(i, o->rank, o->dims, sb);
     bool r;
     if (i64) { /* exact for values beyond 2^53 */
       int64_t p = ((const int64_t *)a->ptr)[ia], q = ((const int64_t *)b->ptr)[ib];
+      r = kind == 0 ? p == q : kind == 1 ? p < q : kind == 2 ? p > q : kind == 3 ? p <= q : p >= q;
+    } else if (u64) {
+      uint64_t p = ((const uint64_t *)a->ptr)[ia], q = ((const uint64_t *)b->ptr)[ib];
       r = kind == 0 ? p == q : kind == 1 ? p < q : kind == 2 ? p > q : kind == 3 ? p <= q : p >= q;
     } else {
       double p = pr_load_double(a->ptr, a->dtype, ia), q = pr_load_double(b->ptr, b->dtype, ib);

@@ -6,7 +6,9 @@
  * B reordered once into the kernel's layout (shared by the model's sessions)
  * and a fused bias, activations and residual sum (see fuse.c). Every other
  * MatMul (B computed at run time, batched products, a single row of A) runs
- * as sgemm calls, one per batch entry that B does not share. */
+ * as sgemm calls, one per batch entry that B does not share. Double and
+ * the 32- and 64-bit integers (which ONNX Runtime takes too; no oneDNN
+ * kernel does) run a plain product per batch entry, integers wrapping. */
 #include <string.h>
 
 #include "engine/ops/dnnl_util.h"
@@ -17,6 +19,7 @@ typedef struct {
   int64_t bdims[PR_MAX_RANK], sa[PR_MAX_RANK], sb[PR_MAX_RANK]; /* batch dims, matrix strides */
   /* linear kernel */
   bool linear;
+  pr_dtype_t dtype;
   pr_dnnl_prim_t prim;
   void *w_buf;
   pr_model_t *w_cache;
@@ -34,8 +37,19 @@ static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s
                                 int64_t *od) {
   pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
   if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
-  if (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  if (a->dtype != b->dtype)
+    return pr_fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
+                   pr_dtype_name(b->dtype));
+  switch (a->dtype) {
+    case PR_DTYPE_FLOAT:
+    case PR_DTYPE_DOUBLE:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64: break;
+    default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  }
+  s->dtype = a->dtype;
   if (a->rank < 1 || b->rank < 1) return pr_fail(c, n, PR_ERR_INVALID, "scalar input");
   int64_t ad[PR_MAX_RANK + 1], bd[PR_MAX_RANK + 1];
   int ra = a->rank, rb = b->rank;
@@ -80,7 +94,7 @@ static pr_status_t infer_matmul(pr_compile_t *c, pr_node_t *n) {
   pr_status_t st = matmul_shape(c, n, &s, &r, d);
   if (st) return st;
   if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, r, d);
+  pr_value_set_shape(pr_out(c, n, 0), s.dtype, r, d);
   n->flops = 2.0 * (double)s.batch * (double)s.M * (double)s.N * (double)s.K;
   return PR_OK;
 }
@@ -140,14 +154,55 @@ static pr_status_t prepare_matmul(pr_compile_t *c, pr_node_t *n) {
   int64_t d[PR_MAX_RANK + 2];
   pr_status_t st = matmul_shape(c, n, s, &r, d);
   if (st) return st;
-  if (pr_matmul_is_linear(c, n)) return prepare_linear(c, n, s);
+  if (s->dtype == PR_DTYPE_FLOAT && pr_matmul_is_linear(c, n)) return prepare_linear(c, n, s);
   if (n->n_in > 2 || n->post.n_eltwise)
     return pr_fail(c, n, PR_ERR_INTERNAL, "fused operations on a non-linear MatMul");
   return PR_OK;
 }
 
+/* The plain product of one type: o = a b per batch entry, summed in ACC (an
+ * integer sum in uint64_t wraps, and its low bits are the wrapped result). */
+#define MATMUL_PLAIN(sfx, T, ACC)                                                           \
+  static void matmul_##sfx(const matmul_state_t *s, const T *a, const T *b, T *o) {         \
+    int64_t M = s->M, N = s->N, K = s->K;                                                   \
+    for (int64_t i = 0; i < s->batch; i++) {                                                \
+      const T *pa = a + pr_bcast_offset(i, s->rank, s->bdims, s->sa);                       \
+      const T *pb = b + pr_bcast_offset(i, s->rank, s->bdims, s->sb);                       \
+      T *po = o + i * M * N;                                                                \
+      for (int64_t m = 0; m < M; m++)                                                       \
+        for (int64_t j = 0; j < N; j++) {                                                   \
+          ACC acc = 0;                                                                      \
+          for (int64_t k = 0; k < K; k++) acc += (ACC)pa[m * K + k] * (ACC)pb[k * N + j];   \
+          po[m * N + j] = (T)acc;                                                           \
+        }                                                                                   \
+    }                                                                                       \
+  }
+MATMUL_PLAIN(f64, double, double)
+MATMUL_PLAIN(i32, int32_t, uint64_t)
+MATMUL_PLAIN(i64, int64_t, uint64_t)
+MATMUL_PLAIN(u32, uint32_t, uint64_t)
+MATMUL_PLAIN(u64, uint64_t, uint64_t)
+#undef MATMUL_PLAIN
+
+static void run_matmul_plain(pr_exec_t *x, pr_node_t *n, const matmul_state_t *s) {
+  const void *a = pr_xin(x, n, 0), *b = pr_xin(x, n, 1);
+  void *o = pr_xout(x, n, 0);
+  switch (s->dtype) {
+    case PR_DTYPE_DOUBLE: matmul_f64(s, a, b, o); break;
+    case PR_DTYPE_INT32: matmul_i32(s, a, b, o); break;
+    case PR_DTYPE_INT64: matmul_i64(s, a, b, o); break;
+    case PR_DTYPE_UINT32: matmul_u32(s, a, b, o); break;
+    case PR_DTYPE_UINT64: matmul_u64(s, a, b, o); break;
+    default: assert(0 && "matmul: element type");
+  }
+}
+
 static void run_matmul(pr_exec_t *x, pr_node_t *n) {
   matmul_state_t *s = n->state;
+  if (s->dtype != PR_DTYPE_FLOAT) {
+    run_matmul_plain(x, n, s);
+    return;
+  }
   if (s->linear) {
     if (s->sum_in >= 0) pr_dnnl_sum_addend(x, n, s->sum_in);
     pr_dnnl_prim_run(x, &s->prim);
@@ -184,9 +239,9 @@ const pr_op_t pr_op_matmul = {.name = "MatMul",
 static pr_status_t infer_gemm(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1), *cc = pr_in(c, n, 2);
   if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs A and B");
-  if (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT ||
-      (cc && cc->dtype != PR_DTYPE_FLOAT))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  if ((a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_DOUBLE) || b->dtype != a->dtype ||
+      (cc && cc->dtype != a->dtype))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "A, B and C of one type, FLOAT or DOUBLE");
   if (a->rank != 2 || b->rank != 2) return pr_fail(c, n, PR_ERR_INVALID, "A and B must be 2-D");
   bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
   int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
@@ -202,14 +257,40 @@ static pr_status_t infer_gemm(pr_compile_t *c, pr_node_t *n) {
         bd[1] != N)
       return pr_fail(c, n, PR_ERR_INVALID, "C does not broadcast to [M, N]");
   }
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, 2, d);
+  pr_value_set_shape(pr_out(c, n, 0), a->dtype, 2, d);
   n->flops = 2.0 * (double)M * (double)N * (double)K;
   return PR_OK;
+}
+
+/* Gemm in double: the plain product, then alpha and beta C */
+static void run_gemm_f64(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[1]], *o = &x->v[n->out[0]];
+  const pr_value_t *cc = n->n_in > 2 && n->in[2] >= 0 ? &x->v[n->in[2]] : NULL;
+  bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
+  double alpha = pr_attr_float(n->m, "alpha", 1.f), beta = pr_attr_float(n->m, "beta", 1.f);
+  int64_t M = o->dims[0], N = o->dims[1], K = ta ? a->dims[0] : a->dims[1];
+  int64_t lda = a->dims[1], ldb = b->dims[1];
+  const double *pa = a->ptr, *pb = b->ptr, *pc = cc ? cc->ptr : NULL;
+  int64_t cm = cc && cc->rank == 2 ? cc->dims[0] : 1;
+  int64_t cn = cc && cc->rank >= 1 ? cc->dims[cc->rank - 1] : 1;
+  double *y = o->ptr;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; k++)
+        acc += pa[ta ? k * lda + i : i * lda + k] * pb[tb ? j * ldb + k : k * ldb + j];
+      double add = pc ? beta * pc[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0;
+      y[i * N + j] = alpha * acc + add;
+    }
 }
 
 static void run_gemm(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[1]], *o = &x->v[n->out[0]];
   const pr_value_t *cc = n->n_in > 2 && n->in[2] >= 0 ? &x->v[n->in[2]] : NULL;
+  if (o->dtype == PR_DTYPE_DOUBLE) {
+    run_gemm_f64(x, n);
+    return;
+  }
   bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
   float alpha = pr_attr_float(n->m, "alpha", 1.f), beta = pr_attr_float(n->m, "beta", 1.f);
   int64_t M = o->dims[0], N = o->dims[1], K = ta ? a->dims[0] : a->dims[1];
