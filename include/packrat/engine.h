@@ -66,6 +66,13 @@ typedef enum {
  * operator version is implemented; others are refused naming the node. */
 #define PR_MAX_OPSET 21
 
+/* The operators the engine implements (default domain), in a fixed order:
+ * pr_engine_op_count() of them; pr_engine_op(i) writes operator i's ONNX
+ * name and the lowest opset whose version of it is implemented (every
+ * later one up to PR_MAX_OPSET is). PR_ERR_INVALID for a bad index. */
+int pr_engine_op_count(void);
+pr_status_t pr_engine_op(int i, const char **name, int *min_opset);
+
 /* Description of a graph input or output. dims[k] < 0 means symbolic; its
  * name (if the model names it) is in dim_names[k], else NULL. Strings are
  * owned by the model. */

@@ -1,6 +1,7 @@
 /* ONNX backend node-test runner.
  *
  * usage: conformance DIR [--threads T] [--filter SUBSTRING] [--verbose] [--json FILE]
+ *        conformance --ops   (the engine's operators: "NAME MIN_OPSET MAX_OPSET" a line)
  *
  * For every DIR/<test>/model.onnx and each test_data_set_*: feed input_K.pb,
  * compare with output_K.pb (rtol 1e-3, atol 1e-7 as ONNX's backend tests).
@@ -177,7 +178,18 @@ static int run_test(const char *dir, int threads, char *why, size_t why_len) {
   return result;
 }
 
+static int list_ops(void) {
+  for (int i = 0; i < pr_engine_op_count(); i++) {
+    const char *name;
+    int lo;
+    if (pr_engine_op(i, &name, &lo)) return 1;
+    printf("%s %d %d\n", name, lo, PR_MAX_OPSET);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--ops")) return list_ops();
   if (argc < 2) {
     fprintf(
         stderr,

@@ -18,6 +18,17 @@ const pr_op_t *pr_op_find(const char *name) {
   return NULL;
 }
 
+int pr_engine_op_count(void) {
+  return PR_OP_COUNT;
+}
+
+pr_status_t pr_engine_op(int i, const char **name, int *min_opset) {
+  if (i < 0 || i >= PR_OP_COUNT) return PR_ERR_INVALID;
+  *name = ops[i]->name;
+  *min_opset = ops[i]->min_opset;
+  return PR_OK;
+}
+
 const pr_attr_t *pr_attr_find(const pr_mnode_t *m, const char *name) {
   if (!m) return NULL;
   for (int i = 0; i < m->n_attrs; i++)
