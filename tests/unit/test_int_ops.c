@@ -254,13 +254,18 @@ static void test_cast_float_to_int_as_ort(void **state) {
   pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 1, .dims = {8}, .data = f}, out[5];
   run(s, &in, 1, out, 5);
   const int32_t w32[8] = {INT32_MIN, INT32_MIN, INT32_MIN, -1, 300, INT32_MIN, INT32_MIN, 2};
-  const int64_t w64[8] = {INT64_MIN, 10000000000LL, -10000000000LL, -1, 300, INT64_MIN, INT64_MIN,
-                          2};
+  const int64_t w64[8] = {INT64_MIN, 10000000000LL, -10000000000LL, -1,
+                          300,       INT64_MIN,     INT64_MIN,      2};
   const uint8_t wu8[8] = {0, 0, 0, 255, 44, 0, 0, 2};
   const int8_t w8[8] = {0, 0, 0, -1, 44, 0, 0, 2};
-  const uint64_t wu64[8] = {1ULL << 63,         10000000000ULL, 18446744063709551616ULL,
-                            UINT64_MAX,         300,            9999999980506447872ULL,
-                            1ULL << 63,         2};
+  const uint64_t wu64[8] = {1ULL << 63,
+                            10000000000ULL,
+                            18446744063709551616ULL,
+                            UINT64_MAX,
+                            300,
+                            9999999980506447872ULL,
+                            1ULL << 63,
+                            2};
   for (int i = 0; i < 8; i++) {
     assert_int_equal(((const int32_t *)out[0].data)[i], w32[i]);
     assert_true(((const int64_t *)out[1].data)[i] == w64[i]);
@@ -376,10 +381,10 @@ static void test_pad_overflow_refused(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_int64_arith_wraps),     cmocka_unit_test(test_int32_arith_wraps),
-      cmocka_unit_test(test_folded_division_loads), cmocka_unit_test(test_int_pow_exact),
-      cmocka_unit_test(test_cast_float_to_int_as_ort),        cmocka_unit_test(test_clip_int64_exact),
-      cmocka_unit_test(test_range_int64_exact),     cmocka_unit_test(test_slice_extreme_steps),
+      cmocka_unit_test(test_int64_arith_wraps),        cmocka_unit_test(test_int32_arith_wraps),
+      cmocka_unit_test(test_folded_division_loads),    cmocka_unit_test(test_int_pow_exact),
+      cmocka_unit_test(test_cast_float_to_int_as_ort), cmocka_unit_test(test_clip_int64_exact),
+      cmocka_unit_test(test_range_int64_exact),        cmocka_unit_test(test_slice_extreme_steps),
       cmocka_unit_test(test_pad_overflow_refused),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

@@ -162,20 +162,20 @@ static pr_status_t prepare_matmul(pr_compile_t *c, pr_node_t *n) {
 
 /* The plain product of one type: o = a b per batch entry, summed in ACC (an
  * integer sum in uint64_t wraps, and its low bits are the wrapped result). */
-#define MATMUL_PLAIN(sfx, T, ACC)                                                           \
-  static void matmul_##sfx(const matmul_state_t *s, const T *a, const T *b, T *o) {         \
-    int64_t M = s->M, N = s->N, K = s->K;                                                   \
-    for (int64_t i = 0; i < s->batch; i++) {                                                \
-      const T *pa = a + pr_bcast_offset(i, s->rank, s->bdims, s->sa);                       \
-      const T *pb = b + pr_bcast_offset(i, s->rank, s->bdims, s->sb);                       \
-      T *po = o + i * M * N;                                                                \
-      for (int64_t m = 0; m < M; m++)                                                       \
-        for (int64_t j = 0; j < N; j++) {                                                   \
-          ACC acc = 0;                                                                      \
-          for (int64_t k = 0; k < K; k++) acc += (ACC)pa[m * K + k] * (ACC)pb[k * N + j];   \
-          po[m * N + j] = (T)acc;                                                           \
-        }                                                                                   \
-    }                                                                                       \
+#define MATMUL_PLAIN(sfx, T, ACC)                                                         \
+  static void matmul_##sfx(const matmul_state_t *s, const T *a, const T *b, T *o) {       \
+    int64_t M = s->M, N = s->N, K = s->K;                                                 \
+    for (int64_t i = 0; i < s->batch; i++) {                                              \
+      const T *pa = a + pr_bcast_offset(i, s->rank, s->bdims, s->sa);                     \
+      const T *pb = b + pr_bcast_offset(i, s->rank, s->bdims, s->sb);                     \
+      T *po = o + i * M * N;                                                              \
+      for (int64_t m = 0; m < M; m++)                                                     \
+        for (int64_t j = 0; j < N; j++) {                                                 \
+          ACC acc = 0;                                                                    \
+          for (int64_t k = 0; k < K; k++) acc += (ACC)pa[m * K + k] * (ACC)pb[k * N + j]; \
+          po[m * N + j] = (T)acc;                                                         \
+        }                                                                                 \
+    }                                                                                     \
   }
 MATMUL_PLAIN(f64, double, double)
 MATMUL_PLAIN(i32, int32_t, uint64_t)
