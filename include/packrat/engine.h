@@ -160,11 +160,14 @@ double pr_engine_session_flops(const pr_session_t *s);
 /* Number of kernels one run executes (after folding and fusion). */
 int pr_engine_session_num_kernels(const pr_session_t *s);
 /* Kernel i of the session in run order: its op ("Conv", "MatMul", or a
- * compiler-made kernel such as "LayerNorm"), the ONNX node it came from, its
- * FLOPs per run and, with profile_kernels, its total seconds over `runs` runs. */
+ * compiler-made kernel such as "LayerNorm"), the ONNX node it came from, the
+ * oneDNN implementation that runs it ("" for packrat's own kernels; "ref..."
+ * is oneDNN's slow reference code), its FLOPs per run and, with
+ * profile_kernels, its total seconds over `runs` runs. */
 typedef struct {
   const char *op;
   const char *node;
+  const char *impl;
   double flops;
   double seconds;
   int64_t runs;

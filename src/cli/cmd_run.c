@@ -129,7 +129,8 @@ static json_t *print_kernel_profile(const pr_session_t *s) {
   for (int j = 0; j < n_top; j++) {
     pr_kernel_info_t k;
     pr_engine_session_kernel(s, top[j], &k);
-    printf("  #%-4d %-14s %-40s %8.3f ms\n", top[j], k.op, k.node, k.seconds * 1e3 / (double)runs);
+    printf("  #%-4d %-14s %-40s %8.3f ms  %s\n", top[j], k.op, k.node,
+           k.seconds * 1e3 / (double)runs, k.impl[0] ? k.impl : "packrat");
   }
   return o;
 }

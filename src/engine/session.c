@@ -301,6 +301,7 @@ pr_status_t pr_engine_session_kernel(const pr_session_t *s, int i, pr_kernel_inf
   const pr_node_t *n = &s->c.nodes[i];
   info->op = n->op->name;
   info->node = pr_node_name(n);
+  info->impl = n->impl;
   info->flops = n->flops;
   info->seconds = s->kernel_seconds ? s->kernel_seconds[i] : 0;
   info->runs = s->kernel_seconds ? s->runs : 0;

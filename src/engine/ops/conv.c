@@ -182,20 +182,18 @@ static void dims_of(const pr_value_t *v, dnnl_dims_t d) {
 }
 
 /* Activation layout of a 2-D conv: channel-blocked (nChw16c / nChw8c) when
- * the session asks for it (batches of 2 and more, where those kernels
- * measured faster; see session.c) and the channels fill whole blocks, else
- * the kernel's own choice. */
-static dnnl_format_tag_t act_tag(const pr_compile_t *c, int rank, int64_t channels) {
-  if (rank != 4 || !c->conv_block || channels % c->conv_block) return dnnl_format_tag_any;
-  return c->conv_block == 16 ? dnnl_nChw16c : dnnl_nChw8c;
+ * the session asks for it (block: c->conv_block, see session.c) and the
+ * channels fill whole blocks, else the kernel's own choice. */
+static dnnl_format_tag_t act_tag(int block, int rank, int64_t channels) {
+  if (rank != 4 || !block || channels % block) return dnnl_format_tag_any;
+  return block == 16 ? dnnl_nChw16c : dnnl_nChw8c;
 }
 
-/* The convolution's primitive descriptor: activations in the layout
- * act_tag chooses (or row-major for image inputs), weights and output in
- * the kernel's choice, n's post-ops. w_plain: the row-major weights. */
-static pr_status_t create_conv_pd(pr_compile_t *c, pr_node_t *n, const conv_geom_t *g,
-                                  const dnnl_memory_desc_t *b_md, dnnl_memory_desc_t *w_plain,
-                                  dnnl_primitive_desc_t *pd) {
+/* create_conv_pd with the activations blocked by `block` (0: the kernel's
+ * choice). */
+static pr_status_t conv_pd_with(pr_compile_t *c, pr_node_t *n, const conv_geom_t *g,
+                                const dnnl_memory_desc_t *b_md, dnnl_memory_desc_t *w_plain,
+                                dnnl_primitive_desc_t *pd, int block) {
   pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1), *o = pr_out(c, n, 0);
   int rank = x->rank;
   dnnl_dims_t xd, od, wd, strides, dil, pl, pr_;
@@ -226,10 +224,11 @@ static pr_status_t create_conv_pd(pr_compile_t *c, pr_node_t *n, const conv_geom
     x_any = x->md;
   else
     PR_DNNL(c, n,
-            dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, act_tag(c, rank, xd[1])));
+            dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, act_tag(block, rank, xd[1])));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, dnnl_f32, dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(w_plain, wrank, wd, dnnl_f32, plain_tags[wrank]));
-  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, act_tag(c, rank, od[1])));
+  PR_DNNL(c, n,
+          dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, act_tag(block, rank, od[1])));
   dnnl_convolution_desc_t cd;
   PR_DNNL(c, n,
           dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
@@ -242,6 +241,26 @@ static pr_status_t create_conv_pd(pr_compile_t *c, pr_node_t *n, const conv_geom
   dnnl_primitive_attr_destroy(attr);
   if (ds != dnnl_success) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN kernel (%d)", ds);
   return PR_OK;
+}
+
+/* The convolution's primitive descriptor: activations in the layout
+ * act_tag chooses (or row-major for image inputs), weights and output in
+ * the kernel's choice, n's post-ops. w_plain: the row-major weights. When
+ * only oneDNN's reference kernel takes the blocked layout (a grouped conv
+ * whose groups do not fill blocks: RegNet's ran 60x slower), the kernel's
+ * own layout instead. */
+static pr_status_t create_conv_pd(pr_compile_t *c, pr_node_t *n, const conv_geom_t *g,
+                                  const dnnl_memory_desc_t *b_md, dnnl_memory_desc_t *w_plain,
+                                  dnnl_primitive_desc_t *pd) {
+  pr_status_t st = conv_pd_with(c, n, g, b_md, w_plain, pd, c->conv_block);
+  if (st || !c->conv_block) return st;
+  const char *impl = NULL;
+  if (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
+      strncmp(impl, "ref", 3))
+    return PR_OK;
+  dnnl_primitive_desc_destroy(*pd);
+  *pd = NULL;
+  return conv_pd_with(c, n, g, b_md, w_plain, pd, 0);
 }
 
 /* Weights in the kernel's layout w_md: once now when they are constant,

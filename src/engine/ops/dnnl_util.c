@@ -10,6 +10,10 @@
 
 pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
                               dnnl_primitive_desc_t pd) {
+  const char *impl = NULL;
+  if (!n->impl[0] &&
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+    snprintf(n->impl, sizeof n->impl, "%s", impl);
   dnnl_status_t st = dnnl_primitive_create(&p->prim, pd);
   dnnl_primitive_desc_destroy(pd);
   if (st != dnnl_success)
