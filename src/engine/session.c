@@ -102,18 +102,34 @@ void pr_engine_session_destroy(pr_session_t *s) {
   free(s);
 }
 
-/* Convolution activation layout. Measured on ResNet-50 and Inception-v3
- * (AVX-512, oneDNN 2.6): with a batch of 2 or more, the channel-blocked
- * kernels run 2-5% faster than the channels-last ones oneDNN picks by itself;
- * at batch 1 the channels-last ones are as fast or faster (up to 5%). */
+/* A depthwise convolution: a Conv whose groups each take one input channel
+ * (constant weights [M, 1, k...] with group > 1). */
+static bool has_depthwise_conv(const pr_model_t *m) {
+  for (int i = 0; i < m->n_nodes; i++) {
+    const pr_mnode_t *n = &m->nodes[i];
+    if (strcmp(n->op_type, "Conv") || n->n_in < 2 || n->in[1] < 0) continue;
+    const pr_tensor_t *w = m->values[n->in[1]].init;
+    if (w && w->rank >= 3 && w->dims[1] == 1 && pr_attr_int(n, "group", 1) > 1) return true;
+  }
+  return false;
+}
+
+/* Convolution activation layout. Measured with oneDNN 2.6 (bench: `packrat
+ * run` of each layout, interleaved, 2026-11-30): on AVX-512 with a batch of
+ * 2 or more, the channel-blocked kernels run 2-5% faster than the
+ * channels-last ones oneDNN picks by itself (ResNet-50, Inception-v3); at
+ * batch 1 they are 3-19% faster on models with depthwise convolutions
+ * (PaddleOCR det and rec, EfficientNet-B0, MobileNetV3) and 1-4% slower on
+ * the others (Inception-v3, DenseNet-121), which keep oneDNN's choice. On
+ * AVX2 the 8-channel blocks were not faster at batch 1 (PaddleOCR det 10%
+ * slower): the kernel's choice stands there. */
 static int conv_block_for(const pr_model_t *m, const pr_session_options_t *opt) {
   int64_t batch = opt->batch;
   if (opt->input_shapes && m->n_inputs > 0 && opt->input_shapes[0].rank >= 1)
     batch = opt->input_shapes[0].dims[0];
-  if (batch < 2) return 0;
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  /* measured on AVX-512 only; elsewhere the kernel's choice stands */
-  return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 16 : 0;
+  if ((isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core) return 0;
+  return batch >= 2 || has_depthwise_conv(m) ? 16 : 0;
 }
 
 static pr_status_t check_options(const pr_session_options_t *opt, char *err, size_t err_len) {
