@@ -14,9 +14,9 @@
 
 static pr_status_t infer_layer_norm(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0), *scale = pr_in(c, n, 1), *b = pr_in(c, n, 2);
-  if (x->dtype != PR_DTYPE_FLOAT || !scale || scale->dtype != PR_DTYPE_FLOAT ||
-      (b && b->dtype != PR_DTYPE_FLOAT))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  if ((x->dtype != PR_DTYPE_FLOAT && x->dtype != PR_DTYPE_DOUBLE) || !scale ||
+      scale->dtype != x->dtype || (b && b->dtype != x->dtype))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X, Scale and B of one type, FLOAT or DOUBLE");
   int axis = pr_axis(pr_attr_int(n->m, "axis", -1), x->rank);
   if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
   int64_t row = 1;
@@ -32,8 +32,39 @@ static pr_status_t infer_layer_norm(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
+/* LayerNormalization of doubles: the same two passes, in double; Mean and
+ * InvStdDev stay float (stash_type). */
+static void run_layer_norm_f64(pr_exec_t *x, pr_node_t *n, int axis, double eps) {
+  const pr_value_t *in = &x->v[n->in[0]];
+  int64_t len = 1, rows;
+  for (int k = axis; k < in->rank; k++) len *= in->dims[k];
+  rows = pr_value_numel(in) / (len ? len : 1);
+  const double *a = in->ptr, *scale = pr_xin(x, n, 1);
+  const double *bias = n->n_in > 2 && n->in[2] >= 0 ? pr_xin(x, n, 2) : NULL;
+  double *o = pr_xout(x, n, 0);
+  float *mean_out = n->n_out > 1 && n->out[1] >= 0 ? pr_xout(x, n, 1) : NULL;
+  float *inv_out = n->n_out > 2 && n->out[2] >= 0 ? pr_xout(x, n, 2) : NULL;
+  for (int64_t r = 0; r < rows; r++) {
+    const double *pa = a + r * len;
+    double sum = 0, sq = 0;
+    for (int64_t j = 0; j < len; j++) sum += pa[j];
+    double m = sum / (double)len;
+    for (int64_t j = 0; j < len; j++) sq += (pa[j] - m) * (pa[j] - m);
+    double inv = 1 / sqrt(sq / (double)len + eps);
+    for (int64_t j = 0; j < len; j++)
+      o[r * len + j] = (pa[j] - m) * inv * scale[j] + (bias ? bias[j] : 0);
+    if (mean_out) mean_out[r] = (float)m;
+    if (inv_out) inv_out[r] = (float)inv;
+  }
+}
+
 static void run_layer_norm(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *in = &x->v[n->in[0]];
+  if (in->dtype == PR_DTYPE_DOUBLE) {
+    run_layer_norm_f64(x, n, pr_axis(pr_attr_int(n->m, "axis", -1), in->rank),
+                       pr_attr_float(n->m, "epsilon", 1e-5f));
+    return;
+  }
   /* the fused kernel (from a decomposed LayerNorm) has no model node: last
    * axis, epsilon in post.alpha[0] */
   int axis = pr_axis(n->m ? pr_attr_int(n->m, "axis", -1) : -1, in->rank);
@@ -101,12 +132,14 @@ static pr_status_t check_bn(const pr_mnode_t *m, int opset, char *err, size_t le
 
 static pr_status_t infer_bn(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0);
-  if (!x || x->dtype != PR_DTYPE_FLOAT || x->rank < 2)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input must be FLOAT of rank >= 2");
+  if (!x || (x->dtype != PR_DTYPE_FLOAT && x->dtype != PR_DTYPE_DOUBLE) || x->rank < 2)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input must be FLOAT or DOUBLE of rank >= 2");
+  if (x->dtype == PR_DTYPE_DOUBLE && pr_attr_int(n->m, "training_mode", 0))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "training mode of DOUBLE");
   for (int k = 1; k < 5; k++) {
     pr_value_t *p = pr_in(c, n, k);
-    if (!p || p->dtype != PR_DTYPE_FLOAT || pr_value_numel(p) != x->dims[1])
-      return pr_fail(c, n, PR_ERR_INVALID, "input %d must hold %lld floats", k,
+    if (!p || p->dtype != x->dtype || pr_value_numel(p) != x->dims[1])
+      return pr_fail(c, n, PR_ERR_INVALID, "input %d must hold %lld values of X's type", k,
                      (long long)x->dims[1]);
   }
   pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, x->dims);
@@ -152,12 +185,32 @@ static void run_bn_training(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
+/* Inference BatchNormalization of doubles, in double. */
+static void run_bn_f64(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *in = &x->v[n->in[0]];
+  const double *scale = pr_xin(x, n, 1), *bias = pr_xin(x, n, 2), *mean = pr_xin(x, n, 3),
+               *var = pr_xin(x, n, 4), *a = in->ptr;
+  double eps = pr_attr_float(n->m, "epsilon", 1e-5f), *o = pr_xout(x, n, 0);
+  int64_t N = in->dims[0], C = in->dims[1], inner = 1;
+  for (int k = 2; k < in->rank; k++) inner *= in->dims[k];
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t ch = 0; ch < C; ch++) {
+      double s = scale[ch] / sqrt(var[ch] + eps), t = bias[ch] - mean[ch] * s;
+      for (int64_t j = 0; j < inner; j++)
+        o[(i * C + ch) * inner + j] = a[(i * C + ch) * inner + j] * s + t;
+    }
+}
+
 static void run_bn(pr_exec_t *x, pr_node_t *n) {
   if (pr_attr_int(n->m, "training_mode", 0)) {
     run_bn_training(x, n);
     return;
   }
   const pr_value_t *in = &x->v[n->in[0]];
+  if (in->dtype == PR_DTYPE_DOUBLE) {
+    run_bn_f64(x, n);
+    return;
+  }
   const float *scale = pr_xin(x, n, 1), *bias = pr_xin(x, n, 2), *mean = pr_xin(x, n, 3),
               *var = pr_xin(x, n, 4);
   float eps = pr_attr_float(n->m, "epsilon", 1e-5f);

@@ -2,7 +2,8 @@
  * any input layout, the output in the kernel's preferred layout. A MaxPool
  * with the Indices output runs a plain loop instead (row-major, the flat
  * index of each maximum; storage_order 1 numbers the spatial positions
- * column-major), and MaxUnpool scatters values back to those indices. */
+ * column-major), as does a MaxPool of doubles (no oneDNN kernel takes
+ * them), and MaxUnpool scatters values back to those indices. */
 #include <math.h>
 #include <string.h>
 
@@ -40,8 +41,9 @@ static pr_status_t pool_geom(pr_compile_t *c, pr_node_t *n, pool_geom_t *g) {
 static pr_status_t infer_pool_common(pr_compile_t *c, pr_node_t *n, bool global, bool is_max) {
   pr_value_t *x = pr_in(c, n, 0);
   if (!x) return pr_fail(c, n, PR_ERR_INVALID, "missing input");
-  if (x->dtype != PR_DTYPE_FLOAT &&
-      !(is_max && (x->dtype == PR_DTYPE_UINT8 || x->dtype == PR_DTYPE_INT8)))
+  bool loop_types = x->dtype == PR_DTYPE_UINT8 || x->dtype == PR_DTYPE_INT8 ||
+                    (x->dtype == PR_DTYPE_DOUBLE && !global);
+  if (x->dtype != PR_DTYPE_FLOAT && !(is_max && loop_types))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(x->dtype));
   if (x->rank < 3 || x->rank > 5)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions");
@@ -109,7 +111,7 @@ static pr_status_t infer_gmax(pr_compile_t *c, pr_node_t *n) {
  * the whole), or the geometry of the loop that writes Indices. */
 typedef struct {
   pr_dnnl_prim_t prim;
-  bool indices;
+  bool loop;
   pool_geom_t g;
 } max_state_t;
 
@@ -123,18 +125,20 @@ static pr_status_t prepare_max(pr_compile_t *c, pr_node_t *n) {
   max_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
-  if (!(n->n_out > 1 && n->out[1] >= 0))
+  bool indices = n->n_out > 1 && n->out[1] >= 0;
+  if (!indices && pr_in(c, n, 0)->dtype != PR_DTYPE_DOUBLE)
     return prepare_pool_common(c, n, false, dnnl_pooling_max, &s->prim);
-  s->indices = true;
+  s->loop = true;
   pr_status_t st = pr_require_plain(c, n, 0);
   if (st) return st;
   return pool_geom(c, n, &s->g);
 }
 
-/* MaxPool with Indices: one output element at a time over its window. */
-static void run_max_indices(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
+/* MaxPool with Indices (or of doubles): one output element at a time over
+ * its window. */
+static void run_max_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
   const pr_value_t *a = &x->v[n->in[0]];
-  int64_t *ind = pr_xout(x, n, 1);
+  int64_t *ind = n->n_out > 1 && n->out[1] >= 0 ? pr_xout(x, n, 1) : NULL;
   void *o = pr_xout(x, n, 0);
   bool col = pr_attr_int(n->m, "storage_order", 0) != 0;
   int sp = g->sp;
@@ -165,7 +169,7 @@ static void run_max_indices(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
         if (best < 0 || v > bv) bv = v, best = pl * in_sp + (col ? cflat : flat), best_row = flat;
       }
       char *po = (char *)o + (size_t)(pl * out_sp + oi) * es;
-      ind[pl * out_sp + oi] = best < 0 ? 0 : best;
+      if (ind) ind[pl * out_sp + oi] = best < 0 ? 0 : best;
       if (best_row >= 0)
         memcpy(po, (const char *)a->ptr + (size_t)(pl * in_sp + best_row) * es, es);
       else
@@ -175,8 +179,8 @@ static void run_max_indices(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
 
 static void run_max(pr_exec_t *x, pr_node_t *n) {
   max_state_t *s = n->state;
-  if (s->indices)
-    run_max_indices(x, n, &s->g);
+  if (s->loop)
+    run_max_loop(x, n, &s->g);
   else
     pr_dnnl_prim_run(x, &s->prim);
 }
