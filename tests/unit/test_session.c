@@ -899,6 +899,35 @@ static void test_clip_crossed_bounds(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* A double Clip's bounds are exact: they went through float, and
+ * Clip(0, 0.1) gave 0.100000001490116 */
+static void clip_double_model(void **data, size_t *len) {
+  mb_t *b = mb_new(13);
+  int64_t d[1] = {3}, none[1] = {0};
+  double lo = 0.1, hi = 0.3;
+  mb_input(b, "x", PR_DTYPE_DOUBLE, 1, d);
+  mb_init(b, "lo", PR_DTYPE_DOUBLE, 0, none, &lo, sizeof lo);
+  mb_init(b, "hi", PR_DTYPE_DOUBLE, 0, none, &hi, sizeof hi);
+  mb_node(b, "Clip", "clip", (const char *[]){"x", "lo", "hi", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  mb_finish(b, data, len);
+}
+
+static void test_clip_double_bounds_exact(void **state) {
+  pr_model_t *m = load(clip_double_model);
+  pr_session_options_t opt = pr_session_options_default();
+  pr_session_t *s;
+  char err[256];
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_OK);
+  double x[3] = {0, 0.2, 1};
+  pr_tensor_t in = {.dtype = PR_DTYPE_DOUBLE, .rank = 1, .dims = {3}, .data = x}, out;
+  assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+  const double *y = out.data;
+  assert_true(y[0] == 0.1), assert_true(y[1] == 0.2), assert_true(y[2] == 0.3);
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 /* ConvTranspose with a spatial attribute of the wrong length: a clear error,
  * no read past the attribute (found by fuzz_loader). */
 static void test_conv_transpose_bad_attribute(void **state) {
@@ -976,6 +1005,7 @@ int main(void) {
       cmocka_unit_test(test_conv_transpose_bad_attribute),
       cmocka_unit_test(test_clip_bounds_at_run_time),
       cmocka_unit_test(test_clip_crossed_bounds),
+      cmocka_unit_test(test_clip_double_bounds_exact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,7 +79,7 @@ typedef enum {
  * alpha; Selu alpha and gamma; Shrink lambd and bias */
 typedef struct {
   unary_kind_t kind;
-  float alpha, beta;
+  double alpha, beta; /* double: a double Clip's bounds are exact */
 } unary_state_t;
 
 /* Element types an op takes: the floats, plus the signed integers, plus
@@ -283,7 +283,7 @@ UNARY_INT(u64, uint64_t, NEG_U, ABS_U, SIGN_U, pr_sat_u64)
 
 /* float kernel over a span (no threads): the float16 path's inner loop */
 static void unary_f32_span(const unary_state_t *s, const float *a, float *o, int64_t len) {
-  float alpha = s->alpha, beta = s->beta;
+  float alpha = (float)s->alpha, beta = (float)s->beta;
   switch (s->kind) {
 #define UNARY_SPAN(K)                                            \
   case K:                                                        \
@@ -352,7 +352,7 @@ static void run_unary_state(pr_exec_t *x, pr_node_t *n, const unary_state_t *s) 
   const float *a = in->ptr;
   float *o = pr_xout(x, n, 0);
   int64_t len = (int64_t)(in->nbytes / sizeof(float));
-  float alpha = s->alpha, beta = s->beta;
+  float alpha = (float)s->alpha, beta = (float)s->beta;
   /* one loop per kind, so each is a plain SIMD loop (_Pragma needs its
    * string in one literal, hence the long line) */
   switch (s->kind) {
@@ -534,9 +534,9 @@ static void clip_set_bound(clip_state_t *s, int k, const void *data, pr_dtype_t 
   int64_t i = t == PR_DTYPE_UINT64 ? 0 : pr_load_int64(data, t, 0);
   uint64_t u = t == PR_DTYPE_UINT64 ? *(const uint64_t *)data : 0;
   if (k == 1)
-    s->u.alpha = (float)d, s->lo = i, s->ulo = u;
+    s->u.alpha = d, s->lo = i, s->ulo = u;
   else
-    s->u.beta = (float)d, s->hi = i, s->uhi = u;
+    s->u.beta = d, s->hi = i, s->uhi = u;
 }
 
 static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
@@ -548,7 +548,7 @@ static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
     lo = pr_attr_float(n->m, "min", -3.402823e+38f);
     hi = pr_attr_float(n->m, "max", 3.402823e+38f);
   }
-  s->u = (unary_state_t){.kind = U_CLIP, .alpha = (float)lo, .beta = (float)hi};
+  s->u = (unary_state_t){.kind = U_CLIP, .alpha = lo, .beta = hi};
   s->lo = pr_sat_i64(lo), s->hi = pr_sat_i64(hi);
   s->ulo = 0, s->uhi = UINT64_MAX;
   for (int k = 1; k < 3 && c->opset >= 11; k++) {
