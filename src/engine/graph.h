@@ -158,7 +158,7 @@ typedef struct pr_node {
   bool pad_fused;
   int64_t pad_add[6];
   pr_attn_t attn;
-  double flops; /* multiply-adds x 2 of one run, set by prepare */
+  double flops;  /* multiply-adds x 2 of one run, set by prepare */
   char impl[48]; /* the oneDNN kernel that runs it (its first primitive's), "" if none */
   void *state;
 } pr_node_t;
