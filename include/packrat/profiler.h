@@ -17,6 +17,10 @@ typedef struct {
   int max_batch;            /* grid: every b <= 8, then powers of two up to max_batch */
   const int *extra_batches; /* also measured (batch sizes a plan needs) */
   int n_extra;
+  /* when n_batches > 0: exactly these batch sizes (ascending, at most 64),
+   * instead of the grid of max_batch and the extras */
+  const int *batches;
+  int n_batches;
   const int *cpus; /* CPU order (topology); first T used */
   int n_cpus;
   double max_point_s; /* time budget of one point: its runs' sum (0: 3 s; >= 3 runs) */
@@ -147,6 +151,24 @@ pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_option
  * (n_suspicious == 0: a suspicious profile is measured again). */
 int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,
                        int max_batch);
+
+/* Coverage (pure): the batch sizes of need[] at which p (may be NULL: none
+ * covered) lacks a point for some thread count 1..cores, each once, in
+ * need's order. Writes the first max into missing (may be NULL with max 0)
+ * and returns how many there are (0: p covers need). */
+int pr_profile_missing(const pr_profile_t *p, int cores, const int *need, int n_need, int *missing,
+                       int max);
+
+/* Union (pure): out = base's points (base may be NULL) plus add's, a point
+ * of add replacing base's at the same (threads, batch); model, hash, CPU and
+ * tolerance from add, cores the larger; n_suspicious recomputed
+ * (pr_profile_assess). out is new (free with pr_profile_free); PR_ERR_NOMEM. */
+pr_status_t pr_profile_merge(const pr_profile_t *base, const pr_profile_t *add, pr_profile_t *out);
+
+/* Co-running slowdown (pure): scales each point of p (measured alone:
+ * latency_ms == isolated_ms) by the slowdown ref measured at the same thread
+ * count (ref's latency_ms over isolated_ms; 1 when ref has none). */
+void pr_profile_apply_corun(const pr_profile_t *ref, pr_profile_t *p);
 
 /* What pr_profile_get needs: the cores (threads 1..cores on cpus in order),
  * the grid (max_batch, plus extra batches that must be covered at every

@@ -1,6 +1,5 @@
 /* packrat plan: the best instance list for a batch, from a profile. */
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include "base/util.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/plot.h"
 #include "cli/profile_util.h"
 
 static void usage(FILE *f) {
@@ -23,68 +23,18 @@ static void usage(FILE *f) {
           "  --profile FILE   a profile from 'packrat profile --out' instead of a model\n"
           "  --json           print one JSON object as the last line\n"
           "  --dim NAME=N     value of the model's named symbolic dimension NAME (repeatable)\n"
-          "  --plot FILE.svg  draw latency against batch per thread count, the plan marked\n");
-}
-
-static void write_svg(const char *path, const pr_profile_t *p, const pr_plan_t *plan, int T) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    fprintf(stderr, "packrat plan: cannot write %s\n", path);
-    return;
-  }
-  double max_lat = 0;
-  int max_b = 1;
-  for (int i = 0; i < p->n_points; i++)
-    if (p->points[i].threads <= T) {
-      max_lat = fmax(max_lat, p->points[i].latency_ms);
-      if (p->points[i].batch > max_b) max_b = p->points[i].batch;
-    }
-  const int W = 720, H = 480, L = 70, R = 150, TOP = 40, BOT = 50;
-  double sx = (double)(W - L - R) / log2(max_b > 1 ? max_b : 2),
-         sy = (double)(H - TOP - BOT) / (max_lat > 0 ? max_lat : 1);
-#define X(b) (L + log2((double)(b)) * sx)
-#define Y(l) (H - BOT - (l)*sy)
-  fprintf(f,
-          "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' "
-          "font-size='12'>\n",
-          W, H);
-  fprintf(f, "<rect width='100%%' height='100%%' fill='white'/>\n");
-  fprintf(f,
-          "<text x='%d' y='20' font-size='14'>%s: latency by batch (plan for B=%d on %d cores: "
-          "%.2f ms)</text>\n",
-          L, p->model, plan->batch, T, plan->latency_ms);
-  fprintf(f, "<line x1='%d' y1='%d' x2='%d' y2='%d' stroke='black'/>\n", L, H - BOT, W - R,
-          H - BOT);
-  fprintf(f, "<line x1='%d' y1='%d' x2='%d' y2='%d' stroke='black'/>\n", L, TOP, L, H - BOT);
-  for (int b = 1; b <= max_b; b *= 2)
-    fprintf(f, "<text x='%.1f' y='%d' text-anchor='middle'>%d</text>\n", X(b), H - BOT + 16, b);
-  fprintf(f, "<text x='%d' y='%d' text-anchor='middle'>batch (log scale)</text>\n", (W - R + L) / 2,
-          H - 12);
-  for (int k = 0; k <= 4; k++)
-    fprintf(f, "<text x='%d' y='%.1f' text-anchor='end'>%.0f</text>\n", L - 6,
-            Y(max_lat * k / 4) + 4, max_lat * k / 4);
-  fprintf(f, "<text x='14' y='%d' transform='rotate(-90 14 %d)'>latency (ms)</text>\n", H / 2,
-          H / 2);
-  for (int t = 1; t <= T; t++) {
-    double hue = 360.0 * (t - 1) / T;
-    fprintf(f, "<polyline fill='none' stroke='hsl(%.0f,70%%,45%%)' stroke-width='1.5' points='",
-            hue);
-    for (int b = 1; b <= max_b; b++) {
-      double l = pr_profile_latency(p, t, b);
-      if (l >= 0) fprintf(f, "%.1f,%.1f ", X(b), Y(l));
-    }
-    fprintf(f, "'/>\n<text x='%d' y='%.1f' fill='hsl(%.0f,70%%,45%%)'>%d thread%s</text>\n",
-            W - R + 8, TOP + 14.0 * (t - 1), hue, t, t > 1 ? "s" : "");
-  }
-  for (int i = 0; i < plan->n_instances; i++) {
-    const pr_plan_instance_t *in = &plan->instances[i];
-    fprintf(f, "<circle cx='%.1f' cy='%.1f' r='6' fill='none' stroke='black' stroke-width='2'/>\n",
-            X(in->batch), Y(in->latency_ms));
-  }
-  fprintf(f, "</svg>\n");
-  fclose(f);
-#undef X
-#undef Y
+          "  --reprofile      measure the model again even when a cached profile covers it\n"
+          "                   (the cached points it does not measure again are kept)\n"
+          "  --plot FILE.svg  draw latency against batch per thread count with the plan's\n"
+          "                   instances, its latency and the one-instance (all threads)\n"
+          "                   latency it is compared with; the y axis ends at twice the\n"
+          "                   larger of the two, points above it are marked on the edge\n"
+          "\n"
+          "With MODEL.onnx, the profile comes from the cache when a cached profile of\n"
+          "this model, machine and core count covers threads 1..T and the batch grid up\n"
+          "to B (every b <= 8, then powers of two, and B); a cached profile that covers\n"
+          "part of it is completed by measuring only the batches it lacks. See\n"
+          "'packrat profile --help' for where the cache is.\n");
 }
 
 /* ---- flags ---- */
@@ -92,7 +42,7 @@ static void write_svg(const char *path, const pr_profile_t *p, const pr_plan_t *
 typedef struct {
   const char *model_path, *profile_path, *plot;
   int batch, cores;
-  bool json;
+  bool json, reprofile;
   pr_cli_dims_t dims;
 } plan_args_t;
 
@@ -116,6 +66,8 @@ static int parse_args(plan_args_t *a, int argc, char **argv) {
       a->plot = val, i++;
     } else if (!strcmp(f, "--json")) {
       a->json = true;
+    } else if (!strcmp(f, "--reprofile")) {
+      a->reprofile = true;
     } else if (!strcmp(f, "--dim")) {
       pr_cli_parse_dim(f, val, &a->dims), i++;
     } else if (f[0] == '-' || a->model_path) {
@@ -158,10 +110,9 @@ static bool get_profile(const plan_args_t *a, pr_profile_t *p) {
     return false;
   }
   pr_cli_profile_opts_t o = {.cores = a->cores,
-                             .max_batch = a->batch < 16 ? 16 : a->batch,
-                             .read_cache = true,
+                             .max_batch = a->batch,
+                             .read_cache = !a->reprofile,
                              .write_cache = true,
-                             .quiet = false,
                              .dims = &a->dims};
   int rc = pr_cli_get_profile(m, a->model_path, &o, p, cache, sizeof cache);
   pr_engine_model_destroy(m);
@@ -243,7 +194,12 @@ static int plan_and_report(const plan_args_t *a, const pr_profile_t *p) {
     rep->fat_ms = pr_profile_latency(p, rep->cores, a->batch);
     rep->n_cpus = pr_topology_cpu_order(rep->cpus, 4096);
     print_plan(rep, p, plan);
-    if (a->plot) write_svg(a->plot, p, plan, rep->cores);
+    char err[1024];
+    pr_cli_plot_opts_t po = {.threads = rep->cores, .plan = plan, .fat_ms = rep->fat_ms};
+    if (a->plot && !pr_cli_plot_svg(a->plot, p, &po, err, sizeof err)) {
+      fprintf(stderr, "packrat plan: %s\n", err);
+      st = PR_ERR_IO;
+    }
     if (a->json) print_json(rep, plan);
   }
   free(plan);

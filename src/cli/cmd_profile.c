@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/plot.h"
 #include "cli/profile_util.h"
 
 static void usage(FILE *f) {
@@ -24,12 +25,22 @@ static void usage(FILE *f) {
           "\n"
           "  --cores T        thread counts 1..T (default: every physical core)\n"
           "  --max-batch B    largest batch of the grid (default 16)\n"
-          "  --out FILE       write the profile JSON here (default: the profile cache)\n"
-          "  --no-cache       measure even when a cached profile fits\n"
+          "  --out FILE       also write the profile JSON here\n"
+          "  --reprofile      measure again even when a cached profile covers the grid\n"
+          "                   (--no-cache is the same); the cache keeps the cached points\n"
+          "                   that are not measured again, never fewer\n"
+          "  --plot FILE.svg  draw latency[t][b] (log scales) into an SVG file\n"
           "  --dim NAME=N     value of the model's named symbolic dimension NAME (repeatable)\n"
           "  --check FILE     print the quality of a saved or cached profile (each suspicious\n"
           "                   point: threads, batch, median, p90, why); exit status 0 when\n"
-          "                   it is good, 1 when it is suspicious or cannot be read\n",
+          "                   it is good, 1 when it is suspicious or cannot be read\n"
+          "\n"
+          "Profiles are cached in $PACKRAT_CACHE, else $XDG_CACHE_HOME/packrat, else\n"
+          "~/.cache/packrat, one file per model hash, CPU, core count, --dim values and\n"
+          "packrat version. A cached profile that covers threads 1..T and the batch grid\n"
+          "is reused (the server's too); one that covers part of it is completed by\n"
+          "measuring only the batches it lacks. Progress and an estimate of the time\n"
+          "left go to stderr.\n",
           100 * PR_PROFILE_TOLERANCE, 1e3 * PR_PROFILE_FLOOR_MS, PR_PROFILE_MIN_RUNS,
           PR_PROFILE_MAX_RUNS, PR_PROFILE_P90_LIMIT);
 }
@@ -67,8 +78,21 @@ static int check_profile(const char *path) {
   return n ? 1 : 0;
 }
 
+/* Keeps the points of p on the grid of max_batch: a cached profile may
+ * cover more than was asked for. */
+static void only_grid(pr_profile_t *p, int max_batch) {
+  int grid[64], n_grid = pr_profile_grid(max_batch, NULL, 0, grid, 64), n = 0;
+  for (int i = 0; i < p->n_points; i++)
+    for (int g = 0; g < n_grid; g++)
+      if (p->points[i].batch == grid[g]) {
+        p->points[n++] = p->points[i];
+        break;
+      }
+  p->n_points = n;
+}
+
 int pr_cli_profile(int argc, char **argv) {
-  const char *model_path = NULL, *out_path = NULL, *check_path = NULL;
+  const char *model_path = NULL, *out_path = NULL, *check_path = NULL, *plot_path = NULL;
   pr_cli_dims_t dims = {0};
   pr_cli_profile_opts_t o = {
       .max_batch = 16, .read_cache = true, .write_cache = true, .dims = &dims};
@@ -87,7 +111,10 @@ int pr_cli_profile(int argc, char **argv) {
     } else if (!strcmp(a, "--check")) {
       if (!val) return fprintf(stderr, "packrat profile: --check needs a file\n"), 2;
       check_path = val, i++;
-    } else if (!strcmp(a, "--no-cache")) {
+    } else if (!strcmp(a, "--plot")) {
+      if (!val) return fprintf(stderr, "packrat profile: --plot needs a file\n"), 2;
+      plot_path = val, i++;
+    } else if (!strcmp(a, "--no-cache") || !strcmp(a, "--reprofile")) {
       o.read_cache = false;
     } else if (!strcmp(a, "--dim")) {
       pr_cli_parse_dim(a, val, &dims), i++;
@@ -117,7 +144,12 @@ int pr_cli_profile(int argc, char **argv) {
   pr_profile_t p;
   int rc = pr_cli_get_profile(m, model_path, &o, &p, cache, sizeof cache);
   if (rc == 0) {
-    if (out_path && pr_profile_save(&p, out_path, err, sizeof err)) {
+    only_grid(&p, o.max_batch);
+    pr_cli_plot_opts_t po = {.threads = p.cores, .log_y = true};
+    if (plot_path && !pr_cli_plot_svg(plot_path, &p, &po, err, sizeof err)) {
+      fprintf(stderr, "packrat profile: %s\n", err);
+      rc = 1;
+    } else if (out_path && pr_profile_save(&p, out_path, err, sizeof err)) {
       fprintf(stderr, "packrat profile: %s\n", err);
       rc = 1;
     } else {

@@ -1,5 +1,5 @@
 /* Shared by packrat profile / plan / run: get a model's profile from a file,
- * the cache, or by measuring it (with progress on stderr). */
+ * the cache, or by measuring it (the planner logs its progress on stderr). */
 #ifndef PR_CLI_PROFILE_UTIL_H
 #define PR_CLI_PROFILE_UTIL_H
 
@@ -13,9 +13,8 @@ typedef struct {
   int max_batch; /* grid up to this batch */
   const int *extra;
   int n_extra;
-  bool read_cache;  /* use a cached profile when one fits */
-  bool write_cache; /* store a measured profile in the cache */
-  bool quiet;
+  bool read_cache;           /* use a cached profile when one fits */
+  bool write_cache;          /* store a measured profile in the cache */
   const pr_cli_dims_t *dims; /* --dim values (may be NULL) */
 } pr_cli_profile_opts_t;
 

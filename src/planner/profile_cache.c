@@ -1,34 +1,133 @@
 /* Profile from cache or measure (pr_profile_get): the one path the server
- * and the command line take to a model's profile. */
+ * and the command line take to a model's profile.
+ *
+ * Notes on the design:
+ * - A cached profile that covers what the caller needs (threads 1..cores,
+ *   every batch of its grid and extras) is reused as it is. One that covers
+ *   part of it is completed: only the batch columns it lacks are measured
+ *   (alone, then scaled by the co-running slowdown the cached profile
+ *   measured) and merged into it (profile_merge.c).
+ * - A cached profile is never replaced by one that covers less: whatever is
+ *   measured (a completion, or a full measurement when the caller does not
+ *   read the cache, e.g. `--reprofile`) is merged into the cached profile
+ *   before it is saved, new points replacing old ones at the same
+ *   (threads, batch). A cached profile that does not load or is judged
+ *   suspicious is no base: it is replaced.
+ * - Progress: without a caller's callback, the measurement logs points
+ *   done/total, the time spent and an estimate of the time left, at most
+ *   every PROGRESS_EVERY_S seconds or every tenth of the points (and at the
+ *   end). The estimate is linear in points: each point's runs are bounded
+ *   by the same time budget, so points cost roughly alike. */
 #include <stdio.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/topology.h"
+#include "base/util.h"
 #include "packrat/profiler.h"
 
-/* The cached profile at path when it fits src (and is good); false else. */
-static bool load_cached(const char *path, const char *sha, const pr_profile_source_t *src,
-                        pr_profile_t *out) {
+#define PROGRESS_EVERY_S 10.0
+
+typedef struct {
+  const char *model_name;
+  double start_s, last_s;
+  int last_tenth;
+} progress_log_t;
+
+static void log_progress(void *ctx, int done, int total, const pr_profile_point_t *p) {
+  progress_log_t *pl = ctx;
+  double now = pr_now(), spent = now - pl->start_s;
+  int tenth = total > 0 ? done * 10 / total : 10;
+  if (done < total && tenth == pl->last_tenth && now - pl->last_s < PROGRESS_EVERY_S) return;
+  pl->last_tenth = tenth;
+  pl->last_s = now;
+  double left = done > 0 ? spent / done * (total - done) : 0;
+  pr_log(PR_LOG_INFO,
+         "model %s: profiled %d/%d points (%d%%), %.1f s elapsed, about %.0f s left "
+         "(last: threads %d batch %d: %.3f ms)",
+         pl->model_name, done, total, total > 0 ? 100 * done / total : 100, spent, left, p->threads,
+         p->batch, p->latency_ms);
+}
+
+/* The cached profile at path when it is this model's on this machine and
+ * cores and good (coverage not checked); false else. */
+static bool load_cached(const char *path, const char *sha, int cores, pr_profile_t *out) {
   char err[512];
   if (!path[0] || access(path, R_OK) != 0 || pr_profile_load(path, out, err, sizeof err))
     return false;
-  /* a suspicious profile does not match: it is measured again */
-  bool ok = pr_profile_matches(out, sha, pr_topology_cpu_name(), src->cores, src->max_batch);
-  for (int i = 0; ok && i < src->n_extra; i++)
-    for (int t = 1; ok && t <= src->cores; t++) ok = pr_profile_latency(out, t, src->extra[i]) >= 0;
+  /* grid of 1: any batch coverage; a suspicious profile does not match */
+  bool ok = pr_profile_matches(out, sha, pr_topology_cpu_name(), cores, 0);
   if (!ok) pr_profile_free(out);
   return ok;
 }
 
 static void announce(const pr_profile_source_t *src, const char *path) {
-  if (src->announce)
-    src->announce(src->ctx, path);
-  else if (path)
-    pr_log(PR_LOG_INFO, "model %s: cached profile %s", src->model_name, path);
-  else
-    pr_log(PR_LOG_INFO, "model %s: profiling on %d cores up to batch %d", src->model_name,
-           src->cores, src->max_batch);
+  if (src->announce) src->announce(src->ctx, path);
+}
+
+/* "1,2,16" into buf */
+static void batch_text(const int *b, int n, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && off < len; i++)
+    off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? "," : "", b[i]);
+}
+
+/* Measures the batches (all of src's grid when n_batches is 0) on threads
+ * 1..cores; with progress logged unless src has a callback. */
+static pr_status_t measure(pr_model_t *model, const pr_session_options_t *base,
+                           const pr_profile_source_t *src, const int *batches, int n_batches,
+                           pr_profile_t *out, char *err, size_t err_len) {
+  progress_log_t pl = {.model_name = src->model_name, .start_s = pr_now(), .last_tenth = 0};
+  pl.last_s = pl.start_s;
+  pr_profile_options_t po = {.max_threads = src->cores,
+                             .max_batch = src->max_batch,
+                             .extra_batches = src->extra,
+                             .n_extra = src->n_extra,
+                             .batches = batches,
+                             .n_batches = n_batches,
+                             .cpus = src->cpus,
+                             .n_cpus = src->n_cpus,
+                             .max_point_s = 3.0,
+                             .no_corun = n_batches > 0, /* a completion takes the cached slowdown */
+                             .progress = src->progress ? src->progress : log_progress,
+                             .ctx = src->progress ? src->ctx : &pl};
+  return pr_profile_measure(model, src->model_name, base, &po, out, err, err_len);
+}
+
+/* Completes cached (which lacks the batches missing) into out. */
+static pr_status_t complete(pr_model_t *model, const pr_session_options_t *base,
+                            const pr_profile_source_t *src, const pr_profile_t *cached,
+                            const char *path, const int *missing, int n_missing, pr_profile_t *out,
+                            char *err, size_t err_len) {
+  char list[512];
+  batch_text(missing, n_missing, list, sizeof list);
+  pr_log(PR_LOG_INFO,
+         "model %s: the cached profile %s lacks batch%s %s on threads 1..%d: measuring only "
+         "those (%d points)",
+         src->model_name, path, n_missing > 1 ? "es" : "", list, src->cores,
+         n_missing * src->cores);
+  pr_profile_t part;
+  pr_status_t st = measure(model, base, src, missing, n_missing, &part, err, err_len);
+  if (st) return st;
+  pr_profile_apply_corun(cached, &part);
+  st = pr_profile_merge(cached, &part, out);
+  pr_profile_free(&part);
+  return st;
+}
+
+/* Saves p to the cache, merged into the cached profile (when there is one)
+ * so that nothing cached is lost; cache_path gets the file, "" when none. */
+static void save(const pr_profile_source_t *src, const pr_session_options_t *base,
+                 const pr_profile_t *p, const pr_profile_t *cached, char *cache_path,
+                 size_t cache_len) {
+  pr_profile_t merged;
+  const pr_profile_t *keep = p;
+  if (cached && pr_profile_merge(cached, p, &merged) == PR_OK) keep = &merged;
+  if (pr_profile_cache_save(keep, base, cache_path, cache_len) == PR_OK)
+    pr_log(PR_LOG_INFO, "model %s: profile cached in %s (%d points%s)", src->model_name, cache_path,
+           keep->n_points, keep == p ? "" : ", merged with the points already cached");
+  if (keep != p) pr_profile_free(&merged);
 }
 
 pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
@@ -43,30 +142,37 @@ pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
   }
   const char *sha = pr_engine_model_sha256(model);
   /* a cache path that cannot be made is "" (never a stale buffer) */
-  char cached[4096] = "";
-  if (src->read_cache && pr_profile_cache_path(sha, pr_topology_cpu_name(), src->cores, base,
-                                               cached, sizeof cached) != PR_OK)
+  char path[4096] = "";
+  if ((src->read_cache || src->write_cache) &&
+      pr_profile_cache_path(sha, pr_topology_cpu_name(), src->cores, base, path, sizeof path))
     pr_log(PR_LOG_WARN, "model %s: no profile cache directory; profiles are not kept",
            src->model_name);
-  if (src->read_cache && load_cached(cached, sha, src, out)) {
-    announce(src, cached);
-    snprintf(cache_path, cache_len, "%s", cached);
+  pr_profile_t cached;
+  bool have = load_cached(path, sha, src->cores, &cached);
+  int need[64], missing[64];
+  int n_need = pr_profile_grid(src->max_batch, src->extra, src->n_extra, need, 64);
+  int n_missing = have ? pr_profile_missing(&cached, src->cores, need, n_need, missing, 64) : 0;
+  pr_status_t st;
+  if (have && src->read_cache && n_missing == 0) {
+    pr_log(PR_LOG_INFO, "model %s: reusing the cached profile %s (%d points, threads 1..%d)",
+           src->model_name, path, cached.n_points, src->cores);
+    announce(src, path);
+    snprintf(cache_path, cache_len, "%s", path);
+    *out = cached;
     return PR_OK;
   }
   announce(src, NULL);
-  pr_profile_options_t po = {.max_threads = src->cores,
-                             .max_batch = src->max_batch,
-                             .extra_batches = src->extra,
-                             .n_extra = src->n_extra,
-                             .cpus = src->cpus,
-                             .n_cpus = src->n_cpus,
-                             .max_point_s = 3.0,
-                             .progress = src->progress,
-                             .ctx = src->ctx};
-  pr_status_t st = pr_profile_measure(model, src->model_name, base, &po, out, err, err_len);
-  if (st) return st;
+  if (have && src->read_cache) {
+    st = complete(model, base, src, &cached, path, missing, n_missing, out, err, err_len);
+  } else {
+    pr_log(PR_LOG_INFO, "model %s: profiling on %d cores, batches up to %d (%d points)%s",
+           src->model_name, src->cores, need[n_need - 1], n_need * src->cores,
+           have ? "; the cached points not measured again are kept" : "");
+    st = measure(model, base, src, NULL, 0, out, err, err_len);
+  }
   /* cached only when sound (no suspicious point); a suspicious profile or a
    * cache that cannot be written is a warning (logged), never a failure */
-  if (src->write_cache) pr_profile_cache_save(out, base, cache_path, cache_len);
-  return PR_OK;
+  if (!st && src->write_cache) save(src, base, out, have ? &cached : NULL, cache_path, cache_len);
+  if (have) pr_profile_free(&cached);
+  return st;
 }

@@ -419,6 +419,22 @@ out:
   return st;
 }
 
+/* The batch sizes to measure: opt's explicit list, else the grid; -1 with
+ * a message when the list holds a batch < 1. */
+static int batch_list(const pr_profile_options_t *o, int grid[64], char *err, size_t err_len) {
+  if (o->n_batches <= 0)
+    return pr_profile_grid(o->max_batch, o->extra_batches, o->n_extra, grid, 64);
+  int n = 0;
+  for (int i = 0; i < o->n_batches && i < 64; i++) {
+    if (o->batches[i] < 1) {
+      pr_errf(err, err_len, "profile batch sizes must be >= 1");
+      return -1;
+    }
+    grid[n++] = o->batches[i];
+  }
+  return n;
+}
+
 pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
                                const pr_session_options_t *base, const pr_profile_options_t *o,
                                pr_profile_t *out, char *err, size_t err_len) {
@@ -429,8 +445,8 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
             o->n_cpus);
     return PR_ERR_INVALID;
   }
-  int grid[64];
-  int n_grid = pr_profile_grid(o->max_batch, o->extra_batches, o->n_extra, grid, 64);
+  int grid[64], n_grid = batch_list(o, grid, err, err_len);
+  if (n_grid < 0) return PR_ERR_INVALID;
   int total = n_grid * o->max_threads;
   out->points = calloc((size_t)total, sizeof *out->points);
   if (!out->points) return PR_ERR_NOMEM;
