@@ -148,6 +148,10 @@ size_t pr_engine_model_shared_weight_bytes(pr_model_t *model);
 
 pr_session_options_t pr_session_options_default(void);
 
+/* The kernel library the engine runs on, as text: "oneDNN 2.6.3 (commit
+ * 1234abc, CPU runtime OpenMP)". Static storage; thread-safe. */
+const char *pr_engine_backend_version(void);
+
 /* Compile the model for the given options: resolve shapes, fold constants,
  * fuse, plan memory and create the kernels with opt->threads threads. */
 pr_status_t pr_engine_session_create(pr_model_t *model, const pr_session_options_t *opt,

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "packrat/engine.h"
+#include "pr_build_version.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -14,8 +16,15 @@ static void usage(FILE *f) {
           "  plan MODEL.onnx    the best instances for a batch on this machine\n"
           "  serve              serve a model repository over HTTP (Open Inference Protocol)\n"
           "  bench              load a running server and report throughput and latency\n"
+          "  infer              send one request to a running server and print the outputs\n"
+          "  version            print the version (also: packrat --version)\n"
           "\n"
           "'packrat <command> --help' describes a command's options.\n");
+}
+
+static int version(void) {
+  printf("packrat %s\n%s\n", PR_BUILD_VERSION, pr_engine_backend_version());
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -29,6 +38,9 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "plan")) return pr_cli_plan(argc - 1, argv + 1);
   if (!strcmp(argv[1], "serve")) return pr_cli_serve(argc - 1, argv + 1);
   if (!strcmp(argv[1], "bench")) return pr_cli_bench(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "infer")) return pr_cli_infer(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
+    return version();
   fprintf(stderr, "packrat: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

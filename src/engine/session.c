@@ -13,6 +13,7 @@
  * kernels use that thread's OpenMP team of session->threads threads.
  */
 #include <assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,4 +431,19 @@ pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, in
     }
   }
   return PR_OK;
+}
+
+static char backend_version[160];
+
+static void backend_version_text(void) {
+  const dnnl_version_t *v = dnnl_version();
+  snprintf(backend_version, sizeof backend_version,
+           "oneDNN %d.%d.%d (commit %.12s, CPU runtime %s)", v->major, v->minor, v->patch,
+           v->hash ? v->hash : "unknown", v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
+}
+
+const char *pr_engine_backend_version(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, backend_version_text);
+  return backend_version;
 }
