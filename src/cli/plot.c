@@ -151,13 +151,13 @@ static void curves(plot_t *pl, const pr_profile_t *p, int T) {
   }
 }
 
-/* Horizontal dashed reference line with a label */
-static void ref_line(plot_t *pl, double ms, const char *color, const char *label) {
+/* Horizontal dashed reference line with a label above it (or below) */
+static void ref_line(plot_t *pl, double ms, const char *color, const char *label, bool below) {
   double y = px_y(pl, ms);
   fprintf(pl->f,
           "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' stroke='%s' stroke-dasharray='6,4'/>\n"
           "<text x='%d' y='%.1f' fill='%s'>%s</text>\n",
-          LEFT, y, W - RIGHT, y, color, LEFT + 6, y - 4, color, label);
+          LEFT, y, W - RIGHT, y, color, LEFT + 6, below ? y + 14 : y - 4, color, label);
 }
 
 static void plan_marks(plot_t *pl, const pr_cli_plot_opts_t *o) {
@@ -173,11 +173,11 @@ static void plan_marks(plot_t *pl, const pr_cli_plot_opts_t *o) {
   }
   snprintf(label, sizeof label, "plan: %d instance%s, %.2f ms", plan->n_instances,
            plan->n_instances > 1 ? "s" : "", plan->latency_ms);
-  ref_line(pl, plan->latency_ms, "black", label);
+  ref_line(pl, plan->latency_ms, "black", label, o->fat_ms >= plan->latency_ms);
   if (o->fat_ms < 0) return;
   snprintf(label, sizeof label, "one %d-thread instance at batch %d: %.2f ms (%.2fx the plan)",
            o->threads, plan->batch, o->fat_ms, o->fat_ms / plan->latency_ms);
-  ref_line(pl, o->fat_ms, "#c00", label);
+  ref_line(pl, o->fat_ms, "#c00", label, o->fat_ms < plan->latency_ms);
   fprintf(pl->f,
           "<rect class='fat' x='%.1f' y='%.1f' width='10' height='10' fill='#c00'>"
           "<title>one %d-thread instance, batch %d: %.3f ms</title></rect>\n",

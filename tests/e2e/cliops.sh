@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# End-to-end checks of the operator-facing commands on the tiny mlp of
+# make_models.py (light: runs in the ASan build too): --version, profiling
+# progress (CLI and server), profile reuse and the cache never narrowed,
+# the plan and profile plots, and `packrat infer` against a served model
+# (.npy, .pb, JSON, --top-k, errors).
+# usage: cliops.sh PACKRAT
+set -u
+PACKRAT=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+PY=/usr/bin/python3
+# run_ok: a packrat command that must succeed, its output kept in $tmp/out
+# and $tmp/err for the checks after it (which write elsewhere)
+run_ok() { local name=$1; shift; CHECK_OUT=$tmp/out CHECK_ERR=$tmp/err check_cmd "$name" "$@"; }
+export PACKRAT_CACHE=$tmp/cache
+mkdir -p "$tmp/repo/mlp/1" "$tmp/gen"
+$PY "$HERE/make_models.py" "$tmp/gen" >/dev/null || { echo "cannot make the mlp model"; exit 1; }
+cp "$tmp/gen/mlp.onnx" "$tmp/repo/mlp/1/model.onnx"
+echo '{"max_batch_size": 2}' >"$tmp/repo/mlp/config.json"
+M=$tmp/repo/mlp/1/model.onnx
+svg_ok() { # FILE PYTHON-CONDITION-ON-root-AND-text
+  $PY -c "
+import sys, xml.etree.ElementTree as ET
+root = ET.parse('$1').getroot(); text = open('$1').read()
+assert root.tag == '{http://www.w3.org/2000/svg}svg', root.tag
+assert $2"
+}
+cache_sum() { cat "$tmp"/cache/*.json | sha256sum; ls -l --time-style=full-iso "$tmp"/cache; }
+
+# --version
+run_ok "--version" "$PACKRAT" --version
+check_cmd "--version names packrat and oneDNN" grep -Eq "^packrat [0-9]+\.[0-9]+\.[0-9]+" "$tmp/out"
+check_cmd "--version names oneDNN" grep -Eq "^oneDNN [0-9]+\.[0-9]+\.[0-9]+" "$tmp/out"
+cp "$tmp/out" "$tmp/version"
+check_cmd "packrat version says the same" sh -c "'$PACKRAT' version | cmp -s - '$tmp/version'"
+check_cmd "help lists infer and version" sh -c "'$PACKRAT' --help | grep -q '^  infer' && '$PACKRAT' --help | grep -q '^  version'"
+
+# profile: progress with an estimate of the time left, cached, plotted
+run_ok "profile --plot" "$PACKRAT" profile "$M" --cores 1 --max-batch 2 --plot "$tmp/profile.svg"
+check_cmd "profile logs progress and the time left" \
+  grep -Eq "profiled 2/2 points \(100%\), [0-9.]+ s elapsed, about [0-9]+ s left" "$tmp/err"
+check_cmd "profile is cached" test "$(ls "$tmp/cache" | wc -l)" = 1
+check_cmd "profile plot is well-formed SVG with a line per thread count" svg_ok "$tmp/profile.svg" \
+  "len(root.findall('.//{http://www.w3.org/2000/svg}polyline')) == 1 and 'log scale' in text and 'co-running' in text"
+
+# a plan that the cached profile covers: reused, the cache untouched
+cache_sum >"$tmp/sum1"
+sleep 1
+run_ok "plan --batch 2 from the cache" "$PACKRAT" plan "$M" --batch 2 --cores 1
+check_cmd "plan says it reused the cached profile" grep -q "reusing the cached profile" "$tmp/err"
+check_cmd "plan did not profile" sh -c "! grep -q 'profiled' '$tmp/err'"
+cache_sum >"$tmp/sum2"
+check_cmd "the cache file is unchanged" cmp -s "$tmp/sum1" "$tmp/sum2"
+
+# a plan that needs more: only the missing batches measured, merged
+run_ok "plan --batch 4 --plot" "$PACKRAT" plan "$M" --batch 4 --cores 1 --plot "$tmp/plan.svg"
+check_cmd "plan measures only the missing batches" grep -q "lacks batches 3,4 on threads 1..1: measuring only those (2 points)" "$tmp/err"
+check_cmd "the completion logs its progress" grep -q "profiled 2/2 points" "$tmp/err"
+batches() { $PY -c "
+import glob, json; d = json.load(open(glob.glob('$tmp/cache/*.json')[0]))
+print(sorted({p['batch'] for p in d['points']}))"; }
+check "the cache now holds batches 1..4" '[ "$(batches)" = "[1, 2, 3, 4]" ]'
+check_cmd "plan plot: plan, fat instance, co-running note" svg_ok "$tmp/plan.svg" \
+  "\"class='plan'\" in text and \"class='fat'\" in text and 'one 1-thread instance at batch 4' in text and 'co-running' in text"
+
+# --reprofile with a narrower grid: measured again, nothing cached is lost
+run_ok "profile --reprofile --max-batch 1" "$PACKRAT" profile "$M" --cores 1 --max-batch 1 --reprofile
+check_cmd "--reprofile measures" grep -q "profiling on 1 cores, batches up to 1" "$tmp/err"
+check "--reprofile keeps the wider cache" '[ "$(batches)" = "[1, 2, 3, 4]" ]'
+check_cmd "and says it merged" grep -q "merged with the points already cached" "$tmp/err"
+check_cmd "profile prints the grid asked for" test "$(grep -c '^  threads' "$tmp/out")" = 1
+
+# plot of a profile with an outlier: the axis fits the plan, the outlier is marked
+$PY - "$tmp" <<'PY'
+import json, sys
+pts = [{"threads": t, "batch": b, "latency_ms": 1.0 * b / t + 0.2, "isolated_ms": 1.0 * b / t + 0.2}
+       for t in (1, 2) for b in (1, 2, 4, 8)]
+pts[3]["latency_ms"] = pts[3]["isolated_ms"] = 7400.0  # threads 1 batch 8
+json.dump({"model": "m <&>", "model_sha256": "0" * 64, "cpu": "c", "cores": 2, "points": pts},
+          open(sys.argv[1] + "/outlier.json", "w"))
+PY
+run_ok "plan --plot of a profile with an outlier" "$PACKRAT" plan --profile "$tmp/outlier.json" --batch 2 --plot "$tmp/outlier.svg"
+check_cmd "the outlier is marked, the axis ends low" svg_ok "$tmp/outlier.svg" \
+  "\"class='clipped'\" in text and '3 points above 2.5 ms' in text and '7400.000 ms' in text"
+expect_status "--plot into a missing folder fails" 1 "$PACKRAT" plan --profile "$tmp/outlier.json" --batch 2 --plot "$tmp/none/x.svg"
+check_cmd "profile --help tells where the cache is and of --reprofile" sh -c \
+  "'$PACKRAT' profile --help | grep -q PACKRAT_CACHE && '$PACKRAT' profile --help | grep -q -- --reprofile"
+
+# the server logs its profiling progress (a fresh cache, so it profiles)
+PACKRAT_CACHE=$tmp/cache2 start_server "$tmp/repo" 120 --cores 0
+check_cmd "the server logs profiling progress and the time left" \
+  grep -Eq "model mlp: profiled [0-9]+/[0-9]+ points .* elapsed, about [0-9]+ s left" "$tmp/log"
+
+# packrat infer: every input format, --top-k, the errors
+$PY - "$tmp" <<'PY'
+import json, sys
+import numpy as np
+from onnx import numpy_helper
+tmp = sys.argv[1]
+x = np.array([[1, 2, 3, 4], [0.5, -1, 2, 0]], np.float32)
+np.save(f"{tmp}/x.npy", x)
+open(f"{tmp}/x.pb", "wb").write(numpy_helper.from_array(x, "x").SerializeToString())
+json.dump(x[0].tolist(), open(f"{tmp}/x.json", "w"))
+json.dump({"shape": [2, 4], "datatype": "FP32", "data": x.ravel().tolist()}, open(f"{tmp}/t.json", "w"))
+json.dump([[1, 2], [3]], open(f"{tmp}/ragged.json", "w"))
+np.save(f"{tmp}/wrong.npy", np.zeros((2, 5), np.float32))
+open(f"{tmp}/bad.npy", "wb").write(b"\x93NUMPY garbage")
+w = json.load(open(f"{tmp}/gen/mlp.json"))
+y = np.maximum(x @ np.array(w["W"], np.float32) + np.array(w["b"], np.float32), 0)
+np.save(f"{tmp}/y.npy", y)
+PY
+rows_match() { # OUT-FILE ROWS: the printed rows equal relu(x W + b)
+  $PY -c "
+import numpy as np, re
+y = np.load('$tmp/y.npy')[:$2]
+rows = [list(map(float, l.split(':')[1].split())) for l in open('$1') if l.startswith('  row')]
+assert np.allclose(np.array(rows), y, atol=1e-4), (rows, y)"
+}
+run_ok "infer .npy" "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/x.npy"
+check_cmd "prints name, datatype and shape" grep -q "^y FP32 \[2, 3\]" "$tmp/out"
+check_cmd "infer .npy: the values" rows_match "$tmp/out" 2
+run_ok "infer x=FILE.pb" "$PACKRAT" infer --url "$URL/" --model mlp --input "x=$tmp/x.pb"
+check_cmd "infer .pb: the values" rows_match "$tmp/out" 2
+run_ok "infer nested JSON array (batch axis added)" "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/x.json"
+check_cmd "infer JSON array: shape [1, 3]" grep -q "^y FP32 \[1, 3\]" "$tmp/out"
+check_cmd "infer JSON array: the values" rows_match "$tmp/out" 1
+run_ok "infer JSON tensor object" "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/t.json" --model-version 1
+check_cmd "infer JSON tensor: the values" rows_match "$tmp/out" 2
+run_ok "infer --top-k 2" "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/x.npy" --top-k 2
+check_cmd "--top-k: index (score) of the 2 largest per row" $PY -c "
+import numpy as np, re
+y = np.load('$tmp/y.npy')
+rows = [l for l in open('$tmp/out') if l.startswith('  row')]
+assert len(rows) == 2, rows
+for r, line in enumerate(rows):
+    got = [(int(i), float(s)) for i, s in re.findall(r'(\d+) \(([-0-9.e+]+)\)', line)]
+    assert len(got) == 2, line
+    order = sorted(range(3), key=lambda c: (-y[r][c], c))[:2]
+    assert [i for i, _ in got] == order and np.allclose([s for _, s in got], y[r][order], atol=1e-4), (line, y[r])"
+EXPECT_MESSAGE=1
+expect_status "infer: unknown model, 404 printed" 1 "$PACKRAT" infer --url "$URL" --model nope --input "$tmp/x.npy"
+check_cmd "the server's error is printed" grep -q "the server answered 404: unknown model" "$tmp/err"
+expect_status "infer: wrong shape, the server's 400 printed" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/wrong.npy"
+check_cmd "the 400 and its reason" grep -q "the server answered 400: .*x" "$tmp/err"
+port=$($PY -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+expect_status "infer: unreachable server" 1 "$PACKRAT" infer --url "http://127.0.0.1:$port" --model mlp --input "$tmp/x.npy"
+check_cmd "says it cannot reach it" grep -q "cannot reach http://127.0.0.1:$port" "$tmp/err"
+expect_status "infer: corrupt .npy" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/bad.npy"
+expect_status "infer: missing file" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/none.npy"
+expect_status "infer: ragged JSON" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/ragged.json"
+check_cmd "says it is ragged" grep -q "not all of one length" "$tmp/err"
+expect_status "infer: more files than inputs" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/x.npy" --input "$tmp/x.npy"
+expect_status "infer: no --input" 2 "$PACKRAT" infer --url "$URL" --model mlp
+expect_status "infer: --top-k 0" 2 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/x.npy" --top-k 0
+check_cmd "infer --help" sh -c "'$PACKRAT' infer --help | grep -q -- '--top-k K'"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
