@@ -200,6 +200,9 @@ static bool read_json_input(const char *path, input_t *in) {
   if (json_is_object(root)) data = json_object_get(root, "data");
   if (dt) snprintf(in->datatype, sizeof in->datatype, "%s", dt);
   in->data = json_array();
+  if (!data)
+    fprintf(stderr, "packrat infer: %s: needs an array of numbers or {\"shape\", \"data\"}\n",
+            path);
   bool ok = data && in->data && flatten(path, data, 0, in, in->data);
   json_t *shape = json_object_get(root, "shape");
   if (ok && json_is_array(shape)) { /* an explicit shape replaces the nesting's */
@@ -207,19 +210,17 @@ static bool read_json_input(const char *path, input_t *in) {
     int64_t n = 1;
     for (int d = 0; ok && d < in->rank && d < PR_MAX_RANK; d++) {
       json_int_t k = json_integer_value(json_array_get(shape, (size_t)d));
-      ok = json_is_integer(json_array_get(shape, (size_t)d)) && k >= 0 && k < (1LL << 40);
-      in->dims[d] = k, n *= k;
+      ok = json_is_integer(json_array_get(shape, (size_t)d)) && k >= 0 &&
+           (k == 0 || n <= (1LL << 40) / k); /* no overflow of the element count */
+      in->dims[d] = k, n *= ok ? k : 1;
     }
     if (!ok || in->rank > PR_MAX_RANK || n != (int64_t)json_array_size(in->data)) {
       fprintf(stderr, "packrat infer: %s: 'shape' does not match the number of values\n", path);
       ok = false;
     }
-  } else if (ok && !data) {
-    fprintf(stderr, "packrat infer: %s: needs an array of numbers or {\"shape\", \"data\"}\n",
-            path);
   }
   json_decref(root);
-  return ok && data;
+  return ok;
 }
 
 /* One element of t as JSON; NULL for the types JSON cannot carry exactly. */

@@ -150,6 +150,11 @@ expect_status "infer: corrupt .npy" 1 "$PACKRAT" infer --url "$URL" --model mlp 
 expect_status "infer: missing file" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/none.npy"
 expect_status "infer: ragged JSON" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/ragged.json"
 check_cmd "says it is ragged" grep -q "not all of one length" "$tmp/err"
+echo '{"inputs": []}' >"$tmp/nodata.json"
+expect_status "infer: JSON without data" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/nodata.json"
+check_cmd "says what it needs" grep -q "needs an array of numbers" "$tmp/err"
+echo '{"shape": [3, 4], "data": [1, 2, 3, 4]}' >"$tmp/badshape.json"
+expect_status "infer: JSON shape that does not match its data" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/badshape.json"
 expect_status "infer: more files than inputs" 1 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/x.npy" --input "$tmp/x.npy"
 expect_status "infer: no --input" 2 "$PACKRAT" infer --url "$URL" --model mlp
 expect_status "infer: --top-k 0" 2 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/x.npy" --top-k 0
