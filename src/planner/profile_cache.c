@@ -12,13 +12,19 @@
  *   read the cache, e.g. `--reprofile`) is merged into the cached profile
  *   before it is saved, new points replacing old ones at the same
  *   (threads, batch). A cached profile that does not load or is judged
- *   suspicious is no base: it is replaced.
+ *   suspicious is no base: it is replaced. The cached profile is read again
+ *   just before the save, under an exclusive flock on the cache folder, so
+ *   that two processes profiling one model at once keep each other's points
+ *   (the lock is on the folder: no lock file is left behind).
  * - Progress: without a caller's callback, the measurement logs points
  *   done/total, the time spent and an estimate of the time left, at most
  *   every PROGRESS_EVERY_S seconds or every tenth of the points (and at the
  *   end). The estimate is linear in points: each point's runs are bounded
  *   by the same time budget, so points cost roughly alike. */
+#include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -116,18 +122,29 @@ static pr_status_t complete(pr_model_t *model, const pr_session_options_t *base,
   return st;
 }
 
-/* Saves p to the cache, merged into the cached profile (when there is one)
- * so that nothing cached is lost; cache_path gets the file, "" when none. */
+/* Saves p to the cache, merged into what the cache holds now (read again
+ * under a lock on the cache folder, so that a server and a command that
+ * profile the same model at once cannot drop each other's points);
+ * cache_path gets the file, "" when none. */
 static void save(const pr_profile_source_t *src, const pr_session_options_t *base,
-                 const pr_profile_t *p, const pr_profile_t *cached, char *cache_path,
-                 size_t cache_len) {
-  pr_profile_t merged;
+                 const pr_profile_t *p, const char *path, char *cache_path, size_t cache_len) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  int lock = path[0] && slash ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (lock >= 0) flock(lock, LOCK_EX);
+  pr_profile_t now, merged;
   const pr_profile_t *keep = p;
-  if (cached && pr_profile_merge(cached, p, &merged) == PR_OK) keep = &merged;
+  if (load_cached(path, p->model_sha256, src->cores, &now)) {
+    if (pr_profile_merge(&now, p, &merged) == PR_OK) keep = &merged;
+    pr_profile_free(&now);
+  }
   if (pr_profile_cache_save(keep, base, cache_path, cache_len) == PR_OK)
     pr_log(PR_LOG_INFO, "model %s: profile cached in %s (%d points%s)", src->model_name, cache_path,
            keep->n_points, keep == p ? "" : ", merged with the points already cached");
   if (keep != p) pr_profile_free(&merged);
+  if (lock >= 0) close(lock); /* releases the lock */
 }
 
 pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
@@ -172,7 +189,7 @@ pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
   }
   /* cached only when sound (no suspicious point); a suspicious profile or a
    * cache that cannot be written is a warning (logged), never a failure */
-  if (!st && src->write_cache) save(src, base, out, have ? &cached : NULL, cache_path, cache_len);
+  if (!st && src->write_cache) save(src, base, out, path, cache_path, cache_len);
   if (have) pr_profile_free(&cached);
   return st;
 }

@@ -482,6 +482,9 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   if (o->no_corun || o->measure_run) return PR_OK;
   /* slowdown with neighbours busy, measured at a mid-grid batch */
   int b_ref = grid[n_grid - 1] < 4 ? grid[n_grid - 1] : 4;
+  if (o->max_threads >= 2)
+    pr_log(PR_LOG_INFO, "profile of %s: measuring the slowdown of co-running instances",
+           out->model);
   double factor = 1.0;
   for (int t = 1; t <= o->max_threads / 2 && t <= 64; t++) {
     int k = o->max_threads / t;

@@ -71,6 +71,12 @@ check "--reprofile keeps the wider cache" '[ "$(batches)" = "[1, 2, 3, 4]" ]'
 check_cmd "and says it merged" grep -q "merged with the points already cached" "$tmp/err"
 check_cmd "profile prints the grid asked for" test "$(grep -c '^  threads' "$tmp/out")" = 1
 
+# two commands profiling at once (the narrower may finish last): the cache keeps both
+(PACKRAT_CACHE=$tmp/cache3 "$PACKRAT" profile "$M" --cores 1 --max-batch 16 >/dev/null 2>&1 &
+ PACKRAT_CACHE=$tmp/cache3 "$PACKRAT" profile "$M" --cores 1 --max-batch 1 >/dev/null 2>&1; wait)
+check "profiling at once: the cache holds the wider grid" \
+  '[ "$($PY -c "import glob, json; print(sorted({p[\"batch\"] for p in json.load(open(glob.glob(\"$tmp/cache3/*.json\")[0]))[\"points\"]}))")" = "[1, 2, 3, 4, 5, 6, 7, 8, 16]" ]'
+
 # plot of a profile with an outlier: the axis fits the plan, the outlier is marked
 $PY - "$tmp" <<'PY'
 import json, sys
