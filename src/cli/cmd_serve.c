@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "base/log.h"
 #include "cli/args.h"
@@ -32,7 +33,15 @@ static void usage(FILE *f) {
           "  --max-models N           models known at once (default 64)\n"
           "  --max-prepared-plans N   prepared plans per model; the least recently used is\n"
           "                           evicted beyond it (default 16, 2..64)\n"
-          "  --max-connections N      open HTTP connections (default 1024)\n"
+          "  --max-connections N      open HTTP connections (default 4096; the open-file\n"
+          "                           limit is raised to fit when the hard limit allows)\n"
+          "  --max-connections-per-client N\n"
+          "                           connections from one client address (default 0: no\n"
+          "                           limit; keep 0 behind a load balancer)\n"
+          "  --http-threads N         threads serving all connections (default 4)\n"
+          "  --idle-timeout-s N       close a connection silent this long (default 30)\n"
+          "  --shutdown-timeout-s N   on SIGTERM/SIGINT, the longest wait for accepted\n"
+          "                           requests before exiting (default 30)\n"
           "  --request-timeout-ms N   default time a request may wait in the queue\n"
           "                           (default 30000)\n"
           "  --log-format text|json   log lines (default text)\n");
@@ -90,6 +99,14 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
     cfg->max_prepared_plans = (int)pr_cli_parse_long(a, val, 2, 64);
   } else if (!strcmp(a, "--max-connections")) {
     cfg->max_connections = (int)pr_cli_parse_long(a, val, 1, 1000000);
+  } else if (!strcmp(a, "--max-connections-per-client")) {
+    cfg->max_connections_per_client = (int)pr_cli_parse_long(a, val, 0, 1000000);
+  } else if (!strcmp(a, "--http-threads")) {
+    cfg->http_threads = (int)pr_cli_parse_long(a, val, 1, 256);
+  } else if (!strcmp(a, "--idle-timeout-s")) {
+    cfg->idle_timeout_s = (int)pr_cli_parse_long(a, val, 1, 86400);
+  } else if (!strcmp(a, "--shutdown-timeout-s")) {
+    cfg->shutdown_timeout_s = (int)pr_cli_parse_long(a, val, 1, 86400);
   } else if (!strcmp(a, "--request-timeout-ms")) {
     cfg->request_timeout_s = (double)pr_cli_parse_long(a, val, 1, 86400000) / 1000.0;
   } else if (!strcmp(a, "--cores") && val) {
@@ -112,6 +129,24 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
   }
   (*i)++; /* every flag but --help takes a value */
   return -1;
+}
+
+/* Every connection is a descriptor: the soft open-file limit (often 1024)
+ * is raised toward what max_connections needs, as far as the hard limit
+ * allows. */
+static void raise_file_limit(int max_connections) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl)) return;
+  rlim_t want = (rlim_t)max_connections + 256;
+  if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max) want = rl.rlim_max;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+    rl.rlim_cur = want;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < (rlim_t)max_connections + 64)
+    pr_log(PR_LOG_WARN, "open-file limit %llu: fewer than --max-connections %d fit",
+           (unsigned long long)rl.rlim_cur, max_connections);
 }
 
 /* Starts the server, logs what it serves, waits for SIGINT or SIGTERM
@@ -158,6 +193,7 @@ int pr_cli_serve(int argc, char **argv) {
    * before it levelled off. Four arenas keep it flat (measured with
    * tests/e2e/hostile.py memory). MALLOC_ARENA_MAX, when set, decides. */
   if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 4);
+  raise_file_limit(cfg.max_connections);
   /* every thread inherits the blocked signals; the main thread waits for them */
   sigset_t set;
   sigemptyset(&set);

@@ -82,3 +82,7 @@ pr_status_t pr_route_match(const char *method, const char *path, pr_route_t *out
 int pr_route_takes_tensors(pr_route_id_t id) {
   return id == PR_ROUTE_INFER;
 }
+
+int pr_route_is_slow(pr_route_id_t id) {
+  return id == PR_ROUTE_REPO_LOAD || id == PR_ROUTE_REPO_UNLOAD || id == PR_ROUTE_PLAN_POST;
+}

@@ -46,4 +46,8 @@ pr_status_t pr_route_match(const char *method, const char *path, pr_route_t *out
  * other routes take small JSON bodies only. */
 int pr_route_takes_tensors(pr_route_id_t id);
 
+/* Whether a route's handler may take long (loading a model, preparing a
+ * plan's sessions): it runs off the HTTP threads. */
+int pr_route_is_slow(pr_route_id_t id);
+
 #endif

@@ -55,6 +55,11 @@ struct pr_sched {
   pr_request_t *head, *tail;
   int depth, started;
   bool stop;
+  /* the reaper: fails queued requests past their deadline (reap_cond,
+   * qlock) */
+  pthread_t reaper;
+  bool reaper_running;
+  pthread_cond_t reap_cond;
   /* autoscaler */
   pthread_t auto_thread;
   bool auto_on, auto_running, auto_stop;
@@ -101,8 +106,12 @@ static void complete(pr_request_t *r, pr_status_t st, const char *msg) {
   if (msg) snprintf(r->err, sizeof r->err, "%s", msg);
   r->t_end = pr_now();
   r->done = true;
+  void (*cb)(void *) = r->on_done;
+  void *ctx = r->on_done_ctx;
   pthread_cond_signal(&r->cond);
   pthread_mutex_unlock(&r->lock);
+  /* r may be freed as soon as the callback runs (or a waiter wakes) */
+  if (cb) cb(ctx);
 }
 
 void pr_request_wait(pr_request_t *r) {
@@ -337,6 +346,43 @@ static void worker_main(pr_worker_t *pw, void *ctx) {
     pr_lock(&s->qlock);
   }
   pr_unlock(&s->qlock);
+}
+
+/* The reaper: the queue is in arrival order and every request has the same
+ * timeout, so the head's deadline is the earliest. */
+static void *reaper_main(void *arg) {
+  pr_sched_t *s = arg;
+  pr_lock(&s->qlock);
+  while (!s->stop) {
+    if (!s->head) {
+      pr_lock_wait(&s->qlock, &s->reap_cond);
+      continue;
+    }
+    double due = s->head->deadline;
+    if (pr_now() < due) {
+      struct timespec ts;
+      timespec_at(&ts, due);
+      pr_lock_timedwait(&s->qlock, &s->reap_cond, &ts);
+      continue;
+    }
+    pr_request_t *expired = NULL;
+    while (s->head && s->head->deadline > 0 && pr_now() >= s->head->deadline) {
+      pr_request_t *r = s->head;
+      s->head = r->next;
+      if (!s->head) s->tail = NULL;
+      s->depth--;
+      r->next = expired;
+      expired = r;
+    }
+    pr_unlock(&s->qlock);
+    for (pr_request_t *r = expired, *next; r; r = next) {
+      next = r->next;
+      time_out(s, r);
+    }
+    pr_lock(&s->qlock);
+  }
+  pr_unlock(&s->qlock);
+  return NULL;
 }
 
 /* Retires config c: its workers leave (after the batch they hold), are
@@ -620,6 +666,7 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   pr_lock_init(&s->admin);
   pr_lock_init(&s->qlock);
   cond_init_monotonic(&s->qcond);
+  cond_init_monotonic(&s->reap_cond);
   s->active = -1;
   init_stats(&s->stats);
   if ((st = probe_inputs(s, err, err_len))) {
@@ -638,6 +685,12 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   pr_lock(&s->qlock);
   s->active = first;
   pr_unlock(&s->qlock);
+  if (s->cfg.timeout_s > 0 && pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+    pr_errf(err, err_len, "cannot start the scheduler's timeout thread");
+    pr_sched_destroy(s);
+    return PR_ERR_NOMEM;
+  }
+  s->reaper_running = s->cfg.timeout_s > 0;
   *out = s;
   return PR_OK;
 }
@@ -649,7 +702,9 @@ void pr_sched_destroy(pr_sched_t *s) {
   pr_lock(&s->qlock);
   s->stop = true;
   pthread_cond_broadcast(&s->qcond);
+  pthread_cond_broadcast(&s->reap_cond);
   pr_unlock(&s->qlock);
+  if (s->reaper_running) pthread_join(s->reaper, NULL);
   /* the active config drains the queue, the others leave at once */
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
     for (int k = 0; k < s->configs[c].n_workers; k++) pr_worker_join(&s->configs[c].workers[k].w);
@@ -663,6 +718,7 @@ void pr_sched_destroy(pr_sched_t *s) {
   pr_lock_destroy(&s->admin);
   pr_lock_destroy(&s->qlock);
   pthread_cond_destroy(&s->qcond);
+  pthread_cond_destroy(&s->reap_cond);
   free(s);
 }
 
@@ -681,7 +737,7 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   else
     s->head = r;
   s->tail = r;
-  s->depth++;
+  if (s->depth++ == 0) pthread_cond_signal(&s->reap_cond);
   atomic_fetch_add(&s->stats.arrivals, 1);
   /* broadcast: parked workers of other configs share the condition variable */
   pthread_cond_broadcast(&s->qcond);

@@ -30,7 +30,10 @@
  * the configs' flags and the stop flags; each request has its own lock/cond
  * for its completion. Clients submit from any thread; instance threads own
  * their sessions. Lock order: admin, qlock, a request's. The autoscaler
- * thread takes qlock only, so admin may join it. */
+ * thread takes qlock only, so admin may join it. With a timeout, a reaper
+ * thread (qlock only) fails the requests whose deadline passes in the
+ * queue, so a request times out with nobody waiting on it (the HTTP front
+ * end suspends its connection instead of blocking a thread). */
 #ifndef PR_SERVER_SCHEDULER_H
 #define PR_SERVER_SCHEDULER_H
 
@@ -51,6 +54,11 @@ typedef struct pr_request {
   char err[256];
   double t_enqueue, t_start, t_end, deadline;
   bool done;
+  /* optional: called once when the request is done (answered, failed or
+   * timed out), from the thread that finished it, after which the
+   * scheduler no longer touches the request; set before submitting */
+  void (*on_done)(void *ctx);
+  void *on_done_ctx;
   pthread_mutex_t lock;
   pthread_cond_t cond;
   struct pr_request *next;

@@ -4,9 +4,16 @@
  * metrics text in prometheus.c.
  *
  * Notes on the design:
- * - libmicrohttpd runs a thread per connection (an infer call blocks its
- *   connection's thread until the scheduler answers), at most
- *   `max_connections` at once.
+ * - libmicrohttpd serves every connection from a fixed pool of threads
+ *   (epoll; `http_threads`), at most `max_connections` at once
+ *   (`max_connections_per_client` from one address), closing a connection
+ *   silent for `idle_timeout_s`. No handler blocks: an infer request
+ *   suspends its connection until the scheduler answers, and the slow
+ *   admin calls run on threads of their own (see "suspended requests").
+ * - Draining (pr_server_stop): new connections are refused, every answer
+ *   carries Connection: close, requests that reached the server are
+ *   answered, then idle connections close; bounded by
+ *   `shutdown_timeout_s`.
  * - Limits are decided from the headers, before any body byte is read: a
  *   Content-Length over the route's body limit is answered at once
  *   (PR_ERR_TOO_LARGE, 413); the bytes a request will hold are reserved
@@ -61,6 +68,9 @@ struct pr_server {
   _Atomic int in_progress;   /* requests received and not yet answered */
   _Atomic int serving;       /* of those, the ones whose body is in (being handled) */
   _Atomic int connections;   /* open HTTP connections */
+  _Atomic int suspended;     /* connections waiting for an answer made elsewhere */
+  _Atomic int admin_threads; /* deferred admin handlers running */
+  _Atomic bool stopping;     /* draining: every answer closes its connection */
   /* on SIGTERM: connections taken from the listening socket's backlog
    * (adopt_backlog), written before any of them starts */
   int *adopted;
@@ -80,13 +90,19 @@ void pr_server_config_default(pr_server_config_t *c) {
   c->max_inflight_bytes = (size_t)1 << 30;
   c->max_models = 64;
   c->max_prepared_plans = 16;
-  c->max_connections = 1024;
+  c->max_connections = 4096;
+  c->max_connections_per_client = 0;
+  c->http_threads = 4;
+  c->idle_timeout_s = 30;
+  c->shutdown_timeout_s = 30;
   c->load_all = true;
 }
 
 /* ---- per-request state ---- */
 
 typedef struct {
+  pr_server_t *s;
+  struct MHD_Connection *c;
   pr_route_t route;
   pr_status_t route_status; /* of pr_route_match */
   char *body;
@@ -96,6 +112,17 @@ typedef struct {
   bool serving;              /* counted in s->serving */
   pr_status_t refuse_status; /* != PR_OK: answer this instead of routing */
   char refuse_msg[160];
+  /* a request answered off the connection's thread (see "suspended
+   * requests" above): `lock` orders suspend and resume */
+  pthread_mutex_t lock;
+  bool suspended, answered;
+  pr_request_t *req;         /* an infer request in the scheduler */
+  pr_proto_infer_t q;        /* its parsed names and options */
+  pr_served_t *model;        /* the reference held for it */
+  bool model_owned;          /* the reference is the request's (with_model leaves it) */
+  bool deferred;             /* an admin handler running on its own thread */
+  struct MHD_Response *resp; /* the deferred handler's answer */
+  unsigned resp_code;
 } conn_t;
 
 /* Counts n more bytes against the in-flight limit; false when over it. */
@@ -121,10 +148,27 @@ static void refuse(pr_server_t *s, conn_t *cn, pr_status_t status, const char *m
 
 /* ---- replies ---- */
 
-/* Every reply goes out here or in reply_static: the HTTP status is the
- * protocol's for st. */
-static enum MHD_Result reply(struct MHD_Connection *c, pr_status_t st, char *body, size_t len,
-                             const char *type, size_t json_len) {
+/* The answer r with the protocol's HTTP status for st: queued on the
+ * connection, or kept for it when a deferred handler made it on another
+ * thread (queued when the connection resumes). While the server drains,
+ * every answer closes its connection. */
+static enum MHD_Result deliver(conn_t *cn, pr_status_t st, struct MHD_Response *r) {
+  if (atomic_load(&cn->s->stopping))
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+  unsigned code = (unsigned)pr_proto_http_status(st);
+  if (cn->deferred) {
+    cn->resp = r;
+    cn->resp_code = code;
+    return MHD_YES;
+  }
+  enum MHD_Result ret = MHD_queue_response(cn->c, code, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* Every reply goes out here or in reply_static. */
+static enum MHD_Result reply(conn_t *cn, pr_status_t st, char *body, size_t len, const char *type,
+                             size_t json_len) {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
   if (!r) {
     free(body);
@@ -136,35 +180,30 @@ static enum MHD_Result reply(struct MHD_Connection *c, pr_status_t st, char *bod
     snprintf(h, sizeof h, "%zu", json_len);
     MHD_add_response_header(r, "Inference-Header-Content-Length", h);
   }
-  enum MHD_Result ret = MHD_queue_response(c, (unsigned)pr_proto_http_status(st), r);
-  MHD_destroy_response(r);
-  return ret;
+  return deliver(cn, st, r);
 }
 
-static enum MHD_Result reply_static(struct MHD_Connection *c, pr_status_t st, const char *body) {
+static enum MHD_Result reply_static(conn_t *cn, pr_status_t st, const char *body) {
   struct MHD_Response *r =
       MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
   if (!r) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", "application/json");
-  enum MHD_Result ret = MHD_queue_response(c, (unsigned)pr_proto_http_status(st), r);
-  MHD_destroy_response(r);
-  return ret;
+  return deliver(cn, st, r);
 }
 
 /* o may be NULL (a json_pack that failed): PR_ERR_NOMEM. */
-static enum MHD_Result reply_json(struct MHD_Connection *c, pr_status_t st, json_t *o) {
+static enum MHD_Result reply_json(conn_t *cn, pr_status_t st, json_t *o) {
   char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
-  if (!s) return reply_static(c, PR_ERR_NOMEM, "{\"error\":\"cannot encode the response\"}");
-  return reply(c, st, s, strlen(s), "application/json", 0);
+  if (!s) return reply_static(cn, PR_ERR_NOMEM, "{\"error\":\"cannot encode the response\"}");
+  return reply(cn, st, s, strlen(s), "application/json", 0);
 }
 
-static enum MHD_Result reply_error(pr_server_t *s, struct MHD_Connection *c, pr_status_t st,
-                                   const char *msg) {
-  atomic_fetch_add(&s->http_errors, 1);
+static enum MHD_Result reply_error(conn_t *cn, pr_status_t st, const char *msg) {
+  atomic_fetch_add(&cn->s->http_errors, 1);
   char *b = pr_proto_error(msg);
-  if (!b) return reply_static(c, st, "{\"error\":\"out of memory\"}");
-  return reply(c, st, b, strlen(b), "application/json", 0);
+  if (!b) return reply_static(cn, st, "{\"error\":\"out of memory\"}");
+  return reply(cn, st, b, strlen(b), "application/json", 0);
 }
 
 /* ---- handlers ---- */
@@ -175,7 +214,7 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
-  if (!f) return reply_error(s, c, PR_ERR_NOMEM, "out of memory");
+  if (!f) return reply_error(cn, PR_ERR_NOMEM, "out of memory");
   pr_prom_server_t srv = {.http_requests = atomic_load(&s->http_requests),
                           .http_errors = atomic_load(&s->http_errors),
                           .http_refused = atomic_load(&s->http_refused),
@@ -186,18 +225,18 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
                           .models_limit = s->cfg.max_models};
   pr_prom_write(s->models, &srv, f);
   fclose(f);
-  return reply(c, PR_OK, text, len, "text/plain; version=0.0.4", 0);
+  return reply(cn, PR_OK, text, len, "text/plain; version=0.0.4", 0);
 }
 
 static enum MHD_Result h_server_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   return reply_json(
-      c, PR_OK,
+      cn, PR_OK,
       json_pack("{s:s, s:s, s:[s,s,s,s]}", "name", "packrat", "version", PR_VERSION, "extensions",
                 "binary_tensor_data", "model_repository", "statistics", "plan"));
 }
 
 static enum MHD_Result h_live(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  return reply_json(c, PR_OK, json_pack("{s:b}", "live", 1));
+  return reply_json(cn, PR_OK, json_pack("{s:b}", "live", 1));
 }
 
 static void ready_one(pr_served_t *m, void *ctx) {
@@ -208,7 +247,7 @@ static void ready_one(pr_served_t *m, void *ctx) {
 static enum MHD_Result h_ready(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   bool ready = true;
   pr_models_each(s->models, ready_one, &ready);
-  return reply_json(c, ready ? PR_OK : PR_ERR_BUSY, json_pack("{s:b}", "ready", ready));
+  return reply_json(cn, ready ? PR_OK : PR_ERR_BUSY, json_pack("{s:b}", "ready", ready));
 }
 
 typedef struct {
@@ -233,7 +272,7 @@ static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, co
   int n = entries ? pr_repo_scan(s->cfg.repository, entries, cap, &total) : -1;
   if (n < 0) {
     free(entries);
-    return reply_error(s, c, PR_ERR_IO, "cannot read the model repository");
+    return reply_error(cn, PR_ERR_IO, "cannot read the model repository");
   }
   json_t *arr = json_array();
   for (int i = 0; i < n; i++) {
@@ -242,7 +281,7 @@ static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, co
   }
   free(entries);
   if (total > n) pr_log(PR_LOG_WARN, "repository index: %d models, %d listed", total, n);
-  return reply_json(c, PR_OK, arr);
+  return reply_json(cn, PR_OK, arr);
 }
 
 static enum MHD_Result h_repo_load(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -250,14 +289,14 @@ static enum MHD_Result h_repo_load(pr_server_t *s, struct MHD_Connection *c, con
   pr_status_t st = pr_models_load(s->models, cn->route.model, err, sizeof err);
   /* a model that cannot be read or run is the repository's fault: 400 */
   if (st == PR_ERR_UNSUPPORTED || st == PR_ERR_IO) st = PR_ERR_INVALID;
-  if (st) return reply_error(s, c, st, err);
-  return reply_json(c, PR_OK, json_object());
+  if (st) return reply_error(cn, st, err);
+  return reply_json(cn, PR_OK, json_object());
 }
 
 static enum MHD_Result h_repo_unload(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   pr_status_t st = pr_models_unload(s->models, cn->route.model);
-  if (st) return reply_error(s, c, st, "no such loaded model");
-  return reply_json(c, PR_OK, json_object());
+  if (st) return reply_error(cn, st, "no such loaded model");
+  return reply_json(cn, PR_OK, json_object());
 }
 
 /* Runs fn on the route's ready model with a reference held; errors for an
@@ -268,10 +307,10 @@ static enum MHD_Result with_model(pr_server_t *s, struct MHD_Connection *c, conn
   pr_status_t st;
   pr_served_t *m = pr_models_get(s->models, cn->route.model, cn->route.version, &st);
   if (!m)
-    return reply_error(s, c, st,
+    return reply_error(cn, st,
                        st == PR_ERR_NOT_FOUND ? "unknown model or version" : "model not ready");
   enum MHD_Result ret = fn(s, c, cn, m);
-  pr_models_put(m);
+  if (!cn->model_owned) pr_models_put(m); /* else infer_release puts it */
   return ret;
 }
 
@@ -289,7 +328,7 @@ static enum MHD_Result model_meta(pr_server_t *s, struct MHD_Connection *c, conn
     json_array_append_new(ins, tensor_meta(&m->proto.inputs[i]));
   for (int i = 0; i < m->proto.n_outputs; i++)
     json_array_append_new(outs, tensor_meta(&m->proto.outputs[i]));
-  return reply_json(c, PR_OK,
+  return reply_json(cn, PR_OK,
                     json_pack("{s:s, s:[s], s:s, s:o, s:o, s:{s:i}}", "name", m->entry.name,
                               "versions", m->entry.version, "platform", "onnx", "inputs", ins,
                               "outputs", outs, "parameters", "max_batch_size", m->cfg.max_batch));
@@ -304,13 +343,74 @@ static enum MHD_Result h_model_ready(pr_server_t *s, struct MHD_Connection *c, c
   pr_served_t *m = pr_models_get(s->models, cn->route.model, cn->route.version, &st);
   if (m) {
     enum MHD_Result ret =
-        reply_json(c, PR_OK, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
+        reply_json(cn, PR_OK, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
     pr_models_put(m);
     return ret;
   }
-  if (st == PR_ERR_NOT_FOUND) return reply_error(s, c, st, "unknown model or version");
+  if (st == PR_ERR_NOT_FOUND) return reply_error(cn, st, "unknown model or version");
   /* known but not ready: the name is a repository name, valid text */
-  return reply_json(c, PR_ERR_BUSY, json_pack("{s:s, s:b}", "name", cn->route.model, "ready", 0));
+  return reply_json(cn, PR_ERR_BUSY, json_pack("{s:s, s:b}", "name", cn->route.model, "ready", 0));
+}
+
+/* ---- suspended requests ----
+ *
+ * An infer request waits in its model's queue without a thread: its
+ * connection is suspended (MHD_suspend_connection) and the scheduler's
+ * completion callback resumes it; libmicrohttpd then calls the handler
+ * again, which sends the answer (infer_finish). Admin routes that can take
+ * long (loading a model, preparing a plan) run on a thread of their own the
+ * same way. cn->lock orders the two sides: the handler suspends under it,
+ * and the callback resumes only a connection that is suspended (an answer
+ * that comes first is noted, and sent without suspending). */
+
+static void suspend_locked(conn_t *cn) {
+  MHD_suspend_connection(cn->c);
+  cn->suspended = true;
+  atomic_fetch_add(&cn->s->suspended, 1);
+}
+
+/* The scheduler's (or an admin thread's) "answered": any thread. */
+static void on_answered(void *ctx) {
+  conn_t *cn = ctx;
+  pthread_mutex_lock(&cn->lock);
+  cn->answered = true;
+  if (cn->suspended) {
+    cn->suspended = false;
+    atomic_fetch_sub(&cn->s->suspended, 1);
+    MHD_resume_connection(cn->c);
+  }
+  pthread_mutex_unlock(&cn->lock);
+}
+
+/* Frees the infer request of cn and the model reference it held. */
+static void infer_release(conn_t *cn) {
+  if (!cn->req) return;
+  if (!cn->answered) pr_request_wait(cn->req); /* only if the connection died first */
+  pr_proto_infer_clear(&cn->q);
+  pr_request_free(cn->req);
+  pr_models_put(cn->model);
+  cn->req = NULL, cn->model = NULL;
+}
+
+/* The answer to an infer request the scheduler is done with. */
+static enum MHD_Result infer_finish(conn_t *cn) {
+  pr_request_t *r = cn->req;
+  pr_served_t *m = cn->model;
+  enum MHD_Result ret;
+  if (r->status) {
+    ret = reply_error(cn, r->status, r->err);
+  } else {
+    char *body;
+    size_t len, jl;
+    pr_status_t st = pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, r, &cn->q,
+                                             &body, &len, &jl);
+    if (st != PR_OK)
+      ret = reply_error(cn, st, "cannot encode the response");
+    else
+      ret = reply(cn, PR_OK, body, len, jl ? "application/octet-stream" : "application/json", jl);
+  }
+  infer_release(cn);
+  return ret;
 }
 
 static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
@@ -321,12 +421,12 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
     char *end;
     long long v = strtoll(hl, &end, 10);
     if (*hl < '0' || *hl > '9' || *end || v < 0 || (size_t)v > cn->len) /* digits only */
-      return reply_error(s, c, PR_ERR_INVALID,
+      return reply_error(cn, PR_ERR_INVALID,
                          "Inference-Header-Content-Length must be a length within the body");
     json_len = (size_t)v;
   }
   pr_request_t *r = pr_request_new();
-  if (!r) return reply_error(s, c, PR_ERR_NOMEM, "out of memory");
+  if (!r) return reply_error(cn, PR_ERR_NOMEM, "out of memory");
   pr_proto_infer_t q;
   char err[512];
   /* the tensors may take what is left of the in-flight bound */
@@ -342,30 +442,28 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
     st = PR_ERR_BUSY;
     snprintf(err, sizeof err, "the server holds too many request bytes; retry later");
   }
-  if (st == PR_OK && (st = pr_sched_submit(m->sched, r)) != PR_OK)
-    snprintf(err, sizeof err, "the model's queue is full; retry later");
   if (st != PR_OK) {
     pr_proto_infer_clear(&q);
     pr_request_free(r);
-    return reply_error(s, c, st, err);
+    return reply_error(cn, st, err);
   }
-  pr_sched_wait(m->sched, r);
-  enum MHD_Result ret;
-  if (r->status) {
-    ret = reply_error(s, c, r->status, r->err);
-  } else {
-    char *body;
-    size_t len, jl;
-    st = pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, r, &q, &body, &len,
-                                 &jl);
-    if (st != PR_OK)
-      ret = reply_error(s, c, st, "cannot encode the response");
-    else
-      ret = reply(c, PR_OK, body, len, jl ? "application/octet-stream" : "application/json", jl);
+  r->on_done = on_answered;
+  r->on_done_ctx = cn;
+  cn->req = r, cn->q = q, cn->model = m;
+  pthread_mutex_lock(&cn->lock);
+  if ((st = pr_sched_submit(m->sched, r)) != PR_OK) {
+    pthread_mutex_unlock(&cn->lock);
+    cn->req = NULL, cn->model = NULL; /* with_model puts the reference */
+
+    pr_proto_infer_clear(&q);
+    pr_request_free(r);
+    return reply_error(cn, st, "the model's queue is full; retry later");
   }
-  pr_proto_infer_clear(&q);
-  pr_request_free(r);
-  return ret;
+  cn->model_owned = true;
+  bool now = cn->answered;
+  if (!now) suspend_locked(cn);
+  pthread_mutex_unlock(&cn->lock);
+  return now ? infer_finish(cn) : MHD_YES;
 }
 
 static enum MHD_Result h_infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -375,7 +473,7 @@ static enum MHD_Result h_infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
 static enum MHD_Result stats(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
   pr_sched_stats_t *st = pr_sched_stats(m->sched);
   return reply_json(
-      c, PR_OK,
+      cn, PR_OK,
       json_pack("{s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:f, s:f, s:i, s:I}", "name",
                 m->entry.name, "version", m->entry.version, "requests", "success",
                 (json_int_t)atomic_load(&st->success), "failure",
@@ -427,7 +525,7 @@ static json_t *plan_json(pr_served_t *m) {
 
 static enum MHD_Result plan_get(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                 pr_served_t *m) {
-  return reply_json(c, PR_OK, plan_json(m));
+  return reply_json(cn, PR_OK, plan_json(m));
 }
 
 static enum MHD_Result h_plan_get(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -444,15 +542,15 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
   char err[512];
   enum MHD_Result ret;
   if (!spec) {
-    ret = reply_error(s, c, PR_ERR_INVALID,
+    ret = reply_error(cn, PR_ERR_INVALID,
                       "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
   } else if (!strcmp(spec, "auto")) {
     if (pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0))
-      ret = reply_error(s, c, PR_ERR_INVALID,
+      ret = reply_error(cn, PR_ERR_INVALID,
                         "this model has no plans from a profile to follow the load with (its "
                         "config fixes the plan, or autoscale is off)");
     else
-      ret = reply_json(c, PR_OK, plan_json(m));
+      ret = reply_json(cn, PR_OK, plan_json(m));
   } else {
     pr_plan_t *plan = malloc(sizeof *plan);
     pr_status_t st = PR_ERR_NOMEM;
@@ -467,8 +565,8 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
       }
     }
     free(plan);
-    ret = st ? reply_error(s, c, st == PR_ERR_NOMEM ? st : PR_ERR_INVALID, err)
-             : reply_json(c, PR_OK, plan_json(m));
+    ret = st ? reply_error(cn, st == PR_ERR_NOMEM ? st : PR_ERR_INVALID, err)
+             : reply_json(cn, PR_OK, plan_json(m));
   }
   json_decref(root);
   return ret;
@@ -585,6 +683,50 @@ static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
   cn->len += n;
 }
 
+/* ---- deferred admin handlers (see "suspended requests") ---- */
+
+/* At most this many admin calls run at once; more are answered 503. */
+#define MAX_ADMIN_THREADS 32
+
+static void *deferred_main(void *arg) {
+  conn_t *cn = arg;
+  if (handlers[cn->route.id](cn->s, cn->c, cn) != MHD_YES && !cn->resp)
+    reply_static(cn, PR_ERR_NOMEM, "{\"error\":\"out of memory\"}");
+  atomic_fetch_sub(&cn->s->admin_threads, 1);
+  on_answered(cn);
+  return NULL;
+}
+
+static enum MHD_Result defer(pr_server_t *s, conn_t *cn) {
+  if (atomic_fetch_add(&s->admin_threads, 1) >= MAX_ADMIN_THREADS) {
+    atomic_fetch_sub(&s->admin_threads, 1);
+    return reply_error(cn, PR_ERR_BUSY, "too many repository and plan calls at once; retry later");
+  }
+  pthread_attr_t attr;
+  pthread_t t;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_mutex_lock(&cn->lock);
+  cn->deferred = true;
+  bool started = pthread_create(&t, &attr, deferred_main, cn) == 0;
+  if (started) suspend_locked(cn);
+  pthread_mutex_unlock(&cn->lock);
+  pthread_attr_destroy(&attr);
+  if (started) return MHD_YES;
+  cn->deferred = false;
+  atomic_fetch_sub(&s->admin_threads, 1);
+  return reply_error(cn, PR_ERR_NOMEM, "cannot start a thread for the call");
+}
+
+static enum MHD_Result deferred_finish(conn_t *cn) {
+  struct MHD_Response *r = cn->resp;
+  cn->resp = NULL;
+  cn->deferred = false;
+  enum MHD_Result ret = MHD_queue_response(cn->c, cn->resp_code, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls) {
@@ -593,14 +735,19 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
   if (!cn) {
     cn = calloc(1, sizeof *cn);
     if (!cn) return MHD_NO;
+    cn->s = s, cn->c = c;
+    pthread_mutex_init(&cn->lock, NULL);
     *con_cls = cn;
     atomic_fetch_add(&s->http_requests, 1);
     atomic_fetch_add(&s->in_progress, 1);
     on_headers(s, c, cn, method, url);
     /* refused from the headers: answer now, the body is never read */
-    if (cn->refuse_status) return reply_error(s, c, cn->refuse_status, cn->refuse_msg);
+    if (cn->refuse_status) return reply_error(cn, cn->refuse_status, cn->refuse_msg);
     return MHD_YES;
   }
+  /* resumed: the answer was made elsewhere */
+  if (cn->req) return infer_finish(cn);
+  if (cn->deferred) return cn->resp ? deferred_finish(cn) : MHD_NO;
   if (*upload_size) {
     /* over a limit mid-body: the rest is read and dropped, and the error is
      * the answer (libmicrohttpd answers only once the body is in); a body
@@ -614,12 +761,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     cn->serving = true;
     atomic_fetch_add(&s->serving, 1);
   }
-  if (cn->refuse_status) return reply_error(s, c, cn->refuse_status, cn->refuse_msg);
+  if (cn->refuse_status) return reply_error(cn, cn->refuse_status, cn->refuse_msg);
   if (cn->route_status != PR_OK)
-    return reply_error(s, c, cn->route_status,
+    return reply_error(cn, cn->route_status,
                        cn->route_status == PR_ERR_NOT_FOUND ? "not found"
                        : cn->route_status == PR_ERR_METHOD  ? "method not allowed here"
                                                             : "URL too long");
+  if (pr_route_is_slow(cn->route.id)) return defer(s, cn);
   return handlers[cn->route.id](s, c, cn);
 }
 
@@ -628,6 +776,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
   pr_server_t *s = cls;
   conn_t *cn = *con_cls;
   if (cn) {
+    /* an answer callback may still hold the lock it resumed us under */
+    pthread_mutex_lock(&cn->lock);
+    pthread_mutex_unlock(&cn->lock);
+    infer_release(cn);
+    if (cn->resp) MHD_destroy_response(cn->resp);
+    pthread_mutex_destroy(&cn->lock);
     atomic_fetch_sub(&s->inflight, cn->reserved);
     if (cn->serving) atomic_fetch_sub(&s->serving, 1);
     free(cn->body);
@@ -708,13 +862,16 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     pr_server_stop(s);
     return PR_ERR_INVALID;
   }
-  s->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                   MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-                               (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
-                               &addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-                               MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+  /* epoll on a fixed pool of threads; a connection costs no thread */
+  s->daemon = MHD_start_daemon(
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+          MHD_USE_ERROR_LOG,
+      (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED,
+      completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned)cfg->max_connections_per_client, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
   if (!s->daemon) {
     pr_errf(err, err_len, "cannot listen on %s:%d", cfg->host, cfg->port);
     pr_server_stop(s);
@@ -814,19 +971,29 @@ void pr_server_stop(pr_server_t *s) {
   if (!s) return;
   if (s->daemon) {
     /* stop accepting (new connections are refused at once), answer every
-     * request whose body is in (each waits at most its timeout), give
-     * uploads still arriving a grace period, then close the connections */
+     * request whose body is in, each answer closing its connection, give
+     * uploads still arriving a grace period, then close the connections
+     * (idle keep-alive ones among them) */
+    atomic_store(&s->stopping, true);
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
     if (fd != MHD_INVALID_SOCKET) {
       adopt_backlog(s, fd);
       close(fd);
     }
-    double t0 = pr_now();
-    while (atomic_load(&s->serving) > 0 ||
-           ((atomic_load(&s->in_progress) > 0 || atomic_load(&s->adopted_open) > 0) &&
-            pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S)) {
-      if (pr_now() - t0 > s->cfg.request_timeout_s + 60) break; /* a model stuck in a kernel */
+    double t0 = pr_now(), limit = s->cfg.shutdown_timeout_s;
+    while ((atomic_load(&s->serving) > 0 ||
+            ((atomic_load(&s->in_progress) > 0 || atomic_load(&s->adopted_open) > 0) &&
+             pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S)) &&
+           pr_now() - t0 < limit)
       usleep(1000);
+    int waiting = atomic_load(&s->suspended) + atomic_load(&s->admin_threads);
+    if (waiting) {
+      /* a model stuck in a kernel: libmicrohttpd cannot stop with suspended
+       * connections, nor can the models go while their workers run; the
+       * process is exiting, so leave them */
+      pr_log(PR_LOG_ERROR, "shutdown: %d request%s still running after %d s, not answered", waiting,
+             waiting > 1 ? "s" : "", s->cfg.shutdown_timeout_s);
+      return;
     }
     MHD_stop_daemon(s->daemon);
   }

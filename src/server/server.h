@@ -23,7 +23,11 @@ typedef struct {
   size_t max_inflight_bytes; /* bodies and parsed tensors held at once (default 1 GiB) */
   int max_models;            /* models known at once (default 64) */
   int max_prepared_plans;    /* prepared plans per model (default 16) */
-  int max_connections;       /* open HTTP connections (default 1024) */
+  int max_connections;       /* open HTTP connections (default 4096) */
+  int max_connections_per_client; /* from one client address (default 0: no limit) */
+  int http_threads;               /* threads serving every connection (default 4) */
+  int idle_timeout_s;     /* a connection silent this long is closed (default 30) */
+  int shutdown_timeout_s; /* pr_server_stop's bound on draining (default 30) */
   bool load_all;             /* load every model at start (default true) */
 } pr_server_config_t;
 
@@ -37,7 +41,10 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
 int pr_server_port(const pr_server_t *s);
 /* Human-readable summary of each loaded model's plan (for the log). */
 void pr_server_describe(pr_server_t *s, char *buf, size_t len);
-/* Stops accepting connections, answers every accepted request, frees all. */
+/* Stops accepting connections, answers every accepted request (each answer
+ * closes its connection), closes idle ones, frees all; within
+ * shutdown_timeout_s (after it, requests still running are left
+ * unanswered and their memory is not freed: the process is exiting). */
 void pr_server_stop(pr_server_t *s);
 
 #endif

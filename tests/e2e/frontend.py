@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""The HTTP front end under many connections, and its shutdown.
+
+1. Connections: 2000 connections that stay open without finishing a
+   request (half of them idle, half with half a header sent) while a normal
+   client sends requests: its p99 stays within 100 ms of its p99 before, the
+   server's threads stay bounded (no thread per connection), and its
+   resident memory grows by less than 100 KiB a connection.
+2. Shutdown: four keep-alive clients sending back to back and one stalled
+   upload (Content-Length 1000, one byte sent); then SIGTERM. The server
+   exits 0 within its --shutdown-timeout-s; every request that got an
+   answer got a whole one (200 with every output, or 503), each answer
+   after SIGTERM closes its connection, and no request sent on an open
+   connection is left without an answer (a refused new connection is not a
+   request).
+
+usage: frontend.py PACKRAT
+"""
+import http.client
+import json
+import os
+import resource
+import signal
+import socket
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
+import common as c  # noqa: E402
+
+N_CONN = 2000
+packrat = sys.argv[1]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if soft < N_CONN + 256:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, N_CONN + 512), hard))
+
+
+def server(extra=()):
+    port = c.free_port()
+    repo = c.make_repo(os.path.join(c.tmp, "models"), config={"max_batch_size": 4, "plan": "1x4"})
+    p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port),
+                 *extra], os.path.join(c.tmp, f"serve-{port}.log"))
+    url = f"http://127.0.0.1:{port}"
+    if not c.check("server ready", c.wait_ready(url, p, 120)):
+        c.finish()
+    return p, port, url
+
+
+def status(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def latencies(port, n):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        try:
+            conn.request("POST", "/v2/models/mlp/infer", c.MLP_BODY,
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            body = r.read()
+        except (OSError, http.client.HTTPException):
+            return None
+        if r.status != 200 or b"outputs" not in body:
+            return None
+        out.append(time.perf_counter() - t0)
+    conn.close()
+    return out
+
+
+def p99(xs):
+    return sorted(xs)[int(0.99 * (len(xs) - 1))]
+
+
+def many_connections():
+    p, port, url = server()
+    base = latencies(port, 200)
+    c.check("requests before", base is not None)
+    rss0 = status(p.pid, "VmRSS")
+    socks = []
+    try:
+        for i in range(N_CONN):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            if i % 2:
+                s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Le")
+            socks.append(s)
+    except OSError as e:
+        c.check(f"{N_CONN} connections open", False, f"{len(socks)} opened: {e}")
+        c.finish()
+    time.sleep(1)
+    threads, rss1 = status(p.pid, "Threads"), status(p.pid, "VmRSS")
+    busy = latencies(port, 200)
+    c.check(f"requests with {N_CONN} slow and idle connections open", busy is not None)
+    if base and busy:
+        c.check(f"p99 within 100 ms of before ({p99(base) * 1e3:.1f} -> {p99(busy) * 1e3:.1f} ms)",
+                p99(busy) < p99(base) + 0.1)
+    c.check(f"threads bounded ({threads} with {N_CONN} connections)", 0 < threads <= 64, threads)
+    grow = (rss1 - rss0) / N_CONN
+    c.check(f"memory: {grow:.1f} KiB a connection (resident {rss1 // 1024} MiB)",
+            grow < 100 and rss1 < 1024 * 1024, (rss0, rss1))
+    for s in socks:
+        s.close()
+    os.kill(p.pid, signal.SIGTERM)
+    c.check("exit 0", p.wait(60) == 0)
+
+
+class Client(threading.Thread):
+    """Requests back to back on one keep-alive connection until it closes or
+    is refused; counts answers, whole ones and lost ones."""
+
+    def __init__(self, port, stop_at):
+        super().__init__()
+        self.port, self.stop_at = port, stop_at
+        self.ok = self.busy = self.torn = self.lost = self.refused = 0
+        self.close_after_term = True
+
+    def run(self):
+        conn = None
+        while time.time() < self.stop_at:
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                    conn.connect()
+            except OSError:
+                self.refused += 1
+                conn = None
+                time.sleep(0.01)
+                continue
+            try:
+                conn.request("POST", "/v2/models/mlp/infer", c.MLP_BODY,
+                             {"Content-Type": "application/json"})
+            except OSError:
+                conn.close()  # the server closed the connection before this request went out
+                conn = None
+                continue
+            try:
+                r = conn.getresponse()
+                body = r.read()
+            except (http.client.IncompleteRead, http.client.RemoteDisconnected, OSError):
+                self.lost += 1  # sent on an open connection, never answered whole
+                conn.close()
+                conn = None
+                continue
+            if r.status == 200:
+                whole = json.loads(body).get("outputs")
+                self.ok += bool(whole)
+                self.torn += not whole
+            elif r.status == 503:
+                self.busy += 1
+            else:
+                self.torn += 1
+            if (r.getheader("Connection") or "").lower() == "close":
+                conn.close()
+                conn = None
+        if conn:
+            conn.close()
+
+
+def shutdown():
+    p, port, url = server(["--shutdown-timeout-s", "15"])
+    clients = [Client(port, time.time() + 8) for _ in range(4)]
+    for t in clients:
+        t.start()
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=30)
+    stalled.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+    time.sleep(1.5)
+    t0 = time.time()
+    os.kill(p.pid, signal.SIGTERM)
+    try:
+        rc = p.wait(20)
+    except Exception:
+        rc = None
+    took = time.time() - t0
+    for t in clients:
+        t.join()
+    stalled.close()
+    c.check(f"exit 0 within the shutdown timeout ({took:.1f} s)", rc == 0 and took < 16, rc)
+    ok = sum(t.ok for t in clients)
+    c.check(f"clients were answered before and during the drain ({ok} answers)", ok > 0)
+    c.check("every answer whole", sum(t.torn for t in clients) == 0)
+    c.check("no request on an open connection left unanswered",
+            sum(t.lost for t in clients) == 0, [t.lost for t in clients])
+    c.check("new connections refused after SIGTERM", sum(t.refused for t in clients) > 0)
+
+
+many_connections()
+shutdown()
+c.finish()
