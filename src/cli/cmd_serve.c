@@ -1,10 +1,15 @@
 /* packrat serve: serve a model repository over the Open Inference Protocol. */
+#include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "cli/args.h"
@@ -149,11 +154,56 @@ static void raise_file_limit(int max_connections) {
            (unsigned long long)rl.rlim_cur, max_connections);
 }
 
-/* Starts the server, logs what it serves, waits for SIGINT or SIGTERM
- * (blocked in set), stops it; the exit status. */
-static int serve(const pr_server_config_t *cfg, sigset_t *set) {
+/* Signals: a thread waits for SIGINT/SIGTERM (blocked in every thread).
+ * Before the server listens (while models load and profile), a signal ends
+ * the process at once: nothing was accepted, and the profile cache is only
+ * ever written whole (temporary file and rename). After, it wakes the main
+ * thread, which drains. `listening` is set under `lock` by before_listen,
+ * so the two cannot cross. */
+static struct {
+  pthread_mutex_t lock;
+  bool listening;
+  sem_t got;
+  int sig;
+  sigset_t set;
+} sigs = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *signal_main(void *arg) {
+  (void)arg;
+  int sig = 0;
+  sigwait(&sigs.set, &sig);
+  pthread_mutex_lock(&sigs.lock);
+  if (!sigs.listening) {
+    pr_log(PR_LOG_INFO, "%s while starting: exiting (no request was accepted)",
+           sig == SIGINT ? "SIGINT" : "SIGTERM");
+    _exit(0);
+  }
+  sigs.sig = sig;
+  pthread_mutex_unlock(&sigs.lock);
+  sem_post(&sigs.got);
+  return NULL;
+}
+
+static void before_listen(void *ctx) {
+  (void)ctx;
+  pthread_mutex_lock(&sigs.lock);
+  sigs.listening = true;
+  pthread_mutex_unlock(&sigs.lock);
+}
+
+/* Starts the server, logs what it serves, waits for SIGINT or SIGTERM,
+ * stops it; the exit status. */
+static int serve(pr_server_config_t *cfg) {
   pr_server_t *s;
   char err[1024];
+  pthread_t t;
+  sem_init(&sigs.got, 0, 0);
+  if (pthread_create(&t, NULL, signal_main, NULL)) {
+    pr_log(PR_LOG_ERROR, "cannot start the signal thread");
+    return 1;
+  }
+  pthread_detach(t);
+  cfg->before_listen = before_listen;
   if (pr_server_start(cfg, &s, err, sizeof err)) {
     pr_log(PR_LOG_ERROR, "%s", err);
     return 1;
@@ -166,10 +216,10 @@ static int serve(const pr_server_config_t *cfg, sigset_t *set) {
   pr_log(PR_LOG_INFO,
          "ready: http://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
          cfg->host, pr_server_port(s));
-  int sig = 0;
-  sigwait(set, &sig);
+  while (sem_wait(&sigs.got) && errno == EINTR) {
+  }
   pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",
-         sig == SIGINT ? "SIGINT" : "SIGTERM");
+         sigs.sig == SIGINT ? "SIGINT" : "SIGTERM");
   pr_server_stop(s);
   pr_log(PR_LOG_INFO, "stopped");
   return 0;
@@ -195,11 +245,10 @@ int pr_cli_serve(int argc, char **argv) {
   if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 4);
   raise_file_limit(cfg.max_connections);
   /* every thread inherits the blocked signals; the main thread waits for them */
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  sigemptyset(&sigs.set);
+  sigaddset(&sigs.set, SIGINT);
+  sigaddset(&sigs.set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs.set, NULL);
   signal(SIGPIPE, SIG_IGN);
-  return serve(&cfg, &set);
+  return serve(&cfg);
 }

@@ -862,6 +862,7 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     pr_server_stop(s);
     return PR_ERR_INVALID;
   }
+  if (cfg->before_listen) cfg->before_listen(cfg->before_listen_ctx);
   /* epoll on a fixed pool of threads; a connection costs no thread */
   s->daemon = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |

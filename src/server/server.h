@@ -15,20 +15,24 @@ typedef struct {
   int port;               /* default 8000; 0 picks a free port */
   const int *cpus;        /* CPUs to use (default: every allowed CPU, topology order) */
   int n_cpus;
-  int max_batch;             /* default for models without config (default 8) */
-  int max_queue_delay_us;    /* default 2000 */
-  int queue_capacity;        /* default 256 requests */
-  double request_timeout_s;  /* default 30 */
-  size_t max_body_bytes;     /* infer bodies (default 64 MiB); other routes take 1 MiB */
-  size_t max_inflight_bytes; /* bodies and parsed tensors held at once (default 1 GiB) */
-  int max_models;            /* models known at once (default 64) */
-  int max_prepared_plans;    /* prepared plans per model (default 16) */
-  int max_connections;       /* open HTTP connections (default 4096) */
+  int max_batch;                  /* default for models without config (default 8) */
+  int max_queue_delay_us;         /* default 2000 */
+  int queue_capacity;             /* default 256 requests */
+  double request_timeout_s;       /* default 30 */
+  size_t max_body_bytes;          /* infer bodies (default 64 MiB); other routes take 1 MiB */
+  size_t max_inflight_bytes;      /* bodies and parsed tensors held at once (default 1 GiB) */
+  int max_models;                 /* models known at once (default 64) */
+  int max_prepared_plans;         /* prepared plans per model (default 16) */
+  int max_connections;            /* open HTTP connections (default 4096) */
   int max_connections_per_client; /* from one client address (default 0: no limit) */
   int http_threads;               /* threads serving every connection (default 4) */
-  int idle_timeout_s;     /* a connection silent this long is closed (default 30) */
-  int shutdown_timeout_s; /* pr_server_stop's bound on draining (default 30) */
-  bool load_all;             /* load every model at start (default true) */
+  int idle_timeout_s;             /* a connection silent this long is closed (default 30) */
+  int shutdown_timeout_s;         /* pr_server_stop's bound on draining (default 30) */
+  bool load_all;                  /* load every model at start (default true) */
+  /* optional: called by pr_server_start once the models are loaded, just
+   * before it listens (from then on a stop must drain, not abandon) */
+  void (*before_listen)(void *ctx);
+  void *before_listen_ctx;
 } pr_server_config_t;
 
 typedef struct pr_server pr_server_t;

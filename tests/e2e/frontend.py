@@ -13,6 +13,8 @@
    after SIGTERM closes its connection, and no request sent on an open
    connection is left without an answer (a refused new connection is not a
    request).
+3. SIGTERM while the server profiles its model at start: it exits 0 at
+   once, never having said "ready".
 
 usage: frontend.py PACKRAT
 """
@@ -191,6 +193,29 @@ def shutdown():
     c.check("new connections refused after SIGTERM", sum(t.refused for t in clients) > 0)
 
 
+def term_while_profiling():
+    port = c.free_port()
+    repo = c.make_repo(os.path.join(c.tmp, "profiled"), config={"max_batch_size": 64})
+    log = os.path.join(c.tmp, "profiling.log")
+    env = dict(os.environ, PACKRAT_CACHE=os.path.join(c.tmp, "cache"))
+    p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port)], log,
+                env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline and b"profiling" not in open(log, "rb").read():
+        time.sleep(0.02)
+    t0 = time.time()
+    os.kill(p.pid, signal.SIGTERM)
+    try:
+        rc = p.wait(10)
+    except Exception:
+        rc = None
+    took = time.time() - t0
+    text = open(log, "rb").read()
+    c.check(f"SIGTERM while profiling: exit 0 at once ({took:.2f} s)", rc == 0 and took < 2, rc)
+    c.check("never ready", b"ready" not in text)
+
+
 many_connections()
 shutdown()
+term_while_profiling()
 c.finish()
