@@ -1,21 +1,27 @@
 #include "base/log.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static int level_set = 0;
-static pr_log_level_t min_level = PR_LOG_INFO;
-static int json_lines = 0;
+/* Any thread logs: the level comes from PACKRAT_LOG once (pthread_once),
+ * and the settings are atomics (set before threads start, in practice). */
+static pthread_once_t level_once = PTHREAD_ONCE_INIT;
+static _Atomic int min_level = PR_LOG_INFO;
+static _Atomic int json_lines = 0;
 
 void pr_log_set_json(int on) {
   json_lines = on;
 }
 
+static void init_level(void);
+
 void pr_log_set_level(pr_log_level_t level) {
-  min_level = level;
-  level_set = 1;
+  pthread_once(&level_once, init_level);
+  min_level = (int)level;
 }
 
 static void init_level(void) {
@@ -28,13 +34,12 @@ static void init_level(void) {
     else if (!strcmp(env, "error"))
       min_level = PR_LOG_ERROR;
   }
-  level_set = 1;
 }
 
 void pr_log(pr_log_level_t level, const char *fmt, ...) {
   static const char *names[] = {"debug", "info", "warn", "error"};
-  if (!level_set) init_level();
-  if (level < min_level) return;
+  pthread_once(&level_once, init_level);
+  if ((int)level < min_level) return;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
