@@ -77,6 +77,20 @@ static void write_histograms(FILE *f, const ready_t *r) {
   }
 }
 
+static void write_stages(FILE *f, const ready_t *r) {
+  family(f, "packrat_request_stage_seconds", "histogram",
+         "Where a request's time goes: parse, queue, assemble, compute, scatter (per batched "
+         "execution), resume, encode, send.");
+  for (int i = 0; i < r->n; i++)
+    for (int k = 0; k < PR_STAGE_COUNT; k++) {
+      char labels[200];
+      snprintf(labels, sizeof labels, "model=\"%s\",stage=\"%s\"", r->list[i]->entry.name,
+               pr_stage_names[k]);
+      pr_hist_write(&pr_sched_stats(r->list[i]->sched)->stage[k], f,
+                    "packrat_request_stage_seconds", labels);
+    }
+}
+
 static const field_family_t counters[] = {
     {"packrat_reconfigurations_total", "Plan switches.",
      offsetof(pr_sched_stats_t, reconfigurations)},
@@ -175,6 +189,7 @@ void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   if (r.list) pr_models_each(ms, take_ready, &r);
   write_requests(f, &r);
   write_histograms(f, &r);
+  write_stages(f, &r);
   write_counters(f, &r);
   write_model_gauges(f, &r);
   write_plan_gauges(f, &r);

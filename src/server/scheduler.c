@@ -239,10 +239,16 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     if (!z) z = pr_worker_largest(&w->w);
     assert(z && z->in); /* prepared before the config went live */
     int c = rows - done < z->rows ? rows - done : z->rows;
+    double ta = pr_now();
     gather(s, z, reqs, n, done, c);
     pr_tensor_t outs[PR_SCHED_MAX_IO];
+    double tb = pr_now();
     st = pr_engine_session_run(z->session, z->in, s->n_in, outs, s->n_out, err, sizeof err);
+    double tc = pr_now();
     if (!st) scatter(s, outs, z->rows, reqs, n, done, c, rs);
+    pr_hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
+    pr_hist_observe(&s->stats.stage[PR_STAGE_compute], tc - tb);
+    pr_hist_observe(&s->stats.stage[PR_STAGE_scatter], pr_now() - tc);
     atomic_fetch_add(&s->stats.executions, 1);
     atomic_fetch_add(&s->stats.rows_executed, (uint64_t)c);
     pr_hist_observe(&s->stats.batch, c);
@@ -340,6 +346,7 @@ static void worker_main(pr_worker_t *pw, void *ctx) {
     for (int i = 0; i < n; i++) {
       batch[i]->t_start = now;
       pr_hist_observe(&s->stats.queue_s, now - batch[i]->t_enqueue);
+      pr_hist_observe(&s->stats.stage[PR_STAGE_queue], now - batch[i]->t_enqueue);
       atomic_fetch_add(&s->stats.queue_us, (uint64_t)((now - batch[i]->t_enqueue) * 1e6));
     }
     run_batch(w, batch, n, rows);
@@ -637,7 +644,15 @@ static pr_status_t probe_inputs(pr_sched_t *s, char *err, size_t err_len) {
   return PR_OK;
 }
 
+const char *const pr_stage_names[PR_STAGE_COUNT] = {
+#define PR_STAGE_NAME(name) #name,
+    PR_STAGES(PR_STAGE_NAME)
+#undef PR_STAGE_NAME
+};
+
 static void init_stats(pr_sched_stats_t *st) {
+  for (int k = 0; k < PR_STAGE_COUNT; k++)
+    pr_hist_init(&st->stage[k], pr_stage_bounds, pr_stage_n_bounds);
   pr_hist_init(&st->request_s, pr_latency_bounds, pr_latency_n_bounds);
   pr_hist_init(&st->queue_s, pr_latency_bounds, pr_latency_n_bounds);
   pr_hist_init(&st->compute_s, pr_latency_bounds, pr_latency_n_bounds);

@@ -72,12 +72,28 @@ typedef struct {
   int max_plans;    /* prepared configs kept (2..PR_SCHED_MAX_CONFIGS; 0: the maximum) */
 } pr_sched_config_t;
 
+/* Where a request's time goes (packrat_request_stage_seconds): parse (its
+ * body into tensors), queue (enqueue to an instance taking it), assemble
+ * (copying a batch's rows into the session's inputs, per execution),
+ * compute (the session runs, per execution), scatter (outputs back to the
+ * requests, per execution), resume (answered to the HTTP thread taking it
+ * up), encode (the response body), send (queued to sent). */
+#define PR_STAGES(X) X(parse) X(queue) X(assemble) X(compute) X(scatter) X(resume) X(encode) X(send)
+typedef enum {
+#define PR_STAGE_ENUM(name) PR_STAGE_##name,
+  PR_STAGES(PR_STAGE_ENUM)
+#undef PR_STAGE_ENUM
+      PR_STAGE_COUNT
+} pr_stage_t;
+extern const char *const pr_stage_names[PR_STAGE_COUNT];
+
 typedef struct {
   _Atomic uint64_t success, failed, rejected, timed_out;
   _Atomic uint64_t executions, rows_executed;
   _Atomic uint64_t queue_us, compute_us; /* sums */
   _Atomic uint64_t arrivals, reconfigurations, plans_evicted;
   pr_hist_t request_s, queue_s, compute_s, batch, switch_s;
+  pr_hist_t stage[PR_STAGE_COUNT];
 } pr_sched_stats_t;
 
 #define PR_SCHED_MAX_CONFIGS 64

@@ -120,6 +120,7 @@ typedef struct {
   pr_proto_infer_t q;        /* its parsed names and options */
   pr_served_t *model;        /* the reference held for it */
   bool model_owned;          /* the reference is the request's (with_model leaves it) */
+  double t_queued;           /* when its infer answer was queued (0: none) */
   bool deferred;             /* an admin handler running on its own thread */
   struct MHD_Response *resp; /* the deferred handler's answer */
   unsigned resp_code;
@@ -310,7 +311,7 @@ static enum MHD_Result with_model(pr_server_t *s, struct MHD_Connection *c, conn
     return reply_error(cn, st,
                        st == PR_ERR_NOT_FOUND ? "unknown model or version" : "model not ready");
   enum MHD_Result ret = fn(s, c, cn, m);
-  if (!cn->model_owned) pr_models_put(m); /* else infer_release puts it */
+  if (!cn->model_owned) pr_models_put(m); /* else completed() puts it */
   return ret;
 }
 
@@ -382,20 +383,23 @@ static void on_answered(void *ctx) {
   pthread_mutex_unlock(&cn->lock);
 }
 
-/* Frees the infer request of cn and the model reference it held. */
+/* Frees the infer request of cn (the model reference stays until the
+ * connection's request completes: its stats count the send). */
 static void infer_release(conn_t *cn) {
   if (!cn->req) return;
   if (!cn->answered) pr_request_wait(cn->req); /* only if the connection died first */
   pr_proto_infer_clear(&cn->q);
   pr_request_free(cn->req);
-  pr_models_put(cn->model);
-  cn->req = NULL, cn->model = NULL;
+  cn->req = NULL;
 }
 
 /* The answer to an infer request the scheduler is done with. */
 static enum MHD_Result infer_finish(conn_t *cn) {
   pr_request_t *r = cn->req;
   pr_served_t *m = cn->model;
+  pr_sched_stats_t *stats = pr_sched_stats(m->sched);
+  double t0 = pr_now();
+  pr_hist_observe(&stats->stage[PR_STAGE_resume], t0 - r->t_end);
   enum MHD_Result ret;
   if (r->status) {
     ret = reply_error(cn, r->status, r->err);
@@ -404,10 +408,14 @@ static enum MHD_Result infer_finish(conn_t *cn) {
     size_t len, jl;
     pr_status_t st = pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, r, &cn->q,
                                              &body, &len, &jl);
-    if (st != PR_OK)
+    double t1 = pr_now();
+    pr_hist_observe(&stats->stage[PR_STAGE_encode], t1 - t0);
+    if (st != PR_OK) {
       ret = reply_error(cn, st, "cannot encode the response");
-    else
+    } else {
       ret = reply(cn, PR_OK, body, len, jl ? "application/octet-stream" : "application/json", jl);
+      cn->t_queued = t1; /* "send" ends when libmicrohttpd has sent it (completed) */
+    }
   }
   infer_release(cn);
   return ret;
@@ -432,8 +440,10 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
   /* the tensors may take what is left of the in-flight bound */
   uint64_t held = atomic_load(&s->inflight);
   size_t room = held < s->cfg.max_inflight_bytes ? s->cfg.max_inflight_bytes - held : 1;
+  double t0 = pr_now();
   pr_status_t st = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len,
                                         room, r, &q, err, sizeof err);
+  pr_hist_observe(&pr_sched_stats(m->sched)->stage[PR_STAGE_parse], pr_now() - t0);
   size_t tensor_bytes = 0;
   for (int i = 0; st == PR_OK && i < m->proto.n_inputs; i++)
     tensor_bytes += (size_t)pr_tensor_numel(&r->inputs[i]) * pr_dtype_size(r->inputs[i].dtype);
@@ -780,6 +790,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     pthread_mutex_lock(&cn->lock);
     pthread_mutex_unlock(&cn->lock);
     infer_release(cn);
+    if (cn->model) {
+      if (cn->t_queued > 0 && t == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        pr_hist_observe(&pr_sched_stats(cn->model->sched)->stage[PR_STAGE_send],
+                        pr_now() - cn->t_queued);
+      pr_models_put(cn->model);
+    }
     if (cn->resp) MHD_destroy_response(cn->resp);
     pthread_mutex_destroy(&cn->lock);
     atomic_fetch_sub(&s->inflight, cn->reserved);

@@ -85,6 +85,16 @@ def many_connections():
     p, port, url = server()
     base = latencies(port, 200)
     c.check("requests before", base is not None)
+    metrics = c.http(url + "/metrics")[1].decode()
+    stages = ("parse", "queue", "assemble", "compute", "scatter", "resume", "encode", "send")
+    counts = {}
+    for line in metrics.splitlines():
+        for st in stages:
+            if line.startswith(f'packrat_request_stage_seconds_count{{model="mlp",stage="{st}"}}'):
+                counts[st] = int(line.split()[-1])
+    c.check(f"/metrics: every request stage timed ({counts})",
+            all(counts.get(st, 0) >= 200 for st in ("parse", "queue", "resume", "encode"))
+            and all(counts.get(st, 0) >= 1 for st in stages))
     rss0 = status(p.pid, "VmRSS")
     socks = []
     try:
