@@ -64,6 +64,7 @@ static void unload_locked(pr_models_t *ms, pr_served_t *m) {
   m->sched = NULL;
   pr_engine_model_destroy(m->model);
   m->model = NULL;
+  pr_profile_free(&m->profile);
 }
 
 /* Checks that the protocol can carry every input and output of the model:
@@ -152,7 +153,8 @@ static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session
 
 /* The plans to prepare: the fixed one, or one per power-of-two batch from
  * the min batch up to the max (and the max itself) when following the load,
- * else the max batch's. Returns how many, or -1 with err. */
+ * else the max batch's. The profile they come from stays in m->profile (for
+ * the dashboard). Returns how many, or -1 with err. */
 static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
                       pr_plan_t *plans, int max_plans, int *active, char *err, size_t err_len) {
   pr_model_config_t *c = &m->cfg;
@@ -174,12 +176,12 @@ static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_
             lo, c->max_batch, n_batches, max_plans);
     return -1;
   }
-  pr_profile_t prof;
-  if (get_profile(ms, m, base, max_threads, &prof, err, err_len)) return -1;
+  pr_profile_t *prof = &m->profile;
+  if (get_profile(ms, m, base, max_threads, prof, err, err_len)) return -1;
   int n = 0;
   for (int b = lo;; b *= 2) {
     int batch = b < c->max_batch ? b : c->max_batch;
-    if (pr_plan_optimize(&prof, batch, max_threads, &plans[n])) {
+    if (pr_plan_optimize(prof, batch, max_threads, &plans[n])) {
       pr_errf(err, err_len, "no plan for batch %d", batch);
       n = -1;
       break;
@@ -187,7 +189,6 @@ static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_
     *active = n++;
     if (b >= c->max_batch) break;
   }
-  pr_profile_free(&prof);
   return n;
 }
 

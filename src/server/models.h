@@ -32,6 +32,8 @@ typedef struct {
   char reason[512]; /* why not ready: a load error, or "unloaded" */
   pr_model_t *model;
   pr_sched_t *sched;
+  pr_profile_t
+      profile; /* the plans' latency[t][b] (no points: a fixed plan); read-only once ready */
   pr_proto_model_t proto;
   _Atomic int refs;
 } pr_served_t;

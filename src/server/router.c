@@ -25,6 +25,10 @@ static const struct {
     {"GET", "/v2/models/{m}/versions/{v}/stats", PR_ROUTE_STATS},
     {"GET", "/v2/models/{m}/plan", PR_ROUTE_PLAN_GET},
     {"POST", "/v2/models/{m}/plan", PR_ROUTE_PLAN_POST},
+    {"GET", "/", PR_ROUTE_DASH_PAGE},
+    {"GET", "/dashboard/app.js", PR_ROUTE_DASH_SCRIPT},
+    {"GET", "/dashboard/style.css", PR_ROUTE_DASH_STYLE},
+    {"GET", "/dashboard/state", PR_ROUTE_DASH_STATE},
 };
 _Static_assert(sizeof routes / sizeof routes[0] == PR_ROUTE_COUNT + 4,
                "every route once, plus the four /versions/{v} forms");

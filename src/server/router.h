@@ -23,6 +23,10 @@ typedef enum {
   PR_ROUTE_STATS,
   PR_ROUTE_PLAN_GET,
   PR_ROUTE_PLAN_POST,
+  PR_ROUTE_DASH_PAGE,   /* GET /: the dashboard (server/dashboard.h) */
+  PR_ROUTE_DASH_SCRIPT, /* its script and style sheet */
+  PR_ROUTE_DASH_STYLE,
+  PR_ROUTE_DASH_STATE, /* the JSON state it polls */
   PR_ROUTE_COUNT
 } pr_route_id_t;
 

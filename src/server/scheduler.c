@@ -16,6 +16,7 @@
 #include "base/util.h"
 #include "packrat/estimator.h"
 #include "runtime/worker.h"
+#include "server/history.h"
 
 /* Requests one instance takes for one batch, at most. */
 #define PR_SCHED_MAX_BATCH_REQUESTS 1024
@@ -24,6 +25,10 @@ typedef struct {
   struct pr_sched *s;
   int config, batch; /* batch: the instance's planned batch */
   pr_worker_t w;     /* its thread, cores, team and prepared sessions */
+  /* measured by the worker's thread only, read by any (pr_sched_instances) */
+  _Atomic double full_ms; /* EWMA of session runs of the planned batch (0: none yet) */
+  _Atomic double any_ms;  /* EWMA of every session run */
+  _Atomic uint64_t runs, rows;
 } worker_t;
 
 typedef struct {
@@ -66,6 +71,7 @@ struct pr_sched {
   int estimator;
   double window_s;
   pr_sched_stats_t stats;
+  pr_history_t *history; /* its own leaf lock: recorded under qlock too */
 };
 
 static pr_status_t set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
@@ -134,6 +140,8 @@ static bool wait_until(pr_request_t *r, double until) {
 
 static void time_out(pr_sched_t *s, pr_request_t *r) {
   atomic_fetch_add(&s->stats.timed_out, 1);
+  double now = pr_now();
+  pr_history_done(s->history, now, now - r->t_enqueue, false);
   complete(r, PR_ERR_TIMEOUT, "request timed out in the queue");
 }
 
@@ -147,6 +155,7 @@ void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
       if (s->tail == r) s->tail = prev;
       s->depth--;
       queued = true;
+      pr_history_queue(s->history, pr_now(), s->depth);
       break;
     }
     pr_unlock(&s->qlock);
@@ -222,10 +231,23 @@ static void complete_batch(pr_sched_t *s, pr_request_t **reqs, int n, pr_status_
                            const char *err, const pr_status_t *rs) {
   for (int i = 0; i < n; i++) {
     pr_status_t r_st = st ? st : rs[i];
-    pr_hist_observe(&s->stats.request_s, pr_now() - reqs[i]->t_enqueue);
+    double now = pr_now();
+    pr_hist_observe(&s->stats.request_s, now - reqs[i]->t_enqueue);
+    pr_history_done(s->history, now, now - reqs[i]->t_enqueue, !r_st);
     atomic_fetch_add(r_st ? &s->stats.failed : &s->stats.success, 1);
     complete(reqs[i], r_st, r_st ? (st ? err : "out of memory") : NULL);
   }
+}
+
+/* One session run of `rows` rows took ms (full: of the planned batch).
+ * Only w's thread writes these, so load-then-store is no race. */
+static void measured(worker_t *w, double ms, int rows, bool full) {
+  const double alpha = 0.2;
+  double any = atomic_load(&w->any_ms), f = atomic_load(&w->full_ms);
+  atomic_store(&w->any_ms, any > 0 ? any + alpha * (ms - any) : ms);
+  if (full) atomic_store(&w->full_ms, f > 0 ? f + alpha * (ms - f) : ms);
+  atomic_fetch_add(&w->runs, 1);
+  atomic_fetch_add(&w->rows, (uint64_t)rows);
 }
 
 static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
@@ -245,6 +267,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     double tb = pr_now();
     st = pr_engine_session_run(z->session, z->in, s->n_in, outs, s->n_out, err, sizeof err);
     double tc = pr_now();
+    if (!st) measured(w, (tc - tb) * 1e3, c, z->rows == w->batch && c == w->batch);
     if (!st) scatter(s, outs, z->rows, reqs, n, done, c, rs);
     pr_hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
     pr_hist_observe(&s->stats.stage[PR_STAGE_compute], tc - tb);
@@ -309,6 +332,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
       rows += r->rows;
       if (r->deadline > 0 && (deadline == 0 || r->deadline < deadline)) deadline = r->deadline;
     }
+    pr_history_queue(s->history, pr_now(), s->depth);
     if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) break;
     double until = first_t + s->cfg.max_queue_delay_s;
     if (deadline > 0 && deadline < until) until = deadline;
@@ -381,6 +405,7 @@ static void *reaper_main(void *arg) {
       r->next = expired;
       expired = r;
     }
+    if (expired) pr_history_queue(s->history, pr_now(), s->depth);
     pr_unlock(&s->qlock);
     for (pr_request_t *r = expired, *next; r; r = next) {
       next = r->next;
@@ -684,6 +709,10 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   cond_init_monotonic(&s->reap_cond);
   s->active = -1;
   init_stats(&s->stats);
+  if (!(s->history = pr_history_create(pr_now()))) {
+    pr_sched_destroy(s);
+    return PR_ERR_NOMEM;
+  }
   if ((st = probe_inputs(s, err, err_len))) {
     pr_sched_destroy(s);
     return st;
@@ -699,7 +728,10 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   }
   pr_lock(&s->qlock);
   s->active = first;
+  char spec[PR_HISTORY_PLAN_LEN];
+  pr_plan_format(&s->configs[first].plan, spec, sizeof spec);
   pr_unlock(&s->qlock);
+  pr_history_switch(s->history, pr_now(), NULL, spec, "first plan, at load", 0);
   if (s->cfg.timeout_s > 0 && pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
     pr_errf(err, err_len, "cannot start the scheduler's timeout thread");
     pr_sched_destroy(s);
@@ -734,6 +766,7 @@ void pr_sched_destroy(pr_sched_t *s) {
   pr_lock_destroy(&s->qlock);
   pthread_cond_destroy(&s->qcond);
   pthread_cond_destroy(&s->reap_cond);
+  pr_history_destroy(s->history);
   free(s);
 }
 
@@ -745,6 +778,7 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   if (s->stop || s->depth >= s->cfg.queue_capacity) {
     pr_unlock(&s->qlock);
     atomic_fetch_add(&s->stats.rejected, 1);
+    pr_history_rejected(s->history, r->t_enqueue);
     return PR_ERR_BUSY;
   }
   if (s->tail)
@@ -754,6 +788,7 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   s->tail = r;
   if (s->depth++ == 0) pthread_cond_signal(&s->reap_cond);
   atomic_fetch_add(&s->stats.arrivals, 1);
+  pr_history_arrival(s->history, r->t_enqueue, s->depth);
   /* broadcast: parked workers of other configs share the condition variable */
   pthread_cond_broadcast(&s->qcond);
   pr_unlock(&s->qlock);
@@ -822,6 +857,7 @@ pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
   if (old != index) {
     atomic_fetch_add(&s->stats.reconfigurations, 1);
     pr_hist_observe(&s->stats.switch_s, dt);
+    pr_history_switch(s->history, t0, a, b, why, dt * 1e3);
     pr_log(PR_LOG_INFO, "reconfigured %s -> %s (%s) in %.3f ms", a, b, why ? why : "", dt * 1e3);
   }
   return PR_OK;
@@ -878,7 +914,8 @@ static void *auto_main(void *arg) {
     pr_unlock(&s->qlock);
     if (on && change) {
       char why[96];
-      snprintf(why, sizeof why, "target batch %d at %.1f requests/s", target, w.arrivals_per_s);
+      snprintf(why, sizeof why, "autoscaler: target batch %d at %.1f requests/s", target,
+               w.arrivals_per_s);
       pr_sched_switch(s, best, why);
     }
   }
@@ -928,12 +965,14 @@ pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t
   set_auto_locked(s, false, 0, 0);
   int old = pr_sched_active(s);
   int idx = add_plan_locked(s, plan, err, err_len);
-  pr_status_t st = idx >= 0 ? pr_sched_switch(s, idx, "set by hand") : PR_ERR_INVALID;
+  pr_status_t st =
+      idx >= 0 ? pr_sched_switch(s, idx, "plan set by hand (POST .../plan)") : PR_ERR_INVALID;
   /* over the bound: the least recently used pinned plan goes (the one just
    * left included); when none can, the pin is undone */
   if (!st && !trim_locked(s, idx)) {
     /* trim fails only with nothing to evict, so `old` is still prepared */
-    if (pr_sched_switch(s, old, "pin undone") == PR_OK) drop_new(s, idx, err, err_len);
+    if (pr_sched_switch(s, old, "pin undone: no prepared plan could make room") == PR_OK)
+      drop_new(s, idx, err, err_len);
     st = PR_ERR_BUSY;
   }
   if (st && was_auto) set_auto_locked(s, true, s->estimator, s->window_s); /* as it was */
@@ -952,6 +991,30 @@ const int *pr_sched_cpus(const pr_sched_t *s) {
   return s->cpus;
 }
 
+int pr_sched_num_cpus(const pr_sched_t *s) {
+  return s->n_cpus;
+}
+
 pr_sched_stats_t *pr_sched_stats(pr_sched_t *s) {
   return &s->stats;
+}
+
+pr_history_t *pr_sched_history(pr_sched_t *s) {
+  return s->history;
+}
+
+int pr_sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out, int max) {
+  pr_lock(&s->qlock);
+  const config_t *cfg = &s->configs[s->active];
+  *plan = cfg->plan;
+  int n = cfg->n_workers < max ? cfg->n_workers : max;
+  for (int k = 0; k < n; k++) {
+    worker_t *w = &cfg->workers[k];
+    out[k] = (pr_sched_instance_t){.full_ms = atomic_load(&w->full_ms),
+                                   .any_ms = atomic_load(&w->any_ms),
+                                   .runs = atomic_load(&w->runs),
+                                   .rows = atomic_load(&w->rows)};
+  }
+  pr_unlock(&s->qlock);
+  return n;
 }

@@ -42,6 +42,7 @@
 
 #include "packrat/engine.h"
 #include "packrat/planner.h"
+#include "server/history.h"
 #include "server/metrics.h"
 
 #define PR_SCHED_MAX_IO 32
@@ -150,7 +151,23 @@ void pr_request_wait(pr_request_t *r);
 void pr_sched_wait(pr_sched_t *s, pr_request_t *r);
 
 int pr_sched_queue_depth(pr_sched_t *s);
+
+/* What the instances of the active plan measured (each run of its engine
+ * session, timed by its own thread). */
+typedef struct {
+  double full_ms; /* moving average of the runs at the planned batch; 0: none yet */
+  double any_ms;  /* moving average of every run (smaller batches run padded) */
+  uint64_t runs, rows;
+} pr_sched_instance_t;
+
+/* A copy of the active plan into *plan and its instances' measurements (at
+ * most max, in the plan's order) into out; returns how many. */
+int pr_sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out, int max);
+/* The model's recent history (per-second samples, reconfigurations); owned
+ * by the scheduler, valid until pr_sched_destroy, thread-safe. */
+pr_history_t *pr_sched_history(pr_sched_t *s);
 const int *pr_sched_cpus(const pr_sched_t *s);
+int pr_sched_num_cpus(const pr_sched_t *s);
 pr_sched_stats_t *pr_sched_stats(pr_sched_t *s);
 
 #endif

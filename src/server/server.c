@@ -45,6 +45,7 @@
 #include "base/topology.h"
 #include "base/util.h"
 #include "packrat/profiler.h"
+#include "server/dashboard.h"
 #include "server/models.h"
 #include "server/prometheus.h"
 #include "server/protocol.h"
@@ -61,6 +62,7 @@ struct pr_server {
   char repository[4096];
   int cpus[4096], n_cpus;
   pr_models_t *models;
+  double started; /* pr_now() at start */
   struct MHD_Daemon *daemon;
   int port;
   _Atomic uint64_t http_requests, http_errors, http_refused;
@@ -586,6 +588,43 @@ static enum MHD_Result h_plan_post(pr_server_t *s, struct MHD_Connection *c, con
   return with_model(s, c, cn, plan_post);
 }
 
+/* ---- the dashboard (dashboard.h): its files and its state ---- */
+
+static enum MHD_Result reply_dash(struct MHD_Connection *c, struct MHD_Response *r,
+                                  const char *type, const char *cache) {
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, "Content-Type", type);
+  MHD_add_response_header(r, "Cache-Control", cache);
+  for (int i = 0; pr_dash_headers[i][0]; i++)
+    MHD_add_response_header(r, pr_dash_headers[i][0], pr_dash_headers[i][1]);
+  enum MHD_Result ret = MHD_queue_response(c, (unsigned)pr_proto_http_status(PR_OK), r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result h_dash_file(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
+  pr_dash_asset_t a = pr_dash_asset(cn->route.id == PR_ROUTE_DASH_SCRIPT  ? PR_DASH_SCRIPT
+                                    : cn->route.id == PR_ROUTE_DASH_STYLE ? PR_DASH_STYLE
+                                                                          : PR_DASH_PAGE);
+  return reply_dash(c,
+                    MHD_create_response_from_buffer(a.len, (void *)a.data, MHD_RESPMEM_PERSISTENT),
+                    a.content_type, PR_DASH_CACHE_ASSET);
+}
+
+static enum MHD_Result h_dash_state(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
+  pr_dash_machine_t mach = {.cpu_name = pr_topology_cpu_name(),
+                            .physical_cores = pr_topology_num_cores(),
+                            .cpus = s->cpus,
+                            .n_cpus = s->n_cpus,
+                            .uptime_s = pr_now() - s->started};
+  char *text = pr_dash_state(s->models, &mach);
+  if (!text) return reply_error(s, c, PR_ERR_NOMEM, "cannot encode the dashboard state");
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+  if (!r) free(text);
+  return reply_dash(c, r, "application/json", PR_DASH_CACHE_STATE);
+}
+
 static const handler_fn handlers[] = {
     [PR_ROUTE_METRICS] = h_metrics,
     [PR_ROUTE_SERVER_META] = h_server_meta,
@@ -600,6 +639,10 @@ static const handler_fn handlers[] = {
     [PR_ROUTE_STATS] = h_stats,
     [PR_ROUTE_PLAN_GET] = h_plan_get,
     [PR_ROUTE_PLAN_POST] = h_plan_post,
+    [PR_ROUTE_DASH_PAGE] = h_dash_file,
+    [PR_ROUTE_DASH_SCRIPT] = h_dash_file,
+    [PR_ROUTE_DASH_STYLE] = h_dash_file,
+    [PR_ROUTE_DASH_STATE] = h_dash_state,
 };
 _Static_assert(sizeof handlers / sizeof handlers[0] == PR_ROUTE_COUNT, "a handler per route");
 
@@ -829,6 +872,7 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
   pr_server_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   s->cfg = *cfg;
+  s->started = pr_now();
   if (cfg->n_cpus > 0) {
     s->n_cpus = cfg->n_cpus < 4096 ? cfg->n_cpus : 4096;
     memcpy(s->cpus, cfg->cpus, sizeof(int) * (size_t)s->n_cpus);
