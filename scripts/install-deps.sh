@@ -17,10 +17,12 @@ MAIN=(
 # tests and benchmarks only: clang (libFuzzer), cmocka, ONNX test data,
 # promtool (inside Debian's prometheus package), curl; the deploy tests'
 # nginx and HAProxy (run unprivileged from a temp folder; their system
-# services stay off, see below), mmdebstrap, strace, systemd-analyze
+# services stay off, see below), mmdebstrap, strace, systemd-analyze;
+# headless Chromium for the dashboard test (its fonts, DejaVu, come with
+# the main list already)
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev libonnx-testdata prometheus curl
-  nginx haproxy mmdebstrap strace systemd
+  nginx haproxy mmdebstrap strace systemd chromium
 )
 # Node.js and npm (ONNX Runtime and real models from npm at test time): the
 # machine's own when it has them (a newer Node.js with its npm, which Debian's
