@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/lock.h"
 #include "base/text.h"
 #include "base/util.h"
 #include "packrat/profiler.h"
@@ -282,6 +283,23 @@ typedef struct {
   pr_history_switch_t switches[PR_HISTORY_SWITCHES];
 } scratch_t;
 
+struct pr_dash {
+  pr_lock_t lock; /* one state at a time: guards x */
+  scratch_t x;
+};
+
+pr_dash_t *pr_dash_create(void) {
+  pr_dash_t *d = malloc(sizeof *d);
+  if (d) pr_lock_init(&d->lock);
+  return d;
+}
+
+void pr_dash_destroy(pr_dash_t *d) {
+  if (!d) return;
+  pr_lock_destroy(&d->lock);
+  free(d);
+}
+
 typedef struct {
   scratch_t *x;
   json_t *models;
@@ -347,22 +365,22 @@ static void model_one(pr_served_t *m, void *ctx) {
   push(c->models, o, &c->ok);
 }
 
-char *pr_dash_state(pr_models_t *ms, const pr_dash_machine_t *machine) {
+char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine) {
   struct timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
-  state_ctx_t c = {.x = malloc(sizeof(scratch_t)),
+  state_ctx_t c = {.x = &d->x,
                    .models = json_array(),
                    .now_mono = pr_now(),
                    .now_wall = (double)wall.tv_sec + wall.tv_nsec * 1e-9,
                    .ok = true};
   json_t *root = json_object(), *server = json_object();
-  if (!c.x || !c.models || !root || !server) {
-    free(c.x);
+  if (!c.models || !root || !server) {
     json_decref(c.models), json_decref(root), json_decref(server);
     return NULL;
   }
+  pr_lock(&d->lock);
   pr_models_each(ms, model_one, &c);
-  free(c.x);
+  pr_unlock(&d->lock);
   put(server, "name", json_string("packrat"), &c.ok);
   put(server, "version", json_string(PR_VERSION), &c.ok);
   put(server, "unix_ms", unix_ms(c.now_mono, c.now_mono, c.now_wall), &c.ok);

@@ -16,9 +16,11 @@
  *   points.
  * - Encoding (pr_dash_model_json) works on a plain view of one model, so
  *   it is tested without a server; pr_dash_state collects the views from
- *   the registry under its read lock (each model's scheduler and history
- *   take their own locks inside: registry, then scheduler queue, then
- *   history). */
+ *   the registry under its read lock.
+ * - Locks: pr_dash_t's `lock` serializes the making of states (it guards
+ *   the copy room); under it the registry's read lock, and inside that each
+ *   model's scheduler queue lock and history lock, one at a time. Lock
+ *   order: dash, registry, scheduler, history. */
 #ifndef PR_SERVER_DASHBOARD_H
 #define PR_SERVER_DASHBOARD_H
 
@@ -91,8 +93,19 @@ typedef struct {
 json_t *pr_dash_machine_json(const pr_dash_machine_t *m);
 json_t *pr_dash_model_json(const pr_dash_model_t *v, double now_mono, double now_wall);
 
+/* The state's maker: the room it copies each model into (about 2 MB: every
+ * prepared plan, the history) is allocated once and reused, and its lock
+ * lets one state be made at a time, so that many clients polling at once
+ * hold no more than that. */
+typedef struct pr_dash pr_dash_t;
+
+/* NULL when out of memory. */
+pr_dash_t *pr_dash_create(void);
+/* pr_dash_destroy(NULL) is a no-op. */
+void pr_dash_destroy(pr_dash_t *d);
+
 /* The whole state as JSON text (malloc'd, the caller frees), or NULL when
- * out of memory. */
-char *pr_dash_state(pr_models_t *ms, const pr_dash_machine_t *machine);
+ * out of memory. Thread-safe (callers take turns). */
+char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine);
 
 #endif

@@ -1005,6 +1005,7 @@ pr_history_t *pr_sched_history(pr_sched_t *s) {
 
 int pr_sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out, int max) {
   pr_lock(&s->qlock);
+  assert(s->active >= 0 && s->active < PR_SCHED_MAX_CONFIGS); /* set before s is returned */
   const config_t *cfg = &s->configs[s->active];
   *plan = cfg->plan;
   int n = cfg->n_workers < max ? cfg->n_workers : max;

@@ -33,7 +33,10 @@
  * thread takes qlock only, so admin may join it. With a timeout, a reaper
  * thread (qlock only) fails the requests whose deadline passes in the
  * queue, so a request times out with nobody waiting on it (the HTTP front
- * end suspends its connection instead of blocking a thread). */
+ * end suspends its connection instead of blocking a thread). The model's
+ * history (history.h: per-second samples, reconfigurations, for the
+ * dashboard) has its own lock, a leaf taken under qlock or none. Each
+ * instance's measured latencies are atomics its worker alone writes. */
 #ifndef PR_SERVER_SCHEDULER_H
 #define PR_SERVER_SCHEDULER_H
 

@@ -62,6 +62,7 @@ struct pr_server {
   char repository[4096];
   int cpus[4096], n_cpus;
   pr_models_t *models;
+  pr_dash_t *dash;
   double started; /* pr_now() at start */
   struct MHD_Daemon *daemon;
   int port;
@@ -617,7 +618,7 @@ static enum MHD_Result h_dash_state(pr_server_t *s, struct MHD_Connection *c, co
                             .cpus = s->cpus,
                             .n_cpus = s->n_cpus,
                             .uptime_s = pr_now() - s->started};
-  char *text = pr_dash_state(s->models, &mach);
+  char *text = pr_dash_state(s->dash, s->models, &mach);
   if (!text) return reply_error(s, c, PR_ERR_NOMEM, "cannot encode the dashboard state");
   struct MHD_Response *r =
       MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
@@ -889,7 +890,7 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
                                         .max_queue_delay_us = cfg->max_queue_delay_us,
                                         .queue_capacity = cfg->queue_capacity,
                                         .request_timeout_s = cfg->request_timeout_s}};
-  if (pr_models_create(&mc, &s->models)) {
+  if (pr_models_create(&mc, &s->models) || !(s->dash = pr_dash_create())) {
     pr_server_stop(s);
     return PR_ERR_NOMEM;
   }
@@ -1059,6 +1060,7 @@ void pr_server_stop(pr_server_t *s) {
     MHD_stop_daemon(s->daemon);
   }
   pr_models_destroy(s->models);
+  pr_dash_destroy(s->dash);
   free(s->adopted);
   free(s);
 }

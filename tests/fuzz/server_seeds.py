@@ -169,7 +169,8 @@ def routes():
              "/v2/models/mlp", "/v2/models/mlp/versions/2", "/v2/models/mlp/ready",
              "/v2/models/mlp/versions/1/ready", "/v2/models/mlp/infer",
              "/v2/models/mlp/versions/1/infer", "/v2/models/mlp/stats", "/v2/models/mlp/plan",
-             "//v2//models///mlp/infer/", "/v2/models/\xc3\xa9/infer", "/v2/a/b/c/d/e/f/g/h/i"]
+             "//v2//models///mlp/infer/", "/v2/models/\xc3\xa9/infer", "/v2/a/b/c/d/e/f/g/h/i",
+             "/", "/dashboard/app.js", "/dashboard/style.css", "/dashboard/state"]
     for i, p in enumerate(paths):
         for m in range(4):
             yield f"r{i}_{m}", bytes([m]) + p.encode()

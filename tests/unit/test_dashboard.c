@@ -181,7 +181,11 @@ static void test_no_models(void **state) {
   assert_int_equal(pr_models_create(&mc, &ms), PR_OK);
   pr_dash_machine_t mach = {
       .cpu_name = "cpu \"x\"", .physical_cores = 2, .cpus = cpus, .n_cpus = 2, .uptime_s = 1.5};
-  char *text = pr_dash_state(ms, &mach);
+  pr_dash_t *d = pr_dash_create();
+  assert_non_null(d);
+  char *text = pr_dash_state(d, ms, &mach);
+  pr_dash_destroy(d);
+  pr_dash_destroy(NULL);
   assert_non_null(text);
   json_t *o = json_loads(text, 0, NULL);
   assert_non_null(o);
