@@ -151,34 +151,57 @@ static json_t *int_array(const int *vals, int n, bool *ok) {
   return a;
 }
 
-/* latency[t][b] as a matrix: rows by thread count, columns by batch, null
- * where the profile has no point. */
+/* Index of v in the ascending vals[0..n) (present by construction). */
+static int index_of(const int *vals, int n, int v) {
+  const int *at = bsearch(&v, vals, (size_t)n, sizeof *vals, cmp_int);
+  assert(at);
+  return (int)(at - vals);
+}
+
+/* Rows of the matrix, by thread count; null where the profile has no point. */
+static json_t *profile_rows(const double *cells, int nt, int nb, bool *ok) {
+  json_t *rows = json_array();
+  for (int i = 0; rows && i < nt; i++) {
+    json_t *row = json_array();
+    for (int j = 0; row && j < nb; j++) push(row, value_or_null(cells[(size_t)i * nb + j]), ok);
+    push(rows, row, ok);
+  }
+  return rows;
+}
+
+/* latency[t][b] as a matrix: rows by thread count, columns by batch. A
+ * profile is a grid (thread counts times batch sizes); one too sparse to
+ * draw as a matrix (over PROFILE_MAX_CELLS) is left out (null). */
+#define PROFILE_MAX_CELLS (1 << 20)
 static json_t *profile_json(const pr_profile_t *p, bool *ok) {
   if (!p || p->n_points <= 0) return json_null();
   int *ts = malloc(sizeof(int) * (size_t)p->n_points);
   int *bs = malloc(sizeof(int) * (size_t)p->n_points);
-  json_t *o = json_object(), *rows = json_array();
-  if (!ts || !bs || !o || !rows) {
-    free(ts), free(bs), json_decref(o), json_decref(rows);
+  if (!ts || !bs) {
+    free(ts), free(bs);
     return NULL;
   }
   int nt = distinct(p, true, ts), nb = distinct(p, false, bs);
-  for (int i = 0; i < nt; i++) {
-    json_t *row = json_array();
-    for (int j = 0; row && j < nb; j++) {
-      double ms = pr_profile_latency(p, ts[i], bs[j]);
-      push(row, value_or_null(ms), ok);
+  size_t n_cells = (size_t)nt * (size_t)nb;
+  double *cells = n_cells <= PROFILE_MAX_CELLS ? malloc(sizeof(double) * n_cells) : NULL;
+  json_t *o = cells ? json_object() : NULL;
+  if (o) {
+    for (size_t c = 0; c < n_cells; c++) cells[c] = -1;
+    for (int k = 0; k < p->n_points; k++) {
+      const pr_profile_point_t *pt = &p->points[k];
+      cells[(size_t)index_of(ts, nt, pt->threads) * nb + index_of(bs, nb, pt->batch)] =
+          pt->latency_ms;
     }
-    push(rows, row, ok);
+    put(o, "threads", int_array(ts, nt, ok), ok);
+    put(o, "batches", int_array(bs, nb, ok), ok);
+    put(o, "latency_ms", profile_rows(cells, nt, nb, ok), ok);
+    put(o, "cpu", text(p->cpu), ok);
+    put(o, "cores", json_integer(p->cores), ok);
   }
-  put(o, "threads", int_array(ts, nt, ok), ok);
-  put(o, "batches", int_array(bs, nb, ok), ok);
-  put(o, "latency_ms", rows, ok);
-  put(o, "cpu", text(p->cpu), ok);
-  put(o, "cores", json_integer(p->cores), ok);
+  free(cells);
   free(ts);
   free(bs);
-  return o;
+  return o ? o : n_cells > PROFILE_MAX_CELLS ? json_null() : NULL;
 }
 
 /* The per-second series as parallel arrays, the first point starting at

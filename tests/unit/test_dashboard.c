@@ -173,6 +173,31 @@ static void test_cores_bounded(void **state) {
   free(text);
 }
 
+/* A profile is a grid; one whose points share no thread count or batch
+ * would be a matrix of n^2 cells: left out rather than drawn. */
+static void test_profile_too_sparse(void **state) {
+  enum { N = 1100 };
+  pr_profile_point_t *pts = calloc(N, sizeof *pts);
+  assert_non_null(pts);
+  for (int i = 0; i < N; i++) pts[i] = (pr_profile_point_t){.threads = i + 1, .batch = N - i};
+  pr_profile_t prof = {.cores = N, .n_points = N, .points = pts};
+  pr_dash_model_t v = {
+      .name = "m", .version = "1", .state = "READY", .active = -1, .profile = &prof};
+  char *text;
+  json_t *o = round_trip(pr_dash_model_json(&v, 0, 0), &text);
+  assert_true(json_is_null(json_object_get(o, "profile")));
+  json_decref(o);
+  free(text);
+  prof.n_points = 30; /* 30 x 30 cells, 30 of them known */
+  o = round_trip(pr_dash_model_json(&v, 0, 0), &text);
+  json_t *lat = json_object_get(json_object_get(o, "profile"), "latency_ms");
+  assert_int_equal(json_array_size(lat), 30);
+  assert_true(json_is_null(json_array_get(json_array_get(lat, 0), 0)));
+  json_decref(o);
+  free(text);
+  free(pts);
+}
+
 static void test_no_models(void **state) {
   static const int cpus[] = {0, 1};
   pr_models_config_t mc = {
@@ -252,9 +277,13 @@ static void test_files_self_contained(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_untrusted_text), cmocka_unit_test(test_ready_model),
-      cmocka_unit_test(test_cores_bounded),  cmocka_unit_test(test_no_models),
-      cmocka_unit_test(test_routes),         cmocka_unit_test(test_files_self_contained),
+      cmocka_unit_test(test_untrusted_text),
+      cmocka_unit_test(test_ready_model),
+      cmocka_unit_test(test_cores_bounded),
+      cmocka_unit_test(test_no_models),
+      cmocka_unit_test(test_routes),
+      cmocka_unit_test(test_files_self_contained),
+      cmocka_unit_test(test_profile_too_sparse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
