@@ -246,8 +246,9 @@ static void measured(worker_t *w, double ms, int rows, bool full) {
   double any = atomic_load(&w->any_ms), f = atomic_load(&w->full_ms);
   atomic_store(&w->any_ms, any > 0 ? any + alpha * (ms - any) : ms);
   if (full) atomic_store(&w->full_ms, f > 0 ? f + alpha * (ms - f) : ms);
-  atomic_fetch_add(&w->runs, 1);
+  /* rows first: a reader that loads runs, then rows, sees rows >= runs */
   atomic_fetch_add(&w->rows, (uint64_t)rows);
+  atomic_fetch_add(&w->runs, 1);
 }
 
 static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
@@ -1011,10 +1012,10 @@ int pr_sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out,
   int n = cfg->n_workers < max ? cfg->n_workers : max;
   for (int k = 0; k < n; k++) {
     worker_t *w = &cfg->workers[k];
-    out[k] = (pr_sched_instance_t){.full_ms = atomic_load(&w->full_ms),
-                                   .any_ms = atomic_load(&w->any_ms),
-                                   .runs = atomic_load(&w->runs),
-                                   .rows = atomic_load(&w->rows)};
+    out[k].runs = atomic_load(&w->runs); /* before rows (measured) */
+    out[k].rows = atomic_load(&w->rows);
+    out[k].full_ms = atomic_load(&w->full_ms);
+    out[k].any_ms = atomic_load(&w->any_ms);
   }
   pr_unlock(&s->qlock);
   return n;

@@ -1,7 +1,9 @@
 /* The scheduler's switch invariant: while clients submit from several
  * threads and plans are switched, pinned and evicted under them, every
  * request is answered once, with its own rows' results, and the counters
- * add up (no request lost, none run twice). */
+ * add up (no request lost, none run twice). Meanwhile a reader does what
+ * the dashboard does (instances' measurements, the history); the history
+ * must add up too: every completion and every switch recorded. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 
 #include "base/log.h"
 #include "base/topology.h"
+#include "base/util.h"
 #include "model_builder.h"
 #include "packrat/engine.h"
 #include "packrat/planner.h"
@@ -77,6 +80,33 @@ static void *client_main(void *arg) {
   return NULL;
 }
 
+/* The dashboard's reads, over and over, until the clients are done. */
+typedef struct {
+  pr_sched_t *s;
+  _Atomic int *done_clients;
+  int reads, bad;
+} reader_t;
+
+static void *reader_main(void *arg) {
+  reader_t *r = arg;
+  pr_plan_t *plan = malloc(sizeof *plan);
+  pr_sched_instance_t *inst = malloc(sizeof *inst * PR_PLAN_MAX_INSTANCES);
+  pr_history_point_t *pts = malloc(sizeof *pts * PR_HISTORY_SECONDS);
+  pr_history_switch_t *sw = malloc(sizeof *sw * PR_HISTORY_SWITCHES);
+  while (atomic_load(r->done_clients) < CLIENTS) {
+    int n = pr_sched_instances(r->s, plan, inst, PR_PLAN_MAX_INSTANCES);
+    if (n != plan->n_instances) r->bad++;
+    for (int k = 0; k < n; k++)
+      if (inst[k].rows < inst[k].runs || inst[k].any_ms < 0) r->bad++;
+    pr_history_t *h = pr_sched_history(r->s);
+    pr_history_series(h, pr_now(), PR_HISTORY_SECONDS, pts);
+    pr_history_switches(h, sw, PR_HISTORY_SWITCHES, NULL);
+    r->reads++;
+  }
+  free(plan), free(inst), free(pts), free(sw);
+  return NULL;
+}
+
 static void test_switch_under_submits(void **state) {
   pr_log_set_level(PR_LOG_WARN); /* a line per switch otherwise */
   pr_model_t *m = neg_model();
@@ -98,11 +128,13 @@ static void test_switch_under_submits(void **state) {
   _Atomic int done = 0;
   _Atomic long rows_sent = 0;
   client_t cl[CLIENTS];
-  pthread_t th[CLIENTS];
+  pthread_t th[CLIENTS], rth;
   for (int i = 0; i < CLIENTS; i++) {
     cl[i] = (client_t){.s = s, .client = i, .done_clients = &done, .rows_sent = &rows_sent};
     pthread_create(&th[i], NULL, client_main, &cl[i]);
   }
+  reader_t rd = {.s = s, .done_clients = &done};
+  pthread_create(&rth, NULL, reader_main, &rd);
   /* switch between the prepared plans, and pin new ones (evicting) */
   const char *pins[] = {"2x2", "1x2,1x1", "2x1", "1x1,1x1"};
   int switches = 0, pinned = 0;
@@ -120,8 +152,23 @@ static void test_switch_under_submits(void **state) {
     nanosleep(&ts, NULL);
   }
   for (int i = 0; i < CLIENTS; i++) pthread_join(th[i], NULL);
+  pthread_join(rth, NULL);
   for (int i = 0; i < CLIENTS; i++) assert_int_equal(cl[i].bad, 0);
+  assert_int_equal(rd.bad, 0);
+  assert_true(rd.reads > 0);
   pr_sched_stats_t *st = pr_sched_stats(s);
+  /* the history saw every request and every switch (and the first plan) */
+  pr_history_t *h = pr_sched_history(s);
+  pr_history_point_t *pts = malloc(sizeof *pts * PR_HISTORY_SECONDS);
+  int n = pr_history_series(h, pr_now() + 1, PR_HISTORY_SECONDS, pts);
+  double arrived = 0, completed = 0;
+  for (int i = 0; i < n; i++) arrived += pts[i].arrivals, completed += pts[i].completed;
+  free(pts);
+  assert_true(arrived == CLIENTS * PER_CLIENT && completed == CLIENTS * PER_CLIENT);
+  uint64_t total;
+  pr_history_switch_t last;
+  assert_int_equal(pr_history_switches(h, &last, 1, &total), 1);
+  assert_int_equal(total, atomic_load(&st->reconfigurations) + 1);
   assert_int_equal(atomic_load(&st->success), CLIENTS * PER_CLIENT);
   assert_int_equal(atomic_load(&st->failed), 0);
   assert_int_equal(atomic_load(&st->timed_out), 0);
@@ -173,6 +220,15 @@ static void test_larger_request_runs_in_chunks(void **state) {
   run_one(s, 2); /* fits: one run */
   assert_int_equal(atomic_load(&st->executions), 7);
   assert_int_equal(atomic_load(&st->rows_executed), 17);
+  /* the instance timed each run; runs of 3 rows are of its planned batch */
+  pr_plan_t *p = malloc(sizeof *p);
+  pr_sched_instance_t inst[1];
+  assert_int_equal(pr_sched_instances(s, p, inst, 1), 1);
+  assert_int_equal(p->instances[0].batch, 3);
+  free(p);
+  assert_int_equal(inst[0].runs, 7);
+  assert_int_equal(inst[0].rows, 17);
+  assert_true(inst[0].full_ms > 0 && inst[0].any_ms > 0);
   pr_sched_destroy(s);
   pr_engine_model_destroy(m);
 }
