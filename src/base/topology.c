@@ -5,6 +5,7 @@
 #include <hwloc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,9 +13,20 @@
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int order[MAX_CPUS], n_order, n_cores;
+/* by OS index: the physical core (0.. in core order) and the hardware
+ * thread within it; -1 for CPUs not in the order */
+static int core_of[MAX_CPUS], thread_of[MAX_CPUS];
+
+static void place(int cpu, int core, int thread) {
+  order[n_order++] = cpu;
+  if (cpu < 0 || cpu >= MAX_CPUS) return;
+  core_of[cpu] = core;
+  thread_of[cpu] = thread;
+}
 static char cpu_name[128] = "unknown";
 
 static void init(void) {
+  for (int i = 0; i < MAX_CPUS; i++) core_of[i] = thread_of[i] = -1;
   hwloc_topology_t topo;
   if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
     int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
@@ -30,7 +42,7 @@ static void init(void) {
           if (!pu || pu->type != HWLOC_OBJ_PU || !hwloc_bitmap_isset(allowed, pu->os_index))
             continue;
           if (seen++ == rank && n_order < MAX_CPUS) {
-            order[n_order++] = (int)pu->os_index;
+            place((int)pu->os_index, i, rank);
             added++;
             if (rank == 0) n_cores++;
           }
@@ -51,7 +63,7 @@ static void init(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0)
       for (int c = 0; c < CPU_SETSIZE && n_order < MAX_CPUS; c++)
-        if (CPU_ISSET(c, &set)) order[n_order++] = c;
+        if (CPU_ISSET(c, &set)) place(c, n_order, 0);
     n_cores = n_order;
   }
   if (n_cores < 1) n_cores = 1;
@@ -62,6 +74,13 @@ int pr_topology_cpu_order(int *cpus, int max) {
   int n = n_order < max ? n_order : max;
   memcpy(cpus, order, sizeof(int) * (size_t)n);
   return n;
+}
+
+int pr_topology_core_of(int cpu, int *thread) {
+  pthread_once(&once, init);
+  bool known = cpu >= 0 && cpu < MAX_CPUS && core_of[cpu] >= 0;
+  if (thread) *thread = known ? thread_of[cpu] : -1;
+  return known ? core_of[cpu] : -1;
 }
 
 int pr_topology_num_cores(void) {

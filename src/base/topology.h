@@ -8,6 +8,12 @@
  * then the second hardware threads, and so on. Returns the count, or -1. */
 int pr_topology_cpu_order(int *cpus, int max);
 
+/* The physical core of CPU `cpu` (OS index: hwloc's logical index of the
+ * core, the order pr_topology_cpu_order takes cores in), and in *thread (may
+ * be NULL) which hardware thread of that core it is (0 the first); -1 (both)
+ * for a CPU this process may not use. */
+int pr_topology_core_of(int cpu, int *thread);
+
 /* Number of physical cores this process may use (>= 1). */
 int pr_topology_num_cores(void);
 

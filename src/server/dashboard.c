@@ -11,6 +11,7 @@
 
 #include "base/lock.h"
 #include "base/text.h"
+#include "base/topology.h"
 #include "base/util.h"
 #include "packrat/profiler.h"
 
@@ -285,7 +286,15 @@ json_t *pr_dash_machine_json(const pr_dash_machine_t *m) {
     json_decref(cpus);
     return NULL;
   }
-  for (int i = 0; i < m->n_cpus; i++) push(cpus, json_integer(m->cpus[i]), &ok);
+  json_t *cores = json_array(), *threads = json_array();
+  for (int i = 0; i < m->n_cpus; i++) {
+    int thread, core = pr_topology_core_of(m->cpus[i], &thread);
+    push(cpus, json_integer(m->cpus[i]), &ok);
+    if (cores) push(cores, core >= 0 ? json_integer(core) : json_null(), &ok);
+    if (threads) push(threads, thread >= 0 ? json_integer(thread) : json_null(), &ok);
+  }
+  put(o, "core_of", cores, &ok); /* each CPU's physical core, hardware thread */
+  put(o, "thread_of", threads, &ok);
   put(o, "cpu", text(m->cpu_name), &ok);
   put(o, "physical_cores", json_integer(m->physical_cores), &ok);
   put(o, "cpus", cpus, &ok);

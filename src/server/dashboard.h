@@ -1,8 +1,8 @@
 /* The live dashboard: its page, script and style sheet (source files in
  * src/server/dashboard/, embedded into the binary at build time by
  * embed.cmake) and the state it polls, one JSON document: the machine's
- * cores, and for each model its plan and instances (threads, batch, cores,
- * predicted and measured latency), the prepared plans, the profile
+ * cores (and their physical cores, from base/topology), and for each model its plan and instances
+ * (threads, batch, cores, predicted and measured latency), the prepared plans, the profile
  * (latency[t][b]), the per-second series of the last minutes (request rate,
  * p50/p99 latency, queue depth) and the reconfiguration timeline.
  *

@@ -163,6 +163,8 @@ def check_machine(dom, plan):
           status and "ok" in status[0][1].get("class", ""), status and status[0][2])
     cores = dom.find("div", **{"class": "core"})
     check("a cell per CPU", len(cores) >= 1, len(cores))
+    check("each CPU with its physical core", all(re.search(r"CPU \d+ · core \d+", c[2])
+                                                  for c in cores), [c[2] for c in cores])
     for inst in plan["instances"]:
         label = f"mlp #{inst['instance']}"
         for cpu in inst["cores"]:

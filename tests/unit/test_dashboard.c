@@ -218,6 +218,8 @@ static void test_no_models(void **state) {
   json_t *m = json_object_get(o, "machine");
   assert_string_equal(str(m, "cpu"), "cpu \"x\"");
   assert_int_equal(json_array_size(json_object_get(m, "cpus")), 2);
+  assert_int_equal(json_array_size(json_object_get(m, "core_of")), 2);
+  assert_int_equal(json_array_size(json_object_get(m, "thread_of")), 2);
   assert_string_equal(str(json_object_get(o, "server"), "name"), "packrat");
   assert_true(json_integer_value(json_object_get(json_object_get(o, "limits"), "series_s")) ==
               PR_HISTORY_SECONDS);

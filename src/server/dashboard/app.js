@@ -66,8 +66,9 @@ function fmtTime(ms) {
   return d.toLocaleTimeString([], {hour12: false});
 }
 
-// A colour for instance k of the model at position m among the models.
-function instanceColor(m, k, nInstancesBefore) {
+// A colour for instance k of a model, after the instances of the models
+// before it.
+function instanceColor(k, nInstancesBefore) {
   return PALETTE[(nInstancesBefore + k) % PALETTE.length];
 }
 
@@ -239,10 +240,14 @@ function planChart(model, colors) {
 function renderCores(state, owners) {
   const box = document.getElementById("cores");
   box.replaceChildren();
-  for (const cpu of state.machine.cpus) {
+  const mach = state.machine;
+  mach.cpus.forEach((cpu, i) => {
     const cell = el("div", "core");
     cell.setAttribute("data-cpu", cpu);
-    cell.appendChild(el("span", "core-id", "CPU " + cpu));
+    const core = mach.core_of[i], thread = mach.thread_of[i];
+    let where = core === null ? "" : ` \u00b7 core ${core}`;
+    if (thread) where += ` \u00b7 thread ${thread + 1}`;
+    cell.appendChild(el("span", "core-id", "CPU " + cpu + where));
     const list = owners.get(cpu) || [];
     cell.setAttribute("data-owners", list.map(o => o.label).join(";"));
     if (!list.length) cell.appendChild(el("span", "idle", "idle"));
@@ -252,7 +257,7 @@ function renderCores(state, owners) {
       cell.appendChild(bar);
     }
     box.appendChild(cell);
-  }
+  });
 }
 
 function renderLegend(models, colorsOf) {
@@ -397,8 +402,8 @@ function render(state) {
       `${mach.cpus.length} CPUs used, in the order plans take them`;
   const owners = new Map(), colorsOf = new Map();
   let before = 0;
-  state.models.forEach((m, i) => {
-    const colors = m.instances.map((_, k) => instanceColor(i, k, before));
+  state.models.forEach(m => {
+    const colors = m.instances.map((_, k) => instanceColor(k, before));
     before += m.instances.length;
     colorsOf.set(m, colors);
     m.instances.forEach((inst, k) => {
