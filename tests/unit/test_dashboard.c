@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/text.h"
+#include "base/topology.h"
 #include "server/dashboard.h"
 #include "server/router.h"
 
@@ -228,6 +229,23 @@ static void test_no_models(void **state) {
   pr_models_destroy(ms);
 }
 
+/* The cores the machine part shows: every CPU of the order has a core and
+ * a thread; first threads are the physical cores; others are unknown. */
+static void test_topology_cores(void **state) {
+  int cpus[4096], firsts = 0, thread;
+  int n = pr_topology_cpu_order(cpus, 4096);
+  assert_true(n >= 1);
+  for (int i = 0; i < n; i++) {
+    int core = pr_topology_core_of(cpus[i], &thread);
+    assert_true(core >= 0 && thread >= 0);
+    firsts += thread == 0;
+  }
+  assert_int_equal(firsts, pr_topology_num_cores());
+  assert_int_equal(pr_topology_core_of(-1, &thread), -1);
+  assert_int_equal(thread, -1);
+  assert_int_equal(pr_topology_core_of(1 << 20, NULL), -1);
+}
+
 static void test_routes(void **state) {
   pr_route_t r;
   assert_int_equal(pr_route_match("GET", "/", &r), PR_OK);
@@ -286,6 +304,7 @@ int main(void) {
       cmocka_unit_test(test_routes),
       cmocka_unit_test(test_files_self_contained),
       cmocka_unit_test(test_profile_too_sparse),
+      cmocka_unit_test(test_topology_cores),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
