@@ -316,19 +316,27 @@ typedef struct {
 } scratch_t;
 
 struct pr_dash {
-  pr_lock_t lock; /* one state at a time: guards x */
+  pr_lock_t lock; /* one state at a time: guards x and the last state */
   scratch_t x;
+  char *last; /* the last state made, at last_at (pr_now) */
+  size_t last_len;
+  double last_at;
 };
 
 pr_dash_t *pr_dash_create(void) {
   pr_dash_t *d = malloc(sizeof *d);
-  if (d) pr_lock_init(&d->lock);
+  if (!d) return NULL;
+  pr_lock_init(&d->lock);
+  d->last = NULL;
+  d->last_len = 0;
+  d->last_at = 0;
   return d;
 }
 
 void pr_dash_destroy(pr_dash_t *d) {
   if (!d) return;
   pr_lock_destroy(&d->lock);
+  free(d->last);
   free(d);
 }
 
@@ -397,7 +405,8 @@ static void model_one(pr_served_t *m, void *ctx) {
   push(c->models, o, &c->ok);
 }
 
-char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine) {
+/* Makes the state anew (d->lock held). */
+static char *make_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine) {
   struct timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
   state_ctx_t c = {.x = &d->x,
@@ -410,9 +419,7 @@ char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *mach
     json_decref(c.models), json_decref(root), json_decref(server);
     return NULL;
   }
-  pr_lock(&d->lock);
   pr_models_each(ms, model_one, &c);
-  pr_unlock(&d->lock);
   put(server, "name", json_string("packrat"), &c.ok);
   put(server, "version", json_string(PR_VERSION), &c.ok);
   put(server, "unix_ms", unix_ms(c.now_mono, c.now_mono, c.now_wall), &c.ok);
@@ -424,5 +431,23 @@ char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *mach
   put(root, "limits", limits, &c.ok);
   char *out = c.ok ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
   json_decref(root);
+  return out;
+}
+
+char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine) {
+  pr_lock(&d->lock);
+  double now = pr_now();
+  if (!d->last || now - d->last_at >= PR_DASH_REUSE_S) {
+    char *text = make_state(d, ms, machine);
+    if (text) {
+      free(d->last);
+      d->last = text;
+      d->last_len = strlen(text);
+      d->last_at = now;
+    }
+  }
+  char *out = d->last && now - d->last_at < PR_DASH_REUSE_S ? malloc(d->last_len + 1) : NULL;
+  if (out) memcpy(out, d->last, d->last_len + 1);
+  pr_unlock(&d->lock);
   return out;
 }

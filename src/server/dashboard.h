@@ -96,7 +96,10 @@ json_t *pr_dash_model_json(const pr_dash_model_t *v, double now_mono, double now
 /* The state's maker: the room it copies each model into (about 2 MB: every
  * prepared plan, the history) is allocated once and reused, and its lock
  * lets one state be made at a time, so that many clients polling at once
- * hold no more than that. */
+ * hold no more than that; a state made less than PR_DASH_REUSE_S ago is
+ * answered again (a copy) instead of made anew, so that they cost no more
+ * than a few states a second either. */
+#define PR_DASH_REUSE_S 0.25
 typedef struct pr_dash pr_dash_t;
 
 /* NULL when out of memory. */

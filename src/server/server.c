@@ -591,23 +591,21 @@ static enum MHD_Result h_plan_post(pr_server_t *s, struct MHD_Connection *c, con
 
 /* ---- the dashboard (dashboard.h): its files and its state ---- */
 
-static enum MHD_Result reply_dash(struct MHD_Connection *c, struct MHD_Response *r,
-                                  const char *type, const char *cache) {
+static enum MHD_Result reply_dash(conn_t *cn, struct MHD_Response *r, const char *type,
+                                  const char *cache) {
   if (!r) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", type);
   MHD_add_response_header(r, "Cache-Control", cache);
   for (int i = 0; pr_dash_headers[i][0]; i++)
     MHD_add_response_header(r, pr_dash_headers[i][0], pr_dash_headers[i][1]);
-  enum MHD_Result ret = MHD_queue_response(c, (unsigned)pr_proto_http_status(PR_OK), r);
-  MHD_destroy_response(r);
-  return ret;
+  return deliver(cn, PR_OK, r);
 }
 
 static enum MHD_Result h_dash_file(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   pr_dash_asset_t a = pr_dash_asset(cn->route.id == PR_ROUTE_DASH_SCRIPT  ? PR_DASH_SCRIPT
                                     : cn->route.id == PR_ROUTE_DASH_STYLE ? PR_DASH_STYLE
                                                                           : PR_DASH_PAGE);
-  return reply_dash(c,
+  return reply_dash(cn,
                     MHD_create_response_from_buffer(a.len, (void *)a.data, MHD_RESPMEM_PERSISTENT),
                     a.content_type, PR_DASH_CACHE_ASSET);
 }
@@ -619,11 +617,11 @@ static enum MHD_Result h_dash_state(pr_server_t *s, struct MHD_Connection *c, co
                             .n_cpus = s->n_cpus,
                             .uptime_s = pr_now() - s->started};
   char *text = pr_dash_state(s->dash, s->models, &mach);
-  if (!text) return reply_error(s, c, PR_ERR_NOMEM, "cannot encode the dashboard state");
+  if (!text) return reply_error(cn, PR_ERR_NOMEM, "cannot encode the dashboard state");
   struct MHD_Response *r =
       MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
   if (!r) free(text);
-  return reply_dash(c, r, "application/json", PR_DASH_CACHE_STATE);
+  return reply_dash(cn, r, "application/json", PR_DASH_CACHE_STATE);
 }
 
 static const handler_fn handlers[] = {
