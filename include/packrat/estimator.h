@@ -7,7 +7,14 @@
  * PR_EST_RATE: from an EWMA (0.3) of the arrival rate, the smallest power of
  * two B whose planned batch latency keeps up (rate x latency(B) <= B); up
  * when the current batch cannot keep up for 2 windows, down only when a
- * smaller batch keeps up with 20% to spare for 5 windows (hysteresis). */
+ * smaller batch keeps up with 20% to spare for 5 windows (hysteresis).
+ *
+ * Both read the backlog too (the queue at the window's end against its
+ * start, and the age of the oldest waiting request): while the backlog
+ * grows, the target never goes down (an arrival rate that reads low while
+ * requests pile up, e.g. a burst that ended, must not shrink capacity); when
+ * it grows and its oldest request has waited more than twice the current
+ * batch's planned latency, the target goes up one power of two. */
 #ifndef PACKRAT_ESTIMATOR_H
 #define PACKRAT_ESTIMATOR_H
 
@@ -17,6 +24,13 @@ typedef enum { PR_EST_PAPER = 0, PR_EST_RATE = 1 } pr_estimator_kind_t;
 
 #define PR_EST_MAX_HISTORY 64
 #define PR_EST_MAX_SIZES 24
+
+/* Why the last update chose its target (for logs and metrics). */
+typedef enum {
+  PR_EST_STEADY = 0, /* the estimate itself */
+  PR_EST_HELD,       /* a lower estimate held back: the backlog grows */
+  PR_EST_BACKLOG_UP, /* raised: the backlog grows and its oldest request is stale */
+} pr_est_reason_t;
 
 typedef struct {
   pr_estimator_kind_t kind;
@@ -32,12 +46,14 @@ typedef struct {
   int hist[PR_EST_MAX_HISTORY], n_hist, pos;
   int target;
   int pending, pending_count;
+  pr_est_reason_t reason; /* of the last update */
 } pr_estimator_t;
 
 typedef struct {
-  const int *queue_lengths; /* sampled during the window */
+  const int *queue_lengths; /* sampled during the window, in order */
   int n_samples;
   double arrivals_per_s;
+  double oldest_wait_s; /* age of the oldest waiting request at the window's end (0: none) */
 } pr_est_window_t;
 
 /* Defaults: alpha 0.1, history 10, up 2, down 5; target starts at min_batch. */

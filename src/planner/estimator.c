@@ -1,5 +1,6 @@
 #include "packrat/estimator.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 static int floor_pow2(double x, int lo, int hi) {
@@ -79,6 +80,28 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
   return e->target;
 }
 
+/* The backlog guard (see estimator.h) over the estimate `want`. */
+static int backlog_guard(pr_estimator_t *e, const pr_est_window_t *w, int before, int want) {
+  e->reason = PR_EST_STEADY;
+  int n = w->n_samples;
+  bool growing = n >= 2 && w->queue_lengths[n - 1] > w->queue_lengths[0];
+  if (!growing) return want;
+  if (want < before) {
+    want = before;
+    e->reason = PR_EST_HELD;
+  }
+  double lat = e->latency_s[log2i(want)];
+  if (want < e->max_batch && lat > 0 && w->oldest_wait_s > 2 * lat) {
+    want *= 2;
+    e->reason = PR_EST_BACKLOG_UP;
+  }
+  return want;
+}
+
 int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w) {
-  return e->kind == PR_EST_RATE ? rate_update(e, w) : paper_update(e, w);
+  int before = e->target;
+  int want = e->kind == PR_EST_RATE ? rate_update(e, w) : paper_update(e, w);
+  e->target = backlog_guard(e, w, before, want);
+  if (e->target != want) e->pending_count = 0;
+  return e->target;
 }

@@ -91,6 +91,39 @@ static void write_stages(FILE *f, const ready_t *r) {
     }
 }
 
+/* The autoscaler's inputs and decisions (its last window). */
+static void write_autoscaler(FILE *f, const ready_t *r) {
+  static const struct {
+    const char *name, *help;
+    size_t off;
+    double scale;
+  } gauges[] = {{"packrat_autoscaler_target_batch", "The batch the autoscaler plans for.",
+                 offsetof(pr_sched_stats_t, auto_target), 1},
+                {"packrat_autoscaler_arrival_rate", "Requests per second in its last window.",
+                 offsetof(pr_sched_stats_t, auto_rate_milli), 1e-3},
+                {"packrat_autoscaler_backlog", "Requests queued at its last window's end.",
+                 offsetof(pr_sched_stats_t, auto_backlog), 1},
+                {"packrat_autoscaler_oldest_wait_seconds",
+                 "Age of the oldest queued request at its last window's end.",
+                 offsetof(pr_sched_stats_t, auto_oldest_us), 1e-6}};
+  for (size_t g = 0; g < sizeof gauges / sizeof gauges[0]; g++) {
+    family(f, gauges[g].name, "gauge", gauges[g].help);
+    for (int i = 0; i < r->n; i++)
+      fprintf(f, "%s{model=\"%s\"} %g\n", gauges[g].name, r->list[i]->entry.name,
+              (double)atomic_load((_Atomic uint64_t *)STATS_AT(r->list[i], gauges[g].off)) *
+                  gauges[g].scale);
+  }
+  static const char *const reasons[] = {"estimate", "held_by_backlog", "raised_by_backlog"};
+  family(f, "packrat_autoscaler_decisions_total", "counter",
+         "Autoscaler windows by what decided the target: the estimate, or the backlog.");
+  for (int i = 0; i < r->n; i++)
+    for (int k = 0; k < 3; k++)
+      fprintf(
+          f, "packrat_autoscaler_decisions_total{model=\"%s\",reason=\"%s\"} %llu\n",
+          r->list[i]->entry.name, reasons[k],
+          (unsigned long long)atomic_load(&pr_sched_stats(r->list[i]->sched)->auto_decisions[k]));
+}
+
 static const field_family_t counters[] = {
     {"packrat_reconfigurations_total", "Plan switches.",
      offsetof(pr_sched_stats_t, reconfigurations)},
@@ -190,6 +223,7 @@ void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   write_requests(f, &r);
   write_histograms(f, &r);
   write_stages(f, &r);
+  write_autoscaler(f, &r);
   write_counters(f, &r);
   write_model_gauges(f, &r);
   write_plan_gauges(f, &r);

@@ -866,6 +866,55 @@ pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
 
 /* ---- autoscaler ---- */
 
+/* One window of queue samples (and the age of the oldest request at its
+ * end); true when the autoscaler is to stop. */
+static bool sample_window(pr_sched_t *s, double window, int *samples, double *oldest) {
+  for (int i = 0; i < 20; i++) {
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(window / 20 * 1e9)};
+    nanosleep(&ts, NULL);
+    pr_lock(&s->qlock);
+    bool stop = s->auto_stop;
+    samples[i] = s->depth;
+    *oldest = s->head ? pr_now() - s->head->t_enqueue : 0;
+    pr_unlock(&s->qlock);
+    if (stop) return true;
+  }
+  return false;
+}
+
+/* Feeds the window to the estimator, publishes its inputs and decision
+ * (metrics; the log when it holds, raises or switches), and switches. */
+static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window_t *w) {
+  int before = e->target, target = pr_estimator_update(e, w);
+  pr_sched_stats_t *st = &s->stats;
+  atomic_store(&st->auto_target, (uint64_t)target);
+  atomic_store(&st->auto_rate_milli, (uint64_t)(w->arrivals_per_s * 1e3));
+  atomic_store(&st->auto_backlog, (uint64_t)w->queue_lengths[w->n_samples - 1]);
+  atomic_store(&st->auto_oldest_us, (uint64_t)(w->oldest_wait_s * 1e6));
+  atomic_fetch_add(&st->auto_decisions[e->reason], 1);
+  static const char *const why_text[] = {"", "held: the backlog grows",
+                                         "raised: the backlog grows"};
+  if (e->reason != PR_EST_STEADY)
+    pr_log(target != before ? PR_LOG_INFO : PR_LOG_DEBUG,
+           "autoscaler: target batch %d (%s; %.1f requests/s, %d queued, oldest %.0f ms)", target,
+           why_text[e->reason], w->arrivals_per_s, w->queue_lengths[w->n_samples - 1],
+           w->oldest_wait_s * 1e3);
+  int best = -1;
+  pr_lock(&s->qlock);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS && best < 0; c++)
+    if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == target) best = c;
+  bool on = s->auto_on, change = best >= 0 && best != s->active;
+  pr_unlock(&s->qlock);
+  if (on && change) {
+    char why[160];
+    snprintf(why, sizeof why,
+             "autoscaler: target batch %d at %.1f requests/s, %d queued, oldest %.0f ms%s%s",
+             target, w->arrivals_per_s, w->queue_lengths[w->n_samples - 1], w->oldest_wait_s * 1e3,
+             e->reason ? "; " : "", why_text[e->reason]);
+    pr_sched_switch(s, best, why);
+  }
+}
+
 static void *auto_main(void *arg) {
   pr_sched_t *s = arg;
   pr_estimator_t e;
@@ -892,33 +941,12 @@ static void *auto_main(void *arg) {
   uint64_t arrivals0 = atomic_load(&s->stats.arrivals);
   for (;;) {
     int samples[20];
-    for (int i = 0; i < 20; i++) {
-      struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(window / 20 * 1e9)};
-      nanosleep(&ts, NULL);
-      pr_lock(&s->qlock);
-      bool stop = s->auto_stop;
-      samples[i] = s->depth;
-      pr_unlock(&s->qlock);
-      if (stop) return NULL;
-    }
+    double oldest;
+    if (sample_window(s, window, samples, &oldest)) return NULL;
     uint64_t arrivals = atomic_load(&s->stats.arrivals);
-    pr_est_window_t w = {samples, 20, (double)(arrivals - arrivals0) / window};
+    pr_est_window_t w = {samples, 20, (double)(arrivals - arrivals0) / window, oldest};
     arrivals0 = arrivals;
-    int target = pr_estimator_update(&e, &w);
-    int best = -1;
-    pr_lock(&s->qlock);
-    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-      if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == target &&
-          best < 0)
-        best = c;
-    bool on = s->auto_on, change = best >= 0 && best != s->active;
-    pr_unlock(&s->qlock);
-    if (on && change) {
-      char why[96];
-      snprintf(why, sizeof why, "autoscaler: target batch %d at %.1f requests/s", target,
-               w.arrivals_per_s);
-      pr_sched_switch(s, best, why);
-    }
+    autoscale_step(s, &e, &w);
   }
 }
 

@@ -98,6 +98,11 @@ typedef struct {
   _Atomic uint64_t arrivals, reconfigurations, plans_evicted;
   pr_hist_t request_s, queue_s, compute_s, batch, switch_s;
   pr_hist_t stage[PR_STAGE_COUNT];
+  /* the autoscaler's last window: target batch, arrivals (per 1000 s),
+   * queue depth and oldest wait (us) at its end; decisions by reason
+   * (pr_est_reason_t: the estimate, held by the backlog, raised by it) */
+  _Atomic uint64_t auto_target, auto_rate_milli, auto_backlog, auto_oldest_us;
+  _Atomic uint64_t auto_decisions[3];
 } pr_sched_stats_t;
 
 #define PR_SCHED_MAX_CONFIGS 64

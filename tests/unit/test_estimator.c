@@ -24,12 +24,12 @@ static int feed_queue(pr_estimator_t *e, double q, double jitter) {
     double v = q + jitter * (2 * urand() - 1);
     samples[i] = v < 0 ? 0 : (int)(v + 0.5);
   }
-  pr_est_window_t w = {samples, 20, 0};
+  pr_est_window_t w = {samples, 20, 0, 0};
   return pr_estimator_update(e, &w);
 }
 
 static int feed_rate(pr_estimator_t *e, double rate) {
-  pr_est_window_t w = {NULL, 0, rate};
+  pr_est_window_t w = {NULL, 0, rate, 0};
   return pr_estimator_update(e, &w);
 }
 
@@ -108,6 +108,69 @@ static void test_bounds(void **s) {
   assert_int_equal(e.target, 2);
 }
 
+/* one window: arrivals at `rate`, the queue growing from q0 to q1, the
+ * oldest request `oldest` seconds old at its end */
+static int feed_backlog(pr_estimator_t *e, double rate, int q0, int q1, double oldest) {
+  int samples[20];
+  for (int i = 0; i < 20; i++) samples[i] = q0 + (q1 - q0) * i / 19;
+  pr_est_window_t w = {samples, 20, rate, oldest};
+  return pr_estimator_update(e, &w);
+}
+
+static void rate_with_latencies(pr_estimator_t *e) {
+  pr_estimator_init(e, PR_EST_RATE, 1, 16);
+  for (int k = 0; k <= 4; k++) e->latency_s[k] = 0.01 + 0.005 * (1 << k); /* sub-linear */
+}
+
+/* The arrival rate reads 0 while requests pile up (the server was reported
+ * switching to batch 1 with 45 requests queued): the target must not go down. */
+static void test_backlog_holds_target(void **s) {
+  pr_estimator_t e;
+  rate_with_latencies(&e);
+  for (int i = 0; i < 10; i++) feed_rate(&e, 150); /* needs batch 8 */
+  assert_int_equal(e.target, 8);
+  int held = 0;
+  for (int i = 0; i < 30; i++) {
+    int q = 5 + i;
+    feed_backlog(&e, 0, q, q + 1, 0.01);
+    assert_int_equal(e.target, 8);
+    held += e.reason == PR_EST_HELD;
+  }
+  assert_true(held >= 1); /* the rate alone would have gone down */
+  /* the backlog drained and the load gone: down after the hysteresis */
+  for (int i = 0; i < 10; i++) feed_backlog(&e, 0, 0, 0, 0);
+  assert_true(e.target < 8);
+  assert_int_equal(e.reason, PR_EST_STEADY);
+}
+
+/* A growing backlog whose oldest request waited over twice the planned
+ * latency raises the target a power of two a window, up to the max. */
+static void test_backlog_stale_raises(void **s) {
+  pr_estimator_t e;
+  rate_with_latencies(&e);
+  assert_int_equal(feed_backlog(&e, 10, 3, 6, 0.5), 2);
+  assert_int_equal(e.reason, PR_EST_BACKLOG_UP);
+  assert_int_equal(feed_backlog(&e, 10, 6, 9, 0.6), 4);
+  assert_int_equal(feed_backlog(&e, 10, 9, 12, 0.7), 8);
+  assert_int_equal(feed_backlog(&e, 10, 12, 15, 0.8), 16);
+  assert_int_equal(feed_backlog(&e, 10, 15, 18, 0.9), 16); /* the max */
+  /* stale but shrinking: no push up */
+  pr_estimator_t f;
+  rate_with_latencies(&f);
+  assert_int_equal(feed_backlog(&f, 10, 9, 3, 0.5), 1);
+  /* the paper's estimator is held the same way */
+  pr_estimator_t g;
+  pr_estimator_init(&g, PR_EST_PAPER, 1, 16);
+  for (int i = 0; i < 30; i++) feed_queue(&g, 8, 0);
+  assert_int_equal(g.target, 8);
+  for (int i = 0; i < 30; i++) {
+    int samples[20];
+    for (int k = 0; k < 20; k++) samples[k] = k < 19 ? 0 : 1; /* mostly empty, yet growing */
+    pr_est_window_t w = {samples, 20, 0, 0.001};
+    assert_int_equal(pr_estimator_update(&g, &w), 8);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paper_steady_and_steps),
@@ -115,6 +178,8 @@ int main(void) {
       cmocka_unit_test(test_rate_steady_and_steps),
       cmocka_unit_test(test_rate_noise_at_boundary),
       cmocka_unit_test(test_bounds),
+      cmocka_unit_test(test_backlog_holds_target),
+      cmocka_unit_test(test_backlog_stale_raises),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
