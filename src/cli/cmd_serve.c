@@ -49,6 +49,11 @@ static void usage(FILE *f) {
           "                           requests before exiting (default 30)\n"
           "  --request-timeout-ms N   default time a request may wait in the queue\n"
           "                           (default 30000)\n"
+          "  --auth-token-file FILE   bearer tokens (one a line) that inference, metadata,\n"
+          "                           metrics and the dashboard's state require; health,\n"
+          "                           readiness and the dashboard page stay open\n"
+          "  --admin-token-file FILE  bearer tokens that loading, unloading models and\n"
+          "                           changing plans require (default: the auth tokens)\n"
           "  --log-format text|json   log lines (default text)\n");
 }
 
@@ -112,6 +117,10 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
     cfg->idle_timeout_s = (int)pr_cli_parse_long(a, val, 1, 86400);
   } else if (!strcmp(a, "--shutdown-timeout-s")) {
     cfg->shutdown_timeout_s = (int)pr_cli_parse_long(a, val, 1, 86400);
+  } else if (!strcmp(a, "--auth-token-file") && val) {
+    cfg->auth_token_file = val;
+  } else if (!strcmp(a, "--admin-token-file") && val) {
+    cfg->admin_token_file = val;
   } else if (!strcmp(a, "--request-timeout-ms")) {
     cfg->request_timeout_s = (double)pr_cli_parse_long(a, val, 1, 86400000) / 1000.0;
   } else if (!strcmp(a, "--cores") && val) {

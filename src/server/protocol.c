@@ -850,6 +850,8 @@ int pr_proto_http_status(pr_status_t st) {
     case PR_OK: return 200;
     case PR_ERR_INVALID:
     case PR_ERR_UNSUPPORTED: return 400;
+    case PR_ERR_UNAUTHORIZED: return 401;
+    case PR_ERR_FORBIDDEN: return 403;
     case PR_ERR_NOT_FOUND: return 404;
     case PR_ERR_METHOD: return 405;
     case PR_ERR_TOO_LARGE: return 413;

@@ -83,6 +83,30 @@ pr_status_t pr_route_match(const char *method, const char *path, pr_route_t *out
   return status;
 }
 
+pr_route_access_t pr_route_access(pr_route_id_t id) {
+  switch (id) {
+    case PR_ROUTE_LIVE:
+    case PR_ROUTE_READY:
+    case PR_ROUTE_MODEL_READY:
+    case PR_ROUTE_DASH_PAGE:
+    case PR_ROUTE_DASH_SCRIPT:
+    case PR_ROUTE_DASH_STYLE: return PR_ACCESS_OPEN;
+    case PR_ROUTE_METRICS:
+    case PR_ROUTE_SERVER_META:
+    case PR_ROUTE_REPO_INDEX:
+    case PR_ROUTE_MODEL_META:
+    case PR_ROUTE_INFER:
+    case PR_ROUTE_STATS:
+    case PR_ROUTE_PLAN_GET:
+    case PR_ROUTE_DASH_STATE: return PR_ACCESS_READ;
+    case PR_ROUTE_REPO_LOAD:
+    case PR_ROUTE_REPO_UNLOAD:
+    case PR_ROUTE_PLAN_POST:
+    case PR_ROUTE_COUNT: break;
+  }
+  return PR_ACCESS_ADMIN; /* and anything unknown */
+}
+
 int pr_route_takes_tensors(pr_route_id_t id) {
   return id == PR_ROUTE_INFER;
 }

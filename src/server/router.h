@@ -30,6 +30,11 @@ typedef enum {
   PR_ROUTE_COUNT
 } pr_route_id_t;
 
+/* Who may call a route (server/auth.h): anyone, holders of a read token,
+ * holders of an admin token. */
+typedef enum { PR_ACCESS_OPEN, PR_ACCESS_READ, PR_ACCESS_ADMIN } pr_route_access_t;
+pr_route_access_t pr_route_access(pr_route_id_t id);
+
 #define PR_ROUTE_MAX_SEGMENTS 8
 
 typedef struct {

@@ -45,6 +45,7 @@
 #include "base/topology.h"
 #include "base/util.h"
 #include "packrat/profiler.h"
+#include "server/auth.h"
 #include "server/dashboard.h"
 #include "server/models.h"
 #include "server/prometheus.h"
@@ -62,6 +63,7 @@ struct pr_server {
   char repository[4096];
   int cpus[4096], n_cpus;
   pr_models_t *models;
+  pr_auth_t *auth; /* NULL: no tokens */
   pr_dash_t *dash;
   double started; /* pr_now() at start */
   struct MHD_Daemon *daemon;
@@ -207,7 +209,14 @@ static enum MHD_Result reply_error(conn_t *cn, pr_status_t st, const char *msg) 
   atomic_fetch_add(&cn->s->http_errors, 1);
   char *b = pr_proto_error(msg);
   if (!b) return reply_static(cn, st, "{\"error\":\"out of memory\"}");
-  return reply(cn, st, b, strlen(b), "application/json", 0);
+  struct MHD_Response *r = MHD_create_response_from_buffer(strlen(b), b, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(b);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", "application/json");
+  if (st == PR_ERR_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+  return deliver(cn, st, r);
 }
 
 /* ---- handlers ---- */
@@ -671,6 +680,17 @@ static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const c
 static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, const char *method,
                        const char *url) {
   cn->route_status = pr_route_match(method, url, &cn->route);
+  if (cn->route_status == PR_OK) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    pr_status_t st = pr_auth_check(s->auth, pr_route_access(cn->route.id), h);
+    if (st) {
+      refuse(s, cn, st,
+             st == PR_ERR_UNAUTHORIZED
+                 ? "a valid bearer token is required (Authorization: Bearer TOKEN)"
+                 : "this token may not change the server's state; an admin token may");
+      return;
+    }
+  }
   cn->limit = cn->route_status == PR_OK && pr_route_takes_tensors(cn->route.id)
                   ? s->cfg.max_body_bytes
                   : ADMIN_BODY_MAX;
@@ -888,6 +908,12 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
                                         .max_queue_delay_us = cfg->max_queue_delay_us,
                                         .queue_capacity = cfg->queue_capacity,
                                         .request_timeout_s = cfg->request_timeout_s}};
+  pr_status_t st =
+      pr_auth_load(cfg->auth_token_file, cfg->admin_token_file, &s->auth, err, err_len);
+  if (st) {
+    pr_server_stop(s);
+    return st;
+  }
   if (pr_models_create(&mc, &s->models) || !(s->dash = pr_dash_create())) {
     pr_server_stop(s);
     return PR_ERR_NOMEM;
@@ -1058,6 +1084,7 @@ void pr_server_stop(pr_server_t *s) {
     MHD_stop_daemon(s->daemon);
   }
   pr_models_destroy(s->models);
+  pr_auth_free(s->auth);
   pr_dash_destroy(s->dash);
   free(s->adopted);
   free(s);

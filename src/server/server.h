@@ -29,6 +29,8 @@ typedef struct {
   int idle_timeout_s;             /* a connection silent this long is closed (default 30) */
   int shutdown_timeout_s;         /* pr_server_stop's bound on draining (default 30) */
   bool load_all;                  /* load every model at start (default true) */
+  const char *auth_token_file;    /* bearer tokens for reads and inference (server/auth.h) */
+  const char *admin_token_file;   /* bearer tokens for changes of state */
   /* optional: called by pr_server_start once the models are loaded, just
    * before it listens (from then on a stop must drain, not abandon) */
   void (*before_listen)(void *ctx);

@@ -11,6 +11,8 @@ enum {
   PR_ERR_METHOD = -100,       /* the path is routed, not for this method (405) */
   PR_ERR_URI_TOO_LONG = -101, /* the path is longer than the router takes (414) */
   PR_ERR_CODING = -102,       /* a Transfer-Encoding the server does not implement (501) */
+  PR_ERR_UNAUTHORIZED = -103, /* no bearer token, or one that is not known (401) */
+  PR_ERR_FORBIDDEN = -104,    /* a known token without the right (403) */
 };
 
 #endif

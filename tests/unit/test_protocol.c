@@ -178,6 +178,8 @@ static void test_status_map_and_error(void **s) {
   assert_int_equal(pr_proto_http_status(PR_ERR_TOO_LARGE), 413);
   assert_int_equal(pr_proto_http_status(PR_ERR_URI_TOO_LONG), 414);
   assert_int_equal(pr_proto_http_status(PR_ERR_CODING), 501);
+  assert_int_equal(pr_proto_http_status(PR_ERR_UNAUTHORIZED), 401);
+  assert_int_equal(pr_proto_http_status(PR_ERR_FORBIDDEN), 403);
   /* bytes that are not UTF-8, and a character cut by the end: valid JSON */
   char *e = pr_proto_error("name \xff\xfe \xc3");
   json_error_t je;

@@ -426,9 +426,24 @@ function setStatus(text, ok) {
   s.className = ok ? "status ok" : "status error";
 }
 
+/* A server started with --auth-token-file wants a bearer token for the
+ * state: opened as /#token=TOKEN, the page keeps it for this tab
+ * (sessionStorage) and takes it out of the address bar. */
+function bearerToken() {
+  const m = /(?:^|[#&])token=([^&]+)/.exec(location.hash);
+  if (m) {
+    sessionStorage.setItem("packrat-token", decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("packrat-token");
+}
+
 async function poll() {
   try {
-    const r = await fetch("dashboard/state", {cache: "no-store"});
+    const token = bearerToken();
+    const headers = token ? {Authorization: "Bearer " + token} : {};
+    const r = await fetch("dashboard/state", {cache: "no-store", headers});
+    if (r.status === 401) throw new Error("this server needs a token: open the dashboard as /#token=TOKEN");
     if (!r.ok) throw new Error("HTTP " + r.status);
     const state = await r.json();
     render(state);
