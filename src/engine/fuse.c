@@ -90,6 +90,38 @@ static bool scalar_linear(pr_compile_t *c, const pr_node_t *n, int x, float *a, 
   return true;
 }
 
+/* Appends eltwise post-ops alg/alpha/beta[0..cnt) to p; false, p as it
+ * was, when they cannot join. A linear one right after a linear one (no sum
+ * between) folds into it: a2 (a1 x + b1) + b2. oneDNN 2.6's jit kernels
+ * keep one eltwise injector per algorithm (jit_uni_postops_injector's map
+ * is keyed by the algorithm), so a second post-op of an algorithm already
+ * there runs with the first one's alpha and beta: a Mul by a scalar then a
+ * HardSigmoid (two linear), LeakyRelu then Relu, two Clips with other
+ * bounds answered wrong. Such a post-op is refused unless its parameters
+ * are the same. */
+static bool append_post(pr_post_t *p, const dnnl_alg_kind_t *alg, const float *alpha,
+                        const float *beta, int cnt) {
+  pr_post_t q = *p;
+  for (int i = 0; i < cnt; i++) {
+    int last = q.n_eltwise - 1, at = q.n_eltwise;
+    float a = alpha[i], b = beta[i];
+    if (alg[i] == dnnl_eltwise_linear && last >= 0 && q.alg[last] == dnnl_eltwise_linear &&
+        !(q.sum && q.sum_before > last)) {
+      at = last;
+      b = a * q.beta[last] + b;
+      a *= q.alpha[last];
+    } else if (q.n_eltwise == PR_MAX_POST) {
+      return false;
+    }
+    for (int k = 0; k < q.n_eltwise; k++)
+      if (k != at && q.alg[k] == alg[i] && (q.alpha[k] != a || q.beta[k] != b)) return false;
+    q.alg[at] = alg[i], q.alpha[at] = a, q.beta[at] = b;
+    if (at == q.n_eltwise) q.n_eltwise++;
+  }
+  *p = q;
+  return true;
+}
+
 /* Activation consumer -> eltwise post-ops; returns true when fused. */
 static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
   pr_post_t *p = &conv->post;
@@ -123,29 +155,16 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
     if (!clip_bounds(c, act, &lo, &hi)) return false;
     alg[0] = dnnl_eltwise_clip_v2, alpha[0] = lo, beta[0] = hi;
   } else if (scalar_linear(c, act, conv->out[0], &alpha[0], &beta[0])) {
-    /* first, or folded into a linear post-op before it (a*(a1*x + b1) + b):
-     * oneDNN 2.6's depthwise kernels answer wrong for a linear post-op
-     * after another kind (seen with HardSwish then linear) */
+    /* first, or after a linear post-op (folded into it): oneDNN 2.6's
+     * depthwise kernels answer wrong for a linear post-op after another
+     * kind (seen with HardSwish then linear) */
     int last = p->n_eltwise - 1;
     if (last >= 0 && p->alg[last] != dnnl_eltwise_linear) return false;
     alg[0] = dnnl_eltwise_linear;
-    if (last >= 0 && p->alg[last] == dnnl_eltwise_linear && !(p->sum && p->sum_before > last)) {
-      p->beta[last] = alpha[0] * p->beta[last] + beta[0];
-      p->alpha[last] *= alpha[0];
-      conv->out[0] = act->out[0];
-      act->dead = true;
-      return true;
-    }
   } else {
     return false;
   }
-  if (p->n_eltwise + cnt > PR_MAX_POST) return false;
-  for (int i = 0; i < cnt; i++) {
-    p->alg[p->n_eltwise] = alg[i];
-    p->alpha[p->n_eltwise] = alpha[i];
-    p->beta[p->n_eltwise] = beta[i];
-    p->n_eltwise++;
-  }
+  if (!append_post(p, alg, alpha, beta, cnt)) return false;
   conv->out[0] = act->out[0];
   act->dead = true;
   return true;
