@@ -246,6 +246,9 @@ static void fuse_pad(pr_compile_t *c, int pi) {
   if (cons->in[0] != pad->out[0] || cons->pad_fused) return;
   const char *op = cons->op->name;
   if (!strcmp(op, "AveragePool")) {
+    /* ceil mode: a last window may start in the Pad's zeros, which it may
+     * not in padding, and the average would count the part past the end */
+    if (pr_attr_int(cons->m, "ceil_mode", 0)) return;
     /* its own pads must be zero unless they already count in the average */
     const int64_t *own;
     int cnt = pr_attr_ints(cons->m, "pads", &own);

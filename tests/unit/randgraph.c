@@ -456,11 +456,15 @@ static int pad_block(gen_t *g, int xi) {
   ints(g, pn, 8, pads);
   if (value_given || value != 0.f) scalar(g, vn, value);
   int p = new_val(g, 4, pd);
+  char note[64];
+  snprintf(note, sizeof note, "%s(%lld,%lld,%lld,%lld,%lld,%lld) value %g",
+           mode == 0   ? "edge"
+           : mode == 1 ? "reflect"
+                       : "constant",
+           (long long)pads[1], (long long)pads[2], (long long)pads[3], (long long)pads[5],
+           (long long)pads[6], (long long)pads[7], value);
   int n = node(g, "Pad", value_given || value != 0.f ? IN(nm(g, xi), pn, vn) : IN(nm(g, xi), pn),
-               OUT(nm(g, p)),
-               mode == 0   ? "edge"
-               : mode == 1 ? "reflect"
-                           : "");
+               OUT(nm(g, p)), note);
   if (mode < 2) mb_attr_string(g->b, n, "mode", mode == 0 ? "edge" : "reflect");
   if (consumer == 0) {
     conv_geo_t c;
@@ -513,7 +517,7 @@ static int pad_or_pool_block(gen_t *g, int xi, bool pad_first) {
 static int concat_block(gen_t *g, int xi) {
   val_t x = g->v[xi];
   int axis = x.rank == 4 && chance(g, 3, 4) ? 1 : 1 + pick(g, x.rank - 1);
-  int ins[3] = {xi}, n_in = 1, want = 2 + pick(g, 2);
+  int ins[4] = {xi}, n_in = 1, want = 2 + pick(g, 2);
   for (int i = g->n_v - 1; i >= 0 && n_in < want; i--) {
     bool ok = g->v[i].rank == x.rank && i != xi && chance(g, 2, 3);
     for (int k = 0; ok && k < x.rank; k++) ok = k == axis || g->v[i].d[k] == x.d[k];
@@ -525,13 +529,12 @@ static int concat_block(gen_t *g, int xi) {
   od[axis] = 0;
   for (int k = 0; k < n_in; k++) od[axis] += g->v[ins[k]].d[axis];
   if (numel(x.rank, od) > MAX_ELEMS) return -1;
-  int perm[3] = {0, 1, 2}; /* a drawn order of the inputs */
-  for (int k = n_in - 1; k > 0; k--) {
-    int j = pick(g, k + 1), t = perm[k];
-    perm[k] = perm[j], perm[j] = t;
+  for (int k = n_in - 1; k > 0; k--) { /* a drawn order of the inputs */
+    int j = pick(g, k + 1), t = ins[k];
+    ins[k] = ins[j], ins[j] = t;
   }
-  const char *names[4] = {nm(g, ins[perm[0]]), nm(g, ins[perm[1]]),
-                          n_in > 2 ? nm(g, ins[perm[2]]) : NULL, NULL};
+  const char *names[5] = {NULL};
+  for (int k = 0; k < n_in; k++) names[k] = nm(g, ins[k]);
   int o = new_val(g, x.rank, od);
   char note[16];
   snprintf(note, sizeof note, "axis=%d", axis);

@@ -353,6 +353,25 @@ static void test_pad_conv_kept_when_channels_padded(void **state) {
   check_kept(b, "Pad");
 }
 
+/* A Pad before an AveragePool in ceil mode stays: its last window may start
+ * in the Pad's zeros (here the fifth row of five), which it may not in
+ * padding, so the fused pool had another output size and oneDNN refused
+ * it (randgraph seed 110). */
+static void test_pad_pool_kept_in_ceil_mode(void **state) {
+  const int64_t pads[8] = {0, 0, 0, 0, 0, 0, 1, 0};
+  mb_t *b = mb_new(13);
+  int64_t xd[4] = {1, CC, 4, 4}, pd[1] = {8}, k[2] = {2, 2};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, xd);
+  mb_init(b, "pads", PR_DTYPE_INT64, 1, pd, pads, sizeof pads);
+  mb_node(b, "Pad", "pad", IN("x", "pads"), OUT("p"));
+  int n = mb_node(b, "AveragePool", "pool", IN("p"), OUT("y"));
+  mb_attr_ints(b, n, "kernel_shape", 2, k);
+  mb_attr_ints(b, n, "strides", 2, k);
+  mb_attr_int(b, n, "ceil_mode", 1);
+  mb_output(b, "y");
+  check_kept(b, "Pad");
+}
+
 /* ---- linear MatMul: bias, activation ---- */
 
 enum { LM = 4, LK = 16, LN = 8 };
@@ -591,6 +610,7 @@ int main(void) {
       cmocka_unit_test(test_pad_conv_fused),
       cmocka_unit_test(test_pad_conv_kept_when_value_not_zero),
       cmocka_unit_test(test_pad_conv_kept_when_channels_padded),
+      cmocka_unit_test(test_pad_pool_kept_in_ceil_mode),
       cmocka_unit_test(test_linear_bias_fused),
       cmocka_unit_test(test_linear_bias_kept_when_not_constant),
       cmocka_unit_test(test_layer_norm_fused),
