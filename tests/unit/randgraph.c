@@ -257,21 +257,44 @@ static int scalar_linear(gen_t *g, int xi) {
 }
 
 static int plain_act(gen_t *g, int xi) {
-  static const char *const ops[] = {"Relu", "Sigmoid", "Tanh",     "HardSwish", "Elu",   "Abs",
-                                    "Neg",  "Erf",     "Softplus", "Softsign",  "Floor", "Exp"};
+  static const char *const ops[] = {"Relu",  "Sigmoid",  "Tanh", "HardSwish", "Elu",
+                                    "Abs",   "Neg",      "Erf",  "Softplus",  "Softsign",
+                                    "Floor", "Identity", "Exp"};
   val_t x = g->v[xi];
-  int op = pick(g, 12);
-  if (op == 11) { /* bounded first: Exp of a sum of many terms could overflow */
+  int op = pick(g, 13);
+  if (op == 12) { /* bounded first: Exp of a sum of many terms could overflow */
     xi = unary_node(g, "Tanh", xi, x.rank, x.d, "", NULL);
   }
   return unary_node(g, ops[op], xi, x.rank, x.d, "", NULL);
+}
+
+/* Add or Mul with a constant along the channels (axis 1 of an image) or
+ * the last axis: a bias or scale layer */
+static int bias_op(gen_t *g, int xi) {
+  val_t x = g->v[xi];
+  int64_t cd[4] = {1, 1, 1, 1};
+  int rank = 1;
+  if (x.rank == 4 && chance(g, 3, 4)) {
+    rank = chance(g, 1, 2) ? 4 : 3;
+    cd[rank == 4 ? 1 : 0] = x.d[1];
+  } else {
+    cd[0] = x.d[x.rank - 1];
+  }
+  bool mul = chance(g, 1, 3);
+  char c[12];
+  konst(g, c, rank, cd, 0.5f, mul ? 1.f : 0.f);
+  return chance(g, 1, 2) ? binary_node(g, mul ? "Mul" : "Add", nm(g, xi), c, x.rank, x.d)
+                         : binary_node(g, mul ? "Mul" : "Add", c, nm(g, xi), x.rank, x.d);
 }
 
 static int act(gen_t *g, int xi) {
   val_t x = g->v[xi];
   int n, o;
   char note[48];
-  switch (pick(g, 16)) {
+  switch (pick(g, 18)) {
+    case 16:
+    case 17: return bias_op(g, xi);
+
     case 0: return unary_node(g, "Relu", xi, x.rank, x.d, "", NULL);
     case 1: {
       float alpha = chance(g, 1, 2) ? 0.1f : 0.01f;
@@ -334,8 +357,10 @@ static int act_chain(gen_t *g, int xi, int count, bool with_residual) {
 
 static const int64_t CHANNELS[] = {1, 3, 4, 5, 8, 12, 16, 17, 24, 32};
 
-/* Conv geometry drawn for an [N, C, H, W] input. */
+/* Conv geometry drawn for an [N, C, spatial...] input (1 or 2 spatial
+ * axes). pads: begin of each axis, then end of each. */
 typedef struct {
+  int sp;
   int64_t M, group, k[2], s[2], dil[2], pads[4];
   int pad_mode; /* 0 explicit pads, 1 SAME_UPPER, 2 SAME_LOWER, 3 none given */
   int64_t out[2];
@@ -351,9 +376,23 @@ static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t dil, int64_t
   return o;
 }
 
+static void conv_out(const val_t *x, conv_geo_t *c) {
+  for (int a = 0; a < c->sp; a++) {
+    int64_t in = x->d[a + 2];
+    if (c->pad_mode == 1 || c->pad_mode == 2)
+      c->out[a] = (in + c->s[a] - 1) / c->s[a];
+    else if (c->pad_mode == 3)
+      c->out[a] = window_out(in, c->k[a], c->s[a], c->dil[a], 0, 0, false);
+    else
+      c->out[a] =
+          window_out(in, c->k[a], c->s[a], c->dil[a], c->pads[a], c->pads[a + c->sp], false);
+  }
+}
+
 static void draw_conv(gen_t *g, const val_t *x, conv_geo_t *c) {
   static const int64_t ks[] = {1, 3, 3, 1, 2, 5};
   int64_t C = x->d[1];
+  *c = (conv_geo_t){.sp = x->rank - 2};
   c->M = pick_of(g, CHANNELS, 10);
   c->group = 1;
   int kind = pick(g, 5);
@@ -368,41 +407,40 @@ static void draw_conv(gen_t *g, const val_t *x, conv_geo_t *c) {
   c->dil[0] = c->dil[1] = chance(g, 1, 8) ? 2 : 1;
   c->pad_mode = pick(g, 6);
   if (c->pad_mode > 3) c->pad_mode = 0;
-  for (int a = 0; a < 2; a++) {
+  for (int a = 0; a < c->sp; a++) {
     int64_t half = (c->k[a] - 1) * c->dil[a] / 2;
     bool asym = chance(g, 1, 4);
     c->pads[a] = asym ? pick(g, 3) : half;
-    c->pads[a + 2] = asym ? pick(g, 3) : half;
+    c->pads[a + c->sp] = asym ? pick(g, 3) : half;
   }
-  for (int a = 0; a < 2; a++) {
-    int64_t in = x->d[a + 2];
-    if (c->pad_mode == 1 || c->pad_mode == 2)
-      c->out[a] = (in + c->s[a] - 1) / c->s[a];
-    else if (c->pad_mode == 3)
-      c->out[a] = window_out(in, c->k[a], c->s[a], c->dil[a], 0, 0, false);
-    else
-      c->out[a] = window_out(in, c->k[a], c->s[a], c->dil[a], c->pads[a], c->pads[a + 2], false);
-  }
+  conv_out(x, c);
+}
+
+static bool conv_fits(const val_t *x, const conv_geo_t *c) {
+  int64_t n = x->d[0] * c->M;
+  for (int a = 0; a < c->sp; a++) n *= c->out[a];
+  return n >= 1 && n <= MAX_ELEMS;
 }
 
 static int emit_conv(gen_t *g, int xi, const conv_geo_t *c) {
   val_t x = g->v[xi];
   char w[12], bias[12] = "", note[96];
+  int sp = c->sp;
   int64_t wd[4] = {c->M, x.d[1] / c->group, c->k[0], c->k[1]};
-  float fan = (float)(wd[1] * wd[2] * wd[3]);
-  konst(g, w, 4, wd, 1.7f / sqrtf(fan), 0.f);
+  konst(g, w, 2 + sp, wd, 1.7f / sqrtf((float)numel(1 + sp, wd + 1)), 0.f);
   if (chance(g, 2, 3)) konst(g, bias, 1, &c->M, 0.2f, 0.f);
   int64_t od[4] = {x.d[0], c->M, c->out[0], c->out[1]};
-  int o = new_val(g, 4, od);
+  int o = new_val(g, 2 + sp, od);
   snprintf(note, sizeof note, "k%lldx%lld s%lld,%lld d%lld g%lld pads%d(%lld,%lld,%lld,%lld)",
            (long long)c->k[0], (long long)c->k[1], (long long)c->s[0], (long long)c->s[1],
            (long long)c->dil[0], (long long)c->group, c->pad_mode, (long long)c->pads[0],
            (long long)c->pads[1], (long long)c->pads[2], (long long)c->pads[3]);
   int n = node(g, "Conv", *bias ? IN(nm(g, xi), w, bias) : IN(nm(g, xi), w), OUT(nm(g, o)), note);
-  if (chance(g, 1, 2)) mb_attr_ints(g->b, n, "kernel_shape", 2, c->k);
-  if (c->s[0] != 1 || c->s[1] != 1 || chance(g, 1, 4)) mb_attr_ints(g->b, n, "strides", 2, c->s);
-  if (c->dil[0] != 1) mb_attr_ints(g->b, n, "dilations", 2, c->dil);
-  if (c->pad_mode == 0) mb_attr_ints(g->b, n, "pads", 4, c->pads);
+  if (chance(g, 1, 2)) mb_attr_ints(g->b, n, "kernel_shape", sp, c->k);
+  if (c->s[0] != 1 || c->s[sp - 1] != 1 || chance(g, 1, 4))
+    mb_attr_ints(g->b, n, "strides", sp, c->s);
+  if (c->dil[0] != 1) mb_attr_ints(g->b, n, "dilations", sp, c->dil);
+  if (c->pad_mode == 0) mb_attr_ints(g->b, n, "pads", 2 * sp, c->pads);
   if (c->pad_mode == 1 || c->pad_mode == 2)
     mb_attr_string(g->b, n, "auto_pad", c->pad_mode == 1 ? "SAME_UPPER" : "SAME_LOWER");
   if (c->group > 1) mb_attr_int(g->b, n, "group", c->group);
@@ -428,11 +466,97 @@ static int conv_block(gen_t *g, int xi) {
   draw_conv(g, &g->v[xi], &c);
   int bn = chance(g, 1, 3), count = pick(g, 4) + (chance(g, 1, 8) ? 2 : 0);
   bool res = chance(g, 1, 3);
-  if (c.out[0] < 1 || c.out[1] < 1 || g->v[xi].d[0] * c.M * c.out[0] * c.out[1] > MAX_ELEMS)
-    return -1;
+  if (!conv_fits(&g->v[xi], &c)) return -1;
   int o = emit_conv(g, xi, &c);
   if (bn) o = batch_norm(g, o);
   return act_chain(g, o, count, res);
+}
+
+/* A conv of x to M channels at stride s whose output is ceil(in / s) on
+ * each axis (odd kernel, half pads or SAME_UPPER), with BN and activations:
+ * one branch of a fork. */
+static int conv_same(gen_t *g, int xi, int64_t M, int64_t s) {
+  const val_t *x = &g->v[xi];
+  conv_geo_t c;
+  draw_conv(g, x, &c);
+  c.M = M;
+  c.group = M == x->d[1] && chance(g, 1, 2) ? M : 1;
+  c.s[0] = c.s[1] = s;
+  c.dil[0] = c.dil[1] = 1;
+  for (int a = 0; a < c.sp; a++) {
+    c.k[a] = 1 + 2 * pick(g, 3);
+    c.pads[a] = c.pads[a + c.sp] = c.k[a] / 2;
+  }
+  c.pad_mode = chance(g, 1, 4);
+  conv_out(x, &c);
+  int bn = chance(g, 1, 3), count = pick(g, 3);
+  if (!conv_fits(x, &c)) return -1;
+  int o = emit_conv(g, xi, &c);
+  if (bn) o = batch_norm(g, o);
+  return act_chain(g, o, count, false);
+}
+
+/* Two branches from x joined by Add, Mul, Sub or Concat: conv branches (a
+ * ResNet block's shortcut, an Inception cell), x itself, or linear
+ * branches of a sequence. The second branch is computed after the first,
+ * so a conv fused with the join's sum moves past it. */
+static int fork_block(gen_t *g, int xi) {
+  val_t x = g->v[xi];
+  static const int64_t strides[] = {1, 1, 2};
+  int64_t M = chance(g, 1, 2) ? x.d[1] : pick_of(g, CHANNELS, 10), s = pick_of(g, strides, 3);
+  int br[2], join = pick(g, 5);
+  for (int k = 0; k < 2; k++) {
+    int kind = pick(g, 4);
+    if (x.rank == 2 || (x.rank == 3 && kind < 2)) {
+      int64_t K = x.d[x.rank - 1], wd[2] = {K, K};
+      char w[12];
+      konst(g, w, 2, wd, 1.7f / sqrtf((float)K), 0.f);
+      br[k] = binary_node(g, "MatMul", nm(g, xi), w, x.rank, x.d);
+      if (kind) br[k] = act_chain(g, br[k], kind - 1, false);
+    } else if (kind == 0 && M == x.d[1] && s == 1) {
+      br[k] = xi;
+    } else {
+      br[k] = conv_same(g, xi, M, s);
+    }
+    if (br[k] < 0) return -1;
+  }
+  val_t a = g->v[br[0]], b = g->v[br[1]];
+  if (a.rank != b.rank || memcmp(a.d, b.d, sizeof(int64_t) * (size_t)a.rank)) return -1;
+  static const char *const ops[] = {"Add", "Add", "Mul", "Sub", "Concat"};
+  if (join < 4) return binary_node(g, ops[join], nm(g, br[0]), nm(g, br[1]), a.rank, a.d);
+  int64_t od[4];
+  memcpy(od, a.d, sizeof od);
+  od[1] *= 2;
+  if (numel(a.rank, od) > MAX_ELEMS) return -1;
+  int o = new_val(g, a.rank, od);
+  int n = node(g, "Concat", IN(nm(g, br[0]), nm(g, br[1])), OUT(nm(g, o)), "axis=1");
+  mb_attr_int(g->b, n, "axis", 1);
+  return o;
+}
+
+/* ConvTranspose (kernel, stride, pads, output_padding, groups), then
+ * activations */
+static int deconv_block(gen_t *g, int xi) {
+  val_t x = g->v[xi];
+  int64_t C = x.d[1], M = pick_of(g, CHANNELS, 10), k = 1 + pick(g, 3), s = 1 + pick(g, 2);
+  int64_t group = C % 2 == 0 && M % 2 == 0 && chance(g, 1, 4) ? 2 : 1, p = pick(g, (int)k);
+  int64_t op = s > 1 ? pick(g, 2) : 0, ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {p, p, p, p};
+  int64_t od[4] = {x.d[0], M, (x.d[2] - 1) * s + k - 2 * p + op, (x.d[3] - 1) * s + k - 2 * p + op};
+  int count = pick(g, 3);
+  if (od[2] < 1 || od[3] < 1 || numel(4, od) > MAX_ELEMS) return -1;
+  char w[12], note[48];
+  int64_t wd[4] = {C, M / group, k, k};
+  konst(g, w, 4, wd, 1.7f / sqrtf((float)(C * k * k / (s * s) + 1)), 0.f);
+  snprintf(note, sizeof note, "k%lld s%lld p%lld op%lld g%lld", (long long)k, (long long)s,
+           (long long)p, (long long)op, (long long)group);
+  int o = new_val(g, 4, od);
+  int n = node(g, "ConvTranspose", IN(nm(g, xi), w), OUT(nm(g, o)), note);
+  mb_attr_ints(g->b, n, "kernel_shape", 2, ks);
+  mb_attr_ints(g->b, n, "strides", 2, st);
+  mb_attr_ints(g->b, n, "pads", 4, pads);
+  if (op) mb_attr_ints(g->b, n, "output_padding", 2, (const int64_t[]){op, op});
+  if (group > 1) mb_attr_int(g->b, n, "group", group);
+  return act_chain(g, o, count, false);
 }
 
 /* Pad (spatial, sometimes channels, a value, another mode) and then a
@@ -469,8 +593,7 @@ static int pad_block(gen_t *g, int xi) {
   if (consumer == 0) {
     conv_geo_t c;
     draw_conv(g, &g->v[p], &c);
-    if (c.out[0] < 1 || c.out[1] < 1 || pd[0] * c.M * c.out[0] * c.out[1] > MAX_ELEMS) return p;
-    return emit_conv(g, p, &c);
+    return conv_fits(&g->v[p], &c) ? emit_conv(g, p, &c) : p;
   }
   return -2 - p; /* the caller pools p */
 }
@@ -861,7 +984,10 @@ static int to_image_block(gen_t *g, int xi) {
 /* ---- the graph ---- */
 
 static int image_block(gen_t *g, int xi) {
-  switch (pick(g, 20)) {
+  switch (pick(g, 23)) {
+    case 20:
+    case 21: return fork_block(g, xi);
+    case 22: return deconv_block(g, xi);
     case 0:
     case 1:
     case 2:
@@ -887,7 +1013,10 @@ static int image_block(gen_t *g, int xi) {
 
 static int seq_block(gen_t *g, int xi) {
   int rank = g->v[xi].rank;
-  switch (pick(g, 16)) {
+  switch (pick(g, 19)) {
+    case 16: return fork_block(g, xi);
+    case 17:
+    case 18: return rank == 3 ? conv_block(g, xi) : linear_block(g, xi);
     case 0:
     case 1:
     case 2:
