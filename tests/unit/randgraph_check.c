@@ -28,6 +28,7 @@ static void free_run(run_t *r) {
 typedef struct {
   int n;
   pr_tensor_t t[2];
+  float *orig[2]; /* what the runs must leave in t */
 } inputs_t;
 
 /* Random inputs in [-2, 2) for the shapes of session s. */
@@ -49,7 +50,13 @@ static void make_inputs(pr_session_t *s, int n, inputs_t *in) {
       x[j] = (float)((seed >> 8) & 0xffff) / 16384.f - 2.f;
     }
     t->data = x;
+    in->orig[i] = malloc(sizeof(float) * (size_t)(cnt ? cnt : 1));
+    memcpy(in->orig[i], x, sizeof(float) * (size_t)cnt);
   }
+}
+
+static void free_inputs(inputs_t *in) {
+  for (int i = 0; i < in->n; i++) free(in->t[i].data), free(in->orig[i]);
 }
 
 static void record_ops(pr_session_t *s, run_t *r) {
@@ -63,36 +70,58 @@ static void record_ops(pr_session_t *s, run_t *r) {
   }
 }
 
-/* Compiles m (fused or not, with threads) and runs it once on in (made
- * from this session's input shapes first when in->n is 0). */
-static pr_status_t run_model(pr_model_t *m, bool fuse, int threads, int64_t batch, inputs_t *in,
-                             run_t *r, char *err, size_t err_len) {
+static pr_status_t open_session(pr_model_t *m, bool fuse, int threads, int64_t batch,
+                                pr_session_t **s, char *err, size_t err_len) {
   pr_session_options_t opt = pr_session_options_default();
   opt.disable_fusion = !fuse;
   opt.threads = threads;
   opt.batch = batch;
-  pr_session_t *s;
-  pr_status_t st = pr_engine_session_create(m, &opt, &s, err, err_len);
-  if (st) return st;
-  int n_in = pr_engine_model_num_inputs(m);
-  if (!in->n) make_inputs(s, n_in, in);
-  r->n_out = pr_engine_model_num_outputs(m);
-  pr_tensor_t *out = calloc((size_t)r->n_out, sizeof *out);
-  st = pr_engine_session_run(s, in->t, n_in, out, r->n_out, err, err_len);
-  for (int i = 0; i < r->n_out && !st; i++) {
-    pr_tensor_info_t info;
-    pr_engine_session_output(s, i, &info);
-    r->name[i] = info.name; /* the model's string: lives as long as m */
-    size_t n = (size_t)pr_tensor_numel(&out[i]);
-    r->len[i] = n;
-    r->out[i] = malloc(sizeof(float) * (n ? n : 1));
-    memcpy(r->out[i], out[i].data, sizeof(float) * n);
-  }
-  if (st) r->n_out = 0;
+  return pr_engine_session_create(m, &opt, s, err, err_len);
+}
+
+/* Runs s twice on in and copies the outputs into r. false with msg when a
+ * run fails, writes into an input, or the second run's outputs are not the
+ * first one's, bit for bit. */
+static bool run_session(pr_session_t *s, const char *what, inputs_t *in, run_t *r, char *msg,
+                        size_t len) {
+  char err[256];
   record_ops(s, r);
+  r->n_out = 0;
+  int n_out = 0;
+  while (pr_engine_session_output(s, n_out, &(pr_tensor_info_t){0}) == PR_OK) n_out++;
+  pr_tensor_t *out = calloc((size_t)n_out + 1, sizeof *out);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pr_engine_session_run(s, in->t, in->n, out, n_out, err, sizeof err)) {
+      snprintf(msg, len, "%s: run %d: %s", what, pass + 1, err);
+      free(out);
+      return false;
+    }
+    for (int i = 0; i < in->n; i++)
+      if (memcmp(in->t[i].data, in->orig[i], sizeof(float) * (size_t)pr_tensor_numel(&in->t[i]))) {
+        snprintf(msg, len, "%s: run %d wrote into input %d", what, pass + 1, i);
+        free(out);
+        return false;
+      }
+    for (int i = 0; i < n_out; i++) {
+      size_t n = (size_t)pr_tensor_numel(&out[i]);
+      if (pass == 0) {
+        pr_tensor_info_t info;
+        pr_engine_session_output(s, i, &info);
+        r->name[i] = info.name; /* the model's string: lives as long as the model */
+        r->len[i] = n;
+        r->out[i] = malloc(sizeof(float) * (n ? n : 1));
+        memcpy(r->out[i], out[i].data, sizeof(float) * n);
+        r->n_out = i + 1;
+      } else if (memcmp(r->out[i], out[i].data, sizeof(float) * n)) {
+        snprintf(msg, len, "%s: output %s of the second run differs from the first", what,
+                 r->name[i]);
+        free(out);
+        return false;
+      }
+    }
+  }
   free(out);
-  pr_engine_session_destroy(s);
-  return st;
+  return true;
 }
 
 /* got against ref: same NaNs, then max|diff| <= 1e-4 max|ref| + 1e-5. */
@@ -153,30 +182,38 @@ static void made_ops(const run_t *fused, const run_t *ref, char *out, size_t len
   }
 }
 
+/* Opens the three sessions (all at once, so that the fused and unfused
+ * ones share the model's reordered weights where they can), runs and
+ * compares them. */
 static void run_three(pr_model_t *m, pr_model_t *me, const rg_params_t *p, rg_result_t *res) {
   run_t *r = calloc(3, sizeof *r); /* unfused, fused, every value an output */
+  pr_session_t *s[3] = {NULL, NULL, NULL};
+  static const char *const what[3] = {"unfused", "fused", "every value an output"};
   inputs_t in = {0};
   char err[256];
-  if (run_model(m, false, p->threads_ref, p->batch, &in, &r[0], err, sizeof err)) {
+  res->verdict = RG_FAIL;
+  if (open_session(m, false, p->threads_ref, p->batch, &s[0], err, sizeof err)) {
     res->verdict = RG_SKIP;
     snprintf(res->msg, sizeof res->msg, "unfused: %s", err);
-  } else if (run_model(m, true, p->threads_fused, p->batch, &in, &r[1], err, sizeof err)) {
-    res->verdict = RG_FAIL;
+  } else if (open_session(m, true, p->threads_fused, p->batch, &s[1], err, sizeof err)) {
     snprintf(res->msg, sizeof res->msg, "fused session fails where the unfused one runs: %s", err);
-  } else if (run_model(me, false, 1, p->batch, &in, &r[2], err, sizeof err)) {
-    res->verdict = RG_FAIL;
+  } else if (open_session(me, false, 1, p->batch, &s[2], err, sizeof err)) {
     snprintf(res->msg, sizeof res->msg, "with every value an output: %s", err);
-  } else if (!compare(&r[0], &r[1], "fused vs unfused", res->msg, sizeof res->msg) ||
-             !compare(&r[2], &r[1], "fused vs every value an output", res->msg, sizeof res->msg) ||
-             !compare(&r[2], &r[0], "unfused vs every value an output", res->msg,
-                      sizeof res->msg)) {
-    res->verdict = RG_FAIL;
+  } else {
+    make_inputs(s[0], pr_engine_model_num_inputs(m), &in);
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; k++)
+      ok = run_session(s[k], what[k], &in, &r[k], res->msg, sizeof res->msg);
+    if (ok && compare(&r[0], &r[1], "fused vs unfused", res->msg, sizeof res->msg) &&
+        compare(&r[2], &r[1], "fused vs every value an output", res->msg, sizeof res->msg) &&
+        compare(&r[2], &r[0], "unfused vs every value an output", res->msg, sizeof res->msg))
+      res->verdict = RG_OK;
   }
   res->n_kernels = r[1].n_kernels;
   res->fused = r[1].n_kernels && r[1].n_kernels < r[0].n_kernels;
   made_ops(&r[1], &r[0], res->made, sizeof res->made);
-  for (int k = 0; k < 3; k++) free_run(&r[k]);
-  for (int i = 0; i < in.n; i++) free(in.t[i].data);
+  for (int k = 0; k < 3; k++) free_run(&r[k]), pr_engine_session_destroy(s[k]);
+  free_inputs(&in);
   free(r);
 }
 
