@@ -184,6 +184,7 @@ static bool same_shape(const pr_value_t *a, const pr_value_t *b) {
 static int fuse_add(pr_compile_t *c, int ci, int ai) {
   pr_node_t *conv = &c->nodes[ci], *add = &c->nodes[ai];
   if (conv->post.sum || conv->n_in > 3) return ci; /* X, W[, B]: room for B and the addend */
+  if (!strcmp(conv->op->name, "Conv") && pr_conv_window_in_padding(c, conv)) return ci;
   int mine = conv->out[0];
   int other = add->in[0] == mine ? add->in[1] : add->in[0];
   if (other == mine || !same_shape(&c->v[other], &c->v[mine])) return ci;

@@ -48,6 +48,7 @@ typedef struct {
   val_t v[MAX_VALUES];
   int n_v, n_nodes, n_consts;
   int64_t batch;
+  int opset; /* 13, or 18: ReduceMean's axes an input */
   char *log;
   size_t log_len, log_pos;
 } gen_t;
@@ -812,12 +813,25 @@ static int split_block(gen_t *g, int xi) {
   return chance(g, 1, 2) ? o0 : o1;
 }
 
+/* ReduceMean over axes, keeping them; od: the output shape */
+static int reduce_mean(gen_t *g, int xi, const int64_t *od, int n_axes, const int64_t *axes) {
+  int rank = g->v[xi].rank, o = new_val(g, rank, od);
+  char note[24], an[12];
+  snprintf(note, sizeof note, "axes %lld%s", (long long)axes[0], n_axes > 1 ? ",..." : "");
+  if (g->opset >= 18) {
+    ints(g, an, n_axes, axes);
+    node(g, "ReduceMean", IN(nm(g, xi), an), OUT(nm(g, o)), note);
+  } else {
+    int n = node(g, "ReduceMean", IN(nm(g, xi)), OUT(nm(g, o)), note);
+    mb_attr_ints(g->b, n, "axes", n_axes, axes);
+  }
+  return o;
+}
+
 static int reduce_block(gen_t *g, int xi) {
   val_t x = g->v[xi];
   int64_t axes[2] = {2, 3}, od[4] = {x.d[0], x.d[1], 1, 1};
-  int n, o = unary_node(g, "ReduceMean", xi, 4, od, "axes 2,3", &n);
-  mb_attr_ints(g->b, n, "axes", 2, axes);
-  return o;
+  return reduce_mean(g, xi, od, 2, axes);
 }
 
 /* [N, C, H, W] -> [N, H W, C] (a sequence), or -> [N, C] (rows) */
@@ -883,8 +897,7 @@ static int layer_norm_block(gen_t *g, int xi) {
   md[x.rank - 1] = 1;
   bool square_by_mul = chance(g, 1, 6), gamma = chance(g, 2, 3), beta = chance(g, 2, 3);
   char two[12], eps[12], gn[12], bn[12];
-  int n, m = unary_node(g, "ReduceMean", xi, x.rank, md, "axes -1", &n);
-  mb_attr_ints(g->b, n, "axes", 1, &axes);
+  int m = reduce_mean(g, xi, md, 1, &axes);
   int d = binary_node(g, "Sub", nm(g, xi), nm(g, m), x.rank, x.d);
   int d2;
   if (square_by_mul) {
@@ -893,8 +906,7 @@ static int layer_norm_block(gen_t *g, int xi) {
     scalar(g, two, 2.f);
     d2 = binary_node(g, "Pow", nm(g, d), two, x.rank, x.d);
   }
-  int v = unary_node(g, "ReduceMean", d2, x.rank, md, "axes -1", &n);
-  mb_attr_ints(g->b, n, "axes", 1, &axes);
+  int v = reduce_mean(g, d2, md, 1, &axes);
   scalar(g, eps, 1e-3f);
   int ve = binary_node(g, "Add", nm(g, v), eps, x.rank, md);
   int sd = unary_node(g, "Sqrt", ve, x.rank, md, "", NULL);
@@ -1087,7 +1099,8 @@ static void draw_outputs(gen_t *g, bool expose_all) {
 mb_t *rg_generate(rg_src_t src, bool expose_all, rg_params_t *params, char *log, size_t log_len) {
   gen_t *g = calloc(1, sizeof *g);
   g->src = &src;
-  g->b = mb_new(13);
+  g->opset = chance(g, 1, 4) ? 18 : 13;
+  g->b = mb_new(g->opset);
   g->log = log;
   g->log_len = log_len;
   if (log && log_len) log[0] = 0;
@@ -1096,8 +1109,8 @@ mb_t *rg_generate(rg_src_t src, bool expose_all, rg_params_t *params, char *log,
   params->batch = g->batch;
   params->threads_fused = 1 + pick(g, 2);
   params->threads_ref = 1 + pick(g, 2);
-  logf_(g, "batch %lld, threads fused %d, unfused %d\n", (long long)g->batch, params->threads_fused,
-        params->threads_ref);
+  logf_(g, "opset %d, batch %lld, threads fused %d, unfused %d\n", g->opset, (long long)g->batch,
+        params->threads_fused, params->threads_ref);
   draw_inputs(g);
   int blocks = 1 + pick(g, MAX_BLOCKS);
   for (int k = 0; k < blocks && g->n_v + ROOM < MAX_VALUES && !exhausted(g); k++) {

@@ -299,6 +299,27 @@ static void test_conv_scale_after_residual_kept(void **state) {
   check_kept(b, "Mul");
 }
 
+/* A conv whose output position reads only padding (a 2x2 window, dilation
+ * 2, pads 1, on a 1x1 input) keeps its residual Add: oneDNN 2.6's brgconv
+ * kernel left the bias out there with a sum post-op (and crashed with a
+ * Relu too); found by randgraph. */
+static void test_conv_residual_kept_when_window_in_padding(void **state) {
+  mb_t *b = mb_new(13);
+  int64_t xd[4] = {1, 17, 1, 1}, wd[4] = {17, 17, 2, 2}, cd[1] = {17};
+  const int64_t pads[4] = {1, 1, 1, 1}, two[2] = {2, 2};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, xd);
+  weights(b, "w", 4, wd, 1, 0.3f, 0);
+  weights(b, "bias", 1, cd, 2, 0.2f, 0.3f);
+  mb_node(b, "Sigmoid", "sig", IN("x"), OUT("s"));
+  int n = mb_node(b, "Conv", "conv", IN("x", "w", "bias"), OUT("c"));
+  mb_attr_ints(b, n, "pads", 4, pads);
+  mb_attr_ints(b, n, "dilations", 2, two);
+  mb_attr_ints(b, n, "strides", 2, two);
+  mb_node(b, "Add", "add", IN("s", "c"), OUT("y"));
+  mb_output(b, "y");
+  check_kept(b, "Add");
+}
+
 static void test_conv_residual_add_fused(void **state) {
   mb_t *b = conv_model();
   mb_node(b, "Relu", "relu", IN("c"), OUT("r"));
@@ -356,7 +377,7 @@ static void test_pad_conv_kept_when_channels_padded(void **state) {
 /* A Pad before an AveragePool in ceil mode stays: its last window may start
  * in the Pad's zeros (here the fifth row of five), which it may not in
  * padding, so the fused pool had another output size and oneDNN refused
- * it (randgraph seed 110). */
+ * it (found by randgraph). */
 static void test_pad_pool_kept_in_ceil_mode(void **state) {
   const int64_t pads[8] = {0, 0, 0, 0, 0, 0, 1, 0};
   mb_t *b = mb_new(13);
@@ -605,6 +626,7 @@ int main(void) {
       cmocka_unit_test(test_conv_relu_kept_after_leaky_relu),
       cmocka_unit_test(test_conv_second_clip_kept),
       cmocka_unit_test(test_conv_scale_after_residual_kept),
+      cmocka_unit_test(test_conv_residual_kept_when_window_in_padding),
       cmocka_unit_test(test_conv_residual_add_fused),
       cmocka_unit_test(test_conv_add_kept_when_addend_broadcasts),
       cmocka_unit_test(test_pad_conv_fused),

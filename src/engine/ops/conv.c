@@ -154,6 +154,23 @@ static pr_status_t conv_geom(pr_compile_t *c, pr_node_t *n, conv_geom_t *g, int6
                         g->pad_r, out_sp);
 }
 
+bool pr_conv_window_in_padding(pr_compile_t *c, pr_node_t *n) {
+  conv_geom_t g;
+  int64_t out_sp[3];
+  if (conv_geom(c, n, &g, out_sp)) return true; /* infer took it: cannot happen */
+  const pr_value_t *x = pr_in(c, n, 0);
+  for (int k = 0; k < g.sp; k++)
+    for (int64_t o = 0; o < out_sp[k]; o++) {
+      bool reads_input = false;
+      for (int64_t t = 0; t < g.kernel[k] && !reads_input; t++) {
+        int64_t pos = o * g.stride[k] - g.pad_l[k] + t * g.dil[k];
+        reads_input = pos >= 0 && pos < x->dims[k + 2];
+      }
+      if (!reads_input) return true;
+    }
+  return false;
+}
+
 static pr_status_t infer_conv(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1), *b = pr_in(c, n, 2);
   if (!x || !w) return pr_fail(c, n, PR_ERR_INVALID, "needs X and W");

@@ -176,5 +176,10 @@ bool pr_attn_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char *t
 /* A MatMul that runs as one oneDNN kernel with a constant B (matmul.c); the
  * fuser gives those a bias, activations and a residual sum. */
 bool pr_matmul_is_linear(pr_compile_t *c, const pr_node_t *n);
+/* A Conv with an output position whose window lies in the padding only, on
+ * some axis (conv.c): oneDNN 2.6's brgconv kernels answer wrong there with
+ * a sum post-op (and crash with a sum and an eltwise one), so the fuser
+ * gives such a conv no residual sum. */
+bool pr_conv_window_in_padding(pr_compile_t *c, pr_node_t *n);
 
 #endif
