@@ -58,4 +58,11 @@ typedef struct {
  * not compile (an operator refuses the drawn shapes). */
 void rg_check(rg_src_t src, rg_result_t *res);
 
+/* The unfused session's outputs of src's graph, one after another
+ * (malloc'd, *n floats), or NULL when it does not compile or run: for
+ * comparing the answers of processes with other instruction sets. */
+float *rg_reference(rg_src_t src, size_t *n);
+/* got against ref with rg_check's tolerance; false with a message. */
+bool rg_agree(const float *ref, const float *got, size_t n, char *msg, size_t len);
+
 #endif

@@ -233,3 +233,34 @@ void rg_check(rg_src_t src, rg_result_t *res) {
   pr_engine_model_destroy(m);
   pr_engine_model_destroy(me);
 }
+
+float *rg_reference(rg_src_t src, size_t *n) {
+  rg_params_t p;
+  char err[256];
+  *n = 0;
+  pr_model_t *m = mb_load(rg_generate(src, false, &p, NULL, 0), err, sizeof err);
+  pr_session_t *s = NULL;
+  float *all = NULL;
+  if (m && !open_session(m, false, p.threads_ref, p.batch, &s, err, sizeof err)) {
+    inputs_t in = {0};
+    run_t *r = calloc(1, sizeof *r);
+    make_inputs(s, pr_engine_model_num_inputs(m), &in);
+    if (run_session(s, "unfused", &in, r, err, sizeof err)) {
+      size_t total = 0;
+      for (int i = 0; i < r->n_out; i++) total += r->len[i];
+      all = malloc(sizeof(float) * (total ? total : 1));
+      for (int i = 0; i < r->n_out; i++)
+        memcpy(all + *n, r->out[i], sizeof(float) * r->len[i]), *n += r->len[i];
+    }
+    free_run(r);
+    free(r);
+    free_inputs(&in);
+  }
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+  return all;
+}
+
+bool rg_agree(const float *ref, const float *got, size_t n, char *msg, size_t len) {
+  return agree(ref, got, n, "", "", msg, len);
+}

@@ -254,7 +254,7 @@ static void test_conv_activation_kept_when_post_ops_full(void **state) {
 
 /* Post-ops of one algorithm with different parameters: oneDNN 2.6's jit
  * kernels ran every one of them with the first one's alpha and beta (its
- * post-op injectors are keyed by the algorithm); randgraph seed 36. */
+ * post-op injectors are keyed by the algorithm); found by randgraph. */
 
 /* Mul by a scalar, then HardSigmoid: two linear post-ops, now one */
 static void test_conv_scale_then_hardsigmoid(void **state) {

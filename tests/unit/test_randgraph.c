@@ -16,9 +16,12 @@
 
 #include <cmocka.h>
 
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "randgraph.h"
 
@@ -95,9 +98,93 @@ static void test_random_graphs_agree(void **state) {
     if (!strstr(t.made, want[k])) fail_msg("no graph fused into %s", want[k]);
 }
 
+static void seed_range(long *first, long *n) {
+  const char *seeds = getenv("PR_RANDGRAPH_SEEDS");
+  *first = 1, *n = 300;
+  if (seeds && sscanf(seeds, "%ld:%ld", first, n) != 2) fail_msg("PR_RANDGRAPH_SEEDS=FIRST:COUNT");
+}
+
+/* Child: each seed's unfused answers as a count (UINT64_MAX: none) and
+ * the floats. */
+static int write_answers(const char *path) {
+  long first, n;
+  seed_range(&first, &n);
+  FILE *f = fopen(path, "wb");
+  if (!f) return 1;
+  for (long seed = first; seed < first + n; seed++) {
+    size_t cnt;
+    float *a = rg_reference(rg_src_seed((uint64_t)seed), &cnt);
+    uint64_t w = a ? cnt : UINT64_MAX;
+    fwrite(&w, sizeof w, 1, f);
+    if (a) fwrite(a, sizeof(float), cnt, f);
+    free(a);
+  }
+  return fclose(f) != 0;
+}
+
+extern char **environ;
+
+/* Runs this binary with oneDNN held to isa, writing its answers to path. */
+static void spawn_writer(const char *isa, const char *path) {
+  char **env = calloc(1, sizeof(char *) * 4096);
+  char isa_var[64], path_var[512];
+  int k = 0;
+  for (char **e = environ; *e && k < 4093; e++)
+    if (strncmp(*e, "ONEDNN_MAX_CPU_ISA=", 19) && strncmp(*e, "PR_RANDGRAPH_WRITE=", 19))
+      env[k++] = *e;
+  snprintf(isa_var, sizeof isa_var, "ONEDNN_MAX_CPU_ISA=%s", isa);
+  snprintf(path_var, sizeof path_var, "PR_RANDGRAPH_WRITE=%s", path);
+  env[k++] = isa_var, env[k++] = path_var;
+  char *argv[] = {"test_randgraph", NULL};
+  pid_t pid;
+  int status;
+  assert_int_equal(posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, env), 0);
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  free(env);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_same_answers_on_narrower_isas(void **state) {
+  static const char *const isas[] = {"SSE41", "AVX2"};
+  long first, n;
+  seed_range(&first, &n);
+  for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
+    char path[] = "/tmp/randgraph-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    spawn_writer(isas[k], path);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    int compared = 0;
+    for (long seed = first; seed < first + n; seed++) {
+      uint64_t cnt;
+      assert_int_equal(fread(&cnt, sizeof cnt, 1, f), 1);
+      size_t mine_n;
+      float *mine = rg_reference(rg_src_seed((uint64_t)seed), &mine_n);
+      float *theirs = cnt == UINT64_MAX ? NULL : malloc(sizeof(float) * (cnt ? cnt : 1));
+      if (theirs) assert_int_equal(fread(theirs, sizeof(float), cnt, f), cnt);
+      char msg[512];
+      if (!mine != !theirs || (mine && mine_n != cnt))
+        fail_msg("seed %ld: %s compiles or sizes the graph otherwise", seed, isas[k]);
+      if (mine && !rg_agree(theirs, mine, cnt, msg, sizeof msg))
+        fail_msg("seed %ld: the answers with oneDNN held to %s differ%s", seed, isas[k], msg);
+      compared += mine != NULL;
+      free(mine), free(theirs);
+    }
+    fclose(f);
+    unlink(path);
+    printf("randgraph: %d graphs answer the same with oneDNN held to %s\n", compared, isas[k]);
+    assert_true(compared * 10 >= n * 9);
+  }
+}
+
 int main(void) {
+  const char *write = getenv("PR_RANDGRAPH_WRITE");
+  if (write) return write_answers(write);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_graphs_agree),
+      cmocka_unit_test(test_same_answers_on_narrower_isas),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
