@@ -49,6 +49,10 @@ static void usage(FILE *f) {
           "                           requests before exiting (default 30)\n"
           "  --request-timeout-ms N   default time a request may wait in the queue\n"
           "                           (default 30000)\n"
+          "  --tls-cert FILE          serve HTTPS with this PEM certificate (chain)...\n"
+          "  --tls-key FILE           ...and its PEM private key\n"
+          "  --tls-client-ca FILE     mutual TLS: requests need a client certificate this\n"
+          "                           PEM CA signed (403 without one)\n"
           "  --auth-token-file FILE   bearer tokens (one a line) that inference, metadata,\n"
           "                           metrics and the dashboard's state require; health,\n"
           "                           readiness and the dashboard page stay open\n"
@@ -117,6 +121,12 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
     cfg->idle_timeout_s = (int)pr_cli_parse_long(a, val, 1, 86400);
   } else if (!strcmp(a, "--shutdown-timeout-s")) {
     cfg->shutdown_timeout_s = (int)pr_cli_parse_long(a, val, 1, 86400);
+  } else if (!strcmp(a, "--tls-cert") && val) {
+    cfg->tls_cert_file = val;
+  } else if (!strcmp(a, "--tls-key") && val) {
+    cfg->tls_key_file = val;
+  } else if (!strcmp(a, "--tls-client-ca") && val) {
+    cfg->tls_client_ca_file = val;
   } else if (!strcmp(a, "--auth-token-file") && val) {
     cfg->auth_token_file = val;
   } else if (!strcmp(a, "--admin-token-file") && val) {
@@ -223,8 +233,8 @@ static int serve(pr_server_config_t *cfg) {
   for (char *line = strtok_r(desc, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
     pr_log(PR_LOG_INFO, "%s", line);
   pr_log(PR_LOG_INFO,
-         "ready: http://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
-         cfg->host, pr_server_port(s));
+         "ready: %s://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
+         cfg->tls_cert_file ? "https" : "http", cfg->host, pr_server_port(s));
   while (sem_wait(&sigs.got) && errno == EINTR) {
   }
   pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",

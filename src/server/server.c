@@ -51,6 +51,7 @@
 #include "server/prometheus.h"
 #include "server/protocol.h"
 #include "server/router.h"
+#include "server/tls.h"
 
 /* On SIGTERM, uploads still arriving get this long to finish. */
 #define SHUTDOWN_UPLOAD_GRACE_S 10.0
@@ -64,6 +65,7 @@ struct pr_server {
   int cpus[4096], n_cpus;
   pr_models_t *models;
   pr_auth_t *auth; /* NULL: no tokens */
+  pr_tls_t *tls;   /* NULL: plain HTTP */
   pr_dash_t *dash;
   double started; /* pr_now() at start */
   struct MHD_Daemon *daemon;
@@ -680,6 +682,10 @@ static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const c
 static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, const char *method,
                        const char *url) {
   cn->route_status = pr_route_match(method, url, &cn->route);
+  if (!pr_tls_client_ok(s->tls, c)) {
+    refuse(s, cn, PR_ERR_FORBIDDEN, "a client certificate that --tls-client-ca signed is required");
+    return;
+  }
   if (cn->route_status == PR_OK) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     pr_status_t st = pr_auth_check(s->auth, pr_route_access(cn->route.id), h);
@@ -910,6 +916,9 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
                                         .request_timeout_s = cfg->request_timeout_s}};
   pr_status_t st =
       pr_auth_load(cfg->auth_token_file, cfg->admin_token_file, &s->auth, err, err_len);
+  if (!st)
+    st = pr_tls_load(cfg->tls_cert_file, cfg->tls_key_file, cfg->tls_client_ca_file, &s->tls, err,
+                     err_len);
   if (st) {
     pr_server_stop(s);
     return st;
@@ -949,11 +958,13 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
   }
   if (cfg->before_listen) cfg->before_listen(cfg->before_listen_ctx);
   /* epoll on a fixed pool of threads; a connection costs no thread */
+  struct MHD_OptionItem tls_opts[5];
+  tls_opts[pr_tls_options(s->tls, tls_opts)] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
   s->daemon = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-          MHD_USE_ERROR_LOG,
-      (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
-      MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED,
+          MHD_USE_ERROR_LOG | pr_tls_flags(s->tls),
+      (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_SOCK_ADDR,
+      &addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED,
       completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections_per_client, MHD_OPTION_CONNECTION_TIMEOUT,
@@ -1085,6 +1096,7 @@ void pr_server_stop(pr_server_t *s) {
   }
   pr_models_destroy(s->models);
   pr_auth_free(s->auth);
+  pr_tls_free(s->tls);
   pr_dash_destroy(s->dash);
   free(s->adopted);
   free(s);

@@ -31,6 +31,9 @@ typedef struct {
   bool load_all;                  /* load every model at start (default true) */
   const char *auth_token_file;    /* bearer tokens for reads and inference (server/auth.h) */
   const char *admin_token_file;   /* bearer tokens for changes of state */
+  const char *tls_cert_file;      /* PEM certificate (chain): HTTPS (server/tls.h) */
+  const char *tls_key_file;       /* its PEM private key */
+  const char *tls_client_ca_file; /* PEM CA: clients must present a certificate it signed */
   /* optional: called by pr_server_start once the models are loaded, just
    * before it listens (from then on a stop must drain, not abandon) */
   void (*before_listen)(void *ctx);
