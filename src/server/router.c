@@ -15,6 +15,7 @@ static const struct {
     {"POST", "/v2/repository/index", PR_ROUTE_REPO_INDEX},
     {"POST", "/v2/repository/models/{m}/load", PR_ROUTE_REPO_LOAD},
     {"POST", "/v2/repository/models/{m}/unload", PR_ROUTE_REPO_UNLOAD},
+    {"GET", "/v2/models/stats", PR_ROUTE_STATS_ALL}, /* before {m}: first match wins */
     {"GET", "/v2/models/{m}", PR_ROUTE_MODEL_META},
     {"GET", "/v2/models/{m}/versions/{v}", PR_ROUTE_MODEL_META},
     {"GET", "/v2/models/{m}/ready", PR_ROUTE_MODEL_READY},
@@ -23,6 +24,8 @@ static const struct {
     {"POST", "/v2/models/{m}/versions/{v}/infer", PR_ROUTE_INFER},
     {"GET", "/v2/models/{m}/stats", PR_ROUTE_STATS},
     {"GET", "/v2/models/{m}/versions/{v}/stats", PR_ROUTE_STATS},
+    {"GET", "/v2/models/{m}/config", PR_ROUTE_MODEL_CONFIG},
+    {"GET", "/v2/models/{m}/versions/{v}/config", PR_ROUTE_MODEL_CONFIG},
     {"GET", "/v2/models/{m}/plan", PR_ROUTE_PLAN_GET},
     {"POST", "/v2/models/{m}/plan", PR_ROUTE_PLAN_POST},
     {"GET", "/", PR_ROUTE_DASH_PAGE},
@@ -30,8 +33,8 @@ static const struct {
     {"GET", "/dashboard/style.css", PR_ROUTE_DASH_STYLE},
     {"GET", "/dashboard/state", PR_ROUTE_DASH_STATE},
 };
-_Static_assert(sizeof routes / sizeof routes[0] == PR_ROUTE_COUNT + 4,
-               "every route once, plus the four /versions/{v} forms");
+_Static_assert(sizeof routes / sizeof routes[0] == PR_ROUTE_COUNT + 5,
+               "every route once, plus the five /versions/{v} forms");
 
 /* Splits path at '/' into seg (empty segments dropped); -1 when too many. */
 static int split(char *path, char **seg) {
@@ -97,6 +100,8 @@ pr_route_access_t pr_route_access(pr_route_id_t id) {
     case PR_ROUTE_MODEL_META:
     case PR_ROUTE_INFER:
     case PR_ROUTE_STATS:
+    case PR_ROUTE_STATS_ALL:
+    case PR_ROUTE_MODEL_CONFIG:
     case PR_ROUTE_PLAN_GET:
     case PR_ROUTE_DASH_STATE: return PR_ACCESS_READ;
     case PR_ROUTE_REPO_LOAD:

@@ -21,6 +21,8 @@ typedef enum {
   PR_ROUTE_MODEL_READY,
   PR_ROUTE_INFER,
   PR_ROUTE_STATS,
+  PR_ROUTE_STATS_ALL,    /* GET /v2/models/stats: every ready model's */
+  PR_ROUTE_MODEL_CONFIG, /* the effective configuration */
   PR_ROUTE_PLAN_GET,
   PR_ROUTE_PLAN_POST,
   PR_ROUTE_DASH_PAGE,   /* GET /: the dashboard (server/dashboard.h) */

@@ -235,8 +235,14 @@ static void complete_batch(pr_sched_t *s, pr_request_t **reqs, int n, pr_status_
     pr_hist_observe(&s->stats.request_s, now - reqs[i]->t_enqueue);
     pr_history_done(s->history, now, now - reqs[i]->t_enqueue, !r_st);
     atomic_fetch_add(r_st ? &s->stats.failed : &s->stats.success, 1);
+    atomic_fetch_add(r_st ? &s->stats.failed_ns : &s->stats.success_ns,
+                     (uint64_t)((now - reqs[i]->t_enqueue) * 1e9));
     complete(reqs[i], r_st, r_st ? (st ? err : "out of memory") : NULL);
   }
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  atomic_store(&s->stats.last_inference_ms,
+               (uint64_t)wall.tv_sec * 1000 + (uint64_t)(wall.tv_nsec / 1000000));
 }
 
 /* One session run of `rows` rows took ms (full: of the planned batch).
@@ -270,9 +276,15 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     double tc = pr_now();
     if (!st) measured(w, (tc - tb) * 1e3, c, z->rows == w->batch && c == w->batch);
     if (!st) scatter(s, outs, z->rows, reqs, n, done, c, rs);
+    double td = pr_now();
     pr_hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
     pr_hist_observe(&s->stats.stage[PR_STAGE_compute], tc - tb);
-    pr_hist_observe(&s->stats.stage[PR_STAGE_scatter], pr_now() - tc);
+    pr_hist_observe(&s->stats.stage[PR_STAGE_scatter], td - tc);
+    pr_batch_stats_t *bs = &s->stats.by_batch[c < s->stats.max_batch ? c : s->stats.max_batch];
+    atomic_fetch_add(&bs->count, 1);
+    atomic_fetch_add(&bs->input_ns, (uint64_t)((tb - ta) * 1e9));
+    atomic_fetch_add(&bs->infer_ns, (uint64_t)((tc - tb) * 1e9));
+    atomic_fetch_add(&bs->output_ns, (uint64_t)((td - tc) * 1e9));
     atomic_fetch_add(&s->stats.executions, 1);
     atomic_fetch_add(&s->stats.rows_executed, (uint64_t)c);
     pr_hist_observe(&s->stats.batch, c);
@@ -710,6 +722,11 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   cond_init_monotonic(&s->reap_cond);
   s->active = -1;
   init_stats(&s->stats);
+  s->stats.max_batch = cfg->max_batch > 0 ? cfg->max_batch : 1;
+  if (!(s->stats.by_batch = calloc((size_t)s->stats.max_batch + 1, sizeof *s->stats.by_batch))) {
+    pr_sched_destroy(s);
+    return PR_ERR_NOMEM;
+  }
   if (!(s->history = pr_history_create(pr_now()))) {
     pr_sched_destroy(s);
     return PR_ERR_NOMEM;
@@ -768,6 +785,7 @@ void pr_sched_destroy(pr_sched_t *s) {
   pthread_cond_destroy(&s->qcond);
   pthread_cond_destroy(&s->reap_cond);
   pr_history_destroy(s->history);
+  free(s->stats.by_batch);
   free(s);
 }
 

@@ -91,8 +91,18 @@ typedef enum {
 } pr_stage_t;
 extern const char *const pr_stage_names[PR_STAGE_COUNT];
 
+/* Executions of one batch size (rows of a session run): how many, and the
+ * nanoseconds spent copying inputs in, running, copying outputs out. */
+typedef struct {
+  _Atomic uint64_t count, input_ns, infer_ns, output_ns;
+} pr_batch_stats_t;
+
 typedef struct {
   _Atomic uint64_t success, failed, rejected, timed_out;
+  _Atomic uint64_t success_ns, failed_ns; /* enqueue to answer, summed */
+  _Atomic uint64_t last_inference_ms;     /* wall clock of the last answer (0: none) */
+  pr_batch_stats_t *by_batch;             /* [0..max_batch]: index = rows of the run */
+  int max_batch;
   _Atomic uint64_t executions, rows_executed;
   _Atomic uint64_t queue_us, compute_us; /* sums */
   _Atomic uint64_t arrivals, reconfigurations, plans_evicted;

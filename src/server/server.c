@@ -47,6 +47,7 @@
 #include "packrat/profiler.h"
 #include "server/auth.h"
 #include "server/dashboard.h"
+#include "server/model_json.h"
 #include "server/models.h"
 #include "server/prometheus.h"
 #include "server/protocol.h"
@@ -244,10 +245,10 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
 }
 
 static enum MHD_Result h_server_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  return reply_json(
-      cn, PR_OK,
-      json_pack("{s:s, s:s, s:[s,s,s,s]}", "name", "packrat", "version", PR_VERSION, "extensions",
-                "binary_tensor_data", "model_repository", "statistics", "plan"));
+  return reply_json(cn, PR_OK,
+                    json_pack("{s:s, s:s, s:[s,s,s,s,s]}", "name", "packrat", "version", PR_VERSION,
+                              "extensions", "binary_tensor_data", "model_repository", "statistics",
+                              "model_configuration", "plan"));
 }
 
 static enum MHD_Result h_live(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -494,21 +495,29 @@ static enum MHD_Result h_infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
   return with_model(s, c, cn, infer);
 }
 
+/* Statistics in the extension's schema: {"model_stats": [...]}. */
 static enum MHD_Result stats(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
-  pr_sched_stats_t *st = pr_sched_stats(m->sched);
-  return reply_json(
-      cn, PR_OK,
-      json_pack("{s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:f, s:f, s:i, s:I}", "name",
-                m->entry.name, "version", m->entry.version, "requests", "success",
-                (json_int_t)atomic_load(&st->success), "failure",
-                (json_int_t)atomic_load(&st->failed), "rejected",
-                (json_int_t)atomic_load(&st->rejected), "timeout",
-                (json_int_t)atomic_load(&st->timed_out), "executions",
-                (json_int_t)atomic_load(&st->executions), "rows_executed",
-                (json_int_t)atomic_load(&st->rows_executed), "queue_time_ms_total",
-                atomic_load(&st->queue_us) / 1e3, "compute_time_ms_total",
-                atomic_load(&st->compute_us) / 1e3, "queue_depth", pr_sched_queue_depth(m->sched),
-                "prepared_plans_evicted", (json_int_t)atomic_load(&st->plans_evicted)));
+  json_t *one = pr_model_stats_json(m);
+  return reply_json(cn, PR_OK, one ? json_pack("{s:[o]}", "model_stats", one) : NULL);
+}
+
+static void stats_one(pr_served_t *m, void *ctx) {
+  if (m->state == PR_MODEL_READY) json_array_append_new(ctx, pr_model_stats_json(m));
+}
+
+static enum MHD_Result h_stats_all(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
+  json_t *arr = json_array();
+  pr_models_each(s->models, stats_one, arr);
+  return reply_json(cn, PR_OK, json_pack("{s:o}", "model_stats", arr));
+}
+
+static enum MHD_Result config(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
+                              pr_served_t *m) {
+  return reply_json(cn, PR_OK, pr_model_config_json(m));
+}
+
+static enum MHD_Result h_config(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
+  return with_model(s, c, cn, config);
 }
 
 static enum MHD_Result h_stats(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -647,6 +656,8 @@ static const handler_fn handlers[] = {
     [PR_ROUTE_MODEL_READY] = h_model_ready,
     [PR_ROUTE_INFER] = h_infer,
     [PR_ROUTE_STATS] = h_stats,
+    [PR_ROUTE_STATS_ALL] = h_stats_all,
+    [PR_ROUTE_MODEL_CONFIG] = h_config,
     [PR_ROUTE_PLAN_GET] = h_plan_get,
     [PR_ROUTE_PLAN_POST] = h_plan_post,
     [PR_ROUTE_DASH_PAGE] = h_dash_file,

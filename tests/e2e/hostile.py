@@ -415,7 +415,8 @@ def t_caps(packrat, models):
     st, d = s.json("POST", "/v2/models/mlp/infer", mlp_body(), timeout=20)
     check("and it serves on", st == 200, f"{st} {d}")
     st, d = s.json("GET", "/v2/models/mlp/stats")
-    check("evictions reported", st == 200 and d.get("prepared_plans_evicted", 0) >= 5, str(d))
+    check("evictions reported",
+          st == 200 and d["model_stats"][0]["packrat"]["prepared_plans_evicted"] >= 5, str(d))
     for bad in ["1x1,", " 1x1", "+1x1", "1X1", "1x+1", "1x1,,1x1"]:
         st, d = s.json("POST", "/v2/models/mlp/plan", {"plan": bad})
         check(f"plan spec {bad!r}: 400", st == 400, f"{st} {d}")

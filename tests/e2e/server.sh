@@ -105,7 +105,7 @@ req "body over the limit" 413 POST /v2/models/mlp/infer --data-binary @"$tmp/big
 req "wrong method" 405 GET /v2/models/mlp/infer; still_serving "wrong method"
 
 # statistics, plan, metrics
-req "stats" 200 GET /v2/models/mlp/stats; jcheck "stats body" "d['requests']['success']>=10 and d['executions']>=1 and d['compute_time_ms_total']>0"
+req "stats" 200 GET /v2/models/mlp/stats; jcheck "stats body" "(lambda s: s['inference_stats']['success']['count']>=10 and s['execution_count']>=1 and s['inference_stats']['compute_infer']['ns']>0 and s['packrat']['compute_time_ms_total']>0)(d['model_stats'][0])"
 req "plan" 200 GET /v2/models/mlp/plan; jcheck "plan body" "sum(i['batch'] for i in d['instances'])==4 and all(len(i['cores'])==i['threads'] for i in d['instances'])"
 req "metrics" 200 GET /metrics
 if grep -q 'packrat_requests_total{model="mlp",outcome="success"}' "$tmp/body" && grep -q packrat_batch_size_bucket "$tmp/body" && grep -q packrat_plan_instances "$tmp/body"; then ok "metrics content"; else bad "metrics content"; fi

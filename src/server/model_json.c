@@ -1,0 +1,91 @@
+/* JSON views of a served model (see model_json.h). */
+#include "server/model_json.h"
+
+#include <stdatomic.h>
+
+#include "server/protocol.h"
+
+static json_t *count_ns(uint64_t count, uint64_t ns) {
+  return json_pack("{s:I, s:I}", "count", (json_int_t)count, "ns", (json_int_t)ns);
+}
+
+static uint64_t hist_count(const pr_hist_t *h) {
+  return atomic_load(&h->count);
+}
+
+static uint64_t hist_ns(const pr_hist_t *h) {
+  return atomic_load(&h->sum_us) * 1000;
+}
+
+static json_t *batch_stats(const pr_sched_stats_t *st) {
+  json_t *arr = json_array();
+  for (int b = 1; b <= st->max_batch; b++) {
+    const pr_batch_stats_t *x = &st->by_batch[b];
+    uint64_t n = atomic_load(&x->count);
+    if (!n) continue;
+    json_array_append_new(arr, json_pack("{s:i, s:o, s:o, s:o}", "batch_size", b, "compute_input",
+                                         count_ns(n, atomic_load(&x->input_ns)), "compute_infer",
+                                         count_ns(n, atomic_load(&x->infer_ns)), "compute_output",
+                                         count_ns(n, atomic_load(&x->output_ns))));
+  }
+  return arr;
+}
+
+static json_t *packrat_figures(pr_served_t *m, pr_sched_stats_t *st) {
+  return json_pack(
+      "{s:I, s:I, s:f, s:f, s:i, s:I}", "rejected", (json_int_t)atomic_load(&st->rejected),
+      "timeout", (json_int_t)atomic_load(&st->timed_out), "queue_time_ms_total",
+      atomic_load(&st->queue_us) / 1e3, "compute_time_ms_total", atomic_load(&st->compute_us) / 1e3,
+      "queue_depth", pr_sched_queue_depth(m->sched), "prepared_plans_evicted",
+      (json_int_t)atomic_load(&st->plans_evicted));
+}
+
+json_t *pr_model_stats_json(pr_served_t *m) {
+  pr_sched_stats_t *st = pr_sched_stats(m->sched);
+  const pr_hist_t *stage = st->stage;
+  json_t *inf =
+      json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success",
+                count_ns(atomic_load(&st->success), atomic_load(&st->success_ns)), "fail",
+                count_ns(atomic_load(&st->failed), atomic_load(&st->failed_ns)), "queue",
+                count_ns(hist_count(&stage[PR_STAGE_queue]), hist_ns(&stage[PR_STAGE_queue])),
+                "compute_input",
+                count_ns(hist_count(&stage[PR_STAGE_assemble]), hist_ns(&stage[PR_STAGE_assemble])),
+                "compute_infer",
+                count_ns(hist_count(&stage[PR_STAGE_compute]), hist_ns(&stage[PR_STAGE_compute])),
+                "compute_output",
+                count_ns(hist_count(&stage[PR_STAGE_scatter]), hist_ns(&stage[PR_STAGE_scatter])),
+                "cache_hit", count_ns(0, 0), "cache_miss", count_ns(0, 0));
+  return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:o}", "name", m->entry.name, "version",
+                   m->entry.version, "last_inference",
+                   (json_int_t)atomic_load(&st->last_inference_ms), "inference_count",
+                   (json_int_t)atomic_load(&st->rows_executed), "execution_count",
+                   (json_int_t)atomic_load(&st->executions), "inference_stats", inf, "batch_stats",
+                   batch_stats(st), "packrat", packrat_figures(m, st));
+}
+
+static json_t *tensors(const pr_tensor_info_t *t, int n) {
+  json_t *arr = json_array();
+  for (int i = 0; i < n; i++) {
+    json_t *shape = json_array();
+    for (int d = 0; d < t[i].rank; d++) json_array_append_new(shape, json_integer(t[i].dims[d]));
+    json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "name", t[i].name, "datatype",
+                                         pr_proto_datatype(t[i].dtype), "shape", shape));
+  }
+  return arr;
+}
+
+json_t *pr_model_config_json(pr_served_t *m) {
+  const pr_model_config_t *c = &m->cfg;
+  json_t *dims = json_object();
+  for (int i = 0; i < c->n_dims; i++)
+    json_object_set_new(dims, c->dim_names[i], json_integer(c->dim_values[i]));
+  return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:s, s:b, s:s, s:i, s:o, s:o, s:o}", "name",
+                   m->entry.name, "version", m->entry.version, "platform", "onnx", "max_batch_size",
+                   c->max_batch, "max_queue_delay_us", c->max_queue_delay_us, "queue_capacity",
+                   c->queue_capacity, "request_timeout_ms",
+                   (json_int_t)(c->request_timeout_s * 1000 + 0.5), "plan", c->plan, "autoscale",
+                   c->autoscale, "estimator", c->estimator ? "rate" : "paper", "min_batch_size",
+                   c->min_batch, "dims", dims, "inputs",
+                   tensors(m->proto.inputs, m->proto.n_inputs), "outputs",
+                   tensors(m->proto.outputs, m->proto.n_outputs));
+}
