@@ -26,7 +26,8 @@ static void usage(FILE *f) {
           "that covers it is reused, see 'packrat profile --help'), planned for its max\n"
           "batch and run on pinned instances.\n"
           "\n"
-          "  --host ADDR              IPv4 address to listen on (default 127.0.0.1)\n"
+          "  --host ADDR              IPv4 or IPv6 address to listen on (default\n"
+          "                           127.0.0.1; 0.0.0.0 or :: for every interface)\n"
           "  --http-port N            port (default 8000; 0 picks a free one)\n"
           "  --cores LIST             CPUs to use, e.g. 0-7 or 0,2,4 (default: all)\n"
           "  --max-batch B            default max batch size (default 8)\n"
@@ -232,9 +233,11 @@ static int serve(pr_server_config_t *cfg) {
   char *save = NULL;
   for (char *line = strtok_r(desc, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
     pr_log(PR_LOG_INFO, "%s", line);
+  char url_host[80]; /* an IPv6 address goes in brackets in a URL */
+  snprintf(url_host, sizeof url_host, strchr(cfg->host, ':') ? "[%s]" : "%s", cfg->host);
   pr_log(PR_LOG_INFO,
          "ready: %s://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
-         cfg->tls_cert_file ? "https" : "http", cfg->host, pr_server_port(s));
+         cfg->tls_cert_file ? "https" : "http", url_host, pr_server_port(s));
   while (sem_wait(&sigs.got) && errno == EINTR) {
   }
   pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",

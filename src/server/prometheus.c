@@ -48,8 +48,8 @@ static void write_requests(FILE *f, const ready_t *r) {
   family(f, "packrat_requests_total", "counter", "Inference requests by outcome.");
   for (int i = 0; i < r->n; i++)
     for (size_t k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++)
-      fprintf(f, "packrat_requests_total{model=\"%s\",outcome=\"%s\"} %llu\n",
-              r->list[i]->entry.name, outcomes[k].outcome,
+      fprintf(f, "packrat_requests_total{model=\"%s\",version=\"%s\",outcome=\"%s\"} %llu\n",
+              r->list[i]->entry.name, r->list[i]->entry.version, outcomes[k].outcome,
               (unsigned long long)atomic_load(
                   (_Atomic uint64_t *)STATS_AT(r->list[i], outcomes[k].off)));
 }
@@ -70,7 +70,8 @@ static void write_histograms(FILE *f, const ready_t *r) {
     family(f, histograms[h].name, "histogram", histograms[h].help);
     for (int i = 0; i < r->n; i++) {
       char labels[200];
-      snprintf(labels, sizeof labels, "model=\"%s\"", r->list[i]->entry.name);
+      snprintf(labels, sizeof labels, "model=\"%s\",version=\"%s\"", r->list[i]->entry.name,
+               r->list[i]->entry.version);
       pr_hist_write((const pr_hist_t *)STATS_AT(r->list[i], histograms[h].off), f,
                     histograms[h].name, labels);
     }
@@ -84,8 +85,8 @@ static void write_stages(FILE *f, const ready_t *r) {
   for (int i = 0; i < r->n; i++)
     for (int k = 0; k < PR_STAGE_COUNT; k++) {
       char labels[200];
-      snprintf(labels, sizeof labels, "model=\"%s\",stage=\"%s\"", r->list[i]->entry.name,
-               pr_stage_names[k]);
+      snprintf(labels, sizeof labels, "model=\"%s\",version=\"%s\",stage=\"%s\"",
+               r->list[i]->entry.name, r->list[i]->entry.version, pr_stage_names[k]);
       pr_hist_write(&pr_sched_stats(r->list[i]->sched)->stage[k], f,
                     "packrat_request_stage_seconds", labels);
     }
@@ -109,7 +110,8 @@ static void write_autoscaler(FILE *f, const ready_t *r) {
   for (size_t g = 0; g < sizeof gauges / sizeof gauges[0]; g++) {
     family(f, gauges[g].name, "gauge", gauges[g].help);
     for (int i = 0; i < r->n; i++)
-      fprintf(f, "%s{model=\"%s\"} %g\n", gauges[g].name, r->list[i]->entry.name,
+      fprintf(f, "%s{model=\"%s\",version=\"%s\"} %g\n", gauges[g].name, r->list[i]->entry.name,
+              r->list[i]->entry.version,
               (double)atomic_load((_Atomic uint64_t *)STATS_AT(r->list[i], gauges[g].off)) *
                   gauges[g].scale);
   }
@@ -119,8 +121,8 @@ static void write_autoscaler(FILE *f, const ready_t *r) {
   for (int i = 0; i < r->n; i++)
     for (int k = 0; k < 3; k++)
       fprintf(
-          f, "packrat_autoscaler_decisions_total{model=\"%s\",reason=\"%s\"} %llu\n",
-          r->list[i]->entry.name, reasons[k],
+          f, "packrat_autoscaler_decisions_total{model=\"%s\",version=\"%s\",reason=\"%s\"} %llu\n",
+          r->list[i]->entry.name, r->list[i]->entry.version, reasons[k],
           (unsigned long long)atomic_load(&pr_sched_stats(r->list[i]->sched)->auto_decisions[k]));
 }
 
@@ -135,7 +137,8 @@ static void write_counters(FILE *f, const ready_t *r) {
   for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
     family(f, counters[c].name, "counter", counters[c].help);
     for (int i = 0; i < r->n; i++)
-      fprintf(f, "%s{model=\"%s\"} %llu\n", counters[c].name, r->list[i]->entry.name,
+      fprintf(f, "%s{model=\"%s\",version=\"%s\"} %llu\n", counters[c].name, r->list[i]->entry.name,
+              r->list[i]->entry.version,
               (unsigned long long)atomic_load(
                   (_Atomic uint64_t *)STATS_AT(r->list[i], counters[c].off)));
   }
@@ -153,7 +156,8 @@ static void write_model_gauges(FILE *f, const ready_t *r) {
   for (size_t g = 0; g < sizeof model_gauges / sizeof model_gauges[0]; g++) {
     family(f, model_gauges[g].name, "gauge", model_gauges[g].help);
     for (int i = 0; i < r->n; i++)
-      fprintf(f, "%s{model=\"%s\"} %d\n", model_gauges[g].name, r->list[i]->entry.name,
+      fprintf(f, "%s{model=\"%s\",version=\"%s\"} %d\n", model_gauges[g].name,
+              r->list[i]->entry.name, r->list[i]->entry.version,
               model_gauges[g].value(r->list[i]->sched));
   }
 }
@@ -171,14 +175,14 @@ static void write_plan_gauges(FILE *f, const ready_t *r) {
   for (int i = 0; plans && i < r->n; i++) pr_sched_current_plan(r->list[i]->sched, &plans[i]);
   family(f, "packrat_plan_instances", "gauge", "Instances of the current plan.");
   for (int i = 0; plans && i < r->n; i++)
-    fprintf(f, "packrat_plan_instances{model=\"%s\"} %d\n", r->list[i]->entry.name,
-            plans[i].n_instances);
+    fprintf(f, "packrat_plan_instances{model=\"%s\",version=\"%s\"} %d\n", r->list[i]->entry.name,
+            r->list[i]->entry.version, plans[i].n_instances);
   for (size_t g = 0; g < sizeof instance_gauges / sizeof instance_gauges[0]; g++) {
     family(f, instance_gauges[g].name, "gauge", instance_gauges[g].help);
     for (int i = 0; plans && i < r->n; i++)
       for (int k = 0; k < plans[i].n_instances; k++)
-        fprintf(f, "%s{model=\"%s\",instance=\"%d\"} %d\n", instance_gauges[g].name,
-                r->list[i]->entry.name, k,
+        fprintf(f, "%s{model=\"%s\",version=\"%s\",instance=\"%d\"} %d\n", instance_gauges[g].name,
+                r->list[i]->entry.name, r->list[i]->entry.version, k,
                 *(const int *)((const char *)&plans[i].instances[k] + instance_gauges[g].off));
   }
   free(plans);

@@ -65,8 +65,9 @@ struct pr_server {
   char repository[4096];
   int cpus[4096], n_cpus;
   pr_models_t *models;
-  pr_auth_t *auth; /* NULL: no tokens */
-  pr_tls_t *tls;   /* NULL: plain HTTP */
+  pr_auth_t *auth;              /* NULL: no tokens */
+  pr_tls_t *tls;                /* NULL: plain HTTP */
+  struct sockaddr_storage addr; /* where to listen */
   pr_dash_t *dash;
   double started; /* pr_now() at start */
   struct MHD_Daemon *daemon;
@@ -902,6 +903,51 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
   }
 }
 
+/* cfg's host (an IPv4 or IPv6 address) and port as a socket address. */
+static pr_status_t parse_host(pr_server_t *s, const pr_server_config_t *cfg, char *err,
+                              size_t err_len) {
+  memset(&s->addr, 0, sizeof s->addr);
+  struct sockaddr_in *a4 = (struct sockaddr_in *)&s->addr;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&s->addr;
+  if (inet_pton(AF_INET, cfg->host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)cfg->port);
+  } else if (inet_pton(AF_INET6, cfg->host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)cfg->port);
+  } else {
+    pr_errf(err, err_len,
+            "--host must be an IPv4 or IPv6 address (127.0.0.1, 0.0.0.0, ::1, ::), got '%s'",
+            cfg->host);
+    return PR_ERR_INVALID;
+  }
+  return PR_OK;
+}
+
+/* Starts libmicrohttpd on s->addr: epoll on a fixed pool of threads, so a
+ * connection costs no thread. */
+static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char *err,
+                             size_t err_len) {
+  unsigned v6 = s->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0;
+  if (cfg->before_listen) cfg->before_listen(cfg->before_listen_ctx);
+  struct MHD_OptionItem tls_opts[5];
+  tls_opts[pr_tls_options(s->tls, tls_opts)] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  s->daemon = MHD_start_daemon(
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+          MHD_USE_ERROR_LOG | pr_tls_flags(s->tls) | v6,
+      (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_SOCK_ADDR,
+      &s->addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+      MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
+  if (!s->daemon) {
+    pr_errf(err, err_len, "cannot listen on %s port %d", cfg->host, cfg->port);
+    return PR_ERR_IO;
+  }
+  return PR_OK;
+}
+
 pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
                             size_t err_len) {
   *out = NULL;
@@ -925,8 +971,8 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
                                         .max_queue_delay_us = cfg->max_queue_delay_us,
                                         .queue_capacity = cfg->queue_capacity,
                                         .request_timeout_s = cfg->request_timeout_s}};
-  pr_status_t st =
-      pr_auth_load(cfg->auth_token_file, cfg->admin_token_file, &s->auth, err, err_len);
+  pr_status_t st = parse_host(s, cfg, err, err_len);
+  if (!st) st = pr_auth_load(cfg->auth_token_file, cfg->admin_token_file, &s->auth, err, err_len);
   if (!st)
     st = pr_tls_load(cfg->tls_cert_file, cfg->tls_key_file, cfg->tls_client_ca_file, &s->tls, err,
                      err_len);
@@ -961,29 +1007,9 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
       pr_log(PR_LOG_ERROR, "model %s: %s", entries[i].name, e);
   }
   free(entries);
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
-  if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1) {
-    pr_errf(err, err_len, "--host must be an IPv4 address, got '%s'", cfg->host);
+  if ((st = listen_on(s, cfg, err, err_len))) {
     pr_server_stop(s);
-    return PR_ERR_INVALID;
-  }
-  if (cfg->before_listen) cfg->before_listen(cfg->before_listen_ctx);
-  /* epoll on a fixed pool of threads; a connection costs no thread */
-  struct MHD_OptionItem tls_opts[5];
-  tls_opts[pr_tls_options(s->tls, tls_opts)] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-  s->daemon = MHD_start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-          MHD_USE_ERROR_LOG | pr_tls_flags(s->tls),
-      (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_SOCK_ADDR,
-      &addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED,
-      completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      (unsigned)cfg->max_connections_per_client, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
-  if (!s->daemon) {
-    pr_errf(err, err_len, "cannot listen on %s:%d", cfg->host, cfg->port);
-    pr_server_stop(s);
-    return PR_ERR_IO;
+    return st;
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
   s->port = info ? info->port : cfg->port;

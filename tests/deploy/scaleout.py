@@ -240,6 +240,6 @@ c.check("A answered every request it was sent (its drain)", answered_A == to_A a
 a_log = open(A["log"]).read()
 c.check("A exited 0 after finishing its accepted requests", a_rc == 0 and "stopped" in a_log, a_rc)
 st, body, _ = c.http(f"http://127.0.0.1:{C['port']}/metrics")
-m = re.search(r'packrat_requests_total\{model="mlp",outcome="success"\} (\d+)', body.decode(errors="replace"))
+m = re.search(r'packrat_requests_total\{model="mlp",version="1",outcome="success"\} (\d+)', body.decode(errors="replace"))
 print(f"C's /metrics: {m.group(0) if m else 'no success count'}")
 c.finish()

@@ -90,7 +90,7 @@ def many_connections():
     counts = {}
     for line in metrics.splitlines():
         for st in stages:
-            if line.startswith(f'packrat_request_stage_seconds_count{{model="mlp",stage="{st}"}}'):
+            if line.startswith(f'packrat_request_stage_seconds_count{{model="mlp",version="1",stage="{st}"}}'):
                 counts[st] = int(line.split()[-1])
     c.check(f"/metrics: every request stage timed ({counts})",
             all(counts.get(st, 0) >= 200 for st in ("parse", "queue", "resume", "encode"))

@@ -431,7 +431,7 @@ def t_caps(packrat, models):
           str(d))
     st, text, _ = s.request("GET", "/metrics")
     check("evictions in /metrics",
-          re.search(rb'packrat_prepared_plans_evicted_total\{model="mlp"\} [1-9]', text) is not None)
+          re.search(rb'packrat_prepared_plans_evicted_total\{model="mlp",version="1"\} [1-9]', text) is not None)
     still_serving(s, "caps")
     s.stop()
 

@@ -83,6 +83,32 @@ c.check("config of an unknown model: 404", c.http(url + "/v2/models/nope/config"
 meta = json.loads(c.http(url + "/v2")[1])
 c.check("server metadata lists the extensions",
         {"statistics", "model_configuration", "model_repository"} <= set(meta["extensions"]))
+st, body, _ = c.http(url + "/metrics")
+c.check("metrics carry the version label",
+        'packrat_requests_total{model="mlp",version="1",outcome="success"}' in body.decode())
 p.terminate()
 c.check("exit 0", p.wait(60) == 0)
+
+# IPv6: the server on ::1 (when this machine has an IPv6 loopback at all)
+import socket  # noqa: E402
+try:
+    with socket.socket(socket.AF_INET6) as probe:
+        probe.bind(("::1", 0))
+    have_v6 = True
+except OSError:
+    have_v6 = False
+    print("NOTE this machine has no IPv6 loopback: the IPv6 check cannot run here")
+if have_v6:
+    port6 = c.free_port()
+    p6 = c.spawn([packrat, "serve", "--model-repository", repo, "--host", "::1", "--http-port",
+                  str(port6)], os.path.join(c.tmp, "serve6.log"))
+    url6 = f"http://[::1]:{port6}"
+    c.check("IPv6: ready on ::1", c.wait_ready(url6, p6, 120))
+    c.check("IPv6: infer", c.http(url6 + "/v2/models/mlp/infer", c.MLP_BODY)[0] == 200)
+    p6.terminate()
+    c.check("IPv6: exit 0", p6.wait(60) == 0)
+r = __import__("subprocess").run([packrat, "serve", "--model-repository", repo, "--host", "localhost"],
+                                 capture_output=True, text=True, timeout=30)
+c.check("a host that is not an address: exit 1 at once, with the reason",
+        r.returncode == 1 and "IPv4 or IPv6" in r.stderr, r.stderr[-200:])
 c.finish()

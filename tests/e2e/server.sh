@@ -108,7 +108,7 @@ req "wrong method" 405 GET /v2/models/mlp/infer; still_serving "wrong method"
 req "stats" 200 GET /v2/models/mlp/stats; jcheck "stats body" "(lambda s: s['inference_stats']['success']['count']>=10 and s['execution_count']>=1 and s['inference_stats']['compute_infer']['ns']>0 and s['packrat']['compute_time_ms_total']>0)(d['model_stats'][0])"
 req "plan" 200 GET /v2/models/mlp/plan; jcheck "plan body" "sum(i['batch'] for i in d['instances'])==4 and all(len(i['cores'])==i['threads'] for i in d['instances'])"
 req "metrics" 200 GET /metrics
-if grep -q 'packrat_requests_total{model="mlp",outcome="success"}' "$tmp/body" && grep -q packrat_batch_size_bucket "$tmp/body" && grep -q packrat_plan_instances "$tmp/body"; then ok "metrics content"; else bad "metrics content"; fi
+if grep -q 'packrat_requests_total{model="mlp",version="2",outcome="success"}' "$tmp/body" && grep -q packrat_batch_size_bucket "$tmp/body" && grep -q packrat_plan_instances "$tmp/body"; then ok "metrics content"; else bad "metrics content"; fi
 if command -v promtool >/dev/null; then
   if promtool check metrics < "$tmp/body" >/dev/null 2>&1; then ok "promtool check metrics"; else bad "promtool check metrics"; promtool check metrics < "$tmp/body"; fi
 else bad "promtool not installed"; fi
@@ -123,7 +123,7 @@ req "plan body not JSON" 400 POST /v2/models/mlp/plan -d 'plan'
 req "back to auto" 200 POST /v2/models/mlp/plan -d '{"plan": "auto"}'; jcheck "auto again" "d['autoscale'] is True"
 still_serving "plan changes"
 curl -s "$BASE/metrics" > "$tmp/body"
-if grep -q 'packrat_reconfigurations_total{model="mlp"} [1-9]' "$tmp/body"; then ok "reconfiguration counted"; else bad "reconfiguration counted"; fi
+if grep -q 'packrat_reconfigurations_total{model="mlp",version="2"} [1-9]' "$tmp/body"; then ok "reconfiguration counted"; else bad "reconfiguration counted"; fi
 
 # repository extension
 req "repository index" 200 POST /v2/repository/index; jcheck "index body" "{m['name'] for m in d}=={'mlp','mlp_bare','resnet50'} and all(m['state']=='READY' for m in d)"
