@@ -1122,6 +1122,7 @@ mb_t *rg_generate(rg_src_t src, bool expose_all, rg_params_t *params, char *log,
   }
   if (g->n_v == 1 + (g->v[1].input ? 1 : 0)) act(g, 0); /* at least one node */
   draw_outputs(g, expose_all);
+  params->n_nodes = g->n_nodes;
   mb_t *b = g->b;
   free(g);
   return b;
