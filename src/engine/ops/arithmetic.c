@@ -215,20 +215,6 @@ BIN_TYPE(uint32_t, pr_u32_add, pr_u32_sub, pr_u32_mul, pr_u32_div, POW_NONE)
 BIN_TYPE(uint64_t, pr_u64_add, pr_u64_sub, pr_u64_mul, pr_u64_div, POW_NONE)
 // clang-format on
 
-static bool is_integer(pr_dtype_t t) {
-  switch (t) {
-    case PR_DTYPE_INT8:
-    case PR_DTYPE_INT16:
-    case PR_DTYPE_INT32:
-    case PR_DTYPE_INT64:
-    case PR_DTYPE_UINT8:
-    case PR_DTYPE_UINT16:
-    case PR_DTYPE_UINT32:
-    case PR_DTYPE_UINT64: return true;
-    default: return false;
-  }
-}
-
 /* Pow with an integer or double base, or an exponent of another type. An
  * integer base to an integer exponent is exact and wraps (intmath.h); the
  * other pairs are numpy's power computed in double and stored in the base's
@@ -238,7 +224,7 @@ static void run_pow_mixed(pr_exec_t *x, pr_node_t *n) {
   int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK], len = pr_value_numel(o);
   pr_bcast_strides(a, o->rank, o->dims, sa);
   pr_bcast_strides(b, o->rank, o->dims, sb);
-  bool exact = is_integer(a->dtype) && is_integer(b->dtype);
+  bool exact = pr_is_integer(a->dtype) && pr_is_integer(b->dtype);
   for (int64_t i = 0; i < len; i++) {
     int64_t ia = pr_bcast_offset(i, o->rank, o->dims, sa),
             ib = pr_bcast_offset(i, o->rank, o->dims, sb);

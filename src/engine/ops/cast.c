@@ -9,21 +9,7 @@
 #include "engine/ops/ops.h"
 
 static bool castable(pr_dtype_t t) {
-  switch (t) {
-    case PR_DTYPE_FLOAT:
-    case PR_DTYPE_DOUBLE:
-    case PR_DTYPE_FLOAT16:
-    case PR_DTYPE_INT64:
-    case PR_DTYPE_INT32:
-    case PR_DTYPE_INT16:
-    case PR_DTYPE_INT8:
-    case PR_DTYPE_UINT8:
-    case PR_DTYPE_UINT16:
-    case PR_DTYPE_UINT32:
-    case PR_DTYPE_UINT64:
-    case PR_DTYPE_BOOL: return true;
-    default: return false;
-  }
+  return pr_is_real(t) || pr_is_integer(t) || t == PR_DTYPE_BOOL;
 }
 
 static pr_status_t infer_cast(pr_compile_t *c, pr_node_t *n) {

@@ -57,6 +57,21 @@ static inline bool pr_is_real(pr_dtype_t t) {
   return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_FLOAT16;
 }
 
+/* The signed and unsigned integer types, 8 to 64 bits. */
+static inline bool pr_is_integer(pr_dtype_t t) {
+  switch (t) {
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_INT32:
+    case PR_DTYPE_INT64:
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64: return true;
+    default: return false;
+  }
+}
+
 /* Stores v as element i of a FLOAT, DOUBLE or FLOAT16 tensor (the inverse
  * of pr_load_double for those types). */
 static inline void pr_store_real(void *p, pr_dtype_t t, int64_t i, double v) {

@@ -8,20 +8,7 @@
 #include "engine/ops/ops.h"
 
 static bool numeric(pr_dtype_t t) {
-  switch (t) {
-    case PR_DTYPE_FLOAT:
-    case PR_DTYPE_DOUBLE:
-    case PR_DTYPE_INT8:
-    case PR_DTYPE_INT16:
-    case PR_DTYPE_INT32:
-    case PR_DTYPE_INT64:
-    case PR_DTYPE_UINT8:
-    case PR_DTYPE_UINT16:
-    case PR_DTYPE_UINT32:
-    case PR_DTYPE_UINT64:
-    case PR_DTYPE_BOOL: return true;
-    default: return false;
-  }
+  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || t == PR_DTYPE_BOOL || pr_is_integer(t);
 }
 
 /* ---- comparisons and logic: two broadcast inputs, bool output ---- */

@@ -37,19 +37,7 @@ static void store_as(void *p, pr_dtype_t t, int64_t i, double v) {
 }
 
 static bool output_type_ok(pr_dtype_t t) {
-  switch (t) {
-    case PR_DTYPE_FLOAT:
-    case PR_DTYPE_DOUBLE:
-    case PR_DTYPE_INT8:
-    case PR_DTYPE_INT16:
-    case PR_DTYPE_INT32:
-    case PR_DTYPE_INT64:
-    case PR_DTYPE_UINT8:
-    case PR_DTYPE_UINT16:
-    case PR_DTYPE_UINT32:
-    case PR_DTYPE_UINT64: return true;
-    default: return false;
-  }
+  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || pr_is_integer(t);
 }
 
 /* A constant integer scalar (or one-element) input k into *val. */
