@@ -268,6 +268,15 @@ def dense_cases(t):
     yield "Resize", Case("Resize", [x], consts={"roi": np.array([], np.float32),
                                                "scales": np.array([1, 1, 2, 2], np.float32)},
                          opset=13)
+    # ceil mode's last window past the end pads: the divisor counts only
+    # the padded input (oneDNN counted the whole window)
+    x6 = data(t, (1, 2, 6, 6))
+    yield "AveragePool_include_ceil", Case(
+        "AveragePool", [x6], attrs={"kernel_shape": [3, 3], "strides": [2, 2],
+                                    "count_include_pad": 1, "ceil_mode": 1}, opset=19)
+    yield "AveragePool_include_ceil_pads", Case(
+        "AveragePool", [x6], attrs={"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                    "count_include_pad": 1, "ceil_mode": 1}, opset=19)
     yield "Einsum", Case("Einsum", [data(t, (2, 3)), data(t, (3, 4))],
                          attrs={"equation": "ij,jk->ik"}, opset=12)
 

@@ -17,6 +17,9 @@ typedef struct {
   int sp;
   bool global;
   int64_t kernel[3], stride[3], dil[3], pad_l[3], pad_r[3], out[3];
+  /* the end pads the model gave (pad_r may be larger: ceil mode's last
+   * window can run past them, and oneDNN wants that as padding) */
+  int64_t pad_r_given[3];
 } pool_geom_t;
 
 static pr_status_t pool_geom(pr_compile_t *c, pr_node_t *n, pool_geom_t *g) {
@@ -34,8 +37,20 @@ static pr_status_t pool_geom(pr_compile_t *c, pr_node_t *n, pool_geom_t *g) {
   if (cnt != g->sp) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape needs %d entries", g->sp);
   for (int k = 0; k < g->sp; k++) g->kernel[k] = ks[k];
   bool ceil_mode = pr_attr_int(n->m, "ceil_mode", 0) != 0;
-  return pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, ceil_mode, g->stride, g->dil, g->pad_l,
+  pr_status_t st = pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, false, g->stride, g->dil,
+                                  g->pad_l, g->pad_r, g->out);
+  if (st) return st;
+  memcpy(g->pad_r_given, g->pad_r, sizeof g->pad_r);
+  if (!ceil_mode) return PR_OK;
+  return pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, true, g->stride, g->dil, g->pad_l,
                         g->pad_r, g->out);
+}
+
+/* Whether ceil mode's last window runs past the end pads the model gave. */
+static bool past_given_pads(const pool_geom_t *g) {
+  for (int k = 0; k < g->sp; k++)
+    if (g->pad_r[k] > g->pad_r_given[k]) return true;
+  return false;
 }
 
 static pr_status_t infer_pool_common(pr_compile_t *c, pr_node_t *n, bool global, bool is_max) {
@@ -184,14 +199,64 @@ static void run_max(pr_exec_t *x, pr_node_t *n) {
   else
     pr_dnnl_prim_run(x, &s->prim);
 }
+/* AveragePool counting the pads, in ceil mode with a last window past the
+ * given end pads: ONNX (and ONNX Runtime) divide by the part of the window
+ * inside the padded input, oneDNN by the whole window. One output element
+ * at a time: the sum over the input, over that count. */
+static void run_avg_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
+  const pr_value_t *a = &x->v[n->in[0]];
+  const float *in = a->ptr;
+  float *o = pr_xout(x, n, 0);
+  int sp = g->sp;
+  int64_t planes = a->dims[0] * a->dims[1], in_sp = 1, out_sp = 1, win = 1;
+  for (int k = 0; k < sp; k++) in_sp *= a->dims[k + 2], out_sp *= g->out[k], win *= g->kernel[k];
+#pragma omp parallel for num_threads(x->threads) if (planes * out_sp > 4096)
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t oi = 0; oi < out_sp; oi++) {
+      int64_t opos[3] = {0, 0, 0}, rem = oi, count = 0;
+      for (int k = sp - 1; k >= 0; k--) opos[k] = rem % g->out[k], rem /= g->out[k];
+      double sum = 0;
+      for (int64_t w = 0; w < win; w++) {
+        int64_t r = w, flat = 0, pos[3];
+        bool inside = true, counted = true;
+        for (int k = sp - 1; k >= 0; k--) {
+          pos[k] = opos[k] * g->stride[k] - g->pad_l[k] + r % g->kernel[k];
+          r /= g->kernel[k];
+          inside &= pos[k] >= 0 && pos[k] < a->dims[k + 2];
+          counted &= pos[k] < a->dims[k + 2] + g->pad_r_given[k];
+        }
+        count += counted;
+        if (!inside) continue;
+        for (int k = 0; k < sp; k++) flat = flat * a->dims[k + 2] + pos[k];
+        sum += in[pl * in_sp + flat];
+      }
+      o[pl * out_sp + oi] = count ? (float)(sum / (double)count) : 0.f;
+    }
+}
+
 static pr_status_t prepare_avg(pr_compile_t *c, pr_node_t *n) {
   /* zeros from a fused Pad count in the average, as they did before fusion */
   bool include = pr_attr_int(n->m, "count_include_pad", 0) != 0 || n->pad_fused;
-  pr_dnnl_prim_t *p = new_prim(n);
-  if (!p) return PR_ERR_NOMEM;
+  max_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  pr_status_t st = pool_geom(c, n, &s->g);
+  if (st) return st;
+  if (include && past_given_pads(&s->g)) {
+    s->loop = true;
+    return pr_require_plain(c, n, 0);
+  }
   return prepare_pool_common(
       c, n, false, include ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding,
-      p);
+      &s->prim);
+}
+
+static void run_avg(pr_exec_t *x, pr_node_t *n) {
+  max_state_t *s = n->state;
+  if (s->loop)
+    run_avg_loop(x, n, &s->g);
+  else
+    pr_dnnl_prim_run(x, &s->prim);
 }
 static pr_status_t prepare_gavg(pr_compile_t *c, pr_node_t *n) {
   pr_dnnl_prim_t *p = new_prim(n);
@@ -233,7 +298,7 @@ const pr_op_t pr_op_average_pool = {
     .check = check_avg,
     .infer = infer_avg,
     .prepare = prepare_avg,
-    .run = pr_dnnl_run_state,
+    .run = run_avg,
     .destroy = pr_dnnl_destroy_state,
     .accepts_opaque = true};
 const pr_op_t pr_op_global_average_pool = {.name = "GlobalAveragePool",
