@@ -4,7 +4,10 @@
 1. Overhead: closed loop, one connection, batch-1 requests (binary tensors)
    through `packrat serve` with one T-thread instance, against the engine
    alone (`packrat run --threads T --batch 1`): the difference of the medians
-   is the server's cost per request (HTTP, codec, queue, copies).
+   is the server's cost per request (HTTP, codec, queue, copies). Then where
+   that time goes, from the server's own stage histograms
+   (`packrat_request_stage_seconds`): the mean of each stage per request,
+   for ResNet-50 and for the tiny test model (tests/e2e/make_models.py).
 2. Fat instance vs packrat's plan under the same open-loop load (Poisson
    arrivals at --rate requests/s): a server whose plan is the fat instance
    (T threads, batch --max-batch) against one with the plan packrat picks
@@ -20,8 +23,44 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from common import add_paths, cpu_name, run_json, utc_stamp
+
+
+STAGES = ("parse", "queue", "assemble", "compute", "scatter", "resume", "encode", "send")
+
+
+def stage_means_us(url, model):
+    """Mean microseconds of each stage from /metrics (sum / count)."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    sums, counts = {}, {}
+    for line in text.splitlines():
+        m = re.match(r'packrat_request_stage_seconds_(sum|count)\{model="%s",[^}]*stage="(\w+)"\} (\S+)'
+                     % re.escape(model), line)
+        if m:
+            (sums if m.group(1) == "sum" else counts)[m.group(2)] = float(m.group(3))
+    return {st: 1e6 * sums.get(st, 0) / counts[st] if counts.get(st) else 0.0 for st in STAGES}
+
+
+def stage_row(name, means):
+    outside = sum(v for k, v in means.items() if k != "compute")
+    return (f"| {name} | " + " | ".join(f"{means[k]:.1f}" for k in STAGES) + f" | {outside:.1f} |")
+
+
+def tiny_stages(packrat, seconds):
+    """The stage means for the tiny mlp, one connection, binary tensors."""
+    tmp = tempfile.mkdtemp()
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e",
+                                                 "make_models.py"), tmp], check=True,
+                   stdout=subprocess.DEVNULL)
+    s = Server(packrat, os.path.join(tmp, "mlp.onnx"),
+               {"max_batch_size": 1, "plan": "1x1", "max_queue_delay_us": 0}, name="mlp")
+    run_json([packrat, "bench", "--url", s.url, "--model", "mlp", "--concurrency", "1", "--duration",
+              str(seconds), "--json"])
+    means = stage_means_us(s.url, "mlp")
+    s.stop()
+    return means
 
 
 class Server:
@@ -69,7 +108,9 @@ def main():
               "--json"])
     served = run_json([packrat, "bench", "--url", s.url, "--model", "resnet50", "--concurrency", "1",
                        "--duration", "15", "--json"])
+    stages = {"resnet50": stage_means_us(s.url, "resnet50")}
     s.stop()
+    stages["tiny mlp"] = tiny_stages(packrat, 10)
     rows = []
     for name, cfg in (("fat", {"plan": f"{T}x{args.max_batch}"}), ("packrat", {"plan": "auto"})):
         cfg.update({"max_batch_size": args.max_batch, "max_queue_delay_us": 5000})
@@ -84,7 +125,8 @@ def main():
         print(json.dumps(r), flush=True)
     stamp = utc_stamp()
     cpu = cpu_name()
-    out = {"date": stamp, "cpu": cpu, "engine_median_ms": engine["median_ms"], "served": served, "load": rows}
+    out = {"date": stamp, "cpu": cpu, "engine_median_ms": engine["median_ms"], "served": served, "load": rows,
+           "stage_means_us": stages}
     os.makedirs(args.out, exist_ok=True)
     json.dump(out, open(os.path.join(args.out, "serve.json"), "w"), indent=1)
     lines = [f"Command: `bench/serve.py --rate {args.rate:g} --duration {args.duration:g} --max-batch {args.max_batch}`  ",
@@ -93,6 +135,11 @@ def main():
              f"| engine alone (`packrat run --threads {T}`) | {engine['median_ms']:.1f} | - | - |",
              f"| through the server, 1 connection | {served['p50_ms']:.1f} | {served['p99_ms']:.1f} | "
              f"{served['p50_ms'] - engine['median_ms']:.2f} ms |", "",
+             "Where a request's time goes (mean microseconds per request from `packrat_request_stage_seconds`; "
+             "the same closed loop, one connection, binary tensors; assemble, compute and scatter are per "
+             "execution, one request each here):", "",
+             "| model | " + " | ".join(STAGES) + " | outside compute |", "|---|" + "---|" * (len(STAGES) + 1),
+             *[stage_row(k, v) for k, v in stages.items()], "",
              f"Open loop at {args.rate:g} requests/s for {args.duration:g} s, max batch {args.max_batch}:", "",
              "| server | plan | requests | errors | p50 ms | p90 ms | p99 ms |", "|---|---|---|---|---|---|---|"]
     for r in rows:
