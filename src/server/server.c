@@ -161,10 +161,11 @@ static void refuse(pr_server_t *s, conn_t *cn, pr_status_t status, const char *m
 /* The answer r with the protocol's HTTP status for st: queued on the
  * connection, or kept for it when a deferred handler made it on another
  * thread (queued when the connection resumes). While the server drains,
- * every answer closes its connection. */
+ * every answer closes its connection; a 401 names the scheme (Bearer). */
 static enum MHD_Result deliver(conn_t *cn, pr_status_t st, struct MHD_Response *r) {
   if (atomic_load(&cn->s->stopping))
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+  if (st == PR_ERR_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   unsigned code = (unsigned)pr_proto_http_status(st);
   if (cn->deferred) {
     cn->resp = r;
@@ -213,14 +214,7 @@ static enum MHD_Result reply_error(conn_t *cn, pr_status_t st, const char *msg) 
   atomic_fetch_add(&cn->s->http_errors, 1);
   char *b = pr_proto_error(msg);
   if (!b) return reply_static(cn, st, "{\"error\":\"out of memory\"}");
-  struct MHD_Response *r = MHD_create_response_from_buffer(strlen(b), b, MHD_RESPMEM_MUST_FREE);
-  if (!r) {
-    free(b);
-    return MHD_NO;
-  }
-  MHD_add_response_header(r, "Content-Type", "application/json");
-  if (st == PR_ERR_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-  return deliver(cn, st, r);
+  return reply(cn, st, b, strlen(b), "application/json", 0);
 }
 
 /* ---- handlers ---- */

@@ -11,27 +11,8 @@ const modules = process.env.NODE_MODULES || path.join(__dirname, '..', 'npm', 'n
 const ort = require(path.join(modules, 'onnxruntime-node'));
 const protobuf = require(path.join(modules, 'protobufjs'));
 
-// ort type -> TensorProto.DataType
-const DATA_TYPE = {
-  float32: 1, uint8: 2, int8: 3, uint16: 4, int16: 5, int32: 6, int64: 7,
-  bool: 9, float16: 10, float64: 11, uint32: 12, uint64: 13,
-};
-// TensorProto.DataType -> ort type and typed array
-const ORT_TYPE = {
-  1: ['float32', Float32Array], 2: ['uint8', Uint8Array], 3: ['int8', Int8Array],
-  4: ['uint16', Uint16Array], 5: ['int16', Int16Array], 6: ['int32', Int32Array],
-  7: ['int64', BigInt64Array], 9: ['bool', Uint8Array], 10: ['float16', Uint16Array],
-  11: ['float64', Float64Array], 12: ['uint32', Uint32Array], 13: ['uint64', BigUint64Array],
-};
-
-function toTensor(tp) {
-  const [type, Arr] = ORT_TYPE[tp.dataType] || [];
-  if (!type) throw new Error(`input type ${tp.dataType}`);
-  const raw = Buffer.from(tp.rawData);
-  const copy = new ArrayBuffer(raw.length);
-  new Uint8Array(copy).set(raw);
-  return new ort.Tensor(type, new Arr(copy), tp.dims.map(Number));
-}
+const {DATA_TYPE, toTensor: tensorOf} = require(path.join(__dirname, 'ort_tensors.js'));
+const toTensor = tp => tensorOf(ort, tp);
 
 function toProto(TensorProto, name, t) {
   const dataType = DATA_TYPE[t.type];

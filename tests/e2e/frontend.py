@@ -175,6 +175,17 @@ class Client(threading.Thread):
             conn.close()
 
 
+def terminate(p, wait_s):
+    """SIGTERM to p: (its exit status or None after wait_s, seconds it took)."""
+    t0 = time.time()
+    os.kill(p.pid, signal.SIGTERM)
+    try:
+        rc = p.wait(wait_s)
+    except Exception:
+        rc = None
+    return rc, time.time() - t0
+
+
 def shutdown():
     p, port, url = server(["--shutdown-timeout-s", "15"])
     clients = [Client(port, time.time() + 8) for _ in range(4)]
@@ -184,13 +195,7 @@ def shutdown():
     stalled.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
                     b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
     time.sleep(1.5)
-    t0 = time.time()
-    os.kill(p.pid, signal.SIGTERM)
-    try:
-        rc = p.wait(20)
-    except Exception:
-        rc = None
-    took = time.time() - t0
+    rc, took = terminate(p, 20)
     for t in clients:
         t.join()
     stalled.close()
@@ -213,13 +218,7 @@ def term_while_profiling():
     deadline = time.time() + 60
     while time.time() < deadline and b"profiling" not in open(log, "rb").read():
         time.sleep(0.02)
-    t0 = time.time()
-    os.kill(p.pid, signal.SIGTERM)
-    try:
-        rc = p.wait(10)
-    except Exception:
-        rc = None
-    took = time.time() - t0
+    rc, took = terminate(p, 10)
     text = open(log, "rb").read()
     c.check(f"SIGTERM while profiling: exit 0 at once ({took:.2f} s)", rc == 0 and took < 2, rc)
     c.check("never ready", b"ready" not in text)

@@ -32,13 +32,25 @@ static pr_status_t infer_layer_norm(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
+/* A LayerNorm's rows (the normalized axes flattened) and epsilon. The fused
+ * kernel (from a decomposed LayerNorm) has no model node: last axis,
+ * epsilon in post.alpha[0]. */
+static void ln_rows(const pr_value_t *in, const pr_node_t *n, int64_t *rows, int64_t *len,
+                    float *eps) {
+  int axis = pr_axis(n->m ? pr_attr_int(n->m, "axis", -1) : -1, in->rank);
+  *eps = n->m ? pr_attr_float(n->m, "epsilon", 1e-5f) : n->post.alpha[0];
+  *len = 1;
+  for (int k = axis; k < in->rank; k++) *len *= in->dims[k];
+  *rows = pr_value_numel(in) / (*len ? *len : 1);
+}
+
 /* LayerNormalization of doubles: the same two passes, in double; Mean and
  * InvStdDev stay float (stash_type). */
-static void run_layer_norm_f64(pr_exec_t *x, pr_node_t *n, int axis, double eps) {
+static void run_layer_norm_f64(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *in = &x->v[n->in[0]];
-  int64_t len = 1, rows;
-  for (int k = axis; k < in->rank; k++) len *= in->dims[k];
-  rows = pr_value_numel(in) / (len ? len : 1);
+  int64_t len, rows;
+  float eps;
+  ln_rows(in, n, &rows, &len, &eps);
   const double *a = in->ptr, *scale = pr_xin(x, n, 1);
   const double *bias = n->n_in > 2 && n->in[2] >= 0 ? pr_xin(x, n, 2) : NULL;
   double *o = pr_xout(x, n, 0);
@@ -61,17 +73,12 @@ static void run_layer_norm_f64(pr_exec_t *x, pr_node_t *n, int axis, double eps)
 static void run_layer_norm(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *in = &x->v[n->in[0]];
   if (in->dtype == PR_DTYPE_DOUBLE) {
-    run_layer_norm_f64(x, n, pr_axis(pr_attr_int(n->m, "axis", -1), in->rank),
-                       pr_attr_float(n->m, "epsilon", 1e-5f));
+    run_layer_norm_f64(x, n);
     return;
   }
-  /* the fused kernel (from a decomposed LayerNorm) has no model node: last
-   * axis, epsilon in post.alpha[0] */
-  int axis = pr_axis(n->m ? pr_attr_int(n->m, "axis", -1) : -1, in->rank);
-  float eps = n->m ? pr_attr_float(n->m, "epsilon", 1e-5f) : n->post.alpha[0];
-  int64_t len = 1, rows;
-  for (int k = axis; k < in->rank; k++) len *= in->dims[k];
-  rows = pr_value_numel(in) / (len ? len : 1);
+  int64_t len, rows;
+  float eps;
+  ln_rows(in, n, &rows, &len, &eps);
   const float *a = in->ptr, *scale = pr_xin(x, n, 1);
   const float *bias = n->n_in > 2 && n->in[2] >= 0 ? pr_xin(x, n, 2) : NULL;
   float *o = pr_xout(x, n, 0);

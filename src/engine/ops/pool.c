@@ -151,6 +151,24 @@ static pr_status_t prepare_max(pr_compile_t *c, pr_node_t *n) {
 
 /* MaxPool with Indices (or of doubles): one output element at a time over
  * its window. */
+/* The position of output element oi per spatial axis. */
+static void out_pos(const pool_geom_t *g, int64_t oi, int64_t *opos) {
+  for (int k = g->sp - 1; k >= 0; k--) opos[k] = oi % g->out[k], oi /= g->out[k];
+}
+
+/* Element w of the window of the output at opos: its input position per
+ * spatial axis (pos); whether it lies inside the input (dims: spatial). */
+static bool window_pos(const pool_geom_t *g, const int64_t *dims, const int64_t *opos, int64_t w,
+                       int64_t *pos) {
+  bool inside = true;
+  for (int k = g->sp - 1; k >= 0; k--) {
+    pos[k] = opos[k] * g->stride[k] - g->pad_l[k] + (w % g->kernel[k]) * g->dil[k];
+    w /= g->kernel[k];
+    inside &= pos[k] >= 0 && pos[k] < dims[k];
+  }
+  return inside;
+}
+
 static void run_max_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
   const pr_value_t *a = &x->v[n->in[0]];
   int64_t *ind = n->n_out > 1 && n->out[1] >= 0 ? pr_xout(x, n, 1) : NULL;
@@ -163,21 +181,14 @@ static void run_max_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
 #pragma omp parallel for num_threads(x->threads) if (planes * out_sp > 4096)
   for (int64_t pl = 0; pl < planes; pl++)
     for (int64_t oi = 0; oi < out_sp; oi++) {
-      int64_t opos[3] = {0, 0, 0}, rem = oi, win = 1, best = -1;
-      for (int k = sp - 1; k >= 0; k--) opos[k] = rem % g->out[k], rem /= g->out[k];
+      int64_t opos[3], win = 1, best = -1;
+      out_pos(g, oi, opos);
       for (int k = 0; k < sp; k++) win *= g->kernel[k];
       double bv = -INFINITY;
       int64_t best_row = -1; /* the winner's row-major offset in the plane */
       for (int64_t w = 0; w < win; w++) {
-        int64_t r = w, flat = 0, cflat = 0, cmul = 1, pos[3];
-        bool inside = true;
-        for (int k = sp - 1; k >= 0; k--) {
-          int64_t kk = r % g->kernel[k];
-          r /= g->kernel[k];
-          pos[k] = opos[k] * g->stride[k] - g->pad_l[k] + kk * g->dil[k];
-          inside &= pos[k] >= 0 && pos[k] < a->dims[k + 2];
-        }
-        if (!inside) continue;
+        int64_t flat = 0, cflat = 0, cmul = 1, pos[3];
+        if (!window_pos(g, a->dims + 2, opos, w, pos)) continue;
         for (int k = 0; k < sp; k++) flat = flat * a->dims[k + 2] + pos[k];
         for (int k = 0; k < sp; k++) cflat += pos[k] * cmul, cmul *= a->dims[k + 2];
         double v = pr_load_double(a->ptr, a->dtype, pl * in_sp + flat);
@@ -213,18 +224,13 @@ static void run_avg_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
 #pragma omp parallel for num_threads(x->threads) if (planes * out_sp > 4096)
   for (int64_t pl = 0; pl < planes; pl++)
     for (int64_t oi = 0; oi < out_sp; oi++) {
-      int64_t opos[3] = {0, 0, 0}, rem = oi, count = 0;
-      for (int k = sp - 1; k >= 0; k--) opos[k] = rem % g->out[k], rem /= g->out[k];
+      int64_t opos[3], count = 0;
+      out_pos(g, oi, opos);
       double sum = 0;
       for (int64_t w = 0; w < win; w++) {
-        int64_t r = w, flat = 0, pos[3];
-        bool inside = true, counted = true;
-        for (int k = sp - 1; k >= 0; k--) {
-          pos[k] = opos[k] * g->stride[k] - g->pad_l[k] + r % g->kernel[k];
-          r /= g->kernel[k];
-          inside &= pos[k] >= 0 && pos[k] < a->dims[k + 2];
-          counted &= pos[k] < a->dims[k + 2] + g->pad_r_given[k];
-        }
+        int64_t flat = 0, pos[3];
+        bool inside = window_pos(g, a->dims + 2, opos, w, pos), counted = true;
+        for (int k = 0; k < sp; k++) counted &= pos[k] < a->dims[k + 2] + g->pad_r_given[k];
         count += counted;
         if (!inside) continue;
         for (int k = 0; k < sp; k++) flat = flat * a->dims[k + 2] + pos[k];
