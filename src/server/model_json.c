@@ -74,18 +74,35 @@ static json_t *tensors(const pr_tensor_info_t *t, int n) {
   return arr;
 }
 
+/* Triton's version_policy form. */
+static json_t *policy_json(const pr_version_policy_t *p) {
+  if (p->kind == PR_VERSIONS_ALL) return json_pack("{s:{}}", "all");
+  if (p->kind == PR_VERSIONS_LATEST)
+    return json_pack("{s:{s:i}}", "latest", "num_versions", p->latest > 0 ? p->latest : 1);
+  json_t *list = json_array();
+  for (int i = 0; i < p->n_specific; i++) json_array_append_new(list, json_integer(p->specific[i]));
+  return json_pack("{s:{s:o}}", "specific", "versions", list);
+}
+
 json_t *pr_model_config_json(pr_served_t *m) {
   const pr_model_config_t *c = &m->cfg;
   json_t *dims = json_object();
   for (int i = 0; i < c->n_dims; i++)
     json_object_set_new(dims, c->dim_names[i], json_integer(c->dim_values[i]));
-  return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:s, s:b, s:s, s:i, s:o, s:o, s:o}", "name",
-                   m->entry.name, "version", m->entry.version, "platform", "onnx", "max_batch_size",
-                   c->max_batch, "max_queue_delay_us", c->max_queue_delay_us, "queue_capacity",
-                   c->queue_capacity, "request_timeout_ms",
-                   (json_int_t)(c->request_timeout_s * 1000 + 0.5), "plan", c->plan, "autoscale",
-                   c->autoscale, "estimator", c->estimator ? "rate" : "paper", "min_batch_size",
-                   c->min_batch, "dims", dims, "inputs",
-                   tensors(m->proto.inputs, m->proto.n_inputs), "outputs",
-                   tensors(m->proto.outputs, m->proto.n_outputs));
+  json_t *o =
+      json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:s, s:b, s:s, s:i, s:o, s:o, s:o}", "name",
+                m->entry.name, "version", m->entry.version, "platform", "onnx", "max_batch_size",
+                c->max_batch, "max_queue_delay_us", c->max_queue_delay_us, "queue_capacity",
+                c->queue_capacity, "request_timeout_ms",
+                (json_int_t)(c->request_timeout_s * 1000 + 0.5), "plan", c->plan, "autoscale",
+                c->autoscale, "estimator", c->estimator ? "rate" : "paper", "min_batch_size",
+                c->min_batch, "dims", dims, "inputs", tensors(m->proto.inputs, m->proto.n_inputs),
+                "outputs", tensors(m->proto.outputs, m->proto.n_outputs));
+  if (o && (json_object_set_new(o, "priority_levels", json_integer(c->priority_levels)) ||
+            json_object_set_new(o, "default_priority_level", json_integer(c->default_priority)) ||
+            json_object_set_new(o, "version_policy", policy_json(&c->policy)))) {
+    json_decref(o);
+    o = NULL;
+  }
+  return o;
 }

@@ -202,6 +202,8 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
   c->n_dims = 0;
   if (m->entry.config[0] && pr_repo_read_config(m->entry.config, c, err, err_len))
     return PR_ERR_INVALID;
+  if (c->priority_levels < 1) c->priority_levels = 1;
+  if (c->default_priority < 1) c->default_priority = (c->priority_levels + 1) / 2; /* the middle */
   pr_status_t st = pr_engine_model_load_file(m->entry.path, &m->model, err, err_len);
   if (st) return st;
   pr_session_options_t base = pr_session_options_default();
@@ -225,7 +227,9 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
                           .queue_capacity = c->queue_capacity,
                           .max_queue_delay_s = c->max_queue_delay_us * 1e-6,
                           .timeout_s = c->request_timeout_s,
-                          .max_plans = max_plans};
+                          .max_plans = max_plans,
+                          .priority_levels = c->priority_levels,
+                          .default_priority = c->default_priority};
   base.batch = 1;
   st = pr_sched_create(m->model, plans, n_plans, active, ms->cpus, ms->n_cpus, &base, &sc,
                        &m->sched, err, err_len);
@@ -234,25 +238,56 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
   return st;
 }
 
-static pr_served_t *find_locked(pr_models_t *ms, const char *name) {
+static pr_served_t *find_locked(pr_models_t *ms, const char *name, const char *version) {
   assert(pr_rwlock_held(&ms->lock));
   assert(ms->n_models >= 0 && ms->n_models <= ms->cfg.max_models);
   for (int i = 0; i < ms->n_models; i++)
-    if (!strcmp(ms->models[i]->entry.name, name)) return ms->models[i];
+    if (!strcmp(ms->models[i]->entry.name, name) && !strcmp(ms->models[i]->entry.version, version))
+      return ms->models[i];
   return NULL;
 }
 
-pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t err_len) {
-  pr_repo_entry_t entry;
-  if (pr_repo_find(ms->repository, name, &entry)) {
-    pr_errf(err, err_len, "no model '%s' in the repository", name);
-    return PR_ERR_NOT_FOUND;
+/* A reload: the new copy loads beside the ready one m, which serves on
+ * until the new one is ready (and stays when the new one fails). admin
+ * held, lock not. */
+static pr_status_t reload_locked(pr_models_t *ms, pr_served_t *m, const pr_repo_entry_t *entry,
+                                 char *err, size_t err_len) {
+  assert(pr_lock_held(&ms->admin) && !pr_rwlock_write_held(&ms->lock));
+  pr_rwlock_rdlock(&ms->lock);
+  int slot = 0;
+  while (ms->models[slot] != m) {
+    slot++;
+    assert(slot < ms->n_models); /* m came from the array */
   }
-  pr_lock(&ms->admin);
+  pr_rwlock_unlock(&ms->lock);
+  pr_served_t *n = calloc(1, sizeof *n);
+  pr_status_t st = n ? PR_OK : PR_ERR_NOMEM;
+  if (n) n->entry = *entry;
+  if (!st) st = load_model(ms, n, err, err_len);
+  if (st) {
+    if (n) unload_locked(ms, n);
+    free(n);
+    pr_log(PR_LOG_WARN, "model %s version %s: the reload failed, the loaded copy serves on: %s",
+           entry->name, entry->version, err);
+    return st;
+  }
   pr_rwlock_wrlock(&ms->lock);
-  pr_served_t *m = find_locked(ms, name);
-  /* at the limit, a model unloaded or failed (and no longer referenced)
-   * gives its slot */
+  assert(ms->models[slot] == m); /* admin held: nobody moved it */
+  n->state = PR_MODEL_READY;
+  ms->models[slot] = n; /* lookups find the new one from here */
+  pr_rwlock_unlock(&ms->lock);
+  unload_locked(ms, m); /* after the requests that hold the old one */
+  free(m);
+  return PR_OK;
+}
+
+/* The slot for a version not known yet (lock held for writing): a new one,
+ * or, at the limit, one unloaded or failed and no longer referenced; NULL
+ * with err when there is none. */
+static pr_served_t *new_slot_locked(pr_models_t *ms, pr_status_t *st, char *err, size_t err_len) {
+  assert(pr_rwlock_write_held(&ms->lock));
+  *st = PR_ERR_BUSY;
+  pr_served_t *m = NULL;
   for (int i = 0; !m && ms->n_models == ms->cfg.max_models && i < ms->n_models; i++) {
     pr_served_t *x = ms->models[i];
     if (x->state == PR_MODEL_UNAVAILABLE && atomic_load(&x->refs) == 0) {
@@ -261,93 +296,149 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
     }
   }
   if (!m && ms->n_models == ms->cfg.max_models) {
-    pr_rwlock_unlock(&ms->lock);
-    pr_unlock(&ms->admin);
-    pr_errf(err, err_len, "the server holds %d models, the most it may (--max-models)",
+    pr_errf(err, err_len, "the server holds %d model versions, the most it may (--max-models)",
             ms->cfg.max_models);
-    pr_log(PR_LOG_WARN, "model %s not loaded: %s", name, err);
-    return PR_ERR_BUSY;
+    return NULL;
   }
-  assert(m || ms->n_models < ms->cfg.max_models);
   if (!m && (m = calloc(1, sizeof *m))) ms->models[ms->n_models++] = m;
-  if (!m) {
+  if (!m) *st = PR_ERR_NOMEM, pr_errf(err, err_len, "out of memory");
+  return m;
+}
+
+/* Loads (or reloads) one version. admin held. */
+static pr_status_t load_version(pr_models_t *ms, const pr_repo_entry_t *entry, char *err,
+                                size_t err_len) {
+  assert(pr_lock_held(&ms->admin));
+  pr_rwlock_wrlock(&ms->lock);
+  pr_served_t *m = find_locked(ms, entry->name, entry->version);
+  pr_status_t st;
+  if (!m && !(m = new_slot_locked(ms, &st, err, err_len))) {
     pr_rwlock_unlock(&ms->lock);
-    pr_unlock(&ms->admin);
-    pr_errf(err, err_len, "out of memory");
-    return PR_ERR_NOMEM;
+    pr_log(PR_LOG_WARN, "model %s version %s not loaded: %s", entry->name, entry->version, err);
+    return st;
   }
   if (m->state == PR_MODEL_READY) {
-    /* a reload: the new version loads beside the old one, which serves on
-     * until the new one is ready (and stays when the new one fails) */
-    int slot = 0;
-    while (ms->models[slot] != m) {
-      slot++;
-      assert(slot < ms->n_models); /* m came from the array */
-    }
     pr_rwlock_unlock(&ms->lock);
-    pr_served_t *n = calloc(1, sizeof *n);
-    pr_status_t st = n ? PR_OK : PR_ERR_NOMEM;
-    if (n) n->entry = entry;
-    if (!st) st = load_model(ms, n, err, err_len);
-    if (st) {
-      if (n) unload_locked(ms, n);
-      free(n);
-      pr_log(PR_LOG_WARN, "model %s: the reload failed, the loaded version serves on: %s", name,
-             err);
-      pr_unlock(&ms->admin);
-      return st;
-    }
-    pr_rwlock_wrlock(&ms->lock);
-    assert(ms->models[slot] == m); /* admin held: nobody moved it */
-    n->state = PR_MODEL_READY;
-    ms->models[slot] = n; /* lookups find the new one from here */
-    pr_rwlock_unlock(&ms->lock);
-    unload_locked(ms, m); /* after the requests that hold the old one */
-    free(m);
-    pr_unlock(&ms->admin);
-    return PR_OK;
+    return reload_locked(ms, m, entry, err, err_len);
   }
   assert(atomic_load(&m->refs) == 0); /* not ready: no request holds it */
   m->state = PR_MODEL_LOADING;
-  m->entry = entry; /* lookups read it under the lock; no request holds m */
+  m->entry = *entry; /* lookups read it under the lock; no request holds m */
   pr_rwlock_unlock(&ms->lock);
-  pr_status_t st = load_model(ms, m, err, err_len);
+  st = load_model(ms, m, err, err_len);
   if (st) unload_locked(ms, m); /* what was made of it; no request holds it */
   pr_rwlock_wrlock(&ms->lock);
   assert(m->state == PR_MODEL_LOADING); /* admin held throughout */
   m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
   pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason); /* engine text may hold any bytes */
   pr_rwlock_unlock(&ms->lock);
-  pr_unlock(&ms->admin);
   return st;
+}
+
+/* Unloads version m (ready). admin held, lock not. */
+static void unload_version(pr_models_t *ms, pr_served_t *m, const char *why) {
+  assert(pr_lock_held(&ms->admin));
+  pr_rwlock_wrlock(&ms->lock);
+  assert(m->state == PR_MODEL_READY);
+  m->state = PR_MODEL_UNAVAILABLE;
+  snprintf(m->reason, sizeof m->reason, "%s", why);
+  pr_rwlock_unlock(&ms->lock);
+  unload_locked(ms, m);
+}
+
+/* The ready versions of `name` that are not among keep[0..n_keep), into
+ * out (at most max; admin held: the set does not change under the caller). */
+#define MAX_READY (PR_REPO_MAX_VERSIONS * 4)
+static int ready_except(pr_models_t *ms, const char *name, const pr_repo_entry_t *keep, int n_keep,
+                        pr_served_t *out[MAX_READY]) {
+  assert(pr_lock_held(&ms->admin));
+  int n = 0;
+  pr_rwlock_rdlock(&ms->lock);
+  for (int i = 0; i < ms->n_models; i++) {
+    pr_served_t *m = ms->models[i];
+    bool kept = false;
+    for (int k = 0; k < n_keep; k++) kept |= !strcmp(keep[k].version, m->entry.version);
+    if (!strcmp(m->entry.name, name) && m->state == PR_MODEL_READY && !kept && n < MAX_READY)
+      out[n++] = m;
+  }
+  pr_rwlock_unlock(&ms->lock);
+  return n;
+}
+
+/* The versions to serve: those the model's version policy selects. A config
+ * that does not parse (*policy_ok false) selects the highest version, whose
+ * load then fails with the config's error as any load error does (a
+ * version that was ready serves on) and the others stay as they are. */
+static int wanted_versions(pr_models_t *ms, const pr_repo_entry_t *top, pr_repo_entry_t *want,
+                           bool *policy_ok, char *err, size_t err_len) {
+  pr_model_config_t c = ms->cfg.defaults;
+  char ignored[256];
+  *policy_ok = !top->config[0] || !pr_repo_read_config(top->config, &c, ignored, sizeof ignored);
+  if (!*policy_ok) {
+    want[0] = *top;
+    return 1;
+  }
+  int n = pr_repo_versions(ms->repository, top->name, &c.policy, want, PR_REPO_MAX_VERSIONS);
+  if (n <= 0)
+    pr_errf(err, err_len, "the version policy of '%s' selects no version in the repository",
+            top->name);
+  return n;
+}
+
+pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t err_len) {
+  pr_repo_entry_t top, want[PR_REPO_MAX_VERSIONS];
+  if (pr_repo_find(ms->repository, name, &top)) {
+    pr_errf(err, err_len, "no model '%s' in the repository", name);
+    return PR_ERR_NOT_FOUND;
+  }
+  pr_lock(&ms->admin);
+  bool policy_ok;
+  int n = wanted_versions(ms, &top, want, &policy_ok, err, err_len);
+  pr_status_t first = n > 0 ? PR_OK : PR_ERR_INVALID;
+  for (int i = 0; i < n; i++) {
+    char e[1024];
+    pr_status_t st = load_version(ms, &want[i], e, sizeof e);
+    if (st && !first) first = st, pr_errf(err, err_len, "version %s: %s", want[i].version, e);
+  }
+  if (n > 0 && policy_ok) { /* versions the policy no longer selects leave */
+    pr_served_t *old[MAX_READY];
+    int k = ready_except(ms, name, want, n, old);
+    for (int i = 0; i < k; i++) unload_version(ms, old[i], "unloaded: not in the version policy");
+  }
+  pr_unlock(&ms->admin);
+  return first;
 }
 
 pr_status_t pr_models_unload(pr_models_t *ms, const char *name) {
   pr_lock(&ms->admin);
-  pr_rwlock_wrlock(&ms->lock);
-  pr_served_t *m = find_locked(ms, name);
-  if (!m || m->state != PR_MODEL_READY) {
-    pr_rwlock_unlock(&ms->lock);
-    pr_unlock(&ms->admin);
-    return PR_ERR_NOT_FOUND;
-  }
-  m->state = PR_MODEL_UNAVAILABLE;
-  snprintf(m->reason, sizeof m->reason, "unloaded");
-  pr_rwlock_unlock(&ms->lock);
-  unload_locked(ms, m);
+  pr_served_t *ready[MAX_READY];
+  int n = ready_except(ms, name, NULL, 0, ready);
+  for (int i = 0; i < n; i++) unload_version(ms, ready[i], "unloaded");
   pr_unlock(&ms->admin);
-  return PR_OK;
+  return n ? PR_OK : PR_ERR_NOT_FOUND;
+}
+
+/* The version a request without one gets: the highest ready one, else any
+ * known one (lock held). */
+static pr_served_t *default_version_locked(pr_models_t *ms, const char *name) {
+  pr_served_t *best = NULL;
+  for (int i = 0; i < ms->n_models; i++) {
+    pr_served_t *m = ms->models[i];
+    if (strcmp(m->entry.name, name)) continue;
+    bool ready = m->state == PR_MODEL_READY, best_ready = best && best->state == PR_MODEL_READY;
+    if (!best || (ready && !best_ready) ||
+        (ready == best_ready && atol(m->entry.version) > atol(best->entry.version)))
+      best = m;
+  }
+  return best;
 }
 
 pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *version,
                            pr_status_t *st) {
   pr_rwlock_rdlock(&ms->lock);
-  pr_served_t *m = find_locked(ms, name);
+  pr_served_t *m = version ? find_locked(ms, name, version) : default_version_locked(ms, name);
   *st = PR_ERR_NOT_FOUND;
-  if (m && version && strcmp(version, m->entry.version))
-    m = NULL;
-  else if (m && m->state != PR_MODEL_READY)
-    *st = PR_ERR_BUSY, m = NULL;
+  if (m && m->state != PR_MODEL_READY) *st = PR_ERR_BUSY, m = NULL;
   if (m) atomic_fetch_add(&m->refs, 1), *st = PR_OK;
   assert(!m || m->state == PR_MODEL_READY);
   pr_rwlock_unlock(&ms->lock);
@@ -369,7 +460,10 @@ void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void
 void pr_models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
                     void *ctx) {
   pr_rwlock_rdlock(&ms->lock);
-  fn(find_locked(ms, name), ctx);
+  int n = 0;
+  for (int i = 0; i < ms->n_models; i++)
+    if (!strcmp(ms->models[i]->entry.name, name)) fn(ms->models[i], ctx), n++;
+  if (!n) fn(NULL, ctx);
   pr_rwlock_unlock(&ms->lock);
 }
 

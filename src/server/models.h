@@ -4,8 +4,10 @@
  * requests in flight, stop the instances, free).
  *
  * Notes on the design:
- * - At most `max_models` models are known at once (a setting); a load beyond
- *   it is refused with PR_ERR_BUSY and the reason.
+ * - Each version is an entry of its own (own scheduler and instances, on the
+ *   same cores as every other model). At most `max_models` entries are known
+ *   at once (a setting); a load beyond it is refused with PR_ERR_BUSY and
+ *   the reason.
  * - Locks: `admin` serializes load and unload (one at a time, any model);
  *   `lock` (a rwlock) guards the array and each entry's state. A request
  *   takes a reference (atomic refs) under the read lock, so unload waits for
@@ -53,22 +55,27 @@ pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out);
 /* Unloads every model (answering the requests in flight) and frees. */
 void pr_models_destroy(pr_models_t *ms);
 
-/* Loads (or reloads) the model `name` of the repository. PR_ERR_NOT_FOUND:
- * no such model; PR_ERR_BUSY: max_models reached; others: the load failed
- * (the model stays known, unavailable, with the reason). */
+/* Loads (or reloads) the versions of model `name` that its version policy
+ * selects (default: the highest), and unloads its ready versions the
+ * policy no longer selects. PR_ERR_NOT_FOUND: no such model;
+ * PR_ERR_INVALID: the policy selects no version there; PR_ERR_BUSY:
+ * max_models (versions) reached; others: a version's load failed (it stays
+ * known, unavailable, with the reason; the other versions load). */
 pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t err_len);
-/* PR_ERR_NOT_FOUND when the model is not loaded. */
+/* Unloads every ready version of `name`; PR_ERR_NOT_FOUND when none is. */
 pr_status_t pr_models_unload(pr_models_t *ms, const char *name);
 
-/* The ready model `name` (and version, when not NULL) with a reference
- * taken, or NULL with *st: PR_ERR_NOT_FOUND (unknown model or version) or
- * PR_ERR_BUSY (known, not ready). Release with pr_models_put. */
+/* The ready model `name` at `version` (NULL: the highest ready version)
+ * with a reference taken, or NULL with *st: PR_ERR_NOT_FOUND (unknown model
+ * or version) or PR_ERR_BUSY (known, not ready). Release with
+ * pr_models_put. */
 pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *version, pr_status_t *st);
 void pr_models_put(pr_served_t *m);
 
 /* Read access to every known model: fn runs under the read lock for each. */
 void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx);
-/* The known model `name` (any state) under the read lock: fn(NULL) if none. */
+/* Each known version of model `name` (any state) under the read lock:
+ * fn(NULL) once if none. */
 void pr_models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
                     void *ctx);
 

@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,10 +44,12 @@ typedef enum {
   C_SKIP, /* not ours: any value, ignored */
   C_ROOT,
   C_ID,
-  C_PARAMS, /* root "parameters" */
-  C_BDO,    /* parameters.binary_data_output */
-  C_INPUTS, /* "inputs" array */
-  C_INPUT,  /* one input object */
+  C_PARAMS,   /* root "parameters" */
+  C_BDO,      /* parameters.binary_data_output */
+  C_PRIORITY, /* parameters.priority */
+  C_TIMEOUT,  /* parameters.timeout (microseconds) */
+  C_INPUTS,   /* "inputs" array */
+  C_INPUT,    /* one input object */
   C_IN_NAME,
   C_IN_DTYPE,
   C_IN_SHAPE,
@@ -64,9 +67,9 @@ typedef enum {
 
 /* Object keys that mean something here; each may appear once per object. */
 static const char *const keys[] = {
-    "id",         "parameters", "inputs", "outputs",          "name",
-    "datatype",   "shape",      "data",   "binary_data_size", "binary_data_output",
-    "binary_data"};
+    "id",          "parameters", "inputs", "outputs",          "name",
+    "datatype",    "shape",      "data",   "binary_data_size", "binary_data_output",
+    "binary_data", "priority",   "timeout"};
 enum {
   K_ID,
   K_PARAMS,
@@ -79,6 +82,8 @@ enum {
   K_BSIZE,
   K_BDO,
   K_BD,
+  K_PRIORITY,
+  K_TIMEOUT,
   K_COUNT,
   K_OTHER = K_COUNT
 };
@@ -157,7 +162,11 @@ static ctx_t where(const parser_t *p) {
              : f->key == K_INPUTS  ? C_INPUTS
              : f->key == K_OUTPUTS ? C_OUTPUTS
                                    : C_SKIP;
-    case C_PARAMS: return f->key == K_BDO ? C_BDO : C_SKIP;
+    case C_PARAMS:
+      return f->key == K_BDO        ? C_BDO
+             : f->key == K_PRIORITY ? C_PRIORITY
+             : f->key == K_TIMEOUT  ? C_TIMEOUT
+                                    : C_SKIP;
     case C_INPUTS: return C_INPUT;
     case C_OUTPUTS: return C_OUTPUT;
     case C_INPUT:
@@ -184,6 +193,8 @@ static const char *what(ctx_t c) {
     case C_ID: return "'id'";
     case C_PARAMS: return "'parameters'";
     case C_BDO: return "'binary_data_output'";
+    case C_PRIORITY: return "'priority'";
+    case C_TIMEOUT: return "'timeout'";
     case C_INPUTS: return "'inputs'";
     case C_INPUT: return "each input";
     case C_IN_NAME: return "an input's 'name'";
@@ -388,6 +399,16 @@ static int cb_number(void *ctx, const char *s, size_t l) {
       in->bsize = v;
       return 1;
     }
+    case C_PRIORITY:
+      if (!parse_int(s, l, &v) || v < 0 || v > INT_MAX)
+        return fail(p, "'priority' must be a non-negative integer");
+      p->q->priority = (int)v;
+      return 1;
+    case C_TIMEOUT:
+      if (!parse_int(s, l, &v) || v < 0)
+        return fail(p, "'timeout' must be a non-negative integer (microseconds)");
+      p->q->timeout_us = v;
+      return 1;
     case C_DATA: return p->pass == 1 ? 1 : store_number(p, s, l);
     default: return fail(p, "%s must not be a number", what(c));
   }

@@ -44,6 +44,8 @@ typedef struct {
   int n_outputs; /* requested outputs (0: all) */
   int outputs[PR_SCHED_MAX_IO];
   bool binary[PR_SCHED_MAX_IO]; /* per model output: answer in binary */
+  int priority;                 /* parameters.priority (0: none named) */
+  long long timeout_us;         /* parameters.timeout (0: none) */
 } pr_proto_infer_t;
 
 /* v2 datatype name <-> dtype ("FP32" <-> PR_DTYPE_FLOAT). */

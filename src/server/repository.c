@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,25 +29,17 @@ static bool is_file(const char *p) {
   return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-/* The entry of directory item `item` of dir (a model folder or NAME.onnx);
- * false when it is not a model. */
-static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
-  char p[4096];
-  snprintf(p, sizeof p, "%s/%s", dir, item);
-  size_t len = strlen(item);
-  memset(r, 0, sizeof *r);
-  if (len > 5 && !strcmp(item + len - 5, ".onnx") && is_file(p)) {
-    snprintf(r->name, sizeof r->name, "%.*s", (int)(len - 5), item);
-    if (len - 5 >= sizeof r->name || !valid_name(r->name)) return false;
-    snprintf(r->version, sizeof r->version, "1");
-    snprintf(r->path, sizeof r->path, "%s", p);
-    return true;
-  }
-  if (!valid_name(item)) return false;
+typedef struct {
+  long number;
+  char dir[256]; /* the folder as named: "007" is version 7 */
+} version_t;
+
+/* The numeric version folders of model folder p that hold model.onnx, the
+ * highest `max` of them, highest first. Returns how many. */
+static int list_versions(const char *p, version_t *out, int max) {
   DIR *md = opendir(p);
-  if (!md) return false;
-  long best = -1;
-  char best_dir[256] = ""; /* the folder as named: "007" is version 7 */
+  if (!md) return 0;
+  int n = 0;
   struct dirent *v;
   while ((v = readdir(md))) {
     char *end;
@@ -56,20 +49,63 @@ static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
     char mp[4096];
     snprintf(mp, sizeof mp, "%s/%s/model.onnx", p, v->d_name);
     if (*end || end == v->d_name || v->d_name[0] < '0' || v->d_name[0] > '9' || ver < 0 ||
-        !is_file(mp))
+        strlen(v->d_name) >= sizeof out->dir || !is_file(mp))
       continue;
-    if (ver > best) best = ver, snprintf(best_dir, sizeof best_dir, "%s", v->d_name);
+    bool dup = false; /* "7" and "007": the first met stands */
+    for (int i = 0; i < n; i++) dup |= out[i].number == ver;
+    if (dup) continue;
+    int at; /* full: the lowest kept makes room, if lower */
+    if (n < max)
+      at = n++;
+    else if (max > 0 && out[max - 1].number < ver)
+      at = max - 1;
+    else
+      continue;
+    out[at].number = ver;
+    snprintf(out[at].dir, sizeof out[at].dir, "%s", v->d_name);
+    for (; at > 0 && out[at - 1].number < out[at].number; at--) { /* keep highest first */
+      version_t t = out[at];
+      out[at] = out[at - 1], out[at - 1] = t;
+    }
   }
   closedir(md);
-  if (best < 0) return false;
+  return n;
+}
+
+/* The entry of version folder v of model folder p (item: the model name). */
+static void folder_entry(const char *p, const char *item, const version_t *v, pr_repo_entry_t *r) {
+  memset(r, 0, sizeof *r);
   snprintf(r->name, sizeof r->name, "%s", item);
-  snprintf(r->version, sizeof r->version, "%ld", best);
-  snprintf(r->path, sizeof r->path, "%s/%s/model.onnx", p, best_dir);
+  snprintf(r->version, sizeof r->version, "%ld", v->number);
+  snprintf(r->path, sizeof r->path, "%s/%s/model.onnx", p, v->dir);
   char cp[4096];
   struct stat cs;
   snprintf(cp, sizeof cp, "%s/config.json", p);
   /* anything there is the config: one that is not a file fails the load */
   if (lstat(cp, &cs) == 0) snprintf(r->config, sizeof r->config, "%s", cp);
+}
+
+/* NAME.onnx as version 1 of model NAME; false when item is not one. */
+static bool file_entry(const char *p, const char *item, pr_repo_entry_t *r) {
+  size_t len = strlen(item);
+  memset(r, 0, sizeof *r);
+  if (len <= 5 || strcmp(item + len - 5, ".onnx") || !is_file(p)) return false;
+  snprintf(r->name, sizeof r->name, "%.*s", (int)(len - 5), item);
+  if (len - 5 >= sizeof r->name || !valid_name(r->name)) return false;
+  snprintf(r->version, sizeof r->version, "1");
+  snprintf(r->path, sizeof r->path, "%s", p);
+  return true;
+}
+
+/* The entry of directory item `item` of dir (a model folder, at its highest
+ * version, or NAME.onnx); false when it is not a model. */
+static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s", dir, item);
+  if (file_entry(p, item, r)) return true;
+  version_t best;
+  if (!valid_name(item) || list_versions(p, &best, 1) < 1) return false;
+  folder_entry(p, item, &best, r);
   return true;
 }
 
@@ -105,6 +141,32 @@ int pr_repo_find(const char *dir, const char *name, pr_repo_entry_t *out) {
   if (entry_for(dir, name, out) && !strcmp(out->name, name)) return 0;
   snprintf(item, sizeof item, "%s.onnx", name);
   return entry_for(dir, item, out) && !strcmp(out->name, name) ? 0 : -1;
+}
+
+static bool policy_takes(const pr_version_policy_t *policy, long number, int rank) {
+  if (policy->kind == PR_VERSIONS_ALL) return true;
+  if (policy->kind == PR_VERSIONS_LATEST) return rank < (policy->latest > 0 ? policy->latest : 1);
+  for (int i = 0; i < policy->n_specific; i++)
+    if (policy->specific[i] == number) return true;
+  return false;
+}
+
+int pr_repo_versions(const char *dir, const char *name, const pr_version_policy_t *policy,
+                     pr_repo_entry_t *out, int max) {
+  if (!valid_name(name)) return -1;
+  if (max > PR_REPO_MAX_VERSIONS) max = PR_REPO_MAX_VERSIONS;
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  version_t vers[PR_REPO_MAX_VERSIONS * 4]; /* SPECIFIC may name old ones */
+  int n = list_versions(p, vers, (int)(sizeof vers / sizeof vers[0]));
+  if (n == 0) { /* NAME.onnx: version 1 */
+    if (pr_repo_find(dir, name, &out[0])) return -1;
+    return max > 0 && policy_takes(policy, 1, 0) ? 1 : 0;
+  }
+  int k = 0;
+  for (int i = 0; i < n && k < max; i++)
+    if (policy_takes(policy, vers[i].number, i)) folder_entry(p, name, &vers[i], &out[k++]);
+  return k;
 }
 
 /* Error messages quote outside text (keys, paths) and may be cut to the
@@ -212,6 +274,57 @@ static bool set_dims(pr_model_config_t *c, const char *key, json_t *v, char *msg
   return true;
 }
 
+static bool set_levels(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  long long x;
+  if (!json_is_integer(v) || (x = json_integer_value(v)) < 1 || x > 1000) {
+    snprintf(msg, len, "'%s' must be 1..1000", key);
+    return false;
+  }
+  if (!strcmp(key, "priority_levels"))
+    c->priority_levels = (int)x;
+  else
+    c->default_priority = (int)x;
+  return true;
+}
+
+/* Triton's form: {"latest": {"num_versions": N}}, {"all": {}} or
+ * {"specific": {"versions": [V, ...]}}. */
+static bool set_policy(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  pr_version_policy_t *p = &c->policy;
+  memset(p, 0, sizeof *p);
+  json_t *latest = json_object_get(v, "latest"), *specific = json_object_get(v, "specific");
+  json_t *n = json_object_get(latest, "num_versions"),
+         *list = json_object_get(specific, "versions");
+  bool one = json_object_size(v) == 1;
+  if (one && json_is_object(json_object_get(v, "all"))) {
+    p->kind = PR_VERSIONS_ALL;
+    return true;
+  }
+  if (one && json_object_size(latest) == 1 && json_is_integer(n) && json_integer_value(n) >= 1 &&
+      json_integer_value(n) <= PR_REPO_MAX_VERSIONS) {
+    p->kind = PR_VERSIONS_LATEST;
+    p->latest = (int)json_integer_value(n);
+    return true;
+  }
+  size_t i, count = json_array_size(list);
+  json_t *x;
+  if (one && json_object_size(specific) == 1 && count >= 1 && count <= PR_REPO_MAX_VERSIONS) {
+    p->kind = PR_VERSIONS_SPECIFIC;
+    json_array_foreach(list, i, x) {
+      if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > LONG_MAX)
+        break;
+      p->specific[p->n_specific++] = (long)json_integer_value(x);
+    }
+    if (p->n_specific == (int)count) return true;
+  }
+  snprintf(msg, len,
+           "'%s' must be {\"latest\": {\"num_versions\": 1..%d}}, {\"all\": {}} or "
+           "{\"specific\": {\"versions\": [up to %d non-negative integers]}}",
+           key, PR_REPO_MAX_VERSIONS, PR_REPO_MAX_VERSIONS);
+  memset(p, 0, sizeof *p);
+  return false;
+}
+
 /* A setting is a setter, or (set NULL) an int field of the config at `off`
  * that takes min..10^8. */
 static const struct {
@@ -229,6 +342,9 @@ static const struct {
     {"estimator", .set = set_estimator},
     {"min_batch_size", .set = set_min_batch},
     {"dims", .set = set_dims},
+    {"priority_levels", .set = set_levels},
+    {"default_priority_level", .set = set_levels},
+    {"version_policy", .set = set_policy},
 };
 
 /* Setting key = v into c; false with a message in msg. */
@@ -265,6 +381,10 @@ int pr_repo_parse_config(const char *text, size_t len, const char *origin, pr_mo
   }
   if (ok && c->min_batch > c->max_batch) {
     snprintf(msg, sizeof msg, "min_batch_size above max_batch_size");
+    ok = false;
+  }
+  if (ok && c->default_priority > 0 && c->default_priority > c->priority_levels) {
+    snprintf(msg, sizeof msg, "default_priority_level above priority_levels");
     ok = false;
   }
   if (!ok) set_error(err, err_len, "%s: %s", origin, msg);

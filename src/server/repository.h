@@ -23,6 +23,22 @@ int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total);
  * has no such model (or the name is not a valid model name). */
 int pr_repo_find(const char *dir, const char *name, pr_repo_entry_t *out);
 
+#define PR_REPO_MAX_VERSIONS 16
+
+typedef struct {
+  enum { PR_VERSIONS_LATEST = 0, PR_VERSIONS_ALL, PR_VERSIONS_SPECIFIC } kind;
+  int latest;                          /* LATEST: how many (default 1) */
+  long specific[PR_REPO_MAX_VERSIONS]; /* SPECIFIC: the versions */
+  int n_specific;
+} pr_version_policy_t;
+
+/* The versions of model `name` that policy selects, highest first, into out
+ * (at most max, PR_REPO_MAX_VERSIONS at most); ALL beyond max keeps the
+ * highest. Returns how many (0: the policy selects none of those there), or
+ * -1 when DIR has no such model. NAME.onnx has version 1 only. */
+int pr_repo_versions(const char *dir, const char *name, const pr_version_policy_t *policy,
+                     pr_repo_entry_t *out, int max);
+
 /* Per-model settings (config.json), each defaulting to the server's. */
 typedef struct {
   int max_batch;
@@ -36,6 +52,11 @@ typedef struct {
   int n_dims;      /* values of named symbolic dims other than the batch */
   char dim_names[8][64];
   long long dim_values[8];
+  int priority_levels;  /* queue levels, 1 first */
+  int default_priority; /* the level of a request that names none */
+  /* which versions of the model folder are served: the latest n, all, or
+   * the listed ones (Triton's version_policy) */
+  pr_version_policy_t policy;
 } pr_model_config_t;
 
 /* Parses the config.json text (len bytes, no NUL needed) into c, which holds

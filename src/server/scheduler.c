@@ -61,9 +61,10 @@ struct pr_sched {
   int depth, started;
   bool stop;
   /* the reaper: fails queued requests past their deadline (reap_cond,
-   * qlock) */
+   * qlock); reap_due: when it wakes next (0: when told) */
   pthread_t reaper;
   bool reaper_running;
+  double reap_due;
   pthread_cond_t reap_cond;
   /* autoscaler */
   pthread_t auto_thread;
@@ -392,32 +393,57 @@ static void worker_main(pr_worker_t *pw, void *ctx) {
   pr_unlock(&s->qlock);
 }
 
-/* The reaper: the queue is in arrival order and every request has the same
- * timeout, so the head's deadline is the earliest. */
+/* The earliest deadline in the queue (0: none). Deadlines differ per request
+ * and the queue is in priority order, so the whole queue is looked at; it
+ * is bounded by the queue capacity and looked at once a wake-up. */
+static double earliest_deadline(pr_sched_t *s) {
+  assert(pr_lock_held(&s->qlock));
+  double due = 0;
+  for (const pr_request_t *r = s->head; r; r = r->next)
+    if (r->deadline > 0 && (due == 0 || r->deadline < due)) due = r->deadline;
+  return due;
+}
+
+/* Unlinks every queued request past its deadline into a list (qlock held). */
+static pr_request_t *take_expired(pr_sched_t *s, double now) {
+  assert(pr_lock_held(&s->qlock));
+  pr_request_t *expired = NULL, *prev = NULL;
+  for (pr_request_t **at = &s->head; *at;) {
+    pr_request_t *r = *at;
+    if (r->deadline <= 0 || now < r->deadline) {
+      prev = r;
+      at = &r->next;
+      continue;
+    }
+    *at = r->next;
+    if (s->tail == r) s->tail = prev;
+    s->depth--;
+    r->next = expired;
+    expired = r;
+  }
+  assert(s->depth >= 0);
+  return expired;
+}
+
+/* The reaper: sleeps until the earliest deadline in the queue (a submit with
+ * an earlier one wakes it), then fails what has expired. */
 static void *reaper_main(void *arg) {
   pr_sched_t *s = arg;
   pr_lock(&s->qlock);
   while (!s->stop) {
-    if (!s->head) {
+    double due = earliest_deadline(s);
+    s->reap_due = due;
+    if (due == 0) {
       pr_lock_wait(&s->qlock, &s->reap_cond);
       continue;
     }
-    double due = s->head->deadline;
     if (pr_now() < due) {
       struct timespec ts;
       timespec_at(&ts, due);
       pr_lock_timedwait(&s->qlock, &s->reap_cond, &ts);
       continue;
     }
-    pr_request_t *expired = NULL;
-    while (s->head && s->head->deadline > 0 && pr_now() >= s->head->deadline) {
-      pr_request_t *r = s->head;
-      s->head = r->next;
-      if (!s->head) s->tail = NULL;
-      s->depth--;
-      r->next = expired;
-      expired = r;
-    }
+    pr_request_t *expired = take_expired(s, pr_now());
     if (expired) pr_history_queue(s->history, pr_now(), s->depth);
     pr_unlock(&s->qlock);
     for (pr_request_t *r = expired, *next; r; r = next) {
@@ -711,6 +737,9 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   s->model = model;
   s->cfg = *cfg;
   s->cfg.max_plans = max_plans;
+  if (s->cfg.priority_levels < 1) s->cfg.priority_levels = 1; /* one FIFO */
+  if (s->cfg.default_priority < 1 || s->cfg.default_priority > s->cfg.priority_levels)
+    s->cfg.default_priority = (s->cfg.priority_levels + 1) / 2;
   keep_base(s, base);
   s->n_in = pr_engine_model_num_inputs(model);
   s->n_out = pr_engine_model_num_outputs(model);
@@ -750,12 +779,13 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   pr_plan_format(&s->configs[first].plan, spec, sizeof spec);
   pr_unlock(&s->qlock);
   pr_history_switch(s->history, pr_now(), NULL, spec, "first plan, at load", 0);
-  if (s->cfg.timeout_s > 0 && pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+  /* always: a request may carry its own timeout */
+  if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
     pr_errf(err, err_len, "cannot start the scheduler's timeout thread");
     pr_sched_destroy(s);
     return PR_ERR_NOMEM;
   }
-  s->reaper_running = s->cfg.timeout_s > 0;
+  s->reaper_running = true;
   *out = s;
   return PR_OK;
 }
@@ -789,10 +819,33 @@ void pr_sched_destroy(pr_sched_t *s) {
   free(s);
 }
 
-pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
-  r->t_enqueue = pr_now();
-  r->deadline = s->cfg.timeout_s > 0 ? r->t_enqueue + s->cfg.timeout_s : 0;
+/* Links r in after every request of its level or a level before it (qlock
+ * held): the common case, a level no later than the tail's, appends. */
+static void enqueue_locked(pr_sched_t *s, pr_request_t *r) {
+  assert(pr_lock_held(&s->qlock));
   r->next = NULL;
+  if (!s->tail || s->tail->priority <= r->priority) {
+    if (s->tail)
+      s->tail->next = r;
+    else
+      s->head = r;
+    s->tail = r;
+    return;
+  }
+  pr_request_t **at = &s->head;
+  while ((*at)->priority <= r->priority) at = &(*at)->next;
+  assert(*at); /* the tail's level is later than r's */
+  r->next = *at;
+  *at = r;
+}
+
+pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
+  if (r->priority < 0 || r->priority > s->cfg.priority_levels) return PR_ERR_INVALID;
+  if (r->priority == 0) r->priority = s->cfg.default_priority;
+  r->t_enqueue = pr_now();
+  double timeout = s->cfg.timeout_s;
+  if (r->timeout_s > 0 && (timeout <= 0 || r->timeout_s < timeout)) timeout = r->timeout_s;
+  r->deadline = timeout > 0 ? r->t_enqueue + timeout : 0;
   pr_lock(&s->qlock);
   if (s->stop || s->depth >= s->cfg.queue_capacity) {
     pr_unlock(&s->qlock);
@@ -800,12 +853,10 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
     pr_history_rejected(s->history, r->t_enqueue);
     return PR_ERR_BUSY;
   }
-  if (s->tail)
-    s->tail->next = r;
-  else
-    s->head = r;
-  s->tail = r;
-  if (s->depth++ == 0) pthread_cond_signal(&s->reap_cond);
+  enqueue_locked(s, r);
+  s->depth++;
+  if (r->deadline > 0 && (s->reap_due == 0 || r->deadline < s->reap_due))
+    pthread_cond_signal(&s->reap_cond);
   atomic_fetch_add(&s->stats.arrivals, 1);
   pr_history_arrival(s->history, r->t_enqueue, s->depth);
   /* broadcast: parked workers of other configs share the condition variable */
@@ -893,7 +944,12 @@ static bool sample_window(pr_sched_t *s, double window, int *samples, double *ol
     pr_lock(&s->qlock);
     bool stop = s->auto_stop;
     samples[i] = s->depth;
-    *oldest = s->head ? pr_now() - s->head->t_enqueue : 0;
+    if (i == 19) { /* priorities reorder the queue: the oldest may be anywhere */
+      double first = 0;
+      for (const pr_request_t *r = s->head; r; r = r->next)
+        if (first == 0 || r->t_enqueue < first) first = r->t_enqueue;
+      *oldest = first > 0 ? pr_now() - first : 0;
+    }
     pr_unlock(&s->qlock);
     if (stop) return true;
   }

@@ -57,6 +57,11 @@ typedef struct pr_request {
   pr_status_t status; /* PR_ERR_TIMEOUT, PR_ERR_BUSY (unloaded), others: the engine's */
   char err[256];
   double t_enqueue, t_start, t_end, deadline;
+  /* set before submitting: the queue's priority level (1 is served first;
+   * 0: the model's default level) and this request's own queue timeout
+   * (0: the model's; the earlier of the two applies) */
+  int priority;
+  double timeout_s;
   bool done;
   /* optional: called once when the request is done (answered, failed or
    * timed out), from the thread that finished it, after which the
@@ -72,8 +77,10 @@ typedef struct {
   int max_batch;      /* largest rows of one request */
   int queue_capacity; /* requests */
   double max_queue_delay_s;
-  double timeout_s; /* per request, 0: none */
-  int max_plans;    /* prepared configs kept (2..PR_SCHED_MAX_CONFIGS; 0: the maximum) */
+  double timeout_s;     /* per request, 0: none */
+  int max_plans;        /* prepared configs kept (2..PR_SCHED_MAX_CONFIGS; 0: the maximum) */
+  int priority_levels;  /* 1..levels; a request's priority beyond them is refused */
+  int default_priority; /* the level of a request that names none */
 } pr_sched_config_t;
 
 /* Where a request's time goes (packrat_request_stage_seconds): parse (its
@@ -158,8 +165,10 @@ void pr_sched_destroy(pr_sched_t *s);
 pr_request_t *pr_request_new(void);
 void pr_request_free(pr_request_t *r);
 
-/* Queues r (inputs filled, rows set). Returns PR_OK, or PR_ERR_BUSY when the
- * queue is full or stopping (r untouched, caller still owns it). */
+/* Queues r (inputs filled, rows set) behind the requests of its priority
+ * level and of every level before it. Returns PR_OK, PR_ERR_BUSY when the
+ * queue is full or stopping, or PR_ERR_INVALID for a priority beyond the
+ * levels (r untouched, caller still owns it). */
 pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
 /* Waits for r to complete. */
 void pr_request_wait(pr_request_t *r);

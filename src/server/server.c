@@ -272,9 +272,9 @@ static void index_one(pr_served_t *m, void *ctx) {
                       : m->state == PR_MODEL_READY   ? "READY"
                       : m->state == PR_MODEL_LOADING ? "LOADING"
                                                      : "UNAVAILABLE";
-  json_array_append_new(
-      x->arr, json_pack("{s:s, s:s, s:s, s:s}", "name", x->e->name, "version", x->e->version,
-                        "state", state, "reason", m ? m->reason : "not loaded"));
+  json_array_append_new(x->arr, json_pack("{s:s, s:s, s:s, s:s}", "name", x->e->name, "version",
+                                          m ? m->entry.version : x->e->version, "state", state,
+                                          "reason", m ? m->reason : "not loaded"));
 }
 
 static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -332,17 +332,22 @@ static json_t *tensor_meta(const pr_tensor_info_t *t) {
                    "shape", shape);
 }
 
+static void ready_version(pr_served_t *m, void *ctx) {
+  if (m && m->state == PR_MODEL_READY) json_array_append_new(ctx, json_string(m->entry.version));
+}
+
 static enum MHD_Result model_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                   pr_served_t *m) {
-  json_t *ins = json_array(), *outs = json_array();
+  json_t *ins = json_array(), *outs = json_array(), *versions = json_array();
+  pr_models_with(s->models, m->entry.name, ready_version, versions);
   for (int i = 0; i < m->proto.n_inputs; i++)
     json_array_append_new(ins, tensor_meta(&m->proto.inputs[i]));
   for (int i = 0; i < m->proto.n_outputs; i++)
     json_array_append_new(outs, tensor_meta(&m->proto.outputs[i]));
   return reply_json(cn, PR_OK,
-                    json_pack("{s:s, s:[s], s:s, s:o, s:o, s:{s:i}}", "name", m->entry.name,
-                              "versions", m->entry.version, "platform", "onnx", "inputs", ins,
-                              "outputs", outs, "parameters", "max_batch_size", m->cfg.max_batch));
+                    json_pack("{s:s, s:o, s:s, s:o, s:o, s:{s:i}}", "name", m->entry.name,
+                              "versions", versions, "platform", "onnx", "inputs", ins, "outputs",
+                              outs, "parameters", "max_batch_size", m->cfg.max_batch));
 }
 
 static enum MHD_Result h_model_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -469,6 +474,8 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
   }
   r->on_done = on_answered;
   r->on_done_ctx = cn;
+  r->priority = q.priority;
+  r->timeout_s = (double)q.timeout_us * 1e-6;
   cn->req = r, cn->q = q, cn->model = m;
   pthread_mutex_lock(&cn->lock);
   if ((st = pr_sched_submit(m->sched, r)) != PR_OK) {
@@ -477,6 +484,11 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
 
     pr_proto_infer_clear(&q);
     pr_request_free(r);
+    if (st == PR_ERR_INVALID) {
+      snprintf(err, sizeof err, "'priority' must be 0 (the model's default level) to %d",
+               m->cfg.priority_levels);
+      return reply_error(cn, st, err);
+    }
     return reply_error(cn, st, "the model's queue is full; retry later");
   }
   cn->model_owned = true;
@@ -964,7 +976,8 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
                            .defaults = {.max_batch = cfg->max_batch,
                                         .max_queue_delay_us = cfg->max_queue_delay_us,
                                         .queue_capacity = cfg->queue_capacity,
-                                        .request_timeout_s = cfg->request_timeout_s}};
+                                        .request_timeout_s = cfg->request_timeout_s,
+                                        .priority_levels = 10}};
   pr_status_t st = parse_host(s, cfg, err, err_len);
   if (!st) st = pr_auth_load(cfg->auth_token_file, cfg->admin_token_file, &s->auth, err, err_len);
   if (!st)

@@ -1,6 +1,7 @@
 /* The model repository's config.json parser: from a buffer (not
  * NUL-terminated) and from a file, settings applied over the defaults, and
- * every error naming where the text came from. */
+ * every error naming where the text came from; the versions each version
+ * policy selects. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "server/repository.h"
@@ -138,12 +140,92 @@ static void test_read_file(void **s) {
   assert_non_null(strstr(err, path));
 }
 
+/* A version folder v of model m under dir, with an (empty) model.onnx. */
+static void add_version(const char *dir, const char *v) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/m", dir);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/m/%s", dir, v);
+  assert_int_equal(mkdir(p, 0755), 0);
+  snprintf(p, sizeof p, "%s/m/%s/model.onnx", dir, v);
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  fclose(f);
+}
+
+static int versions(const char *dir, const char *policy_json, char *out, size_t len) {
+  pr_model_config_t c = defaults();
+  char err[256];
+  if (policy_json) assert_int_equal(parse(policy_json, &c, err), 0);
+  pr_repo_entry_t e[PR_REPO_MAX_VERSIONS];
+  int n = pr_repo_versions(dir, "m", &c.policy, e, PR_REPO_MAX_VERSIONS);
+  size_t off = 0;
+  out[0] = 0;
+  for (int i = 0; i < n; i++) off += (size_t)snprintf(out + off, len - off, "%s ", e[i].version);
+  return n;
+}
+
+/* Version policies: which version folders each selects, highest first; "007"
+ * is version 7; folders that are not versions are skipped. */
+static void test_version_policies(void **s) {
+  char dir[] = "/tmp/pr_repo_versions_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  const char *made[] = {"1", "2", "007", "10", "x", "3a"};
+  for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) add_version(dir, made[i]);
+  char got[256];
+  assert_int_equal(versions(dir, NULL, got, sizeof got), 1);
+  assert_string_equal(got, "10 ");
+  assert_int_equal(
+      versions(dir, "{\"version_policy\": {\"latest\": {\"num_versions\": 3}}}", got, sizeof got),
+      3);
+  assert_string_equal(got, "10 7 2 ");
+  assert_int_equal(versions(dir, "{\"version_policy\": {\"all\": {}}}", got, sizeof got), 4);
+  assert_string_equal(got, "10 7 2 1 ");
+  assert_int_equal(versions(dir, "{\"version_policy\": {\"specific\": {\"versions\": [1, 7, 99]}}}",
+                            got, sizeof got),
+                   2);
+  assert_string_equal(got, "7 1 ");
+  assert_int_equal(
+      versions(dir, "{\"version_policy\": {\"specific\": {\"versions\": [99]}}}", got, sizeof got),
+      0);
+  pr_model_config_t c = defaults();
+  pr_repo_entry_t e[2];
+  assert_int_equal(pr_repo_versions(dir, "nope", &c.policy, e, 2), -1);
+  assert_int_equal(pr_repo_versions(dir, "../m", &c.policy, e, 2), -1);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* The version_policy and priority settings: the forms taken, and refusals. */
+static void test_policy_settings(void **s) {
+  pr_model_config_t c = defaults();
+  char err[256];
+  assert_int_equal(parse("{\"priority_levels\": 4, \"default_priority_level\": 2}", &c, err), 0);
+  assert_int_equal(c.priority_levels, 4);
+  assert_int_equal(c.default_priority, 2);
+  const char *bad[] = {
+      "{\"priority_levels\": 2, \"default_priority_level\": 3}",
+      "{\"priority_levels\": 0}",
+      "{\"version_policy\": {\"latest\": {\"num_versions\": 17}}}",
+      "{\"version_policy\": {\"latest\": {}}}",
+      "{\"version_policy\": {\"specific\": {\"versions\": [1, -2]}}}",
+      "{\"version_policy\": {\"all\": {}, \"latest\": {\"num_versions\": 1}}}",
+      "{\"version_policy\": []}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    c = defaults();
+    c.priority_levels = 10;
+    assert_int_equal(parse(bad[i], &c, err), -1);
+    assert_non_null(strstr(err, "m/config.json"));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse_settings),
-      cmocka_unit_test(test_parse_errors),
-      cmocka_unit_test(test_errors_stay_utf8),
-      cmocka_unit_test(test_read_file),
+      cmocka_unit_test(test_parse_settings),   cmocka_unit_test(test_parse_errors),
+      cmocka_unit_test(test_errors_stay_utf8), cmocka_unit_test(test_read_file),
+      cmocka_unit_test(test_version_policies), cmocka_unit_test(test_policy_settings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
