@@ -92,6 +92,19 @@ static void write_stages(FILE *f, const ready_t *r) {
     }
 }
 
+static void write_overhead(FILE *f, const ready_t *r) {
+  family(f, "packrat_request_overhead_seconds", "histogram",
+         "Per answered infer request: its time in the server (parse to sent) outside its batch's "
+         "compute.");
+  for (int i = 0; i < r->n; i++) {
+    char labels[200];
+    snprintf(labels, sizeof labels, "model=\"%s\",version=\"%s\"", r->list[i]->entry.name,
+             r->list[i]->entry.version);
+    pr_hist_write(&pr_sched_stats(r->list[i]->sched)->overhead_s, f,
+                  "packrat_request_overhead_seconds", labels);
+  }
+}
+
 /* The autoscaler's inputs and decisions (its last window). */
 static void write_autoscaler(FILE *f, const ready_t *r) {
   static const struct {
@@ -227,6 +240,7 @@ void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   write_requests(f, &r);
   write_histograms(f, &r);
   write_stages(f, &r);
+  write_overhead(f, &r);
   write_autoscaler(f, &r);
   write_counters(f, &r);
   write_model_gauges(f, &r);

@@ -583,6 +583,21 @@ static int run_pass(parser_t *p, const char *text, size_t len) {
   return p->failed ? -1 : 0;
 }
 
+/* Allocates t's data (nbytes), counting it against the parse's byte bound;
+ * -1 with the message and PR_ERR_BUSY set. */
+static int own_tensor(parser_t *p, pr_tensor_t *t, size_t nbytes) {
+  p->bytes += nbytes;
+  if (p->max_bytes && p->bytes > p->max_bytes) {
+    p->status = PR_ERR_BUSY;
+    return fail(p, "the server holds too many request bytes; retry later"), -1;
+  }
+  if (!(t->data = pr_aligned_alloc(nbytes))) {
+    p->status = PR_ERR_BUSY;
+    return fail(p, "out of memory; retry later"), -1;
+  }
+  return 0;
+}
+
 /* Checks pass 1's view of input i against the model and sizes its tensor. */
 static int check_input(parser_t *p, int i, pr_request_t *r) {
   in_t *in = &p->in[i];
@@ -635,20 +650,15 @@ static int check_input(parser_t *p, int i, pr_request_t *r) {
   if (in->has_data && numel > 0 && numel - 1 > p->max_values)
     return fail(p, "input '%s': 'data' has fewer values than the shape needs", name), -1;
   if (in->has_data) p->max_values -= numel ? numel - 1 : 0;
-  p->bytes += nbytes;
-  if (p->max_bytes && p->bytes > p->max_bytes) {
-    p->status = PR_ERR_BUSY;
-    return fail(p, "the server holds too many request bytes; retry later"), -1;
-  }
-  if (!(t->data = pr_aligned_alloc(nbytes))) {
-    p->status = PR_ERR_BUSY;
-    return fail(p, "out of memory; retry later"), -1;
-  }
+  /* binary tensors are views into the body (take_inputs), except BOOL,
+   * whose bytes are normalized into a copy */
+  if (in->has_data || t->dtype == PR_DTYPE_BOOL) return own_tensor(p, t, nbytes);
   return 0;
 }
 
-/* Checks and sizes every input (check_input) and copies the binary ones from
- * the bytes after the JSON header; -1 with the message set. */
+/* Checks and sizes every input (check_input) and takes the binary ones from
+ * the bytes after the JSON header: views into the body (r->borrowed), BOOL
+ * copied with every non-zero byte made 1; -1 with the message set. */
 static int take_inputs(parser_t *p, const char *body, size_t len, size_t json_len,
                        pr_request_t *r) {
   const pr_proto_model_t *m = p->m;
@@ -663,10 +673,14 @@ static int take_inputs(parser_t *p, const char *body, size_t len, size_t json_le
     size_t nbytes = (size_t)in->bsize;
     if (len - bin_off < nbytes)
       return fail(p, "input '%s': binary data shorter than binary_data_size", in->name), -1;
-    uint8_t *data = r->inputs[in->k].data;
-    memcpy(data, body + bin_off, nbytes);
-    if (r->inputs[in->k].dtype == PR_DTYPE_BOOL) /* one byte each: any non-zero is true */
-      for (size_t b = 0; b < nbytes; b++) data[b] = body[bin_off + b] != 0;
+    pr_tensor_t *t = &r->inputs[in->k];
+    if (t->dtype == PR_DTYPE_BOOL) { /* one byte each: any non-zero is true */
+      for (size_t b = 0; b < nbytes; b++) ((uint8_t *)t->data)[b] = body[bin_off + b] != 0;
+    } else {
+      assert(!t->data);
+      t->data = (void *)(body + bin_off); /* read only: the scheduler copies rows out */
+      r->borrowed |= 1u << in->k;
+    }
     bin_off += nbytes;
   }
   if (bin_off != len) return fail(p, "%zu bytes of binary data left over", len - bin_off), -1;

@@ -54,7 +54,9 @@ pr_dtype_t pr_proto_dtype(const char *datatype);
 
 /* Parses an infer request body (json_len: the JSON header's length, the whole
  * body without the binary extension) into r->inputs/r->rows and q, allocating
- * at most max_bytes of tensors (0: no bound); the tensors are r's. Returns
+ * at most max_bytes of tensors (0: no bound). Tensors from JSON are r's;
+ * binary ones (but BOOL) are views into body (r->borrowed): the body must
+ * stay unchanged until r is freed. Returns
  * PR_OK; PR_ERR_INVALID for a malformed body or one the model does not take;
  * PR_ERR_BUSY over max_bytes or when the tensors cannot be allocated (retry
  * later); a message in err for every error. Release q with

@@ -101,7 +101,10 @@ pr_request_t *pr_request_new(void) {
 
 void pr_request_free(pr_request_t *r) {
   if (!r) return;
-  for (int i = 0; i < PR_SCHED_MAX_IO; i++) pr_free(r->inputs[i].data), pr_free(r->outputs[i].data);
+  for (int i = 0; i < PR_SCHED_MAX_IO; i++) {
+    if (!(r->borrowed & 1u << i)) pr_free(r->inputs[i].data);
+    pr_free(r->outputs[i].data);
+  }
   pthread_mutex_destroy(&r->lock);
   pthread_cond_destroy(&r->cond);
   free(r);
@@ -263,7 +266,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   pr_status_t rs[PR_SCHED_MAX_BATCH_REQUESTS] = {0}, st = PR_OK;
   char err[512] = "";
   assert(n >= 1 && n <= PR_SCHED_MAX_BATCH_REQUESTS && rows >= 1);
-  double t0 = pr_now();
+  double t0 = pr_now(), compute = 0;
   for (int done = 0; done < rows && !st;) {
     pr_worker_session_t *z = pr_worker_session(&w->w, rows - done);
     if (!z) z = pr_worker_largest(&w->w);
@@ -280,6 +283,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     double td = pr_now();
     pr_hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
     pr_hist_observe(&s->stats.stage[PR_STAGE_compute], tc - tb);
+    compute += tc - tb;
     pr_hist_observe(&s->stats.stage[PR_STAGE_scatter], td - tc);
     pr_batch_stats_t *bs = &s->stats.by_batch[c < s->stats.max_batch ? c : s->stats.max_batch];
     atomic_fetch_add(&bs->count, 1);
@@ -294,6 +298,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   double t1 = pr_now();
   pr_hist_observe(&s->stats.compute_s, t1 - t0);
   atomic_fetch_add(&s->stats.compute_us, (uint64_t)((t1 - t0) * 1e6) * (uint64_t)n);
+  for (int i = 0; i < n; i++) reqs[i]->compute_s = compute;
   complete_batch(s, reqs, n, st, err, rs);
 }
 
@@ -717,6 +722,7 @@ const char *const pr_stage_names[PR_STAGE_COUNT] = {
 static void init_stats(pr_sched_stats_t *st) {
   for (int k = 0; k < PR_STAGE_COUNT; k++)
     pr_hist_init(&st->stage[k], pr_stage_bounds, pr_stage_n_bounds);
+  pr_hist_init(&st->overhead_s, pr_stage_bounds, pr_stage_n_bounds);
   pr_hist_init(&st->request_s, pr_latency_bounds, pr_latency_n_bounds);
   pr_hist_init(&st->queue_s, pr_latency_bounds, pr_latency_n_bounds);
   pr_hist_init(&st->compute_s, pr_latency_bounds, pr_latency_n_bounds);

@@ -54,9 +54,13 @@ typedef struct pr_request {
   int rows;                             /* batch dimension of this request's inputs */
   pr_tensor_t inputs[PR_SCHED_MAX_IO];  /* owned */
   pr_tensor_t outputs[PR_SCHED_MAX_IO]; /* owned, filled on success */
+  /* bit k: inputs[k].data is borrowed (a view into a buffer its submitter
+   * keeps until the request is freed; read only, any alignment), not freed */
+  unsigned borrowed;
   pr_status_t status; /* PR_ERR_TIMEOUT, PR_ERR_BUSY (unloaded), others: the engine's */
   char err[256];
   double t_enqueue, t_start, t_end, deadline;
+  double compute_s; /* the session runs of its batch, all chunks (set when done) */
   /* set before submitting: the queue's priority level (1 is served first;
    * 0: the model's default level) and this request's own queue timeout
    * (0: the model's; the earlier of the two applies) */
@@ -115,6 +119,9 @@ typedef struct {
   _Atomic uint64_t arrivals, reconfigurations, plans_evicted;
   pr_hist_t request_s, queue_s, compute_s, batch, switch_s;
   pr_hist_t stage[PR_STAGE_COUNT];
+  /* per answered request: its time in the server (body parsed to response
+   * sent) minus its batch's compute: the server's own cost plus waiting */
+  pr_hist_t overhead_s;
   /* the autoscaler's last window: target batch, arrivals (per 1000 s),
    * queue depth and oldest wait (us) at its end; decisions by reason
    * (pr_est_reason_t: the estimate, held by the backlog, raised by it) */

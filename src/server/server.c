@@ -130,6 +130,7 @@ typedef struct {
   pr_served_t *model;        /* the reference held for it */
   bool model_owned;          /* the reference is the request's (with_model leaves it) */
   double t_queued;           /* when its infer answer was queued (0: none) */
+  double t_parse, compute_s; /* its body's parse began; its batch's compute */
   bool deferred;             /* an admin handler running on its own thread */
   struct MHD_Response *resp; /* the deferred handler's answer */
   unsigned resp_code;
@@ -430,6 +431,7 @@ static enum MHD_Result infer_finish(conn_t *cn) {
     } else {
       ret = reply(cn, PR_OK, body, len, jl ? "application/octet-stream" : "application/json", jl);
       cn->t_queued = t1; /* "send" ends when libmicrohttpd has sent it (completed) */
+      cn->compute_s = r->compute_s;
     }
   }
   infer_release(cn);
@@ -455,13 +457,14 @@ static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *c
   /* the tensors may take what is left of the in-flight bound */
   uint64_t held = atomic_load(&s->inflight);
   size_t room = held < s->cfg.max_inflight_bytes ? s->cfg.max_inflight_bytes - held : 1;
-  double t0 = pr_now();
+  double t0 = cn->t_parse = pr_now();
   pr_status_t st = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len,
                                         room, r, &q, err, sizeof err);
   pr_hist_observe(&pr_sched_stats(m->sched)->stage[PR_STAGE_parse], pr_now() - t0);
   size_t tensor_bytes = 0;
-  for (int i = 0; st == PR_OK && i < m->proto.n_inputs; i++)
-    tensor_bytes += (size_t)pr_tensor_numel(&r->inputs[i]) * pr_dtype_size(r->inputs[i].dtype);
+  for (int i = 0; st == PR_OK && i < m->proto.n_inputs; i++) /* views add nothing */
+    if (!(r->borrowed & 1u << i))
+      tensor_bytes += (size_t)pr_tensor_numel(&r->inputs[i]) * pr_dtype_size(r->inputs[i].dtype);
   /* the parsed tensors count against the in-flight bytes as well */
   if (st == PR_OK && !reserve(s, cn, tensor_bytes)) {
     st = PR_ERR_BUSY;
@@ -877,9 +880,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     pthread_mutex_unlock(&cn->lock);
     infer_release(cn);
     if (cn->model) {
-      if (cn->t_queued > 0 && t == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        pr_hist_observe(&pr_sched_stats(cn->model->sched)->stage[PR_STAGE_send],
-                        pr_now() - cn->t_queued);
+      if (cn->t_queued > 0 && t == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        pr_sched_stats_t *stats = pr_sched_stats(cn->model->sched);
+        double now = pr_now();
+        pr_hist_observe(&stats->stage[PR_STAGE_send], now - cn->t_queued);
+        pr_hist_observe(&stats->overhead_s, now - cn->t_parse - cn->compute_s);
+      }
       pr_models_put(cn->model);
     }
     if (cn->resp) MHD_destroy_response(cn->resp);

@@ -95,6 +95,10 @@ def many_connections():
     c.check(f"/metrics: every request stage timed ({counts})",
             all(counts.get(st, 0) >= 200 for st in ("parse", "queue", "resume", "encode"))
             and all(counts.get(st, 0) >= 1 for st in stages))
+    over = [line for line in metrics.splitlines() if line.startswith(
+        'packrat_request_overhead_seconds_count{model="mlp",version="1"}')]
+    n_over = int(over[0].split()[-1]) if over else 0
+    c.check(f"/metrics: each answered request's time outside compute ({n_over})", n_over >= 200)
     rss0 = status(p.pid, "VmRSS")
     socks = []
     try:
