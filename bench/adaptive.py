@@ -1,7 +1,23 @@
 #!/usr/bin/python3
 """Adaptive packrat vs static plans under the same load schedule.
 
-Three servers of a model (ResNet-50 or BERT-base; max batch 8), one after the other, each driven by
+Default (bursty mode):
+1. Capacity: each plan packrat prepares for the model (batches 1..max, one
+   per power of two) served alone as a static plan; its capacity is the
+   highest rate tried that it serves for --capacity-seconds (30) with p99
+   under 1 s and no errors (from its predicted throughput down by 25% a
+   step, then bisected to within 10%; a plan that serves its prediction is
+   not pushed past it).
+2. A bursty schedule: phases of --phase-seconds at rates drawn (seeded)
+   between 0.2x and 0.9x of the best static capacity, Poisson arrivals
+   within each; the best static plan and the adaptive server each run it.
+   Reports p50/p99 per phase and the adaptive/best-static p99 ratio.
+3. From the adaptive server's own history (/dashboard/state: per-second
+   queue depth, every switch): no switch to a plan of lower capacity
+   while the queue was growing.
+
+With --schedule (the fixed-schedule mode): three servers of a model
+(ResNet-50 or BERT-base; max batch 8), one after the other, each driven by
 `packrat bench --schedule` (open loop, Poisson arrivals, rising then falling):
 - static fat: one T-thread instance, batch 8, never changes;
 - static plan for the average load: packrat's plan for the batch the
@@ -9,26 +25,159 @@ Three servers of a model (ResNet-50 or BERT-base; max batch 8), one after the ot
 - adaptive: plans prepared for batches 1..8, the autoscaler switches between them.
 Reports p50/p99 per phase.
 
-usage: bench/adaptive.py [--model resnet50] [--schedule 4:20,24:20,4:20]
+usage: bench/adaptive.py [--model resnet50] [--capacity-seconds 30] [--phase-seconds 20] [--phases 6]
+       bench/adaptive.py [--model resnet50] --schedule 4:20,24:20,4:20
 """
 import argparse
 import json
 import os
+import random
 import sys
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import add_paths, cpu_name, run_json, utc_stamp  # noqa: E402
 from serve import Server  # noqa: E402
 
 
+def get_json(url):
+    return json.loads(urllib.request.urlopen(url, timeout=30).read())
+
+
+def base_config(name, max_batch):
+    base = {"max_batch_size": max_batch, "queue_capacity": 4096, "request_timeout_ms": 600000}
+    if name.startswith(("bert", "gpt2")):  # symbolic sequence axis: served at length 128
+        base["dims"] = {"sequence": 128}
+    return base
+
+
+def prepared_plans(packrat, model, name, base):
+    probe = Server(packrat, model, dict(base), name)
+    plan = get_json(f"{probe.url}/v2/models/{name}/plan")
+    probe.stop()
+    return sorted(plan["prepared"], key=lambda p: p["batch"])
+
+
+def drive(packrat, model, name, cfg, load_args):
+    """One server with cfg, warmed, then `packrat bench` with load_args; its
+    result, and the server's /dashboard/state at the end."""
+    s = Server(packrat, model, cfg, name)
+    run_json([packrat, "bench", "--url", s.url, "--model", name, "--concurrency", "1", "--duration", "3",
+              "--json"])
+    r = run_json([packrat, "bench", "--url", s.url, "--model", name, *load_args, "--json"])
+    state = get_json(f"{s.url}/dashboard/state")
+    r["plan"] = s.plan
+    s.stop()
+    return r, state
+
+
+def capacity(packrat, model, name, base, p, seconds, runs=5):
+    """The highest rate tried that plan p serves with p99 < 1 s and no
+    errors: from its predicted throughput down by 25% a step until one
+    passes, then bisecting between the highest pass and the lowest failure
+    until they are within 10% (at most `runs` runs)."""
+    rate = p["batch"] / (p["predicted_latency_ms"] / 1e3)
+    passed, failed, tried = 0.0, None, []
+    for _ in range(runs):
+        r, _ = drive(packrat, model, name, dict(base, plan=p["plan"]),
+                     ["--rate", f"{rate:.2f}", "--duration", str(seconds)])
+        ok = r["p99_ms"] < 1000 and r["errors"] == 0
+        tried.append({"rate": round(rate, 2), "p99_ms": r["p99_ms"], "errors": r["errors"], "ok": ok})
+        print(json.dumps({"plan": p["plan"], **tried[-1]}), flush=True)
+        if ok:
+            passed = rate
+        else:
+            failed = rate
+        if failed is None or (passed and (failed - passed) / failed < 0.1):
+            break
+        rate = (passed + failed) / 2 if passed else rate * 0.75
+    return passed, tried
+
+
+def drops_while_growing(state, name, capacities):
+    """Switches to a plan of lower capacity made while the queue grew (the
+    last two whole seconds before the switch)."""
+    m = next(x for x in state["models"] if x["name"] == name)
+    series, bad = m["series"], []
+    queue, start = series["queue"], series["start_unix_ms"]
+    for sw in m["switches"]:
+        a, b = capacities.get(sw["from"]), capacities.get(sw["to"])
+        if a is None or b is None or b >= a:
+            continue
+        i = int((sw["unix_ms"] - start) // 1000)
+        if 2 <= i <= len(queue) and queue[i - 1] > queue[i - 2]:
+            bad.append({"from": sw["from"], "to": sw["to"], "why": sw["why"], "queue": queue[i - 2:i]})
+    return bad
+
+
+def bursty(args, packrat, model, name, T):
+    base = base_config(name, args.max_batch)
+    plans = prepared_plans(packrat, model, name, base)
+    caps = {}
+    for p in plans:
+        caps[p["plan"]], tried = capacity(packrat, model, name, base, p, args.capacity_seconds)
+        p["capacity_rps"], p["tried"] = caps[p["plan"]], tried
+    best = max(plans, key=lambda p: p["capacity_rps"])
+    C = best["capacity_rps"]
+    rng = random.Random(args.seed)
+    levels = [0.2] + [round(rng.uniform(0.2, 0.9), 2) for _ in range(args.phases - 2)] + [0.9]
+    rng.shuffle(levels)
+    schedule = ",".join(f"{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}" for lv in levels)
+    rows = []
+    for label, cfg in (("best static", dict(base, plan=best["plan"])), ("adaptive packrat", dict(base))):
+        r, state = drive(packrat, model, name, cfg, ["--schedule", schedule])
+        r["server"] = label
+        if label.startswith("adaptive"):
+            r["drops_while_growing"] = drops_while_growing(state, name, caps)
+            r["switches"] = next(x for x in state["models"] if x["name"] == name)["switches"]
+        rows.append(r)
+        print(json.dumps({k: r[k] for k in ("server", "plan", "requests", "errors", "p99_ms")}), flush=True)
+    ratios = [a["p99_ms"] / b["p99_ms"] for a, b in zip(rows[1]["phases"], rows[0]["phases"])]
+    stamp, cpu = utc_stamp(), cpu_name()
+    suffix = "" if name == "resnet50" else f"_{name}"
+    out = {"date": stamp, "cpu": cpu, "model": name, "plans": plans, "best": best["plan"], "capacity_rps": C,
+           "levels": levels, "schedule": schedule, "rows": rows, "p99_ratios": ratios}
+    json.dump(out, open(os.path.join(args.out, f"adaptive_bursty{suffix}.json"), "w"), indent=1)
+    cmd = (f"bench/adaptive.py --model {name} --max-batch {args.max_batch} --capacity-seconds "
+           f"{args.capacity_seconds:g} --phase-seconds {args.phase_seconds:g} --phases {args.phases} "
+           f"--seed {args.seed}")
+    lines = [f"Command: `{cmd}`  ", f"Machine: {cpu}, {T} cores; {stamp}. {name}, batch-1 requests, open loop.", "",
+             "Capacity of each static plan (highest rate served for "
+             f"{args.capacity_seconds:g} s with p99 < 1 s, no errors):", "",
+             "| plan | batch | predicted req/s | capacity req/s |", "|---|---|---|---|"]
+    for p in plans:
+        lines.append(f"| {p['plan']} | {p['batch']} | {p['batch'] / p['predicted_latency_ms'] * 1e3:.1f} | "
+                     f"{p['capacity_rps']:.1f} |")
+    head = "| server | plan | reconfigurations | errors | " + " | ".join(
+        f"phase {i} ({lv:.2f}x) p50 / p99 ms" for i, lv in enumerate(levels)) + " |"
+    lines += ["", f"Bursty schedule (Poisson within each phase; x = share of the best static capacity, "
+              f"{C:.1f} req/s):", "", head, "|" + "---|" * (4 + len(levels))]
+    for r in rows:
+        cells = " | ".join(f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f}" for p in r["phases"])
+        lines.append(f"| {r['server']} | {r['plan']} | {r.get('reconfigurations', 0)} | {r['errors']} | {cells} |")
+    lines.append("| adaptive / best static p99 | | | | " + " | ".join(f"{x:.2f}" for x in ratios) + " |")
+    lines += ["", f"Worst adaptive/best-static p99 ratio: {max(ratios):.2f}. Switches to a plan of lower capacity "
+              f"while the queue grew: {len(rows[1]['drops_while_growing'])}."]
+    open(os.path.join(args.out, f"adaptive_bursty{suffix}.md"), "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="resnet50")
-    ap.add_argument("--schedule", default="4:20,24:20,4:20")
+    ap.add_argument("--schedule", help="the fixed-schedule mode: RATE:SECONDS,...")
     ap.add_argument("--max-batch", type=int, default=8)
+    ap.add_argument("--capacity-seconds", type=float, default=30)
+    ap.add_argument("--phase-seconds", type=float, default=20)
+    ap.add_argument("--phases", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=1)
     add_paths(ap)
     args = ap.parse_args()
     packrat = os.path.join(args.build, "packrat")
+    if not args.schedule:
+        name = args.model
+        model = os.path.abspath(os.path.join(args.models_dir, name, "model.onnx"))
+        return bursty(args, packrat, model, name, os.cpu_count())
     name = args.model
     model = os.path.abspath(os.path.join(args.models_dir, name, "model.onnx"))
     T = os.cpu_count()

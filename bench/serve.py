@@ -4,11 +4,18 @@
 1. Overhead: closed loop, one connection, batch-1 requests (binary tensors)
    through `packrat serve` with one T-thread instance, against the engine
    alone (`packrat run --threads T --batch 1`): the difference of the medians
-   is the server's cost per request (HTTP, codec, queue, copies). Then where
-   that time goes, from the server's own stage histograms
-   (`packrat_request_stage_seconds`): the mean of each stage per request,
-   for ResNet-50 and for the tiny test model (tests/e2e/make_models.py).
-2. Fat instance vs packrat's plan under the same open-loop load (Poisson
+   is the server's cost per request (HTTP, codec, queue, copies). Then the
+   server's own time per request outside compute, from its histograms: the
+   p50 of `packrat_request_overhead_seconds` (each request's time from parse
+   to sent, minus its batch's compute; interpolated in its bucket) and the
+   share of requests under 0.1 ms, and the mean of each stage
+   (`packrat_request_stage_seconds`), for ResNet-50 and for the tiny test
+   model (tests/e2e/make_models.py).
+2. Throughput with 1000 connections: a closed loop of 1000 connections
+   against a server whose plan is the one packrat picks for --max-batch,
+   against the engine's capacity on that plan (`packrat run --plan P --batch
+   B`: B rows per batch latency).
+3. Fat instance vs packrat's plan under the same open-loop load (Poisson
    arrivals at --rate requests/s): a server whose plan is the fat instance
    (T threads, batch --max-batch) against one with the plan packrat picks
    (`plan: auto`) for the same max batch.
@@ -43,9 +50,31 @@ def stage_means_us(url, model):
     return {st: 1e6 * sums.get(st, 0) / counts[st] if counts.get(st) else 0.0 for st in STAGES}
 
 
-def stage_row(name, means):
-    outside = sum(v for k, v in means.items() if k != "compute")
-    return (f"| {name} | " + " | ".join(f"{means[k]:.1f}" for k in STAGES) + f" | {outside:.1f} |")
+def overhead_us(url, model):
+    """(p50 us, share under 100 us, count) of packrat_request_overhead_seconds."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    buckets = []
+    for line in text.splitlines():
+        m = re.match(r'packrat_request_overhead_seconds_bucket\{model="%s",[^}]*le="([^"]+)"\} (\S+)'
+                     % re.escape(model), line)
+        if m:
+            buckets.append((float(m.group(1)), float(m.group(2))))
+    total = buckets[-1][1] if buckets else 0
+    if not total:
+        return 0.0, 0.0, 0
+    lo_b, lo_n, p50 = 0.0, 0.0, buckets[-2][0]
+    for le, n in buckets:
+        if n >= total / 2:  # linear within the bucket that holds the median
+            p50 = lo_b + (le - lo_b) * ((total / 2 - lo_n) / (n - lo_n)) if le != float("inf") else lo_b
+            break
+        lo_b, lo_n = le, n
+    under = next((n for le, n in buckets if abs(le - 1e-4) < 1e-12), 0) / total
+    return p50 * 1e6, under, int(total)
+
+
+def stage_row(name, means, over):
+    return (f"| {name} | {over[0]:.0f} | {100 * over[1]:.0f}% | " +
+            " | ".join(f"{means[k]:.1f}" for k in STAGES) + " |")
 
 
 def tiny_stages(packrat, seconds):
@@ -58,7 +87,7 @@ def tiny_stages(packrat, seconds):
                {"max_batch_size": 1, "plan": "1x1", "max_queue_delay_us": 0}, name="mlp")
     run_json([packrat, "bench", "--url", s.url, "--model", "mlp", "--concurrency", "1", "--duration",
               str(seconds), "--json"])
-    means = stage_means_us(s.url, "mlp")
+    means = stage_means_us(s.url, "mlp"), overhead_us(s.url, "mlp")
     s.stop()
     return means
 
@@ -91,6 +120,25 @@ class Server:
         self.p.wait()
 
 
+def many_connections(packrat, model, max_batch, connections=1000, seconds=20):
+    """Server throughput with `connections` closed-loop connections against the
+    engine's capacity on the same plan."""
+    s = Server(packrat, model, {"max_batch_size": max_batch, "plan": "auto", "autoscale": False,
+                                "max_queue_delay_us": 5000})
+    plan = s.plan
+    run_json([packrat, "bench", "--url", s.url, "--model", "resnet50", "--concurrency", "16",
+              "--duration", "3", "--json"])
+    served = run_json([packrat, "bench", "--url", s.url, "--model", "resnet50", "--concurrency",
+                       str(connections), "--duration", str(seconds), "--json"])
+    s.stop()
+    engine = run_json([packrat, "run", model, "--plan", plan, "--batch", str(max_batch), "--repeat",
+                       "20", "--warmup", "2", "--json"])
+    capacity = max_batch / (engine["median_ms"] / 1e3)
+    return {"plan": plan, "connections": connections, "throughput_rps": served["throughput_rps"],
+            "errors": served["errors"], "p50_ms": served["p50_ms"], "capacity_rps": capacity,
+            "ratio": served["throughput_rps"] / capacity}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rate", type=float, default=20)
@@ -108,9 +156,11 @@ def main():
               "--json"])
     served = run_json([packrat, "bench", "--url", s.url, "--model", "resnet50", "--concurrency", "1",
                        "--duration", "15", "--json"])
-    stages = {"resnet50": stage_means_us(s.url, "resnet50")}
+    stages = {"resnet50": (stage_means_us(s.url, "resnet50"), overhead_us(s.url, "resnet50"))}
     s.stop()
     stages["tiny mlp"] = tiny_stages(packrat, 10)
+    many = many_connections(packrat, model, args.max_batch)
+    print(json.dumps(many), flush=True)
     rows = []
     for name, cfg in (("fat", {"plan": f"{T}x{args.max_batch}"}), ("packrat", {"plan": "auto"})):
         cfg.update({"max_batch_size": args.max_batch, "max_queue_delay_us": 5000})
@@ -126,7 +176,9 @@ def main():
     stamp = utc_stamp()
     cpu = cpu_name()
     out = {"date": stamp, "cpu": cpu, "engine_median_ms": engine["median_ms"], "served": served, "load": rows,
-           "stage_means_us": stages}
+           "stage_means_us": {k: v[0] for k, v in stages.items()},
+           "overhead_p50_us": {k: v[1][0] for k, v in stages.items()},
+           "overhead_under_100us": {k: v[1][1] for k, v in stages.items()}, "many_connections": many}
     os.makedirs(args.out, exist_ok=True)
     json.dump(out, open(os.path.join(args.out, "serve.json"), "w"), indent=1)
     lines = [f"Command: `bench/serve.py --rate {args.rate:g} --duration {args.duration:g} --max-batch {args.max_batch}`  ",
@@ -135,11 +187,20 @@ def main():
              f"| engine alone (`packrat run --threads {T}`) | {engine['median_ms']:.1f} | - | - |",
              f"| through the server, 1 connection | {served['p50_ms']:.1f} | {served['p99_ms']:.1f} | "
              f"{served['p50_ms'] - engine['median_ms']:.2f} ms |", "",
-             "Where a request's time goes (mean microseconds per request from `packrat_request_stage_seconds`; "
-             "the same closed loop, one connection, binary tensors; assemble, compute and scatter are per "
-             "execution, one request each here):", "",
-             "| model | " + " | ".join(STAGES) + " | outside compute |", "|---|" + "---|" * (len(STAGES) + 1),
-             *[stage_row(k, v) for k, v in stages.items()], "",
+             "The server's own time per request outside compute (the same closed loop, one connection, "
+             "binary tensors): the p50 of `packrat_request_overhead_seconds` (parse to sent, minus the "
+             "batch's compute), the share of requests under 0.1 ms, and where the time goes (mean "
+             "microseconds per request from `packrat_request_stage_seconds`; assemble, compute and "
+             "scatter are per execution, one request each here):", "",
+             "| model | outside compute p50 us | under 0.1 ms | " + " | ".join(STAGES) + " |",
+             "|---|---|---|" + "---|" * len(STAGES),
+             *[stage_row(k, *v) for k, v in stages.items()], "",
+             f"Throughput with {many['connections']} connections (closed loop, ResNet-50, max batch "
+             f"{args.max_batch}, plan {many['plan']}):", "",
+             "| engine capacity req/s (`packrat run --plan`) | served req/s | served / capacity | errors | p50 ms |",
+             "|---|---|---|---|---|",
+             f"| {many['capacity_rps']:.1f} | {many['throughput_rps']:.1f} | {many['ratio']:.3f} | "
+             f"{many['errors']} | {many['p50_ms']:.0f} |", "",
              f"Open loop at {args.rate:g} requests/s for {args.duration:g} s, max batch {args.max_batch}:", "",
              "| server | plan | requests | errors | p50 ms | p90 ms | p99 ms |", "|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -12,6 +12,7 @@ SECTIONS = [
     ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),
     ("adaptive.md", "### Online reconfiguration: adaptive vs static plans (ResNet-50)"),
     ("adaptive_bert.md", "### Online reconfiguration: adaptive vs static plans (BERT-base)"),
+    ("adaptive_bursty.md", "### Online reconfiguration under bursts: each static plan's capacity, adaptive vs the best"),
     ("real_peers.md", "### Engine: models other tools exported, packrat vs ONNX Runtime"),
     ("carve_before_after.md", "### Refactor check: before and after the carve-up (engine and plans)"),
     ("session5_before_after.md", "### Regression check: the paper models before and after session 5 (engine and plans)"),
