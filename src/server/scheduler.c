@@ -1,11 +1,11 @@
-/* Request queue and instance workers. See scheduler.h for the locking rules. */
+/* Request queue, instance workers, the reaper, create and destroy. See
+ * scheduler.h for the locking rules; sched_internal.h for how the
+ * scheduler's files share its state. */
 #define _GNU_SOURCE
 #include "server/scheduler.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <malloc.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,76 +14,17 @@
 #include "base/lock.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "packrat/estimator.h"
 #include "runtime/worker.h"
 #include "server/history.h"
+#include "server/sched_internal.h"
 
-/* Requests one instance takes for one batch, at most. */
-#define PR_SCHED_MAX_BATCH_REQUESTS 1024
-
-typedef struct {
-  struct pr_sched *s;
-  int config, batch; /* batch: the instance's planned batch */
-  pr_worker_t w;     /* its thread, cores, team and prepared sessions */
-  /* measured by the worker's thread only, read by any (pr_sched_instances) */
-  _Atomic double full_ms; /* EWMA of session runs of the planned batch (0: none yet) */
-  _Atomic double any_ms;  /* EWMA of every session run */
-  _Atomic uint64_t runs, rows;
-} worker_t;
-
-typedef struct {
-  pr_plan_t plan;
-  worker_t *workers;
-  int n_workers;
-  bool used;    /* the slot holds a config (its workers may still be starting) */
-  bool ok;      /* every worker started with its sessions: may be switched to */
-  bool retire;  /* its workers leave (eviction or a failed start) */
-  bool planned; /* made by the optimizer (latency known): the autoscaler's, never evicted */
-  double last_used;
-} config_t;
-
-struct pr_sched {
-  pr_model_t *model;
-  pr_sched_config_t cfg;
-  pr_session_options_t base;
-  char dim_names[8][64]; /* base's named dims, owned here */
-  const char *dim_name_ptrs[8];
-  int64_t dim_values[8];
-  pr_tensor_info_t in_info[PR_SCHED_MAX_IO];
-  int n_in, n_out;
-  int cpus[4096], n_cpus;
-  pr_lock_t admin;
-  config_t configs[PR_SCHED_MAX_CONFIGS];
-  int active;
-  pr_lock_t qlock;
-  pthread_cond_t qcond;
-  pr_request_t *head, *tail;
-  int depth, started;
-  bool stop;
-  /* the reaper: fails queued requests past their deadline (reap_cond,
-   * qlock); reap_due: when it wakes next (0: when told) */
-  pthread_t reaper;
-  bool reaper_running;
-  double reap_due;
-  pthread_cond_t reap_cond;
-  /* autoscaler */
-  pthread_t auto_thread;
-  bool auto_on, auto_running, auto_stop;
-  int estimator;
-  double window_s;
-  pr_sched_stats_t stats;
-  pr_history_t *history; /* its own leaf lock: recorded under qlock too */
-};
-
-static pr_status_t set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
-
-static void timespec_at(struct timespec *ts, double t_mono) {
+void pr_sched__timespec_at(struct timespec *ts, double t_mono) {
   /* condition variables here use CLOCK_MONOTONIC */
   ts->tv_sec = (time_t)t_mono;
   ts->tv_nsec = (long)((t_mono - (double)ts->tv_sec) * 1e9);
 }
 
-static void cond_init_monotonic(pthread_cond_t *c) {
+void pr_sched__cond_init_monotonic(pthread_cond_t *c) {
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -95,7 +36,7 @@ pr_request_t *pr_request_new(void) {
   pr_request_t *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   pthread_mutex_init(&r->lock, NULL);
-  cond_init_monotonic(&r->cond);
+  pr_sched__cond_init_monotonic(&r->cond);
   return r;
 }
 
@@ -133,7 +74,7 @@ void pr_request_wait(pr_request_t *r) {
 /* Waits until r is done or the monotonic time `until`; returns done. */
 static bool wait_until(pr_request_t *r, double until) {
   struct timespec ts;
-  timespec_at(&ts, until);
+  pr_sched__timespec_at(&ts, until);
   pthread_mutex_lock(&r->lock);
   while (!r->done && pthread_cond_timedwait(&r->cond, &r->lock, &ts) != ETIMEDOUT) {
   }
@@ -357,7 +298,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
     if (deadline > 0 && deadline < until) until = deadline;
     if (pr_now() >= until) break;
     struct timespec ts;
-    timespec_at(&ts, until);
+    pr_sched__timespec_at(&ts, until);
     pr_lock_timedwait(&s->qlock, &s->qcond, &ts);
     if (s->head && rows + s->head->rows > w->batch) break;
   }
@@ -365,7 +306,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
   return n;
 }
 
-static void worker_main(pr_worker_t *pw, void *ctx) {
+void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
   worker_t *w = ctx;
   pr_sched_t *s = w->s;
   pw->status = prepare_sessions(w);
@@ -444,7 +385,7 @@ static void *reaper_main(void *arg) {
     }
     if (pr_now() < due) {
       struct timespec ts;
-      timespec_at(&ts, due);
+      pr_sched__timespec_at(&ts, due);
       pr_lock_timedwait(&s->qlock, &s->reap_cond, &ts);
       continue;
     }
@@ -459,203 +400,6 @@ static void *reaper_main(void *arg) {
   }
   pr_unlock(&s->qlock);
   return NULL;
-}
-
-/* Retires config c: its workers leave (after the batch they hold), are
- * joined, and their sessions freed; the slot becomes free. admin held, and c
- * is not active (the caller made it unswitchable under qlock: ok false). */
-static void retire_config(pr_sched_t *s, int c) {
-  assert(pr_lock_held(&s->admin) && c >= 0 && c < PR_SCHED_MAX_CONFIGS);
-  config_t *cfg = &s->configs[c];
-  pr_lock(&s->qlock);
-  assert(s->active != c);
-  cfg->retire = true;
-  cfg->ok = false;
-  pthread_cond_broadcast(&s->qcond);
-  pr_unlock(&s->qlock);
-  for (int k = 0; k < cfg->n_workers; k++) pr_worker_join(&cfg->workers[k].w);
-  free(cfg->workers);
-  pr_lock(&s->qlock);
-  memset(cfg, 0, sizeof *cfg);
-  pr_unlock(&s->qlock);
-  /* the sessions' arenas were large: give the freed pages back, so that
-   * plans coming and going do not grow the resident size */
-  malloc_trim(0);
-}
-
-static bool same_plan(const pr_plan_t *p, const pr_plan_t *q) {
-  bool same = p->n_instances == q->n_instances;
-  for (int k = 0; same && k < p->n_instances; k++)
-    same = p->instances[k].threads == q->instances[k].threads &&
-           p->instances[k].batch == q->instances[k].batch &&
-           p->instances[k].first_core == q->instances[k].first_core;
-  return same;
-}
-
-/* Makes the least recently used hand-pinned config (not active, not keep)
- * unswitchable and retires it; false when there is none. admin held. */
-static bool evict_one(pr_sched_t *s, int keep) {
-  int lru = -1;
-  pr_lock(&s->qlock);
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
-    config_t *cfg = &s->configs[c];
-    if (!cfg->ok || cfg->planned || c == s->active || c == keep) continue;
-    if (lru < 0 || cfg->last_used < s->configs[lru].last_used) lru = c;
-  }
-  if (lru >= 0) s->configs[lru].ok = false; /* no switch to it from here on */
-  pr_unlock(&s->qlock);
-  if (lru < 0) return false;
-  char a[256];
-  pr_plan_format(&s->configs[lru].plan, a, sizeof a);
-  pr_log(PR_LOG_INFO, "evicting prepared plan %s (least recently used; %d plans at most)", a,
-         s->cfg.max_plans);
-  retire_config(s, lru);
-  atomic_fetch_add(&s->stats.plans_evicted, 1);
-  return true;
-}
-
-/* The prepared config with plan's instances, or -1; free_slot receives the
- * first free slot (-1 when none). qlock held. */
-static int find_config(pr_sched_t *s, const pr_plan_t *plan, int *free_slot) {
-  assert(pr_lock_held(&s->qlock));
-  *free_slot = -1;
-  int used = 0;
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
-    config_t *cfg = &s->configs[c];
-    if (!cfg->used) {
-      if (*free_slot < 0) *free_slot = c;
-      continue;
-    }
-    used++;
-    if (cfg->ok && same_plan(&cfg->plan, plan)) return c;
-  }
-  assert(*free_slot >= 0 && used <= s->cfg.max_plans);
-  return -1;
-}
-
-static bool plan_fits(const pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  int need = 0;
-  for (int k = 0; k < plan->n_instances; k++) {
-    const pr_plan_instance_t *pi = &plan->instances[k];
-    if (pi->threads > PR_WORKER_MAX_THREADS) {
-      pr_errf(err, err_len, "an instance has %d threads, at most %d", pi->threads,
-              PR_WORKER_MAX_THREADS);
-      return false;
-    }
-    if (pi->first_core + pi->threads > need) need = pi->first_core + pi->threads;
-  }
-  if (need > s->n_cpus || plan->n_instances < 1) {
-    pr_errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
-    return false;
-  }
-  return true;
-}
-
-/* Starts the workers of config idx (its slot claimed) and waits until each
- * prepared its sessions; false with err when one could not. admin held. */
-static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
-  assert(pr_lock_held(&s->admin));
-  config_t *cfg = &s->configs[idx];
-  const pr_plan_t *plan = &cfg->plan;
-  pr_lock(&s->qlock);
-  int started_before = s->started;
-  pr_unlock(&s->qlock);
-  pr_status_t st = PR_OK;
-  for (int k = 0; k < plan->n_instances && !st; k++) {
-    worker_t *w = &cfg->workers[k];
-    const pr_plan_instance_t *pi = &plan->instances[k];
-    w->s = s;
-    w->config = idx;
-    w->batch = pi->batch;
-    st = pr_worker_init(&w->w, k, s->model, s->cpus + pi->first_core, pi->threads, &s->base, err,
-                        err_len);
-    if (!st && (st = pr_worker_start(&w->w, worker_main, w)))
-      pr_errf(err, err_len, "cannot start an instance thread");
-    if (!st) cfg->n_workers++;
-  }
-  pr_lock(&s->qlock);
-  while (s->started < started_before + cfg->n_workers) pr_lock_wait(&s->qlock, &s->qcond);
-  pr_unlock(&s->qlock);
-  for (int k = 0; k < cfg->n_workers && !st; k++)
-    if ((st = cfg->workers[k].w.status))
-      pr_errf(err, err_len, "instance %d: %s", k, cfg->workers[k].w.err);
-  return !st;
-}
-
-/* add_plan with admin held. The new plan starts in a free slot first (one is
- * always free: at most max_plans < PR_SCHED_MAX_CONFIGS are kept), so a plan
- * that fails to start changes nothing; only once it runs is the least
- * recently used hand-pinned plan evicted when over the bound. Planned configs
- * (the autoscaler's) are never evicted. Every session the plan's instances
- * will run is compiled here, before the config can be switched to. */
-static int add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  assert(pr_lock_held(&s->admin));
-  if (!plan_fits(s, plan, err, err_len)) return -1;
-  int idx;
-  pr_lock(&s->qlock);
-  int have = find_config(s, plan, &idx);
-  if (have >= 0) s->configs[have].last_used = pr_now();
-  pr_unlock(&s->qlock);
-  if (have >= 0) return have;
-  worker_t *ws = calloc((size_t)plan->n_instances, sizeof *ws);
-  if (!ws) {
-    pr_errf(err, err_len, "out of memory");
-    return -1;
-  }
-  config_t *cfg = &s->configs[idx];
-  pr_lock(&s->qlock);
-  cfg->plan = *plan;
-  cfg->workers = ws;
-  cfg->n_workers = 0;
-  cfg->used = true; /* workers check `active`, which is never idx yet */
-  cfg->planned = plan->latency_ms > 0;
-  cfg->last_used = pr_now();
-  pr_unlock(&s->qlock);
-  if (!start_config(s, idx, err, err_len)) {
-    retire_config(s, idx);
-    return -1;
-  }
-  pr_lock(&s->qlock);
-  cfg->ok = true;
-  pr_unlock(&s->qlock);
-  return idx;
-}
-
-/* Evicts least recently used hand-pinned configs (never the active one, nor
- * keep) until at most max_plans are kept; false when that is not possible.
- * admin held. */
-static bool trim_locked(pr_sched_t *s, int keep) {
-  for (;;) {
-    int used = 0;
-    pr_lock(&s->qlock);
-    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) used += s->configs[c].used;
-    pr_unlock(&s->qlock);
-    if (used <= s->cfg.max_plans) return true;
-    if (!evict_one(s, keep)) return false;
-  }
-}
-
-/* Undoes add_plan_locked of a config that never became active. */
-static void drop_new(pr_sched_t *s, int idx, char *err, size_t err_len) {
-  pr_lock(&s->qlock);
-  s->configs[idx].ok = false;
-  pr_unlock(&s->qlock);
-  retire_config(s, idx);
-  pr_errf(err, err_len,
-          "%d plans are prepared, the most kept (--max-prepared-plans), and none can be evicted "
-          "(the autoscaler's plans and the active one stay)",
-          s->cfg.max_plans);
-}
-
-int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  pr_lock(&s->admin);
-  int idx = add_plan_locked(s, plan, err, err_len);
-  if (idx >= 0 && idx != pr_sched_active(s) && !trim_locked(s, idx)) {
-    drop_new(s, idx, err, err_len);
-    idx = -1;
-  }
-  pr_unlock(&s->admin);
-  return idx;
 }
 
 static pr_status_t check_create(pr_model_t *model, int n_plans, int *max_plans,
@@ -753,8 +497,8 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   memcpy(s->cpus, cpus, sizeof(int) * (size_t)s->n_cpus);
   pr_lock_init(&s->admin);
   pr_lock_init(&s->qlock);
-  cond_init_monotonic(&s->qcond);
-  cond_init_monotonic(&s->reap_cond);
+  pr_sched__cond_init_monotonic(&s->qcond);
+  pr_sched__cond_init_monotonic(&s->reap_cond);
   s->active = -1;
   init_stats(&s->stats);
   s->stats.max_batch = cfg->max_batch > 0 ? cfg->max_batch : 1;
@@ -799,7 +543,7 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
 void pr_sched_destroy(pr_sched_t *s) {
   if (!s) return;
   pr_lock(&s->admin);
-  set_auto_locked(s, false, 0, 0);
+  pr_sched__set_auto_locked(s, false, 0, 0);
   pr_lock(&s->qlock);
   s->stop = true;
   pthread_cond_broadcast(&s->qcond);
@@ -876,224 +620,6 @@ int pr_sched_queue_depth(pr_sched_t *s) {
   int d = s->depth;
   pr_unlock(&s->qlock);
   return d;
-}
-
-int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, int max, int *active) {
-  int n = 0;
-  *active = -1;
-  pr_lock(&s->qlock);
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS && n < max; c++) {
-    if (!s->configs[c].ok) continue;
-    if (c == s->active) *active = n;
-    plans[n++] = s->configs[c].plan;
-  }
-  pr_unlock(&s->qlock);
-  return n;
-}
-
-void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out) {
-  pr_lock(&s->qlock);
-  *out = s->configs[s->active].plan;
-  pr_unlock(&s->qlock);
-}
-
-int pr_sched_active(pr_sched_t *s) {
-  pr_lock(&s->qlock);
-  int a = s->active;
-  pr_unlock(&s->qlock);
-  return a;
-}
-
-int pr_sched_num_configs(pr_sched_t *s) {
-  int n = 0;
-  pr_lock(&s->qlock);
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) n += s->configs[c].ok;
-  pr_unlock(&s->qlock);
-  return n;
-}
-
-pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
-  double t0 = pr_now();
-  pr_lock(&s->qlock);
-  if (index < 0 || index >= PR_SCHED_MAX_CONFIGS || !s->configs[index].ok) {
-    pr_unlock(&s->qlock);
-    return PR_ERR_INVALID;
-  }
-  int old = s->active;
-  s->active = index;
-  s->configs[index].last_used = t0;
-  pthread_cond_broadcast(&s->qcond);
-  char a[256] = "", b[256] = "";
-  if (old != index) {
-    pr_plan_format(&s->configs[old].plan, a, sizeof a);
-    pr_plan_format(&s->configs[index].plan, b, sizeof b);
-  }
-  pr_unlock(&s->qlock);
-  double dt = pr_now() - t0;
-  if (old != index) {
-    atomic_fetch_add(&s->stats.reconfigurations, 1);
-    pr_hist_observe(&s->stats.switch_s, dt);
-    pr_history_switch(s->history, t0, a, b, why, dt * 1e3);
-    pr_log(PR_LOG_INFO, "reconfigured %s -> %s (%s) in %.3f ms", a, b, why ? why : "", dt * 1e3);
-  }
-  return PR_OK;
-}
-
-/* ---- autoscaler ---- */
-
-/* One window of queue samples (and the age of the oldest request at its
- * end); true when the autoscaler is to stop. */
-static bool sample_window(pr_sched_t *s, double window, int *samples, double *oldest) {
-  for (int i = 0; i < 20; i++) {
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(window / 20 * 1e9)};
-    nanosleep(&ts, NULL);
-    pr_lock(&s->qlock);
-    bool stop = s->auto_stop;
-    samples[i] = s->depth;
-    if (i == 19) { /* priorities reorder the queue: the oldest may be anywhere */
-      double first = 0;
-      for (const pr_request_t *r = s->head; r; r = r->next)
-        if (first == 0 || r->t_enqueue < first) first = r->t_enqueue;
-      *oldest = first > 0 ? pr_now() - first : 0;
-    }
-    pr_unlock(&s->qlock);
-    if (stop) return true;
-  }
-  return false;
-}
-
-/* Feeds the window to the estimator, publishes its inputs and decision
- * (metrics; the log when it holds, raises or switches), and switches. */
-static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window_t *w) {
-  int before = e->target, target = pr_estimator_update(e, w);
-  pr_sched_stats_t *st = &s->stats;
-  atomic_store(&st->auto_target, (uint64_t)target);
-  atomic_store(&st->auto_rate_milli, (uint64_t)(w->arrivals_per_s * 1e3));
-  atomic_store(&st->auto_backlog, (uint64_t)w->queue_lengths[w->n_samples - 1]);
-  atomic_store(&st->auto_oldest_us, (uint64_t)(w->oldest_wait_s * 1e6));
-  atomic_fetch_add(&st->auto_decisions[e->reason], 1);
-  static const char *const why_text[] = {"", "held: the backlog grows",
-                                         "raised: the backlog grows"};
-  if (e->reason != PR_EST_STEADY)
-    pr_log(target != before ? PR_LOG_INFO : PR_LOG_DEBUG,
-           "autoscaler: target batch %d (%s; %.1f requests/s, %d queued, oldest %.0f ms)", target,
-           why_text[e->reason], w->arrivals_per_s, w->queue_lengths[w->n_samples - 1],
-           w->oldest_wait_s * 1e3);
-  int best = -1;
-  pr_lock(&s->qlock);
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS && best < 0; c++)
-    if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == target) best = c;
-  bool on = s->auto_on, change = best >= 0 && best != s->active;
-  pr_unlock(&s->qlock);
-  if (on && change) {
-    char why[160];
-    snprintf(why, sizeof why,
-             "autoscaler: target batch %d at %.1f requests/s, %d queued, oldest %.0f ms%s%s",
-             target, w->arrivals_per_s, w->queue_lengths[w->n_samples - 1], w->oldest_wait_s * 1e3,
-             e->reason ? "; " : "", why_text[e->reason]);
-    pr_sched_switch(s, best, why);
-  }
-}
-
-static void *auto_main(void *arg) {
-  pr_sched_t *s = arg;
-  pr_estimator_t e;
-  /* the configs' planned batches, powers of two, ascending */
-  int lo = 1 << 30, hi = 1;
-  pr_lock(&s->qlock);
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
-    if (!s->configs[c].ok || !s->configs[c].planned) continue;
-    int b = s->configs[c].plan.batch;
-    if (b < lo) lo = b;
-    if (b > hi) hi = b;
-  }
-  int est_kind = s->estimator;
-  double window = s->window_s;
-  pr_estimator_init(&e, est_kind ? PR_EST_RATE : PR_EST_PAPER, lo, hi);
-  for (int k = 0; k < PR_EST_MAX_SIZES; k++) {
-    e.latency_s[k] = 0;
-    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-      if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == (1 << k))
-        e.latency_s[k] = s->configs[c].plan.latency_ms * 1e-3;
-  }
-  e.target = s->configs[s->active].plan.batch;
-  pr_unlock(&s->qlock);
-  uint64_t arrivals0 = atomic_load(&s->stats.arrivals);
-  for (;;) {
-    int samples[20];
-    double oldest;
-    if (sample_window(s, window, samples, &oldest)) return NULL;
-    uint64_t arrivals = atomic_load(&s->stats.arrivals);
-    pr_est_window_t w = {samples, 20, (double)(arrivals - arrivals0) / window, oldest};
-    arrivals0 = arrivals;
-    autoscale_step(s, &e, &w);
-  }
-}
-
-/* set_auto with admin held. Following the load needs two planned configs
- * (made by the optimizer, their latencies known). */
-static pr_status_t set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s) {
-  pr_lock(&s->qlock);
-  int planned = 0;
-  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-    planned += s->configs[c].ok && s->configs[c].planned;
-  if (on && planned < 2) {
-    pr_unlock(&s->qlock);
-    return PR_ERR_INVALID;
-  }
-  bool running = s->auto_running;
-  s->auto_on = on;
-  if (on && !running) {
-    s->estimator = estimator;
-    s->window_s = window_s > 0 ? window_s : 1.0;
-    s->auto_stop = false;
-    s->auto_running = pthread_create(&s->auto_thread, NULL, auto_main, s) == 0;
-  }
-  if (!on && running) s->auto_stop = true;
-  pr_unlock(&s->qlock);
-  if (!on && running) {
-    pthread_join(s->auto_thread, NULL);
-    pr_lock(&s->qlock);
-    s->auto_running = false;
-    pr_unlock(&s->qlock);
-  }
-  return PR_OK;
-}
-
-pr_status_t pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
-  pr_lock(&s->admin);
-  pr_status_t st = set_auto_locked(s, on, estimator, window_s);
-  pr_unlock(&s->admin);
-  return st;
-}
-
-pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  pr_lock(&s->admin);
-  /* the autoscaler stops first, so it switches nowhere while plans change */
-  bool was_auto = pr_sched_auto(s);
-  set_auto_locked(s, false, 0, 0);
-  int old = pr_sched_active(s);
-  int idx = add_plan_locked(s, plan, err, err_len);
-  pr_status_t st =
-      idx >= 0 ? pr_sched_switch(s, idx, "plan set by hand (POST .../plan)") : PR_ERR_INVALID;
-  /* over the bound: the least recently used pinned plan goes (the one just
-   * left included); when none can, the pin is undone */
-  if (!st && !trim_locked(s, idx)) {
-    /* trim fails only with nothing to evict, so `old` is still prepared */
-    if (pr_sched_switch(s, old, "pin undone: no prepared plan could make room") == PR_OK)
-      drop_new(s, idx, err, err_len);
-    st = PR_ERR_BUSY;
-  }
-  if (st && was_auto) set_auto_locked(s, true, s->estimator, s->window_s); /* as it was */
-  pr_unlock(&s->admin);
-  return st;
-}
-
-bool pr_sched_auto(pr_sched_t *s) {
-  pr_lock(&s->qlock);
-  bool on = s->auto_on;
-  pr_unlock(&s->qlock);
-  return on;
 }
 
 const int *pr_sched_cpus(const pr_sched_t *s) {

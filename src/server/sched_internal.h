@@ -1,0 +1,84 @@
+/* The scheduler's internals, shared by its three files: scheduler.c (the
+ * queue, requests, instance workers, the reaper, create and destroy),
+ * sched_plans.c (prepared configs: add, evict, retire, switch, pin) and
+ * autoscale.c (the autoscaler thread). Nothing outside them includes this;
+ * the locking rules are in scheduler.h. */
+#ifndef PR_SERVER_SCHED_INTERNAL_H
+#define PR_SERVER_SCHED_INTERNAL_H
+
+#include <pthread.h>
+#include <time.h>
+
+#include "base/lock.h"
+#include "runtime/worker.h"
+#include "server/history.h"
+#include "server/scheduler.h"
+
+/* Requests one instance takes for one batch, at most. */
+#define PR_SCHED_MAX_BATCH_REQUESTS 1024
+
+typedef struct {
+  struct pr_sched *s;
+  int config, batch; /* batch: the instance's planned batch */
+  pr_worker_t w;     /* its thread, cores, team and prepared sessions */
+  /* measured by the worker's thread only, read by any (pr_sched_instances) */
+  _Atomic double full_ms; /* EWMA of session runs of the planned batch (0: none yet) */
+  _Atomic double any_ms;  /* EWMA of every session run */
+  _Atomic uint64_t runs, rows;
+} worker_t;
+
+typedef struct {
+  pr_plan_t plan;
+  worker_t *workers;
+  int n_workers;
+  bool used;    /* the slot holds a config (its workers may still be starting) */
+  bool ok;      /* every worker started with its sessions: may be switched to */
+  bool retire;  /* its workers leave (eviction or a failed start) */
+  bool planned; /* made by the optimizer (latency known): the autoscaler's, never evicted */
+  double last_used;
+} config_t;
+
+struct pr_sched {
+  pr_model_t *model;
+  pr_sched_config_t cfg;
+  pr_session_options_t base;
+  char dim_names[8][64]; /* base's named dims, owned here */
+  const char *dim_name_ptrs[8];
+  int64_t dim_values[8];
+  pr_tensor_info_t in_info[PR_SCHED_MAX_IO];
+  int n_in, n_out;
+  int cpus[4096], n_cpus;
+  pr_lock_t admin;
+  config_t configs[PR_SCHED_MAX_CONFIGS];
+  int active;
+  pr_lock_t qlock;
+  pthread_cond_t qcond;
+  pr_request_t *head, *tail;
+  int depth, started;
+  bool stop;
+  /* the reaper: fails queued requests past their deadline (reap_cond,
+   * qlock); reap_due: when it wakes next (0: when told) */
+  pthread_t reaper;
+  bool reaper_running;
+  double reap_due;
+  pthread_cond_t reap_cond;
+  /* autoscaler */
+  pthread_t auto_thread;
+  bool auto_on, auto_running, auto_stop;
+  int estimator;
+  double window_s;
+  pr_sched_stats_t stats;
+  pr_history_t *history; /* its own leaf lock: recorded under qlock too */
+};
+
+/* An absolute CLOCK_MONOTONIC time for the condition variables here. */
+void pr_sched__timespec_at(struct timespec *ts, double t_mono);
+void pr_sched__cond_init_monotonic(pthread_cond_t *c);
+/* The worker thread's body (pr_worker_start's callback). */
+void pr_sched__worker_main(pr_worker_t *pw, void *ctx);
+/* Starts or stops the autoscaler thread (admin held). */
+pr_status_t pr_sched__set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
+/* Prepares a config for plan (admin held); its index, or < 0 with err. */
+int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
+
+#endif

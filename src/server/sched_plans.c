@@ -1,0 +1,294 @@
+/* Prepared configs (one instance set per plan): adding, evicting and
+ * retiring them, switching the active one, pinning a plan by hand. See
+ * scheduler.h for the locking rules. */
+#define _GNU_SOURCE
+#include <assert.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/lock.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "server/sched_internal.h"
+
+/* Retires config c: its workers leave (after the batch they hold), are
+ * joined, and their sessions freed; the slot becomes free. admin held, and c
+ * is not active (the caller made it unswitchable under qlock: ok false). */
+static void retire_config(pr_sched_t *s, int c) {
+  assert(pr_lock_held(&s->admin) && c >= 0 && c < PR_SCHED_MAX_CONFIGS);
+  config_t *cfg = &s->configs[c];
+  pr_lock(&s->qlock);
+  assert(s->active != c);
+  cfg->retire = true;
+  cfg->ok = false;
+  pthread_cond_broadcast(&s->qcond);
+  pr_unlock(&s->qlock);
+  for (int k = 0; k < cfg->n_workers; k++) pr_worker_join(&cfg->workers[k].w);
+  free(cfg->workers);
+  pr_lock(&s->qlock);
+  memset(cfg, 0, sizeof *cfg);
+  pr_unlock(&s->qlock);
+  /* the sessions' arenas were large: give the freed pages back, so that
+   * plans coming and going do not grow the resident size */
+  malloc_trim(0);
+}
+
+static bool same_plan(const pr_plan_t *p, const pr_plan_t *q) {
+  bool same = p->n_instances == q->n_instances;
+  for (int k = 0; same && k < p->n_instances; k++)
+    same = p->instances[k].threads == q->instances[k].threads &&
+           p->instances[k].batch == q->instances[k].batch &&
+           p->instances[k].first_core == q->instances[k].first_core;
+  return same;
+}
+
+/* Makes the least recently used hand-pinned config (not active, not keep)
+ * unswitchable and retires it; false when there is none. admin held. */
+static bool evict_one(pr_sched_t *s, int keep) {
+  int lru = -1;
+  pr_lock(&s->qlock);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
+    config_t *cfg = &s->configs[c];
+    if (!cfg->ok || cfg->planned || c == s->active || c == keep) continue;
+    if (lru < 0 || cfg->last_used < s->configs[lru].last_used) lru = c;
+  }
+  if (lru >= 0) s->configs[lru].ok = false; /* no switch to it from here on */
+  pr_unlock(&s->qlock);
+  if (lru < 0) return false;
+  char a[256];
+  pr_plan_format(&s->configs[lru].plan, a, sizeof a);
+  pr_log(PR_LOG_INFO, "evicting prepared plan %s (least recently used; %d plans at most)", a,
+         s->cfg.max_plans);
+  retire_config(s, lru);
+  atomic_fetch_add(&s->stats.plans_evicted, 1);
+  return true;
+}
+
+/* The prepared config with plan's instances, or -1; free_slot receives the
+ * first free slot (-1 when none). qlock held. */
+static int find_config(pr_sched_t *s, const pr_plan_t *plan, int *free_slot) {
+  assert(pr_lock_held(&s->qlock));
+  *free_slot = -1;
+  int used = 0;
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
+    config_t *cfg = &s->configs[c];
+    if (!cfg->used) {
+      if (*free_slot < 0) *free_slot = c;
+      continue;
+    }
+    used++;
+    if (cfg->ok && same_plan(&cfg->plan, plan)) return c;
+  }
+  assert(*free_slot >= 0 && used <= s->cfg.max_plans);
+  return -1;
+}
+
+static bool plan_fits(const pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  int need = 0;
+  for (int k = 0; k < plan->n_instances; k++) {
+    const pr_plan_instance_t *pi = &plan->instances[k];
+    if (pi->threads > PR_WORKER_MAX_THREADS) {
+      pr_errf(err, err_len, "an instance has %d threads, at most %d", pi->threads,
+              PR_WORKER_MAX_THREADS);
+      return false;
+    }
+    if (pi->first_core + pi->threads > need) need = pi->first_core + pi->threads;
+  }
+  if (need > s->n_cpus || plan->n_instances < 1) {
+    pr_errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
+    return false;
+  }
+  return true;
+}
+
+/* Starts the workers of config idx (its slot claimed) and waits until each
+ * prepared its sessions; false with err when one could not. admin held. */
+static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
+  assert(pr_lock_held(&s->admin));
+  config_t *cfg = &s->configs[idx];
+  const pr_plan_t *plan = &cfg->plan;
+  pr_lock(&s->qlock);
+  int started_before = s->started;
+  pr_unlock(&s->qlock);
+  pr_status_t st = PR_OK;
+  for (int k = 0; k < plan->n_instances && !st; k++) {
+    worker_t *w = &cfg->workers[k];
+    const pr_plan_instance_t *pi = &plan->instances[k];
+    w->s = s;
+    w->config = idx;
+    w->batch = pi->batch;
+    st = pr_worker_init(&w->w, k, s->model, s->cpus + pi->first_core, pi->threads, &s->base, err,
+                        err_len);
+    if (!st && (st = pr_worker_start(&w->w, pr_sched__worker_main, w)))
+      pr_errf(err, err_len, "cannot start an instance thread");
+    if (!st) cfg->n_workers++;
+  }
+  pr_lock(&s->qlock);
+  while (s->started < started_before + cfg->n_workers) pr_lock_wait(&s->qlock, &s->qcond);
+  pr_unlock(&s->qlock);
+  for (int k = 0; k < cfg->n_workers && !st; k++)
+    if ((st = cfg->workers[k].w.status))
+      pr_errf(err, err_len, "instance %d: %s", k, cfg->workers[k].w.err);
+  return !st;
+}
+
+/* add_plan with admin held. The new plan starts in a free slot first (one is
+ * always free: at most max_plans < PR_SCHED_MAX_CONFIGS are kept), so a plan
+ * that fails to start changes nothing; only once it runs is the least
+ * recently used hand-pinned plan evicted when over the bound. Planned configs
+ * (the autoscaler's) are never evicted. Every session the plan's instances
+ * will run is compiled here, before the config can be switched to. */
+int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  assert(pr_lock_held(&s->admin));
+  if (!plan_fits(s, plan, err, err_len)) return -1;
+  int idx;
+  pr_lock(&s->qlock);
+  int have = find_config(s, plan, &idx);
+  if (have >= 0) s->configs[have].last_used = pr_now();
+  pr_unlock(&s->qlock);
+  if (have >= 0) return have;
+  worker_t *ws = calloc((size_t)plan->n_instances, sizeof *ws);
+  if (!ws) {
+    pr_errf(err, err_len, "out of memory");
+    return -1;
+  }
+  config_t *cfg = &s->configs[idx];
+  pr_lock(&s->qlock);
+  cfg->plan = *plan;
+  cfg->workers = ws;
+  cfg->n_workers = 0;
+  cfg->used = true; /* workers check `active`, which is never idx yet */
+  cfg->planned = plan->latency_ms > 0;
+  cfg->last_used = pr_now();
+  pr_unlock(&s->qlock);
+  if (!start_config(s, idx, err, err_len)) {
+    retire_config(s, idx);
+    return -1;
+  }
+  pr_lock(&s->qlock);
+  cfg->ok = true;
+  pr_unlock(&s->qlock);
+  return idx;
+}
+
+/* Evicts least recently used hand-pinned configs (never the active one, nor
+ * keep) until at most max_plans are kept; false when that is not possible.
+ * admin held. */
+static bool trim_locked(pr_sched_t *s, int keep) {
+  for (;;) {
+    int used = 0;
+    pr_lock(&s->qlock);
+    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) used += s->configs[c].used;
+    pr_unlock(&s->qlock);
+    if (used <= s->cfg.max_plans) return true;
+    if (!evict_one(s, keep)) return false;
+  }
+}
+
+/* Undoes add_plan_locked of a config that never became active. */
+static void drop_new(pr_sched_t *s, int idx, char *err, size_t err_len) {
+  pr_lock(&s->qlock);
+  s->configs[idx].ok = false;
+  pr_unlock(&s->qlock);
+  retire_config(s, idx);
+  pr_errf(err, err_len,
+          "%d plans are prepared, the most kept (--max-prepared-plans), and none can be evicted "
+          "(the autoscaler's plans and the active one stay)",
+          s->cfg.max_plans);
+}
+
+int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  pr_lock(&s->admin);
+  int idx = pr_sched__add_plan_locked(s, plan, err, err_len);
+  if (idx >= 0 && idx != pr_sched_active(s) && !trim_locked(s, idx)) {
+    drop_new(s, idx, err, err_len);
+    idx = -1;
+  }
+  pr_unlock(&s->admin);
+  return idx;
+}
+
+int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, int max, int *active) {
+  int n = 0;
+  *active = -1;
+  pr_lock(&s->qlock);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS && n < max; c++) {
+    if (!s->configs[c].ok) continue;
+    if (c == s->active) *active = n;
+    plans[n++] = s->configs[c].plan;
+  }
+  pr_unlock(&s->qlock);
+  return n;
+}
+
+void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out) {
+  pr_lock(&s->qlock);
+  *out = s->configs[s->active].plan;
+  pr_unlock(&s->qlock);
+}
+
+int pr_sched_active(pr_sched_t *s) {
+  pr_lock(&s->qlock);
+  int a = s->active;
+  pr_unlock(&s->qlock);
+  return a;
+}
+
+int pr_sched_num_configs(pr_sched_t *s) {
+  int n = 0;
+  pr_lock(&s->qlock);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) n += s->configs[c].ok;
+  pr_unlock(&s->qlock);
+  return n;
+}
+
+pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
+  double t0 = pr_now();
+  pr_lock(&s->qlock);
+  if (index < 0 || index >= PR_SCHED_MAX_CONFIGS || !s->configs[index].ok) {
+    pr_unlock(&s->qlock);
+    return PR_ERR_INVALID;
+  }
+  int old = s->active;
+  s->active = index;
+  s->configs[index].last_used = t0;
+  pthread_cond_broadcast(&s->qcond);
+  char a[256] = "", b[256] = "";
+  if (old != index) {
+    pr_plan_format(&s->configs[old].plan, a, sizeof a);
+    pr_plan_format(&s->configs[index].plan, b, sizeof b);
+  }
+  pr_unlock(&s->qlock);
+  double dt = pr_now() - t0;
+  if (old != index) {
+    atomic_fetch_add(&s->stats.reconfigurations, 1);
+    pr_hist_observe(&s->stats.switch_s, dt);
+    pr_history_switch(s->history, t0, a, b, why, dt * 1e3);
+    pr_log(PR_LOG_INFO, "reconfigured %s -> %s (%s) in %.3f ms", a, b, why ? why : "", dt * 1e3);
+  }
+  return PR_OK;
+}
+
+pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  pr_lock(&s->admin);
+  /* the autoscaler stops first, so it switches nowhere while plans change */
+  bool was_auto = pr_sched_auto(s);
+  pr_sched__set_auto_locked(s, false, 0, 0);
+  int old = pr_sched_active(s);
+  int idx = pr_sched__add_plan_locked(s, plan, err, err_len);
+  pr_status_t st =
+      idx >= 0 ? pr_sched_switch(s, idx, "plan set by hand (POST .../plan)") : PR_ERR_INVALID;
+  /* over the bound: the least recently used pinned plan goes (the one just
+   * left included); when none can, the pin is undone */
+  if (!st && !trim_locked(s, idx)) {
+    /* trim fails only with nothing to evict, so `old` is still prepared */
+    if (pr_sched_switch(s, old, "pin undone: no prepared plan could make room") == PR_OK)
+      drop_new(s, idx, err, err_len);
+    st = PR_ERR_BUSY;
+  }
+  if (st && was_auto) pr_sched__set_auto_locked(s, true, s->estimator, s->window_s); /* as it was */
+  pr_unlock(&s->admin);
+  return st;
+}
