@@ -339,7 +339,7 @@ static pr_status_t begin_prepare(pr_compile_t *c, int n_outputs) {
   c->values_fixed = true;
   for (int i = 0; i < c->n_values; i++) {
     pr_value_t *v = &c->v[i];
-    if (v->rank >= 0 && v->dtype == PR_DTYPE_FLOAT && !v->opaque) pr_plain_md(v, &v->md);
+    if (v->rank >= 0 && !v->opaque) pr_plain_md(v, &v->md); /* types oneDNN has */
   }
   return PR_OK;
 }

@@ -157,9 +157,16 @@
   X(eye_like)            /* construct.c */      \
   X(compress)            /* value_shaped.c */   \
   X(unique)              /* value_shaped.c */   \
-  X(non_max_suppression) /* value_shaped.c */
+  X(non_max_suppression) /* value_shaped.c */   \
+  X(quantize_linear)     /* quant.c */          \
+  X(dequantize_linear)   /* quant.c */          \
+  X(dynamic_quantize_linear) /* quant.c */      \
+  X(qlinear_conv)        /* qconv.c */          \
+  X(conv_integer)        /* qconv.c */          \
+  X(qlinear_matmul)      /* qmatmul.c */        \
+  X(matmul_integer)      /* qmatmul.c */
 // clang-format on
-#define PR_OP_COUNT 146
+#define PR_OP_COUNT 153
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST

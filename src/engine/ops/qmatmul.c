@@ -1,0 +1,316 @@
+/* QLinearMatMul and MatMulInteger: 8-bit matrix products (numpy matmul
+ * shapes, batch broadcasting).
+ *
+ *   MatMulInteger: y(int32) = (a - a_zp)(b - b_zp)
+ *   QLinearMatMul: y = saturate(round((acc + bias) * a_scale * b_scale /
+ *                               y_scale) + y_zp)
+ *
+ * a_zp per tensor, b_scale and b_zp per tensor or per column. Two kernels,
+ * as in qconv.c: oneDNN's int8 matmul over the stacked rows of a when b is
+ * a constant matrix, the parameters are constant and b - b_zp fits an int8
+ * (requantization scales, zero points and fused activations as attributes);
+ * else a plain int32 loop, exact. A ninth input, a bias in accumulator
+ * units (INT32 or FLOAT), is the QDQ fuser's (fuse_qdq.c): a folded Gemm or
+ * MatMul with its bias Add. */
+#include <string.h>
+
+#include "base/util.h"
+#include "engine/ops/dnnl_util.h"
+#include "engine/ops/quant_util.h"
+
+typedef struct {
+  int a, sa, za, b, sb, zb, sy, zy, bias;
+} qmm_io_t;
+
+static const qmm_io_t QLINEAR_IO = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+static const qmm_io_t INTEGER_IO = {0, -1, 2, 1, -1, 3, -1, -1, -1};
+
+typedef struct {
+  qmm_io_t io;
+  int64_t M, N, K, batch;
+  int rank;
+  int64_t bdims[PR_MAX_RANK], sa[PR_MAX_RANK], sb[PR_MAX_RANK];
+  int64_t n_sb, n_zb;
+  bool dnnl;
+  pr_dnnl_prim_t prim;
+  void *w_buf;
+  pr_model_t *w_cache;
+  float *bias;
+} qmm_state_t;
+
+static void destroy_qmm(void *p) {
+  qmm_state_t *s = p;
+  pr_dnnl_prim_destroy(&s->prim);
+  if (s->w_buf) pr_dnnl_weights_release(s->w_buf, s->w_cache);
+  pr_free(s->bias);
+  free(s);
+}
+
+static pr_value_t *param(pr_compile_t *c, const pr_node_t *n, int k) {
+  return k >= 0 ? pr_in(c, n, k) : NULL;
+}
+
+/* numpy matmul shapes of a [.., M, K] and b [.., K, N] (1-D promoted). */
+static pr_status_t qmm_shape(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, int *ro, int64_t *od) {
+  pr_value_t *a = pr_in(c, n, s->io.a), *b = pr_in(c, n, s->io.b);
+  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs A and B");
+  if (!pr_is_q8(a->dtype) || !pr_is_q8(b->dtype))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "A and B of types UINT8 or INT8");
+  if (a->rank < 1 || b->rank < 1) return pr_fail(c, n, PR_ERR_INVALID, "scalar input");
+  int64_t ad[PR_MAX_RANK + 1], bd[PR_MAX_RANK + 1];
+  int ra = a->rank, rb = b->rank;
+  memcpy(ad, a->dims, sizeof(int64_t) * (size_t)ra);
+  memcpy(bd, b->dims, sizeof(int64_t) * (size_t)rb);
+  bool a1 = ra == 1, b1 = rb == 1;
+  if (a1) ad[1] = ad[0], ad[0] = 1, ra = 2;
+  if (b1) bd[1] = 1, rb = 2;
+  s->M = ad[ra - 2], s->K = ad[ra - 1], s->N = bd[rb - 1];
+  if (bd[rb - 2] != s->K) return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ");
+  int64_t batch[PR_MAX_RANK];
+  if (pr_broadcast_shape(ra - 2, ad, rb - 2, bd, &s->rank, batch) < 0)
+    return pr_fail(c, n, PR_ERR_INVALID, "batch dimensions do not broadcast");
+  s->batch = 1;
+  int64_t ea = s->M * s->K, eb = s->K * s->N;
+  for (int k = s->rank - 1; k >= 0; k--) {
+    int ka = k - (s->rank - (ra - 2)), kb = k - (s->rank - (rb - 2));
+    int64_t da = ka >= 0 ? ad[ka] : 1, db = kb >= 0 ? bd[kb] : 1;
+    s->bdims[k] = batch[k];
+    s->sa[k] = da == 1 ? 0 : ea;
+    s->sb[k] = db == 1 ? 0 : eb;
+    ea *= da, eb *= db;
+    s->batch *= batch[k];
+  }
+  int j = 0;
+  for (int k = 0; k < s->rank; k++) od[j++] = batch[k];
+  if (!a1) od[j++] = s->M;
+  if (!b1) od[j++] = s->N;
+  *ro = j;
+  return j > PR_MAX_RANK ? pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK) : PR_OK;
+}
+
+static pr_status_t check_params(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, pr_dtype_t *out) {
+  const qmm_io_t *io = &s->io;
+  pr_value_t *a = pr_in(c, n, io->a), *b = pr_in(c, n, io->b), *bias = param(c, n, io->bias);
+  int64_t one;
+  bool ql = io->sa >= 0;
+  int64_t cols = pr_in(c, n, io->b)->rank >= 2 ? s->N : 0;
+  pr_status_t st = pr_quant_param(c, n, io->za, true, a->dtype, 0, false, &one);
+  if (!st) st = pr_quant_param(c, n, io->zb, true, b->dtype, cols, false, &s->n_zb);
+  if (!st && ql) st = pr_quant_param(c, n, io->sa, false, 0, 0, true, &one);
+  if (!st && ql) st = pr_quant_param(c, n, io->sb, false, 0, cols, true, &s->n_sb);
+  if (!st && ql) st = pr_quant_param(c, n, io->sy, false, 0, 0, true, &one);
+  if (!st && ql) st = pr_quant_param(c, n, io->zy, true, 0, 0, false, &one);
+  if (st) return st;
+  if (bias && ((bias->dtype != PR_DTYPE_INT32 && bias->dtype != PR_DTYPE_FLOAT) ||
+               pr_value_numel(bias) != s->N))
+    return pr_fail(c, n, PR_ERR_INVALID, "bias of %lld elements", (long long)s->N);
+  pr_value_t *zy = param(c, n, io->zy);
+  *out = !ql ? PR_DTYPE_INT32 : zy ? zy->dtype : PR_DTYPE_UINT8;
+  return PR_OK;
+}
+
+static const qmm_io_t *io_of(const pr_node_t *n) {
+  return strcmp(n->op->name, "MatMulInteger") ? &QLINEAR_IO : &INTEGER_IO;
+}
+
+static pr_status_t infer_qmm(pr_compile_t *c, pr_node_t *n) {
+  qmm_state_t s = {.io = *io_of(n)};
+  int r;
+  int64_t d[PR_MAX_RANK + 2];
+  pr_dtype_t t;
+  pr_status_t st = qmm_shape(c, n, &s, &r, d);
+  if (!st) st = check_params(c, n, &s, &t);
+  if (st) return st;
+  pr_value_set_shape(pr_out(c, n, 0), t, r, d);
+  n->flops = 2.0 * (double)s.batch * (double)s.M * (double)s.N * (double)s.K;
+  return PR_OK;
+}
+
+/* ---- the oneDNN kernel ---- */
+
+static bool dnnl_fits(pr_compile_t *c, const pr_node_t *n, const qmm_state_t *s) {
+  const qmm_io_t *io = &s->io;
+  const int ks[] = {io->sa, io->za, io->b, io->sb, io->zb, io->sy, io->zy, io->bias};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+    const pr_value_t *v = param(c, n, ks[i]);
+    if (v && !v->is_const) return false;
+  }
+  return io->sa >= 0 && pr_in(c, n, io->b)->rank == 2 && pr_in(c, n, io->a)->rank >= 2;
+}
+
+static pr_status_t qmm_pd(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, dnnl_memory_desc_t *mds,
+                          dnnl_primitive_desc_t *pd) {
+  const qmm_io_t *io = &s->io;
+  const pr_value_t *a = pr_in(c, n, io->a), *za = param(c, n, io->za), *o = pr_out(c, n, 0);
+  const pr_value_t *zy = param(c, n, io->zy), *sb = param(c, n, io->sb);
+  int64_t rows = pr_value_numel(a) / s->K;
+  dnnl_dims_t ad = {rows, s->K}, wd = {s->K, s->N}, od = {rows, s->N}, bd = {1, s->N};
+  /* mds: src, weights (any), weights plain, dst, bias */
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[0], 2, ad, pr_dnnl_type(a->dtype), dnnl_ab));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[1], 2, wd, dnnl_s8, dnnl_format_tag_any));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[2], 2, wd, dnnl_s8, dnnl_ab));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[3], 2, od, pr_dnnl_type(o->dtype), dnnl_ab));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[4], 2, bd, dnnl_f32, dnnl_ab));
+  dnnl_matmul_desc_t md;
+  PR_DNNL(c, n, dnnl_matmul_desc_init(&md, &mds[0], &mds[1], s->bias ? &mds[4] : NULL, &mds[3]));
+  float *scales = malloc(sizeof(float) * (size_t)s->n_sb);
+  if (!scales) return PR_ERR_NOMEM;
+  pr_requant_scales(*(const float *)param(c, n, io->sa)->data, sb->data, s->n_sb,
+                    param(c, n, io->sy)->data, scales);
+  dnnl_primitive_attr_t attr;
+  pr_status_t st =
+      pr_q8_attr(c, n, scales, s->n_sb, 1, pr_zp_at(za ? za->data : NULL, a->dtype, 0),
+                 pr_zp_at(zy ? zy->data : NULL, zy ? zy->dtype : PR_DTYPE_UINT8, 0), &attr);
+  free(scales);
+  if (st) return st;
+  if (dnnl_primitive_desc_create(pd, &md, attr, c->engine, NULL) != dnnl_success) *pd = NULL;
+  dnnl_primitive_attr_destroy(attr);
+  return PR_OK;
+}
+
+static pr_status_t make_bias(pr_compile_t *c, pr_node_t *n, qmm_state_t *s) {
+  const pr_value_t *b = param(c, n, s->io.bias);
+  if (!b) return PR_OK;
+  if (!(s->bias = pr_aligned_alloc(sizeof(float) * (size_t)s->N))) return PR_ERR_NOMEM;
+  for (int64_t j = 0; j < s->N; j++)
+    s->bias[j] = b->dtype == PR_DTYPE_FLOAT ? ((const float *)b->data)[j]
+                                            : (float)((const int32_t *)b->data)[j];
+  return PR_OK;
+}
+
+/* b - b_zp (per column: zp of element i is zp[i % N]) as s8 in layout
+ * w_md; *fits false when a difference leaves the int8 range. */
+static pr_status_t make_weights(pr_compile_t *c, pr_node_t *n, qmm_state_t *s,
+                                const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *w_md,
+                                bool *fits) {
+  const pr_value_t *b = pr_in(c, n, s->io.b), *zb = param(c, n, s->io.zb);
+  *fits = true;
+  if ((s->w_buf = pr_dnnl_weights_cached(c, n, 2, w_md, &s->w_cache))) return PR_OK;
+  int64_t numel = s->K * s->N;
+  int8_t *w8 = pr_aligned_alloc((size_t)numel);
+  if (!w8) return PR_ERR_NOMEM;
+  /* per column: transpose the test (row k of N elements, zp j) */
+  for (int64_t k = 0; k < s->K && *fits; k++)
+    for (int64_t j = 0; j < s->N && *fits; j++) {
+      int64_t i = k * s->N + j;
+      const void *zp = zb ? (const char *)zb->data + (s->n_zb > 1 ? j : 0) : NULL;
+      *fits = pr_weights_to_s8((const char *)b->data + i, b->dtype, 1, zp,
+                               zb ? zb->dtype : b->dtype, 1, 1, w8 + i);
+    }
+  pr_status_t st = PR_OK;
+  if (*fits) st = pr_dnnl_weights_make(c, n, 2, w8, plain, w_md, &s->w_buf, &s->w_cache);
+  pr_free(w8);
+  return st;
+}
+
+static pr_status_t prepare_dnnl(pr_compile_t *c, pr_node_t *n, qmm_state_t *s) {
+  if (!dnnl_fits(c, n, s)) return PR_OK;
+  dnnl_memory_desc_t mds[5];
+  dnnl_primitive_desc_t pd = NULL;
+  pr_status_t st = make_bias(c, n, s);
+  if (!st) st = qmm_pd(c, n, s, mds, &pd);
+  if (st || !pd) return st;
+  dnnl_memory_desc_t w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  bool fits;
+  if ((st = make_weights(c, n, s, &mds[2], &w_md, &fits)) || !fits) {
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+  }
+  if ((st = pr_dnnl_prim_init(c, n, &s->prim, pd))) return st;
+  if ((st = pr_require_plain(c, n, s->io.a))) return st;
+  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_SRC, n->in[s->io.a], NULL, &mds[0]);
+  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
+  if (s->bias) pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_BIAS, -1, s->bias, &mds[4]);
+  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_DST, n->out[0], NULL, &mds[3]);
+  s->dnnl = true;
+  return PR_OK;
+}
+
+static pr_status_t prepare_qmm(pr_compile_t *c, pr_node_t *n) {
+  qmm_state_t *s = calloc(1, sizeof *s);
+  if (!s) return PR_ERR_NOMEM;
+  n->state = s;
+  s->io = *io_of(n);
+  int r;
+  int64_t d[PR_MAX_RANK + 2];
+  pr_dtype_t t;
+  pr_status_t st = qmm_shape(c, n, s, &r, d);
+  if (!st) st = check_params(c, n, s, &t);
+  if (!st) st = prepare_dnnl(c, n, s);
+  if (st || s->dnnl) return st;
+  if (n->post.n_eltwise || n->post.sum)
+    return pr_fail(c, n, PR_ERR_INTERNAL, "fused operations on the plain int8 matmul");
+  return PR_OK;
+}
+
+/* ---- the plain kernel ---- */
+
+static inline int32_t ld8(const void *p, bool is_signed, int64_t i) {
+  return is_signed ? ((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
+}
+
+static const void *xptr(pr_exec_t *x, const pr_node_t *n, int k) {
+  return k >= 0 && k < n->n_in && n->in[k] >= 0 ? x->v[n->in[k]].ptr : NULL;
+}
+
+static void run_plain(pr_exec_t *x, pr_node_t *n, const qmm_state_t *s) {
+  const qmm_io_t *io = &s->io;
+  const pr_value_t *av = &x->v[n->in[io->a]], *bv = &x->v[n->in[io->b]], *o = &x->v[n->out[0]];
+  const pr_value_t *biv = xptr(x, n, io->bias) ? &x->v[n->in[io->bias]] : NULL;
+  const float *sa = xptr(x, n, io->sa), *sb = xptr(x, n, io->sb), *sy = xptr(x, n, io->sy);
+  bool as = av->dtype == PR_DTYPE_INT8, bs = bv->dtype == PR_DTYPE_INT8;
+  int32_t za = pr_zp_at(xptr(x, n, io->za), av->dtype, 0);
+  const void *zb = xptr(x, n, io->zb);
+  float lo = 0, hi = 0, zy = (float)pr_zp_at(xptr(x, n, io->zy), o->dtype, 0);
+  if (sa) pr_q8_range(o->dtype, &lo, &hi);
+  int64_t M = s->M, N = s->N, K = s->K;
+#pragma omp parallel for num_threads(x->threads) if (s->batch * M > 1)
+  for (int64_t bm = 0; bm < s->batch * M; bm++) {
+    int64_t i = bm / M, m = bm % M;
+    int64_t oa = pr_bcast_offset(i, s->rank, s->bdims, s->sa) + m * K;
+    int64_t ob = pr_bcast_offset(i, s->rank, s->bdims, s->sb);
+    for (int64_t j = 0; j < N; j++) {
+      int32_t zbj = pr_zp_at(zb, bv->dtype, s->n_zb > 1 ? j : 0), acc = 0;
+      for (int64_t k = 0; k < K; k++)
+        acc += (ld8(av->ptr, as, oa + k) - za) * (ld8(bv->ptr, bs, ob + k * N + j) - zbj);
+      int64_t at = bm * N + j;
+      if (!sa) {
+        ((int32_t *)o->ptr)[at] = acc;
+        continue;
+      }
+      float bias = 0.f;
+      if (biv && biv->dtype == PR_DTYPE_INT32)
+        acc = (int32_t)((uint32_t)acc + (uint32_t)((const int32_t *)biv->ptr)[j]);
+      else if (biv)
+        bias = ((const float *)biv->ptr)[j];
+      float scale = (sa[0] * sb[s->n_sb > 1 ? j : 0]) / sy[0];
+      pr_q8_store(o->ptr, o->dtype, at, pr_quantize(((float)acc + bias) * scale, zy, lo, hi));
+    }
+  }
+}
+
+static void run_qmm(pr_exec_t *x, pr_node_t *n) {
+  qmm_state_t *s = n->state;
+  if (s->dnnl)
+    pr_dnnl_prim_run(x, &s->prim);
+  else
+    run_plain(x, n, s);
+}
+
+const pr_op_t pr_op_qlinear_matmul = {.name = "QLinearMatMul",
+                                      .attrs = "",
+                                      .min_opset = 10,
+                                      .max_inputs = 8,
+                                      .infer = infer_qmm,
+                                      .prepare = prepare_qmm,
+                                      .run = run_qmm,
+                                      .destroy = destroy_qmm};
+
+const pr_op_t pr_op_matmul_integer = {.name = "MatMulInteger",
+                                      .attrs = "",
+                                      .min_opset = 10,
+                                      .max_inputs = 4,
+                                      .infer = infer_qmm,
+                                      .prepare = prepare_qmm,
+                                      .run = run_qmm,
+                                      .destroy = destroy_qmm};

@@ -1,0 +1,211 @@
+/* QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear: the
+ * element-wise conversions between float and 8-bit integers (rounding and
+ * parameters in quant_util.h).
+ *
+ *   QuantizeLinear:   y = saturate(round_half_even(x / scale) + zp)
+ *   DequantizeLinear: y = (x - zp) * scale
+ *
+ * with scale and zp per tensor or per channel of `axis` (opset 13; before
+ * it, per tensor only). A QuantizeLinear without a zero point gives UINT8. */
+#include <float.h>
+#include <string.h>
+
+#include "engine/ops/quant_util.h"
+
+/* Outer, channel and inner extents of x around its quantization axis. */
+typedef struct {
+  int64_t outer, channels, inner;
+} qsplit_t;
+
+static qsplit_t split_axis(const pr_value_t *x, int axis, int64_t count) {
+  qsplit_t q = {1, 1, 1};
+  if (count == 1) {
+    q.inner = pr_value_numel(x);
+    return q;
+  }
+  for (int k = 0; k < axis; k++) q.outer *= x->dims[k];
+  q.channels = x->dims[axis];
+  for (int k = axis + 1; k < x->rank; k++) q.inner *= x->dims[k];
+  return q;
+}
+
+/* The channel count per-channel parameters must have (0: per tensor only),
+ * and the axis; fails for an axis outside x. */
+static pr_status_t quant_axis(pr_compile_t *c, pr_node_t *n, const pr_value_t *x, int *axis,
+                              int64_t *channels) {
+  *axis = 0;
+  *channels = 0;
+  if (c->opset < 13) return PR_OK;
+  if (pr_attr_int(n->m, "block_size", 0))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "blocked quantization (block_size)");
+  *axis = pr_axis(pr_attr_int(n->m, "axis", 1), x->rank);
+  if (*axis < 0) {
+    /* a per-tensor scale needs no axis: ONNX Runtime ignores it then */
+    *axis = 0;
+    *channels = 0;
+    return PR_OK;
+  }
+  *channels = x->dims[*axis];
+  return PR_OK;
+}
+
+/* ---- QuantizeLinear ---- */
+
+static pr_status_t infer_quantize(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *x = pr_in(c, n, 0), *zp = pr_in(c, n, 2);
+  if (x->dtype != PR_DTYPE_FLOAT && x->dtype != PR_DTYPE_INT32)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
+  int axis;
+  int64_t channels, ns, nz;
+  pr_dtype_t out = zp ? zp->dtype : PR_DTYPE_UINT8;
+  int64_t od = pr_attr_int(n->m, "output_dtype", 0);
+  if (od && (od != (zp ? (int64_t)zp->dtype : od) || !pr_is_q8((pr_dtype_t)od)))
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output_dtype %lld", (long long)od);
+  if (od) out = (pr_dtype_t)od;
+  pr_status_t st = quant_axis(c, n, x, &axis, &channels);
+  if (!st) st = pr_quant_param(c, n, 1, false, 0, channels, true, &ns);
+  if (!st) st = pr_quant_param(c, n, 2, true, out, channels, false, &nz);
+  if (st) return st;
+  if (zp && nz != ns)
+    return pr_fail(c, n, PR_ERR_INVALID, "scale and zero point of different sizes");
+  pr_value_set_shape(pr_out(c, n, 0), out, x->rank, x->dims);
+  return PR_OK;
+}
+
+/* One channel's run of len elements: x / scale, rounded, + zp, saturated
+ * (INT32 x, which opsets 10 to 18 take, through float as ONNX Runtime). */
+#define QUANTIZE_LOOP(OT, load)                                                              \
+  do {                                                                                       \
+    OT *o = y;                                                                               \
+    for (int64_t i = 0; i < len; i++) o[i] = (OT)(int)pr_quantize(load / scale, zp, lo, hi); \
+  } while (0)
+static void quantize_run(const void *x, pr_dtype_t xt, float scale, float zp, pr_dtype_t t, void *y,
+                         int64_t len) {
+  float lo, hi;
+  pr_q8_range(t, &lo, &hi);
+  const float *f = x;
+  const int32_t *d = x;
+  if (xt == PR_DTYPE_FLOAT && t == PR_DTYPE_UINT8)
+    QUANTIZE_LOOP(uint8_t, f[i]);
+  else if (xt == PR_DTYPE_FLOAT)
+    QUANTIZE_LOOP(int8_t, f[i]);
+  else if (t == PR_DTYPE_UINT8)
+    QUANTIZE_LOOP(uint8_t, (float)d[i]);
+  else
+    QUANTIZE_LOOP(int8_t, (float)d[i]);
+}
+#undef QUANTIZE_LOOP
+
+static void run_quantize(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *s = &x->v[n->in[1]], *o = &x->v[n->out[0]];
+  const pr_value_t *z = n->n_in > 2 && n->in[2] >= 0 ? &x->v[n->in[2]] : NULL;
+  int64_t count = pr_value_numel(s);
+  int axis = count > 1 ? pr_axis(pr_attr_int(n->m, "axis", 1), a->rank) : 0;
+  qsplit_t q = split_axis(a, axis, count);
+  const float *scale = s->ptr;
+  size_t osz = pr_dtype_size(o->dtype), isz = pr_dtype_size(a->dtype);
+  int64_t rows = q.outer * q.channels;
+#pragma omp parallel for num_threads(x->threads) if (rows * q.inner >= PR_PAR_MIN && rows > 1)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t ch = r % q.channels;
+    float zp = (float)pr_zp_at(z ? z->ptr : NULL, o->dtype, ch);
+    quantize_run((const char *)a->ptr + r * q.inner * isz, a->dtype, scale[ch], zp, o->dtype,
+                 (char *)o->ptr + r * q.inner * osz, q.inner);
+  }
+}
+
+const pr_op_t pr_op_quantize_linear = {.name = "QuantizeLinear",
+                                       .attrs = "axis,saturate,block_size,output_dtype",
+                                       .min_opset = 10,
+                                       .max_inputs = 3,
+                                       .infer = infer_quantize,
+                                       .run = run_quantize};
+
+/* ---- DequantizeLinear ---- */
+
+static pr_status_t infer_dequantize(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *x = pr_in(c, n, 0), *zp = pr_in(c, n, 2);
+  if (!pr_is_q8(x->dtype) && x->dtype != PR_DTYPE_INT32)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
+  int axis;
+  int64_t channels, ns, nz;
+  pr_status_t st = quant_axis(c, n, x, &axis, &channels);
+  if (!st) st = pr_quant_param(c, n, 1, false, 0, channels, true, &ns);
+  if (!st) st = pr_quant_param(c, n, 2, true, x->dtype, channels, false, &nz);
+  if (st) return st;
+  if (zp && nz != ns)
+    return pr_fail(c, n, PR_ERR_INVALID, "scale and zero point of different sizes");
+  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, x->rank, x->dims);
+  return PR_OK;
+}
+
+static void dequantize_run(const void *x, pr_dtype_t t, float scale, int32_t zp, float *y,
+                           int64_t len) {
+  if (t == PR_DTYPE_UINT8)
+    for (int64_t i = 0; i < len; i++) y[i] = (float)(((const uint8_t *)x)[i] - zp) * scale;
+  else if (t == PR_DTYPE_INT8)
+    for (int64_t i = 0; i < len; i++) y[i] = (float)(((const int8_t *)x)[i] - zp) * scale;
+  else /* INT32: ONNX Runtime subtracts in int32 too (wrapping) */
+    for (int64_t i = 0; i < len; i++)
+      y[i] = (float)(int32_t)((uint32_t)((const int32_t *)x)[i] - (uint32_t)zp) * scale;
+}
+
+static void run_dequantize(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *s = &x->v[n->in[1]], *o = &x->v[n->out[0]];
+  const pr_value_t *z = n->n_in > 2 && n->in[2] >= 0 ? &x->v[n->in[2]] : NULL;
+  int64_t count = pr_value_numel(s);
+  int axis = count > 1 ? pr_axis(pr_attr_int(n->m, "axis", 1), a->rank) : 0;
+  qsplit_t q = split_axis(a, axis, count);
+  const float *scale = s->ptr;
+  size_t esz = pr_dtype_size(a->dtype);
+  int64_t rows = q.outer * q.channels;
+#pragma omp parallel for num_threads(x->threads) if (rows * q.inner >= PR_PAR_MIN && rows > 1)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t ch = r % q.channels;
+    int32_t zp = pr_zp_at(z ? z->ptr : NULL, a->dtype, ch);
+    dequantize_run((const char *)a->ptr + r * q.inner * esz, a->dtype, scale[ch], zp,
+                   (float *)o->ptr + r * q.inner, q.inner);
+  }
+}
+
+const pr_op_t pr_op_dequantize_linear = {.name = "DequantizeLinear",
+                                         .attrs = "axis,block_size",
+                                         .min_opset = 10,
+                                         .max_inputs = 3,
+                                         .infer = infer_dequantize,
+                                         .run = run_dequantize};
+
+/* ---- DynamicQuantizeLinear: x -> UINT8 y, scale and zero point from x's
+ * range (widened to include 0), as ONNX Runtime computes them ---- */
+
+static pr_status_t infer_dynamic_quantize(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *x = pr_in(c, n, 0);
+  if (x->dtype != PR_DTYPE_FLOAT)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
+  if (n->n_out != 3) return pr_fail(c, n, PR_ERR_INVALID, "needs three outputs");
+  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_UINT8, x->rank, x->dims);
+  if (pr_out(c, n, 1)) pr_value_set_shape(pr_out(c, n, 1), PR_DTYPE_FLOAT, 0, NULL);
+  if (pr_out(c, n, 2)) pr_value_set_shape(pr_out(c, n, 2), PR_DTYPE_UINT8, 0, NULL);
+  return PR_OK;
+}
+
+static void run_dynamic_quantize(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]];
+  const float *in = a->ptr;
+  int64_t len = pr_value_numel(a);
+  float lo = 0.f, hi = 0.f;
+  for (int64_t i = 0; i < len; i++) lo = fminf(lo, in[i]), hi = fmaxf(hi, in[i]);
+  float scale = hi == lo ? 1.f : (hi - lo) / 255.f;
+  float zp = pr_quantize(fminf(fmaxf(0.f - lo / scale, 0.f), 255.f), 0.f, 0.f, 255.f);
+  uint8_t *y = x->v[n->out[0]].ptr;
+  for (int64_t i = 0; i < len; i++) y[i] = (uint8_t)(int)pr_quantize(in[i] / scale, zp, 0, 255);
+  if (n->out[1] >= 0) *(float *)x->v[n->out[1]].ptr = scale;
+  if (n->out[2] >= 0) *(uint8_t *)x->v[n->out[2]].ptr = (uint8_t)(int)zp;
+}
+
+const pr_op_t pr_op_dynamic_quantize_linear = {.name = "DynamicQuantizeLinear",
+                                               .attrs = "",
+                                               .min_opset = 11,
+                                               .max_inputs = 1,
+                                               .infer = infer_dynamic_quantize,
+                                               .run = run_dynamic_quantize};
