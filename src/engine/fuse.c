@@ -29,6 +29,10 @@ static int only_consumer(pr_compile_t *c, int value, int from) {
   return -1;
 }
 
+int pr_fuse_only_consumer(pr_compile_t *c, int value, int from) {
+  return only_consumer(c, value, from);
+}
+
 static bool all_const(pr_compile_t *c, const pr_node_t *n, int from, int to) {
   for (int k = from; k < to; k++)
     if (k >= n->n_in || n->in[k] < 0 || !c->v[n->in[k]].is_const) return false;
@@ -670,6 +674,8 @@ static void fuse_attention(pr_compile_t *c, int i1) {
 }
 
 pr_status_t pr_fuse(pr_compile_t *c) {
+  pr_status_t qst = pr_fuse_qdq(c);
+  if (qst) return qst;
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead &&
         (!strcmp(c->nodes[i].op->name, "Erf") || !strcmp(c->nodes[i].op->name, "Tanh")))

@@ -289,7 +289,7 @@ static pr_status_t prepare_qconv(pr_compile_t *c, pr_node_t *n) {
   if (!st) st = check_inputs(c, n, &s->g, s, &t);
   if (!st) st = prepare_dnnl(c, n, s);
   if (st || s->dnnl) return st;
-  if (n->post.n_eltwise || n->post.sum)
+  if (!pr_q8_post_relu_only(n))
     return pr_fail(c, n, PR_ERR_INTERNAL, "fused operations on the plain int8 convolution");
   pr_free(s->bias);
   s->bias = NULL;
@@ -346,6 +346,7 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qconv_state_t *s) {
   int32_t zx = pr_zp_at(zxp, xv->dtype, 0);
   float lo = 0, hi = 0, zy = (float)pr_zp_at(zyp, o->dtype, 0);
   if (io->sx >= 0) pr_q8_range(o->dtype, &lo, &hi);
+  float floor_v = n->post.n_eltwise ? 0.f : -INFINITY; /* a fused Relu */
   int64_t per = g->out[0] * g->out[1] * g->out[2];
 #pragma omp parallel for num_threads(x->threads) if (g->N * g->M > 1)
   for (int64_t bm = 0; bm < g->N * g->M; bm++) {
@@ -363,7 +364,7 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qconv_state_t *s) {
       }
       acc = (int32_t)((uint32_t)acc + (uint32_t)ibias);
       pr_q8_store(o->ptr, o->dtype, bm * per + p,
-                  pr_quantize(((float)acc + bias) * scale, zy, lo, hi));
+                  pr_quantize(fmaxf(((float)acc + bias) * scale, floor_v), zy, lo, hi));
     }
   }
 }

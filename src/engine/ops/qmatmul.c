@@ -238,7 +238,7 @@ static pr_status_t prepare_qmm(pr_compile_t *c, pr_node_t *n) {
   if (!st) st = check_params(c, n, s, &t);
   if (!st) st = prepare_dnnl(c, n, s);
   if (st || s->dnnl) return st;
-  if (n->post.n_eltwise || n->post.sum)
+  if (!pr_q8_post_relu_only(n))
     return pr_fail(c, n, PR_ERR_INTERNAL, "fused operations on the plain int8 matmul");
   return PR_OK;
 }
@@ -263,6 +263,7 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qmm_state_t *s) {
   const void *zb = xptr(x, n, io->zb);
   float lo = 0, hi = 0, zy = (float)pr_zp_at(xptr(x, n, io->zy), o->dtype, 0);
   if (sa) pr_q8_range(o->dtype, &lo, &hi);
+  float floor_v = n->post.n_eltwise ? 0.f : -INFINITY; /* a fused Relu */
   int64_t M = s->M, N = s->N, K = s->K;
 #pragma omp parallel for num_threads(x->threads) if (s->batch * M > 1)
   for (int64_t bm = 0; bm < s->batch * M; bm++) {
@@ -284,7 +285,8 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qmm_state_t *s) {
       else if (biv)
         bias = ((const float *)biv->ptr)[j];
       float scale = (sa[0] * sb[s->n_sb > 1 ? j : 0]) / sy[0];
-      pr_q8_store(o->ptr, o->dtype, at, pr_quantize(((float)acc + bias) * scale, zy, lo, hi));
+      pr_q8_store(o->ptr, o->dtype, at,
+                  pr_quantize(fmaxf(((float)acc + bias) * scale, floor_v), zy, lo, hi));
     }
   }
 }

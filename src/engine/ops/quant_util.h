@@ -81,6 +81,14 @@ bool pr_weights_to_s8(const void *w, pr_dtype_t t, int64_t numel, const void *zp
 pr_status_t pr_q8_attr(pr_compile_t *c, pr_node_t *n, const float *scales, int64_t count, int dim,
                        int32_t zx, int32_t zy, dnnl_primitive_attr_t *attr);
 
+/* n's fused post-ops are none or one Relu (the QDQ fuser's), which the
+ * plain kernels apply before rounding. */
+static inline bool pr_q8_post_relu_only(const pr_node_t *n) {
+  return !n->post.sum &&
+         (!n->post.n_eltwise || (n->post.n_eltwise == 1 && n->post.alg[0] == dnnl_eltwise_relu &&
+                                 n->post.alpha[0] == 0.f));
+}
+
 /* The oneDNN data type of an element type (s8, u8, s32, f32; undef else). */
 dnnl_data_type_t pr_dnnl_type(pr_dtype_t t);
 
