@@ -12,6 +12,9 @@
 
 #include "engine/ops/quant_util.h"
 
+/* Elements one task of the parallel loops converts (at most). */
+#define CHUNK PR_PAR_MIN
+
 /* Outer, channel and inner extents of x around its quantization axis. */
 typedef struct {
   int64_t outer, channels, inner;
@@ -104,13 +107,14 @@ static void run_quantize(pr_exec_t *x, pr_node_t *n) {
   qsplit_t q = split_axis(a, axis, count);
   const float *scale = s->ptr;
   size_t osz = pr_dtype_size(o->dtype), isz = pr_dtype_size(a->dtype);
-  int64_t rows = q.outer * q.channels;
-#pragma omp parallel for num_threads(x->threads) if (rows * q.inner >= PR_PAR_MIN && rows > 1)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t ch = r % q.channels;
+  int64_t chunks = (q.inner + CHUNK - 1) / CHUNK, tasks = q.outer * q.channels * chunks;
+#pragma omp parallel for num_threads(x->threads) if (tasks > 1)
+  for (int64_t t = 0; t < tasks; t++) {
+    int64_t r = t / chunks, from = (t % chunks) * CHUNK, ch = r % q.channels;
+    int64_t at = r * q.inner + from, len = q.inner - from < CHUNK ? q.inner - from : CHUNK;
     float zp = (float)pr_zp_at(z ? z->ptr : NULL, o->dtype, ch);
-    quantize_run((const char *)a->ptr + r * q.inner * isz, a->dtype, scale[ch], zp, o->dtype,
-                 (char *)o->ptr + r * q.inner * osz, q.inner);
+    quantize_run((const char *)a->ptr + at * isz, a->dtype, scale[ch], zp, o->dtype,
+                 (char *)o->ptr + at * osz, len);
   }
 }
 
@@ -158,13 +162,14 @@ static void run_dequantize(pr_exec_t *x, pr_node_t *n) {
   qsplit_t q = split_axis(a, axis, count);
   const float *scale = s->ptr;
   size_t esz = pr_dtype_size(a->dtype);
-  int64_t rows = q.outer * q.channels;
-#pragma omp parallel for num_threads(x->threads) if (rows * q.inner >= PR_PAR_MIN && rows > 1)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t ch = r % q.channels;
+  int64_t chunks = (q.inner + CHUNK - 1) / CHUNK, tasks = q.outer * q.channels * chunks;
+#pragma omp parallel for num_threads(x->threads) if (tasks > 1)
+  for (int64_t t = 0; t < tasks; t++) {
+    int64_t r = t / chunks, from = (t % chunks) * CHUNK, ch = r % q.channels;
+    int64_t at = r * q.inner + from, len = q.inner - from < CHUNK ? q.inner - from : CHUNK;
     int32_t zp = pr_zp_at(z ? z->ptr : NULL, a->dtype, ch);
-    dequantize_run((const char *)a->ptr + r * q.inner * esz, a->dtype, scale[ch], zp,
-                   (float *)o->ptr + r * q.inner, q.inner);
+    dequantize_run((const char *)a->ptr + at * esz, a->dtype, scale[ch], zp, (float *)o->ptr + at,
+                   len);
   }
 }
 

@@ -33,10 +33,12 @@ static inline void pr_q8_range(pr_dtype_t t, float *lo, float *hi) {
   *hi = t == PR_DTYPE_INT8 ? 127.f : 255.f;
 }
 
-/* v rounded half to even, plus zp, saturated to [lo, hi] (NaN gives lo). */
+/* v rounded half to even, plus zp, saturated to [lo, hi] (NaN gives lo).
+ * Compares, not fminf/fmaxf: GCC vectorizes these loops only so. */
 static inline float pr_quantize(float v, float zp, float lo, float hi) {
   v = rintf(v) + zp;
-  return fminf(fmaxf(v, lo), hi);
+  v = v > lo ? v : lo;
+  return v < hi ? v : hi;
 }
 
 /* Stores q (integral, in the type's range) as element i of a UINT8 or INT8
