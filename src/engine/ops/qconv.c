@@ -303,12 +303,14 @@ static inline int32_t ld8(const void *p, bool is_signed, int64_t i) {
   return is_signed ? ((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
 }
 
-/* acc of output (b, m, od, oh, ow): sum over the window of (x - zx)(w - zw). */
+/* acc of output (b, m, od, oh, ow): sum over the window of (x - zx)(w - zw),
+ * wrapped to int32 as ONNX Runtime's int32 accumulator (summed in int64:
+ * no signed overflow in C). */
 static int32_t window_sum(const qgeom_t *g, const void *x, bool xs, int32_t zx, const void *w,
                           bool ws, int32_t zw, int64_t b, int64_t m, const int64_t *o) {
   int64_t cg = g->C / g->group, c0 = (m / (g->M / g->group)) * cg;
   int64_t plane = g->in[0] * g->in[1] * g->in[2], wk = g->k[0] * g->k[1] * g->k[2];
-  int32_t acc = 0;
+  int64_t acc = 0;
   for (int64_t ci = 0; ci < cg; ci++) {
     int64_t xbase = (b * g->C + c0 + ci) * plane, wbase = (m * cg + ci) * wk;
     for (int64_t kd = 0; kd < g->k[0]; kd++) {
@@ -327,7 +329,7 @@ static int32_t window_sum(const qgeom_t *g, const void *x, bool xs, int32_t zx, 
       }
     }
   }
-  return acc;
+  return (int32_t)(uint32_t)acc;
 }
 
 static const void *xptr(pr_exec_t *x, const pr_node_t *n, int k) {

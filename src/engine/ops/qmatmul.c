@@ -271,9 +271,11 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qmm_state_t *s) {
     int64_t oa = pr_bcast_offset(i, s->rank, s->bdims, s->sa) + m * K;
     int64_t ob = pr_bcast_offset(i, s->rank, s->bdims, s->sb);
     for (int64_t j = 0; j < N; j++) {
-      int32_t zbj = pr_zp_at(zb, bv->dtype, s->n_zb > 1 ? j : 0), acc = 0;
+      int32_t zbj = pr_zp_at(zb, bv->dtype, s->n_zb > 1 ? j : 0);
+      int64_t sum = 0; /* wrapped to int32 below, as ONNX Runtime's accumulator */
       for (int64_t k = 0; k < K; k++)
-        acc += (ld8(av->ptr, as, oa + k) - za) * (ld8(bv->ptr, bs, ob + k * N + j) - zbj);
+        sum += (ld8(av->ptr, as, oa + k) - za) * (ld8(bv->ptr, bs, ob + k * N + j) - zbj);
+      int32_t acc = (int32_t)(uint32_t)sum;
       int64_t at = bm * N + j;
       if (!sa) {
         ((int32_t *)o->ptr)[at] = acc;
