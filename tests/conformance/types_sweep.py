@@ -40,6 +40,7 @@ ALL = tuple(TYPES)
 SHAPE = (2, 3, 4)
 
 rng = np.random.default_rng(11)
+QRNG = np.random.default_rng(13)
 
 
 def data(t, shape=SHAPE, positive=False, unit=False):
@@ -281,13 +282,56 @@ def dense_cases(t):
                          attrs={"equation": "ij,jk->ik"}, opset=12)
 
 
+def quant_cases(t):
+    """The quantized operators: 8-bit activations and weights (constant, so
+    the int8 kernels run), per tensor and per channel."""
+    f32, r = np.float32, QRNG  # a generator of their own: the other cases keep their data
+    if t == "float":
+        x = r.uniform(-3, 3, SHAPE).astype(f32)
+        for zt in (np.uint8, np.int8):
+            nm = np.dtype(zt).name
+            yield "QuantizeLinear_to_" + nm, Case(
+                "QuantizeLinear", [x], consts={"s": f32(0.05), "z": zt(3)}, opset=13)
+            yield "QuantizeLinear_axis_to_" + nm, Case(
+                "QuantizeLinear", [x], consts={"s": np.array([0.05, 0.02, 0.1], f32),
+                                               "z": np.array([1, 0, 5], zt)},
+                attrs={"axis": 1}, opset=13)
+        yield "DynamicQuantizeLinear", Case("DynamicQuantizeLinear", [x], n_out=3, opset=11)
+        return
+    if t not in ("uint8", "int8", "int32"):
+        return
+    zt = TYPES[t]
+    yield "DequantizeLinear", Case("DequantizeLinear", [r.integers(-5, 10, SHAPE).astype(zt)],
+                                   consts={"s": f32(0.05), "z": zt(0 if t == "int32" else 2)},
+                                   opset=13)
+    if t == "int32":
+        return
+    w = r.integers(-60, 60, (4, 3, 3, 3)).astype(np.int8)
+    x = (r.integers(0, 200, (1, 3, 5, 5)) - (100 if t == "int8" else 0)).astype(zt)
+    yield "QLinearConv", Case(
+        "QLinearConv", [x], consts={"xs": f32(0.02), "xz": zt(7), "w": w,
+                                    "ws": np.array([0.01, 0.02, 0.005, 0.01], f32),
+                                    "wz": np.zeros(4, np.int8), "ys": f32(0.1), "yz": zt(-3 if t == "int8" else 9),
+                                    "b": np.array([50, -20, 0, 7], np.int32)},
+        attrs={"pads": [1, 1, 1, 1]}, opset=10)
+    yield "ConvInteger", Case("ConvInteger", [x], consts={"w": w, "xz": zt(7)}, opset=10)
+    a = (r.integers(0, 200, (2, 3, 4)) - (100 if t == "int8" else 0)).astype(zt)
+    b = r.integers(-60, 60, (4, 5)).astype(np.int8)
+    yield "QLinearMatMul", Case(
+        "QLinearMatMul", [a], consts={"as": f32(0.02), "az": zt(4), "b": b,
+                                      "bs": f32(0.01), "bz": np.int8(0), "ys": f32(0.05),
+                                      "yz": zt(6)}, opset=10)
+    yield "MatMulInteger", Case("MatMulInteger", [a], consts={"b": b, "az": zt(4)}, opset=10)
+
+
 def main():
     out = sys.argv[1]
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     n = 0
     for t in TYPES:
-        for gen in (unary_cases, reduce_cases, binary_cases, movement_cases, dense_cases):
+        for gen in (unary_cases, reduce_cases, binary_cases, movement_cases, dense_cases,
+                    quant_cases):
             for name, case in gen(t):
                 write(out, "%s_%s" % (name, t), case)
                 n += 1
