@@ -117,7 +117,7 @@ static int fused_bias(pr_compile_t *c, int b, int64_t N, float sx, int sw, float
   if (b < 0) return -1;
   qdq_t d;
   if (beta == 1.f && const_dq(c, b, &d) && c->v[d.q].dtype == PR_DTYPE_INT32 &&
-      pr_value_numel(&c->v[d.q]) == N &&
+      c->v[d.q].rank == 1 && c->v[d.q].dims[0] == N &&
       (d.zp < 0 || !pr_zp_at(c->v[d.zp].data, PR_DTYPE_INT32, 0)))
     return d.q;
   if (c->v[b].dtype != PR_DTYPE_FLOAT || pr_value_numel(&c->v[b]) != N) return -2;

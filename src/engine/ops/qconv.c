@@ -79,6 +79,7 @@ static pr_status_t qconv_geom(pr_compile_t *c, pr_node_t *n, qgeom_t *g) {
   g->sp = x->rank - 2;
   g->N = x->dims[0], g->C = x->dims[1], g->M = w->dims[0];
   g->group = pr_attr_int(n->m, "group", 1);
+  if (g->C < 1 || g->M < 1) return pr_fail(c, n, PR_ERR_INVALID, "no channels");
   if (g->group < 1 || g->C % g->group || g->M % g->group || w->dims[1] != g->C / g->group)
     return pr_fail(c, n, PR_ERR_INVALID, "channels do not match group %lld", (long long)g->group);
   const int64_t *ks;
