@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Seed models for the loader fuzz target that reach the transformer fusions
 (linear MatMul with bias/GELU/residual, attention with mask, decomposed
-LayerNorm), which mutations of the ONNX node tests rarely form.
+LayerNorm) and the QDQ folding into int8 kernels (DequantizeLinear ->
+Conv/Gemm -> QuantizeLinear, with constant int8 weights, an int32 bias and
+per-channel scales; a QLinearConv and QLinearMatMul with constant weights),
+which mutations of the ONNX node tests rarely form.
 
 usage: tests/fuzz/seeds.py OUT_DIR
 """
@@ -59,11 +62,56 @@ def block(S=5, H=2, D=4):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def qdq():
+    """x -> Q/DQ -> Conv(DQ(W), DQ(B)) -> Relu -> Q -> Reshape -> DQ -> Gemm
+    (DQ(W2), transB) -> Q/DQ, and the QOperator twins of both products."""
+    rng = np.random.default_rng(1)
+    f32 = np.float32
+    inits = [
+        const("xs", f32(0.02)), const("xz", np.uint8(128)), const("ys", f32(0.05)),
+        const("yz", np.uint8(0)),
+        const("w", rng.integers(-100, 100, (4, 4, 3, 3)).astype(np.int8)),
+        const("ws", np.array([0.01, 0.02, 0.005, 0.01], f32)), const("wz", np.zeros(4, np.int8)),
+        const("b", rng.integers(-500, 500, 4).astype(np.int32)),
+        const("bs", np.array([2e-4, 4e-4, 1e-4, 2e-4], f32)),
+        const("w2", rng.integers(-100, 100, (8, 64)).astype(np.int8)), const("w2s", f32(0.01)),
+        const("shape", np.array([1, 64], np.int64)),
+        const("w3", rng.integers(-100, 100, (64, 8)).astype(np.int8)), const("z8", np.int8(0)),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        n("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        n("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+        n("DequantizeLinear", ["b", "bs"], ["bd"], axis=0),
+        n("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1]), n("Relu", ["c"], ["r"]),
+        n("QuantizeLinear", ["r", "ys", "yz"], ["rq"]),
+        n("Reshape", ["rq", "shape"], ["rf"]),
+        n("DequantizeLinear", ["rf", "ys", "yz"], ["f"]),
+        n("DequantizeLinear", ["w2", "w2s"], ["w2d"]),
+        n("Gemm", ["f", "w2d"], ["g"], transB=1),
+        n("QuantizeLinear", ["g", "ys", "yz"], ["gq"]),
+        n("DequantizeLinear", ["gq", "ys", "yz"], ["y"]),
+        n("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["qc"],
+          pads=[1, 1, 1, 1]),
+        n("Reshape", ["qc", "shape"], ["qf"]),
+        n("QLinearMatMul", ["qf", "ys", "yz", "w3", "w2s", "z8", "ys", "yz"], ["qm"]),
+        n("DequantizeLinear", ["qm", "ys", "yz"], ["y2"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("y2", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "transformer_block.onnx"), "wb") as f:
         f.write(block().SerializeToString())
+    with open(os.path.join(out, "qdq.onnx"), "wb") as f:
+        f.write(qdq().SerializeToString())
 
 
 if __name__ == "__main__":
