@@ -245,7 +245,7 @@ static pr_status_t qconv_pd(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
 
 /* The oneDNN kernel when it can run n (s->dnnl set), else nothing. */
 static pr_status_t prepare_dnnl(pr_compile_t *c, pr_node_t *n, qconv_state_t *s) {
-  if (s->io.sx < 0 || !all_const(c, n)) return PR_OK;
+  if (s->io.sx < 0 || !all_const(c, n) || !pr_q8_dnnl_exact()) return PR_OK;
   pr_status_t st = make_bias(c, n, s);
   dnnl_memory_desc_t w_plain;
   dnnl_primitive_desc_t pd = NULL;

@@ -135,8 +135,9 @@ static bool dnnl_fits(pr_compile_t *c, const pr_node_t *n, const qmm_state_t *s)
     const pr_value_t *v = param(c, n, ks[i]);
     if (v && !v->is_const) return false;
   }
-  return io->sa >= 0 && pr_in(c, n, io->b)->rank == 2 && pr_in(c, n, io->a)->rank >= 2 &&
-         s->K > 0 && s->N > 0 && pr_value_numel(pr_in(c, n, io->a)) > 0;
+  return io->sa >= 0 && pr_q8_dnnl_exact() && pr_in(c, n, io->b)->rank == 2 &&
+         pr_in(c, n, io->a)->rank >= 2 && s->K > 0 && s->N > 0 &&
+         pr_value_numel(pr_in(c, n, io->a)) > 0;
 }
 
 static pr_status_t qmm_pd(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, dnnl_memory_desc_t *mds,

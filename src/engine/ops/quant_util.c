@@ -16,6 +16,13 @@ dnnl_data_type_t pr_dnnl_type(pr_dtype_t t) {
   }
 }
 
+bool pr_q8_dnnl_exact(void) {
+  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+  return (isa & (unsigned)dnnl_cpu_isa_avx512_core_vnni) ==
+             (unsigned)dnnl_cpu_isa_avx512_core_vnni ||
+         (isa & (unsigned)dnnl_cpu_isa_avx2_vnni) == (unsigned)dnnl_cpu_isa_avx2_vnni;
+}
+
 pr_status_t pr_quant_param(pr_compile_t *c, pr_node_t *n, int k, bool want_zp, pr_dtype_t zp_type,
                            int64_t channels, bool required, int64_t *count) {
   const pr_value_t *p = pr_in(c, n, k);

@@ -91,6 +91,14 @@ static inline bool pr_q8_post_relu_only(const pr_node_t *n) {
                                  n->post.alpha[0] == 0.f));
 }
 
+/* Whether oneDNN's int8 kernels compute exactly on this CPU: with VNNI
+ * (AVX512_VNNI, AVX_VNNI, AMX) the products of u8 and s8 sum straight into
+ * int32. Without it they pair products in saturating int16 (vpmaddubsw: a
+ * u8 source with weights beyond 7 bits overflows) and halve s8s8 weights
+ * (losing their last bit): measured with ONEDNN_MAX_CPU_ISA=AVX2, answers
+ * off by many steps. There the int8 ops run their exact plain loops. */
+bool pr_q8_dnnl_exact(void);
+
 /* The oneDNN data type of an element type (s8, u8, s32, f32; undef else). */
 dnnl_data_type_t pr_dnnl_type(pr_dtype_t t);
 
