@@ -238,6 +238,39 @@ static pr_status_t fold_matmul(pr_compile_t *c, int mi) {
   return replace(c, qi, &pr_op_qlinear_matmul, c->nodes[mi].m, ins, relu, dead, 3);
 }
 
+/* ---- Add: DequantizeLinear(a) + DequantizeLinear(b) [-> Relu] ->
+ * QuantizeLinear, a and b of one shape and 8-bit type ---- */
+
+static pr_status_t fold_add(pr_compile_t *c, int ai) {
+  const pr_node_t *add = &c->nodes[ai];
+  qdq_t a, b;
+  if (add->n_in != 2 || add->in[0] == add->in[1] || !act_dq(c, add->in[0], &a) ||
+      !act_dq(c, add->in[1], &b))
+    return PR_OK;
+  const pr_value_t *va = &c->v[a.q], *vb = &c->v[b.q], *o = &c->v[add->out[0]];
+  if (va->rank != o->rank || vb->rank != o->rank) return PR_OK;
+  for (int k = 0; k < o->rank; k++)
+    if (va->dims[k] != o->dims[k] || vb->dims[k] != o->dims[k]) return PR_OK;
+  int relu, qi = end_q(c, add->out[0], ai, &relu);
+  if (qi < 0) return PR_OK;
+  const pr_node_t *q = &c->nodes[qi];
+  pr_dtype_t t = c->v[q->out[0]].dtype;
+  if (va->dtype != t || vb->dtype != t) return PR_OK; /* one type, one layout for all three */
+  pr_node_t fused = {.op = &pr_op_qlinear_add, .m = add->m};
+  int ins[8] = {a.q, a.scale, a.zp, b.q, b.scale, b.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1};
+  int out = q->out[0];
+  if (pr_node_io(c, &fused, 8, ins, 1, &out)) return PR_ERR_NOMEM;
+  if (relu >= 0) {
+    fused.post.n_eltwise = 1;
+    fused.post.alg[0] = dnnl_eltwise_relu;
+    c->nodes[relu].dead = true;
+  }
+  c->nodes[ai].dead = true;
+  c->nodes[qi] = fused;
+  c->v[out].producer = qi;
+  return PR_OK;
+}
+
 pr_status_t pr_fuse_qdq(pr_compile_t *c) {
   pr_status_t st = PR_OK;
   for (int i = 0; i < c->n_nodes && !st; i++) {
@@ -247,6 +280,8 @@ pr_status_t pr_fuse_qdq(pr_compile_t *c) {
       st = fold_conv(c, i);
     else if (is_op(n, "MatMul") || is_op(n, "Gemm"))
       st = fold_matmul(c, i);
+    else if (is_op(n, "Add"))
+      st = fold_add(c, i);
   }
   pr_compile_count_uses(c);
   return st;

@@ -1,6 +1,7 @@
 /* QDQ folding (src/engine/fuse_qdq.c): DequantizeLinear -> Conv / MatMul
  * (+ bias Add) / Gemm [-> Relu] -> QuantizeLinear becomes one QLinearConv or
- * QLinearMatMul where it should, and stays as it is when a precondition
+ * QLinearMatMul, DequantizeLinear(a) + DequantizeLinear(b) [-> Relu] ->
+ * QuantizeLinear one QLinearAdd, where it should, and stays as it is when a precondition
  * fails (an intermediate is a graph output, a parameter is not constant, a
  * scale is per channel on the wrong axis, an activation is quantized per
  * channel).
@@ -121,19 +122,24 @@ static void run(pr_model_t *m, bool fuse, result_t *r) {
   pr_session_t *s;
   char err[256];
   if (pr_engine_session_create(m, &opt, &s, err, sizeof err)) fail_msg("session: %s", err);
-  pr_tensor_info_t info;
-  assert_int_equal(pr_engine_session_input(s, 0, &info), PR_OK);
-  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = info.rank}, out[MAX_OUT];
-  int64_t n = 1;
-  for (int k = 0; k < info.rank; k++) n *= in.dims[k] = info.dims[k];
-  assert_true(n <= MAX_ELEMS);
-  float *x = malloc(sizeof(float) * (size_t)n);
+  int n_in = pr_engine_model_num_inputs(m);
+  assert_true(n_in <= MAX_OUT);
+  pr_tensor_t in[MAX_OUT], out[MAX_OUT];
   unsigned seed = 11;
-  for (int64_t j = 0; j < n; j++) x[j] = frand(&seed) * 2.f;
-  in.data = x;
+  for (int i = 0; i < n_in; i++) {
+    pr_tensor_info_t info;
+    assert_int_equal(pr_engine_session_input(s, i, &info), PR_OK);
+    in[i] = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = info.rank};
+    int64_t n = 1;
+    for (int k = 0; k < info.rank; k++) n *= in[i].dims[k] = info.dims[k];
+    assert_true(n <= MAX_ELEMS);
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int64_t j = 0; j < n; j++) x[j] = frand(&seed) * 2.f;
+    in[i].data = x;
+  }
   r->n_out = pr_engine_model_num_outputs(m);
   assert_true(r->n_out <= MAX_OUT);
-  assert_int_equal(pr_engine_session_run(s, &in, 1, out, r->n_out, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_session_run(s, in, n_in, out, r->n_out, err, sizeof err), PR_OK);
   for (int i = 0; i < r->n_out; i++) {
     size_t len = 1;
     for (int k = 0; k < out[i].rank; k++) len *= (size_t)out[i].dims[k];
@@ -149,7 +155,7 @@ static void run(pr_model_t *m, bool fuse, result_t *r) {
     strcat(r->ops, k.op);
     strcat(r->ops, ",");
   }
-  free(x);
+  for (int i = 0; i < n_in; i++) free(in[i].data);
   pr_engine_session_destroy(s);
 }
 
@@ -310,6 +316,37 @@ static void test_matmul_kept_when_weights_not_constant(void **state) {
   check(b, false, "QLinearMatMul", "MatMul");
 }
 
+/* ---- Add ---- */
+
+/* x quantized twice (scales 0.02 and 0.03), the two dequantized and added
+ * (b broadcast from [1, C, 1, 1] when broadcast), [Relu], quantized */
+static mb_t *add_model(bool relu, bool broadcast) {
+  mb_t *b = mb_new(13);
+  int64_t xd[4] = {2, C, H, H}, bd[4] = {1, C, 1, 1};
+  quant_input(b, 4, xd, PR_DTYPE_UINT8, 128);
+  scalar_f(b, "s2", 0.03f);
+  scalar_q(b, "z2", PR_DTYPE_UINT8, 100);
+  const char *src = "x";
+  if (broadcast) {
+    mb_input(b, "x2", PR_DTYPE_FLOAT, 4, bd);
+    src = "x2";
+  }
+  mb_node(b, "QuantizeLinear", "q2", IN(src, "s2", "z2"), OUT("x2q"));
+  mb_node(b, "DequantizeLinear", "dq2", IN("x2q", "s2", "z2"), OUT("x2d"));
+  mb_node(b, "Add", "add", IN("xd", "x2d"), OUT("a"));
+  if (relu) mb_node(b, "Relu", "relu", IN("a"), OUT("r"));
+  quant_output(b, relu ? "r" : "a", PR_DTYPE_UINT8, 128);
+  return b;
+}
+
+static void test_add_relu_fused(void **state) {
+  check(add_model(true, false), true, "QLinearAdd", "Add");
+}
+
+static void test_add_kept_when_broadcast(void **state) {
+  check(add_model(false, true), false, "QLinearAdd", "Add");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_u8_per_tensor),
@@ -322,6 +359,8 @@ int main(void) {
       cmocka_unit_test(test_gemm_transb_fused),
       cmocka_unit_test(test_gemm_kept_when_alpha_not_one),
       cmocka_unit_test(test_matmul_kept_when_weights_not_constant),
+      cmocka_unit_test(test_add_relu_fused),
+      cmocka_unit_test(test_add_kept_when_broadcast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

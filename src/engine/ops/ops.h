@@ -177,6 +177,7 @@ extern const pr_op_t pr_op_layer_norm_fused;
 extern const pr_op_t pr_op_gelu_erf, pr_op_gelu_tanh;
 extern const pr_op_t pr_op_silu;
 extern const pr_op_t pr_op_attention;
+extern const pr_op_t pr_op_qlinear_add; /* quant.c, made by the QDQ fuser */
 /* sgemm form of a rows x cols view with strides (rs, cs) (attention.c). */
 bool pr_attn_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char *t, int64_t *ld);
 

@@ -7,6 +7,7 @@
  *
  * with scale and zp per tensor or per channel of `axis` (opset 13; before
  * it, per tensor only). A QuantizeLinear without a zero point gives UINT8. */
+#include <assert.h>
 #include <float.h>
 #include <string.h>
 
@@ -214,3 +215,62 @@ const pr_op_t pr_op_dynamic_quantize_linear = {.name = "DynamicQuantizeLinear",
                                                .max_inputs = 1,
                                                .infer = infer_dynamic_quantize,
                                                .run = run_dynamic_quantize};
+
+/* ---- QLinearAdd (fuser-made, fuse_qdq.c): DequantizeLinear(a) +
+ * DequantizeLinear(b) [-> Relu] -> QuantizeLinear in one pass, with the
+ * float operations of those nodes in their order (so the same answer):
+ * inputs a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, all per tensor,
+ * a, b and y of one shape and type. Both may stay in a oneDNN layout when it is the
+ * same and has no padding (the output takes it). ---- */
+
+static pr_status_t prepare_qadd(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 3), *o = pr_out(c, n, 0);
+  bool same = a->opaque && b->opaque && dnnl_memory_desc_equal(&a->md, &b->md) &&
+              dnnl_memory_desc_get_size(&a->md) == (size_t)pr_value_numel(a) &&
+              a->dtype == o->dtype;
+  if (same) {
+    o->md = a->md;
+    o->opaque = true;
+    o->nbytes = dnnl_memory_desc_get_size(&a->md);
+    return PR_OK;
+  }
+  pr_status_t st = PR_OK;
+  for (int k = 0; k < n->n_in && !st; k++) st = pr_require_plain(c, n, k);
+  return st;
+}
+
+/* One loop per type (a, b and y of one type, fuse_qdq.c): vectorized. */
+#define QADD_LOOP(T)                                                                               \
+  do {                                                                                             \
+    const T *pa = a->ptr, *pb = b->ptr;                                                            \
+    T *py = o->ptr;                                                                                \
+    _Pragma("omp parallel for num_threads(x->threads) if (len >= PR_PAR_MIN)") for (int64_t i = 0; \
+                                                                                    i < len;       \
+                                                                                    i++) {         \
+      float v = (float)(pa[i] - zpa) * sa + (float)(pb[i] - zpb) * sb;                             \
+      v = v > floor_v ? v : floor_v; /* a fused Relu */                                            \
+      py[i] = (T)(int)pr_quantize(v / sy, zpy, lo, hi);                                            \
+    }                                                                                              \
+  } while (0)
+
+static void run_qadd(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[3]], *o = &x->v[n->out[0]];
+  const void *za = n->in[2] >= 0 ? x->v[n->in[2]].ptr : NULL;
+  const void *zb = n->in[5] >= 0 ? x->v[n->in[5]].ptr : NULL;
+  const void *zy = n->in[7] >= 0 ? x->v[n->in[7]].ptr : NULL;
+  float sa = *(const float *)pr_xin(x, n, 1), sb = *(const float *)pr_xin(x, n, 4);
+  float sy = *(const float *)pr_xin(x, n, 6), lo, hi;
+  int32_t zpa = pr_zp_at(za, a->dtype, 0), zpb = pr_zp_at(zb, b->dtype, 0);
+  float zpy = (float)pr_zp_at(zy, o->dtype, 0), floor_v = n->post.n_eltwise ? 0.f : -INFINITY;
+  pr_q8_range(o->dtype, &lo, &hi);
+  int64_t len = pr_value_numel(o);
+  assert(a->dtype == o->dtype && b->dtype == o->dtype);
+  if (o->dtype == PR_DTYPE_UINT8)
+    QADD_LOOP(uint8_t);
+  else
+    QADD_LOOP(int8_t);
+}
+#undef QADD_LOOP
+
+const pr_op_t pr_op_qlinear_add = {
+    .name = "QLinearAdd", .prepare = prepare_qadd, .run = run_qadd, .accepts_opaque = true};
