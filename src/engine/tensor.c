@@ -294,6 +294,22 @@ static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_
     free(t);
     return PR_ERR_INVALID;
   }
+  /* inline data shorter than the shape says: refused before allocating
+   * what the shape asks for (a few bytes of file must not cost gigabytes;
+   * found by fuzz_loader); decode_raw/decode_typed check the exact sizes */
+  bool external =
+      tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  size_t typed = tp->n_float_data + tp->n_int32_data + tp->n_int64_data + tp->n_double_data +
+                 tp->n_uint64_data + tp->n_string_data;
+  if (!external && (tp->has_raw_data ? tp->raw_data.len < *nbytes : typed < *numel)) {
+    if (tp->has_raw_data)
+      pr_errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
+              tp->raw_data.len, *nbytes);
+    else
+      pr_errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, typed, *numel);
+    free(t);
+    return PR_ERR_INVALID;
+  }
   t->data = pr_aligned_calloc(*nbytes);
   if (!t->data) {
     free(t);
