@@ -152,6 +152,12 @@ pr_session_options_t pr_session_options_default(void);
  * 1234abc, CPU runtime OpenMP)". Static storage; thread-safe. */
 const char *pr_engine_backend_version(void);
 
+/* The instruction set the kernels run with on this machine, as oneDNN
+ * picks it (ONEDNN_MAX_CPU_ISA caps it): "avx512_core_amx",
+ * "avx512_core_bf16", "avx512_core_vnni", "avx512_core", "avx2_vnni",
+ * "avx2", "avx", "sse41" or "other". Static storage. */
+const char *pr_engine_isa(void);
+
 /* Compile the model for the given options: resolve shapes, fold constants,
  * fuse, plan memory and create the kernels with opt->threads threads. */
 pr_status_t pr_engine_session_create(pr_model_t *model, const pr_session_options_t *opt,

@@ -28,7 +28,8 @@ typedef struct {
   char model[256];
   char model_sha256[65];
   char cpu[128];
-  int cores; /* T: the machine's cores the profile covers */
+  char isa[32]; /* pr_engine_isa() where it was measured: another ISA's is not reused */
+  int cores;    /* T: the machine's cores the profile covers */
   int n_points;
   pr_profile_point_t *points;
   double tolerance; /* the profiler's tolerance (0: PR_PROFILE_TOLERANCE) */

@@ -128,8 +128,9 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
 pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len);
 pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t err_len);
 
-/* Path of the cache file for (model hash, CPU, cores, values of the named
- * symbolic dims in base (may be NULL), version): under $PACKRAT_CACHE, else
+/* Path of the cache file for (model hash, CPU, this machine's kernel ISA
+ * (pr_engine_isa), cores, values of the named symbolic dims in base (may be
+ * NULL), version): under $PACKRAT_CACHE, else
  * $XDG_CACHE_HOME/packrat, else ~/.cache/packrat. Creates the folder. On any
  * failure (the folder cannot be made or is not a folder, sha256 is not hex,
  * path would not fit in len) returns PR_ERR_IO or PR_ERR_INVALID and leaves
@@ -146,7 +147,9 @@ pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores
 pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_options_t *base,
                                   char *path, size_t len);
 
-/* True when p was made for this model, CPU, core count and version, covers
+/* True when p was made for this model, CPU, kernel ISA (pr_engine_isa: a
+ * profile measured with oneDNN capped to another ISA is not reused), core
+ * count and version, covers
  * threads 1..cores and every batch in the grid for max_batch, and is good
  * (n_suspicious == 0: a suspicious profile is measured again). */
 int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,

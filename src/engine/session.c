@@ -442,6 +442,24 @@ static void backend_version_text(void) {
            v->hash ? v->hash : "unknown", v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
 }
 
+const char *pr_engine_isa(void) {
+  static const struct {
+    dnnl_cpu_isa_t isa;
+    const char *name;
+  } isas[] = {{dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+              {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+              {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+              {dnnl_cpu_isa_avx512_core, "avx512_core"},
+              {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+              {dnnl_cpu_isa_avx2, "avx2"},
+              {dnnl_cpu_isa_avx, "avx"},
+              {dnnl_cpu_isa_sse41, "sse41"}};
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) /* the widest first */
+    if ((isa & isas[i].isa) == isas[i].isa) return isas[i].name;
+  return "other";
+}
+
 const char *pr_engine_backend_version(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, backend_version_text);

@@ -38,9 +38,9 @@ static json_t *profile_json(const pr_profile_t *p) {
                        q->isolated_ms, "runs", q->runs, "spread", q->spread, "remeasured",
                        q->remeasured));
   }
-  return json_pack("{s:s, s:s, s:s, s:i, s:s, s:f, s:i, s:o}", "model", p->model, "model_sha256",
-                   p->model_sha256, "cpu", p->cpu, "cores", p->cores, "version",
-                   "packrat " PR_VERSION, "tolerance",
+  return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:f, s:i, s:o}", "model", p->model,
+                   "model_sha256", p->model_sha256, "cpu", p->cpu, "isa", p->isa, "cores", p->cores,
+                   "version", "packrat " PR_VERSION, "tolerance",
                    p->tolerance > 0 ? p->tolerance : PR_PROFILE_TOLERANCE, "suspicious",
                    p->n_suspicious, "points", pts);
 }
@@ -94,13 +94,14 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
     return errno == ENOENT ? PR_ERR_IO : PR_ERR_INVALID;
   }
   pr_status_t st = PR_ERR_INVALID;
-  const char *model = "", *sha = "", *cpu = "", *version = "";
+  const char *model = "", *sha = "", *cpu = "", *isa = "", *version = "";
   json_t *pts = NULL;
   int cores = 0, suspicious = 0;
   double tolerance = 0;
-  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s:i, s?s, s?F, s?i, s:o}", "model", &model,
-                     "model_sha256", &sha, "cpu", &cpu, "cores", &cores, "version", &version,
-                     "tolerance", &tolerance, "suspicious", &suspicious, "points", &pts) ||
+  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s?s, s:i, s?s, s?F, s?i, s:o}", "model", &model,
+                     "model_sha256", &sha, "cpu", &cpu, "isa", &isa, "cores", &cores, "version",
+                     &version, "tolerance", &tolerance, "suspicious", &suspicious, "points",
+                     &pts) ||
       !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000 ||
       !(tolerance >= 0 && tolerance < 1)) {
     pr_errf(err, err_len, "%s: not a packrat profile (needs cores and points)", path);
@@ -109,6 +110,7 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   snprintf(p->model, sizeof p->model, "%s", model);
   snprintf(p->model_sha256, sizeof p->model_sha256, "%s", sha);
   snprintf(p->cpu, sizeof p->cpu, "%s", cpu);
+  snprintf(p->isa, sizeof p->isa, "%s", isa); /* absent (an older file): matches no ISA */
   p->cores = cores;
   p->tolerance = tolerance > 0 ? tolerance : PR_PROFILE_TOLERANCE;
   p->points = calloc(json_array_size(pts) + 1, sizeof *p->points);
@@ -151,7 +153,7 @@ out:
 }
 
 /* The cache file's path, or a message in why and path "". */
-static pr_status_t cache_file(const char *sha256, const char *cpu, int cores,
+static pr_status_t cache_file(const char *sha256, const char *cpu, const char *isa, int cores,
                               const pr_session_options_t *base, char *path, size_t len, char *why,
                               size_t why_len) {
   if (path && len) path[0] = 0;
@@ -197,7 +199,7 @@ static pr_status_t cache_file(const char *sha256, const char *cpu, int cores,
   }
   char cpu_hash[65];
   char key[1024];
-  size_t off = (size_t)snprintf(key, sizeof key, "%s|packrat %s|corun", cpu, PR_VERSION);
+  size_t off = (size_t)snprintf(key, sizeof key, "%s|%s|packrat %s|corun", cpu, isa, PR_VERSION);
   /* a model profiled with other symbolic dim values is another workload */
   for (int i = 0; base && i < base->n_dims && off < sizeof key; i++)
     off += (size_t)snprintf(key + off, sizeof key - off, "|%s=%lld", base->dim_names[i],
@@ -214,7 +216,7 @@ static pr_status_t cache_file(const char *sha256, const char *cpu, int cores,
 
 pr_status_t pr_profile_cache_path(const char *sha256, const char *cpu, int cores,
                                   const pr_session_options_t *base, char *path, size_t len) {
-  return cache_file(sha256, cpu, cores, base, path, len, NULL, 0);
+  return cache_file(sha256, cpu, pr_engine_isa(), cores, base, path, len, NULL, 0);
 }
 
 pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_options_t *base,
@@ -226,8 +228,8 @@ pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_option
     return PR_ERR_INVALID;
   }
   char file[4096], why[512];
-  pr_status_t st =
-      cache_file(p->model_sha256, p->cpu, p->cores, base, file, sizeof file, why, sizeof why);
+  pr_status_t st = cache_file(p->model_sha256, p->cpu, p->isa, p->cores, base, file, sizeof file,
+                              why, sizeof why);
   if (!st) st = pr_profile_save(p, file, why, sizeof why);
   if (st) {
     pr_log(PR_LOG_WARN, "profile of %s not cached: %s", p->model, why);
@@ -240,7 +242,7 @@ pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_option
 int pr_profile_matches(const pr_profile_t *p, const char *sha256, const char *cpu, int cores,
                        int max_batch) {
   if (p->n_suspicious || strcmp(p->model_sha256, sha256) || strcmp(p->cpu, cpu) ||
-      p->cores != cores)
+      strcmp(p->isa, pr_engine_isa()) || p->cores != cores)
     return 0;
   int grid[64];
   int n = pr_profile_grid(max_batch, NULL, 0, grid, 64);

@@ -454,6 +454,7 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   snprintf(out->model_sha256, sizeof out->model_sha256, "%s",
            model ? pr_engine_model_sha256(model) : "");
   snprintf(out->cpu, sizeof out->cpu, "%s", pr_topology_cpu_name());
+  snprintf(out->isa, sizeof out->isa, "%s", pr_engine_isa());
   out->cores = o->max_threads;
   pr_session_options_t b = base ? *base : pr_session_options_default();
   b.input_shapes = NULL;

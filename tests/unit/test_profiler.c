@@ -38,6 +38,7 @@ static pr_profile_t clean_profile(int T, int B) {
   snprintf(p.model, sizeof p.model, "synthetic");
   snprintf(p.model_sha256, sizeof p.model_sha256, "%s", SHA);
   snprintf(p.cpu, sizeof p.cpu, "test cpu");
+  snprintf(p.isa, sizeof p.isa, "%s", pr_engine_isa());
   for (int t = 1; t <= T; t++)
     for (int b = 1; b <= B; b++) {
       double m = base_ms(t, b);
@@ -474,6 +475,17 @@ static void test_save_load_round_trip(void **s) {
   assert_true(fabs(point(&q, 2, 2)->spread - 0.03) < 1e-12);
   assert_int_equal(q.n_suspicious, 0);
   assert_true(pr_profile_matches(&q, SHA, "test cpu", 2, 4));
+  /* measured with another instruction set: not reused, and cached apart */
+  char here[4096], there[4096];
+  setenv("PACKRAT_CACHE", tmp_dir, 1);
+  assert_int_equal(pr_profile_cache_path(SHA, "test cpu", 2, NULL, here, sizeof here), PR_OK);
+  snprintf(q.isa, sizeof q.isa, "%s", strcmp(pr_engine_isa(), "avx2") ? "avx2" : "avx512_core");
+  assert_false(pr_profile_matches(&q, SHA, "test cpu", 2, 4));
+  q.n_suspicious = 0;
+  assert_int_equal(pr_profile_cache_save(&q, NULL, there, sizeof there), PR_OK);
+  assert_string_not_equal(here, there);
+  unlink(there);
+  unsetenv("PACKRAT_CACHE");
   pr_profile_free(&q);
   /* a suspicious file: recomputed on load, and it does not match */
   set_median(&p, 2, 3, 10);
