@@ -10,7 +10,7 @@ set -euo pipefail
 MAIN=(
   build-essential cmake pkg-config
   libdnnl-dev libomp-dev
-  protobuf-c-compiler libprotobuf-c-dev libonnx-dev
+  protobuf-c-compiler libprotobuf-c-dev libonnx-dev libgrpc-dev
   libhwloc-dev nettle-dev libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libyajl-dev
   python3-torch python3-torchvision python3-numpy python3-onnx libopenblas0-openmp
 )
@@ -19,10 +19,13 @@ MAIN=(
 # nginx and HAProxy (run unprivileged from a temp folder; their system
 # services stay off, see below), mmdebstrap, strace, systemd-analyze;
 # headless Chromium for the dashboard test (its fonts, DejaVu, come with
-# the main list already)
+# the main list already); the gRPC test's client, Python grpcio, and
+# grpc_python_plugin with protoc for its stubs (python3-protobuf comes with
+# the main list's python3-onnx)
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev libonnx-testdata prometheus curl
   nginx haproxy mmdebstrap strace systemd chromium
+  python3-grpcio protobuf-compiler-grpc
 )
 # Node.js and npm (ONNX Runtime and real models from npm at test time): the
 # machine's own when it has them (a newer Node.js with its npm, which Debian's

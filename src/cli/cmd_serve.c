@@ -29,6 +29,11 @@ static void usage(FILE *f) {
           "  --host ADDR              IPv4 or IPv6 address to listen on (default\n"
           "                           127.0.0.1; 0.0.0.0 or :: for every interface)\n"
           "  --http-port N            port (default 8000; 0 picks a free one)\n"
+          "  --grpc-port N            also serve gRPC (KServe v2 GRPCInferenceService and\n"
+          "                           grpc.health.v1.Health) on this port (0 picks a free\n"
+          "                           one; default: no gRPC); same models, queue, limits,\n"
+          "                           tokens (authorization metadata) and TLS as HTTP\n"
+          "  --grpc-threads N         threads serving all gRPC calls (default 4)\n"
           "  --cores LIST             CPUs to use, e.g. 0-7 or 0,2,4 (default: all)\n"
           "  --max-batch B            default max batch size (default 8)\n"
           "  --max-queue-delay-us U   default max queue delay (default 2000)\n"
@@ -100,6 +105,10 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
     cfg->host = val;
   } else if (!strcmp(a, "--http-port")) {
     cfg->port = (int)pr_cli_parse_long(a, val, 0, 65535);
+  } else if (!strcmp(a, "--grpc-port")) {
+    cfg->grpc_port = (int)pr_cli_parse_long(a, val, 0, 65535);
+  } else if (!strcmp(a, "--grpc-threads")) {
+    cfg->grpc_threads = (int)pr_cli_parse_long(a, val, 1, 256);
   } else if (!strcmp(a, "--max-batch")) {
     cfg->max_batch = (int)pr_cli_parse_long(a, val, 1, 4096);
   } else if (!strcmp(a, "--max-queue-delay-us")) {
@@ -235,9 +244,13 @@ static int serve(pr_server_config_t *cfg) {
     pr_log(PR_LOG_INFO, "%s", line);
   char url_host[80]; /* an IPv6 address goes in brackets in a URL */
   snprintf(url_host, sizeof url_host, strchr(cfg->host, ':') ? "[%s]" : "%s", cfg->host);
+  char grpc[128] = "";
+  if (pr_server_grpc_port(s) >= 0)
+    snprintf(grpc, sizeof grpc, ", gRPC%s: %s:%d", cfg->tls_cert_file ? " (TLS)" : "", url_host,
+             pr_server_grpc_port(s));
   pr_log(PR_LOG_INFO,
-         "ready: %s://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics)",
-         cfg->tls_cert_file ? "https" : "http", url_host, pr_server_port(s));
+         "ready: %s://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics%s)",
+         cfg->tls_cert_file ? "https" : "http", url_host, pr_server_port(s), grpc);
   while (sem_wait(&sigs.got) && errno == EINTR) {
   }
   pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",

@@ -4,31 +4,17 @@
 #include <stdatomic.h>
 
 #include "server/protocol.h"
+#include "server/service.h"
 
-static json_t *count_ns(uint64_t count, uint64_t ns) {
-  return json_pack("{s:I, s:I}", "count", (json_int_t)count, "ns", (json_int_t)ns);
+static json_t *count_ns(pr_duration_t d) {
+  return json_pack("{s:I, s:I}", "count", (json_int_t)d.count, "ns", (json_int_t)d.ns);
 }
 
-static uint64_t hist_count(const pr_hist_t *h) {
-  return atomic_load(&h->count);
-}
-
-static uint64_t hist_ns(const pr_hist_t *h) {
-  return atomic_load(&h->sum_us) * 1000;
-}
-
-static json_t *batch_stats(const pr_sched_stats_t *st) {
-  json_t *arr = json_array();
-  for (int b = 1; b <= st->max_batch; b++) {
-    const pr_batch_stats_t *x = &st->by_batch[b];
-    uint64_t n = atomic_load(&x->count);
-    if (!n) continue;
-    json_array_append_new(arr, json_pack("{s:i, s:o, s:o, s:o}", "batch_size", b, "compute_input",
-                                         count_ns(n, atomic_load(&x->input_ns)), "compute_infer",
-                                         count_ns(n, atomic_load(&x->infer_ns)), "compute_output",
-                                         count_ns(n, atomic_load(&x->output_ns))));
-  }
-  return arr;
+static void batch_one(int batch, pr_duration_t input, pr_duration_t infer, pr_duration_t output,
+                      void *ctx) {
+  json_array_append_new(
+      ctx, json_pack("{s:i, s:o, s:o, s:o}", "batch_size", batch, "compute_input", count_ns(input),
+                     "compute_infer", count_ns(infer), "compute_output", count_ns(output)));
 }
 
 static json_t *packrat_figures(pr_served_t *m, pr_sched_stats_t *st) {
@@ -42,25 +28,21 @@ static json_t *packrat_figures(pr_served_t *m, pr_sched_stats_t *st) {
 
 json_t *pr_model_stats_json(pr_served_t *m) {
   pr_sched_stats_t *st = pr_sched_stats(m->sched);
-  const pr_hist_t *stage = st->stage;
-  json_t *inf =
-      json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success",
-                count_ns(atomic_load(&st->success), atomic_load(&st->success_ns)), "fail",
-                count_ns(atomic_load(&st->failed), atomic_load(&st->failed_ns)), "queue",
-                count_ns(hist_count(&stage[PR_STAGE_queue]), hist_ns(&stage[PR_STAGE_queue])),
-                "compute_input",
-                count_ns(hist_count(&stage[PR_STAGE_assemble]), hist_ns(&stage[PR_STAGE_assemble])),
-                "compute_infer",
-                count_ns(hist_count(&stage[PR_STAGE_compute]), hist_ns(&stage[PR_STAGE_compute])),
-                "compute_output",
-                count_ns(hist_count(&stage[PR_STAGE_scatter]), hist_ns(&stage[PR_STAGE_scatter])),
-                "cache_hit", count_ns(0, 0), "cache_miss", count_ns(0, 0));
+  pr_model_stats_t x;
+  pr_service_stats(m, &x);
+  json_t *batches = json_array();
+  pr_service_batch_stats(m, batch_one, batches);
+  pr_duration_t none = {0, 0};
+  json_t *inf = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success",
+                          count_ns(x.success), "fail", count_ns(x.fail), "queue", count_ns(x.queue),
+                          "compute_input", count_ns(x.compute_input), "compute_infer",
+                          count_ns(x.compute_infer), "compute_output", count_ns(x.compute_output),
+                          "cache_hit", count_ns(none), "cache_miss", count_ns(none));
   return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:o}", "name", m->entry.name, "version",
-                   m->entry.version, "last_inference",
-                   (json_int_t)atomic_load(&st->last_inference_ms), "inference_count",
-                   (json_int_t)atomic_load(&st->rows_executed), "execution_count",
-                   (json_int_t)atomic_load(&st->executions), "inference_stats", inf, "batch_stats",
-                   batch_stats(st), "packrat", packrat_figures(m, st));
+                   m->entry.version, "last_inference", (json_int_t)x.last_inference_ms,
+                   "inference_count", (json_int_t)x.inference_count, "execution_count",
+                   (json_int_t)x.execution_count, "inference_stats", inf, "batch_stats", batches,
+                   "packrat", packrat_figures(m, st));
 }
 
 static json_t *tensors(const pr_tensor_info_t *t, int n) {

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <grpc/status.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -583,63 +584,16 @@ static int run_pass(parser_t *p, const char *text, size_t len) {
   return p->failed ? -1 : 0;
 }
 
-/* Allocates t's data (nbytes), counting it against the parse's byte bound;
- * -1 with the message and PR_ERR_BUSY set. */
-static int own_tensor(parser_t *p, pr_tensor_t *t, size_t nbytes) {
-  p->bytes += nbytes;
-  if (p->max_bytes && p->bytes > p->max_bytes) {
-    p->status = PR_ERR_BUSY;
-    return fail(p, "the server holds too many request bytes; retry later"), -1;
-  }
-  if (!(t->data = pr_aligned_alloc(nbytes))) {
-    p->status = PR_ERR_BUSY;
-    return fail(p, "out of memory; retry later"), -1;
-  }
-  return 0;
-}
-
 /* Checks pass 1's view of input i against the model and sizes its tensor. */
 static int check_input(parser_t *p, int i, pr_request_t *r) {
   in_t *in = &p->in[i];
-  const pr_proto_model_t *m = p->m;
   if (!in->name || !in->dtype[0] || !in->rank)
     return fail(p, "input %d needs 'name', 'datatype' and a non-empty 'shape'", i), -1;
   const char *name = in->name;
-  for (int j = 0; j < m->n_inputs; j++)
-    if (!strcmp(m->inputs[j].name, name)) in->k = j;
-  if (in->k < 0) return fail(p, "model has no input '%s'", name), -1;
-  for (int j = 0; j < i; j++)
-    if (p->in[j].k == in->k) return fail(p, "input '%s' given twice", name), -1;
-  const pr_tensor_info_t *want = &m->inputs[in->k];
-  if (pr_proto_dtype(in->dtype) != want->dtype)
-    return fail(p, "input '%s': datatype %s, model expects %s", name, in->dtype,
-                pr_proto_datatype(want->dtype)),
-           -1;
-  if (in->rank != want->rank)
-    return fail(p, "input '%s': shape has %d dimensions, model expects %d", name, in->rank,
-                want->rank),
-           -1;
-  pr_tensor_t *t = &r->inputs[in->k];
-  t->dtype = want->dtype;
-  t->rank = want->rank;
-  size_t numel = 1;
-  for (int d = 0; d < want->rank; d++) {
-    int64_t v = in->dims[d];
-    if (d == 0 && (v < 1 || v > m->max_batch))
-      return fail(p, "input '%s': batch %lld outside 1..%d", name, (long long)v, m->max_batch), -1;
-    if (d > 0 && want->dims[d] >= 0 && v != want->dims[d])
-      return fail(p, "input '%s': dimension %d is %lld, model expects %lld", name, d, (long long)v,
-                  (long long)want->dims[d]),
-             -1;
-    t->dims[d] = v;
-    if (pr_mul_size(numel, (size_t)v, &numel)) return fail(p, "input '%s' too large", name), -1;
-  }
-  if (r->rows >= 0 && t->dims[0] != r->rows)
-    return fail(p, "inputs disagree on the batch size"), -1;
-  r->rows = (int)t->dims[0];
-  size_t nbytes;
-  if (pr_mul_size(numel, pr_dtype_size(t->dtype), &nbytes))
-    return fail(p, "input '%s' too large", name), -1;
+  size_t numel, nbytes;
+  if (pr_proto_input_check(p->m, name, in->dtype, in->rank, in->dims, r, &in->k, &numel, &nbytes,
+                           p->err, p->err_len))
+    return p->failed = true, -1;
   if (in->has_bsize && in->has_data)
     return fail(p, "input '%s' has both 'data' and binary_data_size", name), -1;
   if (!in->has_bsize && !in->has_data) return fail(p, "input '%s' has no 'data'", name), -1;
@@ -652,8 +606,11 @@ static int check_input(parser_t *p, int i, pr_request_t *r) {
   if (in->has_data) p->max_values -= numel ? numel - 1 : 0;
   /* binary tensors are views into the body (take_inputs), except BOOL,
    * whose bytes are normalized into a copy */
-  if (in->has_data || t->dtype == PR_DTYPE_BOOL) return own_tensor(p, t, nbytes);
-  return 0;
+  if (!in->has_data && r->inputs[in->k].dtype != PR_DTYPE_BOOL) return 0;
+  pr_status_t st =
+      pr_proto_input_alloc(r, in->k, nbytes, p->max_bytes, &p->bytes, p->err, p->err_len);
+  if (st) p->status = st, p->failed = true;
+  return st ? -1 : 0;
 }
 
 /* Checks and sizes every input (check_input) and takes the binary ones from
@@ -684,11 +641,7 @@ static int take_inputs(parser_t *p, const char *body, size_t len, size_t json_le
     bin_off += nbytes;
   }
   if (bin_off != len) return fail(p, "%zu bytes of binary data left over", len - bin_off), -1;
-  for (int k = 0; k < m->n_inputs; k++) {
-    bool got = false;
-    for (int i = 0; i < p->n_in; i++) got |= p->in[i].k == k;
-    if (!got) return fail(p, "missing input '%s'", m->inputs[k].name), -1;
-  }
+  if (pr_proto_inputs_complete(m, r, p->err, p->err_len)) return p->failed = true, -1;
   return 0;
 }
 
@@ -698,15 +651,9 @@ static int take_outputs(parser_t *p, pr_proto_infer_t *q) {
   const pr_proto_model_t *m = p->m;
   for (int o = 0; o < m->n_outputs; o++) q->binary[o] = p->all_binary;
   for (int j = 0; j < p->n_out; j++) {
-    const char *name = p->out[j].name;
-    int k = -1;
-    for (int o = 0; name && o < m->n_outputs; o++)
-      if (!strcmp(m->outputs[o].name, name)) k = o;
-    if (k < 0) return fail(p, "model has no output '%s'", name ? name : "(unnamed)"), -1;
-    for (int i = 0; i < q->n_outputs; i++)
-      if (q->outputs[i] == k) return fail(p, "output '%s' requested twice", name), -1;
-    assert(q->n_outputs < PR_SCHED_MAX_IO); /* j < n_out <= PR_SCHED_MAX_IO */
-    q->outputs[q->n_outputs++] = k;
+    int k;
+    if (pr_proto_output_take(m, p->out[j].name, q, &k, p->err, p->err_len))
+      return p->failed = true, -1;
     if (p->out[j].has_bd) q->binary[k] = p->out[j].bd;
   }
   return 0;
@@ -895,6 +842,25 @@ int pr_proto_http_status(pr_status_t st) {
     case PR_ERR_BUSY: return 503;
     case PR_ERR_TIMEOUT: return 504;
     default: return 500; /* PR_ERR_IO, PR_ERR_NOMEM, PR_ERR_INTERNAL */
+  }
+}
+
+int pr_proto_grpc_status(pr_status_t st) {
+  switch (st) {
+    case PR_OK: return GRPC_STATUS_OK;
+    case PR_ERR_INVALID:
+    case PR_ERR_UNSUPPORTED:
+    case PR_ERR_URI_TOO_LONG: return GRPC_STATUS_INVALID_ARGUMENT;
+    case PR_ERR_UNAUTHORIZED: return GRPC_STATUS_UNAUTHENTICATED;
+    case PR_ERR_FORBIDDEN: return GRPC_STATUS_PERMISSION_DENIED;
+    case PR_ERR_NOT_FOUND: return GRPC_STATUS_NOT_FOUND;
+    case PR_ERR_METHOD:
+    case PR_ERR_CODING: return GRPC_STATUS_UNIMPLEMENTED;
+    case PR_ERR_TOO_LARGE:
+    case PR_ERR_NOMEM: return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    case PR_ERR_BUSY: return GRPC_STATUS_UNAVAILABLE;
+    case PR_ERR_TIMEOUT: return GRPC_STATUS_DEADLINE_EXCEEDED;
+    default: return GRPC_STATUS_INTERNAL; /* PR_ERR_IO, PR_ERR_INTERNAL */
   }
 }
 

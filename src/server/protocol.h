@@ -1,7 +1,7 @@
 /* Open Inference Protocol (KServe v2) codec: infer requests (JSON tensors or
  * the binary tensor data extension) into request tensors, outputs into
  * response bodies, errors into {"error": ...}, and pr_status_t into HTTP
- * status codes (the one place that mapping is made). Pure: no I/O, no
+ * and gRPC status codes (the one place each mapping is made). Pure: no I/O, no
  * threads.
  *
  * Notes on the design:
@@ -66,6 +66,29 @@ pr_status_t pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, si
                                  pr_proto_infer_t *q, char *err, size_t err_len);
 void pr_proto_infer_clear(pr_proto_infer_t *q);
 
+/* ---- checks every wire format shares (JSON and binary here, protobuf in
+ * grpc_codec.c): each returns PR_OK or an error with a message in err ---- */
+
+/* Input `name` of a request against the model: known, not given before,
+ * datatype, rank, dims (axis 0: the batch, 1..max_batch, the same for every
+ * input: r->rows, -1 before the first). On PR_OK the input is taken:
+ * r->inputs[*k] has its dtype, rank and dims (no data yet), *numel and
+ * *nbytes its size. PR_ERR_INVALID otherwise. */
+pr_status_t pr_proto_input_check(const pr_proto_model_t *m, const char *name, const char *datatype,
+                                 int rank, const int64_t *dims, pr_request_t *r, int *k,
+                                 size_t *numel, size_t *nbytes, char *err, size_t err_len);
+/* Allocates input k's nbytes, counted in *bytes against max_bytes (0: no
+ * bound): PR_ERR_BUSY over it or out of memory. */
+pr_status_t pr_proto_input_alloc(pr_request_t *r, int k, size_t nbytes, size_t max_bytes,
+                                 size_t *bytes, char *err, size_t err_len);
+/* PR_ERR_INVALID when a model input was not given. */
+pr_status_t pr_proto_inputs_complete(const pr_proto_model_t *m, const pr_request_t *r, char *err,
+                                     size_t err_len);
+/* Adds the requested output `name` to q (*k: its index in the model);
+ * PR_ERR_INVALID for an unknown or repeated one. */
+pr_status_t pr_proto_output_take(const pr_proto_model_t *m, const char *name, pr_proto_infer_t *q,
+                                 int *k, char *err, size_t err_len);
+
 /* Builds the response body (malloc'd into *out, *out_len, the caller's to
  * free); *json_len is the JSON header's length when binary outputs follow,
  * else 0. Returns PR_OK, PR_ERR_NOMEM, or PR_ERR_INTERNAL when the JSON
@@ -79,6 +102,11 @@ pr_status_t pr_proto_infer_response(const pr_proto_model_t *m, const char *model
 /* The HTTP status of a pr_status_t (the engine's and server/status.h's): the
  * one place statuses become HTTP. Unknown statuses are 500. */
 int pr_proto_http_status(pr_status_t st);
+
+/* The gRPC status code (grpc/status.h's grpc_status_code) of a pr_status_t:
+ * beside pr_proto_http_status, the one place statuses become gRPC codes.
+ * Unknown statuses are INTERNAL. */
+int pr_proto_grpc_status(pr_status_t st);
 
 /* {"error": msg} (malloc'd, NULL only when out of memory); msg may hold any
  * bytes: invalid UTF-8 is replaced, so the body is always valid JSON. */

@@ -47,11 +47,13 @@
 #include "packrat/profiler.h"
 #include "server/auth.h"
 #include "server/dashboard.h"
+#include "server/grpc.h"
 #include "server/model_json.h"
 #include "server/models.h"
 #include "server/prometheus.h"
 #include "server/protocol.h"
 #include "server/router.h"
+#include "server/service.h"
 #include "server/tls.h"
 
 /* On SIGTERM, uploads still arriving get this long to finish. */
@@ -64,8 +66,9 @@ struct pr_server {
   pr_server_config_t cfg;
   char repository[4096];
   int cpus[4096], n_cpus;
-  pr_models_t *models;
-  pr_auth_t *auth;              /* NULL: no tokens */
+  pr_service_t svc;             /* shared with the gRPC front end */
+  pr_auth_t *auth;              /* NULL: no tokens (svc.auth) */
+  pr_grpc_t *grpc;              /* NULL: no gRPC */
   pr_tls_t *tls;                /* NULL: plain HTTP */
   struct sockaddr_storage addr; /* where to listen */
   pr_dash_t *dash;
@@ -73,7 +76,6 @@ struct pr_server {
   struct MHD_Daemon *daemon;
   int port;
   _Atomic uint64_t http_requests, http_errors, http_refused;
-  _Atomic uint64_t inflight; /* bytes reserved by requests not yet answered */
   _Atomic int in_progress;   /* requests received and not yet answered */
   _Atomic int serving;       /* of those, the ones whose body is in (being handled) */
   _Atomic int connections;   /* open HTTP connections */
@@ -91,6 +93,8 @@ void pr_server_config_default(pr_server_config_t *c) {
   memset(c, 0, sizeof *c);
   c->host = "127.0.0.1";
   c->port = 8000;
+  c->grpc_port = -1;
+  c->grpc_threads = 4;
   c->max_batch = 8;
   c->max_queue_delay_us = 2000;
   c->queue_capacity = 256;
@@ -125,8 +129,7 @@ typedef struct {
    * requests" above): `lock` orders suspend and resume */
   pthread_mutex_t lock;
   bool suspended, answered;
-  pr_request_t *req;         /* an infer request in the scheduler */
-  pr_proto_infer_t q;        /* its parsed names and options */
+  pr_infer_t inf;            /* an infer request in the scheduler (inf.req) */
   pr_served_t *model;        /* the reference held for it */
   bool model_owned;          /* the reference is the request's (with_model leaves it) */
   double t_queued;           /* when its infer answer was queued (0: none) */
@@ -138,11 +141,7 @@ typedef struct {
 
 /* Counts n more bytes against the in-flight limit; false when over it. */
 static bool reserve(pr_server_t *s, conn_t *cn, size_t n) {
-  uint64_t was = atomic_fetch_add(&s->inflight, n);
-  if (was + n > s->cfg.max_inflight_bytes) {
-    atomic_fetch_sub(&s->inflight, n);
-    return false;
-  }
+  if (!pr_service_reserve(&s->svc, n)) return false;
   cn->reserved += n;
   return true;
 }
@@ -230,84 +229,61 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
   pr_prom_server_t srv = {.http_requests = atomic_load(&s->http_requests),
                           .http_errors = atomic_load(&s->http_errors),
                           .http_refused = atomic_load(&s->http_refused),
-                          .inflight_bytes = atomic_load(&s->inflight),
+                          .inflight_bytes = atomic_load(&s->svc.inflight),
                           .inflight_limit = s->cfg.max_inflight_bytes,
                           .connections = atomic_load(&s->connections),
                           .connections_limit = s->cfg.max_connections,
                           .models_limit = s->cfg.max_models};
-  pr_prom_write(s->models, &srv, f);
+  pr_grpc_counts(s->grpc, &srv.grpc_calls, &srv.grpc_errors);
+  pr_prom_write(s->svc.models, &srv, f);
   fclose(f);
   return reply(cn, PR_OK, text, len, "text/plain; version=0.0.4", 0);
 }
 
 static enum MHD_Result h_server_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  return reply_json(cn, PR_OK,
-                    json_pack("{s:s, s:s, s:[s,s,s,s,s]}", "name", "packrat", "version", PR_VERSION,
-                              "extensions", "binary_tensor_data", "model_repository", "statistics",
-                              "model_configuration", "plan"));
+  json_t *ext = json_array();
+  for (int i = 0; i < pr_service_n_extensions; i++)
+    json_array_append_new(ext, json_string(pr_service_extensions[i]));
+  return reply_json(
+      cn, PR_OK,
+      json_pack("{s:s, s:s, s:o}", "name", "packrat", "version", PR_VERSION, "extensions", ext));
 }
 
 static enum MHD_Result h_live(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   return reply_json(cn, PR_OK, json_pack("{s:b}", "live", 1));
 }
 
-static void ready_one(pr_served_t *m, void *ctx) {
-  /* a model unloaded on purpose does not make the server unready */
-  *(bool *)ctx &= m->state == PR_MODEL_READY || !strcmp(m->reason, "unloaded");
-}
-
 static enum MHD_Result h_ready(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  bool ready = true;
-  pr_models_each(s->models, ready_one, &ready);
+  bool ready = pr_service_ready(&s->svc);
   return reply_json(cn, ready ? PR_OK : PR_ERR_BUSY, json_pack("{s:b}", "ready", ready));
 }
 
-typedef struct {
-  const pr_repo_entry_t *e;
-  json_t *arr;
-} index_ctx_t;
-
-static void index_one(pr_served_t *m, void *ctx) {
-  index_ctx_t *x = ctx;
-  const char *state = !m                             ? "UNAVAILABLE"
-                      : m->state == PR_MODEL_READY   ? "READY"
-                      : m->state == PR_MODEL_LOADING ? "LOADING"
-                                                     : "UNAVAILABLE";
-  json_array_append_new(x->arr, json_pack("{s:s, s:s, s:s, s:s}", "name", x->e->name, "version",
-                                          m ? m->entry.version : x->e->version, "state", state,
-                                          "reason", m ? m->reason : "not loaded"));
+static void index_one(const char *name, const char *version, const char *state, const char *reason,
+                      void *ctx) {
+  json_array_append_new(ctx, json_pack("{s:s, s:s, s:s, s:s}", "name", name, "version", version,
+                                       "state", state, "reason", reason));
 }
 
 static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  int cap = s->cfg.max_models + 64, total = 0;
-  pr_repo_entry_t *entries = calloc((size_t)cap, sizeof *entries);
-  int n = entries ? pr_repo_scan(s->cfg.repository, entries, cap, &total) : -1;
-  if (n < 0) {
-    free(entries);
+  json_t *arr = json_array();
+  if (pr_service_index(&s->svc, index_one, arr)) {
+    json_decref(arr);
     return reply_error(cn, PR_ERR_IO, "cannot read the model repository");
   }
-  json_t *arr = json_array();
-  for (int i = 0; i < n; i++) {
-    index_ctx_t x = {&entries[i], arr};
-    pr_models_with(s->models, entries[i].name, index_one, &x);
-  }
-  free(entries);
-  if (total > n) pr_log(PR_LOG_WARN, "repository index: %d models, %d listed", total, n);
   return reply_json(cn, PR_OK, arr);
 }
 
 static enum MHD_Result h_repo_load(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   char err[1024];
-  pr_status_t st = pr_models_load(s->models, cn->route.model, err, sizeof err);
-  /* a model that cannot be read or run is the repository's fault: 400 */
-  if (st == PR_ERR_UNSUPPORTED || st == PR_ERR_IO) st = PR_ERR_INVALID;
+  pr_status_t st = pr_service_load(&s->svc, cn->route.model, err, sizeof err);
   if (st) return reply_error(cn, st, err);
   return reply_json(cn, PR_OK, json_object());
 }
 
 static enum MHD_Result h_repo_unload(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  pr_status_t st = pr_models_unload(s->models, cn->route.model);
-  if (st) return reply_error(cn, st, "no such loaded model");
+  char err[128];
+  pr_status_t st = pr_service_unload(&s->svc, cn->route.model, err, sizeof err);
+  if (st) return reply_error(cn, st, err);
   return reply_json(cn, PR_OK, json_object());
 }
 
@@ -317,10 +293,9 @@ static enum MHD_Result with_model(pr_server_t *s, struct MHD_Connection *c, conn
                                   enum MHD_Result (*fn)(pr_server_t *, struct MHD_Connection *,
                                                         conn_t *, pr_served_t *)) {
   pr_status_t st;
-  pr_served_t *m = pr_models_get(s->models, cn->route.model, cn->route.version, &st);
-  if (!m)
-    return reply_error(cn, st,
-                       st == PR_ERR_NOT_FOUND ? "unknown model or version" : "model not ready");
+  const char *msg;
+  pr_served_t *m = pr_service_model(&s->svc, cn->route.model, cn->route.version, &st, &msg);
+  if (!m) return reply_error(cn, st, msg);
   enum MHD_Result ret = fn(s, c, cn, m);
   if (!cn->model_owned) pr_models_put(m); /* else completed() puts it */
   return ret;
@@ -333,14 +308,12 @@ static json_t *tensor_meta(const pr_tensor_info_t *t) {
                    "shape", shape);
 }
 
-static void ready_version(pr_served_t *m, void *ctx) {
-  if (m && m->state == PR_MODEL_READY) json_array_append_new(ctx, json_string(m->entry.version));
-}
-
 static enum MHD_Result model_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                   pr_served_t *m) {
   json_t *ins = json_array(), *outs = json_array(), *versions = json_array();
-  pr_models_with(s->models, m->entry.name, ready_version, versions);
+  pr_version_name_t names[PR_REPO_MAX_VERSIONS];
+  int n = pr_service_versions(&s->svc, m->entry.name, names, PR_REPO_MAX_VERSIONS);
+  for (int i = 0; i < n; i++) json_array_append_new(versions, json_string(names[i]));
   for (int i = 0; i < m->proto.n_inputs; i++)
     json_array_append_new(ins, tensor_meta(&m->proto.inputs[i]));
   for (int i = 0; i < m->proto.n_outputs; i++)
@@ -357,7 +330,7 @@ static enum MHD_Result h_model_meta(pr_server_t *s, struct MHD_Connection *c, co
 
 static enum MHD_Result h_model_ready(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   pr_status_t st;
-  pr_served_t *m = pr_models_get(s->models, cn->route.model, cn->route.version, &st);
+  pr_served_t *m = pr_models_get(s->svc.models, cn->route.model, cn->route.version, &st);
   if (m) {
     enum MHD_Result ret =
         reply_json(cn, PR_OK, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
@@ -402,99 +375,74 @@ static void on_answered(void *ctx) {
 /* Frees the infer request of cn (the model reference stays until the
  * connection's request completes: its stats count the send). */
 static void infer_release(conn_t *cn) {
-  if (!cn->req) return;
-  if (!cn->answered) pr_request_wait(cn->req); /* only if the connection died first */
-  pr_proto_infer_clear(&cn->q);
-  pr_request_free(cn->req);
-  cn->req = NULL;
+  pr_infer_release(&cn->inf, cn->answered);
+}
+
+/* An encoded answer: the body and, with binary outputs, its JSON part's length. */
+typedef struct {
+  char *body;
+  size_t len, json_len;
+} http_out_t;
+
+static pr_status_t encode_json(pr_infer_t *x, void *arg) {
+  http_out_t *o = arg;
+  const pr_served_t *m = x->model;
+  return pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, x->req, &x->q,
+                                 &o->body, &o->len, &o->json_len);
 }
 
 /* The answer to an infer request the scheduler is done with. */
 static enum MHD_Result infer_finish(conn_t *cn) {
-  pr_request_t *r = cn->req;
-  pr_served_t *m = cn->model;
-  pr_sched_stats_t *stats = pr_sched_stats(m->sched);
-  double t0 = pr_now();
-  pr_hist_observe(&stats->stage[PR_STAGE_resume], t0 - r->t_end);
+  http_out_t out = {0};
+  const char *msg;
+  double t_encoded;
+  pr_status_t st = pr_infer_answer(&cn->inf, encode_json, &out, &msg, &t_encoded);
   enum MHD_Result ret;
-  if (r->status) {
-    ret = reply_error(cn, r->status, r->err);
+  if (st != PR_OK) {
+    ret = reply_error(cn, st, msg);
   } else {
-    char *body;
-    size_t len, jl;
-    pr_status_t st = pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, r, &cn->q,
-                                             &body, &len, &jl);
-    double t1 = pr_now();
-    pr_hist_observe(&stats->stage[PR_STAGE_encode], t1 - t0);
-    if (st != PR_OK) {
-      ret = reply_error(cn, st, "cannot encode the response");
-    } else {
-      ret = reply(cn, PR_OK, body, len, jl ? "application/octet-stream" : "application/json", jl);
-      cn->t_queued = t1; /* "send" ends when libmicrohttpd has sent it (completed) */
-      cn->compute_s = r->compute_s;
-    }
+    ret = reply(cn, PR_OK, out.body, out.len,
+                out.json_len ? "application/octet-stream" : "application/json", out.json_len);
+    cn->t_queued = t_encoded; /* "send" ends when libmicrohttpd has sent it (completed) */
+    cn->compute_s = cn->inf.req->compute_s;
   }
   infer_release(cn);
   return ret;
 }
 
+typedef struct {
+  const char *body;
+  size_t len, json_len;
+} http_body_t;
+
+static pr_status_t decode_json(const pr_proto_model_t *m, void *arg, size_t max_bytes,
+                               pr_request_t *r, pr_proto_infer_t *q, char *err, size_t err_len) {
+  const http_body_t *b = arg;
+  return pr_proto_parse_infer(m, b->body, b->len, b->json_len, max_bytes, r, q, err, err_len);
+}
+
 static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
   const char *hl =
       MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-  size_t json_len = cn->len;
+  http_body_t b = {cn->body ? cn->body : "", cn->len, cn->len};
   if (hl) {
     char *end;
     long long v = strtoll(hl, &end, 10);
     if (*hl < '0' || *hl > '9' || *end || v < 0 || (size_t)v > cn->len) /* digits only */
       return reply_error(cn, PR_ERR_INVALID,
                          "Inference-Header-Content-Length must be a length within the body");
-    json_len = (size_t)v;
+    b.json_len = (size_t)v;
   }
-  pr_request_t *r = pr_request_new();
-  if (!r) return reply_error(cn, PR_ERR_NOMEM, "out of memory");
-  pr_proto_infer_t q;
   char err[512];
-  /* the tensors may take what is left of the in-flight bound */
-  uint64_t held = atomic_load(&s->inflight);
-  size_t room = held < s->cfg.max_inflight_bytes ? s->cfg.max_inflight_bytes - held : 1;
-  double t0 = cn->t_parse = pr_now();
-  pr_status_t st = pr_proto_parse_infer(&m->proto, cn->body ? cn->body : "", cn->len, json_len,
-                                        room, r, &q, err, sizeof err);
-  pr_hist_observe(&pr_sched_stats(m->sched)->stage[PR_STAGE_parse], pr_now() - t0);
-  size_t tensor_bytes = 0;
-  for (int i = 0; st == PR_OK && i < m->proto.n_inputs; i++) /* views add nothing */
-    if (!(r->borrowed & 1u << i))
-      tensor_bytes += (size_t)pr_tensor_numel(&r->inputs[i]) * pr_dtype_size(r->inputs[i].dtype);
-  /* the parsed tensors count against the in-flight bytes as well */
-  if (st == PR_OK && !reserve(s, cn, tensor_bytes)) {
-    st = PR_ERR_BUSY;
-    snprintf(err, sizeof err, "the server holds too many request bytes; retry later");
-  }
-  if (st != PR_OK) {
-    pr_proto_infer_clear(&q);
-    pr_request_free(r);
-    return reply_error(cn, st, err);
-  }
-  r->on_done = on_answered;
-  r->on_done_ctx = cn;
-  r->priority = q.priority;
-  r->timeout_s = (double)q.timeout_us * 1e-6;
-  cn->req = r, cn->q = q, cn->model = m;
-  pthread_mutex_lock(&cn->lock);
-  if ((st = pr_sched_submit(m->sched, r)) != PR_OK) {
-    pthread_mutex_unlock(&cn->lock);
-    cn->req = NULL, cn->model = NULL; /* with_model puts the reference */
-
-    pr_proto_infer_clear(&q);
-    pr_request_free(r);
-    if (st == PR_ERR_INVALID) {
-      snprintf(err, sizeof err, "'priority' must be 0 (the model's default level) to %d",
-               m->cfg.priority_levels);
-      return reply_error(cn, st, err);
-    }
-    return reply_error(cn, st, "the model's queue is full; retry later");
-  }
+  /* on_answered may run before the submit returns: it only marks the
+   * connection answered then, and it is answered here without suspending */
+  pr_status_t st =
+      pr_infer_submit(&s->svc, m, decode_json, &b, on_answered, cn, &cn->inf, err, sizeof err);
+  if (st != PR_OK) return reply_error(cn, st, err); /* with_model puts the reference */
+  cn->t_parse = cn->inf.t_parse;
+  cn->model = m;
   cn->model_owned = true;
+  pthread_mutex_lock(&cn->lock);
   bool now = cn->answered;
   if (!now) suspend_locked(cn);
   pthread_mutex_unlock(&cn->lock);
@@ -517,7 +465,7 @@ static void stats_one(pr_served_t *m, void *ctx) {
 
 static enum MHD_Result h_stats_all(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   json_t *arr = json_array();
-  pr_models_each(s->models, stats_one, arr);
+  pr_models_each(s->svc.models, stats_one, arr);
   return reply_json(cn, PR_OK, json_pack("{s:o}", "model_stats", arr));
 }
 
@@ -646,7 +594,7 @@ static enum MHD_Result h_dash_state(pr_server_t *s, struct MHD_Connection *c, co
                             .cpus = s->cpus,
                             .n_cpus = s->n_cpus,
                             .uptime_s = pr_now() - s->started};
-  char *text = pr_dash_state(s->dash, s->models, &mach);
+  char *text = pr_dash_state(s->dash, s->svc.models, &mach);
   if (!text) return reply_error(cn, PR_ERR_NOMEM, "cannot encode the dashboard state");
   struct MHD_Response *r =
       MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
@@ -747,7 +695,7 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
     snprintf(msg, sizeof msg, "request body of %llu bytes is over the limit of %zu", len,
              cn->limit);
     refuse(s, cn, PR_ERR_TOO_LARGE, msg);
-  } else if (atomic_load(&s->inflight) + len > s->cfg.max_inflight_bytes) {
+  } else if (atomic_load(&s->svc.inflight) + len > s->cfg.max_inflight_bytes) {
     /* refused now; an accepted body is counted as its bytes arrive, so a
      * client that announces much and sends little holds nothing */
     refuse(s, cn, PR_ERR_BUSY, "the server holds too many request bytes; retry later");
@@ -845,7 +793,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     return MHD_YES;
   }
   /* resumed: the answer was made elsewhere */
-  if (cn->req) return infer_finish(cn);
+  if (cn->inf.req) return infer_finish(cn);
   if (cn->deferred) return cn->resp ? deferred_finish(cn) : MHD_NO;
   if (*upload_size) {
     /* over a limit mid-body: the rest is read and dropped, and the error is
@@ -890,7 +838,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     }
     if (cn->resp) MHD_destroy_response(cn->resp);
     pthread_mutex_destroy(&cn->lock);
-    atomic_fetch_sub(&s->inflight, cn->reserved);
+    pr_service_release(&s->svc, cn->reserved);
     if (cn->serving) atomic_fetch_sub(&s->serving, 1);
     free(cn->body);
     free(cn);
@@ -960,6 +908,17 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
   return PR_OK;
 }
 
+/* The gRPC front end on cfg's host and grpc_port, sharing s->svc. */
+static pr_status_t start_grpc(pr_server_t *s, const pr_server_config_t *cfg, char *err,
+                              size_t err_len) {
+  pr_grpc_config_t g = {.host = cfg->host,
+                        .port = cfg->grpc_port,
+                        .threads = cfg->grpc_threads > 0 ? cfg->grpc_threads : 1,
+                        .max_calls = cfg->max_connections};
+  pr_tls_pem(s->tls, &g.tls_cert, &g.tls_key, &g.tls_client_ca);
+  return pr_grpc_start(&s->svc, &g, &s->grpc, err, err_len);
+}
+
 pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
                             size_t err_len) {
   *out = NULL;
@@ -993,12 +952,17 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     pr_server_stop(s);
     return st;
   }
-  if (pr_models_create(&mc, &s->models) || !(s->dash = pr_dash_create())) {
+  if (pr_models_create(&mc, &s->svc.models) || !(s->dash = pr_dash_create())) {
     pr_server_stop(s);
     return PR_ERR_NOMEM;
   }
   snprintf(s->repository, sizeof s->repository, "%s", cfg->repository);
   s->cfg.repository = s->repository;
+  s->svc.auth = s->auth;
+  s->svc.repository = s->repository;
+  s->svc.max_models = cfg->max_models;
+  s->svc.max_body_bytes = cfg->max_body_bytes;
+  s->svc.max_inflight_bytes = cfg->max_inflight_bytes;
   int cap = cfg->max_models, total = 0;
   pr_repo_entry_t *entries = calloc((size_t)cap, sizeof *entries);
   int n = entries ? pr_repo_scan(cfg->repository, entries, cap, &total) : -1;
@@ -1016,7 +980,7 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     char e[1024];
     pr_log(PR_LOG_INFO, "loading model %s version %s from %s", entries[i].name, entries[i].version,
            entries[i].path);
-    if (pr_models_load(s->models, entries[i].name, e, sizeof e))
+    if (pr_models_load(s->svc.models, entries[i].name, e, sizeof e))
       pr_log(PR_LOG_ERROR, "model %s: %s", entries[i].name, e);
   }
   free(entries);
@@ -1026,12 +990,20 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
   s->port = info ? info->port : cfg->port;
+  if (cfg->grpc_port >= 0 && (st = start_grpc(s, cfg, err, err_len))) {
+    pr_server_stop(s);
+    return st;
+  }
   *out = s;
   return PR_OK;
 }
 
 int pr_server_port(const pr_server_t *s) {
   return s->port;
+}
+
+int pr_server_grpc_port(const pr_server_t *s) {
+  return s->grpc ? pr_grpc_port(s->grpc) : -1;
 }
 
 typedef struct {
@@ -1065,7 +1037,7 @@ static void describe_one(pr_served_t *m, void *ctx) {
 void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
   buf[0] = 0;
   describe_ctx_t d = {buf, len, 0};
-  pr_models_each(s->models, describe_one, &d);
+  pr_models_each(s->svc.models, describe_one, &d);
 }
 
 /* Connections the kernel completed but no one accepted yet would be reset
@@ -1122,6 +1094,8 @@ void pr_server_stop(pr_server_t *s) {
      * uploads still arriving a grace period, then close the connections
      * (idle keep-alive ones among them) */
     atomic_store(&s->stopping, true);
+    atomic_store(&s->svc.stopping, true);
+    pr_grpc_shutdown(s->grpc); /* no new gRPC calls; accepted ones go on */
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
     if (fd != MHD_INVALID_SOCKET) {
       adopt_backlog(s, fd);
@@ -1143,8 +1117,10 @@ void pr_server_stop(pr_server_t *s) {
       return;
     }
     MHD_stop_daemon(s->daemon);
+    double left = limit - (pr_now() - t0);
+    if (!pr_grpc_stop(s->grpc, left > 0 ? left : 0)) return; /* calls stuck: exiting */
   }
-  pr_models_destroy(s->models);
+  pr_models_destroy(s->svc.models);
   pr_auth_free(s->auth);
   pr_tls_free(s->tls);
   pr_dash_destroy(s->dash);

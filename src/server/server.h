@@ -1,5 +1,5 @@
 /* packrat serve: a model repository served over the Open Inference Protocol
- * (HTTP/1.1, libmicrohttpd). Each model version gets a profile (cached), a
+ * (HTTP/1.1, libmicrohttpd; and gRPC, server/grpc.h). Each model version gets a profile (cached), a
  * plan for its max batch and a scheduler with the plan's pinned instances. */
 #ifndef PR_SERVER_SERVER_H
 #define PR_SERVER_SERVER_H
@@ -13,6 +13,8 @@ typedef struct {
   const char *repository; /* DIR/<model>/<version>/model.onnx or DIR/<model>.onnx */
   const char *host;       /* default 127.0.0.1 */
   int port;               /* default 8000; 0 picks a free port */
+  int grpc_port;          /* gRPC (server/grpc.h): -1 none (default), 0 a free port */
+  int grpc_threads;       /* threads serving every gRPC call (default 4) */
   const int *cpus;        /* CPUs to use (default: every allowed CPU, topology order) */
   int n_cpus;
   int max_batch;                  /* default for models without config (default 8) */
@@ -48,6 +50,8 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
                             size_t err_len);
 /* The port actually bound. */
 int pr_server_port(const pr_server_t *s);
+/* The gRPC port bound; -1 without gRPC. */
+int pr_server_grpc_port(const pr_server_t *s);
 /* Human-readable summary of each loaded model's plan (for the log). */
 void pr_server_describe(pr_server_t *s, char *buf, size_t len);
 /* Stops accepting connections, answers every accepted request (each answer

@@ -71,6 +71,12 @@ void pr_tls_free(pr_tls_t *t) {
   free(t);
 }
 
+void pr_tls_pem(const pr_tls_t *t, const char **cert, const char **key, const char **client_ca) {
+  *cert = t ? t->cert : NULL;
+  *key = t ? t->key : NULL;
+  *client_ca = t ? t->client_ca : NULL;
+}
+
 unsigned pr_tls_flags(const pr_tls_t *t) {
   return t ? MHD_USE_TLS : 0;
 }

@@ -26,6 +26,10 @@ pr_status_t pr_tls_load(const char *cert, const char *key, const char *client_ca
                         char *err, size_t err_len);
 void pr_tls_free(pr_tls_t *t);
 
+/* The PEM texts (NUL-terminated; client_ca NULL without mutual TLS), for
+ * the gRPC front end; valid until pr_tls_free. */
+void pr_tls_pem(const pr_tls_t *t, const char **cert, const char **key, const char **client_ca);
+
 /* The daemon flags TLS adds (0 for NULL). */
 unsigned pr_tls_flags(const pr_tls_t *t);
 /* Writes TLS's daemon options into items (room for 4); returns how many. */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Writes the seed corpus of every fuzz target into OUT/<target>/ (loader: the
 # ONNX node-test models under 4 KiB and tests/fuzz/seeds.py's transformer
-# block; infer, config: tests/fuzz/server_seeds.py; randgraph: seeded random
+# block; infer, config: tests/fuzz/server_seeds.py; grpc_infer:
+# tests/fuzz/grpc_seeds.py; randgraph: seeded random
 # byte strings, each of them a graph). Seeds are made here,
 # never committed. --ctest: start from an empty OUT, and give the loader only
 # every 8th node-test model so that its seeds run well inside CTest's 30 s.
@@ -24,6 +25,7 @@ for d in /usr/share/libonnx-testdata/data/node/*/; do
 done
 /usr/bin/python3 "$here/seeds.py" "$out/loader"
 /usr/bin/python3 "$here/server_seeds.py" "$out"
+/usr/bin/python3 "$here/grpc_seeds.py" "$out/grpc_infer"
 mkdir -p "$out/randgraph"
 /usr/bin/python3 - "$out/randgraph" <<'EOF'
 import random, sys

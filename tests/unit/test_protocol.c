@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <grpc/status.h>
 
 #include <jansson.h>
 #include <math.h>
@@ -180,6 +181,30 @@ static void test_status_map_and_error(void **s) {
   assert_int_equal(pr_proto_http_status(PR_ERR_CODING), 501);
   assert_int_equal(pr_proto_http_status(PR_ERR_UNAUTHORIZED), 401);
   assert_int_equal(pr_proto_http_status(PR_ERR_FORBIDDEN), 403);
+  /* and gRPC's codes, beside them */
+  static const struct {
+    pr_status_t st;
+    grpc_status_code code;
+  } grpc_map[] = {
+      {PR_OK, GRPC_STATUS_OK},
+      {PR_ERR_INVALID, GRPC_STATUS_INVALID_ARGUMENT},
+      {PR_ERR_UNSUPPORTED, GRPC_STATUS_INVALID_ARGUMENT},
+      {PR_ERR_NOT_FOUND, GRPC_STATUS_NOT_FOUND},
+      {PR_ERR_BUSY, GRPC_STATUS_UNAVAILABLE},
+      {PR_ERR_TIMEOUT, GRPC_STATUS_DEADLINE_EXCEEDED},
+      {PR_ERR_NOMEM, GRPC_STATUS_RESOURCE_EXHAUSTED},
+      {PR_ERR_INTERNAL, GRPC_STATUS_INTERNAL},
+      {PR_ERR_IO, GRPC_STATUS_INTERNAL},
+      {PR_ERR_METHOD, GRPC_STATUS_UNIMPLEMENTED},
+      {PR_ERR_TOO_LARGE, GRPC_STATUS_RESOURCE_EXHAUSTED},
+      {PR_ERR_URI_TOO_LONG, GRPC_STATUS_INVALID_ARGUMENT},
+      {PR_ERR_CODING, GRPC_STATUS_UNIMPLEMENTED},
+      {PR_ERR_UNAUTHORIZED, GRPC_STATUS_UNAUTHENTICATED},
+      {PR_ERR_FORBIDDEN, GRPC_STATUS_PERMISSION_DENIED},
+      {-999, GRPC_STATUS_INTERNAL},
+  };
+  for (size_t i = 0; i < sizeof grpc_map / sizeof grpc_map[0]; i++)
+    assert_int_equal(pr_proto_grpc_status(grpc_map[i].st), grpc_map[i].code);
   /* bytes that are not UTF-8, and a character cut by the end: valid JSON */
   char *e = pr_proto_error("name \xff\xfe \xc3");
   json_error_t je;

@@ -1,0 +1,68 @@
+/* The gRPC front end: the KServe v2 service `inference.GRPCInferenceService`
+ * (with Triton's repository, statistics and configuration RPCs) and the
+ * standard health service `grpc.health.v1.Health/Check`, on gRPC's C core
+ * (Debian libgrpc-dev) with protobuf-c messages. It shares everything but
+ * the wire with the HTTP front end (service.h): the models, the scheduler
+ * and its queue, the byte bounds, the tokens, the statistics.
+ *
+ * Notes on the design:
+ * - One completion queue, served by `threads` threads; calls are requested
+ *   generically (grpc_server_request_call) and dispatched by method path
+ *   through a table. A call is a small state machine driven by its tags:
+ *   accepted -> message received -> answered -> closed. No handler blocks
+ *   a queue thread: ModelInfer queues its request and returns; the
+ *   scheduler's completion callback (pr_request_t.on_done, on the worker
+ *   that ran it) packs the answer and starts the send; repository load and
+ *   unload run on a thread of their own (at most 32 at once).
+ * - Messages are bounded by the body limit (max_body_bytes: gRPC refuses
+ *   a larger one with RESOURCE_EXHAUSTED before it is read; RPCs other
+ *   than ModelInfer take 1 MiB), their bytes counted against the in-flight
+ *   bound; calls open at once are bounded by max_calls.
+ * - Tokens come in the `authorization` metadata ("Bearer TOKEN"), checked
+ *   against each RPC's class (router.c's pr_route_access of its REST twin)
+ *   before the message is read. TLS and mutual TLS come from the same PEM
+ *   files as HTTPS; with a client CA the handshake requires and verifies a
+ *   client certificate.
+ * - Statuses become gRPC codes in pr_proto_grpc_status (protocol.c) only.
+ * - Draining: pr_grpc_shutdown stops accepting calls (new ones fail at
+ *   once), accepted ones are answered; pr_grpc_stop waits for them within
+ *   its bound, then cancels what is left.
+ * - Threads and locks: `lock` guards the shutdown flag and its condition;
+ *   a call's reference count (atomic) frees it once its last tag and its
+ *   handler are done. Counters are atomics. */
+#ifndef PR_SERVER_GRPC_H
+#define PR_SERVER_GRPC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/service.h"
+
+typedef struct {
+  const char *host; /* IPv4 or IPv6 address */
+  int port;         /* 0 picks a free one */
+  int threads;      /* completion-queue threads (>= 1) */
+  int max_calls;    /* calls open at once; beyond: RESOURCE_EXHAUSTED */
+  /* PEM text (NULL cert: plain text); client_ca: mutual TLS */
+  const char *tls_cert, *tls_key, *tls_client_ca;
+} pr_grpc_config_t;
+
+typedef struct pr_grpc pr_grpc_t;
+
+/* Starts serving svc over gRPC. PR_ERR_IO when the address cannot be bound,
+ * PR_ERR_NOMEM; a message in err. */
+pr_status_t pr_grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
+                          char *err, size_t err_len);
+/* The port bound. */
+int pr_grpc_port(const pr_grpc_t *g);
+/* Calls received and calls answered with an error (for /metrics). */
+void pr_grpc_counts(const pr_grpc_t *g, uint64_t *calls, uint64_t *errors);
+/* Stops accepting calls; the accepted ones go on (NULL: no-op). */
+void pr_grpc_shutdown(pr_grpc_t *g);
+/* Waits until every accepted call is answered or timeout_s passes (then
+ * cancels them and waits for their handlers), and frees. Returns false,
+ * freeing nothing, when a handler still runs after that (a model stuck in
+ * a kernel: the process is exiting). NULL: true. */
+bool pr_grpc_stop(pr_grpc_t *g, double timeout_s);
+
+#endif

@@ -1,0 +1,68 @@
+/* Internal to the gRPC front end: a call as the transport (grpc.c) and the
+ * RPC handlers (grpc_rpc.c) share it. See grpc.c for a call's life. */
+#ifndef PR_SERVER_GRPC_CALL_H
+#define PR_SERVER_GRPC_CALL_H
+
+#include <assert.h>
+#include <grpc/grpc.h>
+#include <protobuf-c/protobuf-c.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "server/grpc.h"
+#include "server/router.h"
+
+typedef struct pr_grpc_call pr_grpc_call_t;
+
+/* A completion-queue tag: which call, which step. */
+typedef struct {
+  pr_grpc_call_t *call;
+  int kind;
+} pr_grpc_tag_t;
+
+/* One RPC: its method path, the REST route it mirrors (its access class
+ * and body limit), the request message it takes, and its handler. The
+ * handler answers with pr_grpc_reply* exactly once, now or later from
+ * another thread (holding a reference to the call until it has). */
+typedef struct {
+  const char *path;
+  pr_route_id_t route;
+  const ProtobufCMessageDescriptor *request;
+  void (*run)(pr_grpc_call_t *c, ProtobufCMessage *req);
+} pr_grpc_rpc_t;
+
+struct pr_grpc_call {
+  pr_grpc_t *g;
+  pr_service_t *svc;
+  grpc_call *call; /* NULL until the server gives one */
+  grpc_call_details details;
+  grpc_metadata_array meta;
+  grpc_byte_buffer *recv, *send;
+  grpc_slice status_msg;
+  int cancelled;
+  bool replied;
+  const pr_grpc_rpc_t *rpc;
+  pr_grpc_tag_t t_new, t_recv, t_send, t_close;
+  _Atomic int refs;
+  /* ModelInfer: the request in the scheduler, and how to answer it */
+  pr_infer_t inf;
+  bool raw;
+  /* repository load/unload: the model's name, copied for the thread */
+  char model[256];
+};
+
+void pr_grpc_call_ref(pr_grpc_call_t *c);
+void pr_grpc_call_unref(pr_grpc_call_t *c);
+
+/* Answers c: st and msg (any bytes: sanitized) as the gRPC status; with
+ * PR_OK, body (malloc'd, taken, may be NULL for an empty message). */
+void pr_grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body, size_t len);
+/* Answers c with the packed message m (status OK). */
+void pr_grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m);
+
+/* The RPC of a method path, NULL when none. */
+const pr_grpc_rpc_t *pr_grpc_rpc_find(grpc_slice method);
+/* Unpacks the message (len bytes) and runs c's RPC on it. */
+void pr_grpc_rpc_run(pr_grpc_call_t *c, const uint8_t *msg, size_t len);
+
+#endif

@@ -1,0 +1,324 @@
+/* Protobuf infer requests and responses (see grpc_codec.h). */
+#include "server/grpc_codec.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/text.h"
+#include "base/util.h"
+
+/* ---- requests ---- */
+
+/* How many of c's fields hold values, and which (the last one found). */
+static int filled_fields(const Inference__InferTensorContents *c, size_t *count) {
+  const size_t n[] = {c->n_bool_contents, c->n_int_contents,    c->n_int64_contents,
+                      c->n_uint_contents, c->n_uint64_contents, c->n_fp32_contents,
+                      c->n_fp64_contents, c->n_bytes_contents};
+  int filled = 0;
+  *count = 0;
+  for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+    if (n[i]) filled++, *count = n[i];
+  return filled;
+}
+
+/* Signed values of int_contents into t (1, 2 or 4 bytes each); -1 when one
+ * is out of the datatype's range. */
+static int take_ints(const int32_t *v, size_t n, pr_tensor_t *t) {
+  for (size_t i = 0; i < n; i++) {
+    switch (t->dtype) {
+      case PR_DTYPE_INT8:
+        if (v[i] < INT8_MIN || v[i] > INT8_MAX) return -1;
+        ((int8_t *)t->data)[i] = (int8_t)v[i];
+        break;
+      case PR_DTYPE_INT16:
+        if (v[i] < INT16_MIN || v[i] > INT16_MAX) return -1;
+        ((int16_t *)t->data)[i] = (int16_t)v[i];
+        break;
+      default: ((int32_t *)t->data)[i] = v[i]; break;
+    }
+  }
+  return 0;
+}
+
+static int take_uints(const uint32_t *v, size_t n, pr_tensor_t *t) {
+  for (size_t i = 0; i < n; i++) {
+    switch (t->dtype) {
+      case PR_DTYPE_UINT8:
+        if (v[i] > UINT8_MAX) return -1;
+        ((uint8_t *)t->data)[i] = (uint8_t)v[i];
+        break;
+      case PR_DTYPE_UINT16:
+        if (v[i] > UINT16_MAX) return -1;
+        ((uint16_t *)t->data)[i] = (uint16_t)v[i];
+        break;
+      default: ((uint32_t *)t->data)[i] = v[i]; break;
+    }
+  }
+  return 0;
+}
+
+/* Typed contents c into t (numel values); PR_ERR_INVALID with a message. */
+static pr_status_t take_typed(const Inference__InferTensorContents *c, const char *name,
+                              pr_tensor_t *t, size_t numel, char *err, size_t err_len) {
+  size_t count;
+  int filled = filled_fields(c, &count);
+  if (filled > 1)
+    return pr_errf(err, err_len, "input '%s': contents hold more than one type", name),
+           PR_ERR_INVALID;
+  if (count != numel)
+    return pr_errf(err, err_len, "input '%s': contents hold %zu values, the shape needs %zu", name,
+                   count, numel),
+           PR_ERR_INVALID;
+  if (numel == 0) return PR_OK;
+  size_t esize = pr_dtype_size(t->dtype);
+  int bad = 0;
+  switch (t->dtype) {
+    case PR_DTYPE_BOOL:
+      if (!(bad = c->n_bool_contents != numel))
+        for (size_t i = 0; i < numel; i++) ((uint8_t *)t->data)[i] = c->bool_contents[i] != 0;
+      break;
+    case PR_DTYPE_INT8:
+    case PR_DTYPE_INT16:
+    case PR_DTYPE_INT32:
+      if (!(bad = c->n_int_contents != numel) && take_ints(c->int_contents, numel, t))
+        return pr_errf(err, err_len, "input '%s': a value out of the datatype's range", name),
+               PR_ERR_INVALID;
+      break;
+    case PR_DTYPE_UINT8:
+    case PR_DTYPE_UINT16:
+    case PR_DTYPE_UINT32:
+      if (!(bad = c->n_uint_contents != numel) && take_uints(c->uint_contents, numel, t))
+        return pr_errf(err, err_len, "input '%s': a value out of the datatype's range", name),
+               PR_ERR_INVALID;
+      break;
+    case PR_DTYPE_INT64:
+      if (!(bad = c->n_int64_contents != numel)) memcpy(t->data, c->int64_contents, numel * esize);
+      break;
+    case PR_DTYPE_UINT64:
+      if (!(bad = c->n_uint64_contents != numel))
+        memcpy(t->data, c->uint64_contents, numel * esize);
+      break;
+    case PR_DTYPE_FLOAT:
+      if (!(bad = c->n_fp32_contents != numel)) memcpy(t->data, c->fp32_contents, numel * esize);
+      break;
+    case PR_DTYPE_DOUBLE:
+      if (!(bad = c->n_fp64_contents != numel)) memcpy(t->data, c->fp64_contents, numel * esize);
+      break;
+    default:
+      return pr_errf(err, err_len, "input '%s': FP16 data travels in raw_input_contents only",
+                     name),
+             PR_ERR_INVALID;
+  }
+  if (bad)
+    return pr_errf(err, err_len, "input '%s': contents hold another type than its datatype", name),
+           PR_ERR_INVALID;
+  return PR_OK;
+}
+
+/* Raw bytes into t (nbytes exactly). */
+static pr_status_t take_raw(const ProtobufCBinaryData *raw, const char *name, pr_tensor_t *t,
+                            size_t nbytes, char *err, size_t err_len) {
+  if (raw->len != nbytes)
+    return pr_errf(err, err_len,
+                   "input '%s': raw_input_contents has %zu bytes, the shape needs %zu", name,
+                   raw->len, nbytes),
+           PR_ERR_INVALID;
+  if (nbytes) memcpy(t->data, raw->data, nbytes);
+  if (t->dtype == PR_DTYPE_BOOL) /* one byte each: any non-zero is true */
+    for (size_t b = 0; b < nbytes; b++) ((uint8_t *)t->data)[b] = raw->data[b] != 0;
+  return PR_OK;
+}
+
+/* Input i of req into r; *bytes: tensor bytes taken so far. */
+static pr_status_t take_input(const pr_proto_model_t *m, const Inference__ModelInferRequest *req,
+                              size_t i, size_t max_bytes, size_t *bytes, pr_request_t *r, char *err,
+                              size_t err_len) {
+  const Inference__ModelInferRequest__InferInputTensor *in = req->inputs[i];
+  const char *name = in->name;
+  if (!name[0] || !in->datatype[0] || !in->n_shape)
+    return pr_errf(err, err_len, "input %zu needs 'name', 'datatype' and a non-empty 'shape'", i),
+           PR_ERR_INVALID;
+  if (in->n_shape > PR_MAX_RANK)
+    return pr_errf(err, err_len, "a shape has more than %d dimensions", PR_MAX_RANK),
+           PR_ERR_INVALID;
+  bool raw = req->n_raw_input_contents > 0;
+  if (raw && in->contents)
+    return pr_errf(err, err_len, "input '%s': contents and raw_input_contents both given", name),
+           PR_ERR_INVALID;
+  if (!raw && !in->contents)
+    return pr_errf(err, err_len, "input '%s' has no data", name), PR_ERR_INVALID;
+  int k;
+  size_t numel, nbytes;
+  pr_status_t st = pr_proto_input_check(m, name, in->datatype, (int)in->n_shape, in->shape, r, &k,
+                                        &numel, &nbytes, err, err_len);
+  if (!st) st = pr_proto_input_alloc(r, k, nbytes, max_bytes, bytes, err, err_len);
+  if (st) return st;
+  if (raw) return take_raw(&req->raw_input_contents[i], name, &r->inputs[k], nbytes, err, err_len);
+  return take_typed(in->contents, name, &r->inputs[k], numel, err, err_len);
+}
+
+/* A non-negative integer parameter (int64_param or uint64_param) into *v;
+ * -1 for another type or a negative value. */
+static int uint_param(const Inference__InferParameter *p, long long max, long long *v) {
+  if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM &&
+      p->int64_param >= 0 && p->int64_param <= max)
+    return *v = p->int64_param, 0;
+  if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM &&
+      p->uint64_param <= (uint64_t)max)
+    return *v = (long long)p->uint64_param, 0;
+  return -1;
+}
+
+/* The schedule-policy parameters, as REST's: "priority" (a level, 0: the
+ * model's default) and "timeout" (microseconds in the queue); others are
+ * ignored. */
+static pr_status_t take_params(const Inference__ModelInferRequest *req, pr_proto_infer_t *q,
+                               char *err, size_t err_len) {
+  for (size_t i = 0; i < req->n_parameters; i++) {
+    const char *key = req->parameters[i]->key;
+    const Inference__InferParameter *p = req->parameters[i]->value;
+    long long v;
+    if (!strcmp(key, "priority")) {
+      if (!p || uint_param(p, INT_MAX, &v))
+        return pr_errf(err, err_len, "'priority' must be a non-negative integer"), PR_ERR_INVALID;
+      q->priority = (int)v;
+    } else if (!strcmp(key, "timeout")) {
+      if (!p || uint_param(p, LLONG_MAX, &v))
+        return pr_errf(err, err_len, "'timeout' must be a non-negative integer (microseconds)"),
+               PR_ERR_INVALID;
+      q->timeout_us = v;
+    }
+  }
+  return PR_OK;
+}
+
+pr_status_t pr_grpc_decode_infer(const pr_proto_model_t *m, const Inference__ModelInferRequest *req,
+                                 size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, bool *raw,
+                                 char *err, size_t err_len) {
+  memset(q, 0, sizeof *q);
+  *raw = req->n_raw_input_contents > 0;
+  if (!pr_utf8_valid(req->id, strlen(req->id)))
+    return pr_errf(err, err_len, "'id' must be valid UTF-8"), PR_ERR_INVALID;
+  if (req->id[0] && !(q->id = strdup(req->id)))
+    return pr_errf(err, err_len, "out of memory; retry later"), PR_ERR_BUSY;
+  if (req->n_inputs == 0 || req->n_inputs > PR_SCHED_MAX_IO)
+    return pr_errf(err, err_len, "'inputs' must hold 1 to %d tensors", PR_SCHED_MAX_IO),
+           PR_ERR_INVALID;
+  if (*raw && req->n_raw_input_contents != req->n_inputs)
+    return pr_errf(err, err_len, "raw_input_contents has %zu entries for %zu inputs",
+                   req->n_raw_input_contents, req->n_inputs),
+           PR_ERR_INVALID;
+  pr_status_t pst = take_params(req, q, err, err_len);
+  if (pst) return pst;
+  if (req->n_outputs > PR_SCHED_MAX_IO)
+    return pr_errf(err, err_len, "'outputs' holds more than %d tensors", PR_SCHED_MAX_IO),
+           PR_ERR_INVALID;
+  r->rows = -1;
+  size_t bytes = 0;
+  for (size_t i = 0; i < req->n_inputs; i++) {
+    pr_status_t st = take_input(m, req, i, max_bytes, &bytes, r, err, err_len);
+    if (st) return st;
+  }
+  pr_status_t st = pr_proto_inputs_complete(m, r, err, err_len);
+  for (size_t j = 0; !st && j < req->n_outputs; j++) {
+    int k;
+    st = pr_proto_output_take(m, req->outputs[j]->name, q, &k, err, err_len);
+  }
+  return st;
+}
+
+/* ---- responses ---- */
+
+/* Typed contents of t: views of its data where the field's type is the
+ * tensor's, else a converted copy (*owned, the caller frees). */
+static int typed_contents(const pr_tensor_t *t, Inference__InferTensorContents *c, void **owned) {
+  size_t n = (size_t)pr_tensor_numel(t);
+  *owned = NULL;
+  switch (t->dtype) {
+    case PR_DTYPE_FLOAT: c->n_fp32_contents = n, c->fp32_contents = t->data; return 0;
+    case PR_DTYPE_DOUBLE: c->n_fp64_contents = n, c->fp64_contents = t->data; return 0;
+    case PR_DTYPE_INT64: c->n_int64_contents = n, c->int64_contents = t->data; return 0;
+    case PR_DTYPE_UINT64: c->n_uint64_contents = n, c->uint64_contents = t->data; return 0;
+    case PR_DTYPE_INT32: c->n_int_contents = n, c->int_contents = t->data; return 0;
+    case PR_DTYPE_UINT32: c->n_uint_contents = n, c->uint_contents = t->data; return 0;
+    default: break;
+  }
+  int32_t *v = malloc(n ? n * sizeof *v : 1);
+  if (!(*owned = v)) return -1;
+  for (size_t i = 0; i < n; i++) switch (t->dtype) {
+      case PR_DTYPE_BOOL: v[i] = ((const uint8_t *)t->data)[i] != 0; break;
+      case PR_DTYPE_INT8: v[i] = ((const int8_t *)t->data)[i]; break;
+      case PR_DTYPE_INT16: v[i] = ((const int16_t *)t->data)[i]; break;
+      case PR_DTYPE_UINT8: v[i] = ((const uint8_t *)t->data)[i]; break;
+      default: v[i] = ((const uint16_t *)t->data)[i]; break; /* UINT16 */
+    }
+  if (t->dtype == PR_DTYPE_BOOL)
+    c->n_bool_contents = n, c->bool_contents = (protobuf_c_boolean *)v;
+  else if (t->dtype == PR_DTYPE_INT8 || t->dtype == PR_DTYPE_INT16)
+    c->n_int_contents = n, c->int_contents = v;
+  else
+    c->n_uint_contents = n, c->uint_contents = (uint32_t *)v;
+  return 0;
+}
+
+typedef struct {
+  Inference__ModelInferResponse resp;
+  Inference__ModelInferResponse__InferOutputTensor tensors[PR_SCHED_MAX_IO];
+  Inference__ModelInferResponse__InferOutputTensor *list[PR_SCHED_MAX_IO];
+  Inference__InferTensorContents contents[PR_SCHED_MAX_IO];
+  ProtobufCBinaryData raw[PR_SCHED_MAX_IO];
+  void *owned[PR_SCHED_MAX_IO];
+} response_t;
+
+pr_status_t pr_grpc_encode_infer(const pr_proto_model_t *m, const char *model_name,
+                                 const char *version, const pr_request_t *r,
+                                 const pr_proto_infer_t *q, bool raw, uint8_t **out,
+                                 size_t *out_len) {
+  int list[PR_SCHED_MAX_IO], n = 0;
+  for (int o = 0; o < (q->n_outputs ? q->n_outputs : m->n_outputs); o++)
+    list[n++] = q->n_outputs ? q->outputs[o] : o;
+  for (int i = 0; i < n; i++) raw |= r->outputs[list[i]].dtype == PR_DTYPE_FLOAT16;
+  response_t *x = calloc(1, sizeof *x);
+  if (!x) return PR_ERR_NOMEM;
+  inference__model_infer_response__init(&x->resp);
+  x->resp.model_name = (char *)model_name;
+  x->resp.model_version = (char *)version;
+  x->resp.id = q->id ? q->id : "";
+  pr_status_t st = PR_OK;
+  for (int i = 0; i < n && !st; i++) {
+    const pr_tensor_t *t = &r->outputs[list[i]];
+    Inference__ModelInferResponse__InferOutputTensor *o = &x->tensors[i];
+    inference__model_infer_response__infer_output_tensor__init(o);
+    o->name = (char *)m->outputs[list[i]].name;
+    o->datatype = (char *)pr_proto_datatype(t->dtype);
+    o->n_shape = (size_t)t->rank;
+    o->shape = (int64_t *)t->dims;
+    x->list[i] = o;
+    if (raw) {
+      x->raw[i].len = (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
+      x->raw[i].data = t->data;
+      continue;
+    }
+    inference__infer_tensor_contents__init(&x->contents[i]);
+    if (typed_contents(t, &x->contents[i], &x->owned[i])) st = PR_ERR_NOMEM;
+    o->contents = &x->contents[i];
+  }
+  x->resp.n_outputs = (size_t)n;
+  x->resp.outputs = x->list;
+  if (raw) x->resp.n_raw_output_contents = (size_t)n, x->resp.raw_output_contents = x->raw;
+  if (!st) {
+    size_t len = inference__model_infer_response__get_packed_size(&x->resp);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (buf) {
+      *out_len = inference__model_infer_response__pack(&x->resp, buf);
+      *out = buf;
+    } else {
+      st = PR_ERR_NOMEM;
+    }
+  }
+  for (int i = 0; i < n; i++) free(x->owned[i]);
+  free(x);
+  return st;
+}

@@ -1,0 +1,93 @@
+/* The checks of an infer request against its model that every wire format
+ * shares (protocol.h: JSON and the binary extension in protocol.c,
+ * protobuf in grpc_codec.c), so that a request is taken or refused with
+ * the same message whatever its format. Pure: no I/O, no threads. */
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "server/protocol.h"
+
+pr_status_t pr_proto_input_check(const pr_proto_model_t *m, const char *name, const char *datatype,
+                                 int rank, const int64_t *dims, pr_request_t *r, int *k,
+                                 size_t *numel, size_t *nbytes, char *err, size_t err_len) {
+  *k = -1;
+  for (int j = 0; j < m->n_inputs; j++)
+    if (!strcmp(m->inputs[j].name, name)) *k = j;
+  if (*k < 0) return pr_errf(err, err_len, "model has no input '%s'", name), PR_ERR_INVALID;
+  pr_tensor_t *t = &r->inputs[*k];
+  if (t->rank) return pr_errf(err, err_len, "input '%s' given twice", name), PR_ERR_INVALID;
+  const pr_tensor_info_t *want = &m->inputs[*k];
+  if (pr_proto_dtype(datatype) != want->dtype)
+    return pr_errf(err, err_len, "input '%s': datatype %s, model expects %s", name, datatype,
+                   pr_proto_datatype(want->dtype)),
+           PR_ERR_INVALID;
+  if (rank != want->rank)
+    return pr_errf(err, err_len, "input '%s': shape has %d dimensions, model expects %d", name,
+                   rank, want->rank),
+           PR_ERR_INVALID;
+  size_t n = 1;
+  for (int d = 0; d < want->rank; d++) {
+    int64_t v = dims[d];
+    if (v < 0)
+      return pr_errf(err, err_len, "input '%s': 'shape' must hold non-negative integers", name),
+             PR_ERR_INVALID;
+    if (d == 0 && (v < 1 || v > m->max_batch))
+      return pr_errf(err, err_len, "input '%s': batch %lld outside 1..%d", name, (long long)v,
+                     m->max_batch),
+             PR_ERR_INVALID;
+    if (d > 0 && want->dims[d] >= 0 && v != want->dims[d])
+      return pr_errf(err, err_len, "input '%s': dimension %d is %lld, model expects %lld", name, d,
+                     (long long)v, (long long)want->dims[d]),
+             PR_ERR_INVALID;
+    if (pr_mul_size(n, (size_t)v, &n))
+      return pr_errf(err, err_len, "input '%s' too large", name), PR_ERR_INVALID;
+  }
+  if (r->rows >= 0 && dims[0] != r->rows)
+    return pr_errf(err, err_len, "inputs disagree on the batch size"), PR_ERR_INVALID;
+  if (pr_mul_size(n, pr_dtype_size(want->dtype), nbytes))
+    return pr_errf(err, err_len, "input '%s' too large", name), PR_ERR_INVALID;
+  r->rows = (int)dims[0];
+  t->dtype = want->dtype;
+  t->rank = want->rank; /* from here on, the input is taken */
+  memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  *numel = n;
+  return PR_OK;
+}
+
+pr_status_t pr_proto_input_alloc(pr_request_t *r, int k, size_t nbytes, size_t max_bytes,
+                                 size_t *bytes, char *err, size_t err_len) {
+  *bytes += nbytes;
+  if (max_bytes && *bytes > max_bytes)
+    return pr_errf(err, err_len, "the server holds too many request bytes; retry later"),
+           PR_ERR_BUSY;
+  if (!(r->inputs[k].data = pr_aligned_alloc(nbytes)))
+    return pr_errf(err, err_len, "out of memory; retry later"), PR_ERR_BUSY;
+  return PR_OK;
+}
+
+pr_status_t pr_proto_inputs_complete(const pr_proto_model_t *m, const pr_request_t *r, char *err,
+                                     size_t err_len) {
+  for (int k = 0; k < m->n_inputs; k++)
+    if (!r->inputs[k].data)
+      return pr_errf(err, err_len, "missing input '%s'", m->inputs[k].name), PR_ERR_INVALID;
+  return PR_OK;
+}
+
+pr_status_t pr_proto_output_take(const pr_proto_model_t *m, const char *name, pr_proto_infer_t *q,
+                                 int *k, char *err, size_t err_len) {
+  *k = -1;
+  for (int o = 0; name && o < m->n_outputs; o++)
+    if (!strcmp(m->outputs[o].name, name)) *k = o;
+  if (*k < 0)
+    return pr_errf(err, err_len, "model has no output '%s'", name ? name : "(unnamed)"),
+           PR_ERR_INVALID;
+  for (int i = 0; i < q->n_outputs; i++)
+    if (q->outputs[i] == *k)
+      return pr_errf(err, err_len, "output '%s' requested twice", name), PR_ERR_INVALID;
+  assert(q->n_outputs < PR_SCHED_MAX_IO); /* distinct outputs of the model */
+  q->outputs[q->n_outputs++] = *k;
+  return PR_OK;
+}

@@ -1,0 +1,140 @@
+/* What both front ends (HTTP in server.c, gRPC in grpc.c) do the same way:
+ * the state they share (the model registry, tokens, the in-flight byte
+ * bound, the limits) and the operations behind their routes and RPCs:
+ * readiness, model lookup, the repository index, load and unload, the
+ * statistics, and inference (decode, reserve, queue, answer). Each front
+ * end only turns its wire format into these calls and their results back
+ * into its own answers, so REST and gRPC cannot drift apart.
+ *
+ * Notes on the design:
+ * - An infer request's tensors are counted against `max_inflight_bytes`
+ *   (beside the request bodies the front ends count) from the decode until
+ *   the request is released; decoding may take what is left of the bound.
+ * - Threads: every function may be called from any thread; the counters
+ *   are atomics and the registry has its own locks (models.h). The
+ *   scheduler's completion callback of an infer request runs on the thread
+ *   that finished it (an instance's worker or the timeout reaper). */
+#ifndef PR_SERVER_SERVICE_H
+#define PR_SERVER_SERVICE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/auth.h"
+#include "server/models.h"
+#include "server/protocol.h"
+
+typedef struct {
+  pr_models_t *models;
+  const pr_auth_t *auth; /* NULL: no tokens */
+  const char *repository;
+  int max_models;
+  size_t max_body_bytes;     /* an infer request's body or message */
+  size_t max_inflight_bytes; /* bodies and tensors held at once */
+  _Atomic uint64_t inflight; /* bytes reserved now */
+  _Atomic bool stopping;     /* draining: health says NOT_SERVING */
+} pr_service_t;
+
+/* Counts n more bytes against the in-flight bound; false (nothing counted)
+ * beyond it. pr_service_release gives them back. */
+bool pr_service_reserve(pr_service_t *svc, size_t n);
+void pr_service_release(pr_service_t *svc, size_t n);
+
+/* Ready: every known model is ready or was unloaded on purpose. */
+bool pr_service_ready(pr_service_t *svc);
+
+/* The ready model `name` (version: NULL or "" for the served one) with a
+ * reference taken (pr_models_put), or NULL with *st (PR_ERR_NOT_FOUND,
+ * PR_ERR_BUSY: known, not ready) and a message for the client in *msg. */
+pr_served_t *pr_service_model(pr_service_t *svc, const char *name, const char *version,
+                              pr_status_t *st, const char **msg);
+
+/* A model version's name (pr_repo_entry_t.version). */
+typedef char pr_version_name_t[32];
+/* Copies of the ready versions of model `name` into out (at most max);
+ * returns how many. */
+int pr_service_versions(pr_service_t *svc, const char *name, pr_version_name_t *out, int max);
+
+/* The server's protocol extensions (ServerMetadata, GET /v2). */
+extern const char *const pr_service_extensions[];
+extern const int pr_service_n_extensions;
+
+/* One model of the repository index: its state is READY, LOADING or
+ * UNAVAILABLE, with the reason it is not ready. */
+typedef void (*pr_index_fn)(const char *name, const char *version, const char *state,
+                            const char *reason, void *ctx);
+/* Calls fn for each model of the repository (at most max_models + 64);
+ * PR_ERR_IO when the repository cannot be read. */
+pr_status_t pr_service_index(pr_service_t *svc, pr_index_fn fn, void *ctx);
+
+/* Loads (or reloads) / unloads a model. Errors: PR_ERR_NOT_FOUND,
+ * PR_ERR_BUSY (max_models), PR_ERR_INVALID (a model that cannot be read or
+ * run: the repository's fault), others; a message in err. Slow: a load
+ * profiles and prepares plans, an unload waits for the requests in flight. */
+pr_status_t pr_service_load(pr_service_t *svc, const char *name, char *err, size_t err_len);
+pr_status_t pr_service_unload(pr_service_t *svc, const char *name, char *err, size_t err_len);
+
+/* ---- statistics (the Triton schema's figures, for JSON and protobuf) ---- */
+
+typedef struct {
+  uint64_t count, ns;
+} pr_duration_t;
+
+typedef struct {
+  uint64_t last_inference_ms, inference_count, execution_count;
+  pr_duration_t success, fail, queue, compute_input, compute_infer, compute_output;
+} pr_model_stats_t;
+
+void pr_service_stats(pr_served_t *m, pr_model_stats_t *out);
+/* fn for every batch size that ran: executions (count), and their time
+ * copying inputs in, running, copying outputs out. */
+void pr_service_batch_stats(pr_served_t *m,
+                            void (*fn)(int batch, pr_duration_t input, pr_duration_t infer,
+                                       pr_duration_t output, void *ctx),
+                            void *ctx);
+
+/* ---- inference ---- */
+
+/* Decodes a request of the wire format into r's input tensors and q (the
+ * outputs asked for), taking at most max_bytes of tensors (0: any):
+ * pr_proto_parse_infer's contract. */
+typedef pr_status_t (*pr_infer_decode_fn)(const pr_proto_model_t *m, void *arg, size_t max_bytes,
+                                          pr_request_t *r, pr_proto_infer_t *q, char *err,
+                                          size_t err_len);
+
+typedef struct {
+  pr_service_t *svc;
+  pr_served_t *model; /* the reference the caller handed over */
+  pr_request_t *req;
+  pr_proto_infer_t q;
+  size_t reserved; /* its tensors' bytes, counted in svc->inflight */
+  double t_parse;  /* when its decoding began */
+} pr_infer_t;
+
+/* Decodes a request for the ready model m (the caller holds a reference),
+ * counts its tensors against the in-flight bound and queues it; on_done(ctx)
+ * runs once it is answered, failed or timed out (any thread; possibly before
+ * this returns). On PR_OK, *x holds the request and m's reference (release
+ * them with pr_infer_release and pr_models_put(x->model)); on error nothing
+ * is held (the caller keeps its reference) and err says why: the decoder's
+ * errors, PR_ERR_BUSY (bytes in flight, a full queue), PR_ERR_INVALID (a
+ * priority beyond the model's levels), PR_ERR_NOMEM. The request takes the
+ * decoded priority and timeout (q's). */
+pr_status_t pr_infer_submit(pr_service_t *svc, pr_served_t *m, pr_infer_decode_fn decode, void *arg,
+                            void (*on_done)(void *), void *ctx, pr_infer_t *x, char *err,
+                            size_t err_len);
+
+/* The answer of a done request: its status (with *msg, the scheduler's
+ * message) or, when it ran, encode(x, arg)'s. The stages "resume" (done to
+ * taken up) and "encode" are timed into the model's stats; *t_encoded is
+ * when the encoding ended. */
+pr_status_t pr_infer_answer(pr_infer_t *x, pr_status_t (*encode)(pr_infer_t *x, void *arg),
+                            void *arg, const char **msg, double *t_encoded);
+
+/* Frees the request (waiting for it if the scheduler still holds it) and
+ * gives its bytes back; the model reference stays. No-op when none. */
+void pr_infer_release(pr_infer_t *x, bool answered);
+
+#endif
