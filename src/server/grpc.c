@@ -47,7 +47,6 @@ struct pr_grpc {
   int port;
   pr_grpc_tag_t shutdown_tag;
   pthread_mutex_t lock;
-  pthread_cond_t cond;
   bool shutting_down, shut_down; /* under lock */
   _Atomic int calls;             /* call objects alive (requested ones too) */
   _Atomic int open;              /* accepted calls not yet freed */
@@ -245,7 +244,6 @@ static void on_event(pr_grpc_t *g, pr_grpc_tag_t *t, bool ok) {
     case TAG_SHUTDOWN:
       pthread_mutex_lock(&g->lock);
       g->shut_down = true;
-      pthread_cond_broadcast(&g->cond);
       pthread_mutex_unlock(&g->lock);
       return;
   }
@@ -313,7 +311,6 @@ pr_status_t pr_grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grp
   g->cfg = *cfg;
   g->shutdown_tag = (pr_grpc_tag_t){NULL, TAG_SHUTDOWN};
   pthread_mutex_init(&g->lock, NULL);
-  pthread_cond_init(&g->cond, NULL);
   grpc_init();
   pr_status_t st = bind_server(g, err, err_len);
   g->threads = calloc((size_t)cfg->threads, sizeof *g->threads);
@@ -422,7 +419,6 @@ bool pr_grpc_stop(pr_grpc_t *g, double timeout_s) {
   }
   grpc_shutdown();
   pthread_mutex_destroy(&g->lock);
-  pthread_cond_destroy(&g->cond);
   free(g->threads);
   free(g);
   return true;

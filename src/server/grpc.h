@@ -27,9 +27,9 @@
  * - Draining: pr_grpc_shutdown stops accepting calls (new ones fail at
  *   once), accepted ones are answered; pr_grpc_stop waits for them within
  *   its bound, then cancels what is left.
- * - Threads and locks: `lock` guards the shutdown flag and its condition;
- *   a call's reference count (atomic) frees it once its last tag and its
- *   handler are done. Counters are atomics. */
+ * - Threads and locks: `lock` guards the shutdown flags (pr_grpc_stop
+ *   polls them); a call's reference count (atomic) frees it once its last
+ *   tag and its handler are done. Counters are atomics. */
 #ifndef PR_SERVER_GRPC_H
 #define PR_SERVER_GRPC_H
 

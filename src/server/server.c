@@ -24,7 +24,10 @@
  *   pr_proto_http_status (in reply and reply_static); no handler writes an
  *   HTTP code.
  * - Every counter is atomic; handlers share no other state but the model
- *   registry, which has its own locks. */
+ *   registry, which has its own locks.
+ * - What the gRPC front end (grpc.h) shares with this one is in s->svc
+ *   (service.h: the registry, tokens, the in-flight bytes, the operations
+ *   behind the routes); it listens once HTTP does and drains beside it. */
 #define _GNU_SOURCE
 #include "server/server.h"
 
