@@ -1,0 +1,147 @@
+/* grpc_codec.c: protobuf ModelInferRequests into requests (raw and typed,
+ * the same checks as JSON), and responses packed raw or typed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grpc_service.pb-c.h"
+#include "server/grpc_codec.h"
+
+/* x: FP32 [-1, 2]; k: INT8 [-1, 1] -> y: FP32 [-1, 2] */
+static pr_proto_model_t model(void) {
+  pr_proto_model_t m = {.n_inputs = 2, .n_outputs = 1, .max_batch = 4};
+  m.inputs[0] =
+      (pr_tensor_info_t){.name = "x", .dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {-1, 2}};
+  m.inputs[1] = (pr_tensor_info_t){.name = "k", .dtype = PR_DTYPE_INT8, .rank = 2, .dims = {-1, 1}};
+  m.outputs[0] =
+      (pr_tensor_info_t){.name = "y", .dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {-1, 2}};
+  return m;
+}
+
+typedef struct {
+  Inference__ModelInferRequest req;
+  Inference__ModelInferRequest__InferInputTensor in[2], *list[2];
+  Inference__InferTensorContents c[2];
+  int64_t shape[2][2];
+  ProtobufCBinaryData raw[2];
+  float xs[4];
+  int32_t ks[2];
+  int8_t kraw[2];
+} req_t;
+
+/* Two rows of x and k, raw or typed. */
+static void make(req_t *q, bool raw) {
+  memset(q, 0, sizeof *q);
+  inference__model_infer_request__init(&q->req);
+  float xs[4] = {1.5f, -2.0f, 3.0f, 0.25f};
+  memcpy(q->xs, xs, sizeof xs);
+  q->ks[0] = -7, q->ks[1] = 100;
+  q->kraw[0] = -7, q->kraw[1] = 100;
+  const char *names[2] = {"x", "k"}, *types[2] = {"FP32", "INT8"};
+  int64_t dims[2] = {2, 1};
+  for (int i = 0; i < 2; i++) {
+    inference__model_infer_request__infer_input_tensor__init(&q->in[i]);
+    q->in[i].name = (char *)names[i];
+    q->in[i].datatype = (char *)types[i];
+    q->shape[i][0] = 2, q->shape[i][1] = dims[i];
+    q->in[i].n_shape = 2;
+    q->in[i].shape = q->shape[i];
+    q->list[i] = &q->in[i];
+    if (!raw) {
+      inference__infer_tensor_contents__init(&q->c[i]);
+      q->in[i].contents = &q->c[i];
+    }
+  }
+  if (raw) {
+    q->raw[0] = (ProtobufCBinaryData){sizeof q->xs, (uint8_t *)q->xs};
+    q->raw[1] = (ProtobufCBinaryData){sizeof q->kraw, (uint8_t *)q->kraw};
+    q->req.n_raw_input_contents = 2;
+    q->req.raw_input_contents = q->raw;
+  } else {
+    q->c[0].n_fp32_contents = 4, q->c[0].fp32_contents = q->xs;
+    q->c[1].n_int_contents = 2, q->c[1].int_contents = q->ks;
+  }
+  q->req.n_inputs = 2;
+  q->req.inputs = q->list;
+}
+
+static pr_status_t decode(req_t *q, pr_request_t **r, pr_proto_infer_t *pq, bool *raw, char *err) {
+  pr_proto_model_t m = model();
+  *r = pr_request_new();
+  return pr_grpc_decode_infer(&m, &q->req, 0, *r, pq, raw, err, 256);
+}
+
+static void test_raw_and_typed(void **s) {
+  for (int typed = 0; typed < 2; typed++) {
+    req_t q;
+    make(&q, !typed);
+    pr_request_t *r;
+    pr_proto_infer_t pq;
+    bool raw;
+    char err[256] = "";
+    assert_int_equal(decode(&q, &r, &pq, &raw, err), PR_OK);
+    assert_int_equal(raw, !typed);
+    assert_int_equal(r->rows, 2);
+    assert_memory_equal(r->inputs[0].data, q.xs, sizeof q.xs);
+    assert_int_equal(((int8_t *)r->inputs[1].data)[0], -7);
+    assert_int_equal(((int8_t *)r->inputs[1].data)[1], 100);
+    /* the answer: y = x, packed the way the request came */
+    pr_proto_model_t m = model();
+    r->outputs[0] = r->inputs[0];
+    r->outputs[0].data = malloc(sizeof q.xs);
+    memcpy(r->outputs[0].data, q.xs, sizeof q.xs);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(pr_grpc_encode_infer(&m, "m", "1", r, &pq, raw, &buf, &len), PR_OK);
+    Inference__ModelInferResponse *resp = inference__model_infer_response__unpack(NULL, len, buf);
+    assert_non_null(resp);
+    assert_int_equal(resp->n_outputs, 1);
+    assert_string_equal(resp->outputs[0]->name, "y");
+    assert_string_equal(resp->outputs[0]->datatype, "FP32");
+    if (raw)
+      assert_memory_equal(resp->raw_output_contents[0].data, q.xs, sizeof q.xs);
+    else
+      assert_memory_equal(resp->outputs[0]->contents->fp32_contents, q.xs, sizeof q.xs);
+    inference__model_infer_response__free_unpacked(resp, NULL);
+    free(buf);
+    pr_proto_infer_clear(&pq);
+    pr_request_free(r);
+  }
+}
+
+/* Each broken request is refused with PR_ERR_INVALID and a message. */
+static void test_errors(void **s) {
+  for (int c = 0; c < 8; c++) {
+    req_t q;
+    make(&q, c < 4);
+    switch (c) {
+      case 0: q.raw[0].len--; break;                 /* raw bytes short */
+      case 1: q.req.n_raw_input_contents = 1; break; /* one entry for two inputs */
+      case 2: q.in[1].datatype = "INT16"; break;     /* datatype */
+      case 3: q.shape[0][1] = 3; break;              /* shape */
+      case 4: q.ks[1] = 128; break;                  /* INT8 range */
+      case 5: q.c[0].n_fp32_contents = 3; break;     /* values short */
+      case 6: q.in[1].contents = NULL; break;        /* no data */
+      case 7: q.req.n_inputs = 1; break;             /* missing input */
+    }
+    pr_request_t *r;
+    pr_proto_infer_t pq;
+    bool raw;
+    char err[256] = "";
+    assert_int_equal(decode(&q, &r, &pq, &raw, err), PR_ERR_INVALID);
+    assert_true(err[0]);
+    pr_proto_infer_clear(&pq);
+    pr_request_free(r);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_raw_and_typed),
+                                     cmocka_unit_test(test_errors)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
