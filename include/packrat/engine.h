@@ -21,6 +21,7 @@
 #ifndef PACKRAT_ENGINE_H
 #define PACKRAT_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -159,10 +160,16 @@ const char *pr_engine_backend_version(void);
 const char *pr_engine_isa(void);
 
 /* Compile the model for the given options: resolve shapes, fold constants,
- * fuse, plan memory and create the kernels with opt->threads threads. */
+ * fuse, plan memory and create the kernels with opt->threads threads.
+ * A model where a value known only at run time decides a shape (control
+ * flow, NonZero, a Range or Reshape of computed values...) gets a dynamic
+ * session: each run compiles the model for that run's input data, and the
+ * output shapes are known after a run (see session_is_dynamic). */
 pr_status_t pr_engine_session_create(pr_model_t *model, const pr_session_options_t *opt,
                                      pr_session_t **out, char *err, size_t err_len);
 void pr_engine_session_destroy(pr_session_t *session);
+/* Whether the session runs on the dynamic path (slower: a compile per run). */
+bool pr_engine_session_is_dynamic(const pr_session_t *s);
 
 /* Floating-point operations of one run of the session (convolutions and
  * matrix products, 2 per multiply-add), from its concrete shapes. */
@@ -187,7 +194,9 @@ pr_status_t pr_engine_session_kernel(const pr_session_t *s, int i, pr_kernel_inf
 void pr_engine_session_kernel_reset(pr_session_t *s);
 /* Bytes of the session's activation arena (intermediate buffers). */
 size_t pr_engine_session_arena_bytes(const pr_session_t *s);
-/* Concrete shapes of the session's inputs and outputs. */
+/* Concrete shapes of the session's inputs and outputs (a dynamic session's
+ * outputs: those of its last run; before one, the model's declared ones,
+ * -1 for a dim not known). */
 pr_status_t pr_engine_session_input(const pr_session_t *s, int i, pr_tensor_info_t *info);
 pr_status_t pr_engine_session_output(const pr_session_t *s, int i, pr_tensor_info_t *info);
 

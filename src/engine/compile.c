@@ -50,6 +50,16 @@ pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const c
   return st;
 }
 
+pr_status_t pr_need_values(pr_compile_t *c, const pr_node_t *n, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->needs_values = true;
+  return pr_fail(c, n, PR_ERR_UNSUPPORTED, "%s", msg);
+}
+
 int64_t pr_value_numel(const pr_value_t *v) {
   int64_t n = 1;
   for (int k = 0; k < v->rank; k++) n *= v->dims[k];
@@ -209,7 +219,8 @@ pr_status_t pr_compile_infer(pr_compile_t *c) {
   for (int i = 0; i < c->n_nodes; i++) {
     pr_node_t *n = &c->nodes[i];
     bool all_const = true;
-    if (n->n_in < 1 || n->in[0] < 0) /* every operator here reads its first input */
+    /* every operator here but the control ones reads its first input */
+    if ((n->n_in < 1 || n->in[0] < 0) && !n->op->first_optional)
       return pr_fail(c, n, PR_ERR_INVALID, "the first input is missing");
     if (n->n_out >= 1 && n->out[0] < 0) {
       /* an omitted first output (RNN's Y when only Y_h is wanted) gets a

@@ -45,6 +45,7 @@ typedef struct {
   float *floats;
   int64_t *ints;
   pr_tensor_t *t;
+  struct pr_model *g; /* a GRAPH attribute's body (If, Loop, Scan), owned */
 } pr_attr_t;
 
 typedef struct {
@@ -67,6 +68,9 @@ typedef struct {
   int n_attrs;
   pr_attr_t *attrs;
   const struct pr_op *op;
+  /* the last n_implicit of in[] are outer-scope values its subgraphs read
+   * (ONNX's implicit inputs), after the node's own inputs */
+  int n_implicit;
 } pr_mnode_t;
 
 /* Weights reordered into a kernel's layout, shared by every session of the
@@ -87,6 +91,11 @@ struct pr_model {
   int *inputs, n_inputs; /* graph inputs that are not initializers */
   int *outputs, n_outputs;
   int opset;
+  /* a subgraph (If/Loop/Scan body): inputs[0..n_formal) are its own graph
+   * inputs, the rest values of an enclosing scope; outer_slot[j] names the
+   * owning node's implicit input that inputs[n_formal + j] receives */
+  int n_formal;
+  int *outer_slot;
   char sha256[65];
   /* shared reordered weights; the lock guards only this cache */
   pthread_mutex_t cache_lock;
@@ -188,6 +197,9 @@ typedef struct pr_compile {
   size_t max_bytes;
   bool fixed_inputs; /* some graph inputs were fixed at compile time (input_values) */
   int conv_block;    /* channel block of conv activations (16, 8), 0: the kernel's choice */
+  /* an op refused because a value it needs is known only at run time
+   * (pr_need_values): the session takes the dynamic path (session.c) */
+  bool needs_values;
   dnnl_engine_t engine;
   char *err;
   size_t err_len;
@@ -218,6 +230,7 @@ typedef struct pr_op {
   bool accepts_opaque;
   bool view;    /* output 0 is input 0's bytes under a new shape */
   bool inplace; /* output 0 may share input 0's buffer */
+  bool first_optional; /* input 0 may be omitted (Loop's M, Scan-8's sequence_lens) */
 } pr_op_t;
 
 /* Shared weight cache of a model (thread-safe). get: the buffer for (node,
@@ -250,6 +263,11 @@ const char *pr_attr_strings_at(const pr_attr_t *a, int k);
  * requires (called once per kernel run, never per element). */
 pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* pr_fail for an op that needs the data of an input known only at run
+ * time (a shape, k, a condition, a subgraph's inputs): marks c so that the
+ * session runs on its dynamic path, where every value is known. */
+pr_status_t pr_need_values(pr_compile_t *c, const pr_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Fusions append at most this many inputs to a node (a conv's bias slot
  * and its residual addend). */
 #define PR_NODE_SPARE_IN 2

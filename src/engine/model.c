@@ -36,12 +36,14 @@ void pr_engine_model_destroy(pr_model_t *m) {
       free(n->attrs[k].ints);
       free(n->attrs[k].floats);
       free_tensor(n->attrs[k].t);
+      pr_engine_model_destroy(n->attrs[k].g);
     }
     free(n->attrs);
   }
   free(m->nodes);
   free(m->inputs);
   free(m->outputs);
+  free(m->outer_slot);
   for (int i = 0; i < m->n_cache; i++) pr_free(m->cache[i].buf);
   free(m->cache);
   pthread_mutex_destroy(&m->cache_lock);

@@ -18,13 +18,24 @@
 #include "engine/tensor.h"
 #include "onnx.pb-c.h"
 
-typedef struct {
+/* Subgraphs nest at most this deep (a bound on the loader's recursion). */
+#define MAX_GRAPH_DEPTH 8
+
+typedef struct loader {
   pr_model_t *m;
   pr_names_t names;
   const char *base_dir;
   char *err;
   size_t err_len;
+  /* a subgraph's loader: the enclosing graph's, and how deep this one is */
+  struct loader *parent;
+  int depth;
+  /* the node being added (its subgraphs are loading): the outer-scope values
+   * they read so far, indices in m (its implicit inputs) */
+  int *implicit, n_implicit;
 } loader_t;
+
+static pr_status_t load_graph(loader_t *L, const Onnx__GraphProto *g);
 
 static int value_index(loader_t *L, const char *name, int create) {
   int idx = pr_names_get(&L->names, name);
@@ -39,6 +50,80 @@ static int value_index(loader_t *L, const char *name, int create) {
   v->rank = -1;
   if (!v->name || pr_names_put(&L->names, v->name, m->n_values) < 0) return -1;
   return m->n_values++;
+}
+
+/* Index of the parent's implicit-input slot that holds its value pidx,
+ * adding one; -1 when out of memory. */
+static int implicit_slot(loader_t *P, int pidx) {
+  for (int k = 0; k < P->n_implicit; k++)
+    if (P->implicit[k] == pidx) return k;
+  int *a = realloc(P->implicit, sizeof(int) * (size_t)(P->n_implicit + 1));
+  if (!a) return -1;
+  P->implicit = a;
+  a[P->n_implicit] = pidx;
+  return P->n_implicit++;
+}
+
+/* A subgraph reads `name` from an enclosing scope (ONNX: outer-scope values
+ * are visible to nested graphs): the value, found up the chain of loaders,
+ * becomes an input of this graph after its own (and an implicit input of
+ * the node that owns it, level by level). Returns its index here, or -1
+ * when no enclosing scope defines it (or out of memory). */
+static int outer_value(loader_t *L, const char *name) {
+  loader_t *P = L->parent;
+  if (!P) return -1;
+  int pidx = value_index(P, name, 0);
+  if (pidx < 0 || !P->m->values[pidx].defined) pidx = outer_value(P, name);
+  if (pidx < 0) return -1;
+  int slot = implicit_slot(P, pidx);
+  if (slot < 0) return -1;
+  pr_model_t *m = L->m;
+  int *in = realloc(m->inputs, sizeof(int) * (size_t)(m->n_inputs + 1));
+  if (!in) return -1;
+  m->inputs = in;
+  int j = m->n_inputs - m->n_formal;
+  int *os = realloc(m->outer_slot, sizeof(int) * (size_t)(j + 1));
+  if (!os) return -1;
+  m->outer_slot = os;
+  int idx = value_index(L, name, 1);
+  if (idx < 0) return -1;
+  pr_mvalue_t *v = &m->values[idx], *pv = &P->m->values[pidx];
+  v->defined = true;
+  v->dtype = pv->dtype;
+  v->rank = -1; /* known when the body runs */
+  os[j] = slot;
+  in[m->n_inputs++] = idx;
+  return idx;
+}
+
+/* A GRAPH attribute: the body as a model of its own, loaded with L as its
+ * enclosing scope. */
+static pr_status_t load_subgraph(loader_t *L, const Onnx__GraphProto *g, pr_model_t **out) {
+  if (L->depth + 1 >= MAX_GRAPH_DEPTH) {
+    pr_errf(L->err, L->err_len, "subgraphs nested deeper than %d", MAX_GRAPH_DEPTH);
+    return PR_ERR_UNSUPPORTED;
+  }
+  pr_model_t *m = calloc(1, sizeof *m);
+  if (!m) return PR_ERR_NOMEM;
+  pthread_mutex_init(&m->cache_lock, NULL);
+  m->opset = L->m->opset;
+  memcpy(m->sha256, L->m->sha256, sizeof m->sha256);
+  loader_t S = {.m = m,
+                .base_dir = L->base_dir,
+                .err = L->err,
+                .err_len = L->err_len,
+                .parent = L,
+                .depth = L->depth + 1};
+  pr_names_init(&S.names);
+  pr_status_t st = load_graph(&S, g);
+  pr_names_free(&S.names);
+  free(S.implicit);
+  if (st) {
+    pr_engine_model_destroy(m);
+    return st;
+  }
+  *out = m;
+  return PR_OK;
 }
 
 static pr_status_t read_value_info(loader_t *L, const Onnx__ValueInfoProto *vi, int idx) {
@@ -136,6 +221,12 @@ static pr_status_t convert_attr(loader_t *L, const Onnx__NodeProto *np,
       *p = 0;
       break;
     }
+    case PR_ATTR_GRAPH:
+      if (!ap->g) {
+        pr_errf(L->err, L->err_len, "node '%s': attribute '%s' has no graph", np->name, ap->name);
+        return PR_ERR_INVALID;
+      }
+      return load_subgraph(L, ap->g, &a->g);
     case PR_ATTR_FLOAT:
     case PR_ATTR_INT: break;
     default:
@@ -315,18 +406,22 @@ static pr_status_t load_inputs(loader_t *L, const Onnx__GraphProto *g) {
         return PR_ERR_INVALID;
       }
     if ((st = read_value_info(L, vi, idx))) return st;
-    if (!pr_dtype_size(m->values[idx].dtype)) {
+    /* a body's inputs may leave type and shape to its node (known when it
+     * runs) */
+    bool body = L->parent != NULL;
+    if (!pr_dtype_size(m->values[idx].dtype) && !(body && !m->values[idx].dtype)) {
       pr_errf(L->err, L->err_len, "graph input '%s': element type %d not supported", vi->name,
               m->values[idx].dtype);
       return PR_ERR_UNSUPPORTED;
     }
-    if (m->values[idx].rank < 0) {
+    if (m->values[idx].rank < 0 && !body) {
       pr_errf(L->err, L->err_len, "graph input '%s' has no shape", vi->name);
       return PR_ERR_UNSUPPORTED;
     }
     m->values[idx].defined = true;
     m->inputs[m->n_inputs++] = idx;
   }
+  m->n_formal = m->n_inputs;
   return PR_OK;
 }
 
@@ -345,7 +440,8 @@ static pr_status_t check_node_proto(loader_t *L, const Onnx__NodeProto *np, cons
     const char *in = np->input[k];
     if (!in || !*in) continue;
     int idx = value_index(L, in, 0);
-    if (idx < 0 || !L->m->values[idx].defined) {
+    if (idx < 0 || !L->m->values[idx].defined) idx = outer_value(L, in);
+    if (idx < 0) {
       pr_errf(L->err, L->err_len, "node '%s' (%s): input '%s' is not defined before it", nm, ot,
               in);
       return PR_ERR_INVALID;
@@ -391,6 +487,20 @@ static pr_status_t link_node(loader_t *L, const Onnx__NodeProto *np, pr_mnode_t 
   return PR_OK;
 }
 
+/* The outer-scope values n's subgraphs read become its last inputs. */
+static pr_status_t add_implicit(loader_t *L, pr_mnode_t *n) {
+  if (!L->n_implicit) return PR_OK;
+  if (L->n_implicit > INT_MAX / 8 - n->n_in) return PR_ERR_INVALID;
+  int *in = realloc(n->in, sizeof(int) * (size_t)(n->n_in + L->n_implicit + 1));
+  if (!in) return PR_ERR_NOMEM;
+  n->in = in;
+  memcpy(in + n->n_in, L->implicit, sizeof(int) * (size_t)L->n_implicit);
+  n->n_in += L->n_implicit;
+  n->n_implicit = L->n_implicit;
+  L->n_implicit = 0;
+  return PR_OK;
+}
+
 static pr_status_t add_node(loader_t *L, const Onnx__NodeProto *np, const char *nm,
                             const char *ot) {
   pr_model_t *m = L->m;
@@ -405,11 +515,15 @@ static pr_status_t add_node(loader_t *L, const Onnx__NodeProto *np, const char *
   m->n_nodes++;
   n->n_in = (int)np->n_input;
   n->n_out = (int)np->n_output;
-  if ((st = link_node(L, np, n, nm, ot))) return st;
+  /* attributes first: subgraphs see the values defined before this node,
+   * not its outputs */
+  L->n_implicit = 0;
   for (size_t k = 0; k < np->n_attribute; k++) {
     n->n_attrs++;
     if ((st = convert_attr(L, np, np->attribute[k], &n->attrs[k]))) return st;
   }
+  if ((st = add_implicit(L, n))) return st;
+  if ((st = link_node(L, np, n, nm, ot))) return st;
   n->op = pr_op_find(ot);
   if (!n->op) {
     pr_errf(L->err, L->err_len, "node '%s': operator %s not supported", nm, ot);
@@ -451,6 +565,7 @@ static pr_status_t load_outputs(loader_t *L, const Onnx__GraphProto *g) {
   for (size_t i = 0; i < g->n_output; i++) {
     const Onnx__ValueInfoProto *vi = g->output[i];
     int idx = vi->name ? value_index(L, vi->name, 0) : -1;
+    if (idx < 0 && vi->name) idx = outer_value(L, vi->name);
     if (idx < 0) {
       pr_errf(L->err, L->err_len, "graph output '%s' is not produced by the graph",
               vi->name ? vi->name : "");
@@ -470,6 +585,14 @@ static pr_status_t load_outputs(loader_t *L, const Onnx__GraphProto *g) {
   return PR_OK;
 }
 
+static pr_status_t load_graph(loader_t *L, const Onnx__GraphProto *g) {
+  pr_status_t st;
+  if ((st = load_initializers(L, g)) || (st = load_inputs(L, g)) || (st = load_nodes(L, g)) ||
+      (st = load_outputs(L, g)))
+    return st;
+  return PR_OK;
+}
+
 static pr_status_t build(loader_t *L, const Onnx__ModelProto *mp) {
   const Onnx__GraphProto *g = mp->graph;
   if (!g) {
@@ -477,9 +600,7 @@ static pr_status_t build(loader_t *L, const Onnx__ModelProto *mp) {
     return PR_ERR_INVALID;
   }
   pr_status_t st;
-  if ((st = read_opset(L, mp)) || (st = load_initializers(L, g)) || (st = load_inputs(L, g)) ||
-      (st = load_nodes(L, g)) || (st = load_outputs(L, g)))
-    return st;
+  if ((st = read_opset(L, mp)) || (st = load_graph(L, g))) return st;
   /* float16 models compute in float32 (half.c): the outputs' declared types */
   pr_dtype_t *out_types = calloc(g->n_output + 1, sizeof *out_types);
   if (!out_types) return PR_ERR_NOMEM;
@@ -517,6 +638,7 @@ pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char
   pr_names_init(&L.names);
   pr_status_t st = build(&L, mp);
   pr_names_free(&L.names);
+  free(L.implicit);
   onnx__model_proto__free_unpacked(mp, NULL);
   if (st) {
     pr_engine_model_destroy(m);

@@ -9,6 +9,16 @@
  * own. A run binds the inputs and executes the node list; nothing is
  * allocated.
  *
+ * The dynamic path: when an op needs the data of a value known only at run
+ * time to know a shape (Range of run-time bounds, NonZero, a Reshape of a
+ * computed shape, If/Loop/Scan: pr_need_values), the session is made
+ * dynamic instead: it keeps its inputs' shapes, and each run compiles the
+ * model with every input fixed to that run's data, so every node folds
+ * (compile.c runs all-constant nodes) and every shape is known; the run's
+ * session owns the outputs until the next run. Slower than the static path
+ * (no fusion, a compile per run), but exact; models that need no run-time
+ * value never take it.
+ *
  * Threads: a session belongs to one thread at a time (the caller's); its
  * kernels use that thread's OpenMP team of session->threads threads.
  */
@@ -37,6 +47,8 @@ struct pr_session {
   double flops;
   double *kernel_seconds; /* per node, with profile_kernels */
   int64_t runs;
+  bool dynamic;         /* the dynamic path (see the top of this file) */
+  pr_session_t *inner;  /* dynamic: the last run's session, every input fixed */
 };
 
 /* ---- public API ---- */
@@ -50,14 +62,18 @@ static pr_status_t resolve_input(pr_compile_t *c, const pr_session_options_t *op
                                  pr_value_t *v, const pr_mvalue_t *mv) {
   if (opt->input_shapes) {
     const pr_tensor_info_t *in = &opt->input_shapes[i];
-    if (in->rank != mv->rank)
+    if (mv->rank < 0) { /* a subgraph's input: its node gives the shape */
+      if (in->rank < 0 || in->rank > PR_MAX_RANK)
+        return pr_fail(c, NULL, PR_ERR_INVALID, "input '%s': rank %d", mv->name, in->rank);
+      v->rank = in->rank;
+    } else if (in->rank != mv->rank)
       return pr_fail(c, NULL, PR_ERR_INVALID, "input '%s': rank %d given, model has %d", mv->name,
                      in->rank, mv->rank);
-    for (int k = 0; k < mv->rank; k++) {
-      if (in->dims[k] < 0 || (mv->dims[k] >= 0 && in->dims[k] != mv->dims[k]))
+    for (int k = 0; k < v->rank; k++) {
+      if (in->dims[k] < 0 || (mv->rank >= 0 && mv->dims[k] >= 0 && in->dims[k] != mv->dims[k]))
         return pr_fail(c, NULL, PR_ERR_INVALID,
                        "input '%s': dimension %d is %lld, model needs %lld", mv->name, k,
-                       (long long)in->dims[k], (long long)mv->dims[k]);
+                       (long long)in->dims[k], (long long)(mv->rank >= 0 ? mv->dims[k] : -1));
       v->dims[k] = in->dims[k];
     }
     return PR_OK;
@@ -82,6 +98,7 @@ static pr_status_t resolve_input(pr_compile_t *c, const pr_session_options_t *op
 
 void pr_engine_session_destroy(pr_session_t *s) {
   if (!s) return;
+  pr_engine_session_destroy(s->inner);
   pr_compile_t *c = &s->c;
   for (int i = 0; i < c->n_nodes; i++)
     if (c->nodes[i].state && c->nodes[i].op->destroy) c->nodes[i].op->destroy(c->nodes[i].state);
@@ -176,6 +193,11 @@ static pr_status_t bind_input(pr_session_t *s, const pr_session_options_t *opt, 
   v->dtype = mv->dtype;
   v->rank = mv->rank;
   v->kind = PR_VAL_INPUT;
+  if (!mv->dtype) { /* a subgraph's input of no declared type takes its node's */
+    if (!opt->input_shapes || !pr_dtype_size(opt->input_shapes[i].dtype))
+      return pr_fail(c, NULL, PR_ERR_INVALID, "input '%s' has no element type", mv->name);
+    v->dtype = opt->input_shapes[i].dtype;
+  }
   if ((st = resolve_input(c, opt, i, v, mv))) return st;
   size_t numel = 1;
   for (int k = 0; k < v->rank; k++)
@@ -273,14 +295,15 @@ static pr_status_t allocate_buffers(pr_session_t *s) {
   return PR_OK;
 }
 
-pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *opt,
-                                     pr_session_t **out, char *err, size_t err_len) {
-  if (!m || !opt || !out) return PR_ERR_INVALID;
-  *out = NULL;
-  pr_status_t st = check_options(opt, err, err_len);
-  if (st) return st;
+/* A session with its oneDNN engine and the model's graph loaded for the
+ * shapes of opt; *st reports a failure (the session is then destroyed). */
+static pr_session_t *session_begin(pr_model_t *m, const pr_session_options_t *opt,
+                                   pr_status_t *st, char *err, size_t err_len) {
   pr_session_t *s = calloc(1, sizeof *s);
-  if (!s) return PR_ERR_NOMEM;
+  if (!s) {
+    *st = PR_ERR_NOMEM;
+    return NULL;
+  }
   pr_compile_t *c = &s->c;
   c->model = m;
   c->threads = opt->threads;
@@ -290,11 +313,43 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
   c->err_len = err_len;
   c->conv_block = conv_block_for(m, opt);
   pr_omp_team(opt->threads);
+  *st = PR_OK;
   if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&s->stream, c->engine, dnnl_stream_default_flags) != dnnl_success)
-    st = pr_fail(c, NULL, PR_ERR_INTERNAL, "oneDNN engine creation failed");
-  if (!st) st = load_graph(s, opt);
-  if (!st) st = compile(s, opt);
+    *st = pr_fail(c, NULL, PR_ERR_INTERNAL, "oneDNN engine creation failed");
+  if (!*st) *st = load_graph(s, opt);
+  if (*st) {
+    pr_engine_session_destroy(s);
+    return NULL;
+  }
+  return s;
+}
+
+/* Every graph input fixed at compile time (the dynamic path's runs). */
+static bool all_inputs_fixed(const pr_session_t *s) {
+  for (int i = 0; i < s->n_inputs; i++)
+    if (!s->c.v[s->in_vals[i]].is_const) return false;
+  return true;
+}
+
+pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *opt,
+                                     pr_session_t **out, char *err, size_t err_len) {
+  if (!m || !opt || !out) return PR_ERR_INVALID;
+  *out = NULL;
+  pr_status_t st = check_options(opt, err, err_len);
+  if (st) return st;
+  pr_session_t *s = session_begin(m, opt, &st, err, err_len);
+  if (!s) return st;
+  pr_compile_t *c = &s->c;
+  st = compile(s, opt);
+  if (st && c->needs_values && !all_inputs_fixed(s)) {
+    /* a run-time value decides a shape: the dynamic path */
+    pr_engine_session_destroy(s);
+    if (!(s = session_begin(m, opt, &st, err, err_len))) return st;
+    s->dynamic = true;
+    *out = s;
+    return PR_OK;
+  }
   if (!st) st = allocate_buffers(s);
   if (!st && opt->profile_kernels &&
       !(s->kernel_seconds = calloc((size_t)c->n_nodes + 1, sizeof *s->kernel_seconds)))
@@ -305,6 +360,10 @@ pr_status_t pr_engine_session_create(pr_model_t *m, const pr_session_options_t *
   }
   *out = s;
   return PR_OK;
+}
+
+bool pr_engine_session_is_dynamic(const pr_session_t *s) {
+  return s && s->dynamic;
 }
 
 double pr_engine_session_flops(const pr_session_t *s) {
@@ -350,6 +409,16 @@ pr_status_t pr_engine_session_input(const pr_session_t *s, int i, pr_tensor_info
 
 pr_status_t pr_engine_session_output(const pr_session_t *s, int i, pr_tensor_info_t *info) {
   if (!s || i < 0 || i >= s->n_outputs || !info) return PR_ERR_INVALID;
+  if (s->inner) return pr_engine_session_output(s->inner, i, info);
+  if (s->dynamic) { /* no run yet: the model's declared type and shape */
+    const pr_mvalue_t *mv = &s->c.model->values[s->out_vals[i]];
+    memset(info, 0, sizeof *info);
+    info->name = mv->name;
+    info->dtype = mv->dtype;
+    info->rank = mv->rank;
+    for (int k = 0; k < mv->rank; k++) info->dims[k] = mv->dims[k];
+    return PR_OK;
+  }
   session_info(s, s->out_vals[i], info);
   return PR_OK;
 }
@@ -402,6 +471,34 @@ static void run_kernels(pr_session_t *s) {
   dnnl_stream_wait(s->stream);
 }
 
+/* The dynamic path's run: a session compiled for these inputs' data (all
+ * of it folds), run, kept until the next run as the owner of the outputs. */
+static pr_status_t run_dynamic(pr_session_t *s, const pr_tensor_t *inputs, int n_inputs,
+                               pr_tensor_t *outputs, int n_outputs, char *err, size_t err_len) {
+  static const char empty[PR_MAX_RANK]; /* the data of an empty input */
+  pr_tensor_info_t *info = calloc((size_t)n_inputs + 1, sizeof *info);
+  const void **vals = calloc((size_t)n_inputs + 1, sizeof *vals);
+  pr_status_t st = info && vals ? PR_OK : PR_ERR_NOMEM;
+  for (int i = 0; !st && i < n_inputs; i++) {
+    info[i].dtype = inputs[i].dtype;
+    info[i].rank = inputs[i].rank;
+    memcpy(info[i].dims, inputs[i].dims, sizeof info[i].dims);
+    vals[i] = inputs[i].data ? inputs[i].data : empty;
+  }
+  pr_engine_session_destroy(s->inner);
+  s->inner = NULL;
+  pr_session_options_t opt = pr_session_options_default();
+  opt.threads = s->c.threads;
+  opt.max_bytes = s->c.max_bytes;
+  opt.input_shapes = info;
+  opt.input_values = vals;
+  if (!st) st = pr_engine_session_create(s->c.model, &opt, &s->inner, err, err_len);
+  if (!st) st = pr_engine_session_run(s->inner, inputs, n_inputs, outputs, n_outputs, err, err_len);
+  free(info);
+  free(vals);
+  return st;
+}
+
 pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, int n_inputs,
                                   pr_tensor_t *outputs, int n_outputs, char *err, size_t err_len) {
   if (!s) return PR_ERR_INVALID;
@@ -415,6 +512,7 @@ pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, in
     pr_status_t st = bind_run_input(s, i, &inputs[i], err, err_len);
     if (st) return st;
   }
+  if (s->dynamic) return run_dynamic(s, inputs, n_inputs, outputs, n_outputs, err, err_len);
   pr_memplan_bind_aliases(c);
   pr_omp_team(c->threads);
   run_kernels(s);

@@ -41,7 +41,7 @@ static pr_status_t onehot_params(pr_compile_t *c, pr_node_t *n, onehot_state_t *
   if (vv->rank != 1 || vv->dims[0] != 2)
     return pr_fail(c, n, PR_ERR_INVALID, "values must be [off_value, on_value]");
   if (!dv->is_const)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "depth decides the output shape: it must be constant");
+    return pr_need_values(c, n, "depth decides the output shape: it must be constant");
   s->depth = load_integer(dv->data, dv->dtype, 0);
   if (s->depth < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative depth");
   int r = iv->rank + 1;

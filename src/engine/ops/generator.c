@@ -20,7 +20,7 @@ static int64_t range_len_i64(int64_t start, int64_t limit, int64_t delta) {
 static pr_status_t infer_range(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *s = pr_in(c, n, 0), *l = pr_in(c, n, 1), *d = pr_in(c, n, 2);
   if (!s || !l || !d || !s->is_const || !l->is_const || !d->is_const)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED,
+    return pr_need_values(c, n,
                    "start, limit and delta must be known when the session is made");
   if (s->dtype != l->dtype || s->dtype != d->dtype || pr_value_numel(s) != 1 ||
       pr_value_numel(l) != 1 || pr_value_numel(d) != 1)
@@ -86,7 +86,7 @@ static pr_status_t infer_constant_of_shape(pr_compile_t *c, pr_node_t *n) {
   int64_t shape[PR_MAX_RANK];
   pr_value_t *sv = pr_in(c, n, 0);
   int ns = sv && pr_value_numel(sv) == 0 ? 0 : pr_const_ints(sv, shape, PR_MAX_RANK);
-  if (ns < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "shape must be a constant 1-D int64 tensor");
+  if (ns < 0) return pr_need_values(c, n, "shape must be a constant 1-D int64 tensor");
   for (int k = 0; k < ns; k++)
     if (shape[k] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative dimension");
   const pr_attr_t *v = pr_attr_find(n->m, "value");

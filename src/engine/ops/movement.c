@@ -179,7 +179,7 @@ static pr_status_t split_sizes(pr_compile_t *c, pr_node_t *n, int axis, int64_t 
     if (c->opset >= 18 && pr_attr_find(n->m, "num_outputs"))
       return pr_fail(c, n, PR_ERR_INVALID, "both split and num_outputs");
     ng = pr_const_ints(pr_in(c, n, 1), given, 16);
-    if (ng < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "split must be constant");
+    if (ng < 0) return pr_need_values(c, n, "split must be constant");
   }
   if (ng >= 0) {
     if (ng != n->n_out)
@@ -459,13 +459,13 @@ static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
   } else {
     int64_t given[2 * PR_MAX_RANK], axes[PR_MAX_RANK];
     np = pr_const_ints(pr_in(c, n, 1), given, 2 * PR_MAX_RANK);
-    if (np < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "pads must be constant");
+    if (np < 0) return pr_need_values(c, n, "pads must be constant");
     int na = a->rank;
     for (int k = 0; k < a->rank; k++) axes[k] = k;
     if (pr_in(c, n, 3)) {
       if (c->opset < 18) return pr_fail(c, n, PR_ERR_INVALID, "axes input before opset 18");
       if ((na = pr_const_ints(pr_in(c, n, 3), axes, PR_MAX_RANK)) < 0)
-        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be constant");
+        return pr_need_values(c, n, "axes must be constant");
     }
     if (np != 2 * na) return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * na);
     memset(s->pads, 0, sizeof s->pads);
@@ -478,7 +478,7 @@ static pr_status_t pad_params(pr_compile_t *c, pr_node_t *n, pad_state_t *s) {
     pr_value_t *cv = pr_in(c, n, 2);
     if (cv) {
       if (!cv->is_const || cv->dtype != a->dtype || pr_value_numel(cv) != 1)
-        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "constant_value must be a constant scalar");
+        return pr_need_values(c, n, "constant_value must be a constant scalar");
       memcpy(&s->value, cv->data, pr_dtype_size(a->dtype));
     }
   }
@@ -592,7 +592,7 @@ static pr_status_t slice_params(pr_compile_t *c, pr_node_t *n, slice_state_t *s,
     if (pr_in(c, n, 3)) na = pr_const_ints(pr_in(c, n, 3), axes, PR_MAX_RANK);
     if (pr_in(c, n, 4)) nt = pr_const_ints(pr_in(c, n, 4), steps, PR_MAX_RANK);
     if (ns < 0 || ne < 0 || (pr_in(c, n, 3) && na < 0) || (pr_in(c, n, 4) && nt < 0))
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "starts, ends, axes and steps must be constant");
+      return pr_need_values(c, n, "starts, ends, axes and steps must be constant");
   }
   if (ns != ne || ns > a->rank || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
     return pr_fail(c, n, PR_ERR_INVALID, "starts, ends, axes and steps must have one length");
@@ -688,7 +688,7 @@ static pr_status_t infer_expand(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
   int64_t shape[PR_MAX_RANK];
   int ns = pr_const_ints(pr_in(c, n, 1), shape, PR_MAX_RANK);
-  if (ns < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "shape must be constant");
+  if (ns < 0) return pr_need_values(c, n, "shape must be constant");
   int r;
   int64_t d[PR_MAX_RANK];
   if (pr_broadcast_shape(a->rank, a->dims, ns, shape, &r, d) < 0)
@@ -721,7 +721,7 @@ static pr_status_t infer_trilu(pr_compile_t *c, pr_node_t *n) {
   int64_t kv;
   if (a->rank < 2) return pr_fail(c, n, PR_ERR_INVALID, "input needs rank >= 2");
   if (k && pr_const_ints(k, &kv, 1) != 1)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "k must be a constant scalar");
+    return pr_need_values(c, n, "k must be a constant scalar");
   pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, a->dims);
   return PR_OK;
 }

@@ -164,9 +164,13 @@
   X(qlinear_conv)        /* qconv.c */          \
   X(conv_integer)        /* qconv.c */          \
   X(qlinear_matmul)      /* qmatmul.c */        \
-  X(matmul_integer)      /* qmatmul.c */
+  X(matmul_integer)      /* qmatmul.c */        \
+  X(non_zero)            /* value_shaped.c */   \
+  X(if)                  /* control.c */        \
+  X(loop)                /* control.c */        \
+  X(scan)                /* control.c */
 // clang-format on
-#define PR_OP_COUNT 153
+#define PR_OP_COUNT 157
 
 #define X(name) extern const pr_op_t pr_op_##name;
 PR_OPS_LIST

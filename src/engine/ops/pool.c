@@ -357,7 +357,7 @@ static pr_status_t infer_max_unpool(pr_compile_t *c, pr_node_t *n) {
     return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape, strides and pads");
   memcpy(d, def, sizeof d);
   if (shape && pr_const_ints(shape, d, 5) != x->rank)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output_shape must be constant, of rank %d", x->rank);
+    return pr_need_values(c, n, "output_shape must be constant, of rank %d", x->rank);
   for (int k = 0; k < x->rank; k++)
     if (d[k] < def[k] || (k < 2 && d[k] != def[k]))
       return pr_fail(c, n, PR_ERR_INVALID, "output_shape smaller than the default");

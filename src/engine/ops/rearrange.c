@@ -33,7 +33,7 @@ static pr_status_t tile_repeats(pr_compile_t *c, pr_node_t *n, int64_t *rep) {
     int64_t t, ax;
     if (!tiles || !axis) return pr_fail(c, n, PR_ERR_INVALID, "needs tiles and axis");
     if (pr_const_ints(tiles, &t, 1) != 1 || pr_const_ints(axis, &ax, 1) != 1)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "tiles and axis must be constant integer scalars");
+      return pr_need_values(c, n, "tiles and axis must be constant integer scalars");
     int k = pr_axis(ax, a->rank);
     if (k < 0 || a->rank == 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
     rep[k] = t;
@@ -46,7 +46,7 @@ static pr_status_t tile_repeats(pr_compile_t *c, pr_node_t *n, int64_t *rep) {
       return pr_fail(c, n, PR_ERR_INVALID, "repeats has %lld entries for rank %d",
                      (long long)r->dims[0], a->rank);
     if (pr_const_ints(r, rep, PR_MAX_RANK) != a->rank)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED,
+      return pr_need_values(c, n,
                      "repeats decides the output shape: it must be constant");
   }
   for (int k = 0; k < a->rank; k++)

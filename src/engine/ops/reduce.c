@@ -98,7 +98,7 @@ static pr_status_t reduce_axes(pr_compile_t *c, pr_node_t *n, const pr_value_t *
     if (!av || pr_value_numel(av) == 0)
       na = 0;
     else if ((na = pr_const_ints(av, axes, PR_MAX_RANK)) < 0)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be constant");
+      return pr_need_values(c, n, "axes must be constant");
   } else {
     if (pr_in(c, n, 1))
       return pr_fail(c, n, PR_ERR_INVALID, "axes is an attribute in opset %d", c->opset);
@@ -385,7 +385,7 @@ static pr_status_t infer_cumsum(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
   int64_t axis;
   if (pr_const_ints(pr_in(c, n, 1), &axis, 1) != 1)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axis must be a constant scalar");
+    return pr_need_values(c, n, "axis must be a constant scalar");
   if (pr_axis(axis, a->rank) < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
   if (a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_DOUBLE && a->dtype != PR_DTYPE_INT32 &&
       a->dtype != PR_DTYPE_INT64)

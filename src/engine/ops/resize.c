@@ -146,7 +146,7 @@ static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *
   if (!attr_scales && !!scales == !!sizes)
     return pr_fail(c, n, PR_ERR_INVALID, "exactly one of scales and sizes");
   if ((scales && !scales->is_const) || (sizes && !sizes->is_const) || (roi && !roi->is_const))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "scales, sizes and roi must be constant");
+    return pr_need_values(c, n, "scales, sizes and roi must be constant");
   /* opset 18: scales or sizes of the axes listed (default every axis) */
   int axes[PR_MAX_RANK], na = x->rank;
   const int64_t *av;

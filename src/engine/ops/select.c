@@ -227,7 +227,7 @@ static pr_status_t topk_params(pr_compile_t *c, pr_node_t *n, topk_state_t *s) {
     if (kv->dtype != PR_DTYPE_INT64 || pr_value_numel(kv) != 1)
       return pr_fail(c, n, PR_ERR_INVALID, "K must be one int64");
     if (!kv->is_const)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "K decides the output shape: it must be constant");
+      return pr_need_values(c, n, "K decides the output shape: it must be constant");
     s->k = *(const int64_t *)kv->data;
   }
   s->g = axis_view(a, axis);

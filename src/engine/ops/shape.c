@@ -14,7 +14,7 @@ static pr_status_t infer_reshape(pr_compile_t *c, pr_node_t *n) {
   if (!a || !sh) return pr_fail(c, n, PR_ERR_INVALID, "needs data and shape");
   int64_t want[PR_MAX_RANK + 1];
   int r = pr_const_ints(sh, want, PR_MAX_RANK + 1);
-  if (r < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "shape must be a constant 1-D int64 tensor");
+  if (r < 0) return pr_need_values(c, n, "shape must be a constant 1-D int64 tensor");
   if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
   bool allowzero = pr_attr_int(n->m, "allowzero", 0) != 0;
   int64_t total = pr_value_numel(a), known = 1;
@@ -97,7 +97,7 @@ static pr_status_t infer_squeeze(pr_compile_t *c, pr_node_t *n) {
   int64_t axes[PR_MAX_RANK];
   bool given;
   int na = get_axes(c, n, axes, &given);
-  if (na < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be constant");
+  if (na < 0) return pr_need_values(c, n, "axes must be constant");
   bool drop[PR_MAX_RANK] = {0};
   for (int i = 0; i < na; i++) {
     int ax = pr_axis(axes[i], a->rank);
@@ -121,7 +121,7 @@ static pr_status_t infer_unsqueeze(pr_compile_t *c, pr_node_t *n) {
   int64_t axes[PR_MAX_RANK];
   bool given;
   int na = get_axes(c, n, axes, &given);
-  if (na < 0 || !given) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "axes must be given and constant");
+  if (na < 0 || !given) return pr_need_values(c, n, "axes must be given and constant");
   int r = a->rank + na;
   if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
   bool ins[PR_MAX_RANK] = {0};
@@ -197,12 +197,12 @@ static pr_status_t infer_dropout(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *tm = pr_in(c, n, 2), *ratio = pr_in(c, n, 1);
   if (tm) {
     if (!tm->is_const || tm->dtype != PR_DTYPE_BOOL)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "training_mode must be a constant bool");
+      return pr_need_values(c, n, "training_mode must be a constant bool");
     bool training = *(const uint8_t *)tm->data;
     float r = 0.5f;
     if (ratio) {
       if (!ratio->is_const || ratio->dtype != PR_DTYPE_FLOAT)
-        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "ratio must be a constant float");
+        return pr_need_values(c, n, "ratio must be a constant float");
       r = *(const float *)ratio->data;
     }
     if (training && r != 0.f)

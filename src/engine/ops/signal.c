@@ -50,7 +50,7 @@ static pr_status_t const_scalar(pr_compile_t *c, pr_node_t *n, int k, const char
     return pr_fail(c, n, PR_ERR_INVALID, "%s must be INT32 or INT64", what);
   if (pr_value_numel(in) != 1) return pr_fail(c, n, PR_ERR_INVALID, "%s must be a scalar", what);
   if (pr_const_ints(in, v, 1) != 1)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "%s must be a constant", what);
+    return pr_need_values(c, n, "%s must be a constant", what);
   *val = v[0];
   return PR_OK;
 }
@@ -375,7 +375,7 @@ static pr_status_t mel_params(pr_compile_t *c, pr_node_t *n, mel_t *p) {
     if (!v || !is_real_type(v->dtype) || pr_value_numel(v) != 1)
       return pr_fail(c, n, PR_ERR_INVALID, "edge frequencies must be FLOAT scalars");
     if (!v->is_const)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "edge frequencies must be a constant");
+      return pr_need_values(c, n, "edge frequencies must be a constant");
     *edge[k] = pr_load_double(v->data, v->dtype, 0);
   }
   if (p->mel_bins < 1 || p->dft_length < 1 || p->sample_rate < 1 || p->lower < 0 ||

@@ -1,8 +1,8 @@
-/* Operators whose output shape depends on input values: Compress, Unique and
- * NonMaxSuppression. A session has concrete shapes, so each runs only when
- * the inputs that decide its shape are constant at compile time; otherwise
- * infer fails with PR_ERR_UNSUPPORTED and a message that says "constant"
- * (a caller that knows those inputs can fix them: input_values).
+/* Operators whose output shape depends on input values: Compress, Unique,
+ * NonMaxSuppression and NonZero. A session has concrete shapes, so each
+ * runs only when the inputs that decide its shape are constant at compile
+ * time; otherwise infer asks for the session's dynamic path
+ * (pr_need_values), where every value is known.
  *
  * Notes on the design:
  * - Compress needs only its condition constant: the kept slice indices are
@@ -26,6 +26,7 @@
 #include "base/util.h"
 #include "engine/ops/ops.h"
 #include "engine/ops/typed.h"
+#include "engine/subgraph.h"
 
 /* ---- shared: a stable merge sort of int64 keys through a comparator ---- */
 
@@ -84,7 +85,7 @@ static pr_status_t compress_params(pr_compile_t *c, pr_node_t *n, compress_state
   if (cv->dtype != PR_DTYPE_BOOL || cv->rank != 1)
     return pr_fail(c, n, PR_ERR_INVALID, "condition must be a 1-D bool tensor");
   if (!cv->is_const)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED,
+    return pr_need_values(c, n,
                    "condition decides the output shape: it must be constant");
   pr_status_t st = axis_blocks(c, n, a, &s->outer, &s->len, &s->inner);
   if (st) return st;
@@ -210,7 +211,7 @@ static pr_status_t unique_compute(pr_compile_t *c, pr_node_t *n, unique_state_t 
   cmp_fn cmp = unique_cmp_of(a->dtype);
   if (!cmp) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   if (!a->is_const)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X decides the output shape: it must be constant");
+    return pr_need_values(c, n, "X decides the output shape: it must be constant");
   pr_status_t st = axis_blocks(c, n, a, &s->outer, &s->len, &s->inner);
   if (st) return st;
   int64_t len = s->len;
@@ -371,7 +372,7 @@ static pr_status_t nms_compute(pr_compile_t *c, pr_node_t *n, nms_state_t *s) {
     return pr_fail(c, n, PR_ERR_INVALID, "boxes must be [B, N, 4] and scores [B, C, N]");
   for (int k = 0; k < n->n_in; k++)
     if (pr_in(c, n, k) && !pr_in(c, n, k)->is_const)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED,
+      return pr_need_values(c, n,
                      "the inputs decide the output shape: they must be constant");
   const void *maxp, *iou, *score;
   pr_status_t st;
@@ -458,3 +459,45 @@ const pr_op_t pr_op_non_max_suppression = {.name = "NonMaxSuppression",
                                            .infer = infer_nms,
                                            .run = run_nms,
                                            .destroy = destroy_nms};
+
+/* ---- NonZero: the indices of the non-zero elements, [rank, count] ---- */
+
+static pr_status_t infer_non_zero(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0);
+  if (!pr_dtype_size(a->dtype) || a->dtype == PR_DTYPE_STRING)
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  if (!a->is_const)
+    return pr_need_values(c, n, "X decides the output shape: it must be constant");
+  int64_t numel = pr_value_numel(a), count = 0;
+  int rank = a->rank ? a->rank : 1; /* a scalar counts as one element of rank 1 */
+  for (int64_t i = 0; i < numel; i++) count += pr_load_double(a->data, a->dtype, i) != 0;
+  pr_results_t *r = pr_results_new(1);
+  if (!r) return PR_ERR_NOMEM;
+  n->state = r;
+  pr_tensor_t *t = &r->t[0];
+  t->dtype = PR_DTYPE_INT64;
+  t->rank = 2;
+  t->dims[0] = rank;
+  t->dims[1] = count;
+  int64_t *idx = t->data = pr_aligned_alloc(sizeof *idx * (size_t)(rank * count));
+  if (!idx) return PR_ERR_NOMEM;
+  for (int64_t i = 0, j = 0; i < numel; i++) {
+    if (pr_load_double(a->data, a->dtype, i) == 0) continue;
+    for (int64_t k = rank - 1, rest = i; k >= 0; k--) { /* row-major coordinates */
+      int64_t d = a->rank ? a->dims[k] : 1;
+      idx[k * count + j] = rest % d;
+      rest /= d;
+    }
+    j++;
+  }
+  pr_results_shapes(c, n, r);
+  return PR_OK;
+}
+
+const pr_op_t pr_op_non_zero = {.name = "NonZero",
+                                .attrs = "",
+                                .min_opset = 9,
+                                .max_inputs = 1,
+                                .infer = infer_non_zero,
+                                .run = pr_results_run,
+                                .destroy = pr_results_destroy};
