@@ -166,35 +166,104 @@ static int add_node(pr_node_t **nodes, int *n, int *cap, const pr_node_t *node) 
 
 /* ---- 1. shapes and constant folding ---- */
 
-static pr_status_t fold_node(pr_compile_t *c, pr_node_t *n) {
-  pr_status_t st;
-  for (int k = 0; k < n->n_out; k++) {
-    pr_value_t *o = pr_out(c, n, k);
-    if (!o) continue;
-    size_t numel = (size_t)pr_value_numel(o), nbytes;
-    if (pr_mul_size(numel, pr_dtype_size(o->dtype), &nbytes))
-      return pr_fail(c, n, PR_ERR_NOMEM, "constant too large");
-    o->data = pr_aligned_calloc(nbytes);
-    if (!o->data) return PR_ERR_NOMEM;
-    o->owns_data = true;
-    o->nbytes = nbytes;
-  }
-  if (n->op->prepare && (st = n->op->prepare(c, n))) return st;
+static pr_status_t prepare_node(pr_compile_t *c, pr_node_t n);
+static int reorder_value(pr_compile_t *c, int src, const dnnl_memory_desc_t *md, pr_status_t *st);
+
+/* Runs the nodes of the fold's build list, every value at its data. */
+static void fold_run(pr_compile_t *c) {
   pr_exec_t x = {.v = c->v, .threads = c->threads, .engine = c->engine};
   dnnl_stream_create(&x.stream, c->engine, dnnl_stream_default_flags);
-  for (int k = 0; k < n->n_in; k++)
-    if (n->in[k] >= 0) c->v[n->in[k]].ptr = c->v[n->in[k]].data;
-  for (int k = 0; k < n->n_out; k++)
-    if (n->out[k] >= 0) c->v[n->out[k]].ptr = c->v[n->out[k]].data;
-  n->op->run(&x, n);
+  for (int i = 0; i < c->build.n; i++) {
+    pr_node_t *b = &c->build.nodes[i];
+    for (int k = 0; k < b->n_in; k++)
+      if (b->in[k] >= 0) c->v[b->in[k]].ptr = c->v[b->in[k]].data;
+    for (int k = 0; k < b->n_out; k++)
+      if (b->out[k] >= 0) c->v[b->out[k]].ptr = c->v[b->out[k]].data;
+    b->op->run(&x, b);
+  }
   dnnl_stream_wait(x.stream);
   dnnl_stream_destroy(x.stream);
-  if (n->op->destroy && n->state) n->op->destroy(n->state);
-  n->state = NULL;
-  for (int k = 0; k < n->n_out; k++)
-    if (n->out[k] >= 0) c->v[n->out[k]].is_const = true, c->v[n->out[k]].kind = PR_VAL_CONST;
-  n->dead = true;
+}
+
+/* Data for every value the fold's build list writes that has none. */
+static pr_status_t fold_buffers(pr_compile_t *c) {
+  for (int i = 0; i < c->build.n; i++) {
+    pr_node_t *b = &c->build.nodes[i];
+    for (int k = 0; k < b->n_out; k++) {
+      pr_value_t *o = b->out[k] >= 0 ? &c->v[b->out[k]] : NULL;
+      if (!o || o->data) continue;
+      if (!(o->data = pr_aligned_calloc(o->nbytes))) return PR_ERR_NOMEM;
+      o->owns_data = true;
+    }
+  }
   return PR_OK;
+}
+
+/* An output the kernel wrote in its own layout: a reorder to row-major
+ * joins the build list, and the output takes the row-major data (after
+ * fold_run; see fold_finish). Returns the row-major value or -1. */
+static int fold_plain_output(pr_compile_t *c, int o, pr_status_t *st) {
+  c->values_fixed = true;
+  int idx = reorder_value(c, o, NULL, st);
+  c->values_fixed = false;
+  return idx;
+}
+
+/* Constant folding of node n: its kernel prepared alone (with the reorders
+ * its layouts need, done now), run on the constant inputs, and its outputs
+ * made constants in row-major layout. */
+static pr_status_t fold_node(pr_compile_t *c, pr_node_t *n) {
+  int64_t need = c->n_values + 2 * (int64_t)(n->n_in + n->n_out) + 2;
+  if (need > INT_MAX / 2 || !reserve_values(c, (int)need)) return PR_ERR_NOMEM;
+  int first_new = c->n_values;
+  memset(&c->build, 0, sizeof c->build);
+  if (!(c->build.plain_of = malloc(sizeof(int) * (size_t)c->cap_values))) return PR_ERR_NOMEM;
+  for (int i = 0; i < c->cap_values; i++) c->build.plain_of[i] = -1;
+  for (int k = 0; k < n->n_in; k++) {
+    pr_value_t *v = pr_in(c, n, k);
+    if (v && v->dtype == PR_DTYPE_FLOAT && !v->opaque) pr_plain_md(v, &v->md);
+  }
+  c->values_fixed = true;
+  pr_status_t st = prepare_node(c, *n);
+  c->values_fixed = false;
+  n->state = NULL; /* the build list's copy owns it now */
+  int *plain = calloc((size_t)n->n_out + 1, sizeof *plain);
+  if (!st && !plain) st = PR_ERR_NOMEM;
+  for (int k = 0; !st && k < n->n_out; k++) {
+    plain[k] = -1;
+    if (n->out[k] >= 0 && c->v[n->out[k]].opaque) plain[k] = fold_plain_output(c, n->out[k], &st);
+  }
+  if (!st) st = fold_buffers(c);
+  if (!st) fold_run(c);
+  for (int k = 0; !st && k < n->n_out; k++) {
+    if (n->out[k] < 0) continue;
+    pr_value_t *o = &c->v[n->out[k]];
+    if (plain[k] >= 0) { /* take the row-major copy's data */
+      pr_value_t *p = &c->v[plain[k]];
+      pr_free(o->data);
+      o->data = p->data;
+      p->data = NULL;
+      p->owns_data = false;
+      o->opaque = false;
+      o->nbytes = p->nbytes;
+      pr_plain_md(o, &o->md);
+    }
+    o->is_const = true;
+    o->kind = PR_VAL_CONST;
+    o->producer = (int)(n - c->nodes); /* prepare_node set its build index */
+  }
+  for (int i = 0; i < c->build.n; i++) {
+    pr_node_t *b = &c->build.nodes[i];
+    if (b->op->destroy && b->state) b->op->destroy(b->state);
+  }
+  for (int i = first_new; i < c->n_values; i++) /* the reorders' scratch values */
+    if (c->v[i].owns_data) pr_free(c->v[i].data), c->v[i].data = NULL, c->v[i].owns_data = false;
+  free(plain);
+  free(c->build.nodes);
+  free(c->build.plain_of);
+  memset(&c->build, 0, sizeof c->build);
+  n->dead = true;
+  return st;
 }
 
 /* Checks the shape op->infer gave output k of node i and sizes it. */

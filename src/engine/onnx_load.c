@@ -129,7 +129,7 @@ static pr_status_t load_subgraph(loader_t *L, const Onnx__GraphProto *g, pr_mode
 static pr_status_t read_value_info(loader_t *L, const Onnx__ValueInfoProto *vi, int idx) {
   pr_mvalue_t *v = &L->m->values[idx];
   const Onnx__TypeProto *tp = vi->type;
-  if (!tp) return PR_OK;
+  if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return PR_OK; /* no type given */
   if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
     pr_errf(L->err, L->err_len, "value '%s': only tensor types are supported", vi->name);
     return PR_ERR_UNSUPPORTED;
@@ -571,7 +571,8 @@ static pr_status_t load_outputs(loader_t *L, const Onnx__GraphProto *g) {
               vi->name ? vi->name : "");
       return PR_ERR_INVALID;
     }
-    if (vi->type && vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+    if (vi->type && vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+        vi->type->value_case != ONNX__TYPE_PROTO__VALUE__NOT_SET) {
       pr_errf(L->err, L->err_len, "graph output '%s': only tensor types are supported", vi->name);
       return PR_ERR_UNSUPPORTED;
     }

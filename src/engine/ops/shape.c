@@ -197,12 +197,12 @@ static pr_status_t infer_dropout(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *tm = pr_in(c, n, 2), *ratio = pr_in(c, n, 1);
   if (tm) {
     if (!tm->is_const || tm->dtype != PR_DTYPE_BOOL)
-      return pr_need_values(c, n, "training_mode must be a constant bool");
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "training_mode must be a constant bool");
     bool training = *(const uint8_t *)tm->data;
     float r = 0.5f;
     if (ratio) {
       if (!ratio->is_const || ratio->dtype != PR_DTYPE_FLOAT)
-        return pr_need_values(c, n, "ratio must be a constant float");
+        return pr_fail(c, n, PR_ERR_UNSUPPORTED, "ratio must be a constant float");
       r = *(const float *)ratio->data;
     }
     if (training && r != 0.f)
