@@ -94,6 +94,11 @@ CASES = {
                                   {"input": ("float32", (1, 512), "normal"),
                                    "state": ("float32", (2, 1, 128), "normal"),
                                    "sr": ("int64", (), 16000)}, None),
+    # a detector that ends in NonMaxSuppression (inside an If on whether any
+    # box is left), exported here by PyTorch: make_detector.py; the number of
+    # boxes it keeps is known only at run time
+    "detector_nms": ("gen:make_detector.py", "pytorch 1.13 (torchvision batched_nms)",
+                     {"image": ("float32", (1, 3, 64, 64), "unit")}, None),
 }
 
 
@@ -132,6 +137,8 @@ def make_input(spec, seed):
         return make_input(("float32", shape, kind), seed).astype(np.float16)
     if kind == "uniform":
         return (rng.rand(*shape) * 2 - 1).astype(np.float32)
+    if kind == "unit":
+        return rng.rand(*shape).astype(np.float32)
     if kind == "zeros":
         return np.zeros(shape, np.float32)
     if kind == "pcm16":  # audio as openWakeWord feeds it: int16 samples in float32,
@@ -152,6 +159,10 @@ def run_case(name, packrat, modules, out):
     d = os.path.join(out, name)
     os.makedirs(os.path.join(d, "packrat"), exist_ok=True)
     model = os.path.join(modules, rel[: -len("@fp16")] if rel.endswith("@fp16") else rel)
+    if rel.startswith("gen:"):  # exported here by a script of this folder
+        model = os.path.join(d, "model.onnx")
+        subprocess.run(["/usr/bin/python3", os.path.join(HERE, rel[4:]), model], check=True,
+                       capture_output=True)
     if rel.endswith("@fp16"):
         float16_model(model, os.path.join(d, "model_fp16.onnx"))
         model = os.path.join(d, "model_fp16.onnx")
