@@ -66,7 +66,10 @@ static Onnx__ValueInfoProto *value_info(const char *name, int elem_type, int ran
       }
       PUSH(sp->dim, sp->n_dim, d);
     }
-    tt->shape = sp;
+    if (rank >= 0)
+      tt->shape = sp;
+    else
+      free(sp); /* no shape: a body's input its node shapes */
     tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
     tp->tensor_type = tt;
     vi->type = tp;
@@ -174,6 +177,14 @@ void mb_attr_string(mb_t *b, int node, const char *name, const char *v) {
   a->has_s = 1;
   a->s.len = strlen(v);
   a->s.data = (uint8_t *)strdup(v);
+}
+
+void mb_attr_graph(mb_t *b, int node, const char *name, mb_t *body) {
+  Onnx__AttributeProto *a = attr(b, node, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+  a->g = malloc(sizeof *a->g);
+  *a->g = body->graph; /* its parts are malloc'd: freed with the node */
+  free(body->opset.domain);
+  free(body);
 }
 
 void mb_finish(mb_t *b, void **data, size_t *len) {

@@ -8,7 +8,8 @@
 typedef struct mb mb_t;
 
 mb_t *mb_new(int opset);
-/* dims < 0 become a symbolic dim named "batch" (axis 0) or "d<k>". */
+/* dims < 0 become a symbolic dim named "batch" (axis 0) or "d<k>"; rank < 0:
+ * no shape at all (a subgraph's input). */
 void mb_input(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims);
 void mb_output(mb_t *b, const char *name);
 void mb_init(mb_t *b, const char *name, int elem_type, int rank, const int64_t *dims,
@@ -23,6 +24,9 @@ void mb_attr_int(mb_t *b, int node, const char *name, int64_t v);
 void mb_attr_float(mb_t *b, int node, const char *name, float v);
 void mb_attr_ints(mb_t *b, int node, const char *name, int n, const int64_t *v);
 void mb_attr_string(mb_t *b, int node, const char *name, const char *v);
+/* A GRAPH attribute: body (made with mb_new; its opset is ignored) becomes
+ * the attribute's graph and is freed with b. */
+void mb_attr_graph(mb_t *b, int node, const char *name, mb_t *body);
 /* Serialize; *data is malloc'd. Frees the builder. */
 void mb_finish(mb_t *b, void **data, size_t *len);
 /* Serialize and load with the engine; NULL with err on failure. Frees the builder. */
