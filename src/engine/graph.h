@@ -228,8 +228,8 @@ typedef struct pr_op {
   void (*run)(pr_exec_t *x, pr_node_t *n);
   void (*destroy)(void *state);
   bool accepts_opaque;
-  bool view;    /* output 0 is input 0's bytes under a new shape */
-  bool inplace; /* output 0 may share input 0's buffer */
+  bool view;           /* output 0 is input 0's bytes under a new shape */
+  bool inplace;        /* output 0 may share input 0's buffer */
   bool first_optional; /* input 0 may be omitted (Loop's M, Scan-8's sequence_lens) */
 } pr_op_t;
 

@@ -153,6 +153,29 @@ static pr_status_t read_value_info(loader_t *L, const Onnx__ValueInfoProto *vi, 
   return PR_OK;
 }
 
+/* A STRINGS attribute: n strings, each NUL-terminated, one after another. */
+static pr_status_t convert_strings(loader_t *L, const Onnx__NodeProto *np,
+                                   const Onnx__AttributeProto *ap, pr_attr_t *a) {
+  size_t total = 1;
+  for (size_t k = 0; k < ap->n_strings; k++) {
+    if (memchr(ap->strings[k].data, 0, ap->strings[k].len)) {
+      pr_errf(L->err, L->err_len, "node '%s': attribute '%s' holds a NUL byte", np->name, ap->name);
+      return PR_ERR_INVALID;
+    }
+    total += ap->strings[k].len + 1;
+  }
+  a->n = (int)ap->n_strings;
+  if (!(a->s = malloc(total))) return PR_ERR_NOMEM;
+  char *p = a->s;
+  for (size_t k = 0; k < ap->n_strings; k++) {
+    if (ap->strings[k].len) memcpy(p, ap->strings[k].data, ap->strings[k].len);
+    p += ap->strings[k].len;
+    *p++ = 0;
+  }
+  *p = 0;
+  return PR_OK;
+}
+
 static pr_status_t convert_attr(loader_t *L, const Onnx__NodeProto *np,
                                 const Onnx__AttributeProto *ap, pr_attr_t *a) {
   a->name = pr_strdup(ap->name ? ap->name : "");
@@ -200,27 +223,7 @@ static pr_status_t convert_attr(loader_t *L, const Onnx__NodeProto *np,
         return PR_ERR_INVALID;
       }
       return pr_tensor_from_proto(ap->t, L->base_dir, &a->t, L->err, L->err_len);
-    case PR_ATTR_STRINGS: { /* n strings, each NUL-terminated, one after another */
-      size_t total = 1;
-      for (size_t k = 0; k < ap->n_strings; k++) {
-        if (memchr(ap->strings[k].data, 0, ap->strings[k].len)) {
-          pr_errf(L->err, L->err_len, "node '%s': attribute '%s' holds a NUL byte", np->name,
-                  ap->name);
-          return PR_ERR_INVALID;
-        }
-        total += ap->strings[k].len + 1;
-      }
-      a->n = (int)ap->n_strings;
-      if (!(a->s = malloc(total))) return PR_ERR_NOMEM;
-      char *p = a->s;
-      for (size_t k = 0; k < ap->n_strings; k++) {
-        if (ap->strings[k].len) memcpy(p, ap->strings[k].data, ap->strings[k].len);
-        p += ap->strings[k].len;
-        *p++ = 0;
-      }
-      *p = 0;
-      break;
-    }
+    case PR_ATTR_STRINGS: return convert_strings(L, np, ap, a);
     case PR_ATTR_GRAPH:
       if (!ap->g) {
         pr_errf(L->err, L->err_len, "node '%s': attribute '%s' has no graph", np->name, ap->name);

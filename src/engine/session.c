@@ -47,8 +47,8 @@ struct pr_session {
   double flops;
   double *kernel_seconds; /* per node, with profile_kernels */
   int64_t runs;
-  bool dynamic;         /* the dynamic path (see the top of this file) */
-  pr_session_t *inner;  /* dynamic: the last run's session, every input fixed */
+  bool dynamic;        /* the dynamic path (see the top of this file) */
+  pr_session_t *inner; /* dynamic: the last run's session, every input fixed */
 };
 
 /* ---- public API ---- */
@@ -297,8 +297,8 @@ static pr_status_t allocate_buffers(pr_session_t *s) {
 
 /* A session with its oneDNN engine and the model's graph loaded for the
  * shapes of opt; *st reports a failure (the session is then destroyed). */
-static pr_session_t *session_begin(pr_model_t *m, const pr_session_options_t *opt,
-                                   pr_status_t *st, char *err, size_t err_len) {
+static pr_session_t *session_begin(pr_model_t *m, const pr_session_options_t *opt, pr_status_t *st,
+                                   char *err, size_t err_len) {
   pr_session_t *s = calloc(1, sizeof *s);
   if (!s) {
     *st = PR_ERR_NOMEM;

@@ -28,8 +28,8 @@ static const char *const *L(const char *a, const char *b, const char *c) {
 
 /* Runs a one-thread session of m on inputs; outputs copied into out (each
  * buffer at least `room` floats/int64s), their shapes into shapes. */
-static pr_session_t *run(pr_model_t *m, const pr_tensor_t *in, int n_in, pr_tensor_t *out, int n_out,
-                         int fusion) {
+static pr_session_t *run(pr_model_t *m, const pr_tensor_t *in, int n_in, pr_tensor_t *out,
+                         int n_out, int fusion) {
   pr_session_options_t opt = pr_session_options_default();
   pr_tensor_info_t info[4];
   memset(info, 0, sizeof info);

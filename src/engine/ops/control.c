@@ -131,8 +131,8 @@ static pr_status_t stack_slices(const pr_tensor_t *sl, const int64_t *pos, int64
   if (!out->data) return PR_ERR_NOMEM;
   for (int64_t i = 0; i < count; i++)
     for (int64_t o = 0; o < outer; o++)
-      memcpy((char *)out->data + (o * count + pos[i]) * inner,
-             (const char *)sl[i].data + o * inner, (size_t)inner);
+      memcpy((char *)out->data + (o * count + pos[i]) * inner, (const char *)sl[i].data + o * inner,
+             (size_t)inner);
   return PR_OK;
 }
 
@@ -239,8 +239,8 @@ static pr_status_t check_loop(const pr_mnode_t *m, int opset, char *err, size_t 
 }
 
 /* One iteration i: the body on (i, cond, carried..., outer...). */
-static pr_status_t loop_step(pr_compile_t *c, pr_node_t *n, pr_model_t *body, iter_t *it,
-                             int64_t i, bool *cond) {
+static pr_status_t loop_step(pr_compile_t *c, pr_node_t *n, pr_model_t *body, iter_t *it, int64_t i,
+                             bool *cond) {
   uint8_t cb = *cond;
   pr_tensor_t *in = calloc((size_t)body->n_inputs + 1, sizeof *in);
   pr_tensor_t *out = calloc((size_t)body->n_outputs + 1, sizeof *out);
@@ -526,8 +526,9 @@ static pr_status_t scan8_rows(pr_compile_t *c, pr_node_t *n, scan_args_t *a, int
 }
 
 const pr_op_t pr_op_scan = {.name = "Scan",
-                            .attrs = "body,num_scan_inputs,scan_input_axes,scan_input_directions,"
-                                     "scan_output_axes,scan_output_directions,directions",
+                            .attrs =
+                                "body,num_scan_inputs,scan_input_axes,scan_input_directions,"
+                                "scan_output_axes,scan_output_directions,directions",
                             .min_opset = 8,
                             .check = check_scan,
                             .first_optional = true,

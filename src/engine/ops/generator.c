@@ -20,8 +20,7 @@ static int64_t range_len_i64(int64_t start, int64_t limit, int64_t delta) {
 static pr_status_t infer_range(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *s = pr_in(c, n, 0), *l = pr_in(c, n, 1), *d = pr_in(c, n, 2);
   if (!s || !l || !d || !s->is_const || !l->is_const || !d->is_const)
-    return pr_need_values(c, n,
-                   "start, limit and delta must be known when the session is made");
+    return pr_need_values(c, n, "start, limit and delta must be known when the session is made");
   if (s->dtype != l->dtype || s->dtype != d->dtype || pr_value_numel(s) != 1 ||
       pr_value_numel(l) != 1 || pr_value_numel(d) != 1)
     return pr_fail(c, n, PR_ERR_INVALID, "start, limit and delta must be scalars of one type");

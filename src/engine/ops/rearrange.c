@@ -46,8 +46,7 @@ static pr_status_t tile_repeats(pr_compile_t *c, pr_node_t *n, int64_t *rep) {
       return pr_fail(c, n, PR_ERR_INVALID, "repeats has %lld entries for rank %d",
                      (long long)r->dims[0], a->rank);
     if (pr_const_ints(r, rep, PR_MAX_RANK) != a->rank)
-      return pr_need_values(c, n,
-                     "repeats decides the output shape: it must be constant");
+      return pr_need_values(c, n, "repeats decides the output shape: it must be constant");
   }
   for (int k = 0; k < a->rank; k++)
     if (rep[k] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative repeat on axis %d", k);

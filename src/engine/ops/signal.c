@@ -49,8 +49,7 @@ static pr_status_t const_scalar(pr_compile_t *c, pr_node_t *n, int k, const char
   if (in->dtype != PR_DTYPE_INT32 && in->dtype != PR_DTYPE_INT64)
     return pr_fail(c, n, PR_ERR_INVALID, "%s must be INT32 or INT64", what);
   if (pr_value_numel(in) != 1) return pr_fail(c, n, PR_ERR_INVALID, "%s must be a scalar", what);
-  if (pr_const_ints(in, v, 1) != 1)
-    return pr_need_values(c, n, "%s must be a constant", what);
+  if (pr_const_ints(in, v, 1) != 1) return pr_need_values(c, n, "%s must be a constant", what);
   *val = v[0];
   return PR_OK;
 }
@@ -374,8 +373,7 @@ static pr_status_t mel_params(pr_compile_t *c, pr_node_t *n, mel_t *p) {
     pr_value_t *v = pr_in(c, n, 3 + k);
     if (!v || !is_real_type(v->dtype) || pr_value_numel(v) != 1)
       return pr_fail(c, n, PR_ERR_INVALID, "edge frequencies must be FLOAT scalars");
-    if (!v->is_const)
-      return pr_need_values(c, n, "edge frequencies must be a constant");
+    if (!v->is_const) return pr_need_values(c, n, "edge frequencies must be a constant");
     *edge[k] = pr_load_double(v->data, v->dtype, 0);
   }
   if (p->mel_bins < 1 || p->dft_length < 1 || p->sample_rate < 1 || p->lower < 0 ||

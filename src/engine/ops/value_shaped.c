@@ -85,8 +85,7 @@ static pr_status_t compress_params(pr_compile_t *c, pr_node_t *n, compress_state
   if (cv->dtype != PR_DTYPE_BOOL || cv->rank != 1)
     return pr_fail(c, n, PR_ERR_INVALID, "condition must be a 1-D bool tensor");
   if (!cv->is_const)
-    return pr_need_values(c, n,
-                   "condition decides the output shape: it must be constant");
+    return pr_need_values(c, n, "condition decides the output shape: it must be constant");
   pr_status_t st = axis_blocks(c, n, a, &s->outer, &s->len, &s->inner);
   if (st) return st;
   /* a condition longer than the axis: numpy and ONNX Runtime refuse it */
@@ -210,8 +209,7 @@ static pr_status_t unique_compute(pr_compile_t *c, pr_node_t *n, unique_state_t 
   pr_value_t *a = pr_in(c, n, 0);
   cmp_fn cmp = unique_cmp_of(a->dtype);
   if (!cmp) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  if (!a->is_const)
-    return pr_need_values(c, n, "X decides the output shape: it must be constant");
+  if (!a->is_const) return pr_need_values(c, n, "X decides the output shape: it must be constant");
   pr_status_t st = axis_blocks(c, n, a, &s->outer, &s->len, &s->inner);
   if (st) return st;
   int64_t len = s->len;
@@ -372,8 +370,7 @@ static pr_status_t nms_compute(pr_compile_t *c, pr_node_t *n, nms_state_t *s) {
     return pr_fail(c, n, PR_ERR_INVALID, "boxes must be [B, N, 4] and scores [B, C, N]");
   for (int k = 0; k < n->n_in; k++)
     if (pr_in(c, n, k) && !pr_in(c, n, k)->is_const)
-      return pr_need_values(c, n,
-                     "the inputs decide the output shape: they must be constant");
+      return pr_need_values(c, n, "the inputs decide the output shape: they must be constant");
   const void *maxp, *iou, *score;
   pr_status_t st;
   if ((st = nms_scalar(c, n, 2, PR_DTYPE_INT64, &maxp)) ||
@@ -466,8 +463,7 @@ static pr_status_t infer_non_zero(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
   if (!pr_dtype_size(a->dtype) || a->dtype == PR_DTYPE_STRING)
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  if (!a->is_const)
-    return pr_need_values(c, n, "X decides the output shape: it must be constant");
+  if (!a->is_const) return pr_need_values(c, n, "X decides the output shape: it must be constant");
   int64_t numel = pr_value_numel(a), count = 0;
   int rank = a->rank ? a->rank : 1; /* a scalar counts as one element of rank 1 */
   for (int64_t i = 0; i < numel; i++) count += pr_load_double(a->data, a->dtype, i) != 0;
