@@ -231,6 +231,7 @@ def movement_cases(t):
     yield "TopK", Case("TopK", [x], consts={"k": i64(2)}, n_out=2, opset=11)
     yield "CumSum", Case("CumSum", [x], consts={"axis": np.array(1, np.int64)}, opset=14)
     yield "Unique", Case("Unique", [x], attrs={"sorted": 1}, n_out=4, opset=11)
+    yield "NonZero", Case("NonZero", [x], opset=13)
     for to_name, to_t in TYPES.items():
         to = onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(to_t)]
         yield "Cast_to_" + to_name, Case("Cast", [x], attrs={"to": to}, opset=13)
