@@ -94,7 +94,7 @@ static Onnx__TensorProto *new_tensor(const char *name, int elem_type, int rank,
   t->data_type = elem_type;
   t->n_dims = (size_t)rank;
   t->dims = calloc((size_t)rank + 1, sizeof(int64_t));
-  memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
   return t;
 }
 
