@@ -120,6 +120,14 @@ static pr_status_t describe_io(pr_served_t *m, const pr_session_options_t *base,
     o.batch = batch;
     pr_session_t *probe;
     pr_status_t st = pr_engine_session_create(m->model, &o, &probe, err, err_len);
+    if (!st && pr_engine_session_is_dynamic(probe)) {
+      /* its output shapes are known only after a run: rows cannot be
+       * scattered back by a shape fixed in advance */
+      pr_errf(err, err_len,
+              "the model's shapes depend on values known only at run time (control flow or "
+              "data-dependent shapes): `packrat run` runs it, serving it is not supported yet");
+      st = PR_ERR_UNSUPPORTED;
+    }
     if (!st) st = check_io(probe, batch, p, err, err_len);
     if (!st && batch == 1) {
       for (int i = 0; i < p->n_inputs; i++) {
