@@ -503,14 +503,17 @@ static pr_status_t scan8_rows(pr_compile_t *c, pr_node_t *n, scan_args_t *a, int
     ra.in = rows + a->n_state;
     st = scan_core(c, n, &ra);
     pr_results_t *r = n->state;
-    for (int k = 0; !st && k < n_out; k++) got[b * n_out + k] = r->t[k], r->n = 0;
+    if (!st) { /* row b's outputs move to got */
+      for (int k = 0; k < n_out; k++) got[b * n_out + k] = r->t[k];
+      r->n = 0;
+    }
     pr_results_destroy(n->state);
     n->state = NULL;
   }
   pr_results_t *r = st ? NULL : pr_results_new(n_out);
-  if (!st && !r) st = PR_ERR_NOMEM;
   pr_tensor_t *sl = calloc((size_t)batch + 1, sizeof *sl);
-  for (int64_t b = 0; b < batch; b++) pos[b] = b;
+  if (!st && (!r || !sl)) st = PR_ERR_NOMEM;
+  for (int64_t b = 0; !st && b < batch; b++) pos[b] = b;
   for (int k = 0; !st && k < n_out; k++) {
     for (int64_t b = 0; b < batch; b++) sl[b] = got[b * n_out + k];
     st = stack_slices(sl, pos, batch, 0, &r->t[k]);
