@@ -99,22 +99,18 @@ static pr_status_t alloc_inputs(pr_worker_t *w, pr_worker_session_t *z) {
   return PR_OK;
 }
 
-pr_status_t pr_worker_prepare(pr_worker_t *w, int rows, bool buffers) {
-  pr_worker_session_t *have = pr_worker_session(w, rows);
-  if (have && have->rows == rows) return PR_OK;
-  if (w->n_sizes == PR_WORKER_MAX_SIZES) {
-    pr_errf(w->err, sizeof w->err, "instance %d holds %d batch sizes, the most it may", w->index,
-            PR_WORKER_MAX_SIZES);
-    return PR_ERR_BUSY;
-  }
+pr_status_t pr_worker_compile(pr_worker_t *w, const pr_tensor_info_t *shapes, int rows,
+                              bool buffers, pr_worker_session_t *out) {
+  memset(out, 0, sizeof *out);
   pr_session_options_t opt = w->base;
-  pr_tensor_info_t shapes[PR_WORKER_MAX_IO];
-  if (w->base.input_shapes) {
+  pr_tensor_info_t at_rows[PR_WORKER_MAX_IO];
+  if (!shapes) shapes = w->base.input_shapes;
+  if (shapes) {
     for (int i = 0; i < w->n_in; i++) {
-      shapes[i] = w->base.input_shapes[i];
-      if (shapes[i].rank > 0) shapes[i].dims[0] = rows;
+      at_rows[i] = shapes[i];
+      if (at_rows[i].rank > 0) at_rows[i].dims[0] = rows;
     }
-    opt.input_shapes = shapes;
+    opt.input_shapes = at_rows;
   }
   opt.threads = w->threads;
   opt.batch = rows;
@@ -126,6 +122,25 @@ pr_status_t pr_worker_prepare(pr_worker_t *w, int rows, bool buffers) {
     free_session(w, &z);
     return st;
   }
+  *out = z;
+  return PR_OK;
+}
+
+void pr_worker_session_free(pr_worker_t *w, pr_worker_session_t *z) {
+  free_session(w, z);
+}
+
+pr_status_t pr_worker_prepare(pr_worker_t *w, int rows, bool buffers) {
+  pr_worker_session_t *have = pr_worker_session(w, rows);
+  if (have && have->rows == rows) return PR_OK;
+  if (w->n_sizes == PR_WORKER_MAX_SIZES) {
+    pr_errf(w->err, sizeof w->err, "instance %d holds %d batch sizes, the most it may", w->index,
+            PR_WORKER_MAX_SIZES);
+    return PR_ERR_BUSY;
+  }
+  pr_worker_session_t z;
+  pr_status_t st = pr_worker_compile(w, NULL, rows, buffers, &z);
+  if (st) return st;
   /* keep sizes ascending */
   int at = w->n_sizes++;
   for (; at > 0 && w->sizes[at - 1].rows > rows; at--) w->sizes[at] = w->sizes[at - 1];

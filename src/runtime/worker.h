@@ -75,6 +75,15 @@ void pr_worker_join(pr_worker_t *w);
  * PR_WORKER_MAX_SIZES sessions. */
 pr_status_t pr_worker_prepare(pr_worker_t *w, int rows, bool buffers);
 
+/* On w's thread: compiles a session for `rows` rows at the given input
+ * shapes (one per input, axis 0 ignored; NULL: w's base shapes) into *out,
+ * with zeroed input buffers when asked, without keeping it among w's sizes:
+ * the caller owns it and frees it with pr_worker_session_free (on w's
+ * thread, or after the join). Errors as pr_worker_prepare. */
+pr_status_t pr_worker_compile(pr_worker_t *w, const pr_tensor_info_t *shapes, int rows,
+                              bool buffers, pr_worker_session_t *out);
+void pr_worker_session_free(pr_worker_t *w, pr_worker_session_t *z);
+
 /* Prepares 1, 2, 4, ... below batch, and batch itself (with buffers). */
 pr_status_t pr_worker_prepare_up_to(pr_worker_t *w, int batch, bool buffers);
 

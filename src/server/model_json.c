@@ -17,7 +17,49 @@ static void batch_one(int batch, pr_duration_t input, pr_duration_t infer, pr_du
                      "compute_infer", count_ns(infer), "compute_output", count_ns(output)));
 }
 
+static json_t *packrat_counts(pr_served_t *m, pr_sched_stats_t *st);
+
+/* The shapes served (dynamic dims only): [{"dims": {NAME: SIZE, ...},
+ * "requests", "rows", "batches"}, ...]; requests of shapes past the table's
+ * bound are under "other". */
+static json_t *shapes_json(pr_served_t *m) {
+  const pr_sched_dim_t *dyn;
+  int n_dyn = pr_sched_dyn(m->sched, &dyn);
+  pr_sched_shape_t shapes[PR_SCHED_MAX_SHAPES];
+  uint64_t other;
+  int n = pr_sched_shapes(m->sched, shapes, PR_SCHED_MAX_SHAPES, &other);
+  json_t *arr = json_array();
+  for (int i = 0; i < n; i++) {
+    json_t *dims = json_object();
+    for (int j = 0; j < n_dyn; j++)
+      json_object_set_new(dims, dyn[j].name, json_integer((json_int_t)shapes[i].values[j]));
+    json_array_append_new(
+        arr,
+        json_pack("{s:o, s:I, s:I, s:I}", "dims", dims, "requests", (json_int_t)shapes[i].requests,
+                  "rows", (json_int_t)shapes[i].rows, "batches", (json_int_t)shapes[i].batches));
+  }
+  return json_pack("{s:o, s:I}", "served", arr, "other_requests", (json_int_t)other);
+}
+
+/* The session cache of the instances (shapes other than the prepared one). */
+static json_t *cache_json(const pr_sched_stats_t *st) {
+  return json_pack("{s:I, s:I, s:I, s:f}", "hits", (json_int_t)atomic_load(&st->cache.hits),
+                   "misses", (json_int_t)atomic_load(&st->cache.misses), "evictions",
+                   (json_int_t)atomic_load(&st->cache.evictions), "compile_seconds_total",
+                   atomic_load(&st->cache.compile_ns) / 1e9);
+}
+
 static json_t *packrat_figures(pr_served_t *m, pr_sched_stats_t *st) {
+  json_t *o = packrat_counts(m, st);
+  if (o && (json_object_set_new(o, "shapes", shapes_json(m)) ||
+            json_object_set_new(o, "session_cache", cache_json(st)))) {
+    json_decref(o);
+    o = NULL;
+  }
+  return o;
+}
+
+static json_t *packrat_counts(pr_served_t *m, pr_sched_stats_t *st) {
   return json_pack(
       "{s:I, s:I, s:f, s:f, s:i, s:I}", "rejected", (json_int_t)atomic_load(&st->rejected),
       "timeout", (json_int_t)atomic_load(&st->timed_out), "queue_time_ms_total",
@@ -66,11 +108,22 @@ static json_t *policy_json(const pr_version_policy_t *p) {
   return json_pack("{s:{s:o}}", "specific", "versions", list);
 }
 
+/* Dim i of c as config.json writes it: a size, a range or a list. */
+static json_t *dim_json(const pr_model_config_t *c, int i) {
+  if (c->dim_kind[i] == PR_DIM_RANGE)
+    return json_pack("{s:I, s:I, s:I}", "min", (json_int_t)c->dim_min[i], "max",
+                     (json_int_t)c->dim_max[i], "profile_at", (json_int_t)c->dim_values[i]);
+  if (c->dim_kind[i] == PR_DIM_FIXED) return json_integer(c->dim_values[i]);
+  json_t *list = json_array();
+  for (int k = 0; k < c->dim_n_list[i]; k++)
+    json_array_append_new(list, json_integer(c->dim_list[i][k]));
+  return list;
+}
+
 json_t *pr_model_config_json(pr_served_t *m) {
   const pr_model_config_t *c = &m->cfg;
   json_t *dims = json_object();
-  for (int i = 0; i < c->n_dims; i++)
-    json_object_set_new(dims, c->dim_names[i], json_integer(c->dim_values[i]));
+  for (int i = 0; i < c->n_dims; i++) json_object_set_new(dims, c->dim_names[i], dim_json(c, i));
   json_t *o =
       json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:s, s:b, s:s, s:i, s:o, s:o, s:o}", "name",
                 m->entry.name, "version", m->entry.version, "platform", "onnx", "max_batch_size",
@@ -82,7 +135,10 @@ json_t *pr_model_config_json(pr_served_t *m) {
                 "outputs", tensors(m->proto.outputs, m->proto.n_outputs));
   if (o && (json_object_set_new(o, "priority_levels", json_integer(c->priority_levels)) ||
             json_object_set_new(o, "default_priority_level", json_integer(c->default_priority)) ||
-            json_object_set_new(o, "version_policy", policy_json(&c->policy)))) {
+            json_object_set_new(o, "version_policy", policy_json(&c->policy)) ||
+            json_object_set_new(o, "session_cache",
+                                json_pack("{s:i, s:I}", "max_sessions", c->cache_sessions, "max_mb",
+                                          (json_int_t)(c->cache_bytes >> 20))))) {
     json_decref(o);
     o = NULL;
   }

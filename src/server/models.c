@@ -145,6 +145,92 @@ static pr_status_t describe_io(pr_served_t *m, const pr_session_options_t *base,
   return PR_OK;
 }
 
+/* The dynamic dims' names of the model's inputs, for a message. */
+static void symbolic_names(const pr_model_t *model, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = 0;
+  for (int k = 0; k < pr_engine_model_num_inputs(model) && off < len; k++) {
+    pr_tensor_info_t t;
+    pr_engine_model_input(model, k, &t);
+    for (int a = 1; a < t.rank && off < len; a++)
+      if (t.dims[a] < 0 && t.dim_names[a])
+        off += (size_t)snprintf(buf + off, len - off, "%s'%s'", off ? ", " : "", t.dim_names[a]);
+  }
+  if (!off) snprintf(buf, len, "none");
+}
+
+/* Dim d of the config (a range or a list) as dynamic dim j: where it
+ * appears in the inputs (past axis 0, at least once). */
+static pr_status_t place_dyn(pr_served_t *m, int j, pr_sched_dim_t *sd, char *err, size_t err_len) {
+  pr_proto_model_t *p = &m->proto;
+  const char *name = p->dyn[j].name;
+  snprintf(sd->name, sizeof sd->name, "%s", name);
+  sd->input = -1;
+  int n_in = pr_engine_model_num_inputs(m->model);
+  for (int k = 0; k < n_in && k < PR_SCHED_MAX_IO; k++) {
+    pr_tensor_info_t t;
+    pr_engine_model_input(m->model, k, &t);
+    for (int a = 0; a < t.rank; a++) {
+      if (t.dims[a] >= 0 || !t.dim_names[a] || strcmp(t.dim_names[a], name)) continue;
+      if (a == 0) {
+        pr_errf(err, err_len, "dims: '%s' is the batch axis of input '%s', not a dim requests size",
+                name, t.name);
+        return PR_ERR_INVALID;
+      }
+      p->dyn_of[k][a] = (unsigned char)(j + 1);
+      if (sd->input < 0) sd->input = k, sd->axis = a;
+    }
+  }
+  if (sd->input >= 0) return PR_OK;
+  char names[512];
+  symbolic_names(m->model, names, sizeof names);
+  pr_errf(err, err_len,
+          "dims: '%s' is not a symbolic dimension of the model's inputs (past the batch axis they "
+          "have: %s)",
+          name, names);
+  return PR_ERR_INVALID;
+}
+
+/* The config's ranges and lists as the protocol's and the scheduler's
+ * dynamic dims, each checked to be a symbolic dim of the inputs. */
+static pr_status_t dynamic_dims(pr_served_t *m, pr_sched_config_t *sc, char *err, size_t err_len) {
+  const pr_model_config_t *c = &m->cfg;
+  pr_proto_model_t *p = &m->proto;
+  p->n_dyn = sc->n_dyn = 0;
+  memset(p->dyn_of, 0, sizeof p->dyn_of);
+  for (int i = 0; i < c->n_dims; i++) {
+    if (c->dim_kind[i] == PR_DIM_FIXED) continue;
+    int j = p->n_dyn++;
+    pr_proto_dim_t *d = &p->dyn[j];
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", c->dim_names[i]);
+    d->min = c->dim_min[i], d->max = c->dim_max[i];
+    d->n_list = c->dim_kind[i] == PR_DIM_LIST ? c->dim_n_list[i] : 0;
+    memcpy(d->list, c->dim_list[i], sizeof(long long) * (size_t)d->n_list);
+    pr_status_t st = place_dyn(m, j, &sc->dyn[j], err, err_len);
+    if (st) return st;
+    sc->n_dyn = p->n_dyn;
+  }
+  return PR_OK;
+}
+
+/* -1 for the dynamic dims' axes in the metadata: the inputs', and the
+ * outputs' whose axis has the same symbolic name. After describe_io. */
+static void mark_dynamic(pr_served_t *m) {
+  pr_proto_model_t *p = &m->proto;
+  for (int k = 0; k < p->n_inputs; k++)
+    for (int a = 1; a < p->inputs[k].rank; a++)
+      if (p->dyn_of[k][a]) p->inputs[k].dims[a] = -1;
+  for (int o = 0; o < p->n_outputs; o++) {
+    pr_tensor_info_t t;
+    pr_engine_model_output(m->model, o, &t);
+    for (int a = 1; a < t.rank && a < p->outputs[o].rank; a++)
+      for (int j = 0; j < p->n_dyn; j++)
+        if (t.dims[a] < 0 && t.dim_names[a] && !strcmp(t.dim_names[a], p->dyn[j].name))
+          p->outputs[o].dims[a] = -1;
+  }
+}
+
 /* The model's profile on the server's cores: the cached one, or measured
  * (and cached when the profiler judges it sound). */
 static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
@@ -210,6 +296,8 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
   c->n_dims = 0;
   if (m->entry.config[0] && pr_repo_read_config(m->entry.config, c, err, err_len))
     return PR_ERR_INVALID;
+  if (c->cache_sessions < 1) c->cache_sessions = PR_CACHE_SESSIONS_DEFAULT;
+  if (c->cache_bytes < 1) c->cache_bytes = PR_CACHE_MB_DEFAULT << 20;
   if (c->priority_levels < 1) c->priority_levels = 1;
   if (c->default_priority < 1) c->default_priority = (c->priority_levels + 1) / 2; /* the middle */
   pr_status_t st = pr_engine_model_load_file(m->entry.path, &m->model, err, err_len);
@@ -221,7 +309,18 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
   base.n_dims = c->n_dims;
   base.dim_names = names;
   base.dim_values = values;
-  if ((st = describe_io(m, &base, err, err_len))) return st;
+  pr_sched_config_t sc = {.max_batch = c->max_batch,
+                          .queue_capacity = c->queue_capacity,
+                          .max_queue_delay_s = c->max_queue_delay_us * 1e-6,
+                          .timeout_s = c->request_timeout_s,
+                          .max_plans = ms->cfg.max_plans,
+                          .priority_levels = c->priority_levels,
+                          .default_priority = c->default_priority,
+                          .cache_sessions = c->cache_sessions,
+                          .cache_bytes = (size_t)c->cache_bytes};
+  if ((st = dynamic_dims(m, &sc, err, err_len)) || (st = describe_io(m, &base, err, err_len)))
+    return st;
+  mark_dynamic(m);
   int max_plans = ms->cfg.max_plans;
   pr_plan_t *plans = calloc((size_t)max_plans, sizeof *plans);
   if (!plans) return PR_ERR_NOMEM;
@@ -231,13 +330,6 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
     free(plans);
     return PR_ERR_INVALID;
   }
-  pr_sched_config_t sc = {.max_batch = c->max_batch,
-                          .queue_capacity = c->queue_capacity,
-                          .max_queue_delay_s = c->max_queue_delay_us * 1e-6,
-                          .timeout_s = c->request_timeout_s,
-                          .max_plans = max_plans,
-                          .priority_levels = c->priority_levels,
-                          .default_priority = c->default_priority};
   base.batch = 1;
   st = pr_sched_create(m->model, plans, n_plans, active, ms->cpus, ms->n_cpus, &base, &sc,
                        &m->sched, err, err_len);

@@ -63,7 +63,10 @@ static const field_family_t histograms[] = {
      offsetof(pr_sched_stats_t, compute_s)},
     {"packrat_batch_size", "Rows per batched execution.", offsetof(pr_sched_stats_t, batch)},
     {"packrat_reconfiguration_duration_seconds", "Time a plan switch took.",
-     offsetof(pr_sched_stats_t, switch_s)}};
+     offsetof(pr_sched_stats_t, switch_s)},
+    {"packrat_session_compile_seconds",
+     "Time an instance took to compile a session for a request shape it had none for.",
+     offsetof(pr_sched_stats_t, compile_s)}};
 
 static void write_histograms(FILE *f, const ready_t *r) {
   for (size_t h = 0; h < sizeof histograms / sizeof histograms[0]; h++) {
@@ -144,7 +147,16 @@ static const field_family_t counters[] = {
      offsetof(pr_sched_stats_t, reconfigurations)},
     {"packrat_prepared_plans_evicted_total",
      "Prepared plans evicted (least recently used) to stay within the limit.",
-     offsetof(pr_sched_stats_t, plans_evicted)}};
+     offsetof(pr_sched_stats_t, plans_evicted)},
+    {"packrat_session_cache_hits_total",
+     "Batches of a request shape other than the prepared one that found their session cached.",
+     offsetof(pr_sched_stats_t, cache.hits)},
+    {"packrat_session_cache_misses_total",
+     "Batches of a request shape other than the prepared one that compiled their session.",
+     offsetof(pr_sched_stats_t, cache.misses)},
+    {"packrat_session_cache_evictions_total",
+     "Sessions evicted from the instances' caches (least recently used; count and byte bounds).",
+     offsetof(pr_sched_stats_t, cache.evictions)}};
 
 static void write_counters(FILE *f, const ready_t *r) {
   for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {

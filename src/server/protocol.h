@@ -31,13 +31,32 @@
 #include "server/scheduler.h"
 #include "server/status.h"
 
+/* A dim requests may size (the config's range or list): name, bounds, and
+ * the allowed sizes when it is a list (n_list 0: every size min..max). */
+#define PR_PROTO_DIM_LIST_MAX 16
+typedef struct {
+  char name[64];
+  long long min, max;
+  int n_list;
+  long long list[PR_PROTO_DIM_LIST_MAX];
+} pr_proto_dim_t;
+
 typedef struct {
   int n_inputs;
-  pr_tensor_info_t inputs[PR_SCHED_MAX_IO]; /* dims[0] is -1: axis 0 is the batch */
+  /* dims[0] is -1: axis 0 is the batch; so is every dynamic axis */
+  pr_tensor_info_t inputs[PR_SCHED_MAX_IO];
   int n_outputs;
   pr_tensor_info_t outputs[PR_SCHED_MAX_IO];
   int max_batch;
+  /* dynamic dims: dyn_of[input][axis] is 1 + the index in dyn of the dim
+   * at that axis (0: not dynamic); inputs that share a dim must agree */
+  int n_dyn;
+  pr_proto_dim_t dyn[PR_SCHED_MAX_DYN];
+  unsigned char dyn_of[PR_SCHED_MAX_IO][PR_MAX_RANK];
 } pr_proto_model_t;
+
+/* "1..512" or "one of 64, 128, 256" into buf. */
+void pr_proto_dim_allowed(const pr_proto_dim_t *d, char *buf, size_t len);
 
 typedef struct {
   char *id;      /* owned; NULL when the request has none */

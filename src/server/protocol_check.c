@@ -3,12 +3,52 @@
  * protobuf in grpc_codec.c), so that a request is taken or refused with
  * the same message whatever its format. Pure: no I/O, no threads. */
 #include <assert.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "base/util.h"
 #include "server/protocol.h"
+
+void pr_proto_dim_allowed(const pr_proto_dim_t *d, char *buf, size_t len) {
+  if (!d->n_list) {
+    snprintf(buf, len, "%lld..%lld", d->min, d->max);
+    return;
+  }
+  size_t off = (size_t)snprintf(buf, len, "one of ");
+  for (int i = 0; i < d->n_list && off < len; i++)
+    off += (size_t)snprintf(buf + off, len - off, "%s%lld", i ? ", " : "", d->list[i]);
+}
+
+/* Checks size v of axis d of input k, a dynamic dim: allowed by the config,
+ * and the size the inputs taken before give the same dim. */
+static pr_status_t check_dyn(const pr_proto_model_t *m, const char *name, int k, int d, int64_t v,
+                             const pr_request_t *r, char *err, size_t err_len) {
+  int j = m->dyn_of[k][d] - 1;
+  assert(j >= 0 && j < m->n_dyn);
+  const pr_proto_dim_t *x = &m->dyn[j];
+  bool ok = v >= x->min && v <= x->max;
+  if (x->n_list) {
+    ok = false;
+    for (int i = 0; i < x->n_list; i++) ok |= x->list[i] == v;
+  }
+  char allowed[256];
+  pr_proto_dim_allowed(x, allowed, sizeof allowed);
+  if (!ok)
+    return pr_errf(err, err_len, "input '%s': dimension %d ('%s') is %lld, allowed %s", name, d,
+                   x->name, (long long)v, allowed),
+           PR_ERR_INVALID;
+  for (int o = 0; o < m->n_inputs; o++) /* taken inputs have their rank set */
+    for (int a = 1; o != k && a < r->inputs[o].rank; a++)
+      if (m->dyn_of[o][a] == j + 1 && r->inputs[o].dims[a] != v)
+        return pr_errf(err, err_len,
+                       "input '%s': dimension %d ('%s') is %lld, input '%s' gives it %lld", name, d,
+                       x->name, (long long)v, m->inputs[o].name, (long long)r->inputs[o].dims[a]),
+               PR_ERR_INVALID;
+  return PR_OK;
+}
 
 pr_status_t pr_proto_input_check(const pr_proto_model_t *m, const char *name, const char *datatype,
                                  int rank, const int64_t *dims, pr_request_t *r, int *k,
@@ -38,6 +78,8 @@ pr_status_t pr_proto_input_check(const pr_proto_model_t *m, const char *name, co
       return pr_errf(err, err_len, "input '%s': batch %lld outside 1..%d", name, (long long)v,
                      m->max_batch),
              PR_ERR_INVALID;
+    if (d > 0 && m->dyn_of[*k][d] && check_dyn(m, name, *k, d, v, r, err, err_len))
+      return PR_ERR_INVALID;
     if (d > 0 && want->dims[d] >= 0 && v != want->dims[d])
       return pr_errf(err, err_len, "input '%s': dimension %d is %lld, model expects %lld", name, d,
                      (long long)v, (long long)want->dims[d]),

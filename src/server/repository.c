@@ -256,6 +256,79 @@ static bool set_min_batch(pr_model_config_t *c, const char *key, json_t *v, char
   return true;
 }
 
+/* A size of a dynamic dim: an integer in 1..PR_DIM_VALUE_MAX. */
+static bool dim_size(json_t *v, long long *x) {
+  if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > PR_DIM_VALUE_MAX)
+    return false;
+  *x = json_integer_value(v);
+  return true;
+}
+
+/* Dim i of c as a range: {"min": A, "max": B[, "profile_at": P]}. */
+static bool dim_range(pr_model_config_t *c, int i, const char *dn, json_t *dv, char *msg,
+                      size_t len) {
+  long long lo = 1, hi = 0, at = 0;
+  const char *k;
+  json_t *x;
+  json_object_foreach(dv, k, x) {
+    long long *to = !strcmp(k, "min")          ? &lo
+                    : !strcmp(k, "max")        ? &hi
+                    : !strcmp(k, "profile_at") ? &at
+                                               : NULL;
+    if (!to) {
+      snprintf(msg, len, "dims: '%s': unknown key '%s' (known: min, max, profile_at)", dn, k);
+      return false;
+    }
+    if (!dim_size(x, to)) {
+      snprintf(msg, len, "dims: '%s': '%s' must be an integer in 1..%lld", dn, k, PR_DIM_VALUE_MAX);
+      return false;
+    }
+  }
+  if (!hi || lo > hi || (at && (at < lo || at > hi))) {
+    snprintf(msg, len,
+             "dims: '%s': a range needs 'max' (and 'min' at most 'max', 'profile_at' between "
+             "them): min %lld, max %lld",
+             dn, lo, hi);
+    return false;
+  }
+  c->dim_kind[i] = PR_DIM_RANGE;
+  c->dim_min[i] = lo, c->dim_max[i] = hi;
+  c->dim_values[i] = at ? at : hi;
+  return true;
+}
+
+/* Dim i of c as a list of sizes, kept ascending. */
+static bool dim_list(pr_model_config_t *c, int i, const char *dn, json_t *dv, char *msg,
+                     size_t len) {
+  size_t n = json_array_size(dv), j;
+  json_t *x;
+  if (n < 1 || n > PR_DIM_LIST_MAX) {
+    snprintf(msg, len, "dims: '%s': a list holds 1 to %d sizes, not %zu", dn, PR_DIM_LIST_MAX, n);
+    return false;
+  }
+  long long *l = c->dim_list[i];
+  json_array_foreach(dv, j, x) {
+    if (!dim_size(x, &l[j])) {
+      snprintf(msg, len, "dims: '%s': sizes must be integers in 1..%lld", dn, PR_DIM_VALUE_MAX);
+      return false;
+    }
+    for (size_t at = j; at > 0 && l[at - 1] >= l[at]; at--) {
+      if (l[at - 1] == l[at]) {
+        snprintf(msg, len, "dims: '%s': size %lld listed twice", dn, l[at]);
+        return false;
+      }
+      long long t = l[at];
+      l[at] = l[at - 1], l[at - 1] = t;
+    }
+  }
+  c->dim_kind[i] = PR_DIM_LIST;
+  c->dim_n_list[i] = (int)n;
+  c->dim_min[i] = l[0], c->dim_max[i] = l[n - 1];
+  c->dim_values[i] = l[n - 1];
+  return true;
+}
+
+/* {"NAME": SIZE | {"min": A, "max": B} | [SIZES], ...} */
 static bool set_dims(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
   if (!json_is_object(v)) {
     snprintf(msg, len, "'dims' must map symbolic dimension names to sizes");
@@ -264,12 +337,54 @@ static bool set_dims(pr_model_config_t *c, const char *key, json_t *v, char *msg
   const char *dn;
   json_t *dv;
   json_object_foreach(v, dn, dv) {
-    if (c->n_dims == 8 || !json_is_integer(dv) || json_integer_value(dv) < 1 || strlen(dn) >= 64) {
-      snprintf(msg, len, "dims: at most 8 names with positive sizes");
+    if (c->n_dims == PR_DIMS_MAX || !*dn || strlen(dn) >= 64) {
+      snprintf(msg, len, "dims: at most %d names of 1 to 63 bytes", PR_DIMS_MAX);
       return false;
     }
-    snprintf(c->dim_names[c->n_dims], 64, "%s", dn);
-    c->dim_values[c->n_dims++] = json_integer_value(dv);
+    int i = c->n_dims;
+    memset(c->dim_names[i], 0, sizeof c->dim_names[i]);
+    snprintf(c->dim_names[i], 64, "%s", dn);
+    c->dim_kind[i] = PR_DIM_FIXED;
+    bool ok;
+    if (json_is_object(dv))
+      ok = dim_range(c, i, dn, dv, msg, len);
+    else if (json_is_array(dv))
+      ok = dim_list(c, i, dn, dv, msg, len);
+    else if ((ok = json_is_integer(dv) && json_integer_value(dv) >= 1))
+      c->dim_values[i] = json_integer_value(dv);
+    else
+      snprintf(msg, len,
+               "dims: '%s' must be a positive size, a range {\"min\": A, \"max\": B} or a list "
+               "[A, B, ...]",
+               dn);
+    if (!ok) return false;
+    c->n_dims++;
+  }
+  return true;
+}
+
+/* {"max_sessions": N, "max_mb": M}: the per-instance cache of sessions for
+ * request shapes other than the prepared one. */
+static bool set_cache(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  const char *k;
+  json_t *x;
+  if (!json_is_object(v)) {
+    snprintf(msg, len, "'%s' must be {\"max_sessions\": N, \"max_mb\": M}", key);
+    return false;
+  }
+  json_object_foreach(v, k, x) {
+    bool sessions = !strcmp(k, "max_sessions"), mb = !strcmp(k, "max_mb");
+    long long n = json_is_integer(x) ? json_integer_value(x) : 0;
+    if ((!sessions && !mb) || n < 1 || (sessions && n > PR_CACHE_SESSIONS_MAX) ||
+        (mb && n > (1LL << 20))) {
+      snprintf(msg, len, "'%s': max_sessions must be 1..%d and max_mb 1..%lld", key,
+               PR_CACHE_SESSIONS_MAX, 1LL << 20);
+      return false;
+    }
+    if (sessions)
+      c->cache_sessions = (int)n;
+    else
+      c->cache_bytes = n << 20;
   }
   return true;
 }
@@ -342,6 +457,7 @@ static const struct {
     {"estimator", .set = set_estimator},
     {"min_batch_size", .set = set_min_batch},
     {"dims", .set = set_dims},
+    {"session_cache", .set = set_cache},
     {"priority_levels", .set = set_levels},
     {"default_priority_level", .set = set_levels},
     {"version_policy", .set = set_policy},

@@ -39,6 +39,14 @@ typedef struct {
 int pr_repo_versions(const char *dir, const char *name, const pr_version_policy_t *policy,
                      pr_repo_entry_t *out, int max);
 
+#define PR_DIMS_MAX 8
+#define PR_DIM_LIST_MAX 16
+#define PR_DIM_VALUE_MAX (1LL << 24) /* largest size a dynamic dim may take */
+#define PR_CACHE_SESSIONS_MAX 256
+#define PR_CACHE_SESSIONS_DEFAULT 8
+#define PR_CACHE_MB_DEFAULT 1024LL
+typedef enum { PR_DIM_FIXED = 0, PR_DIM_RANGE, PR_DIM_LIST } pr_dim_kind_t;
+
 /* Per-model settings (config.json), each defaulting to the server's. */
 typedef struct {
   int max_batch;
@@ -49,9 +57,21 @@ typedef struct {
   bool autoscale;  /* with "auto": follow the load between planned batch sizes */
   int estimator;   /* 0 paper rule, 1 arrival-rate rule */
   int min_batch;   /* smallest batch size planned for (autoscale) */
-  int n_dims;      /* values of named symbolic dims other than the batch */
-  char dim_names[8][64];
-  long long dim_values[8];
+  /* named symbolic dims other than the batch: fixed ({"sequence": 128}),
+   * a range ({"min": 1, "max": 512}) or a list ([64, 128]); dim_values is
+   * the value sessions are planned and prepared at (fixed: the value;
+   * range: profile_at, default the max; list: the largest) */
+  int n_dims;
+  char dim_names[PR_DIMS_MAX][64];
+  long long dim_values[PR_DIMS_MAX];
+  pr_dim_kind_t dim_kind[PR_DIMS_MAX];
+  long long dim_min[PR_DIMS_MAX], dim_max[PR_DIMS_MAX]; /* range; a list's extremes */
+  long long dim_list[PR_DIMS_MAX][PR_DIM_LIST_MAX];     /* list, ascending, distinct */
+  int dim_n_list[PR_DIMS_MAX];
+  /* per instance: sessions of shapes other than the prepared one, at most
+   * this many and this many bytes (session_cache: max_sessions, max_mb) */
+  int cache_sessions;
+  long long cache_bytes;
   int priority_levels;  /* queue levels, 1 first */
   int default_priority; /* the level of a request that names none */
   /* which versions of the model folder are served: the latest n, all, or

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/lock.h"
+#include "runtime/shape_cache.h"
 #include "runtime/worker.h"
 #include "server/history.h"
 #include "server/scheduler.h"
@@ -21,6 +22,9 @@ typedef struct {
   struct pr_sched *s;
   int config, batch; /* batch: the instance's planned batch */
   pr_worker_t w;     /* its thread, cores, team and prepared sessions */
+  /* sessions of other request shapes (dynamic dims only; NULL: none), the
+   * worker thread's own */
+  pr_shape_cache_t *cache;
   /* measured by the worker's thread only, read by any (pr_sched_instances) */
   _Atomic double full_ms; /* EWMA of session runs of the planned batch (0: none yet) */
   _Atomic double any_ms;  /* EWMA of every session run */
@@ -69,6 +73,10 @@ struct pr_sched {
   double window_s;
   pr_sched_stats_t stats;
   pr_history_t *history; /* its own leaf lock: recorded under qlock too */
+  /* the shapes served (dynamic dims only; qlock) */
+  pr_sched_shape_t shapes[PR_SCHED_MAX_SHAPES];
+  int n_shapes;
+  uint64_t shapes_other;
 };
 
 /* An absolute CLOCK_MONOTONIC time for the condition variables here. */
@@ -78,6 +86,20 @@ void pr_sched__cond_init_monotonic(pthread_cond_t *c);
 void pr_sched__worker_main(pr_worker_t *pw, void *ctx);
 /* Starts or stops the autoscaler thread (admin held). */
 pr_status_t pr_sched__set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
+/* Completes r with PR_ERR_TIMEOUT (r out of the queue). */
+void pr_sched__time_out(pr_sched_t *s, pr_request_t *r);
+/* sched_shapes.c: with dynamic dims, takes a batch of requests of one
+ * shape, the queue head's (qlock held, the queue not empty); as
+ * take_batch. */
+int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out);
+/* Whether r's inputs have the prepared shape (s->in_info) past axis 0. */
+bool pr_sched__prepared_shape(const pr_sched_t *s, const pr_request_t *r);
+/* On w's thread: the session for the next `rows` rows of a batch of r's
+ * shape: the prepared one, or one of w's cache (compiled on a miss); NULL
+ * with *st and a message in err when it cannot be had. */
+pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, int rows,
+                                           pr_status_t *st, char *err, size_t err_len);
+
 /* Prepares a config for plan (admin held); its index, or < 0 with err. */
 int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
 

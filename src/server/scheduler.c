@@ -83,7 +83,7 @@ static bool wait_until(pr_request_t *r, double until) {
   return done;
 }
 
-static void time_out(pr_sched_t *s, pr_request_t *r) {
+void pr_sched__time_out(pr_sched_t *s, pr_request_t *r) {
   atomic_fetch_add(&s->stats.timed_out, 1);
   double now = pr_now();
   pr_history_done(s->history, now, now - r->t_enqueue, false);
@@ -104,7 +104,7 @@ void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
       break;
     }
     pr_unlock(&s->qlock);
-    if (queued) time_out(s, r);
+    if (queued) pr_sched__time_out(s, r);
   }
   pr_request_wait(r);
 }
@@ -209,9 +209,10 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   assert(n >= 1 && n <= PR_SCHED_MAX_BATCH_REQUESTS && rows >= 1);
   double t0 = pr_now(), compute = 0;
   for (int done = 0; done < rows && !st;) {
-    pr_worker_session_t *z = pr_worker_session(&w->w, rows - done);
-    if (!z) z = pr_worker_largest(&w->w);
-    assert(z && z->in); /* prepared before the config went live */
+    /* the batch has one shape: the prepared one, or another of w's cache */
+    pr_worker_session_t *z = pr_sched__session_for(w, reqs[0], rows - done, &st, err, sizeof err);
+    if (!z) break;
+    assert(z->in); /* the prepared ones before the config went live */
     int c = rows - done < z->rows ? rows - done : z->rows;
     double ta = pr_now();
     gather(s, z, reqs, n, done, c);
@@ -285,7 +286,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
       s->depth--;
       assert(s->depth >= 0);
       if (r->deadline > 0 && pr_now() > r->deadline) {
-        time_out(s, r);
+        pr_sched__time_out(s, r);
         continue;
       }
       reqs[n++] = r;
@@ -310,6 +311,12 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
   worker_t *w = ctx;
   pr_sched_t *s = w->s;
   pw->status = prepare_sessions(w);
+  if (!pw->status && s->cfg.n_dyn &&
+      !(w->cache =
+            pr_shape_cache_create(s->cfg.cache_sessions, s->cfg.cache_bytes, &s->stats.cache))) {
+    pr_errf(pw->err, sizeof pw->err, "out of memory");
+    pw->status = PR_ERR_NOMEM;
+  }
   pr_lock(&s->qlock);
   s->started++;
   pthread_cond_broadcast(&s->qcond);
@@ -322,7 +329,8 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     while (!s->stop && !cfg->retire && !(s->head && s->active == w->config))
       pr_lock_wait(&s->qlock, &s->qcond);
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
-    int rows = 0, n = take_batch(w, batch, &rows);
+    int rows = 0;
+    int n = s->cfg.n_dyn ? pr_sched__take_shaped(w, batch, &rows) : take_batch(w, batch, &rows);
     if (!n) continue;
     if (s->head) pthread_cond_broadcast(&s->qcond); /* more work for another instance */
     pr_unlock(&s->qlock);
@@ -337,6 +345,9 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     pr_lock(&s->qlock);
   }
   pr_unlock(&s->qlock);
+  /* on this thread: its sessions hold this thread's OpenMP team */
+  pr_shape_cache_destroy(w->cache, pw);
+  w->cache = NULL;
 }
 
 /* The earliest deadline in the queue (0: none). Deadlines differ per request
@@ -394,7 +405,7 @@ static void *reaper_main(void *arg) {
     pr_unlock(&s->qlock);
     for (pr_request_t *r = expired, *next; r; r = next) {
       next = r->next;
-      time_out(s, r);
+      pr_sched__time_out(s, r);
     }
     pr_lock(&s->qlock);
   }
@@ -414,6 +425,13 @@ static pr_status_t check_create(pr_model_t *model, int n_plans, int *max_plans,
     pr_errf(err, err_len, "max prepared plans must be 2..%d", PR_SCHED_MAX_CONFIGS - 1);
     return PR_ERR_INVALID;
   }
+  for (int j = 0; j < cfg->n_dyn && j < PR_SCHED_MAX_DYN; j++)
+    if (cfg->dyn[j].input < 0 || cfg->dyn[j].input >= n_in || cfg->dyn[j].axis < 1 ||
+        cfg->dyn[j].axis >= PR_MAX_RANK) {
+      pr_errf(err, err_len, "dynamic dim %d: no input %d axis %d", j, cfg->dyn[j].input,
+              cfg->dyn[j].axis);
+      return PR_ERR_INVALID;
+    }
   if (n_plans < 1 || n_plans > *max_plans) {
     pr_errf(err, err_len, "%d plans to prepare, between 1 and the limit of %d expected", n_plans,
             *max_plans);
@@ -472,6 +490,7 @@ static void init_stats(pr_sched_stats_t *st) {
   pr_hist_init(&st->compute_s, pr_latency_bounds, pr_latency_n_bounds);
   pr_hist_init(&st->batch, pr_batch_bounds, pr_batch_n_bounds);
   pr_hist_init(&st->switch_s, pr_latency_bounds, pr_latency_n_bounds);
+  pr_hist_init(&st->compile_s, pr_latency_bounds, pr_latency_n_bounds);
 }
 
 pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_plans, int active,
@@ -487,6 +506,9 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   s->model = model;
   s->cfg = *cfg;
   s->cfg.max_plans = max_plans;
+  s->cfg.n_dyn = cfg->n_dyn < 0 ? 0 : cfg->n_dyn < PR_SCHED_MAX_DYN ? cfg->n_dyn : PR_SCHED_MAX_DYN;
+  if (s->cfg.cache_sessions < 1) s->cfg.cache_sessions = 8;
+  if (s->cfg.cache_bytes < 1) s->cfg.cache_bytes = (size_t)1 << 30;
   if (s->cfg.priority_levels < 1) s->cfg.priority_levels = 1; /* one FIFO */
   if (s->cfg.default_priority < 1 || s->cfg.default_priority > s->cfg.priority_levels)
     s->cfg.default_priority = (s->cfg.priority_levels + 1) / 2;

@@ -45,6 +45,7 @@
 
 #include "packrat/engine.h"
 #include "packrat/planner.h"
+#include "runtime/shape_cache.h"
 #include "server/history.h"
 #include "server/metrics.h"
 
@@ -77,6 +78,14 @@ typedef struct pr_request {
   struct pr_request *next;
 } pr_request_t;
 
+/* A dim of the model's inputs that requests may size (the config's range
+ * or list): its name and where it first appears (input, axis >= 1). */
+#define PR_SCHED_MAX_DYN 8
+typedef struct {
+  char name[64];
+  int input, axis;
+} pr_sched_dim_t;
+
 typedef struct {
   int max_batch;      /* largest rows of one request */
   int queue_capacity; /* requests */
@@ -85,6 +94,14 @@ typedef struct {
   int max_plans;        /* prepared configs kept (2..PR_SCHED_MAX_CONFIGS; 0: the maximum) */
   int priority_levels;  /* 1..levels; a request's priority beyond them is refused */
   int default_priority; /* the level of a request that names none */
+  /* dynamic dims (0: every request has the prepared shape, today's path):
+   * requests are batched with requests of their own shape only, and an
+   * instance runs a shape other than its prepared one on a session of its
+   * cache (at most cache_sessions sessions and cache_bytes bytes) */
+  int n_dyn;
+  pr_sched_dim_t dyn[PR_SCHED_MAX_DYN];
+  int cache_sessions;
+  size_t cache_bytes;
 } pr_sched_config_t;
 
 /* Where a request's time goes (packrat_request_stage_seconds): parse (its
@@ -127,7 +144,20 @@ typedef struct {
    * (pr_est_reason_t: the estimate, held by the backlog, raised by it) */
   _Atomic uint64_t auto_target, auto_rate_milli, auto_backlog, auto_oldest_us;
   _Atomic uint64_t auto_decisions[3];
+  /* the instances' session caches (shapes other than the prepared one) and
+   * their compile times */
+  pr_shape_cache_stats_t cache;
+  pr_hist_t compile_s;
 } pr_sched_stats_t;
+
+/* A request shape served (dynamic dims only): the dyn dims' values in
+ * pr_sched_config_t.dyn order, requests and rows answered in it, batches
+ * taken of it (each batch holds one shape). */
+#define PR_SCHED_MAX_SHAPES 64
+typedef struct {
+  int64_t values[PR_SCHED_MAX_DYN];
+  uint64_t requests, rows, batches;
+} pr_sched_shape_t;
 
 #define PR_SCHED_MAX_CONFIGS 64
 
@@ -203,5 +233,11 @@ pr_history_t *pr_sched_history(pr_sched_t *s);
 const int *pr_sched_cpus(const pr_sched_t *s);
 int pr_sched_num_cpus(const pr_sched_t *s);
 pr_sched_stats_t *pr_sched_stats(pr_sched_t *s);
+/* The dynamic dims (pr_sched_config_t.dyn) into *dyn; returns how many. */
+int pr_sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn);
+/* Copies of the shapes served (the first PR_SCHED_MAX_SHAPES distinct
+ * ones; *others: requests of shapes beyond them) into out (at most max);
+ * returns how many. */
+int pr_sched_shapes(pr_sched_t *s, pr_sched_shape_t *out, int max, uint64_t *others);
 
 #endif

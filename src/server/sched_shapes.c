@@ -1,0 +1,193 @@
+/* Requests of many shapes (a model whose dims take a range or a list of
+ * sizes): batching by shape, the sessions of other shapes, the shapes
+ * served. See scheduler.h for the locking rules; sched_internal.h for how
+ * the scheduler's files share its state.
+ *
+ * Notes on the design:
+ * - A batch holds requests of one shape only: the queue's head (the
+ *   oldest request of the first priority level) decides it, and the
+ *   instance then takes the later requests of that shape that fit, in queue
+ *   order, passing over requests of other shapes (they stay where they
+ *   are). Every batch starts at the head, so no request waits behind
+ *   requests of another shape for longer than the batches ahead of it take:
+ *   nothing starves. Requests of other shapes run at the same time on the
+ *   other instances.
+ * - An instance runs its prepared shape (the one the plan was made at) on
+ *   the sessions it compiled before its plan went live, exactly as a model
+ *   of one shape does; any other shape on a session of its own cache
+ *   (runtime/shape_cache.h), compiled on that shape's first request, at the
+ *   smallest power of two of rows that holds the batch (at most the planned
+ *   batch; larger requests run in chunks of it).
+ * - The shapes-served table is guarded by qlock and bounded
+ *   (PR_SCHED_MAX_SHAPES); shapes beyond it are counted together. */
+#define _GNU_SOURCE
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/lock.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "server/sched_internal.h"
+
+static bool same_shape(const pr_sched_t *s, const pr_request_t *a, const pr_request_t *b) {
+  for (int k = 0; k < s->n_in; k++) {
+    const pr_tensor_t *x = &a->inputs[k], *y = &b->inputs[k];
+    if (x->rank != y->rank) return false;
+    for (int d = 1; d < x->rank; d++)
+      if (x->dims[d] != y->dims[d]) return false;
+  }
+  return true;
+}
+
+bool pr_sched__prepared_shape(const pr_sched_t *s, const pr_request_t *r) {
+  for (int k = 0; k < s->n_in; k++) {
+    const pr_tensor_t *x = &r->inputs[k];
+    if (x->rank != s->in_info[k].rank) return false;
+    for (int d = 1; d < x->rank; d++)
+      if (x->dims[d] != s->in_info[k].dims[d]) return false;
+  }
+  return true;
+}
+
+/* Unlinks r from the queue; prev: the request before it (NULL: r is the
+ * head). qlock held. */
+static void unlink_after(pr_sched_t *s, pr_request_t *prev, pr_request_t *r) {
+  assert(pr_lock_held(&s->qlock) && (prev ? prev->next : s->head) == r);
+  if (prev)
+    prev->next = r->next;
+  else
+    s->head = r->next;
+  if (s->tail == r) s->tail = prev;
+  s->depth--;
+  assert(s->depth >= 0);
+}
+
+/* Moves the queued requests of reqs[0]'s shape (the head's when n is 0)
+ * into reqs[n..] while they fit the planned batch, in queue order; expired
+ * ones time out on the way. Returns the new n; *rows and *deadline (the
+ * earliest held, 0: none) follow. qlock held. */
+static int take_same(worker_t *w, pr_request_t **reqs, int n, int *rows, double *deadline) {
+  pr_sched_t *s = w->s;
+  assert(pr_lock_held(&s->qlock));
+  pr_request_t *prev = NULL;
+  for (pr_request_t *r = s->head, *next; r && n < PR_SCHED_MAX_BATCH_REQUESTS; r = next) {
+    next = r->next;
+    if (n > 0 && !same_shape(s, r, reqs[0])) {
+      prev = r; /* another shape: stays queued, in its place */
+      continue;
+    }
+    if (n > 0 && *rows + r->rows > w->batch) break; /* first in, first out within a shape */
+    unlink_after(s, prev, r);
+    if (r->deadline > 0 && pr_now() > r->deadline) {
+      pr_sched__time_out(s, r);
+      continue;
+    }
+    reqs[n++] = r;
+    *rows += r->rows;
+    if (r->deadline > 0 && (*deadline == 0 || r->deadline < *deadline)) *deadline = r->deadline;
+    if (*rows >= w->batch) break;
+  }
+  return n;
+}
+
+/* Counts a batch of reqs[0]'s shape in the shapes served. qlock held. */
+static void record_shape(pr_sched_t *s, pr_request_t **reqs, int n, int rows) {
+  assert(pr_lock_held(&s->qlock) && n >= 1);
+  int64_t v[PR_SCHED_MAX_DYN] = {0};
+  for (int j = 0; j < s->cfg.n_dyn; j++) {
+    const pr_sched_dim_t *d = &s->cfg.dyn[j];
+    assert(d->input >= 0 && d->input < s->n_in && d->axis >= 1 && d->axis < PR_MAX_RANK);
+    v[j] = reqs[0]->inputs[d->input].dims[d->axis];
+  }
+  pr_sched_shape_t *at = NULL;
+  for (int i = 0; i < s->n_shapes && !at; i++)
+    if (!memcmp(s->shapes[i].values, v, sizeof v)) at = &s->shapes[i];
+  if (!at && s->n_shapes < PR_SCHED_MAX_SHAPES) {
+    at = &s->shapes[s->n_shapes++];
+    memcpy(at->values, v, sizeof v);
+  }
+  if (!at) {
+    s->shapes_other += (uint64_t)n;
+    return;
+  }
+  at->requests += (uint64_t)n;
+  at->rows += (uint64_t)rows;
+  at->batches++;
+}
+
+int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out) {
+  pr_sched_t *s = w->s;
+  assert(pr_lock_held(&s->qlock) && s->head && s->cfg.n_dyn > 0);
+  int n = 0, rows = 0;
+  double first_t = s->head->t_enqueue, deadline = 0; /* earliest of the requests held */
+  for (;;) {
+    n = take_same(w, reqs, n, &rows, &deadline);
+    pr_history_queue(s->history, pr_now(), s->depth);
+    if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) break;
+    double until = first_t + s->cfg.max_queue_delay_s;
+    if (deadline > 0 && deadline < until) until = deadline;
+    if (pr_now() >= until) break;
+    struct timespec ts;
+    pr_sched__timespec_at(&ts, until);
+    pr_lock_timedwait(&s->qlock, &s->qcond, &ts);
+  }
+  if (n) record_shape(s, reqs, n, rows);
+  *rows_out = rows;
+  return n;
+}
+
+/* The rows of a cached session for `rows` rows: the smallest power of two
+ * that holds them, at most the planned batch. */
+static int cache_rows(int rows, int batch) {
+  int b = 1;
+  while (b < rows && b < batch) b *= 2;
+  return b < batch ? b : batch;
+}
+
+/* "x [1, 37, 16]" for the log: r's first input. */
+static void shape_text(const pr_request_t *r, char *buf, size_t len) {
+  size_t off = 0;
+  const pr_tensor_t *t = &r->inputs[0];
+  for (int d = 1; d < t->rank && off < len; d++)
+    off +=
+        (size_t)snprintf(buf + off, len - off, "%s%lld", d > 1 ? "x" : "", (long long)t->dims[d]);
+}
+
+pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, int rows,
+                                           pr_status_t *st, char *err, size_t err_len) {
+  *st = PR_OK;
+  if (!w->cache || pr_sched__prepared_shape(w->s, r)) {
+    pr_worker_session_t *z = pr_worker_session(&w->w, rows);
+    return z ? z : pr_worker_largest(&w->w);
+  }
+  double compile_s;
+  int at = cache_rows(rows, w->batch);
+  pr_worker_session_t *z = pr_shape_cache_get(w->cache, &w->w, r->inputs, at, &compile_s, st);
+  char shape[128] = "";
+  if (!z || compile_s > 0) shape_text(r, shape, sizeof shape);
+  if (!z) {
+    pr_errf(err, err_len, "no session for inputs of shape [*x%s]: %s", shape, w->w.err);
+    return NULL;
+  }
+  if (compile_s > 0) {
+    pr_hist_observe(&w->s->stats.compile_s, compile_s);
+    pr_log(PR_LOG_INFO, "instance %d: compiled a session for shape [%dx%s] in %.3f s", w->w.index,
+           at, shape, compile_s);
+  }
+  return z;
+}
+
+int pr_sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn) {
+  *dyn = s->cfg.dyn;
+  return s->cfg.n_dyn;
+}
+
+int pr_sched_shapes(pr_sched_t *s, pr_sched_shape_t *out, int max, uint64_t *others) {
+  pr_lock(&s->qlock);
+  int n = s->n_shapes < max ? s->n_shapes : max;
+  memcpy(out, s->shapes, sizeof *out * (size_t)n);
+  *others = s->shapes_other;
+  pr_unlock(&s->qlock);
+  return n;
+}
