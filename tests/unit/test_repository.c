@@ -53,9 +53,45 @@ static void test_parse_settings(void **s) {
   assert_int_equal(c.n_dims, 1);
   assert_string_equal(c.dim_names[0], "sequence");
   assert_int_equal(c.dim_values[0], 128);
+  assert_int_equal(c.dim_kind[0], PR_DIM_FIXED);
   c = defaults();
   assert_int_equal(parse("{}", &c, err), 0);
   assert_int_equal(c.max_batch, 8);
+}
+
+/* Dynamic dims: a range (profiled at profile_at, else its max), a list
+ * (kept ascending, planned at its largest), beside a fixed one; the
+ * session cache's bounds. */
+static void test_parse_dynamic_dims(void **s) {
+  pr_model_config_t c = defaults();
+  char err[256] = "";
+  if (parse("{\"dims\": {\"sequence\": {\"min\": 1, \"max\": 512}, \"width\": [256, 64, 128], "
+            "\"height\": 48, \"tokens\": {\"max\": 64, \"profile_at\": 32}}, "
+            "\"session_cache\": {\"max_sessions\": 4, \"max_mb\": 256}}",
+            &c, err))
+    fail_msg("%s", err);
+  assert_int_equal(c.n_dims, 4);
+  assert_string_equal(c.dim_names[0], "sequence");
+  assert_int_equal(c.dim_kind[0], PR_DIM_RANGE);
+  assert_int_equal(c.dim_min[0], 1);
+  assert_int_equal(c.dim_max[0], 512);
+  assert_int_equal(c.dim_values[0], 512);
+  assert_string_equal(c.dim_names[1], "width");
+  assert_int_equal(c.dim_kind[1], PR_DIM_LIST);
+  assert_int_equal(c.dim_n_list[1], 3);
+  assert_int_equal(c.dim_list[1][0], 64);
+  assert_int_equal(c.dim_list[1][1], 128);
+  assert_int_equal(c.dim_list[1][2], 256);
+  assert_int_equal(c.dim_min[1], 64);
+  assert_int_equal(c.dim_max[1], 256);
+  assert_int_equal(c.dim_values[1], 256);
+  assert_int_equal(c.dim_kind[2], PR_DIM_FIXED);
+  assert_int_equal(c.dim_values[2], 48);
+  assert_int_equal(c.dim_kind[3], PR_DIM_RANGE);
+  assert_int_equal(c.dim_min[3], 1); /* min defaults to 1 */
+  assert_int_equal(c.dim_values[3], 32);
+  assert_int_equal(c.cache_sessions, 4);
+  assert_int_equal(c.cache_bytes, 256LL << 20);
 }
 
 static void test_parse_errors(void **s) {
@@ -75,6 +111,25 @@ static void test_parse_errors(void **s) {
       {"{\"dims\": {\"s\": 0}}", "dims"},
       {"{\"dims\": {\"a\":1,\"b\":1,\"c\":1,\"d\":1,\"e\":1,\"f\":1,\"g\":1,\"h\":1,\"i\":1}}",
        "at most 8"},
+      {"{\"dims\": {\"s\": {\"min\": 9, \"max\": 8}}}", "'min' at most 'max'"},
+      {"{\"dims\": {\"s\": {\"min\": 1}}}", "a range needs 'max'"},
+      {"{\"dims\": {\"s\": {\"min\": 0, \"max\": 8}}}", "'min' must be an integer in 1.."},
+      {"{\"dims\": {\"s\": {\"max\": -3}}}", "'max' must be an integer"},
+      {"{\"dims\": {\"s\": {\"max\": 99999999999}}}", "'max' must be an integer"},
+      {"{\"dims\": {\"s\": {\"max\": 8, \"profile_at\": 9}}}", "'profile_at' between"},
+      {"{\"dims\": {\"s\": {\"max\": 8, \"step\": 2}}}", "unknown key 'step'"},
+      {"{\"dims\": {\"s\": []}}", "1 to 16 sizes"},
+      {"{\"dims\": {\"s\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}}", "1 to 16 sizes"},
+      {"{\"dims\": {\"s\": [8, 0]}}", "sizes must be integers"},
+      {"{\"dims\": {\"s\": [8, \"16\"]}}", "sizes must be integers"},
+      {"{\"dims\": {\"s\": [8, 16, 8]}}", "size 8 listed twice"},
+      {"{\"dims\": {\"s\": 1.5}}", "a range {\"min\": A"},
+      {"{\"dims\": {\"\": 4}}", "names of 1 to 63 bytes"},
+      {"{\"session_cache\": 4}", "'session_cache' must be"},
+      {"{\"session_cache\": {\"max_sessions\": 0}}", "max_sessions must be 1..256"},
+      {"{\"session_cache\": {\"max_sessions\": 257}}", "max_sessions must be 1..256"},
+      {"{\"session_cache\": {\"max_mb\": 0}}", "max_mb 1.."},
+      {"{\"session_cache\": {\"entries\": 2}}", "'session_cache'"},
       {"{\"plan\": \"auto\", \"plan\": \"1x1\"}", "duplicate"},
       {"{\"batch\": 1}", "unknown setting 'batch'"},
   };
@@ -223,9 +278,10 @@ static void test_policy_settings(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse_settings),   cmocka_unit_test(test_parse_errors),
-      cmocka_unit_test(test_errors_stay_utf8), cmocka_unit_test(test_read_file),
-      cmocka_unit_test(test_version_policies), cmocka_unit_test(test_policy_settings),
+      cmocka_unit_test(test_parse_settings),  cmocka_unit_test(test_parse_dynamic_dims),
+      cmocka_unit_test(test_parse_errors),    cmocka_unit_test(test_errors_stay_utf8),
+      cmocka_unit_test(test_read_file),       cmocka_unit_test(test_version_policies),
+      cmocka_unit_test(test_policy_settings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

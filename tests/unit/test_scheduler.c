@@ -233,8 +233,112 @@ static void test_larger_request_runs_in_chunks(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* x[batch, d1, 4] -> Neg: d1 is sized by each request. */
+static pr_model_t *neg_seq_model(void) {
+  mb_t *b = mb_new(13);
+  int64_t xd[3] = {-1, -1, 4};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 3, xd);
+  mb_node(b, "Neg", "neg", (const char *[]){"x", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  char err[256];
+  pr_model_t *m = mb_load(b, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  return m;
+}
+
+/* A request of `rows` rows of length len (not submitted). */
+static pr_request_t *seq_request(int rows, int len) {
+  pr_request_t *r = pr_request_new();
+  r->rows = rows;
+  pr_tensor_t *t = &r->inputs[0];
+  *t = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 3, .dims = {rows, len, 4}};
+  t->data = malloc(sizeof(float) * 4 * (size_t)(rows * len));
+  for (int k = 0; k < 4 * rows * len; k++) ((float *)t->data)[k] = (float)(k + len);
+  return r;
+}
+
+static void check_seq_answer(pr_request_t *r) {
+  const pr_tensor_t *in = &r->inputs[0], *out = &r->outputs[0];
+  assert_int_equal(r->status, PR_OK);
+  assert_int_equal(out->rank, 3);
+  for (int d = 0; d < 3; d++) assert_int_equal(out->dims[d], in->dims[d]);
+  for (int64_t k = 0; k < pr_tensor_numel(in); k++)
+    assert_true(((float *)out->data)[k] == -((float *)in->data)[k]);
+}
+
+/* Requests of different shapes are never batched together: with one
+ * instance of batch 4 and a long queue delay, lengths 2, 5, 2, 5, 3 queued
+ * at once run as three batches ([2, 2], [5, 5], [3]) in the order of their
+ * first requests (the head decides each batch: none starves); the prepared
+ * length (3) runs on the prepared sessions, the others on the instance's
+ * cache (2 sessions: a third shape evicts the least recently used). */
+static void test_batches_group_shapes(void **state) {
+  pr_model_t *m = neg_seq_model();
+  int cpus[256];
+  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  char err[512];
+  pr_plan_t plan;
+  assert_int_equal(pr_plan_parse("1x4", NULL, &plan, err, sizeof err), PR_OK);
+  pr_sched_config_t cfg = {.max_batch = 4,
+                           .queue_capacity = 16,
+                           .max_queue_delay_s = 0.3,
+                           .n_dyn = 1,
+                           .dyn = {{"d1", 0, 1}},
+                           .cache_sessions = 2,
+                           .cache_bytes = 1 << 30};
+  pr_session_options_t base = pr_session_options_default();
+  const char *names[1] = {"d1"};
+  int64_t values[1] = {3};
+  base.n_dims = 1, base.dim_names = names, base.dim_values = values;
+  pr_sched_t *s;
+  if (pr_sched_create(m, &plan, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+    fail_msg("%s", err);
+  static const int lens[5] = {2, 5, 2, 5, 3}, rows[5] = {1, 1, 1, 2, 1};
+  pr_request_t *r[5];
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(pr_sched_submit(s, r[i] = seq_request(rows[i], lens[i])), PR_OK);
+  for (int i = 0; i < 5; i++) pr_sched_wait(s, r[i]);
+  for (int i = 0; i < 5; i++) check_seq_answer(r[i]);
+  pr_sched_stats_t *st = pr_sched_stats(s);
+  assert_int_equal(atomic_load(&st->executions), 3);
+  assert_true(r[0]->t_start == r[2]->t_start && r[1]->t_start == r[3]->t_start);
+  assert_true(r[0]->t_start < r[1]->t_start && r[1]->t_start < r[4]->t_start);
+  pr_sched_shape_t shapes[PR_SCHED_MAX_SHAPES];
+  uint64_t other;
+  assert_int_equal(pr_sched_shapes(s, shapes, PR_SCHED_MAX_SHAPES, &other), 3);
+  static const int64_t want_len[3] = {2, 5, 3};
+  static const uint64_t want_rows[3] = {2, 3, 1}, want_reqs[3] = {2, 2, 1};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(shapes[i].values[0], want_len[i]);
+    assert_int_equal(shapes[i].requests, want_reqs[i]);
+    assert_int_equal(shapes[i].rows, want_rows[i]);
+    assert_int_equal(shapes[i].batches, 1);
+  }
+  assert_int_equal(other, 0);
+  assert_int_equal(atomic_load(&st->cache.misses), 2); /* [2 rows x 2], [4 rows x 5] */
+  assert_int_equal(atomic_load(&st->cache.evictions), 0);
+  for (int i = 0; i < 5; i++) pr_request_free(r[i]);
+  pr_request_t *x = seq_request(2, 2); /* cached */
+  assert_int_equal(pr_sched_submit(s, x), PR_OK);
+  pr_sched_wait(s, x);
+  check_seq_answer(x);
+  pr_request_free(x);
+  assert_int_equal(atomic_load(&st->cache.hits), 1);
+  x = seq_request(1, 7); /* a third shape: the least recently used (5) goes */
+  assert_int_equal(pr_sched_submit(s, x), PR_OK);
+  pr_sched_wait(s, x);
+  check_seq_answer(x);
+  pr_request_free(x);
+  assert_int_equal(atomic_load(&st->cache.misses), 3);
+  assert_int_equal(atomic_load(&st->cache.evictions), 1);
+  assert_int_equal(atomic_load(&st->compile_s.count), 3);
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
-                                     cmocka_unit_test(test_larger_request_runs_in_chunks)};
+                                     cmocka_unit_test(test_larger_request_runs_in_chunks),
+                                     cmocka_unit_test(test_batches_group_shapes)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
