@@ -191,6 +191,20 @@ static pr_status_t place_dyn(pr_served_t *m, int j, pr_sched_dim_t *sd, char *er
   return PR_ERR_INVALID;
 }
 
+/* A fixed dim that names no symbolic dim of the inputs is ignored, as it
+ * always was (a config that names one never failed to load), with a
+ * warning. */
+static void warn_unknown_fixed(const pr_served_t *m, const char *name) {
+  for (int k = 0; k < pr_engine_model_num_inputs(m->model); k++) {
+    pr_tensor_info_t t;
+    pr_engine_model_input(m->model, k, &t);
+    for (int a = 0; a < t.rank; a++)
+      if (t.dims[a] < 0 && t.dim_names[a] && !strcmp(t.dim_names[a], name)) return;
+  }
+  pr_log(PR_LOG_WARN, "model %s: dims: '%s' names no symbolic dimension of its inputs; ignored",
+         m->entry.name, name);
+}
+
 /* The config's ranges and lists as the protocol's and the scheduler's
  * dynamic dims, each checked to be a symbolic dim of the inputs. */
 static pr_status_t dynamic_dims(pr_served_t *m, pr_sched_config_t *sc, char *err, size_t err_len) {
@@ -199,7 +213,10 @@ static pr_status_t dynamic_dims(pr_served_t *m, pr_sched_config_t *sc, char *err
   p->n_dyn = sc->n_dyn = 0;
   memset(p->dyn_of, 0, sizeof p->dyn_of);
   for (int i = 0; i < c->n_dims; i++) {
-    if (c->dim_kind[i] == PR_DIM_FIXED) continue;
+    if (c->dim_kind[i] == PR_DIM_FIXED) {
+      warn_unknown_fixed(m, c->dim_names[i]);
+      continue;
+    }
     int j = p->n_dyn++;
     pr_proto_dim_t *d = &p->dyn[j];
     memset(d, 0, sizeof *d);

@@ -154,6 +154,19 @@ static void shape_text(const pr_request_t *r, char *buf, size_t len) {
         (size_t)snprintf(buf + off, len - off, "%s%lld", d > 1 ? "x" : "", (long long)t->dims[d]);
 }
 
+/* Whether z's outputs can be scattered back by rows (every one has z's
+ * rows as axis 0, known before the run): what prepare checks of the
+ * prepared sessions, checked of a cached one at each use (a few compares). */
+static bool rows_scatter(const pr_sched_t *s, const pr_worker_session_t *z) {
+  if (pr_engine_session_is_dynamic(z->session)) return false;
+  for (int o = 0; o < s->n_out; o++) {
+    pr_tensor_info_t info;
+    pr_engine_session_output(z->session, o, &info);
+    if (info.rank < 1 || info.dims[0] != z->rows) return false;
+  }
+  return true;
+}
+
 pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, int rows,
                                            pr_status_t *st, char *err, size_t err_len) {
   *st = PR_OK;
@@ -174,6 +187,13 @@ pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, i
     pr_hist_observe(&w->s->stats.compile_s, compile_s);
     pr_log(PR_LOG_INFO, "instance %d: compiled a session for shape [%dx%s] in %.3f s", w->w.index,
            at, shape, compile_s);
+  }
+  if (!rows_scatter(w->s, z)) {
+    *st = PR_ERR_UNSUPPORTED;
+    pr_errf(err, err_len,
+            "at this shape the model's outputs do not have the batch as axis 0 (or are known only "
+            "at run time): it cannot be served at this shape");
+    return NULL;
   }
   return z;
 }

@@ -13,6 +13,7 @@ Softmax -> y [batch, seq, 16]):
   session cache counters in /metrics, exactly), a shape still cached hits.
 - "seqlist": dims {"seq": [8, 16, 32]}: a listed length is served, another
   gets 400 naming the list.
+- "pair" (x + m, both [batch, seq, 16]): the inputs must agree on seq.
 - "seqfixed": dims {"seq": 16} (the fixed form): served as before, the
   metadata says 16, another length gets today's 400, no cache is used.
 - "seqbad" (loaded later): a range on a dim the model does not have: the
@@ -54,6 +55,19 @@ def make_model(path):
     onnx.save(model, path)
 
 
+def make_pair(path):
+    """x + m over [batch, seq, 16]: two inputs that share the seq dim."""
+    t = ["batch", "seq", 16]
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "m"], ["y"])], "pair",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, t),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, t)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, t)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
 def reference(x):
     z = x @ W + B
     e = np.exp(z - z.max(axis=-1, keepdims=True))
@@ -66,10 +80,11 @@ configs = {
             "dims": {"seq": {"min": 1, "max": 64}}, "session_cache": {"max_sessions": 3}},
     "seqlist": {"max_batch_size": 2, "plan": "1x2", "dims": {"seq": [8, 16, 32]}},
     "seqfixed": {"max_batch_size": 2, "plan": "1x2", "dims": {"seq": 16}},
+    "pair": {"max_batch_size": 2, "plan": "1x2", "dims": {"seq": {"max": 32}}},
 }
 for name, cfg in configs.items():
     os.makedirs(os.path.join(repo, name, "1"))
-    make_model(os.path.join(repo, name, "1", "model.onnx"))
+    (make_pair if name == "pair" else make_model)(os.path.join(repo, name, "1", "model.onnx"))
     with open(os.path.join(repo, name, "config.json"), "w") as f:
         json.dump(cfg, f)
 for root, dirs, files in os.walk(repo):
@@ -203,6 +218,23 @@ c.check("list: a listed length served", st == 200 and np.allclose(y, reference(x
 st, msg = infer("seqlist", np.zeros((1, 12, 16), np.float32))
 c.check("list: another length gets 400 naming the list",
         st == 400 and "one of 8, 16, 32" in msg, (st, msg))
+
+# ---- two inputs that share the dim ----
+def pair_body(nx, nm):
+    x, m = np.ones((1, nx, 16), np.float32), np.full((1, nm, 16), 2, np.float32)
+    return json.dumps({"inputs": [
+        {"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()},
+        {"name": "m", "shape": list(m.shape), "datatype": "FP32", "data": m.ravel().tolist()}]
+    }).encode()
+
+
+st, body, _ = c.http(url + "/v2/models/pair/infer", pair_body(9, 9))
+c.check("two inputs of one length: served", st == 200
+        and json.loads(body)["outputs"][0]["shape"] == [1, 9, 16]
+        and set(json.loads(body)["outputs"][0]["data"]) == {3.0}, (st, body[:200]))
+st, body, _ = c.http(url + "/v2/models/pair/infer", pair_body(9, 10))
+c.check("two inputs that disagree on the dim: 400 naming both",
+        st == 400 and b"'seq'" in body and b"input 'x' gives it 9" in body, (st, body))
 
 # ---- the fixed form, unchanged ----
 st, meta = get("/v2/models/seqfixed")

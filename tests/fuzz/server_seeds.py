@@ -159,6 +159,10 @@ def configs():
     yield "min_over_max", {"max_batch_size": 2, "min_batch_size": 4}
     yield "unknown", {"max_batch": 4}
     yield "dims_bad", {"dims": {"s": 0}}
+    yield "dims_dynamic", {"dims": {"seq": {"min": 1, "max": 512, "profile_at": 128},
+                                    "width": [64, 128, 256], "height": 48},
+                           "session_cache": {"max_sessions": 4, "max_mb": 256}}
+    yield "dims_range_bad", {"dims": {"seq": {"min": 9, "max": 8}}}
     yield "long_key", {"k" * 1100: 1}
 
 
