@@ -73,14 +73,14 @@ static void evict(pr_shape_cache_t *c, pr_worker_t *w, entry_t *e) {
   if (c->stats) atomic_fetch_add(&c->stats->evictions, 1);
 }
 
-/* Evicts least recently used entries other than keep until one more entry
- * (`need` bytes) fits the bounds, or keep is all that is left. */
-static void make_room(pr_shape_cache_t *c, pr_worker_t *w, size_t need, const entry_t *keep) {
+/* Evicts least recently used entries until one more entry (`need` bytes)
+ * fits the bounds, or none is left. */
+static void make_room(pr_shape_cache_t *c, pr_worker_t *w, size_t need) {
   while (c->count > 0 && (c->count >= c->max_sessions || c->bytes + need > c->max_bytes)) {
     entry_t *lru = NULL;
     for (int i = 0; i < c->max_sessions; i++) {
       entry_t *e = &c->entries[i];
-      if (e->used && e != keep && (!lru || e->last_used < lru->last_used)) lru = e;
+      if (e->used && (!lru || e->last_used < lru->last_used)) lru = e;
     }
     if (!lru) return;
     evict(c, w, lru);
@@ -97,6 +97,37 @@ static entry_t *find(pr_shape_cache_t *c, const int64_t *key, int key_len, int r
   return NULL;
 }
 
+/* Compiles the session for key at rows and inserts it, evicting what the
+ * bounds need; NULL with *st. */
+static entry_t *insert(pr_shape_cache_t *c, pr_worker_t *w, const pr_tensor_t *shapes,
+                       const int64_t *key, int key_len, int rows, double *compile_s,
+                       pr_status_t *st) {
+  pr_tensor_info_t info[PR_WORKER_MAX_IO];
+  memset(info, 0, sizeof info);
+  for (int i = 0; i < w->n_in; i++) {
+    info[i].dtype = shapes[i].dtype;
+    info[i].rank = shapes[i].rank;
+    memcpy(info[i].dims, shapes[i].dims, sizeof info[i].dims);
+  }
+  double t0 = pr_now();
+  pr_worker_session_t z;
+  if ((*st = pr_worker_compile(w, info, rows, true, &z))) return NULL;
+  *compile_s = pr_now() - t0;
+  if (c->stats) atomic_fetch_add(&c->stats->compile_ns, (uint64_t)(*compile_s * 1e9));
+  size_t bytes = entry_bytes(w, &z);
+  make_room(c, w, bytes);
+  entry_t *e = NULL;
+  for (int i = 0; i < c->max_sessions && !e; i++)
+    if (!c->entries[i].used) e = &c->entries[i];
+  assert(e); /* make_room left a free slot */
+  *e = (entry_t){.used = true, .rows = rows, .key_len = key_len, .bytes = bytes, .z = z};
+  memcpy(e->key, key, sizeof *key * (size_t)key_len);
+  e->last_used = ++c->tick;
+  c->count++;
+  c->bytes += bytes;
+  return e;
+}
+
 pr_worker_session_t *pr_shape_cache_get(pr_shape_cache_t *c, pr_worker_t *w,
                                         const pr_tensor_t *shapes, int rows, double *compile_s,
                                         pr_status_t *st) {
@@ -111,29 +142,18 @@ pr_worker_session_t *pr_shape_cache_get(pr_shape_cache_t *c, pr_worker_t *w,
     return &e->z;
   }
   if (c->stats) atomic_fetch_add(&c->stats->misses, 1);
-  pr_tensor_info_t info[PR_WORKER_MAX_IO];
-  memset(info, 0, sizeof info);
-  for (int i = 0; i < w->n_in; i++) {
-    info[i].dtype = shapes[i].dtype;
-    info[i].rank = shapes[i].rank;
-    memcpy(info[i].dims, shapes[i].dims, sizeof info[i].dims);
-  }
-  double t0 = pr_now();
-  pr_worker_session_t z;
-  if ((*st = pr_worker_compile(w, info, rows, true, &z))) return NULL;
-  *compile_s = pr_now() - t0;
-  if (c->stats) atomic_fetch_add(&c->stats->compile_ns, (uint64_t)(*compile_s * 1e9));
-  size_t bytes = entry_bytes(w, &z);
-  make_room(c, w, bytes, NULL);
-  for (int i = 0; i < c->max_sessions && !e; i++)
-    if (!c->entries[i].used) e = &c->entries[i];
-  assert(e); /* make_room left a free slot */
-  *e = (entry_t){.used = true, .rows = rows, .key_len = key_len, .bytes = bytes, .z = z};
-  memcpy(e->key, key, sizeof *key * (size_t)key_len);
-  e->last_used = ++c->tick;
-  c->count++;
-  c->bytes += bytes;
-  return &e->z;
+  e = insert(c, w, shapes, key, key_len, rows, compile_s, st);
+  return e ? &e->z : NULL;
+}
+
+pr_status_t pr_shape_cache_warm(pr_shape_cache_t *c, pr_worker_t *w, const pr_tensor_t *shapes,
+                                int rows) {
+  int64_t key[KEY_DIMS];
+  int key_len = make_key(shapes, w->n_in, key);
+  pr_status_t st = PR_OK;
+  double compile_s;
+  if (!find(c, key, key_len, rows)) insert(c, w, shapes, key, key_len, rows, &compile_s, &st);
+  return st;
 }
 
 int pr_shape_cache_count(const pr_shape_cache_t *c) {

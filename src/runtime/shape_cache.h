@@ -46,6 +46,13 @@ pr_worker_session_t *pr_shape_cache_get(pr_shape_cache_t *c, pr_worker_t *w,
                                         const pr_tensor_t *shapes, int rows, double *compile_s,
                                         pr_status_t *st);
 
+/* On w's thread: compiles the session for `shapes` at `rows` rows ahead of
+ * any request (a size the config lists) and keeps it as a least recently
+ * used entry would be kept; counted as neither hit nor miss. PR_OK when it
+ * was already there; else as pr_shape_cache_get. */
+pr_status_t pr_shape_cache_warm(pr_shape_cache_t *c, pr_worker_t *w, const pr_tensor_t *shapes,
+                                int rows);
+
 /* Sessions held and their bytes. */
 int pr_shape_cache_count(const pr_shape_cache_t *c);
 size_t pr_shape_cache_bytes(const pr_shape_cache_t *c);

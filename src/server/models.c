@@ -205,6 +205,35 @@ static void warn_unknown_fixed(const pr_served_t *m, const char *name) {
          m->entry.name, name);
 }
 
+/* The sets of the dynamic dims' sizes to compile ahead: every combination
+ * of the listed sizes (a range stays at its planned size), but the planned
+ * set itself (prepared anyway), at most PR_SCHED_MAX_AHEAD. */
+static void ahead_sizes(const pr_model_config_t *c, pr_sched_config_t *sc) {
+  int idx[PR_DIMS_MAX] = {0}, dims[PR_SCHED_MAX_DYN], n = 0;
+  bool any = false;
+  for (int i = 0; i < c->n_dims; i++)
+    if (c->dim_kind[i] != PR_DIM_FIXED) any |= c->dim_kind[i] == PR_DIM_LIST, dims[n++] = i;
+  assert(n == sc->n_dyn);
+  sc->n_ahead = 0;
+  while (any && sc->n_ahead < PR_SCHED_MAX_AHEAD) {
+    bool planned = true;
+    for (int j = 0; j < n; j++) {
+      int i = dims[j];
+      long long v = c->dim_kind[i] == PR_DIM_LIST ? c->dim_list[i][idx[j]] : c->dim_values[i];
+      sc->ahead[sc->n_ahead][j] = v;
+      planned &= v == c->dim_values[i];
+    }
+    if (!planned) sc->n_ahead++;
+    int j = 0; /* the next combination: a mixed-radix count over the lists */
+    for (; j < n; j++) {
+      int i = dims[j];
+      if (c->dim_kind[i] == PR_DIM_LIST && ++idx[j] < c->dim_n_list[i]) break;
+      idx[j] = 0;
+    }
+    if (j == n) break;
+  }
+}
+
 /* The config's ranges and lists as the protocol's and the scheduler's
  * dynamic dims, each checked to be a symbolic dim of the inputs. */
 static pr_status_t dynamic_dims(pr_served_t *m, pr_sched_config_t *sc, char *err, size_t err_len) {
@@ -228,6 +257,8 @@ static pr_status_t dynamic_dims(pr_served_t *m, pr_sched_config_t *sc, char *err
     if (st) return st;
     sc->n_dyn = p->n_dyn;
   }
+  memcpy(sc->dyn_of, p->dyn_of, sizeof sc->dyn_of);
+  ahead_sizes(c, sc);
   return PR_OK;
 }
 

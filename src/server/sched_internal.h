@@ -94,6 +94,9 @@ void pr_sched__time_out(pr_sched_t *s, pr_request_t *r);
 int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out);
 /* Whether r's inputs have the prepared shape (s->in_info) past axis 0. */
 bool pr_sched__prepared_shape(const pr_sched_t *s, const pr_request_t *r);
+/* On w's thread, before its config goes live: compiles the shapes of
+ * cfg.ahead into w's cache (as many as it holds). */
+pr_status_t pr_sched__warm(worker_t *w);
 /* On w's thread: the session for the next `rows` rows of a batch of r's
  * shape: the prepared one, or one of w's cache (compiled on a miss); NULL
  * with *st and a message in err when it cannot be had. */

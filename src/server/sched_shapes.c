@@ -198,6 +198,44 @@ pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, i
   return z;
 }
 
+/* The input shapes of ahead set a: the prepared ones (s->in_info) with
+ * each dyn dim's axes at its value there. */
+static void ahead_shapes(const pr_sched_t *s, int a, pr_tensor_t *shapes) {
+  for (int k = 0; k < s->n_in; k++) {
+    const pr_tensor_info_t *t = &s->in_info[k];
+    shapes[k] = (pr_tensor_t){.dtype = t->dtype, .rank = t->rank};
+    memcpy(shapes[k].dims, t->dims, sizeof shapes[k].dims);
+    for (int d = 1; d < t->rank; d++) {
+      int j = s->cfg.dyn_of[k][d] - 1;
+      assert(j < s->cfg.n_dyn);
+      if (j >= 0) shapes[k].dims[d] = s->cfg.ahead[a][j];
+    }
+  }
+}
+
+pr_status_t pr_sched__warm(worker_t *w) {
+  pr_sched_t *s = w->s;
+  pr_worker_t *pw = &w->w;
+  int held = 0;
+  for (int a = 0; a < s->cfg.n_ahead; a++) {
+    pr_tensor_t shapes[PR_SCHED_MAX_IO];
+    ahead_shapes(s, a, shapes);
+    for (int b = 1;; b = b * 2 < w->batch ? b * 2 : w->batch) {
+      if (held++ == s->cfg.cache_sessions) {
+        pr_log(PR_LOG_INFO,
+               "instance %d: the listed sizes need more sessions than the cache holds (%d); the "
+               "rest compile on first use",
+               pw->index, s->cfg.cache_sessions);
+        return PR_OK;
+      }
+      pr_status_t st = pr_shape_cache_warm(w->cache, pw, shapes, b);
+      if (st) return st; /* the message is in pw->err */
+      if (b == w->batch) break;
+    }
+  }
+  return PR_OK;
+}
+
 int pr_sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn) {
   *dyn = s->cfg.dyn;
   return s->cfg.n_dyn;

@@ -317,6 +317,7 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     pr_errf(pw->err, sizeof pw->err, "out of memory");
     pw->status = PR_ERR_NOMEM;
   }
+  if (!pw->status && w->cache) pw->status = pr_sched__warm(w);
   pr_lock(&s->qlock);
   s->started++;
   pthread_cond_broadcast(&s->qcond);
@@ -432,6 +433,12 @@ static pr_status_t check_create(pr_model_t *model, int n_plans, int *max_plans,
               cfg->dyn[j].axis);
       return PR_ERR_INVALID;
     }
+  for (int k = 0; k < PR_SCHED_MAX_IO; k++)
+    for (int d = 0; d < PR_MAX_RANK; d++)
+      if (cfg->dyn_of[k][d] > cfg->n_dyn || (cfg->dyn_of[k][d] && (k >= n_in || d == 0))) {
+        pr_errf(err, err_len, "input %d axis %d: no dynamic dim %d", k, d, cfg->dyn_of[k][d]);
+        return PR_ERR_INVALID;
+      }
   if (n_plans < 1 || n_plans > *max_plans) {
     pr_errf(err, err_len, "%d plans to prepare, between 1 and the limit of %d expected", n_plans,
             *max_plans);
@@ -507,6 +514,9 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   s->cfg = *cfg;
   s->cfg.max_plans = max_plans;
   s->cfg.n_dyn = cfg->n_dyn < 0 ? 0 : cfg->n_dyn < PR_SCHED_MAX_DYN ? cfg->n_dyn : PR_SCHED_MAX_DYN;
+  s->cfg.n_ahead = cfg->n_ahead < 0                    ? 0
+                   : cfg->n_ahead < PR_SCHED_MAX_AHEAD ? cfg->n_ahead
+                                                       : PR_SCHED_MAX_AHEAD;
   if (s->cfg.cache_sessions < 1) s->cfg.cache_sessions = 8;
   if (s->cfg.cache_bytes < 1) s->cfg.cache_bytes = (size_t)1 << 30;
   if (s->cfg.priority_levels < 1) s->cfg.priority_levels = 1; /* one FIFO */

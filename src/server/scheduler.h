@@ -81,6 +81,7 @@ typedef struct pr_request {
 /* A dim of the model's inputs that requests may size (the config's range
  * or list): its name and where it first appears (input, axis >= 1). */
 #define PR_SCHED_MAX_DYN 8
+#define PR_SCHED_MAX_AHEAD 64
 typedef struct {
   char name[64];
   int input, axis;
@@ -102,6 +103,13 @@ typedef struct {
   pr_sched_dim_t dyn[PR_SCHED_MAX_DYN];
   int cache_sessions;
   size_t cache_bytes;
+  /* shapes compiled ahead into each instance's cache (the sizes a config
+   * lists), before its plan goes live, at every rows the instance runs, as
+   * many as the cache holds: n_ahead sets of the dyn dims' values; dyn_of:
+   * every input axis a dyn dim sizes (1 + its index, 0: none) */
+  unsigned char dyn_of[PR_SCHED_MAX_IO][PR_MAX_RANK];
+  int n_ahead;
+  int64_t ahead[PR_SCHED_MAX_AHEAD][PR_SCHED_MAX_DYN];
 } pr_sched_config_t;
 
 /* Where a request's time goes (packrat_request_stage_seconds): parse (its

@@ -11,8 +11,9 @@ Softmax -> y [batch, seq, 16]):
   batch holds one shape); a length outside 1..64 gets 400 naming the input,
   the dim and the range; new shapes past the cache's bound evict (the
   session cache counters in /metrics, exactly), a shape still cached hits.
-- "seqlist": dims {"seq": [8, 16, 32]}: a listed length is served, another
-  gets 400 naming the list.
+- "seqlist": dims {"seq": [8, 16, 32]}: the listed lengths are compiled
+  ahead (a request at one is a cache hit, not a miss), another length gets
+  400 naming the list.
 - "pair" (x + m, both [batch, seq, 16]): the inputs must agree on seq.
 - "seqfixed": dims {"seq": 16} (the fixed form): served as before, the
   metadata says 16, another length gets today's 400, no cache is used.
@@ -215,6 +216,8 @@ c.check("compile seconds: one observation per miss", cnt == m3, (cnt, m3))
 x = np.full((2, 16, 16), 0.25, np.float32)
 st, y = infer("seqlist", x)
 c.check("list: a listed length served", st == 200 and np.allclose(y, reference(x), rtol=1e-5))
+c.check("list: the listed sizes were compiled ahead (a hit, no miss)",
+        cache_counts("seqlist") == [1, 0, 0], cache_counts("seqlist"))
 st, msg = infer("seqlist", np.zeros((1, 12, 16), np.float32))
 c.check("list: another length gets 400 naming the list",
         st == 400 and "one of 8, 16, 32" in msg, (st, msg))
