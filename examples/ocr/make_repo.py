@@ -13,11 +13,13 @@ it into DEST/node_modules). OUT gets:
     ocr_rec_wW/ppocr_keys_v1.txt   its dictionary (packrat ignores the file)
 
 and a config.json per model. The models' spatial axes are symbolic
-(paddle2onnx's p2o.DynamicDimension.N); packrat compiles one fixed shape per
-model today, so each config.json fixes them with "dims" and the client
-resizes and pads every image to the served shape (dynamic shapes are future
-work; until then a few widths of the recognizer are served side by side and
-the client picks the narrowest that fits a crop). The plan is fixed
+(paddle2onnx's p2o.DynamicDimension.N); each config.json here fixes them
+with "dims" and the client resizes and pads every image to the served shape
+(a few widths of the recognizer are served side by side and the client
+picks the narrowest that fits a crop). A range in "dims" would serve every
+width from one model (README, "Dynamic dims"; tests/e2e/shapes_real.py
+serves this recognizer at widths 64..960); the example keeps its fixed
+widths. The plan is fixed
 ("TxB", no profiling) so that the server starts in seconds.
 """
 import argparse

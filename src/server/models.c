@@ -262,8 +262,10 @@ static pr_status_t dynamic_dims(pr_served_t *m, pr_sched_config_t *sc, char *err
   return PR_OK;
 }
 
-/* -1 for the dynamic dims' axes in the metadata: the inputs', and the
- * outputs' whose axis has the same symbolic name. After describe_io. */
+/* -1 for the dynamic dims' axes in the metadata: the inputs', and, when
+ * the model has dynamic dims, every symbolic axis of the outputs (an
+ * exporter may name an output's axis apart from the input dim it follows,
+ * e.g. a recognizer's time steps from its width). After describe_io. */
 static void mark_dynamic(pr_served_t *m) {
   pr_proto_model_t *p = &m->proto;
   for (int k = 0; k < p->n_inputs; k++)
@@ -272,10 +274,8 @@ static void mark_dynamic(pr_served_t *m) {
   for (int o = 0; o < p->n_outputs; o++) {
     pr_tensor_info_t t;
     pr_engine_model_output(m->model, o, &t);
-    for (int a = 1; a < t.rank && a < p->outputs[o].rank; a++)
-      for (int j = 0; j < p->n_dyn; j++)
-        if (t.dims[a] < 0 && t.dim_names[a] && !strcmp(t.dim_names[a], p->dyn[j].name))
-          p->outputs[o].dims[a] = -1;
+    for (int a = 1; p->n_dyn && a < t.rank && a < p->outputs[o].rank; a++)
+      if (t.dims[a] < 0) p->outputs[o].dims[a] = -1;
   }
 }
 
