@@ -23,13 +23,18 @@ static void usage(FILE *f) {
           "  --input FILE         the request's input (.pb or .npy, batch axis included);\n"
           "                       default: random data of the model's shape at batch 1\n"
           "  --json-data          send tensors as JSON instead of the binary extension\n"
+          "  --protocol P         rest (default) or grpc: the same request as a KServe v2\n"
+          "                       ModelInferRequest (raw_input_contents) on gRPC, closed loop\n"
+          "                       only; --url still names the REST port (model metadata)\n"
+          "  --grpc-address A     HOST:PORT of the server's gRPC port (with --protocol grpc)\n"
+          "  --token-file F       send the bearer token on F's first line with every request\n"
           "  --expect FILE        check every response's first output against this tensor\n"
           "                       (max|diff| <= 1e-4 x max|expected|); a mismatch is an error\n"
           "  --json               print one JSON object as the last line\n");
 }
 
 typedef struct {
-  const char *url, *model, *input, *schedule, *expect;
+  const char *url, *model, *input, *schedule, *expect, *protocol, *grpc_address, *token_file;
   int concurrency;
   double rate, duration;
   bool json, binary;
@@ -40,12 +45,15 @@ typedef struct {
 /* One flag (argv[*i]); returns -1 to go on, else the exit status. */
 static int parse_flag(bench_args_t *b, int argc, char **argv, int *i) {
   const char *a = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
-  const char **str = !strcmp(a, "--url")        ? &b->url
-                     : !strcmp(a, "--model")    ? &b->model
-                     : !strcmp(a, "--input")    ? &b->input
-                     : !strcmp(a, "--expect")   ? &b->expect
-                     : !strcmp(a, "--schedule") ? &b->schedule
-                                                : NULL;
+  const char **str = !strcmp(a, "--url")            ? &b->url
+                     : !strcmp(a, "--model")        ? &b->model
+                     : !strcmp(a, "--input")        ? &b->input
+                     : !strcmp(a, "--expect")       ? &b->expect
+                     : !strcmp(a, "--schedule")     ? &b->schedule
+                     : !strcmp(a, "--protocol")     ? &b->protocol
+                     : !strcmp(a, "--grpc-address") ? &b->grpc_address
+                     : !strcmp(a, "--token-file")   ? &b->token_file
+                                                    : NULL;
   if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
     usage(stdout);
     return 0;
@@ -93,6 +101,26 @@ static bool parse_schedule(bench_args_t *b) {
   return true;
 }
 
+/* --protocol and --grpc-address: -1 to go on, else the exit status. */
+static int check_protocol(const bench_args_t *b) {
+  if (b->protocol && strcmp(b->protocol, "rest") && strcmp(b->protocol, "grpc")) {
+    fprintf(stderr, "packrat bench: --protocol is rest or grpc, not '%s'\n", b->protocol);
+    return 2;
+  }
+  bool grpc = b->protocol && !strcmp(b->protocol, "grpc");
+  if (grpc && (!b->grpc_address || !b->concurrency || !b->binary || b->expect)) {
+    fprintf(stderr,
+            "packrat bench: --protocol grpc needs --grpc-address HOST:PORT and a closed "
+            "loop (--concurrency), and takes neither --json-data nor --expect\n");
+    return 2;
+  }
+  if (!grpc && b->grpc_address) {
+    fprintf(stderr, "packrat bench: --grpc-address goes with --protocol grpc\n");
+    return 2;
+  }
+  return -1;
+}
+
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(bench_args_t *b, int argc, char **argv) {
   memset(b, 0, sizeof *b);
@@ -118,7 +146,7 @@ static int parse_args(bench_args_t *b, int argc, char **argv) {
   } else if (!b->schedule && !b->concurrency) {
     b->concurrency = 1;
   }
-  return -1;
+  return check_protocol(b);
 }
 
 /* Prints each phase's line and adds the phases to o. */
@@ -176,18 +204,26 @@ static int bench(bench_args_t *b, pr_load_t *lg) {
   snprintf(base, sizeof base, "%s", b->url);
   size_t bl = strlen(base);
   while (bl && base[bl - 1] == '/') base[--bl] = 0;
+  if (b->token_file && pr_load_set_token(&lg->rq, b->token_file)) return 1;
   if (pr_load_request_build(base, b->model, b->input, b->binary, &lg->rq)) return 1;
   double reconf0 = pr_load_scrape_reconfigurations(base);
   pr_load_result_t all = {0};
+  pr_load_grpc_t g = {0};
+  bool grpc = b->protocol && !strcmp(b->protocol, "grpc");
+  if (grpc && pr_load_grpc_build(&lg->rq, b->model, b->grpc_address, &g)) return 1;
   double t0 = pr_now();
-  if (b->concurrency)
+  if (grpc)
+    pr_load_grpc_closed(&g, b->concurrency, t0 + b->duration, &all);
+  else if (b->concurrency)
     pr_load_closed(lg, b->concurrency, t0 + b->duration, &all);
   else
     pr_load_open(lg, b->phases, b->n_phases, &all);
+  pr_load_grpc_free(&g);
   double elapsed = pr_now() - t0;
   double reconf1 = pr_load_scrape_reconfigurations(base);
   json_t *o = pr_load_result_json(&all, elapsed);
   json_object_set_new(o, "mode", json_string(b->concurrency ? "closed" : "open"));
+  json_object_set_new(o, "protocol", json_string(grpc ? "grpc" : "rest"));
   if (b->concurrency) json_object_set_new(o, "concurrency", json_integer(b->concurrency));
   if (reconf0 >= 0 && reconf1 >= 0)
     json_object_set_new(o, "reconfigurations", json_integer((json_int_t)(reconf1 - reconf0)));

@@ -75,28 +75,37 @@ static size_t collect(char *p, size_t size, size_t n, void *ud) {
 
 /* GET url into *text (malloc'd, NUL-terminated; NULL when empty); the HTTP
  * status into *status (0 when there was no answer). */
-static CURLcode http_get(const char *url, char **text, long *status) {
+/* GET url (with `Authorization: <authorization>` unless it is "" or NULL). */
+static CURLcode http_get(const char *url, const char *authorization, char **text, long *status) {
   *text = NULL;
   *status = 0;
   CURL *c = curl_easy_init();
   if (!c) return CURLE_FAILED_INIT;
+  struct curl_slist *h = NULL;
+  if (authorization && authorization[0]) {
+    char line[700];
+    snprintf(line, sizeof line, "Authorization: %s", authorization);
+    h = curl_slist_append(NULL, line);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  }
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, text);
   CURLcode cc = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
   curl_easy_cleanup(c);
+  curl_slist_free_all(h);
   return cc;
 }
 
 /* The model's metadata (GET /v2/models/MODEL) with an "inputs" array; NULL
  * after a message. */
-static json_t *model_metadata(const char *base, const char *model) {
+static json_t *model_metadata(const char *base, const char *model, const char *authorization) {
   char url[2048];
   snprintf(url, sizeof url, "%s/v2/models/%s", base, model);
   char *meta;
   long status;
-  CURLcode cc = http_get(url, &meta, &status);
+  CURLcode cc = http_get(url, authorization, &meta, &status);
   if (cc != CURLE_OK || status != 200 || !meta) {
     fprintf(stderr, "packrat bench: GET %s failed (%s, status %ld)\n", url,
             cc != CURLE_OK ? curl_easy_strerror(cc) : "HTTP", status);
@@ -217,11 +226,37 @@ static void finish_request(const char *base, const char *model, const body_build
     rq->headers = curl_slist_append(rq->headers, h);
   }
   rq->headers = curl_slist_append(rq->headers, "Expect:");
+  if (rq->authorization[0]) {
+    char auth[sizeof rq->authorization + 32];
+    snprintf(auth, sizeof auth, "Authorization: %s", rq->authorization);
+    rq->headers = curl_slist_append(rq->headers, auth);
+  }
+}
+
+int pr_load_set_token(pr_load_request_t *rq, const char *path) {
+  void *text;
+  size_t len;
+  if (pr_read_file(path, &text, &len, 513)) {
+    fprintf(stderr, "packrat bench: cannot read the token file %s (at most 512 bytes)\n", path);
+    return -1;
+  }
+  const char *t = text; /* not NUL-terminated */
+  size_t n = 0;
+  while (n < len && t[n] != '\r' && t[n] != '\n') n++;
+  bool printable = n > 0;
+  for (size_t i = 0; i < n; i++) printable &= t[i] > ' ' && t[i] < 127;
+  if (printable) snprintf(rq->authorization, sizeof rq->authorization, "Bearer %.*s", (int)n, t);
+  free(text);
+  if (!printable) {
+    fprintf(stderr, "packrat bench: the token file %s holds no token on its first line\n", path);
+    return -1;
+  }
+  return 0;
 }
 
 int pr_load_request_build(const char *base, const char *model, const char *input_file, bool binary,
                           pr_load_request_t *rq) {
-  json_t *m = model_metadata(base, model);
+  json_t *m = model_metadata(base, model, rq->authorization);
   if (!m) return -1;
   pr_tensor_t given = {0};
   char err[512];
@@ -369,6 +404,16 @@ static void *closed_main(void *arg) {
   return NULL;
 }
 
+void pr_load_result_merge(pr_load_result_t *dst, pr_load_result_t *src) {
+  for (size_t k = 0; k < src->n; k++) pr_load_result_add(dst, src->lat[k], 200);
+  /* the adds counted src's successes; its other counts go over as they are */
+  dst->requests += src->requests - src->n;
+  dst->errors += src->errors;
+  for (int k = 0; k < 6; k++) dst->by_status[k] += src->by_status[k] - (k == 0 ? src->n : 0);
+  free(src->lat);
+  src->lat = NULL;
+}
+
 void pr_load_closed(pr_load_t *lg, int concurrency, double until, pr_load_result_t *all) {
   closed_t *w = calloc((size_t)concurrency, sizeof *w);
   pthread_t *th = calloc((size_t)concurrency, sizeof *th);
@@ -381,10 +426,7 @@ void pr_load_closed(pr_load_t *lg, int concurrency, double until, pr_load_result
   }
   for (int i = 0; i < started; i++) {
     pthread_join(th[i], NULL);
-    for (size_t k = 0; k < w[i].res.n; k++) pr_load_result_add(all, w[i].res.lat[k], 200);
-    all->requests += w[i].res.requests - w[i].res.n;
-    all->errors += w[i].res.errors;
-    free(w[i].res.lat);
+    pr_load_result_merge(all, &w[i].res);
   }
   free(w);
   free(th);
@@ -466,7 +508,7 @@ double pr_load_scrape_reconfigurations(const char *base) {
   snprintf(url, sizeof url, "%s/metrics", base);
   char *text;
   long status;
-  CURLcode cc = http_get(url, &text, &status);
+  CURLcode cc = http_get(url, NULL, &text, &status);
   double total = -1;
   for (char *p = text; cc == CURLE_OK && p && (p = strstr(p, "\npackrat_reconfigurations_total"));
        p++) {

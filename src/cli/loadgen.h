@@ -32,6 +32,7 @@ typedef struct {
   char *body;
   size_t len, json_len;
   struct curl_slist *headers;
+  char authorization[600]; /* "Bearer TOKEN" (pr_load_set_token), "" for none */
 } pr_load_request_t;
 
 typedef struct {
@@ -55,9 +56,18 @@ typedef struct {
 int pr_load_request_build(const char *base, const char *model, const char *input_file, bool binary,
                           pr_load_request_t *rq);
 
+/* Sends `Authorization: Bearer <token>` (REST, the metadata GET included)
+ * or the same `authorization` metadata (gRPC) with every request: the
+ * token is the first line of path (at most 512 bytes). Call before
+ * pr_load_request_build. 0, or -1 after a message on stderr. */
+int pr_load_set_token(pr_load_request_t *rq, const char *path);
+
 void pr_load_result_add(pr_load_result_t *r, double ms, long status);
 /* {requests, errors, duration_s, throughput_rps, p50/p90/p99/max/mean_ms} (sorts r). */
 json_t *pr_load_result_json(pr_load_result_t *r, double seconds);
+
+/* Adds src's latencies and counts to dst, and frees src's latencies. */
+void pr_load_result_merge(pr_load_result_t *dst, pr_load_result_t *src);
 
 /* Closed loop with `concurrency` threads until the monotonic time `until`. */
 void pr_load_closed(pr_load_t *lg, int concurrency, double until, pr_load_result_t *all);
@@ -66,6 +76,26 @@ void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_
 
 /* packrat_reconfigurations_total from base's /metrics (summed), or -1. */
 double pr_load_scrape_reconfigurations(const char *base);
+
+/* The same request over gRPC (loadgen_grpc.c): a packed KServe v2
+ * ModelInferRequest with raw_input_contents made from the binary REST
+ * request rq, sent to address (HOST:PORT, plain text). */
+typedef struct {
+  char address[256];
+  char authorization[600]; /* rq's, sent as `authorization` metadata ("" none) */
+  uint8_t *msg;
+  size_t len;
+} pr_load_grpc_t;
+
+/* 0, or -1 after a message on stderr. rq must be the binary request. */
+int pr_load_grpc_build(const pr_load_request_t *rq, const char *model, const char *address,
+                       pr_load_grpc_t *g);
+/* Closed loop over gRPC: `concurrency` threads on one channel, each one
+ * call at a time, until `until`. An answer counts when its status is OK and
+ * it decodes with outputs (non-OK statuses count as 5xx, none as transport). */
+void pr_load_grpc_closed(const pr_load_grpc_t *g, int concurrency, double until,
+                         pr_load_result_t *all);
+void pr_load_grpc_free(pr_load_grpc_t *g);
 
 /* Frees the request and the expected tensor. */
 void pr_load_free(pr_load_t *lg);

@@ -438,6 +438,26 @@ e = re.search(rb"^packrat_grpc_errors_total (\d+)", text, re.M)
 c.check("/metrics counts the gRPC calls and errors", st == 200 and m and int(m.group(1)) > 64
         and e and int(e.group(1)) >= len(cases), text[-400:] if m is None else m.group(0))
 
+# ---- packrat bench over gRPC and REST, with the read token ----
+for proto in (["--protocol", "grpc", "--grpc-address", f"127.0.0.1:{grpc_port}"], []):
+    b = subprocess.run([packrat, "bench", "--url", url, "--model", "mlp", "--concurrency", "2",
+                        "--duration", "1", "--token-file", f("read"), "--json", *proto],
+                       capture_output=True, text=True, timeout=60)
+    res = json.loads(b.stdout.strip().splitlines()[-1]) if b.returncode == 0 else {}
+    want = "grpc" if proto else "rest"
+    c.check(f"packrat bench --protocol {want} with the token: answers, no errors",
+            res.get("protocol") == want and res.get("requests", 0) > 10 and res.get("errors") == 0,
+            (b.returncode, b.stderr[-300:], res))
+b = subprocess.run([packrat, "bench", "--url", url, "--model", "mlp", "--duration", "1", "--json",
+                    "--protocol", "grpc", "--grpc-address", f"127.0.0.1:{grpc_port}"],
+                   capture_output=True, text=True, timeout=60)
+c.check("packrat bench without the token: exit 1, the 401 named",
+        b.returncode == 1 and "401" in b.stderr, b.stderr[-300:])
+b = subprocess.run([packrat, "bench", "--url", url, "--model", "mlp", "--protocol", "grpc"],
+                   capture_output=True, text=True, timeout=60)
+c.check("packrat bench --protocol grpc without --grpc-address: exit 2 with the reason",
+        b.returncode == 2 and "--grpc-address" in b.stderr, b.stderr)
+
 r2 = subprocess.run([packrat, "serve", "--model-repository", repo, "--http-port", "0",
                      "--grpc-port", str(grpc_port)], capture_output=True, text=True, timeout=120)
 c.check("a second server on the same gRPC port: exit 1 with a message (the port is not shared)",
