@@ -35,10 +35,10 @@ static int version(void) {
  * its cores busy that long after every batch, where the HTTP threads, the
  * client on the same machine and the next request's hand-off need them.
  * Unless OpenMP's wait was set by the user, packrat starts itself again at
- * once with GOMP_SPINCOUNT=PR_OMP_SPINS: longer than the gaps between a
+ * once with GOMP_SPINCOUNT=PR_OMP_SPINS (about 80 us): longer than the gaps between a
  * model's kernels (microseconds), shorter than the gaps between requests.
  * bench/serve.py measures the difference (README, "Server"). */
-#define PR_OMP_SPINS "10000"
+#define PR_OMP_SPINS "3000"
 static void settle_openmp(char **argv) {
   if (getenv("GOMP_SPINCOUNT") || getenv("OMP_WAIT_POLICY")) return;
   if (setenv("GOMP_SPINCOUNT", PR_OMP_SPINS, 0)) return;
