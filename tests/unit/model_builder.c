@@ -219,3 +219,11 @@ struct pr_model *mb_load(mb_t *b, char *err, size_t err_len) {
   free(data);
   return m;
 }
+
+struct pr_model *mb_neg_model(int rank, const int64_t *dims, char *err, size_t err_len) {
+  mb_t *b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, rank, dims);
+  mb_node(b, "Neg", "neg", (const char *[]){"x", NULL}, (const char *[]){"y", NULL});
+  mb_output(b, "y");
+  return mb_load(b, err, err_len);
+}

@@ -32,4 +32,8 @@ void mb_finish(mb_t *b, void **data, size_t *len);
 /* Serialize and load with the engine; NULL with err on failure. Frees the builder. */
 struct pr_model *mb_load(mb_t *b, char *err, size_t err_len);
 
+/* The model x[dims] -> Neg -> y (float; a -1 dim is symbolic, as mb_input
+ * makes it), loaded; NULL with err. */
+struct pr_model *mb_neg_model(int rank, const int64_t *dims, char *err, size_t err_len);
+
 #endif

@@ -22,13 +22,9 @@
 
 /* x[batch, d1, 4] -> Neg -> y */
 static pr_model_t *neg_seq_model(void) {
-  mb_t *b = mb_new(13);
-  int64_t xd[3] = {-1, -1, 4};
-  mb_input(b, "x", PR_DTYPE_FLOAT, 3, xd);
-  mb_node(b, "Neg", "neg", (const char *[]){"x", NULL}, (const char *[]){"y", NULL});
-  mb_output(b, "y");
+  const int64_t xd[3] = {-1, -1, 4};
   char err[256];
-  pr_model_t *m = mb_load(b, err, sizeof err);
+  pr_model_t *m = mb_neg_model(3, xd, err, sizeof err);
   if (!m) fail_msg("%s", err);
   return m;
 }
