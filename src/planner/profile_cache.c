@@ -140,9 +140,12 @@ static void save(const pr_profile_source_t *src, const pr_session_options_t *bas
     if (pr_profile_merge(&now, p, &merged) == PR_OK) keep = &merged;
     pr_profile_free(&now);
   }
-  if (pr_profile_cache_save(keep, base, cache_path, cache_len) == PR_OK)
-    pr_log(PR_LOG_INFO, "model %s: profile cached in %s (%d points%s)", src->model_name, cache_path,
+  char saved[4096];
+  if (pr_profile_cache_save(keep, base, saved, sizeof saved) == PR_OK) {
+    pr_log(PR_LOG_INFO, "model %s: profile cached in %s (%d points%s)", src->model_name, saved,
            keep->n_points, keep == p ? "" : ", merged with the points already cached");
+    snprintf(cache_path, cache_len, "%s", saved);
+  }
   if (keep != p) pr_profile_free(&merged);
   if (lock >= 0) close(lock); /* releases the lock */
 }

@@ -68,14 +68,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def make_repo(path, name="mlp", config=None):
-    """path/<name>/1/model.onnx (tests/e2e/make_models.py's mlp) and its config.json."""
+def make_repo(path, name="mlp", config=None, model="mlp"):
+    """path/<name>/1/model.onnx (tests/e2e/make_models.py's model, mlp unless
+    told) and its config.json."""
     models = os.path.join(tmp, "made")
     if not os.path.exists(os.path.join(models, "mlp.onnx")):
         os.makedirs(models, exist_ok=True)
         subprocess.run(["/usr/bin/python3", os.path.join(E2E, "make_models.py"), models], check=True)
     os.makedirs(os.path.join(path, name, "1"), exist_ok=True)
-    shutil.copy(os.path.join(models, "mlp.onnx"), os.path.join(path, name, "1", "model.onnx"))
+    shutil.copy(os.path.join(models, model + ".onnx"), os.path.join(path, name, "1", "model.onnx"))
     if config is not None:
         with open(os.path.join(path, name, "config.json"), "w") as f:
             json.dump(config, f)
