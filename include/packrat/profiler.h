@@ -182,6 +182,11 @@ typedef struct {
   int max_batch;
   const int *extra;
   int n_extra;
+  /* when n_batches > 0: exactly these batch sizes are needed (ascending, at
+   * most 64), instead of max_batch's grid and the extras (a coarser grid:
+   * the server's extra shape buckets) */
+  const int *batches;
+  int n_batches;
   const int *cpus;
   int n_cpus;
   bool read_cache;  /* use a cached profile when one fits */

@@ -80,10 +80,11 @@ static void batch_text(const int *b, int n, char *buf, size_t len) {
 }
 
 /* Measures the batches (all of src's grid when n_batches is 0) on threads
- * 1..cores; with progress logged unless src has a callback. */
+ * 1..cores, and the co-running slowdown when asked; with progress logged
+ * unless src has a callback. */
 static pr_status_t measure(pr_model_t *model, const pr_session_options_t *base,
                            const pr_profile_source_t *src, const int *batches, int n_batches,
-                           pr_profile_t *out, char *err, size_t err_len) {
+                           bool corun, pr_profile_t *out, char *err, size_t err_len) {
   progress_log_t pl = {.model_name = src->model_name, .start_s = pr_now(), .last_tenth = 0};
   pl.last_s = pl.start_s;
   pr_profile_options_t po = {.max_threads = src->cores,
@@ -95,7 +96,7 @@ static pr_status_t measure(pr_model_t *model, const pr_session_options_t *base,
                              .cpus = src->cpus,
                              .n_cpus = src->n_cpus,
                              .max_point_s = 3.0,
-                             .no_corun = n_batches > 0, /* a completion takes the cached slowdown */
+                             .no_corun = !corun,
                              .progress = src->progress ? src->progress : log_progress,
                              .ctx = src->progress ? src->ctx : &pl};
   return pr_profile_measure(model, src->model_name, base, &po, out, err, err_len);
@@ -114,7 +115,8 @@ static pr_status_t complete(pr_model_t *model, const pr_session_options_t *base,
          src->model_name, path, n_missing > 1 ? "es" : "", list, src->cores,
          n_missing * src->cores);
   pr_profile_t part;
-  pr_status_t st = measure(model, base, src, missing, n_missing, &part, err, err_len);
+  /* a completion takes the cached profile's slowdown */
+  pr_status_t st = measure(model, base, src, missing, n_missing, false, &part, err, err_len);
   if (st) return st;
   pr_profile_apply_corun(cached, &part);
   st = pr_profile_merge(cached, &part, out);
@@ -170,7 +172,9 @@ pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
   pr_profile_t cached;
   bool have = load_cached(path, sha, src->cores, &cached);
   int need[64], missing[64];
-  int n_need = pr_profile_grid(src->max_batch, src->extra, src->n_extra, need, 64);
+  int n_need =
+      src->n_batches > 0 ? 0 : pr_profile_grid(src->max_batch, src->extra, src->n_extra, need, 64);
+  for (int i = 0; i < src->n_batches && i < 64; i++) need[n_need++] = src->batches[i];
   int n_missing = have ? pr_profile_missing(&cached, src->cores, need, n_need, missing, 64) : 0;
   pr_status_t st;
   if (have && src->read_cache && n_missing == 0) {
@@ -188,7 +192,8 @@ pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
     pr_log(PR_LOG_INFO, "model %s: profiling on %d cores, batches up to %d (%d points)%s",
            src->model_name, src->cores, need[n_need - 1], n_need * src->cores,
            have ? "; the cached points not measured again are kept" : "");
-    st = measure(model, base, src, NULL, 0, out, err, err_len);
+    st = measure(model, base, src, src->n_batches > 0 ? need : NULL,
+                 src->n_batches > 0 ? n_need : 0, true, out, err, err_len);
   }
   /* cached only when sound (no suspicious point); a suspicious profile or a
    * cache that cannot be written is a warning (logged), never a failure */

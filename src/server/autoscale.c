@@ -1,6 +1,11 @@
 /* The autoscaler: a thread per scheduler that samples the queue every
  * window, asks the estimator for a target batch and switches to the plan
- * prepared for it. See scheduler.h for the locking rules. */
+ * prepared for it. With shape buckets (pr_sched_config_t.n_buckets), it
+ * also counts each window's arrivals per bucket, asks the bucket controller
+ * (packrat/buckets.h) which bucket to plan for, gives the estimator that
+ * bucket's planned latencies, and switches to the plan of that bucket at
+ * the target batch: a change of bucket is one more reason for the same
+ * switch. See scheduler.h for the locking rules. */
 #define _GNU_SOURCE
 #include <assert.h>
 #include <stdio.h>
@@ -14,6 +19,61 @@
 #include "server/sched_internal.h"
 
 /* ---- autoscaler ---- */
+
+/* The autoscaler thread's state between windows. */
+typedef struct {
+  pr_estimator_t e;
+  pr_bucket_ctl_t ctl;               /* with buckets */
+  uint64_t arrivals[PR_BUCKETS_MAX]; /* stats.bucket_arrivals at the last window's end */
+} auto_state_t;
+
+/* Whether config c is the autoscaler's for bucket (-1: no buckets).
+ * qlock held. */
+static bool planned_for(pr_sched_t *s, int c, int bucket) {
+  assert(pr_lock_held(&s->qlock));
+  const config_t *cfg = &s->configs[c];
+  return cfg->ok && cfg->planned && cfg->bucket == bucket;
+}
+
+/* The estimator's planned latency of each batch: bucket's plans'. qlock
+ * held. */
+static void load_latencies(pr_sched_t *s, pr_estimator_t *e, int bucket) {
+  for (int k = 0; k < PR_EST_MAX_SIZES; k++) {
+    e->latency_s[k] = 0;
+    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
+      if (planned_for(s, c, bucket) && s->configs[c].plan.batch == (1 << k))
+        e->latency_s[k] = s->configs[c].plan.latency_ms * 1e-3;
+  }
+}
+
+/* The bucket to plan for after this window's arrivals (-1: no buckets);
+ * a change is logged and gives the estimator the bucket's latencies. */
+static int bucket_step(pr_sched_t *s, auto_state_t *a) {
+  int n = s->cfg.n_buckets;
+  if (!n) return -1;
+  uint64_t counts[PR_BUCKETS_MAX], total = 0;
+  for (int k = 0; k < n; k++) {
+    uint64_t now = atomic_load(&s->stats.bucket_arrivals[k]);
+    counts[k] = now - a->arrivals[k];
+    a->arrivals[k] = now;
+    total += counts[k];
+  }
+  int before = a->ctl.current, b = pr_bucket_ctl_update(&a->ctl, counts);
+  const long long *size = s->cfg.bucket_sizes;
+  atomic_store(&s->stats.auto_bucket_size, (uint64_t)size[b]);
+  if (b == before) return b;
+  uint64_t within = 0;
+  for (int k = 0; k <= b; k++) within += counts[k];
+  pr_log(PR_LOG_INFO,
+         "autoscaler: shape bucket %s <= %lld (was <= %lld): %llu of the window's %llu requests "
+         "are within it",
+         s->cfg.dyn[s->cfg.bucket_dim].name, size[b], size[before], (unsigned long long)within,
+         (unsigned long long)total);
+  pr_lock(&s->qlock);
+  load_latencies(s, &a->e, b);
+  pr_unlock(&s->qlock);
+  return b;
+}
 
 /* One window of queue samples (and the age of the oldest request at its
  * end); true when the autoscaler is to stop. */
@@ -37,8 +97,9 @@ static bool sample_window(pr_sched_t *s, double window, int *samples, double *ol
 }
 
 /* Feeds the window to the estimator, publishes its inputs and decision
- * (metrics; the log when it holds, raises or switches), and switches. */
-static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window_t *w) {
+ * (metrics; the log when it holds, raises or switches), and switches to
+ * the plan of bucket (-1: no buckets) at the target batch. */
+static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window_t *w, int bucket) {
   int before = e->target, target = pr_estimator_update(e, w);
   pr_sched_stats_t *st = &s->stats;
   atomic_store(&st->auto_target, (uint64_t)target);
@@ -56,22 +117,26 @@ static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window
   int best = -1;
   pr_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS && best < 0; c++)
-    if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == target) best = c;
+    if (planned_for(s, c, bucket) && s->configs[c].plan.batch == target) best = c;
   bool on = s->auto_on, change = best >= 0 && best != s->active;
   pr_unlock(&s->qlock);
   if (on && change) {
-    char why[160];
+    char why[256], shape[96] = "";
+    if (bucket >= 0)
+      snprintf(shape, sizeof shape, ", shape bucket %.64s <= %lld",
+               s->cfg.dyn[s->cfg.bucket_dim].name, s->cfg.bucket_sizes[bucket]);
     snprintf(why, sizeof why,
-             "autoscaler: target batch %d at %.1f requests/s, %d queued, oldest %.0f ms%s%s",
-             target, w->arrivals_per_s, w->queue_lengths[w->n_samples - 1], w->oldest_wait_s * 1e3,
-             e->reason ? "; " : "", why_text[e->reason]);
+             "autoscaler: target batch %d%s at %.1f requests/s, %d queued, oldest %.0f ms%s%s",
+             target, shape, w->arrivals_per_s, w->queue_lengths[w->n_samples - 1],
+             w->oldest_wait_s * 1e3, e->reason ? "; " : "", why_text[e->reason]);
     pr_sched_switch(s, best, why);
   }
 }
 
 static void *auto_main(void *arg) {
   pr_sched_t *s = arg;
-  pr_estimator_t e;
+  auto_state_t a;
+  pr_estimator_t *e = &a.e;
   /* the configs' planned batches, powers of two, ascending */
   int lo = 1 << 30, hi = 1;
   pr_lock(&s->qlock);
@@ -83,14 +148,17 @@ static void *auto_main(void *arg) {
   }
   int est_kind = s->estimator;
   double window = s->window_s;
-  pr_estimator_init(&e, est_kind ? PR_EST_RATE : PR_EST_PAPER, lo, hi);
-  for (int k = 0; k < PR_EST_MAX_SIZES; k++) {
-    e.latency_s[k] = 0;
-    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-      if (s->configs[c].ok && s->configs[c].planned && s->configs[c].plan.batch == (1 << k))
-        e.latency_s[k] = s->configs[c].plan.latency_ms * 1e-3;
+  pr_estimator_init(e, est_kind ? PR_EST_RATE : PR_EST_PAPER, lo, hi);
+  /* the live plan's bucket (one pinned by hand has none: the largest) */
+  int bucket = -1, n_buckets = s->cfg.n_buckets;
+  if (n_buckets) {
+    bucket = s->configs[s->active].bucket >= 0 ? s->configs[s->active].bucket : n_buckets - 1;
+    pr_bucket_ctl_init(&a.ctl, n_buckets, bucket);
+    for (int k = 0; k < n_buckets; k++) a.arrivals[k] = atomic_load(&s->stats.bucket_arrivals[k]);
+    atomic_store(&s->stats.auto_bucket_size, (uint64_t)s->cfg.bucket_sizes[bucket]);
   }
-  e.target = s->configs[s->active].plan.batch;
+  load_latencies(s, e, bucket);
+  e->target = s->configs[s->active].plan.batch;
   pr_unlock(&s->qlock);
   uint64_t arrivals0 = atomic_load(&s->stats.arrivals);
   for (;;) {
@@ -100,7 +168,7 @@ static void *auto_main(void *arg) {
     uint64_t arrivals = atomic_load(&s->stats.arrivals);
     pr_est_window_t w = {samples, 20, (double)(arrivals - arrivals0) / window, oldest};
     arrivals0 = arrivals;
-    autoscale_step(s, &e, &w);
+    autoscale_step(s, e, &w, bucket_step(s, &a));
   }
 }
 

@@ -370,7 +370,7 @@ static void collect_ready(pr_served_t *m, scratch_t *x, double now, pr_dash_mode
   v->measured = x->measured;
   v->cpus = pr_sched_cpus(s);
   v->n_cpus = pr_sched_num_cpus(s);
-  v->n_prepared = pr_sched_snapshot(s, x->prepared, PR_SCHED_MAX_CONFIGS, &v->active);
+  v->n_prepared = pr_sched_snapshot(s, x->prepared, NULL, PR_SCHED_MAX_CONFIGS, &v->active);
   v->prepared = x->prepared;
   predict(&x->plan, &m->profile);
   for (int c = 0; c < v->n_prepared; c++) predict(&x->prepared[c], &m->profile);

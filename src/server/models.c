@@ -16,6 +16,7 @@
 #include "base/text.h"
 #include "base/topology.h"
 #include "base/util.h"
+#include "packrat/buckets.h"
 #include "packrat/profiler.h"
 
 struct pr_models {
@@ -206,8 +207,9 @@ static void warn_unknown_fixed(const pr_served_t *m, const char *name) {
 }
 
 /* The sets of the dynamic dims' sizes to compile ahead: every combination
- * of the listed sizes (a range stays at its planned size), but the planned
- * set itself (prepared anyway), at most PR_SCHED_MAX_AHEAD. */
+ * of the listed sizes (a range stays at its planned size), at most
+ * PR_SCHED_MAX_AHEAD; each instance skips the set it is prepared at (its
+ * plan's shape bucket's, or the planned set). */
 static void ahead_sizes(const pr_model_config_t *c, pr_sched_config_t *sc) {
   int idx[PR_DIMS_MAX] = {0}, dims[PR_SCHED_MAX_DYN], n = 0;
   bool any = false;
@@ -216,14 +218,12 @@ static void ahead_sizes(const pr_model_config_t *c, pr_sched_config_t *sc) {
   assert(n == sc->n_dyn);
   sc->n_ahead = 0;
   while (any && sc->n_ahead < PR_SCHED_MAX_AHEAD) {
-    bool planned = true;
     for (int j = 0; j < n; j++) {
       int i = dims[j];
       long long v = c->dim_kind[i] == PR_DIM_LIST ? c->dim_list[i][idx[j]] : c->dim_values[i];
       sc->ahead[sc->n_ahead][j] = v;
-      planned &= v == c->dim_values[i];
     }
-    if (!planned) sc->n_ahead++;
+    sc->n_ahead++;
     int j = 0; /* the next combination: a mixed-radix count over the lists */
     for (; j < n; j++) {
       int i = dims[j];
@@ -279,13 +279,22 @@ static void mark_dynamic(pr_served_t *m) {
   }
 }
 
-/* The model's profile on the server's cores: the cached one, or measured
- * (and cached when the profiler judges it sound). */
+/* The model's profile on the server's cores at base's dims: the cached
+ * one, or measured (and cached when the profiler judges it sound); coarse:
+ * only the batches plans use (powers of two and the max). */
 static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
-                               int max_threads, pr_profile_t *prof, char *err, size_t err_len) {
+                               int max_threads, bool coarse, pr_profile_t *prof, char *err,
+                               size_t err_len) {
+  int batches[32], n = 0;
+  for (int b = 1; coarse && n < 31; b *= 2) {
+    batches[n++] = b < m->cfg.max_batch ? b : m->cfg.max_batch;
+    if (b >= m->cfg.max_batch) break;
+  }
   pr_profile_source_t src = {.model_name = m->entry.name,
                              .cores = max_threads,
                              .max_batch = m->cfg.max_batch,
+                             .batches = batches,
+                             .n_batches = n,
                              .cpus = ms->cpus,
                              .n_cpus = ms->n_cpus,
                              .read_cache = true,
@@ -293,14 +302,60 @@ static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session
   return pr_profile_get(m->model, base, &src, prof, NULL, 0, err, err_len);
 }
 
+/* The shape buckets (sc->n_buckets 0: none): with plans from a profile
+ * that follow the load and exactly one dynamic dim, that dim's buckets
+ * (packrat/buckets.h), as many as the prepared plans allow (a plan per
+ * bucket and batch, and one slot free for a plan pinned by hand); at least
+ * two, else none (one plan shape, profile_at). */
+static void choose_buckets(const pr_model_config_t *c, int n_batches, int max_plans,
+                           pr_sched_config_t *sc) {
+  sc->n_buckets = 0;
+  if (strcmp(c->plan, "auto") || !c->autoscale || sc->n_dyn != 1) return;
+  int i = 0;
+  while (c->dim_kind[i] == PR_DIM_FIXED) i++; /* the dynamic one */
+  pr_bucket_dim_t d = {.min = c->dim_min[i],
+                       .max = c->dim_max[i],
+                       .profile_at = c->dim_values[i],
+                       .list = c->dim_list[i],
+                       .n_list = c->dim_kind[i] == PR_DIM_LIST ? c->dim_n_list[i] : 0};
+  long long sizes[PR_BUCKETS_MAX];
+  int n = pr_buckets_choose(&d, (max_plans - 1) / n_batches, sizes);
+  if (n < 2) return;
+  sc->n_buckets = n;
+  sc->bucket_dim = 0;
+  memcpy(sc->bucket_sizes, sizes, sizeof sizes);
+}
+
+/* Plans for batches lo, 2 lo, ... up to the max batch from prof into
+ * plans[n..] (bucket k each); the new n, or -1 with err. */
+static int plan_batches(const pr_model_config_t *c, const pr_profile_t *prof, int lo,
+                        int max_threads, int k, pr_plan_t *plans, int *buckets, int n, char *err,
+                        size_t err_len) {
+  for (int b = lo;; b *= 2) {
+    int batch = b < c->max_batch ? b : c->max_batch;
+    if (pr_plan_optimize(prof, batch, max_threads, &plans[n])) {
+      pr_errf(err, err_len, "no plan for batch %d", batch);
+      return -1;
+    }
+    buckets[n++] = k;
+    if (b >= c->max_batch) return n;
+  }
+}
+
 /* The plans to prepare: the fixed one, or one per power-of-two batch from
  * the min batch up to the max (and the max itself) when following the load,
- * else the max batch's. The profile they come from stays in m->profile (for
- * the dashboard). Returns how many, or -1 with err. */
+ * else the max batch's; with shape buckets, those batches' plans for each
+ * bucket from a profile at its size (the profile_at bucket's on the full
+ * grid, the others' on the batches plans use). buckets[i]: plans[i]'s
+ * bucket (-1: none). The active one is the max batch's at profile_at,
+ * whose profile stays in m->profile (for the dashboard). Returns how many,
+ * or -1 with err. */
 static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
-                      pr_plan_t *plans, int max_plans, int *active, char *err, size_t err_len) {
+                      pr_sched_config_t *sc, pr_plan_t *plans, int *buckets, int max_plans,
+                      int *active, char *err, size_t err_len) {
   pr_model_config_t *c = &m->cfg;
   *active = 0;
+  buckets[0] = -1;
   if (strcmp(c->plan, "auto"))
     return pr_plan_parse(c->plan, NULL, &plans[0], err, err_len) == PR_OK ? 1 : -1;
   int cores = pr_topology_num_cores();
@@ -318,18 +373,28 @@ static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_
             lo, c->max_batch, n_batches, max_plans);
     return -1;
   }
-  pr_profile_t *prof = &m->profile;
-  if (get_profile(ms, m, base, max_threads, prof, err, err_len)) return -1;
-  int n = 0;
-  for (int b = lo;; b *= 2) {
-    int batch = b < c->max_batch ? b : c->max_batch;
-    if (pr_plan_optimize(prof, batch, max_threads, &plans[n])) {
-      pr_errf(err, err_len, "no plan for batch %d", batch);
-      n = -1;
-      break;
-    }
-    *active = n++;
-    if (b >= c->max_batch) break;
+  choose_buckets(c, n_batches, max_plans, sc);
+  int n_sets = sc->n_buckets ? sc->n_buckets : 1, at = 0, dim = 0, n = 0;
+  int64_t values[8];
+  memcpy(values, base->dim_values, sizeof(int64_t) * (size_t)base->n_dims);
+  pr_session_options_t opts = *base;
+  opts.dim_values = values;
+  if (sc->n_buckets) {
+    while (c->dim_kind[dim] == PR_DIM_FIXED) dim++;
+    at = pr_bucket_of(sc->bucket_sizes, sc->n_buckets, c->dim_values[dim]);
+    pr_log(PR_LOG_INFO, "model %s: %d shape buckets of '%s', planned at sizes %lld..%lld",
+           m->entry.name, sc->n_buckets, c->dim_names[dim], sc->bucket_sizes[0],
+           sc->bucket_sizes[sc->n_buckets - 1]);
+  }
+  for (int k = 0; k < n_sets && n >= 0; k++) {
+    pr_profile_t own, *prof = k == at ? &m->profile : &own;
+    if (sc->n_buckets) values[dim] = sc->bucket_sizes[k];
+    if (get_profile(ms, m, &opts, max_threads, k != at, prof, err, err_len)) return -1;
+    int first = n;
+    n = plan_batches(c, prof, lo, max_threads, sc->n_buckets ? k : -1, plans, buckets, n, err,
+                     err_len);
+    if (k == at && n > first) *active = n - 1;
+    if (prof == &own) pr_profile_free(&own);
   }
   return n;
 }
@@ -371,16 +436,23 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
   mark_dynamic(m);
   int max_plans = ms->cfg.max_plans;
   pr_plan_t *plans = calloc((size_t)max_plans, sizeof *plans);
-  if (!plans) return PR_ERR_NOMEM;
+  int *buckets = calloc((size_t)max_plans, sizeof *buckets);
+  if (!plans || !buckets) {
+    free(plans);
+    free(buckets);
+    return PR_ERR_NOMEM;
+  }
   int active;
-  int n_plans = make_plans(ms, m, &base, plans, max_plans, &active, err, err_len);
+  int n_plans = make_plans(ms, m, &base, &sc, plans, buckets, max_plans, &active, err, err_len);
   if (n_plans < 0) {
     free(plans);
+    free(buckets);
     return PR_ERR_INVALID;
   }
   base.batch = 1;
-  st = pr_sched_create(m->model, plans, n_plans, active, ms->cpus, ms->n_cpus, &base, &sc,
+  st = pr_sched_create(m->model, plans, buckets, n_plans, active, ms->cpus, ms->n_cpus, &base, &sc,
                        &m->sched, err, err_len);
+  free(buckets);
   if (!st && n_plans > 1) pr_sched_set_auto(m->sched, true, c->estimator, 1.0);
   free(plans);
   return st;

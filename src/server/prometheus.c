@@ -120,6 +120,9 @@ static void write_autoscaler(FILE *f, const ready_t *r) {
                  offsetof(pr_sched_stats_t, auto_rate_milli), 1e-3},
                 {"packrat_autoscaler_backlog", "Requests queued at its last window's end.",
                  offsetof(pr_sched_stats_t, auto_backlog), 1},
+                {"packrat_autoscaler_bucket_size",
+                 "The shape bucket (its representative size) it plans for; 0: no buckets.",
+                 offsetof(pr_sched_stats_t, auto_bucket_size), 1},
                 {"packrat_autoscaler_oldest_wait_seconds",
                  "Age of the oldest queued request at its last window's end.",
                  offsetof(pr_sched_stats_t, auto_oldest_us), 1e-6}};
@@ -140,6 +143,18 @@ static void write_autoscaler(FILE *f, const ready_t *r) {
           f, "packrat_autoscaler_decisions_total{model=\"%s\",version=\"%s\",reason=\"%s\"} %llu\n",
           r->list[i]->entry.name, r->list[i]->entry.version, reasons[k],
           (unsigned long long)atomic_load(&pr_sched_stats(r->list[i]->sched)->auto_decisions[k]));
+  family(f, "packrat_bucket_requests_total", "counter",
+         "Requests submitted per shape bucket (its representative size), of models with buckets.");
+  for (int i = 0; i < r->n; i++) {
+    const pr_sched_dim_t *dim;
+    const long long *sizes;
+    int n = pr_sched_buckets(r->list[i]->sched, &dim, &sizes);
+    for (int k = 0; k < n; k++)
+      fprintf(
+          f, "packrat_bucket_requests_total{model=\"%s\",version=\"%s\",bucket=\"%lld\"} %llu\n",
+          r->list[i]->entry.name, r->list[i]->entry.version, sizes[k],
+          (unsigned long long)atomic_load(&pr_sched_stats(r->list[i]->sched)->bucket_arrivals[k]));
+  }
 }
 
 static const field_family_t counters[] = {

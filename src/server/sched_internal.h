@@ -40,6 +40,12 @@ typedef struct {
   bool retire;  /* its workers leave (eviction or a failed start) */
   bool planned; /* made by the optimizer (latency known): the autoscaler's, never evicted */
   double last_used;
+  /* the shape its sessions are prepared at: the scheduler's (bucket -1) or
+   * that with the bucket dim at cfg.bucket_sizes[bucket]; written under
+   * admin before its workers start, read by them */
+  int bucket;
+  pr_tensor_info_t in_info[PR_SCHED_MAX_IO];
+  pr_session_options_t base; /* the scheduler's, input_shapes = in_info */
 } config_t;
 
 struct pr_sched {
@@ -92,8 +98,10 @@ void pr_sched__time_out(pr_sched_t *s, pr_request_t *r);
  * shape, the queue head's (qlock held, the queue not empty); as
  * take_batch. */
 int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out);
-/* Whether r's inputs have the prepared shape (s->in_info) past axis 0. */
-bool pr_sched__prepared_shape(const pr_sched_t *s, const pr_request_t *r);
+/* Whether r's inputs have w's config's prepared shape past axis 0. */
+bool pr_sched__prepared_shape(const worker_t *w, const pr_request_t *r);
+/* The bucket of r's size (cfg.n_buckets > 0). */
+int pr_sched__bucket_of(const pr_sched_t *s, const pr_request_t *r);
 /* On w's thread, before its config goes live: compiles the shapes of
  * cfg.ahead into w's cache (as many as it holds). */
 pr_status_t pr_sched__warm(worker_t *w);
@@ -103,7 +111,9 @@ pr_status_t pr_sched__warm(worker_t *w);
 pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, int rows,
                                            pr_status_t *st, char *err, size_t err_len);
 
-/* Prepares a config for plan (admin held); its index, or < 0 with err. */
-int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
+/* Prepares a config for plan at bucket's shape (-1: the prepared one;
+ * admin held); its index, or < 0 with err. */
+int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, int bucket, char *err,
+                              size_t err_len);
 
 #endif

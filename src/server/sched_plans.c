@@ -66,9 +66,9 @@ static bool evict_one(pr_sched_t *s, int keep) {
   return true;
 }
 
-/* The prepared config with plan's instances, or -1; free_slot receives the
- * first free slot (-1 when none). qlock held. */
-static int find_config(pr_sched_t *s, const pr_plan_t *plan, int *free_slot) {
+/* The prepared config with plan's instances at bucket's shape, or -1;
+ * free_slot receives the first free slot (-1 when none). qlock held. */
+static int find_config(pr_sched_t *s, const pr_plan_t *plan, int bucket, int *free_slot) {
   assert(pr_lock_held(&s->qlock));
   *free_slot = -1;
   int used = 0;
@@ -79,7 +79,7 @@ static int find_config(pr_sched_t *s, const pr_plan_t *plan, int *free_slot) {
       continue;
     }
     used++;
-    if (cfg->ok && same_plan(&cfg->plan, plan)) return c;
+    if (cfg->ok && cfg->bucket == bucket && same_plan(&cfg->plan, plan)) return c;
   }
   assert(*free_slot >= 0 && used <= s->cfg.max_plans);
   return -1;
@@ -103,6 +103,20 @@ static bool plan_fits(const pr_sched_t *s, const pr_plan_t *plan, char *err, siz
   return true;
 }
 
+/* The shape config cfg's sessions are prepared at: the scheduler's, with
+ * the bucket dim's axes at its bucket's size. */
+static void bucket_shape(const pr_sched_t *s, config_t *cfg) {
+  memcpy(cfg->in_info, s->in_info, sizeof cfg->in_info);
+  cfg->base = s->base;
+  cfg->base.input_shapes = cfg->in_info;
+  if (cfg->bucket < 0) return;
+  assert(cfg->bucket < s->cfg.n_buckets && s->cfg.bucket_dim < s->cfg.n_dyn);
+  for (int k = 0; k < s->n_in; k++)
+    for (int d = 1; d < cfg->in_info[k].rank; d++)
+      if (s->cfg.dyn_of[k][d] == s->cfg.bucket_dim + 1)
+        cfg->in_info[k].dims[d] = s->cfg.bucket_sizes[cfg->bucket];
+}
+
 /* Starts the workers of config idx (its slot claimed) and waits until each
  * prepared its sessions; false with err when one could not. admin held. */
 static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
@@ -119,7 +133,7 @@ static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
     w->s = s;
     w->config = idx;
     w->batch = pi->batch;
-    st = pr_worker_init(&w->w, k, s->model, s->cpus + pi->first_core, pi->threads, &s->base, err,
+    st = pr_worker_init(&w->w, k, s->model, s->cpus + pi->first_core, pi->threads, &cfg->base, err,
                         err_len);
     if (!st && (st = pr_worker_start(&w->w, pr_sched__worker_main, w)))
       pr_errf(err, err_len, "cannot start an instance thread");
@@ -140,12 +154,13 @@ static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
  * recently used hand-pinned plan evicted when over the bound. Planned configs
  * (the autoscaler's) are never evicted. Every session the plan's instances
  * will run is compiled here, before the config can be switched to. */
-int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  assert(pr_lock_held(&s->admin));
+int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, int bucket, char *err,
+                              size_t err_len) {
+  assert(pr_lock_held(&s->admin) && bucket >= -1 && bucket < s->cfg.n_buckets);
   if (!plan_fits(s, plan, err, err_len)) return -1;
   int idx;
   pr_lock(&s->qlock);
-  int have = find_config(s, plan, &idx);
+  int have = find_config(s, plan, bucket, &idx);
   if (have >= 0) s->configs[have].last_used = pr_now();
   pr_unlock(&s->qlock);
   if (have >= 0) return have;
@@ -162,6 +177,8 @@ int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, s
   cfg->used = true; /* workers check `active`, which is never idx yet */
   cfg->planned = plan->latency_ms > 0;
   cfg->last_used = pr_now();
+  cfg->bucket = bucket;
+  bucket_shape(s, cfg);
   pr_unlock(&s->qlock);
   if (!start_config(s, idx, err, err_len)) {
     retire_config(s, idx);
@@ -201,7 +218,7 @@ static void drop_new(pr_sched_t *s, int idx, char *err, size_t err_len) {
 
 int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
   pr_lock(&s->admin);
-  int idx = pr_sched__add_plan_locked(s, plan, err, err_len);
+  int idx = pr_sched__add_plan_locked(s, plan, -1, err, err_len);
   if (idx >= 0 && idx != pr_sched_active(s) && !trim_locked(s, idx)) {
     drop_new(s, idx, err, err_len);
     idx = -1;
@@ -210,14 +227,16 @@ int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t er
   return idx;
 }
 
-int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, int max, int *active) {
+int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, long long *sizes, int max, int *active) {
   int n = 0;
   *active = -1;
   pr_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS && n < max; c++) {
-    if (!s->configs[c].ok) continue;
+    const config_t *cfg = &s->configs[c];
+    if (!cfg->ok) continue;
     if (c == s->active) *active = n;
-    plans[n++] = s->configs[c].plan;
+    if (sizes) sizes[n] = cfg->bucket >= 0 ? s->cfg.bucket_sizes[cfg->bucket] : 0;
+    plans[n++] = cfg->plan;
   }
   pr_unlock(&s->qlock);
   return n;
@@ -277,7 +296,7 @@ pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t
   bool was_auto = pr_sched_auto(s);
   pr_sched__set_auto_locked(s, false, 0, 0);
   int old = pr_sched_active(s);
-  int idx = pr_sched__add_plan_locked(s, plan, err, err_len);
+  int idx = pr_sched__add_plan_locked(s, plan, -1, err, err_len);
   pr_status_t st =
       idx >= 0 ? pr_sched_switch(s, idx, "plan set by hand (POST .../plan)") : PR_ERR_INVALID;
   /* over the bound: the least recently used pinned plan goes (the one just

@@ -40,14 +40,25 @@ static bool same_shape(const pr_sched_t *s, const pr_request_t *a, const pr_requ
   return true;
 }
 
-bool pr_sched__prepared_shape(const pr_sched_t *s, const pr_request_t *r) {
+/* Whether the input shapes agree with `info` past axis 0. */
+static bool shapes_equal(const pr_sched_t *s, const pr_tensor_t *x, const pr_tensor_info_t *info) {
   for (int k = 0; k < s->n_in; k++) {
-    const pr_tensor_t *x = &r->inputs[k];
-    if (x->rank != s->in_info[k].rank) return false;
-    for (int d = 1; d < x->rank; d++)
-      if (x->dims[d] != s->in_info[k].dims[d]) return false;
+    if (x[k].rank != info[k].rank) return false;
+    for (int d = 1; d < x[k].rank; d++)
+      if (x[k].dims[d] != info[k].dims[d]) return false;
   }
   return true;
+}
+
+bool pr_sched__prepared_shape(const worker_t *w, const pr_request_t *r) {
+  assert(w->config >= 0 && w->config < PR_SCHED_MAX_CONFIGS);
+  return shapes_equal(w->s, r->inputs, w->s->configs[w->config].in_info);
+}
+
+int pr_sched__bucket_of(const pr_sched_t *s, const pr_request_t *r) {
+  assert(s->cfg.n_buckets > 0 && s->cfg.bucket_dim < s->cfg.n_dyn);
+  const pr_sched_dim_t *d = &s->cfg.dyn[s->cfg.bucket_dim];
+  return pr_bucket_of(s->cfg.bucket_sizes, s->cfg.n_buckets, r->inputs[d->input].dims[d->axis]);
 }
 
 /* Unlinks r from the queue; prev: the request before it (NULL: r is the
@@ -170,7 +181,7 @@ static bool rows_scatter(const pr_sched_t *s, const pr_worker_session_t *z) {
 pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, int rows,
                                            pr_status_t *st, char *err, size_t err_len) {
   *st = PR_OK;
-  if (!w->cache || pr_sched__prepared_shape(w->s, r)) {
+  if (!w->cache || pr_sched__prepared_shape(w, r)) {
     pr_worker_session_t *z = pr_worker_session(&w->w, rows);
     return z ? z : pr_worker_largest(&w->w);
   }
@@ -220,6 +231,7 @@ pr_status_t pr_sched__warm(worker_t *w) {
   for (int a = 0; a < s->cfg.n_ahead; a++) {
     pr_tensor_t shapes[PR_SCHED_MAX_IO];
     ahead_shapes(s, a, shapes);
+    if (shapes_equal(s, shapes, s->configs[w->config].in_info)) continue; /* prepared */
     for (int b = 1;; b = b * 2 < w->batch ? b * 2 : w->batch) {
       if (held++ == s->cfg.cache_sessions) {
         pr_log(PR_LOG_INFO,
@@ -234,6 +246,12 @@ pr_status_t pr_sched__warm(worker_t *w) {
     }
   }
   return PR_OK;
+}
+
+int pr_sched_buckets(pr_sched_t *s, const pr_sched_dim_t **dim, const long long **sizes) {
+  *dim = s->cfg.n_buckets ? &s->cfg.dyn[s->cfg.bucket_dim] : NULL;
+  *sizes = s->cfg.bucket_sizes;
+  return s->cfg.n_buckets;
 }
 
 int pr_sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn) {

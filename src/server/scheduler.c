@@ -414,6 +414,27 @@ static void *reaper_main(void *arg) {
   return NULL;
 }
 
+/* The shape buckets of cfg and each plan's bucket. */
+static pr_status_t check_buckets(const pr_sched_config_t *cfg, const int *buckets, int n_plans,
+                                 char *err, size_t err_len) {
+  if (cfg->n_buckets < 0 || cfg->n_buckets > PR_BUCKETS_MAX ||
+      (cfg->n_buckets && (cfg->bucket_dim < 0 || cfg->bucket_dim >= cfg->n_dyn))) {
+    pr_errf(err, err_len, "%d shape buckets of dynamic dim %d", cfg->n_buckets, cfg->bucket_dim);
+    return PR_ERR_INVALID;
+  }
+  for (int k = 0; k < cfg->n_buckets; k++)
+    if (cfg->bucket_sizes[k] < 1 || (k && cfg->bucket_sizes[k] <= cfg->bucket_sizes[k - 1])) {
+      pr_errf(err, err_len, "shape bucket sizes must be positive and ascending");
+      return PR_ERR_INVALID;
+    }
+  for (int i = 0; buckets && i < n_plans; i++)
+    if (buckets[i] < -1 || buckets[i] >= cfg->n_buckets) {
+      pr_errf(err, err_len, "plan %d: no shape bucket %d", i, buckets[i]);
+      return PR_ERR_INVALID;
+    }
+  return PR_OK;
+}
+
 static pr_status_t check_create(pr_model_t *model, int n_plans, int *max_plans,
                                 const pr_sched_config_t *cfg, char *err, size_t err_len) {
   int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
@@ -500,13 +521,14 @@ static void init_stats(pr_sched_stats_t *st) {
   pr_hist_init(&st->compile_s, pr_latency_bounds, pr_latency_n_bounds);
 }
 
-pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_plans, int active,
-                            const int *cpus, int n_cpus, const pr_session_options_t *base,
-                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err,
-                            size_t err_len) {
+pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int *buckets,
+                            int n_plans, int active, const int *cpus, int n_cpus,
+                            const pr_session_options_t *base, const pr_sched_config_t *cfg,
+                            pr_sched_t **out, char *err, size_t err_len) {
   *out = NULL;
   int max_plans;
   pr_status_t st = check_create(model, n_plans, &max_plans, cfg, err, err_len);
+  if (!st) st = check_buckets(cfg, buckets, n_plans, err, err_len);
   if (st) return st;
   pr_sched_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
@@ -548,7 +570,9 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_pla
   }
   int first = -1;
   for (int i = 0; i < n_plans; i++) {
-    int idx = pr_sched_add_plan(s, &plans[i], err, err_len);
+    pr_lock(&s->admin);
+    int idx = pr_sched__add_plan_locked(s, &plans[i], buckets ? buckets[i] : -1, err, err_len);
+    pr_unlock(&s->admin);
     if (idx < 0) {
       pr_sched_destroy(s);
       return PR_ERR_INVALID;
@@ -640,6 +664,7 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   if (r->deadline > 0 && (s->reap_due == 0 || r->deadline < s->reap_due))
     pthread_cond_signal(&s->reap_cond);
   atomic_fetch_add(&s->stats.arrivals, 1);
+  if (s->cfg.n_buckets) atomic_fetch_add(&s->stats.bucket_arrivals[pr_sched__bucket_of(s, r)], 1);
   pr_history_arrival(s->history, r->t_enqueue, s->depth);
   /* broadcast: parked workers of other configs share the condition variable */
   pthread_cond_broadcast(&s->qcond);

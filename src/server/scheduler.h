@@ -43,6 +43,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "packrat/buckets.h"
 #include "packrat/engine.h"
 #include "packrat/planner.h"
 #include "runtime/shape_cache.h"
@@ -105,11 +106,20 @@ typedef struct {
   size_t cache_bytes;
   /* shapes compiled ahead into each instance's cache (the sizes a config
    * lists), before its plan goes live, at every rows the instance runs, as
-   * many as the cache holds: n_ahead sets of the dyn dims' values; dyn_of:
+   * many as the cache holds (an instance skips the set it is prepared
+   * at): n_ahead sets of the dyn dims' values; dyn_of:
    * every input axis a dyn dim sizes (1 + its index, 0: none) */
   unsigned char dyn_of[PR_SCHED_MAX_IO][PR_MAX_RANK];
   int n_ahead;
   int64_t ahead[PR_SCHED_MAX_AHEAD][PR_SCHED_MAX_DYN];
+  /* shape buckets (n_buckets 0: none, every config at the prepared shape):
+   * the representative sizes of dyn dim bucket_dim, ascending
+   * (packrat/buckets.h). A planned config of bucket k is prepared at the
+   * prepared shape with that dim at bucket_sizes[k]; the autoscaler counts
+   * each request's bucket and switches to the plan of the bucket its
+   * controller picks, at the target batch. */
+  int n_buckets, bucket_dim;
+  long long bucket_sizes[PR_BUCKETS_MAX];
 } pr_sched_config_t;
 
 /* Where a request's time goes (packrat_request_stage_seconds): parse (its
@@ -152,6 +162,10 @@ typedef struct {
    * (pr_est_reason_t: the estimate, held by the backlog, raised by it) */
   _Atomic uint64_t auto_target, auto_rate_milli, auto_backlog, auto_oldest_us;
   _Atomic uint64_t auto_decisions[3];
+  /* shape buckets: the representative size the live plan is made for (0:
+   * no buckets) and requests submitted per bucket */
+  _Atomic uint64_t auto_bucket_size;
+  _Atomic uint64_t bucket_arrivals[PR_BUCKETS_MAX];
   /* the instances' session caches (shapes other than the prepared one) and
    * their compile times */
   pr_shape_cache_stats_t cache;
@@ -173,15 +187,18 @@ typedef struct pr_sched pr_sched_t;
 
 /* Prepares one instance set per plan (pinned to cpus in order, sessions for
  * the batch sizes each instance can run) and activates plans[active].
- * base: shapes of dims other than the batch. */
-pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, int n_plans, int active,
-                            const int *cpus, int n_cpus, const pr_session_options_t *base,
-                            const pr_sched_config_t *cfg, pr_sched_t **out, char *err,
-                            size_t err_len);
+ * base: shapes of dims other than the batch. buckets (may be NULL: every
+ * plan at base's shapes, -1): each plan's shape bucket, an index into
+ * cfg->bucket_sizes (planned plans only) or -1. */
+pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int *buckets,
+                            int n_plans, int active, const int *cpus, int n_cpus,
+                            const pr_session_options_t *base, const pr_sched_config_t *cfg,
+                            pr_sched_t **out, char *err, size_t err_len);
 
-/* Prepares another instance set (or finds an identical prepared one), evicting
- * the least recently used inactive one when at the bound; returns its index,
- * or < 0 with err (a failed plan leaves nothing behind). */
+/* Prepares another instance set at the prepared shape (or finds an
+ * identical prepared one), evicting the least recently used inactive one
+ * when at the bound; returns its index, or < 0 with err (a failed plan
+ * leaves nothing behind). */
 int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
 /* Makes config `index` active. Counted and logged when it changes anything.
  * PR_ERR_INVALID for an index that is not a prepared config. */
@@ -191,9 +208,11 @@ pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why);
 pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
 int pr_sched_active(pr_sched_t *s);
 int pr_sched_num_configs(pr_sched_t *s);
-/* Copies of the prepared configs' plans (at most max, by index) into plans;
- * returns how many, *active: the position of the active one among them. */
-int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, int max, int *active);
+/* Copies of the prepared configs' plans (at most max, by index) into plans
+ * and, when sizes is not NULL, the representative size of each one's shape
+ * bucket (0: the prepared shape, no bucket) into sizes; returns how many,
+ * *active: the position of the active one among them. */
+int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, long long *sizes, int max, int *active);
 /* A copy of the active config's plan. */
 void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out);
 
@@ -241,6 +260,9 @@ pr_history_t *pr_sched_history(pr_sched_t *s);
 const int *pr_sched_cpus(const pr_sched_t *s);
 int pr_sched_num_cpus(const pr_sched_t *s);
 pr_sched_stats_t *pr_sched_stats(pr_sched_t *s);
+/* The shape buckets' dim (*dim, NULL when none) and representative sizes
+ * (*sizes); returns how many (0: none). */
+int pr_sched_buckets(pr_sched_t *s, const pr_sched_dim_t **dim, const long long **sizes);
 /* The dynamic dims (pr_sched_config_t.dyn) into *dyn; returns how many. */
 int pr_sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn);
 /* Copies of the shapes served (the first PR_SCHED_MAX_SHAPES distinct

@@ -485,11 +485,21 @@ static enum MHD_Result h_stats(pr_server_t *s, struct MHD_Connection *c, conn_t 
   return with_model(s, c, cn, stats);
 }
 
+/* The plan's shape bucket: {"dim": NAME, "size": N} (size 0: the
+ * prepared shape, a plan pinned by hand), or null without buckets. */
+static json_t *bucket_json(pr_served_t *m, long long size) {
+  const pr_sched_dim_t *dim;
+  const long long *sizes;
+  if (!pr_sched_buckets(m->sched, &dim, &sizes)) return json_null();
+  return json_pack("{s:s, s:I}", "dim", dim->name, "size", (json_int_t)size);
+}
+
 static json_t *plan_json(pr_served_t *m) {
   pr_plan_t *plans = calloc(PR_SCHED_MAX_CONFIGS, sizeof *plans);
+  long long sizes[PR_SCHED_MAX_CONFIGS];
   if (!plans) return NULL;
   int active;
-  int n = pr_sched_snapshot(m->sched, plans, PR_SCHED_MAX_CONFIGS, &active);
+  int n = pr_sched_snapshot(m->sched, plans, sizes, PR_SCHED_MAX_CONFIGS, &active);
   const int *cpus = pr_sched_cpus(m->sched);
   const pr_plan_t *p = &plans[active >= 0 ? active : 0];
   json_t *insts = json_array();
@@ -506,13 +516,16 @@ static json_t *plan_json(pr_served_t *m) {
   for (int c = 0; c < n; c++) {
     char spec[512];
     pr_plan_format(&plans[c], spec, sizeof spec);
-    json_array_append_new(prepared, json_pack("{s:i, s:s, s:f}", "batch", plans[c].batch, "plan",
-                                              spec, "predicted_latency_ms", plans[c].latency_ms));
+    json_array_append_new(
+        prepared,
+        json_pack("{s:i, s:s, s:f, s:o}", "batch", plans[c].batch, "plan", spec,
+                  "predicted_latency_ms", plans[c].latency_ms, "bucket", bucket_json(m, sizes[c])));
   }
-  json_t *o =
-      json_pack("{s:s, s:s, s:i, s:f, s:b, s:o, s:o}", "name", m->entry.name, "version",
-                m->entry.version, "batch", p->batch, "predicted_latency_ms", p->latency_ms,
-                "autoscale", pr_sched_auto(m->sched), "instances", insts, "prepared", prepared);
+  json_t *o = json_pack("{s:s, s:s, s:i, s:f, s:b, s:o, s:o, s:o}", "name", m->entry.name,
+                        "version", m->entry.version, "batch", p->batch, "predicted_latency_ms",
+                        p->latency_ms, "autoscale", pr_sched_auto(m->sched), "bucket",
+                        bucket_json(m, sizes[active >= 0 ? active : 0]), "instances", insts,
+                        "prepared", prepared);
   free(plans);
   return o;
 }

@@ -119,7 +119,7 @@ static void test_switch_under_submits(void **state) {
                            .max_plans = 3};
   pr_session_options_t base = pr_session_options_default();
   pr_sched_t *s;
-  if (pr_sched_create(m, plans, 2, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr_sched_create(m, plans, NULL, 2, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   _Atomic int done = 0;
   _Atomic long rows_sent = 0;
@@ -206,7 +206,7 @@ static void test_larger_request_runs_in_chunks(void **state) {
   pr_sched_config_t cfg = {.max_batch = 8, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
   pr_session_options_t base = pr_session_options_default();
   pr_sched_t *s;
-  if (pr_sched_create(m, &plan, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   pr_sched_stats_t *st = pr_sched_stats(s);
   run_one(s, 8);
@@ -283,7 +283,7 @@ static void test_batches_group_shapes(void **state) {
   int64_t values[1] = {3};
   base.n_dims = 1, base.dim_names = names, base.dim_values = values;
   pr_sched_t *s;
-  if (pr_sched_create(m, &plan, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   static const int lens[5] = {2, 5, 2, 5, 3}, rows[5] = {1, 1, 1, 2, 1};
   pr_request_t *r[5];
@@ -328,9 +328,69 @@ static void test_batches_group_shapes(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* Shape buckets: the same plan at two buckets (4 and 16) is two configs,
+ * each prepared at its bucket's size: a length-4 request misses the cache
+ * while bucket 16's config is live and runs on the prepared sessions once
+ * bucket 4's is; requests are counted per bucket. */
+static void test_bucket_configs(void **state) {
+  pr_model_t *m = neg_seq_model();
+  int cpus[256];
+  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  char err[512];
+  pr_plan_t plans[2];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(pr_plan_parse("1x2", NULL, &plans[i], err, sizeof err), PR_OK);
+    plans[i].latency_ms = 1; /* planned: the autoscaler's */
+  }
+  const int buckets[2] = {0, 1};
+  pr_sched_config_t cfg = {.max_batch = 2,
+                           .queue_capacity = 16,
+                           .n_dyn = 1,
+                           .dyn = {{"d1", 0, 1}},
+                           .dyn_of = {{0, 1}},
+                           .cache_sessions = 4,
+                           .cache_bytes = 1 << 30,
+                           .n_buckets = 2,
+                           .bucket_sizes = {4, 16}};
+  pr_session_options_t base = pr_session_options_default();
+  const char *names[1] = {"d1"};
+  int64_t values[1] = {16};
+  base.n_dims = 1, base.dim_names = names, base.dim_values = values;
+  pr_sched_t *s;
+  if (pr_sched_create(m, plans, buckets, 2, 1, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+    fail_msg("%s", err);
+  pr_plan_t snap[4];
+  long long sizes[4];
+  int active;
+  assert_int_equal(pr_sched_snapshot(s, snap, sizes, 4, &active), 2);
+  assert_true(sizes[0] == 4 && sizes[1] == 16 && active == 1);
+  const pr_sched_dim_t *dim;
+  const long long *bs;
+  assert_int_equal(pr_sched_buckets(s, &dim, &bs), 2);
+  assert_string_equal(dim->name, "d1");
+  static const int lens[4] = {4, 4, 16, 9};
+  static const uint64_t misses[4] = {1, 1, 2, 3};
+  pr_sched_stats_t *st = pr_sched_stats(s);
+  for (int i = 0; i < 4; i++) {
+    if (i == 1) assert_int_equal(pr_sched_switch(s, 0, "bucket 4"), PR_OK);
+    pr_request_t *x = seq_request(1, lens[i]);
+    assert_int_equal(pr_sched_submit(s, x), PR_OK);
+    pr_sched_wait(s, x);
+    check_seq_answer(x);
+    pr_request_free(x);
+    assert_int_equal(atomic_load(&st->cache.misses), misses[i]);
+  }
+  assert_int_equal(atomic_load(&st->cache.hits), 0);
+  assert_int_equal(atomic_load(&st->bucket_arrivals[0]), 2);
+  assert_int_equal(atomic_load(&st->bucket_arrivals[1]), 2); /* 16 and 9 */
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
-                                     cmocka_unit_test(test_batches_group_shapes)};
+                                     cmocka_unit_test(test_batches_group_shapes),
+                                     cmocka_unit_test(test_bucket_configs)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
