@@ -279,16 +279,31 @@ static void mark_dynamic(pr_served_t *m) {
   }
 }
 
+/* Inserts b into the ascending batches[0..n) unless there; the new n. */
+static int add_batch(int *batches, int n, int b) {
+  int i = 0;
+  while (i < n && batches[i] < b) i++;
+  if (i < n && batches[i] == b) return n;
+  memmove(batches + i + 1, batches + i, sizeof *batches * (size_t)(n - i));
+  batches[i] = b;
+  return n + 1;
+}
+
 /* The model's profile on the server's cores at base's dims: the cached
- * one, or measured (and cached when the profiler judges it sound); coarse:
- * only the batches plans use (powers of two and the max). */
+ * one, or measured (and cached when the profiler judges it sound); coarse
+ * (lo: the smallest planned batch): only the batches plans use, the powers
+ * of two up to the max batch and the planned batches lo, 2 lo, ..., max. */
 static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
-                               int max_threads, bool coarse, pr_profile_t *prof, char *err,
+                               int max_threads, bool coarse, int lo, pr_profile_t *prof, char *err,
                                size_t err_len) {
-  int batches[32], n = 0;
-  for (int b = 1; coarse && n < 31; b *= 2) {
-    batches[n++] = b < m->cfg.max_batch ? b : m->cfg.max_batch;
-    if (b >= m->cfg.max_batch) break;
+  int batches[64], n = 0, max = m->cfg.max_batch;
+  for (int b = 1; coarse && n < 31; b *= 2) { /* powers of two: 1 << 20 at most */
+    n = add_batch(batches, n, b < max ? b : max);
+    if (b >= max) break;
+  }
+  for (int b = lo; coarse && n < 62; b *= 2) {
+    n = add_batch(batches, n, b < max ? b : max);
+    if (b >= max) break;
   }
   pr_profile_source_t src = {.model_name = m->entry.name,
                              .cores = max_threads,
@@ -389,7 +404,7 @@ static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_
   for (int k = 0; k < n_sets && n >= 0; k++) {
     pr_profile_t own, *prof = k == at ? &m->profile : &own;
     if (sc->n_buckets) values[dim] = sc->bucket_sizes[k];
-    if (get_profile(ms, m, &opts, max_threads, k != at, prof, err, err_len)) return -1;
+    if (get_profile(ms, m, &opts, max_threads, k != at, lo, prof, err, err_len)) return -1;
     int first = n;
     n = plan_batches(c, prof, lo, max_threads, sc->n_buckets ? k : -1, plans, buckets, n, err,
                      err_len);
