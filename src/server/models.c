@@ -403,7 +403,12 @@ static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_
   }
   for (int k = 0; k < n_sets && n >= 0; k++) {
     pr_profile_t own, *prof = k == at ? &m->profile : &own;
-    if (sc->n_buckets) values[dim] = sc->bucket_sizes[k];
+    if (sc->n_buckets) {
+      values[dim] = sc->bucket_sizes[k];
+      pr_log(PR_LOG_INFO, "model %s: shape bucket %s <= %lld: its profile (%s) and plans",
+             m->entry.name, c->dim_names[dim], sc->bucket_sizes[k],
+             k == at ? "profile_at: the full grid" : "the planned batches");
+    }
     if (get_profile(ms, m, &opts, max_threads, k != at, lo, prof, err, err_len)) return -1;
     int first = n;
     n = plan_batches(c, prof, lo, max_threads, sc->n_buckets ? k : -1, plans, buckets, n, err,
