@@ -20,7 +20,12 @@
    (T threads, batch --max-batch) against one with the plan packrat picks
    (`plan: auto`) for the same max batch.
 
-usage: bench/serve.py [--rate 20] [--duration 20] [--max-batch 8]
+   The same for each protocol: REST with binary tensors, REST with JSON
+   tensors and gRPC (ModelInfer with raw_input_contents), each on one
+   connection against the same server, from the histograms' growth during
+   its own run.
+
+usage: bench/serve.py [--rate 20] [--duration 20] [--max-batch 8] [--protocol-seconds 10]
 """
 import argparse
 import json
@@ -38,27 +43,38 @@ from common import add_paths, cpu_name, run_json, utc_stamp
 STAGES = ("parse", "queue", "assemble", "compute", "scatter", "resume", "encode", "send")
 
 
-def stage_means_us(url, model):
-    """Mean microseconds of each stage from /metrics (sum / count)."""
+def snapshot(url, model):
+    """The model's stage sums and counts and its overhead buckets, from /metrics."""
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    sums, counts = {}, {}
+    snap = {"sum": {}, "count": {}, "buckets": []}
+    q = re.escape(model)
     for line in text.splitlines():
-        m = re.match(r'packrat_request_stage_seconds_(sum|count)\{model="%s",[^}]*stage="(\w+)"\} (\S+)'
-                     % re.escape(model), line)
+        m = re.match(r'packrat_request_stage_seconds_(sum|count)\{model="%s",[^}]*stage="(\w+)"\} (\S+)' % q, line)
         if m:
-            (sums if m.group(1) == "sum" else counts)[m.group(2)] = float(m.group(3))
-    return {st: 1e6 * sums.get(st, 0) / counts[st] if counts.get(st) else 0.0 for st in STAGES}
+            snap[m.group(1)][m.group(2)] = float(m.group(3))
+        m = re.match(r'packrat_request_overhead_seconds_bucket\{model="%s",[^}]*le="([^"]+)"\} (\S+)' % q, line)
+        if m:
+            snap["buckets"].append((float(m.group(1)), float(m.group(2))))
+    return snap
 
 
-def overhead_us(url, model):
+def delta(before, after):
+    """What after counted beyond before (two snapshots of one server)."""
+    d = {k: {st: v - before[k].get(st, 0) for st, v in after[k].items()} for k in ("sum", "count")}
+    was = dict(before["buckets"])
+    d["buckets"] = [(le, n - was.get(le, 0)) for le, n in after["buckets"]]
+    return d
+
+
+def stage_means_us(snap):
+    """Mean microseconds of each stage (sum / count)."""
+    return {st: 1e6 * snap["sum"].get(st, 0) / snap["count"][st] if snap["count"].get(st) else 0.0
+            for st in STAGES}
+
+
+def overhead_us(snap):
     """(p50 us, share under 100 us, count) of packrat_request_overhead_seconds."""
-    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    buckets = []
-    for line in text.splitlines():
-        m = re.match(r'packrat_request_overhead_seconds_bucket\{model="%s",[^}]*le="([^"]+)"\} (\S+)'
-                     % re.escape(model), line)
-        if m:
-            buckets.append((float(m.group(1)), float(m.group(2))))
+    buckets = snap["buckets"]
     total = buckets[-1][1] if buckets else 0
     if not total:
         return 0.0, 0.0, 0
@@ -77,19 +93,41 @@ def stage_row(name, means, over):
             " | ".join(f"{means[k]:.1f}" for k in STAGES) + " |")
 
 
-def tiny_stages(packrat, seconds):
-    """The stage means for the tiny mlp, one connection, binary tensors."""
+PROTOCOLS = (("REST, binary tensors", []), ("REST, JSON tensors", ["--json-data"]),
+             ("gRPC, raw contents", ["--protocol", "grpc"]))
+
+
+def protocols(packrat, s, name, seconds):
+    """One connection, closed loop, on server s: for each protocol, the
+    requests' time outside compute (p50, share under 0.1 ms), the stage means
+    and the client's p50, from the histograms' growth during its own run."""
+    out = {}
+    for label, extra in PROTOCOLS:
+        if "grpc" in extra:
+            extra = extra + ["--grpc-address", s.grpc]
+        cmd = [packrat, "bench", "--url", s.url, "--model", name, "--concurrency", "1", *extra, "--json"]
+        run_json(cmd + ["--duration", "2"])  # warm-up
+        before = snapshot(s.url, name)
+        r = run_json(cmd + ["--duration", str(seconds)])
+        d = delta(before, snapshot(s.url, name))
+        out[label] = {"client_p50_ms": r["p50_ms"], "requests": r["requests"], "errors": r["errors"],
+                      "stage_means_us": stage_means_us(d), "overhead": overhead_us(d)}
+    return out
+
+
+def protocol_row(model, label, r):
+    over, means = r["overhead"], r["stage_means_us"]
+    return (f"| {model} | {label} | {over[0]:.0f} | {100 * over[1]:.0f}% | {means['parse']:.1f} | "
+            f"{means['encode']:.1f} | {r['client_p50_ms']:.3f} | {r['requests']} |")
+
+
+def tiny_model():
+    """The tiny mlp of tests/e2e/make_models.py, written to a temporary folder."""
     tmp = tempfile.mkdtemp()
     subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e",
                                                  "make_models.py"), tmp], check=True,
                    stdout=subprocess.DEVNULL)
-    s = Server(packrat, os.path.join(tmp, "mlp.onnx"),
-               {"max_batch_size": 1, "plan": "1x1", "max_queue_delay_us": 0}, name="mlp")
-    run_json([packrat, "bench", "--url", s.url, "--model", "mlp", "--concurrency", "1", "--duration",
-              str(seconds), "--json"])
-    means = stage_means_us(s.url, "mlp"), overhead_us(s.url, "mlp")
-    s.stop()
-    return means
+    return os.path.join(tmp, "mlp.onnx")
 
 
 class Server:
@@ -99,13 +137,13 @@ class Server:
         os.symlink(model_path, f"{self.dir}/{name}/1/model.onnx")
         json.dump(config, open(f"{self.dir}/{name}/config.json", "w"))
         self.log = open(f"{self.dir}/log", "w+")
-        self.p = subprocess.Popen([packrat, "serve", "--model-repository", self.dir, "--http-port", "0"],
-                                  stdout=self.log, stderr=subprocess.STDOUT)
+        self.p = subprocess.Popen([packrat, "serve", "--model-repository", self.dir, "--http-port", "0",
+                                   "--grpc-port", "0"], stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(3000):
             self.log.seek(0)
-            m = re.search(r"ready: (http://127.0.0.1:\d+)", self.log.read())
+            m = re.search(r"ready: (http://127.0.0.1:\d+).*gRPC: (\S+?)\)", self.log.read())
             if m:
-                self.url = m.group(1)
+                self.url, self.grpc = m.group(1), m.group(2)
                 break
             if self.p.poll() is not None:
                 raise RuntimeError("server exited")
@@ -144,6 +182,8 @@ def main():
     ap.add_argument("--rate", type=float, default=20)
     ap.add_argument("--duration", type=float, default=20)
     ap.add_argument("--max-batch", type=int, default=8)
+    ap.add_argument("--protocol-seconds", type=float, default=10,
+                    help="seconds of load per protocol and model (one connection)")
     add_paths(ap)
     args = ap.parse_args()
     packrat = os.path.join(args.build, "packrat")
@@ -156,9 +196,14 @@ def main():
               "--json"])
     served = run_json([packrat, "bench", "--url", s.url, "--model", "resnet50", "--concurrency", "1",
                        "--duration", "15", "--json"])
-    stages = {"resnet50": (stage_means_us(s.url, "resnet50"), overhead_us(s.url, "resnet50"))}
+    by_protocol = {"resnet50": protocols(packrat, s, "resnet50", args.protocol_seconds)}
     s.stop()
-    stages["tiny mlp"] = tiny_stages(packrat, 10)
+    s = Server(packrat, tiny_model(), {"max_batch_size": 1, "plan": "1x1", "max_queue_delay_us": 0},
+               name="mlp")
+    by_protocol["tiny mlp"] = protocols(packrat, s, "mlp", args.protocol_seconds)
+    s.stop()
+    binary = PROTOCOLS[0][0]
+    stages = {k: (v[binary]["stage_means_us"], v[binary]["overhead"]) for k, v in by_protocol.items()}
     many = many_connections(packrat, model, args.max_batch)
     print(json.dumps(many), flush=True)
     rows = []
@@ -178,10 +223,12 @@ def main():
     out = {"date": stamp, "cpu": cpu, "engine_median_ms": engine["median_ms"], "served": served, "load": rows,
            "stage_means_us": {k: v[0] for k, v in stages.items()},
            "overhead_p50_us": {k: v[1][0] for k, v in stages.items()},
-           "overhead_under_100us": {k: v[1][1] for k, v in stages.items()}, "many_connections": many}
+           "overhead_under_100us": {k: v[1][1] for k, v in stages.items()}, "many_connections": many,
+           "protocols": by_protocol}
     os.makedirs(args.out, exist_ok=True)
     json.dump(out, open(os.path.join(args.out, "serve.json"), "w"), indent=1)
-    lines = [f"Command: `bench/serve.py --rate {args.rate:g} --duration {args.duration:g} --max-batch {args.max_batch}`  ",
+    lines = [f"Command: `bench/serve.py --rate {args.rate:g} --duration {args.duration:g} --max-batch {args.max_batch}"
+             f" --protocol-seconds {args.protocol_seconds:g}`  ",
              f"Machine: {cpu}, {T} cores; {stamp}. ResNet-50, batch-1 requests with binary tensors.", "",
              "| path | p50 ms | p99 ms | server overhead per request |", "|---|---|---|---|",
              f"| engine alone (`packrat run --threads {T}`) | {engine['median_ms']:.1f} | - | - |",
@@ -195,6 +242,13 @@ def main():
              "| model | outside compute p50 us | under 0.1 ms | " + " | ".join(STAGES) + " |",
              "|---|---|---|" + "---|" * len(STAGES),
              *[stage_row(k, *v) for k, v in stages.items()], "",
+             "The same by protocol (one connection, closed loop, each protocol on the same server: "
+             "REST with the binary tensor extension, REST with JSON tensors, gRPC ModelInfer with "
+             "`raw_input_contents`); the client's p50 includes compute:", "",
+             "| model | protocol | outside compute p50 us | under 0.1 ms | parse us | encode us | "
+             "client p50 ms | requests |", "|---|---|---|---|---|---|---|---|",
+             *[protocol_row(m, label, r) for m, rows in by_protocol.items() for label, r in rows.items()],
+             "",
              f"Throughput with {many['connections']} connections (closed loop, ResNet-50, max batch "
              f"{args.max_batch}, plan {many['plan']}):", "",
              "| engine capacity req/s (`packrat run --plan`) | served req/s | served / capacity | errors | p50 ms |",

@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,22 @@ static void gather(const pr_sched_t *s, pr_worker_session_t *z, pr_request_t **r
   }
 }
 
+/* True when the session can read request r's inputs where they are, with
+ * no copy into its buffers: r alone fills z (same dtypes and shapes), and
+ * each input is aligned to 16 bytes (a binary HTTP body is laid out so that
+ * its tensors start 64-byte aligned; the engine reads inputs in place and
+ * never writes them). */
+static bool reads_in_place(const pr_sched_t *s, const pr_worker_session_t *z,
+                           const pr_request_t *r) {
+  for (int k = 0; k < s->n_in; k++) {
+    const pr_tensor_t *a = &r->inputs[k], *b = &z->in[k];
+    if (a->dtype != b->dtype || a->rank != b->rank || (uintptr_t)a->data % 16) return false;
+    for (int d = 0; d < a->rank; d++)
+      if (a->dims[d] != b->dims[d]) return false;
+  }
+  return true;
+}
+
 /* Copies rows [done, done + c) of a run's outputs (of z_rows rows) to the
  * requests they belong to, allocating each request's outputs on its first
  * rows; a request whose outputs cannot be allocated gets rs[i] =
@@ -215,10 +232,14 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     assert(z->in); /* the prepared ones before the config went live */
     int c = rows - done < z->rows ? rows - done : z->rows;
     double ta = pr_now();
-    gather(s, z, reqs, n, done, c);
+    const pr_tensor_t *in = z->in;
+    if (n == 1 && c == z->rows && done == 0 && reads_in_place(s, z, reqs[0]))
+      in = reqs[0]->inputs;
+    else
+      gather(s, z, reqs, n, done, c);
     pr_tensor_t outs[PR_SCHED_MAX_IO];
     double tb = pr_now();
-    st = pr_engine_session_run(z->session, z->in, s->n_in, outs, s->n_out, err, sizeof err);
+    st = pr_engine_session_run(z->session, in, s->n_in, outs, s->n_out, err, sizeof err);
     double tc = pr_now();
     if (!st) measured(w, (tc - tb) * 1e3, c, z->rows == w->batch && c == w->batch);
     if (!st) scatter(s, outs, z->rows, reqs, n, done, c, rs);

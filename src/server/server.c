@@ -120,9 +120,11 @@ typedef struct {
   pr_server_t *s;
   struct MHD_Connection *c;
   pr_route_t route;
-  pr_status_t route_status; /* of pr_route_match */
-  char *body;
-  size_t len, cap, limit;
+  pr_status_t route_status;  /* of pr_route_match */
+  char *body;                /* base + pad: see body_room */
+  char *base;                /* the allocation (pr_aligned_alloc) */
+  size_t len, cap, limit;    /* cap: bytes of body's room */
+  size_t pad;                /* puts the body's binary part on a 64-byte line */
   size_t reserved;           /* bytes counted in s->inflight */
   size_t dropped;            /* body bytes read after a refusal */
   bool serving;              /* counted in s->serving */
@@ -153,8 +155,8 @@ static void refuse(pr_server_t *s, conn_t *cn, pr_status_t status, const char *m
   if (cn->refuse_status) return;
   cn->refuse_status = status;
   snprintf(cn->refuse_msg, sizeof cn->refuse_msg, "%s", msg);
-  free(cn->body);
-  cn->body = NULL;
+  pr_free(cn->base);
+  cn->body = cn->base = NULL;
   cn->len = cn->cap = 0;
   atomic_fetch_add(&s->http_refused, 1);
 }
@@ -685,6 +687,10 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
   cn->limit = cn->route_status == PR_OK && pr_route_takes_tensors(cn->route.id)
                   ? s->cfg.max_body_bytes
                   : ADMIN_BODY_MAX;
+  const char *hl =
+      MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+  if (hl && *hl >= '0' && *hl <= '9') /* checked when the body is parsed */
+    cn->pad = (PR_ALIGN - strtoull(hl, NULL, 10) % PR_ALIGN) % PR_ALIGN;
   lengths_t l = {0};
   MHD_get_connection_values(c, MHD_HEADER_KIND, count_lengths, &l);
   /* framing the server and a proxy could read differently (request
@@ -718,6 +724,26 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
   }
 }
 
+/* Grows cn's body to hold at least `need` bytes (doubling, up to the
+ * limit; never by what the client only announced, so that a client that
+ * announces much and sends little holds little). The body sits `pad` bytes
+ * into a 64-byte aligned block, so that the binary tensors after an
+ * Inference-Header-Content-Length JSON part start on a 64-byte line and the
+ * scheduler can hand them to the engine where they are (no copy). */
+static bool body_room(conn_t *cn, size_t need) {
+  size_t cap = need * 2;
+  if (cap > cn->limit + 1) cap = cn->limit + 1;
+  if (cap < need) cap = need;
+  char *nb = pr_aligned_alloc(cn->pad + cap);
+  if (!nb) return false;
+  if (cn->len) memcpy(nb + cn->pad, cn->body, cn->len);
+  pr_free(cn->base);
+  cn->base = nb;
+  cn->body = nb + cn->pad;
+  cn->cap = cap;
+  return true;
+}
+
 static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
   if (cn->refuse_status) return;
   if (cn->len + n > cn->limit) {
@@ -731,16 +757,9 @@ static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
     refuse(s, cn, PR_ERR_BUSY, "the server holds too many request bytes; retry later");
     return;
   }
-  if (cn->len + n + 1 > cn->cap) {
-    size_t cap = (cn->len + n + 1) * 2;
-    if (cap > cn->limit + 1) cap = cn->limit + 1;
-    char *nb = realloc(cn->body, cap);
-    if (!nb) {
-      refuse(s, cn, PR_ERR_BUSY, "out of memory; retry later");
-      return;
-    }
-    cn->body = nb;
-    cn->cap = cap;
+  if (cn->len + n + 1 > cn->cap && !body_room(cn, cn->len + n + 1)) {
+    refuse(s, cn, PR_ERR_BUSY, "out of memory; retry later");
+    return;
   }
   memcpy(cn->body + cn->len, data, n);
   cn->len += n;
@@ -856,7 +875,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     pthread_mutex_destroy(&cn->lock);
     pr_service_release(&s->svc, cn->reserved);
     if (cn->serving) atomic_fetch_sub(&s->serving, 1);
-    free(cn->body);
+    pr_free(cn->base);
     free(cn);
     atomic_fetch_sub(&s->in_progress, 1);
   }
