@@ -21,11 +21,13 @@ MAIN=(
 # headless Chromium for the dashboard test (its fonts, DejaVu, come with
 # the main list already); the gRPC test's client, Python grpcio, and
 # grpc_python_plugin with protoc for its stubs (python3-protobuf comes with
-# the main list's python3-onnx)
+# the main list's python3-onnx); PIL and the DejaVu fonts for the OCR tests'
+# rendered text (tests/quant/ocr_accuracy.py, examples/ocr)
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev libonnx-testdata prometheus curl
   nginx haproxy mmdebstrap strace systemd chromium
   python3-grpcio protobuf-compiler-grpc
+  python3-pil fonts-dejavu-core
 )
 # Node.js and npm (ONNX Runtime and real models from npm at test time): the
 # machine's own when it has them (a newer Node.js with its npm, which Debian's

@@ -8,5 +8,6 @@ int pr_cli_plan(int argc, char **argv);
 int pr_cli_serve(int argc, char **argv);
 int pr_cli_bench(int argc, char **argv);
 int pr_cli_infer(int argc, char **argv);
+int pr_cli_quantize(int argc, char **argv);
 
 #endif

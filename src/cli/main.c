@@ -19,6 +19,7 @@ static void usage(FILE *f) {
           "  serve              serve a model repository over HTTP (Open Inference Protocol)\n"
           "  bench              load a running server and report throughput and latency\n"
           "  infer              send one request to a running server and print the outputs\n"
+          "  quantize MODEL.onnx  write an int8 (QDQ) model calibrated on sample inputs\n"
           "  version            print the version (also: packrat --version)\n"
           "\n"
           "'packrat <command> --help' describes a command's options.\n");
@@ -53,7 +54,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "run") || !strcmp(argv[1], "profile") || !strcmp(argv[1], "plan") ||
-      !strcmp(argv[1], "serve"))
+      !strcmp(argv[1], "serve") || !strcmp(argv[1], "quantize"))
     settle_openmp(argv);
   if (!strcmp(argv[1], "run")) return pr_cli_run(argc - 1, argv + 1);
   if (!strcmp(argv[1], "profile")) return pr_cli_profile(argc - 1, argv + 1);
@@ -61,6 +62,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "serve")) return pr_cli_serve(argc - 1, argv + 1);
   if (!strcmp(argv[1], "bench")) return pr_cli_bench(argc - 1, argv + 1);
   if (!strcmp(argv[1], "infer")) return pr_cli_infer(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "quantize")) return pr_cli_quantize(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
     return version();
   fprintf(stderr, "packrat: unknown command '%s'\n", argv[1]);

@@ -1,0 +1,349 @@
+/* packrat quantize: a float32 ONNX model and calibration inputs in, a QDQ
+ * int8 model out (packrat/quantize.h does the work). */
+#include <dirent.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "packrat/quantize.h"
+
+#define MAX_CALIB 64       /* --calibration flags */
+#define MAX_EXCLUDE 256    /* --exclude flags */
+#define MAX_SAMPLES 100000 /* files per input */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: packrat quantize MODEL.onnx --out Q.onnx --calibration [NAME=]PATH... [options]\n"
+          "\n"
+          "Writes a QDQ model (QuantizeLinear/DequantizeLinear pairs, as ONNX Runtime's\n"
+          "quantizer does) of a float32 model: the Conv, MatMul, Gemm and Add nodes that\n"
+          "packrat folds into int8 kernels, with int8 weights (symmetric, per output\n"
+          "channel), int32 biases, and the activations around them per tensor, their\n"
+          "ranges measured by running the model on the calibration inputs.\n"
+          "\n"
+          "  --out FILE            the quantized model (replaced whole)\n"
+          "  --calibration [NAME=]PATH\n"
+          "                        calibration data of input NAME (NAME= may be left out\n"
+          "                        when the model has one input): a .npy or .pb tensor file,\n"
+          "                        or a folder whose .npy and .pb files are read in name\n"
+          "                        order; sample k is the k-th file of every input (each\n"
+          "                        input needs as many); a file may hold a batch\n"
+          "  --method M            minmax (default) or percentile\n"
+          "  --percentile P        with --method percentile: the range keeps P%% of the\n"
+          "                        values at each end (default 99.999)\n"
+          "  --activations T       uint8 (default) or int8\n"
+          "  --ops LIST            operators to quantize, of Conv,MatMul,Gemm,Add (default all)\n"
+          "  --exclude NODE        leave node NODE float (its name, or its first output's\n"
+          "                        when it has none; repeatable)\n"
+          "  --fold-batchnorm      fold each BatchNormalization that follows a Conv into it\n"
+          "                        first (the Conv then runs in int8 too)\n"
+          "  --threads T           threads of the calibration runs (default 1)\n"
+          "  --json                print one JSON object as the last line\n");
+}
+
+typedef struct {
+  const char *model, *out;
+  const char *calib[MAX_CALIB];
+  int n_calib;
+  const char *exclude[MAX_EXCLUDE];
+  pr_quantize_options_t opt;
+  bool json;
+} quantize_args_t;
+
+/* ---- flags ---- */
+
+static bool parse_ops(const char *val, unsigned *ops) {
+  static const struct {
+    const char *name;
+    unsigned bit;
+  } KINDS[] = {{"Conv", PR_QUANT_CONV},
+               {"MatMul", PR_QUANT_MATMUL},
+               {"Gemm", PR_QUANT_GEMM},
+               {"Add", PR_QUANT_ADD}};
+  *ops = 0;
+  for (const char *p = val; *p;) {
+    size_t len = strcspn(p, ",");
+    size_t k = 0;
+    while (k < 4 && (strlen(KINDS[k].name) != len || strncmp(KINDS[k].name, p, len))) k++;
+    if (k == 4) return false;
+    *ops |= KINDS[k].bit;
+    p += len + (p[len] == ',');
+  }
+  return *ops != 0;
+}
+
+/* One flag with its value; -1 to go on, else the exit status. */
+static int parse_flag(quantize_args_t *a, const char *f, const char *val) {
+  static const char *const FLAGS[] = {"--out",         "--calibration", "--method",  "--percentile",
+                                      "--activations", "--ops",         "--exclude", "--threads"};
+  size_t known = 0;
+  while (known < sizeof FLAGS / sizeof *FLAGS && strcmp(FLAGS[known], f)) known++;
+  if (known == sizeof FLAGS / sizeof *FLAGS) {
+    fprintf(stderr, "packrat quantize: unknown option '%s'\n", f);
+    usage(stderr);
+    return 2;
+  }
+  if (!val) {
+    fprintf(stderr, "packrat quantize: %s needs a value\n", f);
+    return 2;
+  }
+  if (!strcmp(f, "--out")) {
+    a->out = val;
+  } else if (!strcmp(f, "--calibration")) {
+    if (a->n_calib == MAX_CALIB)
+      return fprintf(stderr, "packrat quantize: at most %d --calibration\n", MAX_CALIB), 2;
+    a->calib[a->n_calib++] = val;
+  } else if (!strcmp(f, "--method")) {
+    if (strcmp(val, "minmax") && strcmp(val, "percentile"))
+      return fprintf(stderr, "packrat quantize: --method is minmax or percentile\n"), 2;
+    a->opt.method = strcmp(val, "minmax") ? PR_CALIB_PERCENTILE : PR_CALIB_MINMAX;
+  } else if (!strcmp(f, "--percentile")) {
+    char *end;
+    a->opt.percentile = strtod(val, &end);
+    if (*end || end == val || !(a->opt.percentile >= 50 && a->opt.percentile <= 100))
+      return fprintf(stderr, "packrat quantize: --percentile is a number in [50, 100]\n"), 2;
+  } else if (!strcmp(f, "--activations")) {
+    bool u8 = !strcmp(val, "uint8") || !strcmp(val, "u8");
+    if (!u8 && strcmp(val, "int8") && strcmp(val, "s8"))
+      return fprintf(stderr, "packrat quantize: --activations is uint8 or int8\n"), 2;
+    a->opt.activation_type = u8 ? PR_DTYPE_UINT8 : PR_DTYPE_INT8;
+  } else if (!strcmp(f, "--ops")) {
+    if (!parse_ops(val, &a->opt.ops))
+      return fprintf(stderr, "packrat quantize: --ops lists Conv, MatMul, Gemm, Add\n"), 2;
+  } else if (!strcmp(f, "--exclude")) {
+    if (a->opt.n_exclude == MAX_EXCLUDE)
+      return fprintf(stderr, "packrat quantize: at most %d --exclude\n", MAX_EXCLUDE), 2;
+    a->exclude[a->opt.n_exclude++] = val;
+  } else {
+    a->opt.threads = (int)pr_cli_parse_long(f, val, 1, 1024);
+  }
+  return -1;
+}
+
+static int parse_args(quantize_args_t *a, int argc, char **argv) {
+  memset(a, 0, sizeof *a);
+  a->opt = pr_quantize_options_default();
+  a->opt.exclude = a->exclude;
+  for (int i = 1; i < argc; i++) {
+    const char *f = argv[i];
+    int rc;
+    if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(f, "--json")) {
+      a->json = true;
+    } else if (!strcmp(f, "--fold-batchnorm")) {
+      a->opt.fold_batchnorm = true;
+    } else if (f[0] == '-') {
+      if ((rc = parse_flag(a, f, i + 1 < argc ? argv[i + 1] : NULL)) >= 0) return rc;
+      i++;
+    } else if (!a->model) {
+      a->model = f;
+    } else {
+      fprintf(stderr, "packrat quantize: unexpected argument '%s'\n", f);
+      return 2;
+    }
+  }
+  if (!a->model || !a->out || !a->n_calib) {
+    fprintf(stderr, "packrat quantize: needs MODEL.onnx, --out and --calibration\n");
+    usage(stderr);
+    return 2;
+  }
+  return -1;
+}
+
+/* ---- calibration files ---- */
+
+typedef struct {
+  char **files;
+  int n;
+} file_list_t;
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool tensor_file(const char *name) {
+  size_t len = strlen(name);
+  return (len > 4 && !strcmp(name + len - 4, ".npy")) ||
+         (len > 3 && !strcmp(name + len - 3, ".pb"));
+}
+
+/* The files of PATH (a file, or a folder's .npy and .pb files in name
+ * order) into l; false after a message. */
+static bool list_files(const char *path, file_list_t *l) {
+  struct stat sb;
+  if (stat(path, &sb)) {
+    fprintf(stderr, "packrat quantize: --calibration %s: no such file or folder\n", path);
+    return false;
+  }
+  if (!S_ISDIR(sb.st_mode)) {
+    l->files = malloc(sizeof *l->files);
+    if (!l->files || !(l->files[0] = strdup(path))) return false;
+    l->n = 1;
+    return true;
+  }
+  DIR *d = opendir(path);
+  if (!d) {
+    fprintf(stderr, "packrat quantize: cannot open folder %s\n", path);
+    return false;
+  }
+  struct dirent *de;
+  int cap = 0;
+  bool ok = true;
+  while (ok && (de = readdir(d))) {
+    if (!tensor_file(de->d_name)) continue;
+    if (l->n == MAX_SAMPLES) {
+      fprintf(stderr, "packrat quantize: %s: more than %d files\n", path, MAX_SAMPLES);
+      ok = false;
+    } else if (l->n == cap) {
+      cap = cap * 2 + 64;
+      char **grown = realloc(l->files, sizeof *grown * (size_t)cap);
+      ok = grown != NULL;
+      if (grown) l->files = grown;
+    }
+    size_t len = strlen(path) + strlen(de->d_name) + 2;
+    char *full = ok ? malloc(len) : NULL;
+    if (full) snprintf(full, len, "%s/%s", path, de->d_name), l->files[l->n++] = full;
+    ok = ok && full;
+  }
+  closedir(d);
+  if (ok && !l->n) fprintf(stderr, "packrat quantize: folder %s holds no .npy or .pb file\n", path);
+  if (ok && l->n) qsort(l->files, (size_t)l->n, sizeof *l->files, cmp_str);
+  return ok && l->n;
+}
+
+static void free_lists(file_list_t *lists, int n) {
+  for (int i = 0; i < n; i++) {
+    for (int k = 0; k < lists[i].n; k++) free(lists[i].files[k]);
+    free(lists[i].files);
+  }
+}
+
+/* The input index that "NAME=" in spec names, or -1 with *path at spec
+ * when the model has one input and spec names none; -2 after a message. */
+static int spec_input(pr_quantizer_t *q, const char *spec, const char **path) {
+  int n_in = pr_engine_quantizer_num_inputs(q);
+  const char *eq = strchr(spec, '=');
+  for (int i = 0; eq && i < n_in; i++) {
+    pr_tensor_info_t info;
+    pr_engine_quantizer_input(q, i, &info);
+    if (strlen(info.name) == (size_t)(eq - spec) &&
+        !strncmp(info.name, spec, (size_t)(eq - spec))) {
+      *path = eq + 1;
+      return i;
+    }
+  }
+  *path = spec;
+  if (n_in == 1) return 0;
+  fprintf(stderr,
+          "packrat quantize: --calibration %s: name the input (NAME=PATH); the model has %d\n",
+          spec, n_in);
+  return -2;
+}
+
+/* Each model input's files into lists (n_in of them); false after a message. */
+static bool calibration_files(const quantize_args_t *a, pr_quantizer_t *q, file_list_t *lists) {
+  int n_in = pr_engine_quantizer_num_inputs(q);
+  for (int c = 0; c < a->n_calib; c++) {
+    const char *path;
+    int i = spec_input(q, a->calib[c], &path);
+    if (i < 0) return false;
+    if (lists[i].n) {
+      fprintf(stderr, "packrat quantize: input %d has two --calibration flags\n", i);
+      return false;
+    }
+    if (!list_files(path, &lists[i])) return false;
+  }
+  for (int i = 0; i < n_in; i++) {
+    pr_tensor_info_t info;
+    pr_engine_quantizer_input(q, i, &info);
+    if (!lists[i].n) {
+      fprintf(stderr, "packrat quantize: no --calibration for input '%s'\n", info.name);
+      return false;
+    }
+    if (lists[i].n != lists[0].n) {
+      fprintf(stderr, "packrat quantize: input '%s' has %d calibration files, the first input %d\n",
+              info.name, lists[i].n, lists[0].n);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* ---- running ---- */
+
+/* Every pass over every sample; false after a message. */
+static bool calibrate(pr_quantizer_t *q, const file_list_t *lists, int n_in) {
+  char err[1024];
+  pr_tensor_t in[64];
+  for (int pass = 0; pass < pr_engine_quantizer_passes(q); pass++)
+    for (int k = 0; k < lists[0].n; k++) {
+      int got = 0;
+      pr_status_t st = PR_OK;
+      for (; got < n_in && !st; got++) {
+        st = pr_engine_tensor_read_file(lists[got].files[k], &in[got], NULL, err, sizeof err);
+        if (st) fprintf(stderr, "packrat quantize: %s: %s\n", lists[got].files[k], err);
+      }
+      if (st) got--;
+      if (!st && (st = pr_engine_quantizer_observe(q, pass, in, n_in, err, sizeof err)))
+        fprintf(stderr, "packrat quantize: %s: %s\n", lists[0].files[k], err);
+      for (int i = 0; i < got; i++) pr_engine_tensor_free(&in[i]);
+      if (st) return false;
+    }
+  return true;
+}
+
+static void print_report(const quantize_args_t *a, const pr_quantize_report_t *r) {
+  const char *type = a->opt.activation_type == PR_DTYPE_INT8 ? "int8" : "uint8";
+  const char *method = a->opt.method == PR_CALIB_PERCENTILE ? "percentile" : "minmax";
+  printf("%s -> %s: %d Conv, %d MatMul, %d Gemm, %d Add in int8; %d activations %s (%s", a->model,
+         a->out, r->ops[0], r->ops[1], r->ops[2], r->ops[3], r->tensors, type, method);
+  if (a->opt.method == PR_CALIB_PERCENTILE) printf(" %g", a->opt.percentile);
+  printf(", %lld samples); opset %d", (long long)r->samples, r->from_opset);
+  if (r->opset != r->from_opset) printf(" -> %d", r->opset);
+  if (r->folded_bn) printf("; %d BatchNormalization folded into Conv", r->folded_bn);
+  printf("\n");
+  if (!a->json) return;
+  json_t *o =
+      json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:i, s:i}", "model", a->model,
+                "out", a->out, "conv", r->ops[0], "matmul", r->ops[1], "gemm", r->ops[2], "add",
+                r->ops[3], "activations", r->tensors, "type", type, "method", method, "samples",
+                (json_int_t)r->samples, "from_opset", r->from_opset, "opset", r->opset);
+  char *s = json_dumps(o, JSON_COMPACT);
+  if (s) printf("%s\n", s);
+  free(s);
+  json_decref(o);
+}
+
+int pr_cli_quantize(int argc, char **argv) {
+  quantize_args_t a;
+  int rc = parse_args(&a, argc, argv);
+  if (rc >= 0) return rc;
+  char err[1024];
+  pr_quantizer_t *q;
+  if (pr_engine_quantizer_create(a.model, &a.opt, &q, err, sizeof err)) {
+    fprintf(stderr, "packrat quantize: %s\n", err);
+    return 1;
+  }
+  int n_in = pr_engine_quantizer_num_inputs(q);
+  file_list_t lists[64] = {{0}};
+  pr_quantize_report_t report;
+  rc = 1;
+  if (n_in > 64) {
+    fprintf(stderr, "packrat quantize: the model has more than 64 inputs\n");
+  } else if (calibration_files(&a, q, lists) && calibrate(q, lists, n_in)) {
+    if (pr_engine_quantizer_write(q, a.out, &report, err, sizeof err))
+      fprintf(stderr, "packrat quantize: %s\n", err);
+    else
+      print_report(&a, &report), rc = 0;
+  }
+  free_lists(lists, n_in < 64 ? n_in : 64);
+  pr_engine_quantizer_destroy(q);
+  return rc;
+}

@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""`packrat quantize` from the command line: a small float CNN (made here
+with onnx) quantized from a folder, a file and NAME=PATH calibration data,
+the result run by `packrat run`, and each refusal with its exit status and
+message: usage errors (2), and bad or wrong-shaped files, an empty folder,
+a missing one, a model with nothing to quantize, an unknown --exclude name,
+an unnamed input of a two-input model (1).
+
+usage: quantize_cli.py PACKRAT OUT_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+packrat, root = sys.argv[1:3]
+shutil.rmtree(root, ignore_errors=True)
+os.makedirs(root)
+rng = np.random.default_rng(0)
+failures = []
+
+
+def path(name):
+    return os.path.join(root, name)
+
+
+def conv_model(name, two_inputs=False):
+    """x [N,3,8,8] -> Conv -> Relu -> Conv -> Sigmoid -> y (plus x2 -> Add)."""
+    w1 = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((2, 4, 1, 1)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+             helper.make_node("Sigmoid", ["c2"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])]
+    if two_inputs:
+        nodes[-1] = helper.make_node("Add", ["c2", "x2"], ["y"])
+        inputs.append(helper.make_tensor_value_info("x2", TensorProto.FLOAT, ["N", 2, 8, 8]))
+    g = helper.make_graph(nodes, "g", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 8, 8])], [w1, w2])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path(name))
+    return path(name)
+
+
+def samples(folder, shape, n=5):
+    os.makedirs(path(folder), exist_ok=True)
+    for k in range(n):
+        np.save(os.path.join(path(folder), f"s{k}.npy"), rng.standard_normal(shape).astype(np.float32))
+    return path(folder)
+
+
+def quantize(*args):
+    return subprocess.run([packrat, "quantize"] + list(args), capture_output=True, text=True)
+
+
+def expect(what, r, status, text):
+    out = r.stdout + r.stderr
+    if r.returncode != status or text not in out:
+        failures.append(f"{what}: exit {r.returncode} (want {status}), output {out!r} (want {text!r})")
+    else:
+        print(f"ok: {what}")
+
+
+model = conv_model("cnn.onnx")
+calib = samples("calib", (1, 3, 8, 8))
+q = path("cnn.int8.onnx")
+r = quantize(model, "--out", q, "--calibration", calib, "--json")
+expect("a folder of samples", r, 0, "2 Conv, 0 MatMul, 0 Gemm, 0 Add in int8")
+report = json.loads(r.stdout.strip().splitlines()[-1])
+if report["samples"] != 5 or report["activations"] != 3 or report["type"] != "uint8":
+    failures.append(f"--json report {report}")
+x = path("x.npy")
+np.save(x, rng.standard_normal((2, 3, 8, 8)).astype(np.float32))
+outs = []
+for m, d in ((model, "run32"), (q, "run8")):
+    subprocess.run([packrat, "run", m, "--input", f"x={x}", "--output-dir", path(d)], check=True,
+                   capture_output=True)
+    outs.append(np.load(os.path.join(path(d), "output_0.npy")))
+diff = float(np.abs(outs[0] - outs[1]).max())
+if not 0 < diff < 0.05:
+    failures.append(f"the quantized model answers {diff} from the float one (want (0, 0.05))")
+qm = onnx.load(q)
+ops = [n.op_type for n in qm.graph.node]
+if ops.count("QuantizeLinear") != 3 or qm.opset_import[0].version != 13:
+    failures.append(f"written model: {ops}, opset {qm.opset_import[0].version}")
+onnx.checker.check_model(qm)  # a standard model, as ONNX's checker sees it
+
+one = os.path.join(calib, "s0.npy")
+expect("one file, NAME=PATH, int8 percentile", quantize(
+    model, "--out", q, "--calibration", f"x={one}", "--activations", "int8", "--method",
+    "percentile", "--percentile", "99.9"), 0, "int8 (percentile 99.9, 1 samples)")
+expect("--ops and --exclude", quantize(model, "--out", q, "--calibration", calib, "--ops", "Conv",
+                                       "--exclude", "c2"), 0, "1 Conv, 0 MatMul")
+
+# usage errors: exit 2
+expect("--help", quantize("--help"), 0, "--calibration [NAME=]PATH")
+expect("no --out", quantize(model, "--calibration", calib), 2, "needs MODEL.onnx, --out")
+expect("bad --method", quantize(model, "--out", q, "--calibration", calib, "--method", "kl"), 2,
+       "--method is minmax or percentile")
+expect("bad --percentile", quantize(model, "--out", q, "--calibration", calib, "--percentile", "10"),
+       2, "[50, 100]")
+expect("bad --activations", quantize(model, "--out", q, "--calibration", calib, "--activations",
+                                     "int4"), 2, "uint8 or int8")
+expect("bad --ops", quantize(model, "--out", q, "--calibration", calib, "--ops", "Conv,Relu"), 2,
+       "--ops lists")
+expect("unknown flag", quantize(model, "--out", q, "--calibration", calib, "--fast"), 2,
+       "unknown option '--fast'")
+
+# bad data and models: exit 1
+bad = path("bad")
+os.makedirs(bad)
+with open(os.path.join(bad, "s0.npy"), "wb") as f:
+    f.write(b"\x93NUMPY garbage")
+expect("a corrupt file", quantize(model, "--out", q, "--calibration", bad), 1, "s0.npy")
+wrong = samples("wrong", (1, 3, 8))
+expect("a wrong shape", quantize(model, "--out", q, "--calibration", wrong), 1,
+       "the model takes FLOAT [?, 3, 8, 8]")
+os.makedirs(path("empty"))
+expect("an empty folder", quantize(model, "--out", q, "--calibration", path("empty")), 1,
+       "holds no .npy or .pb file")
+expect("a missing folder", quantize(model, "--out", q, "--calibration", path("nowhere")), 1,
+       "no such file or folder")
+expect("an unknown --exclude", quantize(model, "--out", q, "--calibration", calib, "--exclude",
+                                        "nope"), 1, "no node named 'nope'")
+neg = path("neg.onnx")
+g = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), neg)
+expect("nothing to quantize", quantize(neg, "--out", q, "--calibration", calib), 1,
+       "nothing to quantize")
+two = conv_model("two.onnx", two_inputs=True)
+expect("an unnamed input of two", quantize(two, "--out", q, "--calibration", calib), 1,
+       "name the input")
+calib2 = samples("calib2", (1, 2, 8, 8), n=4)
+expect("inputs with different counts", quantize(two, "--out", q, "--calibration", f"x={calib}",
+                                                "--calibration", f"x2={calib2}"), 1,
+       "has 4 calibration files")
+expect("two inputs named", quantize(two, "--out", q, "--calibration", f"x={calib}",
+                                    "--calibration", f"x2={samples('calib3', (1, 2, 8, 8))}"), 0,
+       "2 Conv")
+
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)

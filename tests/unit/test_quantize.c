@@ -1,0 +1,459 @@
+/* The quantizer (src/engine/quantize, packrat/quantize.h): calibration
+ * statistics and parameters, and whole small models quantized through the
+ * public API: the written QDQ model loads, folds into int8 kernels (each
+ * quantized Conv a QLinearConv, an Add of two quantized activations a
+ * QLinearAdd), answers within a few quantization steps of the float model,
+ * an opset-9 model is raised to 13 with the same answers, and every
+ * refusal (nothing to quantize, an unknown --exclude name, a wrong input
+ * shape, writing before calibrating) comes with its message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/quantize/calib.h"
+#include "model_builder.h"
+#include "onnx.pb-c.h"
+#include "packrat/engine.h"
+#include "packrat/quantize.h"
+
+#define IN(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define OUT(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static float frand(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (float)((*s >> 8) % 2000) / 1000.f - 1.f;
+}
+
+/* ---- calibration statistics and parameters ---- */
+
+static void test_act_params(void **state) {
+  (void)state;
+  float s;
+  int32_t z;
+  pr_qz_act_params(0.f, 2.55f, PR_DTYPE_UINT8, &s, &z);
+  assert_float_equal(s, 0.01f, 1e-7);
+  assert_int_equal(z, 0);
+  pr_qz_act_params(-1.f, 1.f, PR_DTYPE_UINT8, &s, &z);
+  assert_float_equal(s, 2.f / 255.f, 1e-7);
+  assert_true(z == 127 || z == 128); /* 127.5, give or take a float rounding */
+  pr_qz_act_params(-1.f, 1.f, PR_DTYPE_INT8, &s, &z);
+  assert_true(z == -1 || z == 0);
+  pr_qz_act_params(1.f, 2.f, PR_DTYPE_UINT8, &s, &z); /* widened to hold 0 */
+  assert_float_equal(s, 2.f / 255.f, 1e-7);
+  assert_int_equal(z, 0);
+  pr_qz_act_params(-3.f, -1.f, PR_DTYPE_INT8, &s, &z);
+  assert_int_equal(z, 127);
+  pr_qz_act_params(0.f, 0.f, PR_DTYPE_UINT8, &s, &z); /* never seen: scale 1 */
+  assert_float_equal(s, 1.f, 0);
+}
+
+static void test_range_minmax_and_percentile(void **state) {
+  (void)state;
+  enum { N = 100000 };
+  float *x = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++) x[i] = (float)i / N; /* [0, 1) */
+  x[7] = 100.f, x[8] = -50.f, x[9] = NAN;          /* two outliers, one NaN skipped */
+  pr_qz_range_t r;
+  pr_qz_range_init(&r);
+  pr_qz_range_add(&r, x, N / 2);
+  pr_qz_range_add(&r, x + N / 2, N - N / 2);
+  float lo, hi;
+  pr_qz_range_get(&r, 100, &lo, &hi);
+  assert_float_equal(lo, -50.f, 0);
+  assert_float_equal(hi, 100.f, 0);
+  assert_int_equal(r.count, N - 1);
+  assert_int_equal(pr_qz_range_hist_begin(&r), PR_OK);
+  pr_qz_range_hist_add(&r, x, N);
+  pr_qz_range_get(&r, 99.99, &lo, &hi); /* 10 values may lie outside */
+  float bin = 150.f / PR_QZ_BINS;
+  assert_true(hi >= 1.f - bin && hi <= 1.f + bin);
+  assert_true(lo <= 0.f && lo >= -bin);
+  pr_qz_range_get(&r, 100, &lo, &hi);
+  assert_float_equal(hi, 100.f, 0);
+  pr_qz_range_free(&r);
+  pr_qz_range_init(&r);
+  pr_qz_range_get(&r, 99.9, &lo, &hi); /* nothing seen */
+  assert_true(lo == 0.f && hi == 0.f);
+  free(x);
+}
+
+static void test_weights_and_bias(void **state) {
+  (void)state;
+  /* [2 outer, 3 channels, 2 inner]: channel 1 all zero */
+  const float w[12] = {0.5f, -1.f, 0, 0, 2.f, 0.25f, -0.5f, 0.3f, 0, 0, -4.f, 1.f};
+  int8_t q[12];
+  float s[3];
+  pr_qz_weights_s8(w, 2, 3, 2, q, s);
+  assert_float_equal(s[0], 1.f / 127, 1e-9);
+  assert_float_equal(s[1], 1.f, 0);
+  assert_float_equal(s[2], 4.f / 127, 1e-9);
+  assert_int_equal(q[1], -127);
+  assert_int_equal(q[0], 64); /* 63.5 to even */
+  assert_int_equal(q[2], 0);
+  assert_int_equal(q[10], -127);
+  assert_int_equal(q[4], 64);
+  const float b[3] = {1.f, -1e9f, 1e9f}, sw[3] = {0.5f, 1e-3f, 1e-3f};
+  int32_t bq[3];
+  pr_qz_bias_s32(b, 3, 0.1f, sw, 3, bq);
+  assert_int_equal(bq[0], 20);
+  assert_int_equal(bq[1], INT32_MIN);
+  assert_int_equal(bq[2], INT32_MAX);
+}
+
+/* ---- whole models ---- */
+
+static const int64_t X_DIMS[4] = {1, 3, 8, 8};
+
+static void init_random(mb_t *b, const char *name, int rank, const int64_t *dims, float scale,
+                        unsigned seed) {
+  int64_t n = 1;
+  for (int k = 0; k < rank; k++) n *= dims[k];
+  float *v = malloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) v[i] = frand(&seed) * scale;
+  mb_init(b, name, PR_DTYPE_FLOAT, rank, dims, v, sizeof(float) * (size_t)n);
+  free(v);
+}
+
+/* conv "name": in -> Conv(W [m, c, k, k], B) -> out */
+static void conv(mb_t *b, const char *name, const char *in, const char *out, int64_t m, int64_t c,
+                 int64_t k, unsigned seed) {
+  char w[64], bias[64];
+  snprintf(w, sizeof w, "%s_W", name);
+  snprintf(bias, sizeof bias, "%s_B", name);
+  int64_t wd[4] = {m, c, k, k};
+  init_random(b, w, 4, wd, 0.5f, seed);
+  init_random(b, bias, 1, &m, 0.2f, seed + 1);
+  int n = mb_node(b, "Conv", name, IN(in, w, bias), OUT(out));
+  int64_t pads[4] = {k / 2, k / 2, k / 2, k / 2};
+  mb_attr_ints(b, n, "pads", 4, pads);
+}
+
+/* x -> conv1 -> Relu -> conv2 -> Tanh -> y */
+static mb_t *chain_model(int opset) {
+  mb_t *b = mb_new(opset);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, X_DIMS);
+  conv(b, "conv1", "x", "c1", 4, 3, 3, 5);
+  mb_node(b, "Relu", "relu1", IN("c1"), OUT("r1"));
+  conv(b, "conv2", "r1", "c2", 2, 4, 1, 9);
+  mb_node(b, "Tanh", "tanh", IN("c2"), OUT("y"));
+  mb_output(b, "y");
+  return b;
+}
+
+/* x -> conv1 -> a; x -> conv2 -> c; a + c -> Tanh -> y */
+static mb_t *add_model(void) {
+  mb_t *b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, X_DIMS);
+  conv(b, "conv1", "x", "a", 4, 3, 3, 5);
+  conv(b, "conv2", "x", "c", 4, 3, 1, 7);
+  mb_node(b, "Add", "add", IN("a", "c"), OUT("s"));
+  mb_node(b, "Tanh", "tanh", IN("s"), OUT("y"));
+  mb_output(b, "y");
+  return b;
+}
+
+/* x -> Conv -> Clip (min 0, max 1 as attributes: opset 9) -> Softmax(axis 3) -> y */
+static mb_t *opset9_model(void) {
+  mb_t *b = mb_new(9);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, X_DIMS);
+  conv(b, "conv1", "x", "c1", 4, 3, 3, 5);
+  int n = mb_node(b, "Clip", "clip", IN("c1"), OUT("k"));
+  mb_attr_float(b, n, "min", 0.f);
+  mb_attr_float(b, n, "max", 1.f);
+  conv(b, "conv2", "k", "c2", 2, 4, 1, 9);
+  n = mb_node(b, "Softmax", "softmax", IN("c2"), OUT("y"));
+  mb_attr_int(b, n, "axis", 3);
+  mb_output(b, "y");
+  return b;
+}
+
+static void save_model(mb_t *b, const char *path) {
+  void *data;
+  size_t len;
+  mb_finish(b, &data, &len);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, len, f), len);
+  fclose(f);
+  free(data);
+}
+
+static void random_input(pr_tensor_t *t, float *buf, unsigned seed) {
+  *t = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 4, .data = buf};
+  memcpy(t->dims, X_DIMS, sizeof X_DIMS);
+  for (int i = 0; i < 3 * 8 * 8; i++) buf[i] = frand(&seed) * 2.f;
+}
+
+/* Quantizes path into qpath on 8 random samples; the report. */
+static pr_quantize_report_t quantize(const char *path, const char *qpath,
+                                     const pr_quantize_options_t *opt) {
+  char err[512];
+  pr_quantizer_t *q;
+  if (pr_engine_quantizer_create(path, opt, &q, err, sizeof err)) fail_msg("create: %s", err);
+  assert_int_equal(pr_engine_quantizer_num_inputs(q), 1);
+  float buf[3 * 8 * 8];
+  pr_tensor_t in;
+  for (int pass = 0; pass < pr_engine_quantizer_passes(q); pass++)
+    for (unsigned k = 0; k < 8; k++) {
+      random_input(&in, buf, 100 + k);
+      if (pr_engine_quantizer_observe(q, pass, &in, 1, err, sizeof err)) fail_msg("%s", err);
+    }
+  pr_quantize_report_t rep;
+  if (pr_engine_quantizer_write(q, qpath, &rep, err, sizeof err)) fail_msg("write: %s", err);
+  pr_engine_quantizer_destroy(q);
+  return rep;
+}
+
+/* Runs path on a new random input: the output (malloc'd, n values) and the
+ * kernels' op names as ",op,op,". */
+static float *run_model(const char *path, int64_t *n, char *ops, size_t ops_len) {
+  char err[512];
+  pr_model_t *m;
+  pr_session_t *s;
+  if (pr_engine_model_load_file(path, &m, err, sizeof err)) fail_msg("load: %s", err);
+  pr_session_options_t opt = pr_session_options_default();
+  if (pr_engine_session_create(m, &opt, &s, err, sizeof err)) fail_msg("session: %s", err);
+  float buf[3 * 8 * 8];
+  pr_tensor_t in, out;
+  random_input(&in, buf, 999);
+  assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+  *n = pr_tensor_numel(&out);
+  float *y = malloc(sizeof(float) * (size_t)*n);
+  memcpy(y, out.data, sizeof(float) * (size_t)*n);
+  snprintf(ops, ops_len, ",");
+  for (int i = 0; i < pr_engine_session_num_kernels(s); i++) {
+    pr_kernel_info_t k;
+    pr_engine_session_kernel(s, i, &k);
+    strncat(ops, k.op, ops_len - strlen(ops) - 2);
+    strcat(ops, ",");
+  }
+  pr_engine_session_destroy(s);
+  pr_engine_model_destroy(m);
+  return y;
+}
+
+/* Both models' answers within tol; the quantized one runs `want`. */
+static void check_close(const char *path, const char *qpath, float tol, const char *want) {
+  int64_t n32, n8;
+  char ops32[2048], ops8[2048];
+  float *y32 = run_model(path, &n32, ops32, sizeof ops32);
+  float *y8 = run_model(qpath, &n8, ops8, sizeof ops8);
+  assert_int_equal(n32, n8);
+  float worst = 0;
+  for (int64_t i = 0; i < n32; i++) worst = fmaxf(worst, fabsf(y32[i] - y8[i]));
+  if (worst > tol) fail_msg("max |fp32 - int8| %g > %g", worst, tol);
+  assert_true(worst > 0); /* it did quantize */
+  if (want && !strstr(ops8, want)) fail_msg("no %s among %s", want, ops8);
+  free(y32), free(y8);
+}
+
+/* The written model's opset and its QuantizeLinear nodes. */
+static void inspect(const char *qpath, int *opset, int *n_quantize) {
+  void *data;
+  size_t len;
+  FILE *f = fopen(qpath, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  len = (size_t)ftell(f);
+  rewind(f);
+  data = malloc(len);
+  assert_int_equal(fread(data, 1, len, f), len);
+  fclose(f);
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
+  assert_non_null(mp);
+  *opset = (int)mp->opset_import[0]->version;
+  *n_quantize = 0;
+  for (size_t i = 0; i < mp->graph->n_node; i++)
+    *n_quantize += !strcmp(mp->graph->node[i]->op_type, "QuantizeLinear");
+  onnx__model_proto__free_unpacked(mp, NULL);
+  free(data);
+}
+
+static char dir[] = "/tmp/pr_test_quantize_XXXXXX";
+
+static void paths(const char *name, char *path, char *qpath) {
+  snprintf(path, 512, "%s/%s.onnx", dir, name);
+  snprintf(qpath, 512, "%s/%s.int8.onnx", dir, name);
+}
+
+static void test_chain_u8_and_s8(void **state) {
+  (void)state;
+  char path[512], qpath[512];
+  paths("chain", path, qpath);
+  save_model(chain_model(13), path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  pr_quantize_report_t rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.ops[0], 2);
+  assert_int_equal(rep.tensors, 3); /* x, the Relu's output, conv2's output */
+  assert_int_equal(rep.samples, 8);
+  int opset, n_q;
+  inspect(qpath, &opset, &n_q);
+  assert_int_equal(opset, 13);
+  assert_int_equal(n_q, 3);
+  check_close(path, qpath, 0.08f, ",QLinearConv,");
+  opt.activation_type = PR_DTYPE_INT8;
+  opt.method = PR_CALIB_PERCENTILE;
+  opt.percentile = 99.99;
+  quantize(path, qpath, &opt);
+  check_close(path, qpath, 0.08f, ",QLinearConv,");
+}
+
+static void test_add_folds(void **state) {
+  (void)state;
+  char path[512], qpath[512];
+  paths("add", path, qpath);
+  save_model(add_model(), path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  pr_quantize_report_t rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.ops[0], 2);
+  assert_int_equal(rep.ops[3], 1);
+  check_close(path, qpath, 0.1f, ",QLinearAdd,");
+  opt.ops = PR_QUANT_CONV; /* Add left float */
+  rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.ops[3], 0);
+  check_close(path, qpath, 0.1f, ",QLinearConv,");
+}
+
+static void test_exclude(void **state) {
+  (void)state;
+  char path[512], qpath[512];
+  paths("exclude", path, qpath);
+  save_model(chain_model(13), path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  const char *ex[] = {"conv2"};
+  opt.exclude = ex, opt.n_exclude = 1;
+  pr_quantize_report_t rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.ops[0], 1);
+  assert_int_equal(rep.tensors, 2);
+}
+
+/* x -> conv1 -> BatchNormalization -> Tanh -> y */
+static mb_t *bn_model(void) {
+  mb_t *b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, X_DIMS);
+  conv(b, "conv1", "x", "c1", 4, 3, 3, 5);
+  const float scale[4] = {0.5f, 2.f, 1.f, 4.f}, bias[4] = {0.1f, -0.2f, 0.f, 0.3f};
+  const float mean[4] = {0.1f, 0.f, -0.3f, 0.2f}, var[4] = {0.5f, 2.f, 0.1f, 1.f};
+  int64_t four = 4;
+  mb_init(b, "s", PR_DTYPE_FLOAT, 1, &four, scale, sizeof scale);
+  mb_init(b, "b", PR_DTYPE_FLOAT, 1, &four, bias, sizeof bias);
+  mb_init(b, "m", PR_DTYPE_FLOAT, 1, &four, mean, sizeof mean);
+  mb_init(b, "v", PR_DTYPE_FLOAT, 1, &four, var, sizeof var);
+  mb_node(b, "BatchNormalization", "bn", IN("c1", "s", "b", "m", "v"), OUT("n"));
+  mb_node(b, "Tanh", "tanh", IN("n"), OUT("y"));
+  mb_output(b, "y");
+  return b;
+}
+
+static void test_batchnorm_folded(void **state) {
+  (void)state;
+  char path[512], qpath[512];
+  paths("bn", path, qpath);
+  save_model(bn_model(), path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  pr_quantize_report_t rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.folded_bn, 0); /* off by default: the Conv's output quantized before it */
+  assert_int_equal(rep.tensors, 2);
+  /* the Conv's output quantized before the normalization's scales (up to
+   * 4 / sqrt(0.5)): its steps grow with them */
+  check_close(path, qpath, 0.15f, ",QLinearConv,");
+  opt.fold_batchnorm = true;
+  rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.folded_bn, 1);
+  assert_int_equal(rep.ops[0], 1);
+  assert_int_equal(rep.tensors, 2); /* x and the normalized output */
+  check_close(path, qpath, 0.1f, ",QLinearConv,");
+}
+
+static void test_opset9_raised(void **state) {
+  (void)state;
+  char path[512], qpath[512];
+  paths("opset9", path, qpath);
+  save_model(opset9_model(), path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  pr_quantize_report_t rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.from_opset, 9);
+  assert_int_equal(rep.opset, 13);
+  int opset, n_q;
+  inspect(qpath, &opset, &n_q);
+  assert_int_equal(opset, 13);
+  /* the Clip's bounds and the Softmax's axis kept their meaning */
+  check_close(path, qpath, 0.05f, ",QLinearConv,");
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  char path[512], qpath[512], err[512];
+  pr_quantizer_t *q;
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  /* nothing to quantize */
+  paths("neg", path, qpath);
+  int64_t d[2] = {2, 3};
+  mb_t *b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 2, d);
+  mb_node(b, "Neg", "neg", IN("x"), OUT("y"));
+  mb_output(b, "y");
+  save_model(b, path);
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "nothing to quantize"));
+  /* not a model, not a file */
+  assert_int_equal(pr_engine_quantizer_create("/nonexistent.onnx", &opt, &q, err, sizeof err),
+                   PR_ERR_IO);
+  FILE *f = fopen(path, "wb");
+  fputs("not a model", f);
+  fclose(f);
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_ERR_INVALID);
+  /* an excluded name that names no node; bad options */
+  paths("chain", path, qpath);
+  save_model(chain_model(13), path);
+  const char *ex[] = {"no_such_node"};
+  opt.exclude = ex, opt.n_exclude = 1;
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_ERR_NOT_FOUND);
+  assert_non_null(strstr(err, "no_such_node"));
+  opt = pr_quantize_options_default();
+  opt.activation_type = PR_DTYPE_INT32;
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_ERR_INVALID);
+  /* a wrong shape and type; writing before a sample */
+  opt = pr_quantize_options_default();
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_quantizer_write(q, qpath, NULL, err, sizeof err), PR_ERR_INVALID);
+  float buf[4 * 8 * 8] = {0};
+  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 4, .dims = {1, 4, 8, 8}, .data = buf};
+  assert_int_equal(pr_engine_quantizer_observe(q, 0, &in, 1, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "the model takes FLOAT [1, 3, 8, 8]"));
+  in.dims[1] = 3, in.dtype = PR_DTYPE_INT32;
+  assert_int_equal(pr_engine_quantizer_observe(q, 0, &in, 1, err, sizeof err), PR_ERR_INVALID);
+  in.dtype = PR_DTYPE_FLOAT;
+  assert_int_equal(pr_engine_quantizer_observe(q, 1, &in, 1, err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr_engine_quantizer_observe(q, 0, &in, 1, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_quantizer_write(q, "/nonexistent/dir/q.onnx", NULL, err, sizeof err),
+                   PR_ERR_IO);
+  pr_engine_quantizer_destroy(q);
+  pr_engine_quantizer_destroy(NULL);
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_act_params),       cmocka_unit_test(test_range_minmax_and_percentile),
+      cmocka_unit_test(test_weights_and_bias), cmocka_unit_test(test_chain_u8_and_s8),
+      cmocka_unit_test(test_add_folds),        cmocka_unit_test(test_exclude),
+      cmocka_unit_test(test_opset9_raised),    cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_batchnorm_folded),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) rc = rc ? rc : 1;
+  return rc;
+}
