@@ -217,30 +217,41 @@ static pr_status_t rewrite_graph(writer_t *w) {
  * (the float weights that int8 ones replaced). */
 static pr_status_t prune(Onnx__GraphProto *g) {
   pr_qz_index_t ix;
-  if (pr_qz_index_build(&ix, g)) return PR_ERR_NOMEM;
-  size_t kept = 0;
-  for (size_t i = 0; i < g->n_node; i++) {
-    Onnx__NodeProto *n = g->node[i];
-    int id = n->n_output == 1 ? pr_qz_id(&ix, n->output[0]) : -1;
-    if (!strcmp(n->op_type, "Constant") && id >= 0 && !ix.uses[id] && !ix.is_output[id])
-      onnx__node_proto__free_unpacked(n, NULL);
-    else
-      g->node[kept++] = n;
+  bool *drop_node = calloc(g->n_node + 1, sizeof(bool));
+  bool *drop_init = calloc(g->n_initializer + 1, sizeof(bool));
+  if (!drop_node || !drop_init || pr_qz_index_build(&ix, g)) {
+    free(drop_node), free(drop_init);
+    return PR_ERR_NOMEM;
   }
+  /* decided first, freed after: the index borrows the names */
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *n = g->node[i];
+    int id = n->n_output == 1 ? pr_qz_id(&ix, n->output[0]) : -1;
+    drop_node[i] = !strcmp(n->op_type, "Constant") && id >= 0 && !ix.uses[id] && !ix.is_output[id];
+  }
+  for (size_t i = 0; i < g->n_initializer; i++) {
+    const char *name = g->initializer[i]->name;
+    int id = pr_qz_id(&ix, name);
+    bool listed = false; /* an initializer that is also a graph input stays */
+    for (size_t k = 0; k < g->n_input && !listed; k++) listed = !strcmp(g->input[k]->name, name);
+    drop_init[i] = id >= 0 && !ix.uses[id] && !ix.is_output[id] && !listed;
+  }
+  pr_qz_index_free(&ix);
+  size_t kept = 0;
+  for (size_t i = 0; i < g->n_node; i++)
+    if (drop_node[i])
+      onnx__node_proto__free_unpacked(g->node[i], NULL);
+    else
+      g->node[kept++] = g->node[i];
   g->n_node = kept;
   kept = 0;
-  for (size_t i = 0; i < g->n_initializer; i++) {
-    Onnx__TensorProto *t = g->initializer[i];
-    int id = pr_qz_id(&ix, t->name);
-    bool listed = false; /* an initializer that is also a graph input stays */
-    for (size_t k = 0; k < g->n_input && !listed; k++) listed = !strcmp(g->input[k]->name, t->name);
-    if (id >= 0 && !ix.uses[id] && !ix.is_output[id] && !listed)
-      onnx__tensor_proto__free_unpacked(t, NULL);
+  for (size_t i = 0; i < g->n_initializer; i++)
+    if (drop_init[i])
+      onnx__tensor_proto__free_unpacked(g->initializer[i], NULL);
     else
-      g->initializer[kept++] = t;
-  }
+      g->initializer[kept++] = g->initializer[i];
   g->n_initializer = kept;
-  pr_qz_index_free(&ix);
+  free(drop_node), free(drop_init);
   return PR_OK;
 }
 
