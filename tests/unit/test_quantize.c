@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/quantize/calib.h"
@@ -375,6 +376,44 @@ static void test_batchnorm_folded(void **state) {
   check_close(path, qpath, 0.1f, ",QLinearConv,");
 }
 
+/* chain_model's weights of conv1 and a Mul's constant in a data file next
+ * to the model; the quantized model, written to another folder, carries
+ * its data inline. */
+static void test_external_data(void **state) {
+  (void)state;
+  char path[512], qpath[512], data[600];
+  snprintf(path, sizeof path, "%s/ext.onnx", dir);
+  snprintf(qpath, sizeof qpath, "%s/elsewhere", dir);
+  mkdir(qpath, 0755);
+  snprintf(qpath, sizeof qpath, "%s/elsewhere/ext.int8.onnx", dir);
+  snprintf(data, sizeof data, "%s/ext.bin", dir);
+  float w[4 * 3 * 3 * 3], k[4];
+  unsigned seed = 3;
+  for (size_t i = 0; i < sizeof w / sizeof *w; i++) w[i] = frand(&seed) * 0.5f;
+  for (int i = 0; i < 4; i++) k[i] = 0.5f + 0.25f * (float)i;
+  FILE *f = fopen(data, "wb");
+  assert_non_null(f);
+  fwrite(w, 1, sizeof w, f);
+  fwrite(k, 1, sizeof k, f);
+  fclose(f);
+  mb_t *b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, X_DIMS);
+  int64_t wd[4] = {4, 3, 3, 3}, kd[4] = {1, 4, 1, 1};
+  mb_init_external(b, "W", PR_DTYPE_FLOAT, 4, wd, "ext.bin", 0, (long)sizeof w);
+  mb_init_external(b, "K", PR_DTYPE_FLOAT, 4, kd, "ext.bin", (long)sizeof w, (long)sizeof k);
+  int n = mb_node(b, "Conv", "conv1", IN("x", "W"), OUT("c1"));
+  int64_t pads[4] = {1, 1, 1, 1};
+  mb_attr_ints(b, n, "pads", 4, pads);
+  mb_node(b, "Mul", "mul", IN("c1", "K"), OUT("m"));
+  mb_node(b, "Tanh", "tanh", IN("m"), OUT("y"));
+  mb_output(b, "y");
+  save_model(b, path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  pr_quantize_report_t rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.ops[0], 1);
+  check_close(path, qpath, 0.08f, ",QLinearConv,");
+}
+
 static void test_opset9_raised(void **state) {
   (void)state;
   char path[512], qpath[512];
@@ -449,7 +488,7 @@ int main(void) {
       cmocka_unit_test(test_weights_and_bias), cmocka_unit_test(test_chain_u8_and_s8),
       cmocka_unit_test(test_add_folds),        cmocka_unit_test(test_exclude),
       cmocka_unit_test(test_opset9_raised),    cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_batchnorm_folded),
+      cmocka_unit_test(test_batchnorm_folded), cmocka_unit_test(test_external_data),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[600];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "engine/tensor.h"
 
 typedef struct {
   Onnx__GraphProto *g;
@@ -255,6 +256,46 @@ static pr_status_t prune(Onnx__GraphProto *g) {
   return PR_OK;
 }
 
+/* tp's external data read into raw_data: the written model lives in
+ * another folder, where the model's data files are not. */
+static pr_status_t inline_external(Onnx__TensorProto *tp, const char *base_dir, char *err,
+                                   size_t err_len) {
+  if (!tp->has_data_location || tp->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    return PR_OK;
+  pr_tensor_t *t;
+  pr_status_t st = pr_tensor_from_proto(tp, base_dir, &t, err, err_len);
+  if (st) return st;
+  size_t nbytes = (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
+  uint8_t *raw = malloc(nbytes ? nbytes : 1);
+  if (raw) {
+    memcpy(raw, t->data, nbytes);
+    for (size_t k = 0; k < tp->n_external_data; k++)
+      onnx__string_string_entry_proto__free_unpacked(tp->external_data[k], NULL);
+    free(tp->external_data);
+    tp->external_data = NULL, tp->n_external_data = 0;
+    tp->has_data_location = 0, tp->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+    free(tp->raw_data.data);
+    tp->has_raw_data = 1, tp->raw_data.data = raw, tp->raw_data.len = nbytes;
+  }
+  pr_engine_tensor_free(t);
+  free(t);
+  return raw ? PR_OK : PR_ERR_NOMEM;
+}
+
+/* Every tensor of g (initializers, Constant values) with its data inline. */
+static pr_status_t inline_all(Onnx__GraphProto *g, const char *base_dir, char *err,
+                              size_t err_len) {
+  pr_status_t st = PR_OK;
+  for (size_t i = 0; i < g->n_initializer && !st; i++)
+    st = inline_external(g->initializer[i], base_dir, err, err_len);
+  for (size_t i = 0; i < g->n_node && !st; i++) {
+    const Onnx__AttributeProto *a = pr_qz_attr(g->node[i], "value");
+    if (a && a->t && !strcmp(g->node[i]->op_type, "Constant"))
+      st = inline_external(a->t, base_dir, err, err_len);
+  }
+  return st;
+}
+
 pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
                             const pr_qz_write_options_t *o, char *err, size_t err_len) {
   writer_t w = {.g = mp->graph, .plan = plan, .o = o, .err = err, .err_len = err_len};
@@ -282,6 +323,7 @@ pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
   free(w.out), free(w.scale), free(w.zp);
   pr_qz_index_free(&w.ix);
   if (!st) st = prune(mp->graph);
+  if (!st) st = inline_all(mp->graph, o->base_dir, err, err_len);
   if (st == PR_ERR_NOMEM) pr_errf(err, err_len, "out of memory writing the quantized model");
   return st;
 }

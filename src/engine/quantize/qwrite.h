@@ -40,7 +40,9 @@ pr_status_t pr_qz_opset_upgrade(Onnx__ModelProto *mp, const pr_qz_plan_t *plan, 
  * behind a QuantizeLinear/DequantizeLinear pair with the scale and zero
  * point of its measured range, the weights of each op as int8 per channel
  * behind a DequantizeLinear (a bias as int32), constants no node reads any
- * more removed. Node indices of the plan must be those of mp's graph. */
+ * more removed, and every tensor's external data read in (the model is
+ * written elsewhere, its data files are not). Node indices of the plan must be those of mp's graph.
+ */
 pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
                             const pr_qz_write_options_t *o, char *err, size_t err_len);
 
