@@ -151,6 +151,28 @@ static mb_t *chain_model(int opset) {
   return b;
 }
 
+/* The chain, each Conv reading one of its constants through an Identity (as
+ * PyTorch exports share equal biases): conv1's bias, conv2's weight. */
+static mb_t *identity_model(void) {
+  mb_t *b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, X_DIMS);
+  int64_t w1[4] = {4, 3, 3, 3}, w2[4] = {2, 4, 1, 1}, four = 4, two = 2;
+  init_random(b, "W1", 4, w1, 0.5f, 5);
+  init_random(b, "B1", 1, &four, 0.2f, 6);
+  init_random(b, "W2", 4, w2, 0.5f, 9);
+  init_random(b, "B2", 1, &two, 0.2f, 10);
+  mb_node(b, "Identity", "id_b1", IN("B1"), OUT("B1_shared"));
+  mb_node(b, "Identity", "id_w2", IN("W2"), OUT("W2_shared"));
+  int n = mb_node(b, "Conv", "conv1", IN("x", "W1", "B1_shared"), OUT("c1"));
+  int64_t pads[4] = {1, 1, 1, 1};
+  mb_attr_ints(b, n, "pads", 4, pads);
+  mb_node(b, "Relu", "relu1", IN("c1"), OUT("r1"));
+  mb_node(b, "Conv", "conv2", IN("r1", "W2_shared", "B2"), OUT("c2"));
+  mb_node(b, "Tanh", "tanh", IN("c2"), OUT("y"));
+  mb_output(b, "y");
+  return b;
+}
+
 /* x -> conv1 -> a; x -> conv2 -> c; a + c -> Tanh -> y */
 static mb_t *add_model(void) {
   mb_t *b = mb_new(13);
@@ -306,6 +328,18 @@ static void test_chain_u8_and_s8(void **state) {
   opt.method = PR_CALIB_PERCENTILE;
   opt.percentile = 99.99;
   quantize(path, qpath, &opt);
+  check_close(path, qpath, 0.08f, ",QLinearConv,");
+}
+
+/* Constants read through an Identity are constants: both Convs quantized. */
+static void test_identity_of_constants(void **state) {
+  (void)state;
+  char path[512], qpath[512];
+  paths("identity", path, qpath);
+  save_model(identity_model(), path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  pr_quantize_report_t rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.ops[0], 2);
   check_close(path, qpath, 0.08f, ",QLinearConv,");
 }
 
@@ -484,11 +518,17 @@ static void test_refusals(void **state) {
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_act_params),       cmocka_unit_test(test_range_minmax_and_percentile),
-      cmocka_unit_test(test_weights_and_bias), cmocka_unit_test(test_chain_u8_and_s8),
-      cmocka_unit_test(test_add_folds),        cmocka_unit_test(test_exclude),
-      cmocka_unit_test(test_opset9_raised),    cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_batchnorm_folded), cmocka_unit_test(test_external_data),
+      cmocka_unit_test(test_act_params),
+      cmocka_unit_test(test_range_minmax_and_percentile),
+      cmocka_unit_test(test_weights_and_bias),
+      cmocka_unit_test(test_chain_u8_and_s8),
+      cmocka_unit_test(test_identity_of_constants),
+      cmocka_unit_test(test_add_folds),
+      cmocka_unit_test(test_exclude),
+      cmocka_unit_test(test_opset9_raised),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_batchnorm_folded),
+      cmocka_unit_test(test_external_data),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[600];

@@ -313,3 +313,47 @@ char *pr_qz_name(const char *base, const char *suffix) {
   memcpy(s + a, suffix, b + 1);
   return s;
 }
+
+/* True when node i of ix's graph is an Identity of a constant whose output
+ * is not a graph output. */
+static bool identity_of_const(const pr_qz_index_t *ix, int i) {
+  const Onnx__NodeProto *n = ix->g->node[i];
+  if (strcmp(n->op_type, "Identity") || n->n_input != 1 || n->n_output != 1) return false;
+  int in = pr_qz_id(ix, n->input[0]), out = pr_qz_id(ix, n->output[0]);
+  return in >= 0 && ix->is_const[in] && out >= 0 && !ix->is_output[out];
+}
+
+pr_status_t pr_qz_bypass_identity(Onnx__GraphProto *g) {
+  pr_qz_index_t ix;
+  if (pr_qz_index_build(&ix, g)) return PR_ERR_NOMEM;
+  /* the new names first, the node inputs replaced after the index (which
+   * borrows names of g, perhaps a node input's) is gone */
+  size_t n_in = 0;
+  for (size_t i = 0; i < g->n_node; i++) n_in += g->node[i]->n_input;
+  char **repl = calloc(n_in + 1, sizeof *repl);
+  pr_status_t st = repl ? PR_OK : PR_ERR_NOMEM;
+  for (size_t i = 0, at = 0; i < g->n_node && !st; i++) {
+    const Onnx__NodeProto *m = g->node[i];
+    for (size_t k = 0; k < m->n_input && !st; k++, at++) {
+      int id = pr_qz_id(&ix, m->input[k]);
+      int p = id >= 0 ? ix.producer[id] : -1;
+      if (p >= 0 && identity_of_const(&ix, p) && !(repl[at] = strdup(g->node[p]->input[0])))
+        st = PR_ERR_NOMEM;
+    }
+  }
+  pr_qz_index_free(&ix);
+  for (size_t i = 0, at = 0; repl && i < g->n_node; i++) {
+    Onnx__NodeProto *m = g->node[i];
+    for (size_t k = 0; k < m->n_input; k++, at++) {
+      if (!repl[at]) continue;
+      if (st) {
+        free(repl[at]);
+        continue;
+      }
+      free(m->input[k]);
+      m->input[k] = repl[at];
+    }
+  }
+  free(repl);
+  return st;
+}

@@ -35,6 +35,12 @@ typedef struct {
 /* Builds the index of g; PR_ERR_NOMEM. */
 pr_status_t pr_qz_index_build(pr_qz_index_t *ix, Onnx__GraphProto *g);
 void pr_qz_index_free(pr_qz_index_t *ix);
+/* Points every node input that reads an Identity of a constant (PyTorch
+ * exports share equal biases that way) at the constant itself, so that the
+ * weights and biases of the nodes to quantize are constants the planner
+ * sees; the Identity nodes are left, unread. PR_ERR_NOMEM leaves g as it
+ * was. */
+pr_status_t pr_qz_bypass_identity(Onnx__GraphProto *g);
 /* The id of a value name, -1 when the graph has none. */
 int pr_qz_id(const pr_qz_index_t *ix, const char *name);
 

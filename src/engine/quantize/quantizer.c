@@ -128,7 +128,8 @@ static pr_status_t load_calibration_model(pr_quantizer_t *q, char *err, size_t e
 
 static pr_status_t plan(pr_quantizer_t *q, char *err, size_t err_len) {
   pr_qz_index_t ix;
-  if ((q->opt.fold_batchnorm && pr_qz_fold_bn(q->mp->graph, q->base_dir, &q->folded_bn)) ||
+  if (pr_qz_bypass_identity(q->mp->graph) ||
+      (q->opt.fold_batchnorm && pr_qz_fold_bn(q->mp->graph, q->base_dir, &q->folded_bn)) ||
       pr_qz_index_build(&ix, q->mp->graph))
     return PR_ERR_NOMEM;
   pr_qz_plan_options_t po = {.kinds = q->opt.ops,

