@@ -62,7 +62,8 @@ struct pr_sched {
   config_t configs[PR_SCHED_MAX_CONFIGS];
   int active;
   pr_lock_t qlock;
-  pthread_cond_t qcond;
+  pthread_cond_t qcond;                      /* a worker started (s->started) */
+  pthread_cond_t work[PR_SCHED_MAX_CONFIGS]; /* config c's workers: work, a switch, leave */
   pr_request_t *head, *tail;
   int depth, started;
   bool stop;
@@ -84,6 +85,13 @@ struct pr_sched {
   int n_shapes;
   uint64_t shapes_other;
 };
+
+/* Wakes config c's workers (qlock held): a request for them, a switch to
+ * or from c, its retirement. Only the active config's workers take
+ * requests, so a request wakes them alone, not every prepared config's. */
+static inline void pr_sched__wake(pr_sched_t *s, int c) {
+  if (c >= 0 && c < PR_SCHED_MAX_CONFIGS) pthread_cond_broadcast(&s->work[c]);
+}
 
 /* An absolute CLOCK_MONOTONIC time for the condition variables here. */
 void pr_sched__timespec_at(struct timespec *ts, double t_mono);

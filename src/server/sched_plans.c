@@ -23,7 +23,7 @@ static void retire_config(pr_sched_t *s, int c) {
   assert(s->active != c);
   cfg->retire = true;
   cfg->ok = false;
-  pthread_cond_broadcast(&s->qcond);
+  pr_sched__wake(s, c);
   pr_unlock(&s->qlock);
   for (int k = 0; k < cfg->n_workers; k++) pr_worker_join(&cfg->workers[k].w);
   free(cfg->workers);
@@ -273,7 +273,8 @@ pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
   int old = s->active;
   s->active = index;
   s->configs[index].last_used = t0;
-  pthread_cond_broadcast(&s->qcond);
+  pr_sched__wake(s, index);
+  pr_sched__wake(s, old); /* a batch being filled there is closed */
   char a[256] = "", b[256] = "";
   if (old != index) {
     pr_plan_format(&s->configs[old].plan, a, sizeof a);

@@ -141,7 +141,7 @@ int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out) {
     if (pr_now() >= until) break;
     struct timespec ts;
     pr_sched__timespec_at(&ts, until);
-    pr_lock_timedwait(&s->qlock, &s->qcond, &ts);
+    pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
   }
   if (n) record_shape(s, reqs, n, rows);
   *rows_out = rows;

@@ -321,7 +321,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
     if (pr_now() >= until) break;
     struct timespec ts;
     pr_sched__timespec_at(&ts, until);
-    pr_lock_timedwait(&s->qlock, &s->qcond, &ts);
+    pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
     if (s->head && rows + s->head->rows > w->batch) break;
   }
   *rows_out = rows;
@@ -349,12 +349,12 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     /* parked while another config is active; on stop, the active config
      * drains the queue and every other worker leaves at once */
     while (!s->stop && !cfg->retire && !(s->head && s->active == w->config))
-      pr_lock_wait(&s->qlock, &s->qcond);
+      pr_lock_wait(&s->qlock, &s->work[w->config]);
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
     int rows = 0;
     int n = s->cfg.n_dyn ? pr_sched__take_shaped(w, batch, &rows) : take_batch(w, batch, &rows);
     if (!n) continue;
-    if (s->head) pthread_cond_broadcast(&s->qcond); /* more work for another instance */
+    if (s->head) pr_sched__wake(s, w->config); /* more work for another instance */
     pr_unlock(&s->qlock);
     double now = pr_now();
     for (int i = 0; i < n; i++) {
@@ -573,6 +573,7 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int
   pr_lock_init(&s->admin);
   pr_lock_init(&s->qlock);
   pr_sched__cond_init_monotonic(&s->qcond);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) pr_sched__cond_init_monotonic(&s->work[c]);
   pr_sched__cond_init_monotonic(&s->reap_cond);
   s->active = -1;
   init_stats(&s->stats);
@@ -623,7 +624,7 @@ void pr_sched_destroy(pr_sched_t *s) {
   pr_sched__set_auto_locked(s, false, 0, 0);
   pr_lock(&s->qlock);
   s->stop = true;
-  pthread_cond_broadcast(&s->qcond);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) pr_sched__wake(s, c);
   pthread_cond_broadcast(&s->reap_cond);
   pr_unlock(&s->qlock);
   if (s->reaper_running) pthread_join(s->reaper, NULL);
@@ -640,6 +641,7 @@ void pr_sched_destroy(pr_sched_t *s) {
   pr_lock_destroy(&s->admin);
   pr_lock_destroy(&s->qlock);
   pthread_cond_destroy(&s->qcond);
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) pthread_cond_destroy(&s->work[c]);
   pthread_cond_destroy(&s->reap_cond);
   pr_history_destroy(s->history);
   free(s->stats.by_batch);
@@ -687,8 +689,7 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   atomic_fetch_add(&s->stats.arrivals, 1);
   if (s->cfg.n_buckets) atomic_fetch_add(&s->stats.bucket_arrivals[pr_sched__bucket_of(s, r)], 1);
   pr_history_arrival(s->history, r->t_enqueue, s->depth);
-  /* broadcast: parked workers of other configs share the condition variable */
-  pthread_cond_broadcast(&s->qcond);
+  pr_sched__wake(s, s->active);
   pr_unlock(&s->qlock);
   return PR_OK;
 }
