@@ -15,7 +15,11 @@ capitals, and numbers) rendered in DejaVu fonts
 each cropped to its text, resized to height 48 and padded to width 320 (the
 recognizer's input, as examples/ocr/ocr.py makes it). Calibration on 40
 words, evaluation on 200 other words (other seed), read by the int8 and the float model (CTC greedy
-decode), strings compared. Also 200 strings of random letters and digits,
+decode), strings compared: every quantizable node in int8 (must stay at or
+above a floor), and with the first stage (the first 9 convolutions, at full
+resolution) left float by --exclude (must reach issue 18's 98%; chosen on
+other words than these: seeds 7 and 11, 300 words each, read 299 and 300
+alike, every node int8 288 and 282). Also 200 strings of random letters and digits,
 reported only: with no context, glyphs that only context tells apart
 (l/I/1, o/O/0, c/C) flip at the smallest change.
 
@@ -23,9 +27,10 @@ Detector: pages of several lines of such words at 320x480; calibration on
 6 pages, evaluation on 8 others: the IoU of the probability maps binarized
 at 0.3 (the threshold of examples/ocr/ocr.py), all pages as one map.
 
-Issue 18's targets (98% of the words, IoU 0.9) are printed as met or not;
-the test fails under lower floors (95%, 0.88), what the quantizer reaches
-today less a margin, so that a regression shows.
+Fails when the recognizer with its first stage float reads fewer than 98%
+of the words alike, every node int8 fewer than 95% (a floor: it misses the
+target), or the detector's IoU is under 0.9 (pages of seeds 8 and 9, not
+the test's: 0.950 and 0.935).
 
 Seeded: the same words, pages and numbers on every run.
 """
@@ -76,10 +81,12 @@ REC_WIDTH = 320
 DET_SHAPE = (320, 480)  # height, width
 N_CALIB_WORDS, N_WORDS = 40, 200
 N_CALIB_PAGES, N_PAGES = 6, 8
-# issue 18's targets, reported as met or not; the test fails under the
-# floors (what packrat quantize reaches today, less a margin): a regression
+# issue 18's targets: the recognizer with its first stage float and the
+# detector must reach them; every node of the recognizer in int8 misses
+# its target and must stay above a floor (what it reaches, less a margin)
 TARGET_SAME_WORDS, TARGET_IOU = 0.98, 0.9
-FLOOR_SAME_WORDS, FLOOR_IOU = 0.95, 0.88
+FLOOR_SAME_WORDS, FLOOR_IOU = 0.95, TARGET_IOU
+REC_FLOAT_CONVS = 9  # the recognizer's first stage, at full resolution
 
 
 def word(rng):
@@ -147,14 +154,14 @@ def run(packrat, model, x, out_dir):
     return np.load(os.path.join(out_dir, "output_0.npy"))
 
 
-def quantize(packrat, model, calib_dir, out, log, extra=()):
+def quantize(packrat, model, calib_dir, out, log, extra=(), key=None):
     args = [packrat, "quantize", model, "--out", out, "--calibration", calib_dir, "--threads", "2",
             "--json"] + list(extra) + os.environ.get("PR_QUANTIZE_ARGS", "").split()
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"packrat quantize failed ({r.returncode}): {r.stderr}")
     print(r.stdout.strip().splitlines()[0])
-    log["quantize_" + os.path.basename(model)] = json.loads(r.stdout.strip().splitlines()[-1])
+    log[key or "quantize_" + os.path.basename(model)] = json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def save_samples(d, xs):
@@ -163,24 +170,46 @@ def save_samples(d, xs):
         np.save(os.path.join(d, f"{k:04d}.npy"), np.ascontiguousarray(x, np.float32))
 
 
-def recognizer(packrat, assets, root, log):
-    fp32 = os.path.join(assets, "ch_PP-OCRv4_rec_infer.onnx")
-    chars = ocr.load_dict(os.path.join(assets, "ppocr_keys_v1.txt"))
-    save_samples(os.path.join(root, "rec_calib"), [w[3] for w in words(1, N_CALIB_WORDS)])
-    int8 = os.path.join(root, "rec_int8.onnx")
-    quantize(packrat, fp32, os.path.join(root, "rec_calib"), int8, log)
-    test = words(2, N_WORDS)
-    x = np.concatenate([w[3] for w in test])
-    p32 = run(packrat, fp32, x, os.path.join(root, "rec_fp32"))
-    p8 = run(packrat, int8, x, os.path.join(root, "rec_int8"))
-    same = right32 = right8 = 0
+def first_convs(model, n):
+    """The names (else first outputs) of the model's first n Conv nodes."""
+    import onnx
+    m = onnx.load(model, load_external_data=False)
+    return [nd.name or nd.output[0] for nd in m.graph.node if nd.op_type == "Conv"][:n]
+
+
+def read_alike(packrat, model, p32, x, chars, test, out_dir):
+    """Words the int8 model reads as fp32 does, and right."""
+    p8 = run(packrat, model, x, out_dir)
+    same = right = 0
     for k, (text, face, size, _) in enumerate(test):
         t32, t8 = ocr.ctc_greedy(p32[k], chars)[0], ocr.ctc_greedy(p8[k], chars)[0]
         same += t32 == t8
-        right32 += t32 == text
-        right8 += t8 == text
+        right += t8 == text
         if t32 != t8:
             print(f"  differs: '{text}' ({face} {size}px): fp32 '{t32}', int8 '{t8}'")
+    return same, right, p8
+
+
+def recognizer(packrat, assets, root, log):
+    """Every quantizable node in int8 (floor), and with the first stage (the
+    first REC_FLOAT_CONVS convolutions, at full resolution, where per-tensor
+    8-bit noise measured most harmful) left float (issue 18's target)."""
+    fp32 = os.path.join(assets, "ch_PP-OCRv4_rec_infer.onnx")
+    chars = ocr.load_dict(os.path.join(assets, "ppocr_keys_v1.txt"))
+    calib = os.path.join(root, "rec_calib")
+    save_samples(calib, [w[3] for w in words(1, N_CALIB_WORDS)])
+    int8 = os.path.join(root, "rec_int8.onnx")
+    quantize(packrat, fp32, calib, int8, log)
+    mixed = os.path.join(root, "rec_mixed.onnx")
+    extra = [a for name in first_convs(fp32, REC_FLOAT_CONVS) for a in ("--exclude", name)]
+    quantize(packrat, fp32, calib, mixed, log, extra, key="quantize_rec_mixed")
+    test = words(2, N_WORDS)
+    x = np.concatenate([w[3] for w in test])
+    p32 = run(packrat, fp32, x, os.path.join(root, "rec_fp32"))
+    right32 = sum(ocr.ctc_greedy(p32[k], chars)[0] == w[0] for k, w in enumerate(test))
+    same, right8, _ = read_alike(packrat, int8, p32, x, chars, test, os.path.join(root, "rec_int8"))
+    same_m, right_m, _ = read_alike(packrat, mixed, p32, x, chars, test,
+                                    os.path.join(root, "rec_mixed"))
     rand = words(5, N_WORDS, random_string)
     xr = np.concatenate([w[3] for w in rand])
     r32 = run(packrat, fp32, xr, os.path.join(root, "rand_fp32"))
@@ -188,13 +217,16 @@ def recognizer(packrat, assets, root, log):
     same_rand = sum(ocr.ctc_greedy(a, chars)[0] == ocr.ctc_greedy(b, chars)[0]
                     for a, b in zip(r32, r8))
     log["rec"] = {"words": N_WORDS, "same": same, "fp32_right": right32, "int8_right": right8,
-                  "random_strings_same": same_rand}
+                  "random_strings_same": same_rand, "mixed_same": same_m, "mixed_right": right_m,
+                  "mixed_float_convs": REC_FLOAT_CONVS}
     print(f"recognizer, random strings (reported only): {same_rand} of {N_WORDS} read alike")
-    print(f"recognizer: int8 reads {same} of {N_WORDS} words as fp32 does "
-          f"({100 * same / N_WORDS:.1f}%; target {100 * TARGET_SAME_WORDS:.0f}%: "
-          f"{'met' if same >= TARGET_SAME_WORDS * N_WORDS else 'NOT met'}); "
+    print(f"recognizer, every node int8: {same} of {N_WORDS} words read as fp32 reads them "
+          f"({100 * same / N_WORDS:.1f}%; floor {100 * FLOOR_SAME_WORDS:.0f}%); "
           f"right: fp32 {right32}, int8 {right8}")
-    return same >= FLOOR_SAME_WORDS * N_WORDS
+    print(f"recognizer, first {REC_FLOAT_CONVS} Convs float: {same_m} of {N_WORDS} "
+          f"({100 * same_m / N_WORDS:.1f}%; target {100 * TARGET_SAME_WORDS:.0f}%: "
+          f"{'met' if same_m >= TARGET_SAME_WORDS * N_WORDS else 'NOT met'}); right {right_m}")
+    return same >= FLOOR_SAME_WORDS * N_WORDS and same_m >= TARGET_SAME_WORDS * N_WORDS
 
 
 def detector(packrat, assets, root, log):
@@ -222,6 +254,7 @@ def readme_block(log):
     rec, det = log["rec"], log["det"]
     qr = log["quantize_ch_PP-OCRv4_rec_infer.onnx"]
     qd = log["quantize_ch_PP-OCRv4_det_infer.onnx"]
+    qm = log["quantize_rec_mixed"]
     isa = subprocess.run([sys.argv[1], "--version"], capture_output=True, text=True).stdout.split()
     return "\n".join([
         "| model | quantized (int8) | calibration | measure | int8 vs fp32 | issue 18's target |",
@@ -231,12 +264,19 @@ def readme_block(log):
         f"words read alike (of {rec['words']}) | {rec['same']} ({100 * rec['same'] / rec['words']:.1f}%);"
         f" random strings {rec['random_strings_same']} | 98%: "
         f"{'met' if rec['same'] >= TARGET_SAME_WORDS * rec['words'] else 'not met'} |",
+        f"| PaddleOCR v4 recognizer, first {rec['mixed_float_convs']} Convs float "
+        f"(`--exclude`) | {qm['conv']} Conv, {qm['matmul']} MatMul, {qm['add']} Add; "
+        f"{qm['activations']} activations {qm['type']} | {qm['method']}, {qm['samples']} words | "
+        f"words read alike (of {rec['words']}) | {rec['mixed_same']} "
+        f"({100 * rec['mixed_same'] / rec['words']:.1f}%) | 98%: "
+        f"{'met' if rec['mixed_same'] >= TARGET_SAME_WORDS * rec['words'] else 'not met'} |",
         f"| PaddleOCR v4 detector | {qd['conv']} Conv, {qd['add']} Add; {qd['activations']} "
         f"activations {qd['type']} | {qd['method']}, {qd['samples']} pages | IoU of the maps > 0.3 "
         f"({det['pages']} pages) | {det['iou']:.3f} (page min {det['iou_page_min']:.3f}) | 0.9: "
         f"{'met' if det['iou'] >= TARGET_IOU else 'not met'} |",
         "",
-        f"fp32 read {rec['fp32_right']} of the {rec['words']} words right, int8 {rec['int8_right']}."
+        f"fp32 read {rec['fp32_right']} of the {rec['words']} words right, int8 {rec['int8_right']}"
+        f" (first stage float: {rec['mixed_right']})."
         f" Both models run by packrat; `tests/quant/ocr_accuracy.py` made this table "
         f"(`--readme`), packrat {isa[1] if len(isa) > 1 else '?'}."])
 
@@ -266,7 +306,8 @@ def main():
     if "--readme" in opts:
         write_readme(opts["--readme"], log)
     if not ok_rec:
-        print(f"FAIL: fewer than {100 * FLOOR_SAME_WORDS:.0f}% of the words read alike")
+        print(f"FAIL: fewer than {100 * FLOOR_SAME_WORDS:.0f}% of the words read alike (every "
+              f"node int8), or {100 * TARGET_SAME_WORDS:.0f}% (the first stage float)")
     if not ok_det:
         print(f"FAIL: the IoU is under {FLOOR_IOU}")
     return 0 if ok_rec and ok_det else 1
