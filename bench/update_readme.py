@@ -14,9 +14,13 @@ SECTIONS = [
     ("adaptive_bert.md", "### Online reconfiguration: adaptive vs static plans (BERT-base)"),
     ("adaptive_bursty.md", "### Online reconfiguration under bursts: each static plan's capacity, adaptive vs the best"),
     ("real_peers.md", "### Engine: models other tools exported, packrat vs ONNX Runtime"),
+    ("quant_peers.md", "### int8: packrat vs ONNX Runtime on the same QDQ model, and vs packrat float32"),
     ("shapes.md", "### Serving many shapes: mixed lengths vs padded, a new shape's compile time, the full range"),
     ("carve_before_after.md", "### Refactor check: before and after the carve-up (engine and plans)"),
     ("session5_before_after.md", "### Regression check: the paper models before and after session 5 (engine and plans)"),
+    ("sessions6_7_before_after.md",
+     "### Regression check: the paper models before and after sessions 6 and 7 (dynamic shapes, quantization, "
+     "protocols; engine and plans)"),
 ]
 
 

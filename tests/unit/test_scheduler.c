@@ -206,21 +206,28 @@ static void run_one(pr_sched_t *s, int rows) {
   run_skewed(s, rows, 0);
 }
 
+/* A scheduler of m on one plan (spec), max batch max_batch, a short queue. */
+static pr_sched_t *one_plan_sched(pr_model_t *m, const char *spec, int max_batch) {
+  int cpus[256];
+  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  char err[512];
+  pr_plan_t plan;
+  assert_int_equal(pr_plan_parse(spec, NULL, &plan, err, sizeof err), PR_OK);
+  pr_sched_config_t cfg = {
+      .max_batch = max_batch, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
+  pr_session_options_t base = pr_session_options_default();
+  pr_sched_t *s;
+  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+    fail_msg("%s", err);
+  return s;
+}
+
 /* A request that fills a session alone is read where it is (aligned to 16
  * bytes) or copied (not aligned, or padded to the session's rows): the
  * same answers either way, on the same runs. */
 static void test_inputs_read_in_place_or_copied(void **state) {
   pr_model_t *m = neg_model();
-  int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
-  char err[512];
-  pr_plan_t plan;
-  assert_int_equal(pr_plan_parse("1x2", NULL, &plan, err, sizeof err), PR_OK);
-  pr_sched_config_t cfg = {.max_batch = 2, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
-  pr_session_options_t base = pr_session_options_default();
-  pr_sched_t *s;
-  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
-    fail_msg("%s", err);
+  pr_sched_t *s = one_plan_sched(m, "1x2", 2);
   const size_t skews[] = {0, 4, 16, 64, 100};
   for (int i = 0; i < 5; i++) {
     run_skewed(s, 2, skews[i]); /* fills the session of 2 rows */
@@ -238,16 +245,7 @@ static void test_inputs_read_in_place_or_copied(void **state) {
  * nothing: 1 is prepared), with every row's result in place. */
 static void test_larger_request_runs_in_chunks(void **state) {
   pr_model_t *m = neg_model();
-  int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
-  char err[512];
-  pr_plan_t plan;
-  assert_int_equal(pr_plan_parse("1x3", NULL, &plan, err, sizeof err), PR_OK);
-  pr_sched_config_t cfg = {.max_batch = 8, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
-  pr_session_options_t base = pr_session_options_default();
-  pr_sched_t *s;
-  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
-    fail_msg("%s", err);
+  pr_sched_t *s = one_plan_sched(m, "1x3", 8);
   pr_sched_stats_t *st = pr_sched_stats(s);
   run_one(s, 8);
   assert_int_equal(atomic_load(&st->executions), 3);
