@@ -36,3 +36,12 @@ def add_paths(ap):
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--models-dir", default=os.environ.get("PACKRAT_MODELS", os.path.join(ROOT, "models")))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+
+
+def write_results(out, name, stamp, machine, rows, lines):
+    """Writes out/NAME.json (date, machine, rows) and out/NAME.md (lines), and prints the table."""
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump({"date": stamp, "machine": machine, "rows": rows}, f, indent=1)
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from common import ROOT, add_paths, cpu_name, run_json, utc_stamp
+from common import ROOT, add_paths, cpu_name, run_json, utc_stamp, write_results
 
 SHAPES = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299), "bert": (128,), "gpt2": (128,),
           "bert_opset17": (128,), "gpt2_opset17": (128,)}
@@ -76,8 +76,6 @@ def main():
                 print(json.dumps(row), flush=True)
     stamp = utc_stamp()
     machine = f"{cpu_name()}, {os.cpu_count()} cores, per-core peak {peak:.0f} GFLOP/s fp32"
-    with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
-        json.dump({"date": stamp, "machine": machine, "rows": rows}, f, indent=1)
     lines = [f"Command: `bench/engine_peers.py --models {args.models} --threads {args.threads} "
              f"--batches {args.batches} --repeat {args.repeat} --rounds {args.rounds} --name {args.name}`  ",
              f"Machine: {machine}; {stamp}. Median ms (median over rounds of each round's median); ratio < 1 means packrat is faster.", "",
@@ -87,9 +85,7 @@ def main():
         lines.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {r['packrat_ms']:.1f} | {r['ort_ms']:.1f} "
                      f"| {r['torch_ms']:.1f} | {r['packrat_vs_ort']:.2f} | {r['packrat_vs_torch']:.2f} "
                      f"| {100 * r['peak_fraction']:.0f}% |")
-    with open(os.path.join(args.out, f"{args.name}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, args.name, stamp, machine, rows, lines)
 
 
 if __name__ == "__main__":

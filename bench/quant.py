@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from common import ROOT, add_paths, cpu_name, run_json, utc_stamp
+from common import ROOT, add_paths, cpu_name, run_json, utc_stamp, write_results
 
 OCR_REC = os.path.join("npm", "node_modules", "@gutenye", "ocr-models", "assets",
                        "ch_PP-OCRv4_rec_infer.onnx")
@@ -107,8 +107,6 @@ def main():
                 print(json.dumps(row), flush=True)
     stamp = utc_stamp()
     machine = f"{cpu_name()}, {'with' if vnni else 'without'} VNNI, {os.cpu_count()} cores"
-    with open(os.path.join(args.out, f"{args.name}.json"), "w") as fh:
-        json.dump({"date": stamp, "machine": machine, "rows": rows}, fh, indent=1)
     lines = [f"Command: `bench/quant.py --models {args.models} --threads {args.threads} --batches {args.batches} "
              f"--repeat {args.repeat} --rounds {args.rounds} --calib {args.calib} --name {args.name}`  ",
              f"Machine: {machine}; {stamp}. Median ms (median over rounds of each round's median); "
@@ -119,9 +117,7 @@ def main():
     for r in rows:
         lines.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {r['fp32_ms']:.1f} | {r['int8_ms']:.1f} "
                      f"| {r['ort_int8_ms']:.1f} | {r['int8_vs_ort']:.2f} | {r['speedup']:.2f} |")
-    with open(os.path.join(args.out, f"{args.name}.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, args.name, stamp, machine, rows, lines)
 
 
 if __name__ == "__main__":

