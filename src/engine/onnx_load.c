@@ -361,7 +361,7 @@ static pr_status_t load_initializers(loader_t *L, const Onnx__GraphProto *g) {
   pr_model_t *m = L->m;
   pr_status_t st;
   for (size_t i = 0; i < g->n_initializer; i++) {
-    const Onnx__TensorProto *tp = g->initializer[i];
+    Onnx__TensorProto *tp = g->initializer[i]; /* the loader's: its bytes may be taken */
     if (!tp->name || !*tp->name) {
       pr_errf(L->err, L->err_len, "initializer %zu has no name", i);
       return PR_ERR_INVALID;

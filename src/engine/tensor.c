@@ -237,7 +237,7 @@ static size_t decode_typed(const Onnx__TensorProto *tp, pr_tensor_t *t, size_t n
 }
 
 /* raw_data of tp into t->data (nbytes long). */
-static pr_status_t decode_raw(const Onnx__TensorProto *tp, pr_tensor_t *t, size_t nbytes,
+static pr_status_t decode_raw(Onnx__TensorProto *tp, pr_tensor_t *t, size_t nbytes,
                               const char *name, char *err, size_t err_len) {
   if (tp->raw_data.len != nbytes) {
     pr_errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
@@ -249,9 +249,9 @@ static pr_status_t decode_raw(const Onnx__TensorProto *tp, pr_tensor_t *t, size_
      * (both come from malloc): halves the peak memory of a load */
     pr_free(t->data);
     t->data = tp->raw_data.data;
-    ((Onnx__TensorProto *)tp)->raw_data.data = NULL;
-    ((Onnx__TensorProto *)tp)->raw_data.len = 0;
-    ((Onnx__TensorProto *)tp)->has_raw_data = 0;
+    tp->raw_data.data = NULL;
+    tp->raw_data.len = 0;
+    tp->has_raw_data = 0;
   } else if (nbytes) {
     memcpy(t->data, tp->raw_data.data, nbytes);
   }
@@ -319,8 +319,8 @@ static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_
   return PR_OK;
 }
 
-pr_status_t pr_tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
-                                 pr_tensor_t **out, char *err, size_t err_len) {
+pr_status_t pr_tensor_from_proto(Onnx__TensorProto *tp, const char *base_dir, pr_tensor_t **out,
+                                 char *err, size_t err_len) {
   decode_t L = {.base_dir = base_dir, .err = err, .err_len = err_len};
   const char *name = tp->name ? tp->name : "";
   pr_tensor_t *t;

@@ -136,7 +136,8 @@ pr_status_t pr_qz_const_float(const pr_qz_index_t *ix, const char *name, const c
     pr_errf(err, err_len, "tensor '%.200s': its data does not fit its shape", name);
     return PR_ERR_INVALID;
   }
-  return pr_tensor_from_proto(tp, base_dir, out, err, err_len);
+  /* external data: read from its file, nothing of tp is taken */
+  return pr_tensor_from_proto((Onnx__TensorProto *)tp, base_dir, out, err, err_len);
 }
 
 const Onnx__AttributeProto *pr_qz_attr(const Onnx__NodeProto *n, const char *name) {
