@@ -12,7 +12,9 @@ load (batches 1, 2, 4):
   of long ones (60) moves it back to 64; every request of both phases is
   answered as numpy computes it (none lost or failed across the switches);
 - /metrics counts the requests per bucket exactly, the autoscaler's bucket
-  gauge follows, the log names the bucket switches.
+  gauge follows, the log names the bucket switches;
+- profiling cost: the profile_at bucket is profiled on the full grid
+  (batches 1..4), the three others on the planned batches only (1, 2, 4).
 
 usage: buckets.py PACKRAT
 """
@@ -159,6 +161,11 @@ c.check("/metrics: the autoscaler's bucket is 64, reconfigured at least twice",
 p.terminate()
 c.check("server stops cleanly", p.wait(60) == 0)
 text = open(log).read()
+cols = sorted(int(pts) // int(cores) for cores, pts in
+              re.findall(r"model seq: profiling on (\d+) cores, batches up to 4 \((\d+) points\)",
+                         text))
+c.check("profiles: profile_at's on the full grid (batches 1..4), the other buckets' on the "
+        "planned batches (1, 2, 4)", cols == [3, 3, 3, 4], cols)
 c.check("the log names the bucket switches",
         "shape bucket seq <= 3 (was <= 64)" in text and "shape bucket seq <= 64 (was <= 3)" in text
         and "reconfigured" in text, text[-1500:])
