@@ -26,35 +26,19 @@ import threading
 import time
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
 import common as c  # noqa: E402
+from seq_model import SeqModel  # noqa: E402
 
 packrat = sys.argv[1]
-rng = np.random.default_rng(11)
-W = rng.standard_normal((16, 16)).astype(np.float32) * 0.5
-B = rng.standard_normal(16).astype(np.float32) * 0.1
-
-
-def reference(x):
-    z = x @ W + B
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+seq = SeqModel(11)
+reference = seq.reference
 
 
 repo = os.path.join(c.tmp, "models")
 os.makedirs(os.path.join(repo, "seq", "1"))
-graph = helper.make_graph(
-    [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "B"], ["z"]),
-     helper.make_node("Softmax", ["z"], ["y"], axis=-1)], "seq",
-    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 16])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 16])],
-    [numpy_helper.from_array(W, "W"), numpy_helper.from_array(B, "B")])
-model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-model.ir_version = 8
-onnx.save(model, os.path.join(repo, "seq", "1", "model.onnx"))
+seq.save(os.path.join(repo, "seq", "1", "model.onnx"))
 with open(os.path.join(repo, "seq", "config.json"), "w") as f:
     json.dump({"max_batch_size": 4, "max_queue_delay_us": 2000,
                "dims": {"seq": {"min": 1, "max": 64}}}, f)

@@ -33,27 +33,15 @@ import threading
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
 import common as c  # noqa: E402
+from seq_model import SeqModel  # noqa: E402
 
 packrat = sys.argv[1]
-rng = np.random.default_rng(7)
-W = rng.standard_normal((16, 16)).astype(np.float32) * 0.5
-B = rng.standard_normal(16).astype(np.float32) * 0.1
-
-
-def make_model(path):
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "B"], ["z"]),
-         helper.make_node("Softmax", ["z"], ["y"], axis=-1)], "seq",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 16])],
-        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(B, "B")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, path)
+seq = SeqModel(7)
+make_model, reference = seq.save, seq.reference
 
 
 def make_pair(path):
@@ -67,12 +55,6 @@ def make_pair(path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save(model, path)
-
-
-def reference(x):
-    z = x @ W + B
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 repo = os.path.join(c.tmp, "models")
