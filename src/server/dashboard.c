@@ -124,6 +124,9 @@ static json_t *prepared_json(const pr_dash_model_t *v, bool *ok) {
   for (int c = 0; arr && c < v->n_prepared; c++) {
     json_t *o = plan_json(&v->prepared[c], ok);
     if (o) put(o, "active", json_boolean(c == v->active), ok);
+    /* the same plan may be prepared for several shape buckets */
+    if (o && v->prepared_bucket && v->prepared_bucket[c] > 0)
+      put(o, "bucket", json_integer((json_int_t)v->prepared_bucket[c]), ok);
     push(arr, o, ok);
   }
   return arr;
@@ -310,6 +313,7 @@ json_t *pr_dash_machine_json(const pr_dash_machine_t *m) {
 typedef struct {
   pr_plan_t plan;
   pr_plan_t prepared[PR_SCHED_MAX_CONFIGS];
+  long long prepared_bucket[PR_SCHED_MAX_CONFIGS];
   pr_sched_instance_t measured[PR_PLAN_MAX_INSTANCES];
   pr_history_point_t series[PR_HISTORY_SECONDS];
   pr_history_switch_t switches[PR_HISTORY_SWITCHES];
@@ -370,8 +374,10 @@ static void collect_ready(pr_served_t *m, scratch_t *x, double now, pr_dash_mode
   v->measured = x->measured;
   v->cpus = pr_sched_cpus(s);
   v->n_cpus = pr_sched_num_cpus(s);
-  v->n_prepared = pr_sched_snapshot(s, x->prepared, NULL, PR_SCHED_MAX_CONFIGS, &v->active);
+  v->n_prepared =
+      pr_sched_snapshot(s, x->prepared, x->prepared_bucket, PR_SCHED_MAX_CONFIGS, &v->active);
   v->prepared = x->prepared;
+  v->prepared_bucket = x->prepared_bucket;
   predict(&x->plan, &m->profile);
   for (int c = 0; c < v->n_prepared; c++) predict(&x->prepared[c], &m->profile);
   v->autoscale = pr_sched_auto(s);

@@ -76,7 +76,8 @@ typedef struct {
   const int *cpus; /* the order plans' first_core indexes */
   int n_cpus;
   const pr_plan_t *prepared;
-  int n_prepared, active; /* active: index into prepared, -1 when none */
+  const long long *prepared_bucket; /* each one's shape bucket size (0: none); may be NULL */
+  int n_prepared, active;           /* active: index into prepared, -1 when none */
   const pr_profile_t *profile;
   const pr_history_point_t *series; /* one a second, oldest first, the last at now */
   int n_series;

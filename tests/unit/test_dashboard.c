@@ -78,6 +78,7 @@ static json_t *ready_model(char **text, int first_core_of_second) {
   plan = (pr_plan_t){.batch = 6, .cores = 4, .latency_ms = 3.5, .n_instances = 2};
   plan.instances[0] = (pr_plan_instance_t){2, 4, 3.5, 0};
   plan.instances[1] = (pr_plan_instance_t){2, 2, 2.0, first_core_of_second};
+  static const long long buckets[2] = {0, 64}; /* the second at a shape bucket */
   prepared[0] = plan;
   prepared[1] = (pr_plan_t){.batch = 1, .cores = 4, .latency_ms = 1.0, .n_instances = 1};
   prepared[1].instances[0] = (pr_plan_instance_t){4, 1, 1.0, 0};
@@ -110,6 +111,7 @@ static json_t *ready_model(char **text, int first_core_of_second) {
                        .cpus = cpus,
                        .n_cpus = 4,
                        .prepared = prepared,
+                       .prepared_bucket = buckets,
                        .n_prepared = 2,
                        .active = 0,
                        .profile = &profile,
@@ -141,6 +143,8 @@ static void test_ready_model(void **state) {
   json_t *prep = json_object_get(o, "prepared");
   assert_true(json_is_true(json_object_get(json_array_get(prep, 0), "active")));
   assert_true(json_is_false(json_object_get(json_array_get(prep, 1), "active")));
+  assert_null(json_object_get(json_array_get(prep, 0), "bucket"));
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(prep, 1), "bucket")), 64);
   /* the profile as a matrix: threads x batches, null where not measured */
   json_t *prof = json_object_get(o, "profile"), *lat = json_object_get(prof, "latency_ms");
   assert_int_equal(json_array_size(json_object_get(prof, "threads")), 2);

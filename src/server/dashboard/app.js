@@ -363,7 +363,8 @@ function prepared(model) {
   const box = el("p", "prepared");
   box.appendChild(el("b", null, "prepared plans "));
   for (const c of model.prepared) {
-    const tag = el("span", c.active ? "plan active" : "plan", `${c.spec} (${fmtMs(c.predicted_ms)})`);
+    const shape = c.bucket ? `, shape bucket <= ${c.bucket}` : "";
+    const tag = el("span", c.active ? "plan active" : "plan", `${c.spec} (${fmtMs(c.predicted_ms)}${shape})`);
     box.appendChild(tag);
   }
   return box;
