@@ -21,13 +21,15 @@ MAIN=(
 # headless Chromium for the dashboard test (its fonts, DejaVu, come with
 # the main list already); the gRPC test's client, Python grpcio, and
 # grpc_python_plugin with protoc for its stubs (python3-protobuf comes with
-# the main list's python3-onnx); PIL and the DejaVu fonts for the OCR tests'
-# rendered text (tests/quant/ocr_accuracy.py, examples/ocr)
+# the main list's python3-onnx). PIL and the DejaVu fonts of the OCR tests'
+# rendered text (tests/quant/ocr_accuracy.py, examples/ocr) come with the
+# main list too (python3-torchvision needs python3-pil), so they are not
+# listed here: install_deps checks that no test package comes with the main
+# job
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev libonnx-testdata prometheus curl
   nginx haproxy mmdebstrap strace systemd chromium
   python3-grpcio protobuf-compiler-grpc
-  python3-pil fonts-dejavu-core
 )
 # Node.js and npm (ONNX Runtime and real models from npm at test time): the
 # machine's own when it has them (a newer Node.js with its npm, which Debian's
