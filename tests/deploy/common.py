@@ -80,11 +80,19 @@ def make_repo(path, name="mlp", config=None, model="mlp"):
     if config is not None:
         with open(os.path.join(path, name, "config.json"), "w") as f:
             json.dump(config, f)
+    return readable(path)
+
+
+def readable(path):
+    """Makes the repository under path readable by the unprivileged
+    processes the tests start (folders 755, files 644; a link's target is
+    left as it is); returns path."""
     for root, dirs, files in os.walk(path):
         for d in dirs:
             os.chmod(os.path.join(root, d), 0o755)
         for f in files:
-            os.chmod(os.path.join(root, f), 0o644)
+            if not os.path.islink(os.path.join(root, f)):
+                os.chmod(os.path.join(root, f), 0o644)
     return path
 
 

@@ -42,11 +42,7 @@ seq.save(os.path.join(repo, "seq", "1", "model.onnx"))
 with open(os.path.join(repo, "seq", "config.json"), "w") as f:
     json.dump({"max_batch_size": 4, "max_queue_delay_us": 2000,
                "dims": {"seq": {"min": 1, "max": 64}}}, f)
-for root, dirs, files in os.walk(repo):
-    for d in dirs:
-        os.chmod(os.path.join(root, d), 0o755)
-    for f in files:
-        os.chmod(os.path.join(root, f), 0o644)
+c.readable(repo)
 
 port = c.free_port()
 log = os.path.join(c.tmp, "serve.log")

@@ -70,11 +70,7 @@ for name, cfg in configs.items():
     (make_pair if name == "pair" else make_model)(os.path.join(repo, name, "1", "model.onnx"))
     with open(os.path.join(repo, name, "config.json"), "w") as f:
         json.dump(cfg, f)
-for root, dirs, files in os.walk(repo):
-    for d in dirs:
-        os.chmod(os.path.join(root, d), 0o755)
-    for f in files:
-        os.chmod(os.path.join(root, f), 0o644)
+c.readable(repo)
 
 port = c.free_port()
 p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port)],

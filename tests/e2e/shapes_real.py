@@ -53,9 +53,7 @@ with open(os.path.join(repo, kind, "config.json"), "w") as f:
     json.dump({"max_batch_size": 2, "plan": "1x2", "max_queue_delay_us": 50000,
                "request_timeout_ms": 600000, "dims": {DIM: {"min": LO, "max": HI}},
                "session_cache": {"max_sessions": 2}}, f)
-for root, dirs, files in os.walk(repo):
-    for d in dirs:
-        os.chmod(os.path.join(root, d), 0o755)
+c.readable(repo)
 
 port = c.free_port()
 p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port)],
