@@ -45,3 +45,19 @@ def write_results(out, name, stamp, machine, rows, lines):
     with open(os.path.join(out, f"{name}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+# The benchmarked models' inputs past the batch axis (transformers: sequence
+# 128 token ids of their vocabulary).
+SHAPES = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299), "ocr_rec": (3, 48, 320), "bert": (128,),
+          "gpt2": (128,), "bert_opset17": (128,), "gpt2_opset17": (128,)}
+VOCAB = {"bert": 30522, "gpt2": 50257, "bert_opset17": 30522, "gpt2_opset17": 50257}
+
+
+def sample_input(model, rows, seed):
+    """A seeded input of `rows` rows for a model of SHAPES."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    if model in VOCAB:
+        return rng.integers(0, VOCAB[model], (rows, *SHAPES[model]), dtype=np.int64)
+    return rng.standard_normal((rows, *SHAPES[model]), dtype=np.float32)

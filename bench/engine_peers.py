@@ -21,11 +21,8 @@ import sys
 
 import numpy as np
 
-from common import ROOT, add_paths, cpu_name, run_json, utc_stamp, write_results
+from common import ROOT, add_paths, cpu_name, run_json, sample_input, utc_stamp, write_results
 
-SHAPES = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299), "bert": (128,), "gpt2": (128,),
-          "bert_opset17": (128,), "gpt2_opset17": (128,)}
-VOCAB = {"bert": 30522, "gpt2": 50257, "bert_opset17": 30522, "gpt2_opset17": 50257}
 
 
 def main():
@@ -50,13 +47,8 @@ def main():
         for t in map(int, args.threads.split(",")):
             cores = ",".join(str(i) for i in range(t))
             for b in map(int, args.batches.split(",")):
-                rng = np.random.default_rng(b)
-                if model in VOCAB:
-                    x = rng.integers(0, VOCAB[model], (b, *SHAPES[model]), dtype=np.int64)
-                else:
-                    x = rng.standard_normal((b, *SHAPES[model]), dtype=np.float32)
                 inp = os.path.join(tmp, f"{model}_{b}.npy")
-                np.save(inp, x)
+                np.save(inp, sample_input(model, b, b))
                 pin = ["taskset", "-c", cores]
                 med = {"packrat": [], "ort": [], "torch": []}
                 for _ in range(args.rounds):

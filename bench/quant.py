@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from common import ROOT, add_paths, cpu_name, run_json, utc_stamp, write_results
+from common import ROOT, add_paths, cpu_name, run_json, sample_input, utc_stamp, write_results
 
 OCR_REC = os.path.join("npm", "node_modules", "@gutenye", "ocr-models", "assets",
                        "ch_PP-OCRv4_rec_infer.onnx")
@@ -39,21 +39,12 @@ def model_path(name, args):
     return os.path.join(args.models_dir, name, "model.onnx")
 
 
-def sample(name, rows, seed):
-    """A seeded input of `rows` rows for model `name`."""
-    rng = np.random.default_rng(seed)
-    if name.startswith(("bert", "gpt2")):
-        return rng.integers(0, 30522 if name.startswith("bert") else 50257, (rows, 128), dtype=np.int64)
-    shape = {"resnet50": (3, 224, 224), "inception_v3": (3, 299, 299), "ocr_rec": (3, 48, 320)}[name]
-    return rng.standard_normal((rows, *shape), dtype=np.float32)
-
-
 def quantize(packrat, name, src, work, n_calib):
     """The QDQ model of src, calibrated on n_calib seeded samples."""
     calib = os.path.join(work, f"{name}_calib")
     os.makedirs(calib, exist_ok=True)
     for k in range(n_calib):
-        np.save(os.path.join(calib, f"{k:04d}.npy"), sample(name, 1, 1000 + k))
+        np.save(os.path.join(calib, f"{k:04d}.npy"), sample_input(name, 1, 1000 + k))
     out = os.path.join(work, f"{name}_qdq.onnx")
     run_json([packrat, "quantize", src, "--out", out, "--calibration", calib, "--json"])
     return out
@@ -91,7 +82,7 @@ def main():
             pin = ["taskset", "-c", ",".join(str(i) for i in range(t))]
             for b in map(int, args.batches.split(",")):
                 inp = os.path.join(work, f"{name}_{b}.npy")
-                np.save(inp, sample(name, b, b))
+                np.save(inp, sample_input(name, b, b))
                 med = {"fp32": [], "int8": [], "ort_int8": []}
                 for _ in range(args.rounds):
                     for key, path in (("fp32", fp32), ("int8", qdq)):
