@@ -159,6 +159,11 @@ const char *pr_engine_backend_version(void);
  * "avx2", "avx", "sse41" or "other". Static storage. */
 const char *pr_engine_isa(void);
 
+/* The kernel of the float MatMul with a constant B (the transformers'
+ * linear layers) on this machine: "packrat_avx2" (packrat's own, where
+ * oneDNN runs AVX2 but no AVX-512) or "onednn". Static storage. */
+const char *pr_engine_matmul_kernel(void);
+
 /* Compile the model for the given options: resolve shapes, fold constants,
  * fuse, plan memory and create the kernels with opt->threads threads.
  * A model where a value known only at run time decides a shape (control

@@ -513,7 +513,7 @@ static void print_summary(const run_args_t *a, pr_model_t *model, const pr_tenso
            (long long)sum->batch);
   printf("median %.3f ms, p90 %.3f ms, min %.3f ms", sum->median, sum->p90, sum->min);
   if (sum->gflop > 0) printf(", %.1f GFLOP/s", sum->gflop / (sum->median * 1e-3));
-  printf("\n");
+  printf("\nkernels: %s, linear MatMul on %s\n", pr_engine_isa(), pr_engine_matmul_kernel());
 }
 
 /* Resident memory (MiB): the peak and the current, -1 when unknown. */
@@ -536,6 +536,8 @@ static void print_json(const run_args_t *a, const runner_t *run, const run_summa
                 sum->median, "p90_ms", sum->p90, "min_ms", sum->min, "gflop", sum->gflop);
   double max_rss, rss;
   memory_mb(&max_rss, &rss);
+  json_object_set_new(o, "isa", json_string(pr_engine_isa()));
+  json_object_set_new(o, "matmul_kernel", json_string(pr_engine_matmul_kernel()));
   if (max_rss >= 0) json_object_set_new(o, "max_rss_mb", json_real(max_rss));
   if (rss >= 0) json_object_set_new(o, "rss_mb", json_real(rss));
   if (run->plan) {

@@ -32,6 +32,7 @@
 #include "base/omp_team.h"
 #include "base/util.h"
 #include "engine/compile.h"
+#include "engine/ops/sgemm.h"
 #include "engine/fuse.h"
 #include "engine/graph.h"
 #include "engine/memplan.h"
@@ -556,6 +557,10 @@ const char *pr_engine_isa(void) {
   for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) /* the widest first */
     if ((isa & isas[i].isa) == isas[i].isa) return isas[i].name;
   return "other";
+}
+
+const char *pr_engine_matmul_kernel(void) {
+  return pr_sgemm_isa_fits() ? "packrat_avx2" : "onednn";
 }
 
 const char *pr_engine_backend_version(void) {

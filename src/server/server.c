@@ -1011,6 +1011,8 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     pr_log(PR_LOG_ERROR,
            "the repository holds %d models; %d are served (--max-models), the rest are not", total,
            n);
+  pr_log(PR_LOG_INFO, "kernels: %s (%s), linear MatMul on %s", pr_engine_backend_version(),
+         pr_engine_isa(), pr_engine_matmul_kernel());
   for (int i = 0; i < n && cfg->load_all; i++) {
     char e[1024];
     pr_log(PR_LOG_INFO, "loading model %s version %s from %s", entries[i].name, entries[i].version,

@@ -123,9 +123,7 @@ bool pr_matmul_is_linear(pr_compile_t *c, const pr_node_t *n) {
  * kernels here (the CPU, or ONEDNN_MAX_CPU_ISA) and the kernel's epilogue
  * holds every fused operation (a residual sum before the activations). */
 static bool own_kernel_fits(const pr_node_t *n) {
-  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-  if ((isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core) return false;
-  if ((isa & (unsigned)dnnl_cpu_isa_avx2) != (unsigned)dnnl_cpu_isa_avx2) return false;
+  if (!pr_sgemm_isa_fits()) return false;
   if (n->post.sum && n->post.sum_before != 0) return false;
   if (n->post.n_eltwise > PR_SGEMM_MAX_ACT) return false;
   for (int i = 0; i < n->post.n_eltwise; i++)

@@ -15,6 +15,12 @@
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+bool pr_sgemm_isa_fits(void) {
+  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+  unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core, avx2 = (unsigned)dnnl_cpu_isa_avx2;
+  return (isa & avx512) != avx512 && (isa & avx2) == avx2;
+}
+
 bool pr_sgemm_act_supported(dnnl_alg_kind_t alg) {
   switch (alg) {
     case dnnl_eltwise_relu:

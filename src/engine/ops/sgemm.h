@@ -39,6 +39,10 @@ typedef struct {
   float alpha[PR_SGEMM_MAX_ACT], beta[PR_SGEMM_MAX_ACT];
 } pr_sgemm_epi_t;
 
+/* True where the linear MatMul takes this kernel: oneDNN runs AVX2 here but
+ * no AVX-512 (the CPU, or ONEDNN_MAX_CPU_ISA=AVX2). */
+bool pr_sgemm_isa_fits(void);
+
 /* True when the activation runs in the epilogue (ReLU and leaky ReLU,
  * linear, logistic, tanh, GELU erf and tanh, swish). */
 bool pr_sgemm_act_supported(dnnl_alg_kind_t alg);
