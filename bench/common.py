@@ -7,9 +7,9 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_json(cmd):
-    """Runs cmd; returns the JSON object on the last line of its stdout."""
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def run_json(cmd, env=None):
+    """Runs cmd (in env, or this environment); returns the JSON object on the last line of its stdout."""
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()[-500:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
