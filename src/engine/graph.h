@@ -120,6 +120,7 @@ typedef struct {
   dnnl_memory_desc_t md;
   size_t nbytes;
   int alias_of; /* -1, or the value whose buffer this one shares */
+  size_t alias_off; /* bytes into alias_of's buffer where this one starts */
   int producer, last_use, n_uses;
   bool is_graph_output;
   size_t offset; /* in the arena */
@@ -169,6 +170,10 @@ typedef struct pr_node {
   pr_attn_t attn;
   double flops;  /* multiply-adds x 2 of one run, set by prepare */
   char impl[48]; /* the oneDNN kernel that runs it (its first primitive's), "" if none */
+  /* Concat whose inputs are contiguous byte ranges of its output (set by its
+   * prepare): input k at slice_off[k]; the memory plan makes such inputs
+   * views of the output, so their producers write in place (state-owned) */
+  const size_t *slice_off;
   void *state;
 } pr_node_t;
 
@@ -197,6 +202,7 @@ typedef struct pr_compile {
   size_t max_bytes;
   bool fixed_inputs; /* some graph inputs were fixed at compile time (input_values) */
   int conv_block;    /* channel block of conv activations (16, 8), 0: the kernel's choice */
+  bool concat_views; /* the memory plan may lay Concat inputs in their output (fusion on) */
   /* an op refused because a value it needs is known only at run time
    * (pr_need_values): the session takes the dynamic path (session.c) */
   bool needs_values;

@@ -7,6 +7,10 @@
  *   root's live range grows to cover the alias.
  * - A conv with a sum post-op writes over its addend when nothing else reads
  *   the addend later (and the kernel does not also read it as a source).
+ * - A Concat whose inputs are byte ranges of its output (slice_off: batch 1,
+ *   channel blocks whole) gets them as views at their offsets when nothing
+ *   reads them after it: their producers write in place, the Concat copies
+ *   nothing. Its output is then placed when the first of them is made.
  * - TEMP roots are placed in node order, best fit in a free list sorted by
  *   offset, and freed after the node of their last use. Constants, inputs
  *   and graph outputs are not in the arena.
@@ -15,6 +19,7 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/util.h"
@@ -60,11 +65,37 @@ static int alias_source(pr_compile_t *c, const pr_node_t *n, int i, const int *r
   return -1;
 }
 
+/* The inputs of Concat node i that can be views of its output (distinct
+ * TEMP roots of the slice's size and 64-byte aligned offsets, read last by
+ * it) become so. */
+static void plan_concat_views(pr_compile_t *c, pr_node_t *n, int i, int *root_last) {
+  int out = n->out[0];
+  pr_value_t *o = &c->v[out];
+  if (o->kind != PR_VAL_TEMP || o->alias_of >= 0 || root_last[out] < i) return;
+  int viewed = 0;
+  for (int k = 0; k < n->n_in; k++) {
+    int in = n->in[k];
+    if (in < 0) continue;
+    pr_value_t *v = &c->v[in];
+    size_t end = k + 1 < n->n_in ? n->slice_off[k + 1] : o->nbytes;
+    bool twice = false;
+    for (int j = 0; j < n->n_in; j++) twice |= j != k && n->in[j] == in;
+    if (v->kind != PR_VAL_TEMP || v->alias_of >= 0 || root_last[in] != i || twice ||
+        v->nbytes != end - n->slice_off[k] || n->slice_off[k] % PR_ALIGN)
+      continue;
+    v->alias_of = out;
+    v->alias_off = n->slice_off[k];
+    viewed++;
+  }
+  if (viewed == n->n_in) snprintf(n->impl, sizeof n->impl, "in place");
+}
+
 /* Views and in-place outputs share their input's buffer; root_last[r] grows
  * to the last use of every alias of r. */
 static void plan_aliases(pr_compile_t *c, int *root_last) {
   for (int i = 0; i < c->n_nodes; i++) {
     pr_node_t *n = &c->nodes[i];
+    if (n->slice_off && c->concat_views) plan_concat_views(c, n, i, root_last);
     int out0 = n->n_out ? n->out[0] : -1;
     int alias_src = alias_source(c, n, i, root_last);
     if (alias_src >= 0 && out0 >= 0 && c->v[out0].kind == PR_VAL_TEMP) {
@@ -148,24 +179,31 @@ static bool free_dead_roots(pr_compile_t *c, arena_t *a, int *root_last, int i) 
   return true;
 }
 
+/* Places the TEMP roots in node order: a root when its node makes it, or
+ * when a node makes the first of its views that comes before it (a Concat's
+ * inputs); placed[r] marks them. */
 static pr_status_t place_values(pr_compile_t *c, int *root_last, size_t *top) {
   arena_t a = {0};
+  bool *placed = calloc((size_t)c->n_values + 1, sizeof *placed);
+  if (!placed) return PR_ERR_NOMEM;
   for (int i = 0; i < c->n_nodes; i++) {
     pr_node_t *n = &c->nodes[i];
     for (int k = 0; k < n->n_out; k++) {
       int o = n->out[k];
       if (o < 0) continue;
-      pr_value_t *v = &c->v[o];
-      if (v->kind != PR_VAL_TEMP || v->alias_of >= 0) continue;
+      int r = pr_memplan_root(c, o);
+      pr_value_t *v = &c->v[r];
+      if (v->kind != PR_VAL_TEMP || placed[r]) continue;
+      placed[r] = true;
       v->offset = arena_take(&a, padded_len(v->nbytes));
-      if (root_last[o] < 0) root_last[o] = i; /* unused output: free right away */
+      if (root_last[r] < 0) root_last[r] = i; /* unused output: free right away */
     }
     if (!free_dead_roots(c, &a, root_last, i)) {
-      free(a.free);
+      free(a.free), free(placed);
       return PR_ERR_NOMEM;
     }
   }
-  free(a.free);
+  free(a.free), free(placed);
   *top = a.top;
   return PR_OK;
 }
@@ -198,6 +236,11 @@ void pr_memplan_bind(pr_compile_t *c, void *arena) {
 }
 
 void pr_memplan_bind_aliases(pr_compile_t *c) {
-  for (int i = 0; i < c->n_values; i++)
-    if (c->v[i].alias_of >= 0) c->v[i].ptr = c->v[pr_memplan_root(c, i)].ptr;
+  for (int i = 0; i < c->n_values; i++) {
+    if (c->v[i].alias_of < 0) continue;
+    size_t off = 0;
+    int r = i;
+    for (; c->v[r].alias_of >= 0; r = c->v[r].alias_of) off += c->v[r].alias_off;
+    c->v[i].ptr = (char *)c->v[r].ptr + off;
+  }
 }

@@ -277,6 +277,7 @@ static pr_status_t compile(pr_session_t *s, const pr_session_options_t *opt) {
   }
   if ((st = pr_compile_prepare(c, s->out_vals, s->n_outputs))) return st;
   for (int i = 0; i < c->n_nodes; i++) s->flops += c->nodes[i].flops;
+  c->concat_views = !opt->disable_fusion;
   return pr_memplan(c, &s->arena_size);
 }
 

@@ -55,7 +55,8 @@ typedef struct {
   int n_out;
   float *out[MAX_IO];
   size_t len[MAX_IO];
-  char ops[1024]; /* ",Conv,Relu," */
+  char ops[1024];   /* ",Conv,Relu," */
+  char impls[2048]; /* ",Conv:brg:avx512_core,Concat:in place," */
 } result_t;
 
 static void run(pr_model_t *m, bool fuse, result_t *r) {
@@ -93,9 +94,12 @@ static void run(pr_model_t *m, bool fuse, result_t *r) {
     memcpy(r->out[i], out[i].data, sizeof(float) * n);
   }
   strcpy(r->ops, ",");
+  strcpy(r->impls, ",");
   for (int i = 0; i < pr_engine_session_num_kernels(s); i++) {
     pr_kernel_info_t info;
     assert_int_equal(pr_engine_session_kernel(s, i, &info), PR_OK);
+    size_t len = strlen(r->impls);
+    snprintf(r->impls + len, sizeof r->impls - len, "%s:%s,", info.op, info.impl ? info.impl : "");
     assert_true(strlen(r->ops) + strlen(info.op) + 2 < sizeof r->ops);
     strcat(r->ops, info.op);
     strcat(r->ops, ",");
@@ -613,6 +617,63 @@ static void test_silu_kept_when_sigmoid_is_output(void **state) {
   check_kept(silu_model(true), "Sigmoid");
 }
 
+/* ---- Concat laid in place ---- */
+
+/* x[rows,4,16] -> Relu, Sigmoid, Tanh -> Concat(axis 1) -> Neg -> "y" (a
+ * graph output is not in the arena: the Concat's output is not one); with
+ * reread, Relu's output is also read after the Concat (Add -> "z") */
+static mb_t *concat_model(int64_t rows, bool reread) {
+  mb_t *b = mb_new(13);
+  int64_t xd[3] = {rows, 4, 16};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 3, xd);
+  mb_node(b, "Relu", "relu", IN("x"), OUT("a"));
+  mb_node(b, "Sigmoid", "sig", IN("x"), OUT("s"));
+  mb_node(b, "Tanh", "tanh", IN("x"), OUT("t"));
+  int n = mb_node(b, "Concat", "cat", IN("a", "s", "t"), OUT("c"));
+  mb_attr_int(b, n, "axis", 1);
+  mb_node(b, "Neg", "neg", IN("c"), OUT("y"));
+  mb_output(b, "y");
+  if (reread) {
+    mb_node(b, "Add", "add", IN("a", "a"), OUT("z"));
+    mb_output(b, "z");
+  }
+  return b;
+}
+
+/* The fused session's Concat is in place (its inputs are written in its
+ * output) exactly when `in_place`; the unfused one copies; same answers. */
+static void check_concat(mb_t *b, bool in_place) {
+  char err[256];
+  pr_model_t *m = mb_load(b, err, sizeof err);
+  if (!m) fail_msg("load: %s", err);
+  result_t r[2];
+  run(m, false, &r[0]);
+  run(m, true, &r[1]);
+  if (getenv("PR_TEST_VERBOSE")) printf("unfused %s\nfused   %s\n", r[0].impls, r[1].impls);
+  assert_null(strstr(r[0].impls, ",Concat:in place,"));
+  assert_int_equal(strstr(r[1].impls, ",Concat:in place,") != NULL, in_place);
+  for (int i = 0; i < r[0].n_out; i++) {
+    assert_int_equal(r[0].len[i], r[1].len[i]);
+    for (size_t j = 0; j < r[0].len[i]; j++)
+      if (r[0].out[i][j] != r[1].out[i][j])
+        fail_msg("output %d [%zu]: %g, unfused %g", i, j, r[1].out[i][j], r[0].out[i][j]);
+    free(r[0].out[i]), free(r[1].out[i]);
+  }
+  pr_engine_model_destroy(m);
+}
+
+static void test_concat_in_place(void **state) {
+  check_concat(concat_model(1, false), true);
+}
+
+static void test_concat_copied_when_not_one_run(void **state) {
+  check_concat(concat_model(2, false), false); /* two outer rows: slices interleave */
+}
+
+static void test_concat_copied_when_input_read_after(void **state) {
+  check_concat(concat_model(1, true), false); /* Relu's output copied, the rest in place */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_bn_folded),
@@ -650,6 +711,9 @@ int main(void) {
       cmocka_unit_test(test_attention_fused),
       cmocka_unit_test(test_attention_kept_when_scale_not_constant),
       cmocka_unit_test(test_attention_kept_when_probabilities_are_output),
+      cmocka_unit_test(test_concat_in_place),
+      cmocka_unit_test(test_concat_copied_when_not_one_run),
+      cmocka_unit_test(test_concat_copied_when_input_read_after),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

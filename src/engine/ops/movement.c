@@ -11,6 +11,7 @@ typedef struct {
   int64_t outer, inner_out; /* bytes per outer row of the output */
   int64_t *inner_in;        /* bytes per outer row of each input */
   pr_dnnl_prim_t *prim;     /* channel concat of blocked (opaque) inputs */
+  size_t *slice_off;        /* inputs as byte ranges of the output (node.slice_off) */
 } concat_state_t;
 
 static pr_status_t infer_concat(pr_compile_t *c, pr_node_t *n) {
@@ -38,7 +39,7 @@ static pr_status_t infer_concat(pr_compile_t *c, pr_node_t *n) {
 static void destroy_concat(void *p) {
   concat_state_t *s = p;
   if (s && s->prim) pr_dnnl_prim_destroy(s->prim), free(s->prim);
-  if (s) free(s->inner_in);
+  if (s) free(s->inner_in), free(s->slice_off);
   free(s);
 }
 
@@ -107,6 +108,48 @@ static pr_status_t concat_blocked_prim(pr_compile_t *c, pr_node_t *n, concat_sta
   return PR_OK;
 }
 
+/* The channel block of a blocked tag, 1 for a plain one, 0 for others. */
+static int64_t tag_block(dnnl_format_tag_t tag) {
+  switch (tag) {
+    case dnnl_aBcd16b:
+    case dnnl_aBcde16b: return 16;
+    case dnnl_aBcd8b:
+    case dnnl_aBcde8b: return 8;
+    case dnnl_abcd:
+    case dnnl_abcde: return 1;
+    default: return 0;
+  }
+}
+
+/* When every input is one run of the output's bytes (a single outer row:
+ * batch 1 on the channel axis, whole channel blocks), their offsets in it,
+ * for the memory plan to lay the inputs there (node.slice_off). */
+static pr_status_t concat_slices(pr_compile_t *c, pr_node_t *n, concat_state_t *s, int axis) {
+  pr_value_t *o = pr_out(c, n, 0);
+  int64_t outer = 1;
+  for (int k = 0; k < axis; k++) outer *= o->dims[k];
+  if (outer != 1) return PR_OK;
+  if (o->opaque) {
+    int64_t blk = tag_block(tag_of(o));
+    if (!blk || axis != 1) return PR_OK;
+    for (int k = 0; k < n->n_in; k++)
+      if (pr_in(c, n, k)->dims[1] % blk || tag_of(pr_in(c, n, k)) != tag_of(o)) return PR_OK;
+  }
+  if (!(s->slice_off = malloc(sizeof(size_t) * (size_t)n->n_in))) return PR_ERR_NOMEM;
+  size_t off = 0;
+  for (int k = 0; k < n->n_in; k++) {
+    s->slice_off[k] = off;
+    off += pr_in(c, n, k)->nbytes;
+  }
+  if (off != o->nbytes) {
+    free(s->slice_off);
+    s->slice_off = NULL;
+    return PR_OK;
+  }
+  n->slice_off = s->slice_off;
+  return PR_OK;
+}
+
 static pr_status_t prepare_concat(pr_compile_t *c, pr_node_t *n) {
   concat_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
@@ -117,7 +160,7 @@ static pr_status_t prepare_concat(pr_compile_t *c, pr_node_t *n) {
   for (int k = 0; k < n->n_in; k++) any_opaque |= pr_in(c, n, k)->opaque;
   if (any_opaque && axis == 1 && o->dtype == PR_DTYPE_FLOAT) {
     pr_status_t st = prepare_concat_blocked(c, n, s);
-    if (st != PR_ERR_UNSUPPORTED) return st;
+    if (st != PR_ERR_UNSUPPORTED) return st ? st : concat_slices(c, n, s, axis);
   }
   for (int k = 0; k < n->n_in; k++) {
     pr_status_t st = pr_require_plain(c, n, k);
@@ -132,11 +175,22 @@ static pr_status_t prepare_concat(pr_compile_t *c, pr_node_t *n) {
   s->inner_out = inner * o->dims[axis];
   if (!(s->inner_in = malloc(sizeof(int64_t) * (size_t)n->n_in))) return PR_ERR_NOMEM;
   for (int k = 0; k < n->n_in; k++) s->inner_in[k] = inner * pr_in(c, n, k)->dims[axis];
-  return PR_OK;
+  return concat_slices(c, n, s, axis);
 }
 
 static void run_concat(pr_exec_t *x, pr_node_t *n) {
   const concat_state_t *s = n->state;
+  if (s->slice_off) { /* copies only the inputs that are not laid in place */
+    char *o = pr_xout(x, n, 0);
+    const pr_value_t *ov = &x->v[n->out[0]];
+    for (int k = 0; k < n->n_in; k++) {
+      const void *src = pr_xin(x, n, k);
+      size_t end = k + 1 < n->n_in ? s->slice_off[k + 1] : ov->nbytes;
+      if (src != o + s->slice_off[k])
+        pr_copy(o + s->slice_off[k], src, end - s->slice_off[k], x->threads);
+    }
+    return;
+  }
   if (s->prim) {
     pr_dnnl_prim_run(x, s->prim);
     return;
