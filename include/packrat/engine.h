@@ -117,7 +117,21 @@ typedef struct {
   int disable_fusion;  /* non-zero: no graph fusions (for checking them) */
   size_t max_bytes;    /* limit on any one intermediate and on the arena (0: 16 GiB) */
   int profile_kernels; /* non-zero: time every kernel of every run (see session_kernel) */
+  int precision;       /* PR_PRECISION_FP32 (0) or PR_PRECISION_BF16 */
 } pr_session_options_t;
+
+/* The arithmetic of a session. BF16: convolutions and the linear MatMul
+ * (constant B) take bf16 weights and activations and accumulate in fp32
+ * (their outputs and every other operator stay fp32); only where the CPU
+ * has native bf16 (AVX512_BF16 or AMX; pr_engine_bf16_native), elsewhere
+ * session creation refuses it. */
+enum { PR_PRECISION_FP32 = 0, PR_PRECISION_BF16 = 1 };
+/* "fp32", "bf16"; NULL for another value. */
+const char *pr_precision_name(int precision);
+/* The precision named `name` ("fp32", "bf16"), or -1. */
+int pr_precision_parse(const char *name);
+/* Non-zero where the kernels run bf16 natively (ONEDNN_MAX_CPU_ISA caps it). */
+int pr_engine_bf16_native(void);
 
 /* Size in bytes of one element of dtype, 0 for unsupported/undefined. */
 size_t pr_dtype_size(pr_dtype_t dtype);

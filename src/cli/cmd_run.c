@@ -26,6 +26,8 @@ static void usage(FILE *f) {
           "usage: packrat run MODEL.onnx [options]\n"
           "\n"
           "  --threads T         threads of the session (default 1)\n"
+          "  --precision P       fp32 (default) or bf16 (convolutions and linear MatMuls in\n"
+          "                      bf16 with fp32 accumulation; CPUs with native bf16 only)\n"
           "  --batch B           value of the symbolic batch dimension for generated inputs "
           "(default 1)\n"
           "  --dim NAME=N        value of the named symbolic dimension NAME for generated inputs\n"
@@ -248,7 +250,7 @@ static void runner_destroy(runner_t *r) {
 typedef struct {
   const char *model_path, *input_dir, *output_dir, *plan_arg;
   const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS]; /* --input NAME=FILE (names owned) */
-  int n_named, threads, repeat, warmup;
+  int n_named, threads, repeat, warmup, precision;
   long batch;
   bool json, profile;
   pr_cli_dims_t dims;
@@ -288,6 +290,12 @@ static int parse_flag(run_args_t *a, int argc, char **argv, int *i) {
     a->threads = (int)pr_cli_parse_long(f, val, 1, 1024);
   } else if (!strcmp(f, "--batch")) {
     a->batch = pr_cli_parse_long(f, val, 1, 1 << 20);
+  } else if (!strcmp(f, "--precision")) {
+    if (!string_value(f, val)) return 2;
+    if ((a->precision = pr_precision_parse(val)) < 0) {
+      fprintf(stderr, "packrat run: --precision must be fp32 or bf16, got '%s'\n", val);
+      return 2;
+    }
   } else if (!strcmp(f, "--repeat")) {
     a->repeat = (int)pr_cli_parse_long(f, val, 1, 1000000);
   } else if (!strcmp(f, "--warmup")) {
@@ -422,6 +430,7 @@ static bool prepare(const run_args_t *a, pr_model_t *model, runner_t *run, pr_te
   pr_session_options_t opt = pr_session_options_default();
   opt.threads = a->threads;
   opt.profile_kernels = a->profile;
+  opt.precision = a->precision;
   if (have_files) {
     opt.batch = n_in && inputs[0].rank ? inputs[0].dims[0] : 1;
     opt.input_shapes = shapes;
@@ -537,6 +546,7 @@ static void print_json(const run_args_t *a, const runner_t *run, const run_summa
   double max_rss, rss;
   memory_mb(&max_rss, &rss);
   json_object_set_new(o, "isa", json_string(pr_engine_isa()));
+  json_object_set_new(o, "precision", json_string(pr_precision_name(a->precision)));
   json_object_set_new(o, "matmul_kernel", json_string(pr_engine_matmul_kernel()));
   if (max_rss >= 0) json_object_set_new(o, "max_rss_mb", json_real(max_rss));
   if (rss >= 0) json_object_set_new(o, "rss_mb", json_real(rss));

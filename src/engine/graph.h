@@ -203,6 +203,7 @@ typedef struct pr_compile {
   bool fixed_inputs; /* some graph inputs were fixed at compile time (input_values) */
   int conv_block;    /* channel block of conv activations (16, 8), 0: the kernel's choice */
   bool concat_views; /* the memory plan may lay Concat inputs in their output (fusion on) */
+  bool bf16;         /* convolutions and linear MatMuls take bf16 weights and activations */
   /* an op refused because a value it needs is known only at run time
    * (pr_need_values): the session takes the dynamic path (session.c) */
   bool needs_values;

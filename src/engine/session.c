@@ -160,7 +160,30 @@ static pr_status_t check_options(const pr_session_options_t *opt, char *err, siz
     pr_errf(err, err_len, "batch must be 1..%d, got %lld", 1 << 20, (long long)opt->batch);
     return PR_ERR_INVALID;
   }
+  if (!pr_precision_name(opt->precision)) {
+    pr_errf(err, err_len, "precision must be fp32 or bf16, got %d", opt->precision);
+    return PR_ERR_INVALID;
+  }
+  if (opt->precision == PR_PRECISION_BF16 && !pr_engine_bf16_native()) {
+    pr_errf(err, err_len,
+            "bf16 needs a CPU with native bf16 (AVX512_BF16 or AMX); this one runs %s: use fp32",
+            pr_engine_isa());
+    return PR_ERR_UNSUPPORTED;
+  }
   return PR_OK;
+}
+
+const char *pr_precision_name(int precision) {
+  return precision == PR_PRECISION_FP32 ? "fp32" : precision == PR_PRECISION_BF16 ? "bf16" : NULL;
+}
+
+int pr_precision_parse(const char *name) {
+  return !name ? -1 : !strcmp(name, "fp32") ? PR_PRECISION_FP32 : !strcmp(name, "bf16") ? PR_PRECISION_BF16 : -1;
+}
+
+int pr_engine_bf16_native(void) {
+  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+  return (isa & bf16) == bf16;
 }
 
 /* One compile value per model value; initializers are constants (borrowed). */
@@ -314,6 +337,7 @@ static pr_session_t *session_begin(pr_model_t *m, const pr_session_options_t *op
   c->err = err;
   c->err_len = err_len;
   c->conv_block = conv_block_for(m, opt);
+  c->bf16 = opt->precision == PR_PRECISION_BF16;
   pr_omp_team(opt->threads);
   *st = PR_OK;
   if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||

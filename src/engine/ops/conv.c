@@ -237,12 +237,15 @@ static pr_status_t conv_pd_with(pr_compile_t *c, pr_node_t *n, const conv_geom_t
   dnnl_memory_desc_t x_any, w_any, o_any;
   /* few input channels (image inputs): the kernels take row-major directly */
   bool x_plain = !x->opaque && x->dims[1] <= 4;
-  if (x_plain)
+  /* bf16: activations and weights (reordered to it), fp32 accumulation and output */
+  dnnl_data_type_t xt = c->bf16 ? dnnl_bf16 : dnnl_f32;
+  if (x_plain && !c->bf16)
     x_any = x->md;
+  else if (x_plain)
+    PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&x_any, rank, xd, xt, plain_tags[rank]));
   else
-    PR_DNNL(c, n,
-            dnnl_memory_desc_init_by_tag(&x_any, rank, xd, dnnl_f32, act_tag(block, rank, xd[1])));
-  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, dnnl_f32, dnnl_format_tag_any));
+    PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&x_any, rank, xd, xt, act_tag(block, rank, xd[1])));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, xt, dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(w_plain, wrank, wd, dnnl_f32, plain_tags[wrank]));
   PR_DNNL(c, n,
           dnnl_memory_desc_init_by_tag(&o_any, rank, od, dnnl_f32, act_tag(block, rank, od[1])));

@@ -167,11 +167,24 @@ static pr_status_t prepare_linear(pr_compile_t *c, pr_node_t *n, matmul_state_t 
     return pr_fail(c, n, PR_ERR_INTERNAL, "fused bias must hold %lld floats", (long long)N);
   s->rows = rows;
   s->bias = bias != NULL;
-  if (own_kernel_fits(n)) return prepare_own(c, n, s, K, N);
+  if (!c->bf16 && own_kernel_fits(n)) return prepare_own(c, n, s, K, N);
   dnnl_dims_t ad = {rows, K}, wd = {K, N}, od = {rows, N}, bd = {1, N};
   dnnl_memory_desc_t a_md, w_any, w_plain, o_md, b_md;
-  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&a_md, 2, ad, dnnl_f32, dnnl_ab));
-  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, 2, wd, dnnl_f32, dnnl_format_tag_any));
+  /* bf16: A reordered to bf16 (row-major, the value's own shape), B too */
+  dnnl_data_type_t at = c->bf16 ? dnnl_bf16 : dnnl_f32;
+  if (c->bf16) {
+    dnnl_memory_desc_t a16;
+    dnnl_dims_t vd;
+    for (int k = 0; k < a->rank; k++) vd[k] = a->dims[k];
+    static const dnnl_format_tag_t row_major[] = {0,         0,          dnnl_ab,    dnnl_abc,
+                                                  dnnl_abcd, dnnl_abcde, dnnl_abcdef};
+    if (a->rank > 6) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "bf16 MatMul of rank %d", a->rank);
+    PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&a16, a->rank, vd, dnnl_bf16, row_major[a->rank]));
+    pr_status_t st = pr_require_md(c, n, 0, &a16);
+    if (st) return st;
+  }
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&a_md, 2, ad, at, dnnl_ab));
+  PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, 2, wd, at, dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_plain, 2, wd, dnnl_f32, dnnl_ab));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_md, 2, od, dnnl_f32, dnnl_ab));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 2, bd, dnnl_f32, dnnl_ab));
