@@ -59,9 +59,12 @@ typedef struct {
   char impls[2048]; /* ",Conv:brg:avx512_core,Concat:in place," */
 } result_t;
 
+static int g_precision = PR_PRECISION_FP32; /* of the sessions run() makes */
+
 static void run(pr_model_t *m, bool fuse, result_t *r) {
   pr_session_options_t opt = pr_session_options_default();
   opt.disable_fusion = !fuse;
+  opt.precision = g_precision;
   pr_session_t *s;
   char err[256];
   if (pr_engine_session_create(m, &opt, &s, err, sizeof err)) fail_msg("session: %s", err);
@@ -617,6 +620,62 @@ static void test_silu_kept_when_sigmoid_is_output(void **state) {
   check_kept(silu_model(true), "Sigmoid");
 }
 
+/* ---- bf16 ---- */
+
+/* Conv -> Relu -> Conv of conv_model and a linear MatMul: bf16 sessions
+ * answer within bf16's rounding of fp32 (and not bit-identically: bf16 did
+ * run) where the CPU has native bf16; elsewhere session creation refuses
+ * bf16 with a clear error. */
+static void check_bf16(mb_t *b) {
+  char err[256];
+  pr_model_t *m = mb_load(b, err, sizeof err);
+  if (!m) fail_msg("load: %s", err);
+  if (!pr_engine_bf16_native()) {
+    pr_session_options_t opt = pr_session_options_default();
+    opt.precision = PR_PRECISION_BF16;
+    pr_session_t *s = NULL;
+    assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "bf16"));
+    assert_null(s);
+    pr_engine_model_destroy(m);
+    return;
+  }
+  result_t r[2];
+  run(m, true, &r[0]);
+  g_precision = PR_PRECISION_BF16;
+  run(m, true, &r[1]);
+  g_precision = PR_PRECISION_FP32;
+  for (int i = 0; i < r[0].n_out; i++) {
+    double max_ref = 0, max_diff = 0;
+    for (size_t j = 0; j < r[0].len[i]; j++) {
+      max_ref = fmax(max_ref, fabs(r[0].out[i][j]));
+      max_diff = fmax(max_diff, fabs(r[0].out[i][j] - r[1].out[i][j]));
+    }
+    if (!(max_diff > 0 && max_diff <= 2e-2 * max_ref))
+      fail_msg("output %d: bf16 differs from fp32 by %g (max %g)", i, max_diff, max_ref);
+    free(r[0].out[i]), free(r[1].out[i]);
+  }
+  pr_engine_model_destroy(m);
+}
+
+static void test_bf16_conv(void **state) {
+  mb_t *b = conv_model();
+  int64_t wd[4] = {CC, CC, 3, 3};
+  const int64_t pads[4] = {1, 1, 1, 1};
+  weights(b, "w2", 4, wd, 9, 0.3f, 0);
+  mb_node(b, "Relu", "relu", IN("c"), OUT("r"));
+  int n = mb_node(b, "Conv", "conv2", IN("r", "w2"), OUT("y"));
+  mb_attr_ints(b, n, "pads", 4, pads);
+  mb_output(b, "y");
+  check_bf16(b);
+}
+
+static void test_bf16_linear(void **state) {
+  mb_t *b = linear_model(false);
+  mb_output(b, "y");
+  check_bf16(b);
+}
+
 /* ---- Concat laid in place ---- */
 
 /* x[rows,4,16] -> Relu, Sigmoid, Tanh -> Concat(axis 1) -> Neg -> "y" (a
@@ -712,6 +771,8 @@ int main(void) {
       cmocka_unit_test(test_attention_kept_when_scale_not_constant),
       cmocka_unit_test(test_attention_kept_when_probabilities_are_output),
       cmocka_unit_test(test_concat_in_place),
+      cmocka_unit_test(test_bf16_conv),
+      cmocka_unit_test(test_bf16_linear),
       cmocka_unit_test(test_concat_copied_when_not_one_run),
       cmocka_unit_test(test_concat_copied_when_input_read_after),
   };
