@@ -22,7 +22,14 @@
  * Conv is folded into the Conv first (so that the Conv runs in int8 too;
  * measured on PaddleOCR's recognizer it cost accuracy, hence off by
  * default). Models of opsets 9 to 12 are raised to 13 (per-axis
- * DequantizeLinear needs it). */
+ * DequantizeLinear needs it).
+ *
+ * Accuracy search: with options.accuracy > 0, samples given to
+ * pr_engine_quantizer_hold_out (not used for ranges) check the written
+ * model: write() leaves float the fewest planned nodes it finds (ranked by
+ * their sensitivity, each alone in int8) so that at least `accuracy` % of
+ * the held-out samples agree with the float model's outputs by `metric`
+ * (engine/quantize/qsearch.h has the search and the metrics). */
 #ifndef PACKRAT_QUANTIZE_H
 #define PACKRAT_QUANTIZE_H
 
@@ -33,6 +40,20 @@ extern "C" {
 #endif
 
 typedef enum { PR_CALIB_MINMAX = 0, PR_CALIB_PERCENTILE = 1 } pr_calib_method_t;
+
+/* When a held-out sample's outputs agree with fp32's (the accuracy
+ * search). RANGE: each output's max |int8 - fp32| is at most `tolerance`
+ * times the output's fp32 range (max - min over every held-out sample).
+ * ARGMAX: each output's argmax along its last axis is the same at every
+ * position (a classifier's class). CTC: each output's [T, C] blocks (its
+ * last two axes) decode greedily to the same labels (argmax per step,
+ * repeats merged, class 0 the blank: a text recognizer reads the same
+ * string). Outputs that are not FLOAT must be equal whatever the metric. */
+typedef enum {
+  PR_QUANT_METRIC_RANGE = 0,
+  PR_QUANT_METRIC_ARGMAX = 1,
+  PR_QUANT_METRIC_CTC = 2
+} pr_quantize_metric_t;
 
 /* Operator kinds to quantize (bits of pr_quantize_options_t.ops). */
 enum {
@@ -47,7 +68,9 @@ enum {
  * PR_CALIB_PERCENTILE, in [50, 100]. ops: PR_QUANT_* bits. exclude: names
  * of nodes left float (a node without a name goes by its first output).
  * threads: of the calibration session. fold_batchnorm: fold each
- * BatchNormalization that follows a Conv into it before quantizing. */
+ * BatchNormalization that follows a Conv into it before quantizing.
+ * accuracy: 0 (no search), or the % in (0, 100] of held-out samples that
+ * must agree by metric; tolerance: RANGE's share of the range, in (0, 1]. */
 typedef struct {
   pr_dtype_t activation_type;
   pr_calib_method_t method;
@@ -57,9 +80,13 @@ typedef struct {
   int n_exclude;
   int threads;
   bool fold_batchnorm;
+  double accuracy;
+  pr_quantize_metric_t metric;
+  double tolerance;
 } pr_quantize_options_t;
 
-/* uint8 activations, min-max, every kind, no exclusions, 1 thread. */
+/* uint8 activations, min-max, every kind, no exclusions, 1 thread, no
+ * accuracy search (RANGE, tolerance 0.02 when one is asked for). */
 pr_quantize_options_t pr_quantize_options_default(void);
 
 typedef struct pr_quantizer pr_quantizer_t;
@@ -86,19 +113,33 @@ int pr_engine_quantizer_passes(const pr_quantizer_t *q);
 pr_status_t pr_engine_quantizer_observe(pr_quantizer_t *q, int pass, const pr_tensor_t *inputs,
                                         int n_inputs, char *err, size_t err_len);
 
+/* Sets one sample (as observe's) aside for the accuracy search: copied,
+ * never used for ranges. PR_ERR_INVALID as observe's (and when
+ * options.accuracy is 0), PR_ERR_NOMEM. */
+pr_status_t pr_engine_quantizer_hold_out(pr_quantizer_t *q, const pr_tensor_t *inputs, int n_inputs,
+                                         char *err, size_t err_len);
+
 typedef struct {
   int ops[4];  /* quantized Conv, MatMul, Gemm, Add */
   int tensors; /* activations behind Q/DQ */
   int from_opset, opset;
   int64_t samples; /* calibration runs of the first pass */
   int folded_bn;   /* BatchNormalizations folded into the Conv before them */
+  /* the accuracy search (zero, and agreements -1, without one): */
+  int held_out, trials;           /* held-out samples; models tried */
+  int n_float;                    /* planned nodes it left float */
+  const char *const *float_nodes; /* their names; the quantizer's, until destroy */
+  double agreement;               /* % of held-out samples agreeing, as written */
+  double agreement_all_int8;      /* % with every planned node in int8 */
 } pr_quantize_report_t;
 
 /* Writes the QDQ model to path (once per quantizer; the file is replaced
- * whole or not at all) and checks that the engine loads it. PR_ERR_INVALID
- * when no sample was observed or nothing is left to quantize (e.g. every
- * Add's inputs differ in shape), PR_ERR_UNSUPPORTED when the opset upgrade
- * meets a node it cannot carry, PR_ERR_IO. */
+ * whole or not at all) and checks that the engine loads it; with an
+ * accuracy target, searches first for the nodes to leave float (many
+ * trial models: slow). PR_ERR_INVALID when no sample was observed (or held
+ * out, with a target), nothing is left to quantize (e.g. every Add's
+ * inputs differ in shape) or only every node float meets the target, PR_ERR_UNSUPPORTED when the
+ * opset upgrade meets a node it cannot carry, PR_ERR_IO. */
 pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
                                       pr_quantize_report_t *report, char *err, size_t err_len);
 

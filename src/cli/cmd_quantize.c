@@ -42,6 +42,26 @@ static void usage(FILE *f) {
           "                        when it has none; repeatable)\n"
           "  --fold-batchnorm      fold each BatchNormalization that follows a Conv into it\n"
           "                        first (the Conv then runs in int8 too)\n"
+          "  --accuracy A          leave float the fewest nodes it finds such that at least\n"
+          "                        A%% (0 < A <= 100) of the held-out samples agree with the\n"
+          "                        float model (--metric); prints the nodes left float. Tries\n"
+          "                        many models: each node alone in int8 ranks its\n"
+          "                        sensitivity, then a binary search on the count of the\n"
+          "                        most sensitive left float, then each of those back to int8\n"
+          "                        where the target still holds\n"
+          "  --holdout N           with --accuracy: the calibration samples (evenly spread)\n"
+          "                        kept out of the ranges to check agreement on (default a\n"
+          "                        quarter of them, at least 1; fewer than the samples)\n"
+          "  --metric M            with --accuracy: when a held-out sample agrees; range\n"
+          "                        (default): every output's max |int8 - fp32| within\n"
+          "                        --tolerance of that output's fp32 range; argmax: every\n"
+          "                        output's argmax along its last axis the same at every\n"
+          "                        position (classes); ctc: every output's [T, C] blocks\n"
+          "                        (last two axes) decode greedily to the same labels\n"
+          "                        (argmax per step, repeats merged, class 0 the blank: a\n"
+          "                        text recognizer reads the same string)\n"
+          "  --tolerance T         with --metric range: the share of the range, 0 < T <= 1\n"
+          "                        (default 0.02)\n"
           "  --threads T           threads of the calibration runs (default 1)\n"
           "  --json                print one JSON object as the last line\n");
 }
@@ -52,6 +72,8 @@ typedef struct {
   int n_calib;
   const char *exclude[MAX_EXCLUDE];
   pr_quantize_options_t opt;
+  long holdout; /* 0: the default */
+  bool metric_set, tolerance_set;
   bool json;
 } quantize_args_t;
 
@@ -77,10 +99,40 @@ static bool parse_ops(const char *val, unsigned *ops) {
   return *ops != 0;
 }
 
+/* val as a number in (lo, hi] (lo itself when lo_in); false when it is not. */
+static bool parse_number(const char *val, double lo, bool lo_in, double hi, double *out) {
+  char *end;
+  *out = strtod(val, &end);
+  return !*end && end != val && (*out > lo || (lo_in && *out == lo)) && *out <= hi;
+}
+
+/* The accuracy search's flags; -1 to go on, else the exit status. */
+static int parse_accuracy_flag(quantize_args_t *a, const char *f, const char *val) {
+  if (!strcmp(f, "--accuracy")) {
+    if (!parse_number(val, 0, false, 100, &a->opt.accuracy))
+      return fprintf(stderr, "packrat quantize: --accuracy is a percentage, 0 < A <= 100\n"), 2;
+  } else if (!strcmp(f, "--holdout")) {
+    a->holdout = pr_cli_parse_long(f, val, 1, MAX_SAMPLES);
+  } else if (!strcmp(f, "--metric")) {
+    static const char *const METRICS[] = {"range", "argmax", "ctc"}; /* pr_quantize_metric_t */
+    int m = 0;
+    while (m < 3 && strcmp(val, METRICS[m])) m++;
+    if (m == 3) return fprintf(stderr, "packrat quantize: --metric is range, argmax or ctc\n"), 2;
+    a->opt.metric = (pr_quantize_metric_t)m;
+    a->metric_set = true;
+  } else {
+    if (!parse_number(val, 0, false, 1, &a->opt.tolerance))
+      return fprintf(stderr, "packrat quantize: --tolerance is a number, 0 < T <= 1\n"), 2;
+    a->tolerance_set = true;
+  }
+  return -1;
+}
+
 /* One flag with its value; -1 to go on, else the exit status. */
 static int parse_flag(quantize_args_t *a, const char *f, const char *val) {
   static const char *const FLAGS[] = {"--out",         "--calibration", "--method",  "--percentile",
-                                      "--activations", "--ops",         "--exclude", "--threads"};
+                                      "--activations", "--ops",         "--exclude", "--threads",
+                                      "--accuracy",    "--holdout",     "--metric",  "--tolerance"};
   size_t known = 0;
   while (known < sizeof FLAGS / sizeof *FLAGS && strcmp(FLAGS[known], f)) known++;
   if (known == sizeof FLAGS / sizeof *FLAGS) {
@@ -92,6 +144,7 @@ static int parse_flag(quantize_args_t *a, const char *f, const char *val) {
     fprintf(stderr, "packrat quantize: %s needs a value\n", f);
     return 2;
   }
+  if (known >= 8) return parse_accuracy_flag(a, f, val);
   if (!strcmp(f, "--out")) {
     a->out = val;
   } else if (!strcmp(f, "--calibration")) {
@@ -152,6 +205,14 @@ static int parse_args(quantize_args_t *a, int argc, char **argv) {
   if (!a->model || !a->out || !a->n_calib) {
     fprintf(stderr, "packrat quantize: needs MODEL.onnx, --out and --calibration\n");
     usage(stderr);
+    return 2;
+  }
+  if (!(a->opt.accuracy > 0) && (a->holdout || a->metric_set || a->tolerance_set)) {
+    fprintf(stderr, "packrat quantize: --holdout, --metric and --tolerance go with --accuracy\n");
+    return 2;
+  }
+  if (a->tolerance_set && a->opt.metric != PR_QUANT_METRIC_RANGE) {
+    fprintf(stderr, "packrat quantize: --tolerance goes with --metric range\n");
     return 2;
   }
   return -1;
@@ -278,25 +339,92 @@ static bool calibration_files(const quantize_args_t *a, pr_quantizer_t *q, file_
 
 /* ---- running ---- */
 
-/* Every pass over every sample; false after a message. */
-static bool calibrate(pr_quantizer_t *q, const file_list_t *lists, int n_in) {
+/* Whether sample k of n is one of the `held` held out (evenly spread). */
+static bool held_out(int k, int n, int held) {
+  return (long)(k + 1) * held / n > (long)k * held / n;
+}
+
+/* Sample k's tensors into in, then observed or held out; false after a
+ * message. */
+static bool feed(pr_quantizer_t *q, const file_list_t *lists, int n_in, int pass, int k,
+                 bool hold) {
   char err[1024];
   pr_tensor_t in[64];
+  int got = 0;
+  pr_status_t st = PR_OK;
+  for (; got < n_in && !st; got++) {
+    st = pr_engine_tensor_read_file(lists[got].files[k], &in[got], NULL, err, sizeof err);
+    if (st) fprintf(stderr, "packrat quantize: %s: %s\n", lists[got].files[k], err);
+  }
+  if (st) got--;
+  if (!st && (st = hold ? pr_engine_quantizer_hold_out(q, in, n_in, err, sizeof err)
+                        : pr_engine_quantizer_observe(q, pass, in, n_in, err, sizeof err)))
+    fprintf(stderr, "packrat quantize: %s: %s\n", lists[0].files[k], err);
+  for (int i = 0; i < got; i++) pr_engine_tensor_free(&in[i]);
+  return !st;
+}
+
+/* Every pass over every sample, `held` of them held out (in the first
+ * pass) for the accuracy search; false after a message. */
+static bool calibrate(pr_quantizer_t *q, const file_list_t *lists, int n_in, int held) {
+  int n = lists[0].n;
   for (int pass = 0; pass < pr_engine_quantizer_passes(q); pass++)
-    for (int k = 0; k < lists[0].n; k++) {
-      int got = 0;
-      pr_status_t st = PR_OK;
-      for (; got < n_in && !st; got++) {
-        st = pr_engine_tensor_read_file(lists[got].files[k], &in[got], NULL, err, sizeof err);
-        if (st) fprintf(stderr, "packrat quantize: %s: %s\n", lists[got].files[k], err);
-      }
-      if (st) got--;
-      if (!st && (st = pr_engine_quantizer_observe(q, pass, in, n_in, err, sizeof err)))
-        fprintf(stderr, "packrat quantize: %s: %s\n", lists[0].files[k], err);
-      for (int i = 0; i < got; i++) pr_engine_tensor_free(&in[i]);
-      if (st) return false;
+    for (int k = 0; k < n; k++) {
+      bool hold = held && held_out(k, n, held);
+      if ((!hold || pass == 0) && !feed(q, lists, n_in, pass, k, hold)) return false;
     }
   return true;
+}
+
+/* The samples to hold out: --holdout, or a quarter; -1 after a message. */
+static int holdout_count(const quantize_args_t *a, int n_samples) {
+  if (!(a->opt.accuracy > 0)) return 0;
+  long held = a->holdout ? a->holdout : n_samples / 4 > 1 ? n_samples / 4 : 1;
+  if (held >= n_samples) {
+    fprintf(stderr,
+            "packrat quantize: --accuracy: holding %ld of %d calibration samples out leaves none "
+            "for the ranges\n",
+            held, n_samples);
+    return -1;
+  }
+  return (int)held;
+}
+
+/* A node name from the model printed with its control bytes as '?'. */
+static void print_name(const char *name) {
+  for (size_t i = 0; name[i] && i < 200; i++)
+    putchar((unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i]);
+}
+
+static const char *metric_name(const quantize_args_t *a) {
+  return a->opt.metric == PR_QUANT_METRIC_ARGMAX ? "argmax"
+         : a->opt.metric == PR_QUANT_METRIC_CTC  ? "ctc"
+                                                 : "range";
+}
+
+static void print_search(const quantize_args_t *a, const pr_quantize_report_t *r) {
+  printf("accuracy: %.1f%% of %d held-out samples agree with fp32 (%s", r->agreement, r->held_out,
+         metric_name(a));
+  if (a->opt.metric == PR_QUANT_METRIC_RANGE) printf(" %g", a->opt.tolerance);
+  printf("; target %g%%; every node int8: %.1f%%) after %d trials; left float: %d", a->opt.accuracy,
+         r->agreement_all_int8, r->trials, r->n_float);
+  for (int i = 0; i < r->n_float; i++) {
+    printf(i ? ", " : " (");
+    print_name(r->float_nodes[i]);
+  }
+  printf("%s\n", r->n_float ? ")" : "");
+}
+
+/* The accuracy search's part of the JSON report (names that are not UTF-8
+ * left out). */
+static json_t *search_json(const quantize_args_t *a, const pr_quantize_report_t *r) {
+  json_t *names = json_array();
+  for (int i = 0; names && i < r->n_float; i++)
+    json_array_append_new(names, json_string(r->float_nodes[i]));
+  return json_pack("{s:f, s:s, s:f, s:i, s:f, s:f, s:i, s:o*}", "target", a->opt.accuracy, "metric",
+                   metric_name(a), "tolerance", a->opt.tolerance, "held_out", r->held_out,
+                   "agreement", r->agreement, "agreement_all_int8", r->agreement_all_int8, "trials",
+                   r->trials, "float_nodes", names);
 }
 
 static void print_report(const quantize_args_t *a, const pr_quantize_report_t *r) {
@@ -309,12 +437,14 @@ static void print_report(const quantize_args_t *a, const pr_quantize_report_t *r
   if (r->opset != r->from_opset) printf(" -> %d", r->opset);
   if (r->folded_bn) printf("; %d BatchNormalization folded into Conv", r->folded_bn);
   printf("\n");
+  if (a->opt.accuracy > 0) print_search(a, r);
   if (!a->json) return;
   json_t *o =
       json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:i, s:i}", "model", a->model,
                 "out", a->out, "conv", r->ops[0], "matmul", r->ops[1], "gemm", r->ops[2], "add",
                 r->ops[3], "activations", r->tensors, "type", type, "method", method, "samples",
                 (json_int_t)r->samples, "from_opset", r->from_opset, "opset", r->opset);
+  if (o && a->opt.accuracy > 0) json_object_set_new(o, "accuracy", search_json(a, r));
   char *s = json_dumps(o, JSON_COMPACT);
   if (s) printf("%s\n", s);
   free(s);
@@ -337,8 +467,13 @@ int pr_cli_quantize(int argc, char **argv) {
   rc = 1;
   if (n_in > 64) {
     fprintf(stderr, "packrat quantize: the model has more than 64 inputs\n");
-  } else if (calibration_files(&a, q, lists) && calibrate(q, lists, n_in)) {
-    if (pr_engine_quantizer_write(q, a.out, &report, err, sizeof err))
+  } else if (calibration_files(&a, q, lists)) {
+    int held = holdout_count(&a, lists[0].n);
+    if (held < 0)
+      rc = 2;
+    else if (!calibrate(q, lists, n_in, held))
+      ;
+    else if (pr_engine_quantizer_write(q, a.out, &report, err, sizeof err))
       fprintf(stderr, "packrat quantize: %s\n", err);
     else
       print_report(&a, &report), rc = 0;

@@ -4,7 +4,11 @@ with onnx) quantized from a folder, a file and NAME=PATH calibration data,
 the result run by `packrat run`, and each refusal with its exit status and
 message: usage errors (2), and bad or wrong-shaped files, an empty folder,
 a missing one, a model with nothing to quantize, an unknown --exclude name,
-an unnamed input of a two-input model (1).
+an unnamed input of a two-input model (1). --accuracy: a model whose
+first Conv cannot run in int8 (weights {1000, 1} on an input whose first
+channel is zero: the 1 rounds to 0) gets that Conv, and only it, left
+float; a model that quantizes cleanly gets none; the flags' bad values
+(2, nothing written).
 
 usage: quantize_cli.py PACKRAT OUT_DIR
 """
@@ -97,6 +101,38 @@ expect("one file, NAME=PATH, int8 percentile", quantize(
 expect("--ops and --exclude", quantize(model, "--out", q, "--calibration", calib, "--ops", "Conv",
                                        "--exclude", "c2"), 0, "1 Conv, 0 MatMul")
 
+# --accuracy: the nodes left float chosen on held-out samples
+bad_model = path("bad.onnx")
+wb = numpy_helper.from_array(np.array([1000, 1], np.float32).reshape(1, 2, 1, 1), "wb")
+wg = numpy_helper.from_array(rng.standard_normal((2, 1, 3, 3)).astype(np.float32), "wg")
+g = helper.make_graph([helper.make_node("Conv", ["x", "wb"], ["c"], name="bad"),
+                       helper.make_node("Conv", ["c", "wg"], ["d"], name="good", pads=[1, 1, 1, 1]),
+                       helper.make_node("Tanh", ["d"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 6, 6])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 6, 6])], [wb, wg])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), bad_model)
+os.makedirs(path("calib_bad"))
+for k in range(8):
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    x[:, 0] = 0
+    np.save(os.path.join(path("calib_bad"), f"s{k}.npy"), x)
+r = quantize(bad_model, "--out", q, "--calibration", path("calib_bad"), "--accuracy", "100",
+             "--holdout", "3", "--tolerance", "0.1", "--json")
+expect("--accuracy leaves the bad Conv float", r, 0, "left float: 1 (bad)")
+if r.returncode == 0:
+    acc = json.loads(r.stdout.strip().splitlines()[-1]).get("accuracy", {})
+    if (acc.get("float_nodes") != ["bad"] or acc.get("held_out") != 3 or acc.get("agreement") != 100
+            or not acc.get("agreement_all_int8", 100) < 100):
+        failures.append(f"--accuracy --json: {acc}")
+    ops = [n.op_type for n in onnx.load(q).graph.node]
+    if ops.count("QuantizeLinear") != 2:  # c and d; x stays float with bad
+        failures.append(f"--accuracy wrote {ops}")
+r = quantize(model, "--out", q, "--calibration", calib, "--accuracy", "100", "--metric", "argmax",
+             "--json")
+expect("--accuracy on a clean model", r, 0, "after 1 trials; left float: 0")
+expect("--accuracy, --metric ctc", quantize(model, "--out", q, "--calibration", calib,
+                                            "--accuracy", "90", "--metric", "ctc"), 0, "(ctc;")
+
 # usage errors: exit 2
 expect("--help", quantize("--help"), 0, "--calibration [NAME=]PATH")
 expect("no --out", quantize(model, "--calibration", calib), 2, "needs MODEL.onnx, --out")
@@ -110,6 +146,23 @@ expect("bad --ops", quantize(model, "--out", q, "--calibration", calib, "--ops",
        "--ops lists")
 expect("unknown flag", quantize(model, "--out", q, "--calibration", calib, "--fast"), 2,
        "unknown option '--fast'")
+
+fresh = path("never.onnx")
+for args, text in ((["--accuracy", "0"], "0 < A <= 100"), (["--accuracy", "101"], "0 < A <= 100"),
+                   (["--accuracy", "x"], "0 < A <= 100"),
+                   (["--accuracy", "99", "--metric", "mse"], "range, argmax or ctc"),
+                   (["--accuracy", "99", "--tolerance", "0"], "0 < T <= 1"),
+                   (["--accuracy", "99", "--tolerance", "2"], "0 < T <= 1"),
+                   (["--accuracy", "99", "--holdout", "0"], "--holdout must be an integer"),
+                   (["--holdout", "2"], "go with --accuracy"),
+                   (["--metric", "argmax"], "go with --accuracy"),
+                   (["--accuracy", "99", "--metric", "argmax", "--tolerance", "0.1"],
+                    "--tolerance goes with --metric range"),
+                   (["--accuracy", "99", "--holdout", "5"], "leaves none for the ranges")):
+    expect(" ".join(args), quantize(model, "--out", fresh, "--calibration", calib, *args), 2, text)
+if os.path.exists(fresh):
+    failures.append("a refused --accuracy wrote a model")
+expect("--help names --accuracy", quantize("--help"), 0, "--accuracy A")
 
 # bad data and models: exit 1
 bad = path("bad")

@@ -217,7 +217,8 @@ static void random_input(pr_tensor_t *t, float *buf, unsigned seed) {
   for (int i = 0; i < 3 * 8 * 8; i++) buf[i] = frand(&seed) * 2.f;
 }
 
-/* Quantizes path into qpath on 8 random samples; the report. */
+/* Quantizes path into qpath on 8 random samples (and 4 held out, with an
+ * accuracy target); the report (its float_nodes gone with the quantizer). */
 static pr_quantize_report_t quantize(const char *path, const char *qpath,
                                      const pr_quantize_options_t *opt) {
   char err[512];
@@ -231,6 +232,10 @@ static pr_quantize_report_t quantize(const char *path, const char *qpath,
       random_input(&in, buf, 100 + k);
       if (pr_engine_quantizer_observe(q, pass, &in, 1, err, sizeof err)) fail_msg("%s", err);
     }
+  for (unsigned k = 0; opt->accuracy > 0 && k < 4; k++) {
+    random_input(&in, buf, 300 + k);
+    if (pr_engine_quantizer_hold_out(q, &in, 1, err, sizeof err)) fail_msg("%s", err);
+  }
   pr_quantize_report_t rep;
   if (pr_engine_quantizer_write(q, qpath, &rep, err, sizeof err)) fail_msg("write: %s", err);
   pr_engine_quantizer_destroy(q);
@@ -515,6 +520,126 @@ static void test_refusals(void **state) {
   pr_engine_quantizer_destroy(NULL);
 }
 
+/* ---- the accuracy search ---- */
+
+static const int64_t S_DIMS[4] = {1, 2, 6, 6};
+
+/* x [1, 2, 6, 6] -> "bad" (1x1 Conv, weights {1000, 1}) -> c -> "good"
+ * (3x3 Conv) -> Tanh -> y. The samples' channel 0 is zero, so the 1000
+ * only sets bad's int8 weight scale (1000 / 127), and its weight 1 rounds
+ * to 0: bad in int8 answers 0 where fp32 answers x[1]. */
+static mb_t *search_model(void) {
+  mb_t *b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, S_DIMS);
+  const float wb[2] = {1000.f, 1.f};
+  int64_t wd[4] = {1, 2, 1, 1};
+  mb_init(b, "bad_W", PR_DTYPE_FLOAT, 4, wd, wb, sizeof wb);
+  mb_node(b, "Conv", "bad", IN("x", "bad_W"), OUT("c"));
+  conv(b, "good", "c", "g", 2, 1, 3, 7);
+  mb_node(b, "Tanh", "tanh", IN("g"), OUT("y"));
+  mb_output(b, "y");
+  return b;
+}
+
+static void search_input(pr_tensor_t *t, float *buf, unsigned seed) {
+  *t = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 4, .data = buf};
+  memcpy(t->dims, S_DIMS, sizeof S_DIMS);
+  for (int i = 0; i < 36; i++) buf[i] = 0, buf[36 + i] = frand(&seed);
+}
+
+/* Quantizes path with 6 samples for ranges and 4 held out. */
+static pr_status_t quantize_searched(const char *path, const char *qpath,
+                                     const pr_quantize_options_t *opt, pr_quantize_report_t *rep,
+                                     char *err, size_t err_len) {
+  pr_quantizer_t *q;
+  pr_status_t st = pr_engine_quantizer_create(path, opt, &q, err, err_len);
+  if (st) return st;
+  float buf[72];
+  pr_tensor_t in;
+  for (unsigned k = 0; k < 10 && !st; k++) {
+    search_input(&in, buf, 200 + k);
+    st = k < 6 ? pr_engine_quantizer_observe(q, 0, &in, 1, err, err_len)
+               : pr_engine_quantizer_hold_out(q, &in, 1, err, err_len);
+  }
+  if (!st) st = pr_engine_quantizer_write(q, qpath, rep, err, err_len);
+  if (!st && rep->n_float) assert_string_equal(rep->float_nodes[0], "bad"); /* still alive */
+  pr_engine_quantizer_destroy(q);
+  return st;
+}
+
+static void test_accuracy_search(void **state) {
+  (void)state;
+  char path[512], qpath[512], err[512];
+  paths("search", path, qpath);
+  save_model(search_model(), path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  opt.accuracy = 100;
+  pr_quantize_report_t rep;
+  if (quantize_searched(path, qpath, &opt, &rep, err, sizeof err)) fail_msg("%s", err);
+  /* every node int8 misses; bad alone float meets it, good stays int8 */
+  assert_true(rep.agreement_all_int8 < 50);
+  assert_int_equal(rep.n_float, 1);
+  assert_float_equal(rep.agreement, 100, 0);
+  assert_int_equal(rep.ops[0], 1);
+  assert_int_equal(rep.held_out, 4);
+  assert_true(rep.trials >= 3); /* all int8, then each alone in int8 */
+  int opset, n_q;
+  inspect(qpath, &opset, &n_q);
+  assert_int_equal(n_q, 2); /* c and g: x, which only bad reads, stays float */
+  /* a model that quantizes cleanly keeps nothing float, after one trial */
+  paths("search_clean", path, qpath);
+  save_model(chain_model(13), path);
+  opt.tolerance = 0.1;
+  rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.n_float, 0);
+  assert_int_equal(rep.trials, 1);
+  assert_float_equal(rep.agreement, 100, 0);
+  assert_int_equal(rep.ops[0], 2);
+  /* no report of a search without one */
+  opt.accuracy = 0;
+  rep = quantize(path, qpath, &opt);
+  assert_true(rep.agreement < 0 && rep.n_float == 0 && rep.held_out == 0);
+}
+
+static void test_accuracy_refusals(void **state) {
+  (void)state;
+  char path[512], qpath[512], err[512];
+  paths("search", path, qpath);
+  save_model(search_model(), path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  pr_quantizer_t *q;
+  const double bad_accuracy[] = {-1, 100.5, NAN};
+  for (int i = 0; i < 3; i++) {
+    opt.accuracy = bad_accuracy[i];
+    assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_ERR_INVALID);
+  }
+  opt.accuracy = 99, opt.tolerance = 0;
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_ERR_INVALID);
+  opt.tolerance = 0.02, opt.metric = (pr_quantize_metric_t)7;
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_ERR_INVALID);
+  /* nothing held out: write refuses */
+  opt.metric = PR_QUANT_METRIC_RANGE;
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_OK);
+  float buf[72];
+  pr_tensor_t in;
+  search_input(&in, buf, 1);
+  assert_int_equal(pr_engine_quantizer_observe(q, 0, &in, 1, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_quantizer_write(q, qpath, NULL, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "held-out"));
+  pr_engine_quantizer_destroy(q);
+  /* holding out without a search; a target only every node float meets */
+  opt.accuracy = 0;
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_quantizer_hold_out(q, &in, 1, err, sizeof err), PR_ERR_INVALID);
+  pr_engine_quantizer_destroy(q);
+  opt.accuracy = 100, opt.tolerance = 1e-9;
+  unlink(qpath);
+  pr_quantize_report_t rep;
+  assert_int_equal(quantize_searched(path, qpath, &opt, &rep, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "no node in int8"));
+  assert_int_equal(access(qpath, F_OK), -1); /* nothing written */
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   const struct CMUnitTest tests[] = {
@@ -529,6 +654,8 @@ int main(void) {
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_batchnorm_folded),
       cmocka_unit_test(test_external_data),
+      cmocka_unit_test(test_accuracy_search),
+      cmocka_unit_test(test_accuracy_refusals),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[600];

@@ -207,6 +207,16 @@ static bool same_shape(const pr_qz_tensor_t *a, const pr_qz_tensor_t *b) {
          !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 
+void pr_qz_plan_recount(pr_qz_plan_t *plan) {
+  for (int e = 0; e < plan->n_t; e++) plan->t[e].refs = 0;
+  for (int i = 0; i < plan->n_ops; i++) {
+    const pr_qz_op_t *op = &plan->ops[i];
+    if (!pr_qz_op_live(op)) continue;
+    plan->t[op->act[0]].refs++, plan->t[op->out].refs++;
+    if (op->act[1] >= 0) plan->t[op->act[1]].refs++;
+  }
+}
+
 int pr_qz_plan_settle(pr_qz_plan_t *plan) {
   int left = 0;
   for (int i = 0; i < plan->n_ops; i++) {
@@ -216,18 +226,14 @@ int pr_qz_plan_settle(pr_qz_plan_t *plan) {
       op->dropped = !same_shape(a, &plan->t[op->act[1]]) || !same_shape(a, &plan->t[op->out]);
     else if (op->kind != PR_QZ_CONV)
       op->dropped = !a->seen || a->rank < 2;
-    if (!op->dropped) {
-      left++;
-      continue;
-    }
-    plan->t[op->act[0]].refs--, plan->t[op->out].refs--;
-    if (op->act[1] >= 0) plan->t[op->act[1]].refs--;
+    left += pr_qz_op_live(op);
   }
+  pr_qz_plan_recount(plan);
   return left;
 }
 
 void pr_qz_plan_counts(const pr_qz_plan_t *plan, int *counts) {
   memset(counts, 0, sizeof(int) * PR_QZ_KINDS);
   for (int i = 0; i < plan->n_ops; i++)
-    if (!plan->ops[i].dropped) counts[plan->ops[i].kind]++;
+    if (pr_qz_op_live(&plan->ops[i])) counts[plan->ops[i].kind]++;
 }

@@ -28,12 +28,13 @@ typedef enum { PR_QZ_CONV, PR_QZ_MATMUL, PR_QZ_GEMM, PR_QZ_ADD, PR_QZ_KINDS } pr
 typedef struct {
   int node; /* index in the graph's node list */
   pr_qz_kind_t kind;
-  int act[2];     /* tensor entries of the activation inputs (Add: both; else act[1] -1) */
-  int w_input;    /* input index of the weights (-1 for Add) */
-  int w_axis;     /* their channel axis */
-  int bias_input; /* input index of a bias to store as int32, -1 */
-  int out;        /* tensor entry of the output, -1: stays float */
-  bool dropped;   /* left float after calibration */
+  int act[2];      /* tensor entries of the activation inputs (Add: both; else act[1] -1) */
+  int w_input;     /* input index of the weights (-1 for Add) */
+  int w_axis;      /* their channel axis */
+  int bias_input;  /* input index of a bias to store as int32, -1 */
+  int out;         /* tensor entry of the output, -1: stays float */
+  bool dropped;    /* left float after calibration (pr_qz_plan_settle) */
+  bool kept_float; /* left float by the accuracy search (qsearch.h) */
 } pr_qz_op_t;
 
 typedef struct {
@@ -74,6 +75,13 @@ int pr_qz_plan_find(const pr_qz_plan_t *plan, const char *name);
  * shape and MatMuls whose input has rank < 2 (and each tensor no op needs
  * any more); the number of ops left. */
 int pr_qz_plan_settle(pr_qz_plan_t *plan);
+/* Whether op is written in int8: neither dropped nor kept float. */
+static inline bool pr_qz_op_live(const pr_qz_op_t *op) {
+  return !op->dropped && !op->kept_float;
+}
+/* Recounts each tensor's refs from the live ops (after kept_float flags
+ * change): a tensor no live op reads or writes is not quantized. */
+void pr_qz_plan_recount(pr_qz_plan_t *plan);
 /* Counts of the ops left per kind (PR_QZ_KINDS entries). */
 void pr_qz_plan_counts(const pr_qz_plan_t *plan, int *counts);
 /* "Conv", "MatMul", "Gemm", "Add". */

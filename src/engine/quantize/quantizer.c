@@ -10,7 +10,9 @@
  *   are the ones a user's session computes.
  * - A session is compiled per distinct set of input shapes and kept while
  *   the samples keep that shape (samples of one width reuse it).
- * - write() edits the unpacked model in place: once per quantizer. */
+ * - write() edits the unpacked model in place: once per quantizer. The
+ *   accuracy search (qsearch.h) before it works on a packed copy of the
+ *   float model, one fresh unpacked copy per trial. */
 #include "packrat/quantize.h"
 
 #include <errno.h>
@@ -21,7 +23,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
-#include "engine/quantize/qwrite.h"
+#include "engine/quantize/qsearch.h"
 #include "engine/tensor.h"
 
 struct pr_quantizer {
@@ -37,6 +39,9 @@ struct pr_quantizer {
   pr_session_t *session; /* for the shapes in `shapes` */
   pr_tensor_info_t shapes[64];
   int64_t samples[2]; /* per pass */
+  pr_qz_holdout_t held_out;
+  char **float_names; /* the nodes the accuracy search left float */
+  int n_float;
   bool written;
 };
 
@@ -45,7 +50,8 @@ pr_quantize_options_t pr_quantize_options_default(void) {
                                  .method = PR_CALIB_MINMAX,
                                  .percentile = 99.999,
                                  .ops = PR_QUANT_ALL,
-                                 .threads = 1};
+                                 .threads = 1,
+                                 .tolerance = 0.02};
 }
 
 static pr_status_t check_options(const pr_quantize_options_t *o, char *err, size_t err_len) {
@@ -55,6 +61,11 @@ static pr_status_t check_options(const pr_quantize_options_t *o, char *err, size
   }
   if (o->method == PR_CALIB_PERCENTILE && !(o->percentile >= 50 && o->percentile <= 100)) {
     pr_errf(err, err_len, "the percentile must be in [50, 100]");
+    return PR_ERR_INVALID;
+  }
+  if (!(o->accuracy >= 0 && o->accuracy <= 100) || !(o->tolerance > 0 && o->tolerance <= 1) ||
+      (o->metric < PR_QUANT_METRIC_RANGE || o->metric > PR_QUANT_METRIC_CTC)) {
+    pr_errf(err, err_len, "the accuracy is in [0, 100], the tolerance in (0, 1]");
     return PR_ERR_INVALID;
   }
   if (o->threads < 1 || !(o->ops & PR_QUANT_ALL) || o->n_exclude < 0) {
@@ -165,6 +176,9 @@ void pr_engine_quantizer_destroy(pr_quantizer_t *q) {
   pr_engine_session_destroy(q->session);
   pr_engine_model_destroy(q->calib);
   pr_qz_plan_free(&q->plan);
+  pr_qz_holdout_free(&q->held_out);
+  for (int i = 0; i < q->n_float; i++) free(q->float_names[i]);
+  free(q->float_names);
   if (q->mp) onnx__model_proto__free_unpacked(q->mp, NULL);
   free(q->src);
   free(q);
@@ -288,6 +302,18 @@ pr_status_t pr_engine_quantizer_observe(pr_quantizer_t *q, int pass, const pr_te
   return st;
 }
 
+pr_status_t pr_engine_quantizer_hold_out(pr_quantizer_t *q, const pr_tensor_t *inputs, int n_inputs,
+                                         char *err, size_t err_len) {
+  if (!(q->opt.accuracy > 0) || q->written) {
+    pr_errf(err, err_len, "held-out samples are for the accuracy search, before writing");
+    return PR_ERR_INVALID;
+  }
+  pr_status_t st = check_inputs(q, inputs, n_inputs, err, err_len);
+  if (!st && (st = pr_qz_holdout_add(&q->held_out, inputs, n_inputs)))
+    pr_errf(err, err_len, "out of memory holding a sample out");
+  return st;
+}
+
 /* ---- writing ---- */
 
 /* Packs mp into path through a temporary file renamed over it. */
@@ -309,13 +335,63 @@ static pr_status_t save(const Onnx__ModelProto *mp, const char *path, uint8_t **
   return PR_OK;
 }
 
+/* The accuracy search over the held-out samples: sets the plan's kept_float
+ * flags and q->float_names. */
+static pr_status_t search(pr_quantizer_t *q, const pr_qz_write_options_t *wo,
+                          pr_qz_search_result_t *res, char *err, size_t err_len) {
+  size_t len = onnx__model_proto__get_packed_size(q->mp);
+  uint8_t *bytes = malloc(len + 1);
+  if (!bytes) return PR_ERR_NOMEM;
+  onnx__model_proto__pack(q->mp, bytes);
+  pr_qz_search_options_t so = {.metric = q->opt.metric,
+                               .tolerance = q->opt.tolerance,
+                               .target = q->opt.accuracy,
+                               .threads = q->opt.threads,
+                               .base_dir = q->base_dir,
+                               .write = *wo};
+  pr_status_t st = pr_qz_search(bytes, len, &q->plan, &q->held_out, &so, res, err, err_len);
+  free(bytes);
+  if (st) return st;
+  q->float_names = calloc((size_t)q->plan.n_ops + 1, sizeof *q->float_names);
+  if (!q->float_names) return PR_ERR_NOMEM;
+  for (int i = 0; i < q->plan.n_ops; i++) {
+    if (!q->plan.ops[i].kept_float) continue;
+    const char *name = pr_qz_node_name(q->mp->graph->node[q->plan.ops[i].node]);
+    if (!(q->float_names[q->n_float++] = strdup(name))) return PR_ERR_NOMEM;
+  }
+  pr_log(PR_LOG_INFO,
+         "quantize: %d nodes left float after %d trials: %.1f%% agree (all int8 %.1f%%)",
+         q->n_float, res->trials, res->agreement, res->agreement_all_int8);
+  return PR_OK;
+}
+
+static void fill_report(const pr_quantizer_t *q, const pr_qz_search_result_t *res,
+                        pr_quantize_report_t *report) {
+  memset(report, 0, sizeof *report);
+  pr_qz_plan_counts(&q->plan, report->ops);
+  for (int e = 0; e < q->plan.n_t; e++) report->tensors += q->plan.t[e].refs > 0;
+  report->from_opset = q->from_opset;
+  report->opset = pr_qz_opset(q->mp);
+  report->samples = q->samples[0];
+  report->folded_bn = q->folded_bn;
+  report->held_out = q->held_out.n;
+  report->trials = res->trials;
+  report->n_float = q->n_float;
+  report->float_nodes = (const char *const *)q->float_names;
+  report->agreement = q->opt.accuracy > 0 ? res->agreement : -1;
+  report->agreement_all_int8 = q->opt.accuracy > 0 ? res->agreement_all_int8 : -1;
+}
+
 pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
                                       pr_quantize_report_t *report, char *err, size_t err_len) {
-  if (q->written || !q->samples[0] ||
-      (pr_engine_quantizer_passes(q) > 1 && q->samples[1] != q->samples[0])) {
-    pr_errf(err, err_len,
-            q->written ? "the quantized model was written already"
-                       : "every calibration pass needs every sample");
+  const char *refusal =
+      q->written ? "the quantized model was written already"
+      : !q->samples[0] || (pr_engine_quantizer_passes(q) > 1 && q->samples[1] != q->samples[0])
+          ? "every calibration pass needs every sample"
+      : q->opt.accuracy > 0 && !q->held_out.n ? "the accuracy search needs held-out samples"
+                                              : NULL;
+  if (refusal) {
+    pr_errf(err, err_len, "%s", refusal);
     return PR_ERR_INVALID;
   }
   q->written = true;
@@ -329,7 +405,10 @@ pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
       .act_type = q->opt.activation_type,
       .percentile = q->opt.method == PR_CALIB_PERCENTILE ? q->opt.percentile : 100,
       .base_dir = q->base_dir};
-  pr_status_t st = pr_qz_opset_upgrade(q->mp, &q->plan, err, err_len);
+  pr_qz_search_result_t res = {0};
+  pr_status_t st = q->opt.accuracy > 0 ? search(q, &wo, &res, err, err_len) : PR_OK;
+  if (st == PR_ERR_NOMEM) pr_errf(err, err_len, "out of memory in the accuracy search");
+  if (!st) st = pr_qz_opset_upgrade(q->mp, &q->plan, err, err_len);
   if (!st) st = pr_qz_write_qdq(q->mp, &q->plan, &wo, err, err_len);
   uint8_t *buf = NULL;
   size_t len = 0;
@@ -340,14 +419,6 @@ pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
   pr_engine_model_destroy(check);
   free(buf);
   if (st) return st;
-  if (report) {
-    memset(report, 0, sizeof *report);
-    pr_qz_plan_counts(&q->plan, report->ops);
-    for (int e = 0; e < q->plan.n_t; e++) report->tensors += q->plan.t[e].refs > 0;
-    report->from_opset = q->from_opset;
-    report->opset = pr_qz_opset(q->mp);
-    report->samples = q->samples[0];
-    report->folded_bn = q->folded_bn;
-  }
+  if (report) fill_report(q, &res, report);
   return PR_OK;
 }

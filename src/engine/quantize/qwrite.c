@@ -186,7 +186,7 @@ static pr_status_t rewrite_node(writer_t *w, int i, const pr_qz_op_t *op) {
     st = dq ? pr_qz_node_set_input(n, (int)k, dq) : PR_ERR_NOMEM;
     free(dq);
   }
-  if (!st && op && !op->dropped) st = op_params(w, op);
+  if (!st && op && pr_qz_op_live(op)) st = op_params(w, op);
   if (!st) st = emit(w, n);
   if (st) return st;
   for (size_t k = 0; k < n->n_output && !st; k++) {
