@@ -17,9 +17,9 @@
  * default (oneDNN's int8 kernels take u8 sources natively; s8 ones cost a
  * compensation pass) or int8. Calibration runs the float model through the
  * engine with every such activation as an extra output and keeps each
- * one's range: min-max, or percentiles of a histogram (a second pass over
- * the same samples). With fold_batchnorm, a BatchNormalization after a
- * Conv is folded into the Conv first (so that the Conv runs in int8 too;
+ * one's range: min-max, percentiles of a histogram or the KL-divergence
+ * (entropy) threshold of one (a second pass over the same samples). With fold_batchnorm, a
+ * BatchNormalization after a Conv is folded into the Conv first (so that the Conv runs in int8 too;
  * measured on PaddleOCR's recognizer it cost accuracy, hence off by
  * default). Models of opsets 9 to 12 are raised to 13 (per-axis
  * DequantizeLinear needs it).
@@ -39,7 +39,15 @@
 extern "C" {
 #endif
 
-typedef enum { PR_CALIB_MINMAX = 0, PR_CALIB_PERCENTILE = 1 } pr_calib_method_t;
+/* MINMAX: the range seen. PERCENTILE: `percentile` % of the values kept at
+ * each end. ENTROPY: TensorRT's KL-divergence threshold T over a histogram
+ * of |x| (engine/quantize/calib.h), the range [-T, T] cut to [min, max].
+ * The last two take a second pass over the samples. */
+typedef enum {
+  PR_CALIB_MINMAX = 0,
+  PR_CALIB_PERCENTILE = 1,
+  PR_CALIB_ENTROPY = 2
+} pr_calib_method_t;
 
 /* When a held-out sample's outputs agree with fp32's (the accuracy
  * search). RANGE: each output's max |int8 - fp32| is at most `tolerance`

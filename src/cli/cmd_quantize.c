@@ -33,7 +33,10 @@ static void usage(FILE *f) {
           "                        or a folder whose .npy and .pb files are read in name\n"
           "                        order; sample k is the k-th file of every input (each\n"
           "                        input needs as many); a file may hold a batch\n"
-          "  --method M            minmax (default) or percentile\n"
+          "  --method M            minmax (default), percentile, or entropy (TensorRT's\n"
+          "                        calibration: the threshold T of least KL divergence\n"
+          "                        between a 2048-bin histogram of |x| and its 128-level\n"
+          "                        quantization; the range [-T, T] cut to [min, max])\n"
           "  --percentile P        with --method percentile: the range keeps P%% of the\n"
           "                        values at each end (default 99.999)\n"
           "  --activations T       uint8 (default) or int8\n"
@@ -152,9 +155,13 @@ static int parse_flag(quantize_args_t *a, const char *f, const char *val) {
       return fprintf(stderr, "packrat quantize: at most %d --calibration\n", MAX_CALIB), 2;
     a->calib[a->n_calib++] = val;
   } else if (!strcmp(f, "--method")) {
-    if (strcmp(val, "minmax") && strcmp(val, "percentile"))
-      return fprintf(stderr, "packrat quantize: --method is minmax or percentile\n"), 2;
-    a->opt.method = strcmp(val, "minmax") ? PR_CALIB_PERCENTILE : PR_CALIB_MINMAX;
+    static const char *const METHODS[] = {"minmax", "percentile",
+                                          "entropy"}; /* pr_calib_method_t */
+    int m = 0;
+    while (m < 3 && strcmp(val, METHODS[m])) m++;
+    if (m == 3)
+      return fprintf(stderr, "packrat quantize: --method is minmax, percentile or entropy\n"), 2;
+    a->opt.method = (pr_calib_method_t)m;
   } else if (!strcmp(f, "--percentile")) {
     char *end;
     a->opt.percentile = strtod(val, &end);
@@ -429,7 +436,9 @@ static json_t *search_json(const quantize_args_t *a, const pr_quantize_report_t 
 
 static void print_report(const quantize_args_t *a, const pr_quantize_report_t *r) {
   const char *type = a->opt.activation_type == PR_DTYPE_INT8 ? "int8" : "uint8";
-  const char *method = a->opt.method == PR_CALIB_PERCENTILE ? "percentile" : "minmax";
+  const char *method = a->opt.method == PR_CALIB_PERCENTILE ? "percentile"
+                       : a->opt.method == PR_CALIB_ENTROPY  ? "entropy"
+                                                            : "minmax";
   printf("%s -> %s: %d Conv, %d MatMul, %d Gemm, %d Add in int8; %d activations %s (%s", a->model,
          a->out, r->ops[0], r->ops[1], r->ops[2], r->ops[3], r->tensors, type, method);
   if (a->opt.method == PR_CALIB_PERCENTILE) printf(" %g", a->opt.percentile);

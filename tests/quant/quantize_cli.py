@@ -98,6 +98,10 @@ one = os.path.join(calib, "s0.npy")
 expect("one file, NAME=PATH, int8 percentile", quantize(
     model, "--out", q, "--calibration", f"x={one}", "--activations", "int8", "--method",
     "percentile", "--percentile", "99.9"), 0, "int8 (percentile 99.9, 1 samples)")
+r = quantize(model, "--out", q, "--calibration", calib, "--method", "entropy", "--json")
+expect("--method entropy", r, 0, "(entropy, 5 samples)")
+if r.returncode == 0 and json.loads(r.stdout.strip().splitlines()[-1])["method"] != "entropy":
+    failures.append(f"--method entropy --json: {r.stdout}")
 expect("--ops and --exclude", quantize(model, "--out", q, "--calibration", calib, "--ops", "Conv",
                                        "--exclude", "c2"), 0, "1 Conv, 0 MatMul")
 
@@ -137,7 +141,7 @@ expect("--accuracy, --metric ctc", quantize(model, "--out", q, "--calibration", 
 expect("--help", quantize("--help"), 0, "--calibration [NAME=]PATH")
 expect("no --out", quantize(model, "--calibration", calib), 2, "needs MODEL.onnx, --out")
 expect("bad --method", quantize(model, "--out", q, "--calibration", calib, "--method", "kl"), 2,
-       "--method is minmax or percentile")
+       "--method is minmax, percentile or entropy")
 expect("bad --percentile", quantize(model, "--out", q, "--calibration", calib, "--percentile", "10"),
        2, "[50, 100]")
 expect("bad --activations", quantize(model, "--out", q, "--calibration", calib, "--activations",

@@ -88,6 +88,55 @@ static void test_range_minmax_and_percentile(void **state) {
   free(x);
 }
 
+/* Entropy: a Gaussian's threshold lies above its bulk and far below the
+ * outliers' max; a uniform distribution (nothing to clip) keeps most of
+ * its range; the range is [-T, T] cut to [min, max]. */
+static void test_range_entropy(void **state) {
+  (void)state;
+  enum { N = 200000 };
+  float *x = malloc(sizeof(float) * N);
+  unsigned seed = 11;
+  for (int i = 0; i < N; i += 2) { /* Box-Muller: N(0, 1) */
+    double u1 = (frand(&seed) + 1.0) / 2.0 + 1e-9, u2 = (frand(&seed) + 1.0) / 2.0;
+    double r = sqrt(-2.0 * log(u1));
+    x[i] = (float)(r * cos(6.283185307179586 * u2));
+    x[i + 1] = (float)(r * sin(6.283185307179586 * u2));
+  }
+  for (int i = 0; i < 20; i++) x[i * 997] = i % 2 ? 50.f : -40.f; /* outliers */
+  pr_qz_range_t r;
+  pr_qz_range_init(&r);
+  pr_qz_range_add(&r, x, N);
+  assert_int_equal(pr_qz_range_hist_begin_abs(&r), PR_OK);
+  pr_qz_range_hist_add(&r, x, N);
+  float lo, hi;
+  pr_qz_range_get(&r, 100, &lo, &hi); /* before the search: min-max */
+  assert_float_equal(hi, 50.f, 0);
+  pr_qz_range_entropy(&r);
+  pr_qz_range_get(&r, 100, &lo, &hi);
+  if (!(hi > 3.f && hi < 12.f))
+    fail_msg(
+        "threshold %g: want the bulk (|x| < 3) kept, the "
+        "outliers (40, 50) clipped",
+        hi);
+  assert_float_equal(lo, -hi, 0);
+  pr_qz_range_free(&r);
+  /* uniform on [0, 1): its threshold keeps nearly all of it */
+  for (int i = 0; i < N; i++) x[i] = (float)i / N;
+  pr_qz_range_init(&r);
+  pr_qz_range_add(&r, x, N);
+  pr_qz_range_hist_begin_abs(&r);
+  pr_qz_range_hist_add(&r, x, N);
+  pr_qz_range_entropy(&r);
+  pr_qz_range_get(&r, 100, &lo, &hi);
+  if (!(hi > 0.9f && hi <= 1.f)) fail_msg("uniform: threshold %g", hi);
+  assert_float_equal(lo, 0.f, 0); /* cut to min */
+  pr_qz_range_free(&r);
+  /* a histogram with nothing in it: the whole width */
+  int64_t empty[PR_QZ_KL_BINS] = {0};
+  assert_float_equal(pr_qz_kl_threshold(empty, PR_QZ_KL_BINS, 0.5), PR_QZ_KL_BINS * 0.5, 1e-9);
+  free(x);
+}
+
 static void test_weights_and_bias(void **state) {
   (void)state;
   /* [2 outer, 3 channels, 2 inner]: channel 1 all zero */
@@ -334,6 +383,13 @@ static void test_chain_u8_and_s8(void **state) {
   opt.percentile = 99.99;
   quantize(path, qpath, &opt);
   check_close(path, qpath, 0.08f, ",QLinearConv,");
+  /* entropy: on these 8 small samples (1536 values of the Relu's output in
+   * 2048 bins) it clips r1 to 2.6 of its 6.0 and c2 too, as KL thresholds
+   * do on sparse histograms: further from fp32, but an answer */
+  opt.method = PR_CALIB_ENTROPY;
+  rep = quantize(path, qpath, &opt);
+  assert_int_equal(rep.ops[0], 2);
+  check_close(path, qpath, 0.75f, ",QLinearConv,");
 }
 
 /* Constants read through an Identity are constants: both Convs quantized. */
@@ -643,19 +699,13 @@ static void test_accuracy_refusals(void **state) {
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_act_params),
-      cmocka_unit_test(test_range_minmax_and_percentile),
-      cmocka_unit_test(test_weights_and_bias),
-      cmocka_unit_test(test_chain_u8_and_s8),
-      cmocka_unit_test(test_identity_of_constants),
-      cmocka_unit_test(test_add_folds),
-      cmocka_unit_test(test_exclude),
-      cmocka_unit_test(test_opset9_raised),
-      cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_batchnorm_folded),
-      cmocka_unit_test(test_external_data),
-      cmocka_unit_test(test_accuracy_search),
-      cmocka_unit_test(test_accuracy_refusals),
+      cmocka_unit_test(test_act_params),       cmocka_unit_test(test_range_minmax_and_percentile),
+      cmocka_unit_test(test_range_entropy),    cmocka_unit_test(test_weights_and_bias),
+      cmocka_unit_test(test_chain_u8_and_s8),  cmocka_unit_test(test_identity_of_constants),
+      cmocka_unit_test(test_add_folds),        cmocka_unit_test(test_exclude),
+      cmocka_unit_test(test_opset9_raised),    cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_batchnorm_folded), cmocka_unit_test(test_external_data),
+      cmocka_unit_test(test_accuracy_search),  cmocka_unit_test(test_accuracy_refusals),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[600];

@@ -59,6 +59,10 @@ static pr_status_t check_options(const pr_quantize_options_t *o, char *err, size
     pr_errf(err, err_len, "activations are UINT8 or INT8");
     return PR_ERR_INVALID;
   }
+  if (o->method < PR_CALIB_MINMAX || o->method > PR_CALIB_ENTROPY) {
+    pr_errf(err, err_len, "the calibration method is min-max, percentile or entropy");
+    return PR_ERR_INVALID;
+  }
   if (o->method == PR_CALIB_PERCENTILE && !(o->percentile >= 50 && o->percentile <= 100)) {
     pr_errf(err, err_len, "the percentile must be in [50, 100]");
     return PR_ERR_INVALID;
@@ -193,7 +197,7 @@ pr_status_t pr_engine_quantizer_input(const pr_quantizer_t *q, int i, pr_tensor_
 }
 
 int pr_engine_quantizer_passes(const pr_quantizer_t *q) {
-  return q->opt.method == PR_CALIB_PERCENTILE ? 2 : 1;
+  return q->opt.method == PR_CALIB_MINMAX ? 1 : 2;
 }
 
 /* ---- calibration ---- */
@@ -289,7 +293,9 @@ pr_status_t pr_engine_quantizer_observe(pr_quantizer_t *q, int pass, const pr_te
   pr_qz_plan_t *p = &q->plan;
   if (pass == 1 && !q->samples[1])
     for (int e = 0; e < p->n_t; e++)
-      if (pr_qz_range_hist_begin(&p->t[e].range)) return PR_ERR_NOMEM;
+      if (q->opt.method == PR_CALIB_ENTROPY ? pr_qz_range_hist_begin_abs(&p->t[e].range)
+                                            : pr_qz_range_hist_begin(&p->t[e].range))
+        return PR_ERR_NOMEM;
   pr_tensor_t *outs = calloc((size_t)q->n_out + 1, sizeof *outs);
   if (!outs) return PR_ERR_NOMEM;
   st = pr_engine_session_run(q->session, inputs, n_inputs, outs, q->n_out, err, err_len);
@@ -395,6 +401,7 @@ pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
     return PR_ERR_INVALID;
   }
   q->written = true;
+  for (int e = 0; e < q->plan.n_t; e++) pr_qz_range_entropy(&q->plan.t[e].range); /* if one */
   if (!pr_qz_plan_settle(&q->plan)) {
     pr_errf(err, err_len,
             "nothing left to quantize after calibration (no Add of two inputs of "
