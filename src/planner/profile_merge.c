@@ -51,6 +51,7 @@ pr_status_t pr_profile_merge(const pr_profile_t *base, const pr_profile_t *add, 
   memcpy(out->model_sha256, add->model_sha256, sizeof out->model_sha256);
   memcpy(out->cpu, add->cpu, sizeof out->cpu);
   memcpy(out->isa, add->isa, sizeof out->isa);
+  memcpy(out->precision, add->precision, sizeof out->precision);
   int base_cores = base ? base->cores : 0;
   out->cores = add->cores > base_cores ? add->cores : base_cores;
   out->tolerance = add->tolerance;

@@ -38,8 +38,9 @@ static json_t *profile_json(const pr_profile_t *p) {
                        q->isolated_ms, "runs", q->runs, "spread", q->spread, "remeasured",
                        q->remeasured));
   }
-  return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:f, s:i, s:o}", "model", p->model,
-                   "model_sha256", p->model_sha256, "cpu", p->cpu, "isa", p->isa, "cores", p->cores,
+  return json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:f, s:i, s:o}", "model", p->model,
+                   "model_sha256", p->model_sha256, "cpu", p->cpu, "isa", p->isa, "precision",
+                   p->precision[0] ? p->precision : "fp32", "cores", p->cores,
                    "version", "packrat " PR_VERSION, "tolerance",
                    p->tolerance > 0 ? p->tolerance : PR_PROFILE_TOLERANCE, "suspicious",
                    p->n_suspicious, "points", pts);
@@ -94,12 +95,13 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
     return errno == ENOENT ? PR_ERR_IO : PR_ERR_INVALID;
   }
   pr_status_t st = PR_ERR_INVALID;
-  const char *model = "", *sha = "", *cpu = "", *isa = "", *version = "";
+  const char *model = "", *sha = "", *cpu = "", *isa = "", *version = "", *prec = "fp32";
   json_t *pts = NULL;
   int cores = 0, suspicious = 0;
   double tolerance = 0;
-  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s?s, s:i, s?s, s?F, s?i, s:o}", "model", &model,
-                     "model_sha256", &sha, "cpu", &cpu, "isa", &isa, "cores", &cores, "version",
+  if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s?s, s?s, s:i, s?s, s?F, s?i, s:o}", "model",
+                     &model, "model_sha256", &sha, "cpu", &cpu, "isa", &isa, "precision", &prec,
+                     "cores", &cores, "version",
                      &version, "tolerance", &tolerance, "suspicious", &suspicious, "points",
                      &pts) ||
       !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000 ||
@@ -111,6 +113,7 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   snprintf(p->model_sha256, sizeof p->model_sha256, "%s", sha);
   snprintf(p->cpu, sizeof p->cpu, "%s", cpu);
   snprintf(p->isa, sizeof p->isa, "%s", isa); /* absent (an older file): matches no ISA */
+  snprintf(p->precision, sizeof p->precision, "%s", prec);
   p->cores = cores;
   p->tolerance = tolerance > 0 ? tolerance : PR_PROFILE_TOLERANCE;
   p->points = calloc(json_array_size(pts) + 1, sizeof *p->points);
@@ -200,6 +203,10 @@ static pr_status_t cache_file(const char *sha256, const char *cpu, const char *i
   char cpu_hash[65];
   char key[1024];
   size_t off = (size_t)snprintf(key, sizeof key, "%s|%s|packrat %s|corun", cpu, isa, PR_VERSION);
+  /* bf16 sessions are another workload (fp32 keys stay as they were) */
+  if (base && base->precision != PR_PRECISION_FP32 && pr_precision_name(base->precision))
+    off += (size_t)snprintf(key + off, sizeof key - off, "|precision=%s",
+                            pr_precision_name(base->precision));
   /* a model profiled with other symbolic dim values is another workload */
   for (int i = 0; base && i < base->n_dims && off < sizeof key; i++)
     off += (size_t)snprintf(key + off, sizeof key - off, "|%s=%lld", base->dim_names[i],

@@ -457,6 +457,8 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   snprintf(out->isa, sizeof out->isa, "%s", pr_engine_isa());
   out->cores = o->max_threads;
   pr_session_options_t b = base ? *base : pr_session_options_default();
+  const char *prec = pr_precision_name(b.precision);
+  snprintf(out->precision, sizeof out->precision, "%s", prec ? prec : "fp32");
   b.input_shapes = NULL;
   profiler_t pf = {.model = model,
                    .base = &b,

@@ -267,6 +267,7 @@ json_t *pr_dash_model_json(const pr_dash_model_t *v, double now_mono, double now
   put(o, "reason", text(v->reason), &ok);
   put(o, "max_batch", json_integer(v->max_batch), &ok);
   put(o, "autoscale", json_boolean(v->autoscale), &ok);
+  put(o, "precision", text(v->precision ? v->precision : "fp32"), &ok);
   put(o, "queue_depth", json_integer(v->queue_depth), &ok);
   put(o, "queue_capacity", json_integer(v->queue_capacity), &ok);
   put(o, "plan", plan_json(v->plan, &ok), &ok);
@@ -402,6 +403,7 @@ static void model_one(pr_served_t *m, void *ctx) {
                        .state = state_name(m->state),
                        .reason = m->reason,
                        .max_batch = m->cfg.max_batch,
+                       .precision = pr_precision_name(m->cfg.precision),
                        .queue_capacity = m->cfg.queue_capacity,
                        .active = -1,
                        .p50_ms = -1,

@@ -436,6 +436,7 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
   pr_status_t st = pr_engine_model_load_file(m->entry.path, &m->model, err, err_len);
   if (st) return st;
   pr_session_options_t base = pr_session_options_default();
+  base.precision = c->precision;
   const char *names[8];
   int64_t values[8];
   for (int i = 0; i < c->n_dims; i++) names[i] = c->dim_names[i], values[i] = c->dim_values[i];

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "packrat/engine.h"
 #include "base/text.h"
 #include "base/util.h"
 
@@ -363,6 +364,19 @@ static bool set_dims(pr_model_config_t *c, const char *key, json_t *v, char *msg
   return true;
 }
 
+/* "fp32" or "bf16": the arithmetic of the model's sessions (bf16 needs a CPU
+ * with native bf16: the model then fails to load elsewhere, with the reason). */
+static bool set_precision(pr_model_config_t *c, const char *key, json_t *v, char *msg,
+                          size_t len) {
+  int p = json_is_string(v) ? pr_precision_parse(json_string_value(v)) : -1;
+  if (p < 0) {
+    snprintf(msg, len, "'%s' must be \"fp32\" or \"bf16\"", key);
+    return false;
+  }
+  c->precision = p;
+  return true;
+}
+
 /* {"max_sessions": N, "max_mb": M}: the per-instance cache of sessions for
  * request shapes other than the prepared one. */
 static bool set_cache(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
@@ -458,6 +472,7 @@ static const struct {
     {"min_batch_size", .set = set_min_batch},
     {"dims", .set = set_dims},
     {"session_cache", .set = set_cache},
+    {"precision", .set = set_precision},
     {"priority_levels", .set = set_levels},
     {"default_priority_level", .set = set_levels},
     {"version_policy", .set = set_policy},

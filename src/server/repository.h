@@ -50,6 +50,7 @@ typedef enum { PR_DIM_FIXED = 0, PR_DIM_RANGE, PR_DIM_LIST } pr_dim_kind_t;
 /* Per-model settings (config.json), each defaulting to the server's. */
 typedef struct {
   int max_batch;
+  int precision; /* PR_PRECISION_FP32 (default) or PR_PRECISION_BF16 */
   int max_queue_delay_us;
   int queue_capacity;
   double request_timeout_s;

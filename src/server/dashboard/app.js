@@ -344,6 +344,7 @@ function summary(model) {
     ["batch", model.plan ? model.plan.batch : "\u2013"],
     ["predicted", model.plan ? fmtMs(model.plan.predicted_ms) : "\u2013"],
     ["autoscale", model.autoscale ? "on" : "off"],
+    ["precision", model.precision || "fp32"],
     ["queue", `${model.queue_depth} / ${model.queue_capacity}`],
     ["requests/s", n ? fmtNum(s.rate[n - 1]) : "\u2013"],
     [`p50 (${s.summary_s} s)`, fmtMs(s.summary_p50_ms)],
