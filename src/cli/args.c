@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "packrat/engine.h"
+
 long pr_cli_parse_long(const char *flag, const char *val, long min, long max) {
   if (!val) {
     fprintf(stderr, "packrat: %s needs a value\n", flag);
@@ -43,4 +45,13 @@ void pr_cli_dims_apply(const pr_cli_dims_t *d, pr_session_options_t *opt) {
   opt->n_dims = d->n;
   opt->dim_names = d->n ? d->name_ptrs : NULL;
   opt->dim_values = d->n ? d->values : NULL;
+}
+
+int pr_cli_parse_precision(const char *flag, const char *val) {
+  int p = pr_precision_parse(val);
+  if (p < 0) {
+    fprintf(stderr, "packrat: %s must be fp32 or bf16, got '%s'\n", flag, val ? val : "nothing");
+    exit(2);
+  }
+  return p;
 }

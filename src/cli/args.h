@@ -10,6 +10,9 @@
 
 /* Parse a positive integer flag value; exits with a message when invalid. */
 long pr_cli_parse_long(const char *flag, const char *val, long min, long max);
+/* --precision's value: PR_PRECISION_FP32 or _BF16 ("fp32", "bf16"); exits 2
+ * with a message on anything else. */
+int pr_cli_parse_precision(const char *flag, const char *val);
 
 /* --dim NAME=N: values of named symbolic dimensions other than the batch. */
 #define PR_CLI_MAX_DIMS 8

@@ -23,6 +23,7 @@ static void usage(FILE *f) {
           "  --profile FILE   a profile from 'packrat profile --out' instead of a model\n"
           "  --json           print one JSON object as the last line\n"
           "  --dim NAME=N     value of the model's named symbolic dimension NAME (repeatable)\n"
+          "  --precision P    fp32 (default) or bf16: the profile of sessions in that precision\n"
           "  --reprofile      measure the model again even when a cached profile covers it\n"
           "                   (the cached points it does not measure again are kept)\n"
           "  --plot FILE.svg  draw latency against batch per thread count with the plan's\n"
@@ -41,7 +42,7 @@ static void usage(FILE *f) {
 
 typedef struct {
   const char *model_path, *profile_path, *plot;
-  int batch, cores;
+  int batch, cores, precision;
   bool json, reprofile;
   pr_cli_dims_t dims;
 } plan_args_t;
@@ -70,6 +71,8 @@ static int parse_args(plan_args_t *a, int argc, char **argv) {
       a->reprofile = true;
     } else if (!strcmp(f, "--dim")) {
       pr_cli_parse_dim(f, val, &a->dims), i++;
+    } else if (!strcmp(f, "--precision")) {
+      a->precision = pr_cli_parse_precision(f, val), i++;
     } else if (f[0] == '-' || a->model_path) {
       fprintf(stderr, "packrat plan: unexpected argument '%s'\n", f);
       usage(stderr);
@@ -113,7 +116,8 @@ static bool get_profile(const plan_args_t *a, pr_profile_t *p) {
                              .max_batch = a->batch,
                              .read_cache = !a->reprofile,
                              .write_cache = true,
-                             .dims = &a->dims};
+                             .dims = &a->dims,
+                             .precision = a->precision};
   int rc = pr_cli_get_profile(m, a->model_path, &o, p, cache, sizeof cache);
   pr_engine_model_destroy(m);
   return rc == 0;

@@ -31,6 +31,7 @@ static void usage(FILE *f) {
           "                   that are not measured again, never fewer\n"
           "  --plot FILE.svg  draw latency[t][b] (log scales) into an SVG file\n"
           "  --dim NAME=N     value of the model's named symbolic dimension NAME (repeatable)\n"
+          "  --precision P    fp32 (default) or bf16 (CPUs with native bf16; cached apart)\n"
           "  --check FILE     print the quality of a saved or cached profile (each suspicious\n"
           "                   point: threads, batch, median, p90, why); exit status 0 when\n"
           "                   it is good, 1 when it is suspicious or cannot be read\n"
@@ -118,6 +119,8 @@ int pr_cli_profile(int argc, char **argv) {
       o.read_cache = false;
     } else if (!strcmp(a, "--dim")) {
       pr_cli_parse_dim(a, val, &dims), i++;
+    } else if (!strcmp(a, "--precision")) {
+      o.precision = pr_cli_parse_precision(a, val), i++;
     } else if (a[0] == '-' || model_path) {
       fprintf(stderr, "packrat profile: unexpected argument '%s'\n", a);
       usage(stderr);

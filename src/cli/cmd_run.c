@@ -184,7 +184,8 @@ static pr_status_t resolve_plan(pr_plan_t *plan, pr_model_t *model, const char *
     pr_cli_profile_opts_t po = {.max_batch = opt->batch < 16 ? 16 : (int)opt->batch,
                                 .read_cache = true,
                                 .write_cache = true,
-                                .dims = dims};
+                                .dims = dims,
+                                .precision = opt->precision};
     pr_profile_t p;
     char cache[4096];
     if (pr_cli_get_profile(model, model_path, &po, &p, cache, sizeof cache)) {
@@ -291,11 +292,7 @@ static int parse_flag(run_args_t *a, int argc, char **argv, int *i) {
   } else if (!strcmp(f, "--batch")) {
     a->batch = pr_cli_parse_long(f, val, 1, 1 << 20);
   } else if (!strcmp(f, "--precision")) {
-    if (!string_value(f, val)) return 2;
-    if ((a->precision = pr_precision_parse(val)) < 0) {
-      fprintf(stderr, "packrat run: --precision must be fp32 or bf16, got '%s'\n", val);
-      return 2;
-    }
+    a->precision = pr_cli_parse_precision(f, val);
   } else if (!strcmp(f, "--repeat")) {
     a->repeat = (int)pr_cli_parse_long(f, val, 1, 1000000);
   } else if (!strcmp(f, "--warmup")) {

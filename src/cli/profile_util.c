@@ -13,6 +13,7 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
   int cores = o->cores > 0 ? o->cores : pr_topology_num_cores();
   pr_session_options_t base = pr_session_options_default();
   if (o->dims) pr_cli_dims_apply(o->dims, &base);
+  base.precision = o->precision;
   pr_profile_source_t src = {.model_name = model_path,
                              .cores = cores,
                              .max_batch = o->max_batch,

@@ -16,6 +16,7 @@ typedef struct {
   bool read_cache;           /* use a cached profile when one fits */
   bool write_cache;          /* store a measured profile in the cache */
   const pr_cli_dims_t *dims; /* --dim values (may be NULL) */
+  int precision;             /* of the measured sessions (PR_PRECISION_...) */
 } pr_cli_profile_opts_t;
 
 /* Loads the cached profile when it matches (and is good), else measures it

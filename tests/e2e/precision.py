@@ -9,6 +9,8 @@
   bf16 profile is cached apart from the fp32 one ("precision" in the file).
   Elsewhere: mlp16 fails to load with a reason that names bf16 and mlp
   serves.
+- packrat profile --precision bf16 writes a profile that says bf16 (where
+  native); --precision fp8 exits 2.
 - "precision": "fp16" is refused on load (400, the message names the key)
   and changes nothing: the model keeps serving as it did.
 
@@ -33,6 +35,17 @@ c.check("packrat run --precision bf16: runs, or refuses naming bf16",
         native or (probe.returncode == 1 and "bf16" in probe.stderr), probe.stderr)
 cache = os.path.join(c.tmp, "cache")
 os.makedirs(cache)
+bad = subprocess.run([packrat, "profile", os.path.join(repo, "mlp", "1", "model.onnx"), "--precision", "fp8"],
+                     capture_output=True, text=True)
+c.check("packrat profile --precision fp8: exit 2, says what is allowed",
+        bad.returncode == 2 and "fp32 or bf16" in bad.stderr, bad.stderr)
+if native:
+    out = os.path.join(c.tmp, "p16.json")
+    r = subprocess.run([packrat, "profile", os.path.join(repo, "mlp", "1", "model.onnx"), "--precision", "bf16",
+                        "--cores", "1", "--max-batch", "2", "--out", out], capture_output=True, text=True,
+                       env=dict(os.environ, PACKRAT_CACHE=os.path.join(c.tmp, "cli-cache")))
+    c.check("packrat profile --precision bf16: the profile says bf16",
+            r.returncode == 0 and json.load(open(out)).get("precision") == "bf16", r.stderr[-300:])
 port = c.free_port()
 p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port)],
             os.path.join(c.tmp, "serve.log"), env=dict(os.environ, PACKRAT_CACHE=cache))
