@@ -7,6 +7,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTIONS = [
     ("engine_peers.md", "### Engine: packrat vs ONNX Runtime vs PyTorch (CNNs)"),
     ("engine_peers_transformers.md", "### Engine: transformers (BERT-base, GPT-2 small; sequence 128)"),
+    ("engine_avx2.md", "### Engine on AVX2: the capped proxy (packrat held to AVX2) against ONNX Runtime on an AVX2 machine"),
     ("plans.md", "### Plans: fat instance vs packrat's plan vs the oracle"),
     ("optimizer.md", "### Optimizer: packrat's exact solver vs the paper's DP"),
     ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),
@@ -15,6 +16,7 @@ SECTIONS = [
     ("adaptive_bursty.md", "### Online reconfiguration under bursts: each static plan's capacity, adaptive vs the best"),
     ("real_peers.md", "### Engine: models other tools exported, packrat vs ONNX Runtime"),
     ("quant_peers.md", "### int8: packrat vs ONNX Runtime on the same QDQ model, and vs packrat float32"),
+    ("bf16.md", "### bf16: packrat bf16 vs float32"),
     ("shapes.md", "### Serving many shapes: mixed lengths vs padded, a new shape's compile time, the full range"),
     ("carve_before_after.md", "### Refactor check: before and after the carve-up (engine and plans)"),
     ("session5_before_after.md", "### Regression check: the paper models before and after session 5 (engine and plans)"),
