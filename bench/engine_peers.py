@@ -33,6 +33,19 @@ from common import ROOT, add_paths, cpu_name, run_json, sample_input, utc_stamp,
 
 
 
+def points(args):
+    """(model, onnx path, t, b, input file) of the grid, the seeded input saved."""
+    tmp = os.path.join(args.out, "inputs.tmp")
+    os.makedirs(tmp, exist_ok=True)
+    for model in args.models.split(","):
+        onnx_path = os.path.join(args.models_dir, model, "model.onnx")
+        for t in map(int, args.threads.split(",")):
+            for b in map(int, args.batches.split(",")):
+                inp = os.path.join(tmp, f"{model}_{b}.npy")
+                np.save(inp, sample_input(model, b, b))
+                yield model, onnx_path, t, b, inp
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet50,inception_v3")
@@ -50,33 +63,25 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     packrat = os.path.join(args.build, "packrat")
     peak = run_json(["taskset", "-c", "0", os.path.join(args.build, "bench", "peak_flops")])["peak_gflops_per_core"]
-    tmp = os.path.join(args.out, "inputs.tmp")
-    os.makedirs(tmp, exist_ok=True)
     rows = []
-    for model in args.models.split(","):
-        onnx_path = os.path.join(args.models_dir, model, "model.onnx")
-        for t in map(int, args.threads.split(",")):
-            cores = ",".join(str(i) for i in range(t))
-            for b in map(int, args.batches.split(",")):
-                inp = os.path.join(tmp, f"{model}_{b}.npy")
-                np.save(inp, sample_input(model, b, b))
-                pin = ["taskset", "-c", cores]
-                med = {"packrat": [], "ort": [], "torch": []}
-                for _ in range(args.rounds):
-                    pr = run_json(pin + [packrat, "run", onnx_path, "--input", f"input={inp}", "--threads", str(t),
-                                   "--repeat", str(args.repeat), "--warmup", "2", "--json"])
-                    med["packrat"].append(pr["median_ms"])
-                    med["ort"].append(run_json(pin + ["node", os.path.join(ROOT, "bench", "ort_run.js"), onnx_path,
-                                                inp, str(t), str(args.repeat)])["median_ms"])
-                    med["torch"].append(run_json(pin + ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_run.py"),
-                                                  model, inp, str(t), str(args.repeat)])["median_ms"])
-                p, o, q = (float(np.median(med[k])) for k in ("packrat", "ort", "torch"))
-                gflop = pr["gflop"]
-                row = {"model": model, "threads": t, "batch": b, "packrat_ms": p, "ort_ms": o, "torch_ms": q,
-                       "packrat_vs_ort": p / o, "packrat_vs_torch": p / q,
-                       "peak_fraction": gflop / (p * 1e-3) / t / peak}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+    for model, onnx_path, t, b, inp in points(args):
+        pin = ["taskset", "-c", ",".join(str(i) for i in range(t))]
+        med = {"packrat": [], "ort": [], "torch": []}
+        for _ in range(args.rounds):
+            pr = run_json(pin + [packrat, "run", onnx_path, "--input", f"input={inp}", "--threads", str(t),
+                           "--repeat", str(args.repeat), "--warmup", "2", "--json"])
+            med["packrat"].append(pr["median_ms"])
+            med["ort"].append(run_json(pin + ["node", os.path.join(ROOT, "bench", "ort_run.js"), onnx_path,
+                                        inp, str(t), str(args.repeat)])["median_ms"])
+            med["torch"].append(run_json(pin + ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_run.py"),
+                                          model, inp, str(t), str(args.repeat)])["median_ms"])
+        p, o, q = (float(np.median(med[k])) for k in ("packrat", "ort", "torch"))
+        gflop = pr["gflop"]
+        row = {"model": model, "threads": t, "batch": b, "packrat_ms": p, "ort_ms": o, "torch_ms": q,
+               "packrat_vs_ort": p / o, "packrat_vs_torch": p / q,
+               "peak_fraction": gflop / (p * 1e-3) / t / peak}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     stamp = utc_stamp()
     machine = f"{cpu_name()}, {os.cpu_count()} cores, per-core peak {peak:.0f} GFLOP/s fp32"
     lines = [f"Command: `bench/engine_peers.py --models {args.models} --threads {args.threads} "
@@ -101,31 +106,24 @@ def capped(args):
     peak = peak["peak_gflops_per_core"]
     with open(os.path.join(ROOT, "bench", "reference", "ort_avx2_zen3.json")) as f:
         ref = {(r["model"], r["threads"], r["batch"]): r for r in json.load(f)["rows"]}
-    tmp = os.path.join(args.out, "inputs.tmp")
-    os.makedirs(tmp, exist_ok=True)
     rows = []
-    for model in args.models.split(","):
-        onnx_path = os.path.join(args.models_dir, model, "model.onnx")
-        for t in map(int, args.threads.split(",")):
-            for b in map(int, args.batches.split(",")):
-                inp = os.path.join(tmp, f"{model}_{b}.npy")
-                np.save(inp, sample_input(model, b, b))
-                meds = []
-                for _ in range(args.rounds):
-                    pr = run_json(["taskset", "-c", ",".join(str(i) for i in range(t)), packrat, "run", onnx_path,
-                                   "--input", f"input={inp}", "--threads", str(t), "--repeat", str(args.repeat),
-                                   "--warmup", "2", "--json"], env=env)
-                    assert pr["isa"].startswith(args.isa_cap.lower()), pr["isa"]
-                    meds.append(pr["median_ms"])
-                p = float(np.median(meds))
-                row = {"model": model, "threads": t, "batch": b, "packrat_ms": p, "isa": pr["isa"],
-                       "matmul_kernel": pr["matmul_kernel"], "peak_fraction": pr["gflop"] / (p * 1e-3) / t / peak}
-                r = ref.get((model, t, b))
-                if r:
-                    row["ort_ref_peak_fraction"] = r["peak_fraction"]
-                    row["packrat_minus_ort_points"] = 100 * (row["peak_fraction"] - r["peak_fraction"])
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+    for model, onnx_path, t, b, inp in points(args):
+        meds = []
+        for _ in range(args.rounds):
+            pr = run_json(["taskset", "-c", ",".join(str(i) for i in range(t)), packrat, "run", onnx_path,
+                           "--input", f"input={inp}", "--threads", str(t), "--repeat", str(args.repeat),
+                           "--warmup", "2", "--json"], env=env)
+            assert pr["isa"].startswith(args.isa_cap.lower()), pr["isa"]
+            meds.append(pr["median_ms"])
+        p = float(np.median(meds))
+        row = {"model": model, "threads": t, "batch": b, "packrat_ms": p, "isa": pr["isa"],
+               "matmul_kernel": pr["matmul_kernel"], "peak_fraction": pr["gflop"] / (p * 1e-3) / t / peak}
+        r = ref.get((model, t, b))
+        if r:
+            row["ort_ref_peak_fraction"] = r["peak_fraction"]
+            row["packrat_minus_ort_points"] = 100 * (row["peak_fraction"] - r["peak_fraction"])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     stamp = utc_stamp()
     machine = (f"{cpu_name()} held to {args.isa_cap} (ONEDNN_MAX_CPU_ISA={args.isa_cap}: the capped proxy of an "
                f"{args.isa_cap} machine), {os.cpu_count()} cores, per-core {args.isa_cap} FMA peak {peak:.0f} GFLOP/s fp32")

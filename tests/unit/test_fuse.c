@@ -117,16 +117,22 @@ static bool has_op(const result_t *r, const char *op) {
   return strstr(r->ops, key) != NULL;
 }
 
+/* Loads the model of b and runs it unfused (r[0]) and fused (r[1]). */
+static pr_model_t *run_both(mb_t *b, result_t r[2]) {
+  char err[256];
+  pr_model_t *m = mb_load(b, err, sizeof err);
+  if (!m) fail_msg("load: %s", err);
+  run(m, false, &r[0]);
+  run(m, true, &r[1]);
+  return m;
+}
+
 /* Runs the model of b fused and unfused: the answers agree, the fused
  * session runs `want` (when given) and not `gone` (when given), which the
  * unfused one does run. */
 static void check(mb_t *b, const char *want, const char *gone) {
-  char err[256];
-  pr_model_t *m = mb_load(b, err, sizeof err);
-  if (!m) fail_msg("load: %s", err);
   result_t r[2];
-  run(m, false, &r[0]);
-  run(m, true, &r[1]);
+  pr_model_t *m = run_both(b, r);
   if (getenv("PR_TEST_VERBOSE")) printf("unfused %s\nfused   %s\n", r[0].ops, r[1].ops);
   if (want) {
     assert_true(has_op(&r[1], want));
@@ -155,12 +161,8 @@ static void check(mb_t *b, const char *want, const char *gone) {
 /* Runs the model of b and checks that `op` still runs when fused (a pattern
  * not matched), with the unfused answer. */
 static void check_kept(mb_t *b, const char *op) {
-  char err[256];
-  pr_model_t *m = mb_load(b, err, sizeof err);
-  if (!m) fail_msg("load: %s", err);
   result_t r[2];
-  run(m, false, &r[0]);
-  run(m, true, &r[1]);
+  pr_model_t *m = run_both(b, r);
   if (getenv("PR_TEST_VERBOSE")) printf("unfused %s\nfused   %s\n", r[0].ops, r[1].ops);
   for (int i = 0; i < r[0].n_out; i++) {
     for (size_t j = 0; j < r[0].len[i]; j++)
@@ -702,12 +704,8 @@ static mb_t *concat_model(int64_t rows, bool reread) {
 /* The fused session's Concat is in place (its inputs are written in its
  * output) exactly when `in_place`; the unfused one copies; same answers. */
 static void check_concat(mb_t *b, bool in_place) {
-  char err[256];
-  pr_model_t *m = mb_load(b, err, sizeof err);
-  if (!m) fail_msg("load: %s", err);
   result_t r[2];
-  run(m, false, &r[0]);
-  run(m, true, &r[1]);
+  pr_model_t *m = run_both(b, r);
   if (getenv("PR_TEST_VERBOSE")) printf("unfused %s\nfused   %s\n", r[0].impls, r[1].impls);
   assert_null(strstr(r[0].impls, ",Concat:in place,"));
   assert_int_equal(strstr(r[1].impls, ",Concat:in place,") != NULL, in_place);
