@@ -8,6 +8,8 @@ SECTIONS = [
     ("engine_peers.md", "### Engine: packrat vs ONNX Runtime vs PyTorch (CNNs)"),
     ("engine_peers_transformers.md", "### Engine: transformers (BERT-base, GPT-2 small; sequence 128)"),
     ("engine_avx2.md", "### Engine on AVX2: the capped proxy (packrat held to AVX2) against ONNX Runtime on an AVX2 machine"),
+    ("engine_avx2_transformers.md", "### Engine on AVX2, transformers: the capped proxy"),
+    ("scaling_avx2.md", "### Batch 1 on two threads: each operator's scaling (AVX2 cap)"),
     ("plans.md", "### Plans: fat instance vs packrat's plan vs the oracle"),
     ("optimizer.md", "### Optimizer: packrat's exact solver vs the paper's DP"),
     ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),
