@@ -78,7 +78,11 @@ enum {
  * threads: of the calibration session. fold_batchnorm: fold each
  * BatchNormalization that follows a Conv into it before quantizing.
  * accuracy: 0 (no search), or the % in (0, 100] of held-out samples that
- * must agree by metric; tolerance: RANGE's share of the range, in (0, 1]. */
+ * must agree by metric; tolerance: RANGE's share of the range, in (0, 1].
+ * dynamic: the MatMuls with constant weights only, activations quantized
+ * at run time (DynamicQuantizeLinear + MatMulInteger, the form ONNX
+ * Runtime's quantize_dynamic writes); no calibration (passes() is 0), no
+ * accuracy search; opset 11 or more. */
 typedef struct {
   pr_dtype_t activation_type;
   pr_calib_method_t method;
@@ -91,6 +95,7 @@ typedef struct {
   double accuracy;
   pr_quantize_metric_t metric;
   double tolerance;
+  bool dynamic;
 } pr_quantize_options_t;
 
 /* uint8 activations, min-max, every kind, no exclusions, 1 thread, no
@@ -111,7 +116,7 @@ void pr_engine_quantizer_destroy(pr_quantizer_t *q);
 int pr_engine_quantizer_num_inputs(const pr_quantizer_t *q);
 pr_status_t pr_engine_quantizer_input(const pr_quantizer_t *q, int i, pr_tensor_info_t *info);
 
-/* Passes over the calibration set the method needs (1 or 2). */
+/* Passes over the calibration set the method needs (1 or 2; 0 dynamic). */
 int pr_engine_quantizer_passes(const pr_quantizer_t *q);
 
 /* Runs one calibration sample (one tensor per model input, in order; a
@@ -129,7 +134,7 @@ pr_status_t pr_engine_quantizer_hold_out(pr_quantizer_t *q, const pr_tensor_t *i
 
 typedef struct {
   int ops[4];  /* quantized Conv, MatMul, Gemm, Add */
-  int tensors; /* activations behind Q/DQ */
+  int tensors; /* activations behind Q/DQ (dynamic: DynamicQuantizeLinear) */
   int from_opset, opset;
   int64_t samples; /* calibration runs of the first pass */
   int folded_bn;   /* BatchNormalizations folded into the Conv before them */
@@ -141,7 +146,7 @@ typedef struct {
   double agreement_all_int8;      /* % with every planned node in int8 */
 } pr_quantize_report_t;
 
-/* Writes the QDQ model to path (once per quantizer; the file is replaced
+/* Writes the QDQ model (or the dynamic one) to path (once per quantizer; the file is replaced
  * whole or not at all) and checks that the engine loads it; with an
  * accuracy target, searches first for the nodes to leave float (many
  * trial models: slow). PR_ERR_INVALID when no sample was observed (or held

@@ -65,6 +65,12 @@ static void usage(FILE *f) {
           "                        text recognizer reads the same string)\n"
           "  --tolerance T         with --metric range: the share of the range, 0 < T <= 1\n"
           "                        (default 0.02)\n"
+          "  --dynamic             dynamic quantization instead (for MatMul-heavy\n"
+          "                        transformers): each MatMul with constant weights as\n"
+          "                        DynamicQuantizeLinear + MatMulInteger (int8 weights per\n"
+          "                        column, activations quantized at run time: the form ONNX\n"
+          "                        Runtime's quantize_dynamic writes); no --calibration,\n"
+          "                        takes only --out, --exclude, --threads and --json\n"
           "  --threads T           threads of the calibration runs (default 1)\n"
           "  --json                print one JSON object as the last line\n");
 }
@@ -77,6 +83,7 @@ typedef struct {
   pr_quantize_options_t opt;
   long holdout; /* 0: the default */
   bool metric_set, tolerance_set;
+  bool static_flags; /* a flag of static quantization only was given */
   bool json;
 } quantize_args_t;
 
@@ -147,6 +154,7 @@ static int parse_flag(quantize_args_t *a, const char *f, const char *val) {
     fprintf(stderr, "packrat quantize: %s needs a value\n", f);
     return 2;
   }
+  a->static_flags |= known != 0 && known != 6 && known != 7; /* but --out, --exclude, --threads */
   if (known >= 8) return parse_accuracy_flag(a, f, val);
   if (!strcmp(f, "--out")) {
     a->out = val;
@@ -198,7 +206,9 @@ static int parse_args(quantize_args_t *a, int argc, char **argv) {
     } else if (!strcmp(f, "--json")) {
       a->json = true;
     } else if (!strcmp(f, "--fold-batchnorm")) {
-      a->opt.fold_batchnorm = true;
+      a->opt.fold_batchnorm = a->static_flags = true;
+    } else if (!strcmp(f, "--dynamic")) {
+      a->opt.dynamic = true;
     } else if (f[0] == '-') {
       if ((rc = parse_flag(a, f, i + 1 < argc ? argv[i + 1] : NULL)) >= 0) return rc;
       i++;
@@ -209,7 +219,12 @@ static int parse_args(quantize_args_t *a, int argc, char **argv) {
       return 2;
     }
   }
-  if (!a->model || !a->out || !a->n_calib) {
+  if (a->opt.dynamic && a->static_flags) {
+    fprintf(stderr,
+            "packrat quantize: --dynamic takes only --out, --exclude, --threads and --json\n");
+    return 2;
+  }
+  if (!a->model || !a->out || (!a->n_calib && !a->opt.dynamic)) {
     fprintf(stderr, "packrat quantize: needs MODEL.onnx, --out and --calibration\n");
     usage(stderr);
     return 2;
@@ -434,7 +449,26 @@ static json_t *search_json(const quantize_args_t *a, const pr_quantize_report_t 
                    r->trials, "float_nodes", names);
 }
 
+static void print_dynamic(const quantize_args_t *a, const pr_quantize_report_t *r) {
+  printf(
+      "%s -> %s: %d MatMul dynamic (int8 weights per column; %d activations quantized at run "
+      "time by DynamicQuantizeLinear); opset %d\n",
+      a->model, a->out, r->ops[1], r->tensors, r->opset);
+  if (!a->json) return;
+  json_t *o =
+      json_pack("{s:s, s:s, s:b, s:i, s:i, s:i}", "model", a->model, "out", a->out, "dynamic", 1,
+                "matmul", r->ops[1], "activations", r->tensors, "opset", r->opset);
+  char *s = json_dumps(o, JSON_COMPACT);
+  if (s) printf("%s\n", s);
+  free(s);
+  json_decref(o);
+}
+
 static void print_report(const quantize_args_t *a, const pr_quantize_report_t *r) {
+  if (a->opt.dynamic) {
+    print_dynamic(a, r);
+    return;
+  }
   const char *type = a->opt.activation_type == PR_DTYPE_INT8 ? "int8" : "uint8";
   const char *method = a->opt.method == PR_CALIB_PERCENTILE ? "percentile"
                        : a->opt.method == PR_CALIB_ENTROPY  ? "entropy"
@@ -476,6 +510,11 @@ int pr_cli_quantize(int argc, char **argv) {
   rc = 1;
   if (n_in > 64) {
     fprintf(stderr, "packrat quantize: the model has more than 64 inputs\n");
+  } else if (a.opt.dynamic) {
+    if (pr_engine_quantizer_write(q, a.out, &report, err, sizeof err))
+      fprintf(stderr, "packrat quantize: %s\n", err);
+    else
+      print_report(&a, &report), rc = 0;
   } else if (calibration_files(&a, q, lists)) {
     int held = holdout_count(&a, lists[0].n);
     if (held < 0)

@@ -8,7 +8,8 @@ an unnamed input of a two-input model (1). --accuracy: a model whose
 first Conv cannot run in int8 (weights {1000, 1} on an input whose first
 channel is zero: the 1 rounds to 0) gets that Conv, and only it, left
 float; a model that quantizes cleanly gets none; the flags' bad values
-(2, nothing written).
+(2, nothing written); --dynamic: a MatMul model written, the static
+flags refused with it (2), a model without MatMul or below opset 11 (1).
 
 usage: quantize_cli.py PACKRAT OUT_DIR
 """
@@ -167,6 +168,26 @@ for args, text in ((["--accuracy", "0"], "0 < A <= 100"), (["--accuracy", "101"]
 if os.path.exists(fresh):
     failures.append("a refused --accuracy wrote a model")
 expect("--help names --accuracy", quantize("--help"), 0, "--accuracy A")
+expect("--help names --dynamic", quantize("--help"), 0, "--dynamic")
+for args in (["--calibration", calib], ["--accuracy", "99"], ["--method", "entropy"],
+             ["--activations", "int8"], ["--ops", "MatMul"], ["--fold-batchnorm"]):
+    expect("--dynamic " + " ".join(args), quantize(model, "--out", fresh, "--dynamic", *args), 2,
+           "--dynamic takes only")
+if os.path.exists(fresh):
+    failures.append("a refused --dynamic wrote a model")
+expect("--dynamic, no MatMul", quantize(model, "--out", fresh, "--dynamic"), 1, "nothing to quantize")
+mm = path("mm10.onnx")
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+                      "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                      [numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 10)]), mm)
+expect("--dynamic, opset 10", quantize(mm, "--out", fresh, "--dynamic"), 1, "needs opset 11")
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), mm)
+r = quantize(mm, "--out", q, "--dynamic", "--json")
+expect("--dynamic", r, 0, "1 MatMul dynamic")
+if r.returncode == 0 and not json.loads(r.stdout.strip().splitlines()[-1]).get("dynamic"):
+    failures.append(f"--dynamic --json: {r.stdout}")
 
 # bad data and models: exit 1
 bad = path("bad")

@@ -146,7 +146,8 @@ static pr_status_t add_op(pr_qz_plan_t *p, const pr_qz_index_t *ix, const pr_qz_
   pr_qz_op_t op;
   int64_t n_cols = 0;
   if (excluded(opt, n) || !classify(ix, i, opt->kinds, &op, &n_cols)) return PR_OK;
-  const char *end = kernel_end(ix, i, op.kind, n_cols);
+  /* dynamic: no kernel to fold the output into, the output is not quantized */
+  const char *end = opt->dynamic ? n->output[0] : kernel_end(ix, i, op.kind, n_cols);
   if (!end) return PR_OK; /* nothing to fold into an int8 kernel */
   for (int k = 0; k < (op.kind == PR_QZ_ADD ? 2 : 1); k++)
     if ((op.act[k] = tensor(p, ix, n->input[k], cap)) < 0) return PR_ERR_NOMEM;

@@ -53,6 +53,8 @@ typedef struct {
   const char *const *exclude; /* node names left float */
   int n_exclude;
   bool want_softmax_ranks; /* observe Softmax inputs (opset < 13) */
+  bool dynamic;            /* for pr_qz_write_dynamic: a MatMul whose output
+                              is a graph output (or ends no kernel) counts too */
 } pr_qz_plan_options_t;
 
 typedef struct {

@@ -72,6 +72,10 @@ static pr_status_t check_options(const pr_quantize_options_t *o, char *err, size
     pr_errf(err, err_len, "the accuracy is in [0, 100], the tolerance in (0, 1]");
     return PR_ERR_INVALID;
   }
+  if (o->dynamic && (o->accuracy > 0 || !(o->ops & PR_QUANT_MATMUL))) {
+    pr_errf(err, err_len, "dynamic quantization is of MatMuls, without an accuracy search");
+    return PR_ERR_INVALID;
+  }
   if (o->threads < 1 || !(o->ops & PR_QUANT_ALL) || o->n_exclude < 0) {
     pr_errf(err, err_len, "bad quantizer options (threads >= 1, at least one operator kind)");
     return PR_ERR_INVALID;
@@ -147,10 +151,11 @@ static pr_status_t plan(pr_quantizer_t *q, char *err, size_t err_len) {
       (q->opt.fold_batchnorm && pr_qz_fold_bn(q->mp->graph, q->base_dir, &q->folded_bn)) ||
       pr_qz_index_build(&ix, q->mp->graph))
     return PR_ERR_NOMEM;
-  pr_qz_plan_options_t po = {.kinds = q->opt.ops,
+  pr_qz_plan_options_t po = {.kinds = q->opt.dynamic ? 1u << PR_QZ_MATMUL : q->opt.ops,
                              .exclude = q->opt.exclude,
                              .n_exclude = q->opt.n_exclude,
-                             .want_softmax_ranks = q->from_opset < PR_QZ_OPSET};
+                             .want_softmax_ranks = !q->opt.dynamic && q->from_opset < PR_QZ_OPSET,
+                             .dynamic = q->opt.dynamic};
   pr_status_t st = pr_qz_plan_make(&ix, &po, &q->plan, err, err_len);
   pr_qz_index_free(&ix);
   return st;
@@ -197,7 +202,7 @@ pr_status_t pr_engine_quantizer_input(const pr_quantizer_t *q, int i, pr_tensor_
 }
 
 int pr_engine_quantizer_passes(const pr_quantizer_t *q) {
-  return q->opt.method == PR_CALIB_MINMAX ? 1 : 2;
+  return q->opt.dynamic ? 0 : q->opt.method == PR_CALIB_MINMAX ? 1 : 2;
 }
 
 /* ---- calibration ---- */
@@ -388,8 +393,38 @@ static void fill_report(const pr_quantizer_t *q, const pr_qz_search_result_t *re
   report->agreement_all_int8 = q->opt.accuracy > 0 ? res->agreement_all_int8 : -1;
 }
 
+/* The model checked: it loads (the bytes just saved). */
+static pr_status_t check_loads(pr_quantizer_t *q, const char *path, const uint8_t *buf, size_t len,
+                               char *err, size_t err_len) {
+  pr_model_t *check = NULL;
+  pr_status_t st = pr_engine_model_load_memory(buf, len, q->base_dir, &check, err, err_len);
+  if (st) pr_log(PR_LOG_ERROR, "the quantized model %s does not load: %s", path, err);
+  pr_engine_model_destroy(check);
+  return st;
+}
+
+static pr_status_t write_dynamic(pr_quantizer_t *q, const char *path, pr_quantize_report_t *report,
+                                 char *err, size_t err_len) {
+  q->written = true;
+  int n_dynamic = 0;
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  pr_status_t st = pr_qz_write_dynamic(q->mp, &q->plan, q->base_dir, &n_dynamic, err, err_len);
+  if (!st) st = save(q->mp, path, &buf, &len, err, err_len);
+  if (!st) st = check_loads(q, path, buf, len, err, err_len);
+  free(buf);
+  if (st) return st;
+  if (report) {
+    pr_qz_search_result_t none = {0};
+    fill_report(q, &none, report);
+    report->tensors = n_dynamic;
+  }
+  return PR_OK;
+}
+
 pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
                                       pr_quantize_report_t *report, char *err, size_t err_len) {
+  if (q->opt.dynamic && !q->written) return write_dynamic(q, path, report, err, err_len);
   const char *refusal =
       q->written ? "the quantized model was written already"
       : !q->samples[0] || (pr_engine_quantizer_passes(q) > 1 && q->samples[1] != q->samples[0])
@@ -420,10 +455,7 @@ pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
   uint8_t *buf = NULL;
   size_t len = 0;
   if (!st) st = save(q->mp, path, &buf, &len, err, err_len);
-  pr_model_t *check = NULL;
-  if (!st && (st = pr_engine_model_load_memory(buf, len, q->base_dir, &check, err, err_len)))
-    pr_log(PR_LOG_ERROR, "the quantized model %s does not load: %s", path, err);
-  pr_engine_model_destroy(check);
+  if (!st) st = check_loads(q, path, buf, len, err, err_len);
   free(buf);
   if (st) return st;
   if (report) fill_report(q, &res, report);

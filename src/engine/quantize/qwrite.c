@@ -214,9 +214,7 @@ static pr_status_t rewrite_graph(writer_t *w) {
   return PR_OK;
 }
 
-/* Drops the Constant nodes and initializers that nothing reads any more
- * (the float weights that int8 ones replaced). */
-static pr_status_t prune(Onnx__GraphProto *g) {
+pr_status_t pr_qz_prune(Onnx__GraphProto *g) {
   pr_qz_index_t ix;
   bool *drop_node = calloc(g->n_node + 1, sizeof(bool));
   bool *drop_init = calloc(g->n_initializer + 1, sizeof(bool));
@@ -282,9 +280,8 @@ static pr_status_t inline_external(Onnx__TensorProto *tp, const char *base_dir, 
   return raw ? PR_OK : PR_ERR_NOMEM;
 }
 
-/* Every tensor of g (initializers, Constant values) with its data inline. */
-static pr_status_t inline_all(Onnx__GraphProto *g, const char *base_dir, char *err,
-                              size_t err_len) {
+pr_status_t pr_qz_inline_all(Onnx__GraphProto *g, const char *base_dir, char *err,
+                             size_t err_len) {
   pr_status_t st = PR_OK;
   for (size_t i = 0; i < g->n_initializer && !st; i++)
     st = inline_external(g->initializer[i], base_dir, err, err_len);
@@ -322,8 +319,8 @@ pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
   }
   free(w.out), free(w.scale), free(w.zp);
   pr_qz_index_free(&w.ix);
-  if (!st) st = prune(mp->graph);
-  if (!st) st = inline_all(mp->graph, o->base_dir, err, err_len);
+  if (!st) st = pr_qz_prune(mp->graph);
+  if (!st) st = pr_qz_inline_all(mp->graph, o->base_dir, err, err_len);
   if (st == PR_ERR_NOMEM) pr_errf(err, err_len, "out of memory writing the quantized model");
   return st;
 }

@@ -46,4 +46,22 @@ pr_status_t pr_qz_opset_upgrade(Onnx__ModelProto *mp, const pr_qz_plan_t *plan, 
 pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
                             const pr_qz_write_options_t *o, char *err, size_t err_len);
 
+/* Rewrites each live MatMul op of the plan (constant 2-D weights) in the
+ * dynamic form ONNX Runtime's quantize_dynamic writes (qdynamic.c): its
+ * input through a DynamicQuantizeLinear (one per input tensor, u8, scale
+ * and zero point computed at run time), MatMulInteger with int8 weights
+ * (symmetric per column, zero point 0), the int32 product Cast to float
+ * and multiplied by x_scale * w_scale[column]. Unused constants pruned and
+ * external data inlined as pr_qz_write_qdq. *n_dynamic: the
+ * DynamicQuantizeLinear nodes. PR_ERR_UNSUPPORTED below opset 11. */
+pr_status_t pr_qz_write_dynamic(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
+                                const char *base_dir, int *n_dynamic, char *err, size_t err_len);
+
+/* Drops the Constant nodes and initializers that nothing reads any more
+ * (the float weights that int8 ones replaced); PR_ERR_NOMEM. */
+pr_status_t pr_qz_prune(Onnx__GraphProto *g);
+/* Every tensor of g (initializers, Constant values) with its external data
+ * read inline (from base_dir). */
+pr_status_t pr_qz_inline_all(Onnx__GraphProto *g, const char *base_dir, char *err, size_t err_len);
+
 #endif
