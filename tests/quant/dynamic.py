@@ -19,6 +19,9 @@ and by packrat against the float model:
   too, and every token's hidden state at cosine >= 0.999 to fp32's
   (measured: 0.5%, 0.5%, 0.99993).
 
+packrat runs each MatMulInteger on oneDNN's int8 matmul where that is exact
+(VNNI), else on its exact int32 loop; both must give these answers.
+
 usage: dynamic.py PACKRAT ORT_RUN_JS NODE_MODULES OUT_DIR [MODELS_DIR]
 """
 import json

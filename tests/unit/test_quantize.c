@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/ops/quant_util.h"
 #include "engine/quantize/calib.h"
 #include "model_builder.h"
 #include "onnx.pb-c.h"
@@ -696,6 +697,64 @@ static void test_accuracy_refusals(void **state) {
   assert_int_equal(access(qpath, F_OK), -1); /* nothing written */
 }
 
+/* ---- dynamic quantization ---- */
+
+/* x [4, 16] -> MatMul (W [16, 8]) -> Tanh -> y: the MatMul dynamic, run on
+ * oneDNN's int8 matmul where it is exact (VNNI), near the float answer. */
+static void test_dynamic(void **state) {
+  (void)state;
+  char path[512], qpath[512], err[512];
+  paths("dynamic", path, qpath);
+  mb_t *b = mb_new(13);
+  const int64_t xd[2] = {4, 16}, wd[2] = {16, 8};
+  mb_input(b, "x", PR_DTYPE_FLOAT, 2, xd);
+  init_random(b, "W", 2, wd, 0.5f, 3);
+  mb_node(b, "MatMul", "mm", IN("x", "W"), OUT("m"));
+  mb_node(b, "Tanh", "tanh", IN("m"), OUT("y"));
+  mb_output(b, "y");
+  save_model(b, path);
+  pr_quantize_options_t opt = pr_quantize_options_default();
+  opt.dynamic = true;
+  pr_quantizer_t *q;
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_OK);
+  assert_int_equal(pr_engine_quantizer_passes(q), 0);
+  float buf[64];
+  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {4, 16}, .data = buf};
+  unsigned seed = 5;
+  for (int i = 0; i < 64; i++) buf[i] = frand(&seed) * 2.f;
+  assert_int_equal(pr_engine_quantizer_observe(q, 0, &in, 1, err, sizeof err), PR_ERR_INVALID);
+  pr_quantize_report_t rep;
+  assert_int_equal(pr_engine_quantizer_write(q, qpath, &rep, err, sizeof err), PR_OK);
+  pr_engine_quantizer_destroy(q);
+  assert_int_equal(rep.ops[1], 1);
+  assert_int_equal(rep.tensors, 1); /* one DynamicQuantizeLinear */
+  float y[2][32];
+  pr_model_t *m;
+  pr_session_t *sess;
+  pr_session_options_t so = pr_session_options_default();
+  for (int k = 0; k < 2; k++) {
+    if (pr_engine_model_load_file(k ? qpath : path, &m, err, sizeof err)) fail_msg("%s", err);
+    if (pr_engine_session_create(m, &so, &sess, err, sizeof err)) fail_msg("%s", err);
+    pr_tensor_t out;
+    assert_int_equal(pr_engine_session_run(sess, &in, 1, &out, 1, err, sizeof err), PR_OK);
+    memcpy(y[k], out.data, sizeof y[k]);
+    for (int i = 0; k && i < pr_engine_session_num_kernels(sess); i++) {
+      pr_kernel_info_t ki;
+      pr_engine_session_kernel(sess, i, &ki);
+      if (!strcmp(ki.op, "MatMulInteger") && pr_q8_dnnl_exact() && !ki.impl[0])
+        fail_msg("MatMulInteger on the plain loop where oneDNN's int8 matmul is exact");
+    }
+    pr_engine_session_destroy(sess);
+    pr_engine_model_destroy(m);
+  }
+  float worst = 0;
+  for (int i = 0; i < 32; i++) worst = fmaxf(worst, fabsf(y[0][i] - y[1][i]));
+  if (!(worst > 0 && worst < 0.05f)) fail_msg("max |fp32 - dynamic| %g", worst);
+  /* dynamic takes no accuracy search */
+  opt.accuracy = 99;
+  assert_int_equal(pr_engine_quantizer_create(path, &opt, &q, err, sizeof err), PR_ERR_INVALID);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   const struct CMUnitTest tests[] = {
@@ -706,6 +765,7 @@ int main(void) {
       cmocka_unit_test(test_opset9_raised),    cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_batchnorm_folded), cmocka_unit_test(test_external_data),
       cmocka_unit_test(test_accuracy_search),  cmocka_unit_test(test_accuracy_refusals),
+      cmocka_unit_test(test_dynamic),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[600];

@@ -9,7 +9,10 @@
  * as in qconv.c: oneDNN's int8 matmul over the stacked rows of a when b is
  * a constant matrix, the parameters are constant and b - b_zp fits an int8
  * (requantization scales, zero points and fused activations as attributes);
- * else a plain int32 loop, exact. A ninth input, a bias in accumulator
+ * else a plain int32 loop, exact. MatMulInteger takes the oneDNN kernel
+ * too (int32 out, no scales) with a's zero point set at run time, so that
+ * the dynamic form (DynamicQuantizeLinear -> MatMulInteger, whose zero
+ * point is computed per run) runs on it. A ninth input, a bias in accumulator
  * units (INT32 or FLOAT), is the QDQ fuser's (fuse_qdq.c): a folded Gemm or
  * MatMul with its bias Add. */
 #include <string.h>
@@ -36,6 +39,8 @@ typedef struct {
   void *w_buf;
   pr_model_t *w_cache;
   float *bias;
+  bool za_runtime; /* MatMulInteger on oneDNN with an a zero point: */
+  int32_t za;      /* its value, set before each run */
 } qmm_state_t;
 
 static void destroy_qmm(void *p) {
@@ -130,14 +135,28 @@ static pr_status_t infer_qmm(pr_compile_t *c, pr_node_t *n) {
 
 static bool dnnl_fits(pr_compile_t *c, const pr_node_t *n, const qmm_state_t *s) {
   const qmm_io_t *io = &s->io;
-  const int ks[] = {io->sa, io->za, io->b, io->sb, io->zb, io->sy, io->zy, io->bias};
+  bool integer = io->sa < 0; /* MatMulInteger: a's zero point may be computed */
+  const int ks[] = {io->sa, integer ? -1 : io->za, io->b, io->sb, io->zb, io->sy, io->zy, io->bias};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
     const pr_value_t *v = param(c, n, ks[i]);
     if (v && !v->is_const) return false;
   }
-  return io->sa >= 0 && pr_q8_dnnl_exact() && pr_in(c, n, io->b)->rank == 2 &&
-         pr_in(c, n, io->a)->rank >= 2 && s->K > 0 && s->N > 0 &&
-         pr_value_numel(pr_in(c, n, io->a)) > 0;
+  return pr_q8_dnnl_exact() && pr_in(c, n, io->b)->rank == 2 && pr_in(c, n, io->a)->rank >= 2 &&
+         s->K > 0 && s->N > 0 && pr_value_numel(pr_in(c, n, io->a)) > 0;
+}
+
+/* MatMulInteger's attributes: a's zero point at run time (when it has
+ * one), no scales. */
+static pr_status_t integer_attr(pr_compile_t *c, pr_node_t *n, qmm_state_t *s,
+                                dnnl_primitive_attr_t *attr) {
+  if (dnnl_primitive_attr_create(attr) != dnnl_success) return PR_ERR_NOMEM;
+  s->za_runtime = param(c, n, s->io.za) != NULL;
+  if (s->za_runtime && dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0,
+                                                           &DNNL_RUNTIME_S32_VAL) != dnnl_success) {
+    dnnl_primitive_attr_destroy(*attr);
+    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "oneDNN run-time zero point");
+  }
+  return PR_OK;
 }
 
 static pr_status_t qmm_pd(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, dnnl_memory_desc_t *mds,
@@ -155,15 +174,19 @@ static pr_status_t qmm_pd(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, dnnl_me
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[4], 2, bd, dnnl_f32, dnnl_ab));
   dnnl_matmul_desc_t md;
   PR_DNNL(c, n, dnnl_matmul_desc_init(&md, &mds[0], &mds[1], s->bias ? &mds[4] : NULL, &mds[3]));
-  float *scales = malloc(sizeof(float) * (size_t)s->n_sb);
-  if (!scales) return PR_ERR_NOMEM;
-  pr_requant_scales(*(const float *)param(c, n, io->sa)->data, sb->data, s->n_sb,
-                    param(c, n, io->sy)->data, scales);
   dnnl_primitive_attr_t attr;
-  pr_status_t st =
-      pr_q8_attr(c, n, scales, s->n_sb, 1, pr_zp_at(za ? za->data : NULL, a->dtype, 0),
-                 pr_zp_at(zy ? zy->data : NULL, zy ? zy->dtype : PR_DTYPE_UINT8, 0), &attr);
-  free(scales);
+  pr_status_t st = PR_OK;
+  if (io->sa < 0) {
+    st = integer_attr(c, n, s, &attr);
+  } else {
+    float *scales = malloc(sizeof(float) * (size_t)s->n_sb);
+    if (!scales) return PR_ERR_NOMEM;
+    pr_requant_scales(*(const float *)param(c, n, io->sa)->data, sb->data, s->n_sb,
+                      param(c, n, io->sy)->data, scales);
+    st = pr_q8_attr(c, n, scales, s->n_sb, 1, pr_zp_at(za ? za->data : NULL, a->dtype, 0),
+                    pr_zp_at(zy ? zy->data : NULL, zy ? zy->dtype : PR_DTYPE_UINT8, 0), &attr);
+    free(scales);
+  }
   if (st) return st;
   if (dnnl_primitive_desc_create(pd, &md, attr, c->engine, NULL) != dnnl_success) *pd = NULL;
   dnnl_primitive_attr_destroy(attr);
@@ -224,6 +247,12 @@ static pr_status_t prepare_dnnl(pr_compile_t *c, pr_node_t *n, qmm_state_t *s) {
   pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
   if (s->bias) pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_BIAS, -1, s->bias, &mds[4]);
   pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_DST, n->out[0], NULL, &mds[3]);
+  if (s->za_runtime) {
+    dnnl_memory_desc_t zmd;
+    dnnl_dims_t one = {1};
+    PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&zmd, 1, one, dnnl_s32, dnnl_a));
+    pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, -1, &s->za, &zmd);
+  }
   s->dnnl = true;
   return PR_OK;
 }
@@ -297,6 +326,7 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qmm_state_t *s) {
 
 static void run_qmm(pr_exec_t *x, pr_node_t *n) {
   qmm_state_t *s = n->state;
+  if (s->za_runtime) s->za = pr_zp_at(xptr(x, n, s->io.za), x->v[n->in[s->io.a]].dtype, 0);
   if (s->dnnl)
     pr_dnnl_prim_run(x, &s->prim);
   else
