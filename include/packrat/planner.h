@@ -28,9 +28,9 @@ typedef struct {
   char model[256];
   char model_sha256[65];
   char cpu[128];
-  char isa[32]; /* pr_engine_isa() where it was measured: another ISA's is not reused */
+  char isa[32];      /* pr_engine_isa() where it was measured: another ISA's is not reused */
   char precision[8]; /* of the measured sessions: "fp32" or "bf16" (cached apart) */
-  int cores;    /* T: the machine's cores the profile covers */
+  int cores;         /* T: the machine's cores the profile covers */
   int n_points;
   pr_profile_point_t *points;
   double tolerance; /* the profiler's tolerance (0: PR_PROFILE_TOLERANCE) */

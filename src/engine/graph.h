@@ -119,7 +119,7 @@ typedef struct {
   bool opaque; /* stored in a oneDNN-chosen layout (md) instead of row-major */
   dnnl_memory_desc_t md;
   size_t nbytes;
-  int alias_of; /* -1, or the value whose buffer this one shares */
+  int alias_of;     /* -1, or the value whose buffer this one shares */
   size_t alias_off; /* bytes into alias_of's buffer where this one starts */
   int producer, last_use, n_uses;
   bool is_graph_output;

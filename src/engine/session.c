@@ -32,10 +32,10 @@
 #include "base/omp_team.h"
 #include "base/util.h"
 #include "engine/compile.h"
-#include "engine/ops/sgemm.h"
 #include "engine/fuse.h"
 #include "engine/graph.h"
 #include "engine/memplan.h"
+#include "engine/ops/sgemm.h"
 
 struct pr_session {
   pr_compile_t c;
@@ -178,11 +178,15 @@ const char *pr_precision_name(int precision) {
 }
 
 int pr_precision_parse(const char *name) {
-  return !name ? -1 : !strcmp(name, "fp32") ? PR_PRECISION_FP32 : !strcmp(name, "bf16") ? PR_PRECISION_BF16 : -1;
+  return !name                   ? -1
+         : !strcmp(name, "fp32") ? PR_PRECISION_FP32
+         : !strcmp(name, "bf16") ? PR_PRECISION_BF16
+                                 : -1;
 }
 
 int pr_engine_bf16_native(void) {
-  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(),
+           bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
   return (isa & bf16) == bf16;
 }
 

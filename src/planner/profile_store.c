@@ -40,8 +40,8 @@ static json_t *profile_json(const pr_profile_t *p) {
   }
   return json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:f, s:i, s:o}", "model", p->model,
                    "model_sha256", p->model_sha256, "cpu", p->cpu, "isa", p->isa, "precision",
-                   p->precision[0] ? p->precision : "fp32", "cores", p->cores,
-                   "version", "packrat " PR_VERSION, "tolerance",
+                   p->precision[0] ? p->precision : "fp32", "cores", p->cores, "version",
+                   "packrat " PR_VERSION, "tolerance",
                    p->tolerance > 0 ? p->tolerance : PR_PROFILE_TOLERANCE, "suspicious",
                    p->n_suspicious, "points", pts);
 }
@@ -101,9 +101,8 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   double tolerance = 0;
   if (json_unpack_ex(root, &je, 0, "{s?s, s?s, s?s, s?s, s?s, s:i, s?s, s?F, s?i, s:o}", "model",
                      &model, "model_sha256", &sha, "cpu", &cpu, "isa", &isa, "precision", &prec,
-                     "cores", &cores, "version",
-                     &version, "tolerance", &tolerance, "suspicious", &suspicious, "points",
-                     &pts) ||
+                     "cores", &cores, "version", &version, "tolerance", &tolerance, "suspicious",
+                     &suspicious, "points", &pts) ||
       !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000 ||
       !(tolerance >= 0 && tolerance < 1)) {
     pr_errf(err, err_len, "%s: not a packrat profile (needs cores and points)", path);

@@ -70,7 +70,7 @@ typedef struct {
   const char *name, *version, *state, *reason;
   int max_batch, queue_depth, queue_capacity;
   bool autoscale;
-  const char *precision; /* of the sessions: "fp32", "bf16" */
+  const char *precision;               /* of the sessions: "fp32", "bf16" */
   const pr_plan_t *plan;               /* the active plan */
   const pr_sched_instance_t *measured; /* n_measured, in the plan's order */
   int n_measured;

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "packrat/engine.h"
 #include "base/text.h"
 #include "base/util.h"
+#include "packrat/engine.h"
 
 static bool valid_name(const char *s) {
   if (!*s || strlen(s) >= PR_NAME_MAX || s[0] == '.') return false;
@@ -366,8 +366,7 @@ static bool set_dims(pr_model_config_t *c, const char *key, json_t *v, char *msg
 
 /* "fp32" or "bf16": the arithmetic of the model's sessions (bf16 needs a CPU
  * with native bf16: the model then fails to load elsewhere, with the reason). */
-static bool set_precision(pr_model_config_t *c, const char *key, json_t *v, char *msg,
-                          size_t len) {
+static bool set_precision(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
   int p = json_is_string(v) ? pr_precision_parse(json_string_value(v)) : -1;
   if (p < 0) {
     snprintf(msg, len, "'%s' must be \"fp32\" or \"bf16\"", key);

@@ -523,12 +523,11 @@ static json_t *plan_json(pr_served_t *m) {
         json_pack("{s:i, s:s, s:f, s:o}", "batch", plans[c].batch, "plan", spec,
                   "predicted_latency_ms", plans[c].latency_ms, "bucket", bucket_json(m, sizes[c])));
   }
-  json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:f, s:b, s:o, s:o, s:o}", "name", m->entry.name,
-                        "version", m->entry.version, "precision",
-                        pr_precision_name(m->cfg.precision), "batch", p->batch, "predicted_latency_ms",
-                        p->latency_ms, "autoscale", pr_sched_auto(m->sched), "bucket",
-                        bucket_json(m, sizes[active >= 0 ? active : 0]), "instances", insts,
-                        "prepared", prepared);
+  json_t *o = json_pack(
+      "{s:s, s:s, s:s, s:i, s:f, s:b, s:o, s:o, s:o}", "name", m->entry.name, "version",
+      m->entry.version, "precision", pr_precision_name(m->cfg.precision), "batch", p->batch,
+      "predicted_latency_ms", p->latency_ms, "autoscale", pr_sched_auto(m->sched), "bucket",
+      bucket_json(m, sizes[active >= 0 ? active : 0]), "instances", insts, "prepared", prepared);
   free(plans);
   return o;
 }

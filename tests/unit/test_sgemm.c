@@ -48,7 +48,8 @@ static void check(int64_t M, int64_t N, int64_t K, bool bias, bool acc, int thre
   for (int64_t i = 0; i < M * K; i++) a[i] = frand(&seed);
   for (int64_t i = 0; i < K * N; i++) b[i] = frand(&seed);
   for (int64_t i = 0; i < N; i++) bv[i] = frand(&seed);
-  for (int64_t i = 0; i < M * N; i++) c[i] = acc ? frand(&seed) : NAN; /* NAN: must be overwritten */
+  for (int64_t i = 0; i < M * N; i++)
+    c[i] = acc ? frand(&seed) : NAN; /* NAN: must be overwritten */
   pr_sgemm_epi_t e = acts ? *acts : (pr_sgemm_epi_t){0};
   e.bias = bias ? bv : NULL;
   e.accumulate = acc;
@@ -91,10 +92,9 @@ static void test_bias_and_accumulate(void **state) {
 
 static void test_activations(void **state) {
   (void)state;
-  static const dnnl_alg_kind_t algs[] = {dnnl_eltwise_relu,     dnnl_eltwise_linear,
-                                         dnnl_eltwise_logistic, dnnl_eltwise_tanh,
-                                         dnnl_eltwise_gelu_erf, dnnl_eltwise_gelu_tanh,
-                                         dnnl_eltwise_swish};
+  static const dnnl_alg_kind_t algs[] = {
+      dnnl_eltwise_relu,     dnnl_eltwise_linear,    dnnl_eltwise_logistic, dnnl_eltwise_tanh,
+      dnnl_eltwise_gelu_erf, dnnl_eltwise_gelu_tanh, dnnl_eltwise_swish};
   for (size_t i = 0; i < sizeof algs / sizeof *algs; i++) {
     assert_true(pr_sgemm_act_supported(algs[i]));
     pr_sgemm_epi_t e = {.n_act = 1, .alg = {algs[i]}, .alpha = {0.3f}, .beta = {-0.25f}};

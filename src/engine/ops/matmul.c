@@ -14,8 +14,8 @@
  * kernel does) run a plain product per batch entry, integers wrapping. */
 #include <string.h>
 
-#include "engine/ops/dnnl_util.h"
 #include "base/util.h"
+#include "engine/ops/dnnl_util.h"
 #include "engine/ops/sgemm.h"
 
 typedef struct {

@@ -13,7 +13,9 @@
 #define KC PR_SGEMM_KC
 #define MC PR_SGEMM_MC
 
-static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
 
 bool pr_sgemm_isa_fits(void) {
   unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
@@ -112,9 +114,9 @@ static void apply_acts(float *c, int64_t ldc, int mr, int nc, const pr_sgemm_epi
 
 /* The 6 x 16 product of a strip and a panel over kc, into t (6 x 16): twelve
  * named accumulators, so that they stay in registers. */
-#define FMA_ROW(r, c0, c1)                      \
-  av = _mm256_broadcast_ss(pa + (r));           \
-  c0 = _mm256_fmadd_ps(av, b0, c0);             \
+#define FMA_ROW(r, c0, c1)            \
+  av = _mm256_broadcast_ss(pa + (r)); \
+  c0 = _mm256_fmadd_ps(av, b0, c0);   \
   c1 = _mm256_fmadd_ps(av, b1, c1)
 static void kernel6(int64_t kc, const float *restrict pa, const float *restrict pb,
                     float *restrict t) {
@@ -187,7 +189,7 @@ static void run_part(const job_t *j, int64_t m0, int64_t m1, int64_t p0, int64_t
         const float *bias = first && e->bias ? e->bias + p * NR : NULL;
         for (int64_t i = 0; i < mc; i += MR)
           tile((int)min64(MR, mc - i), kc, abuf + i * kc, pb, j->c + (mb + i) * j->ldc + p * NR,
-                  j->ldc, nc, !first || e->accumulate, bias, acts);
+               j->ldc, nc, !first || e->accumulate, bias, acts);
       }
     }
   }

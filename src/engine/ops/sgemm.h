@@ -32,9 +32,9 @@
 #define PR_SGEMM_MAX_ACT 4
 
 typedef struct {
-  const float *bias;      /* N floats, or NULL */
-  bool accumulate;        /* C += A B (C holds the addend) instead of C = A B */
-  int n_act;              /* activations applied in order after the sum */
+  const float *bias; /* N floats, or NULL */
+  bool accumulate;   /* C += A B (C holds the addend) instead of C = A B */
+  int n_act;         /* activations applied in order after the sum */
   dnnl_alg_kind_t alg[PR_SGEMM_MAX_ACT];
   float alpha[PR_SGEMM_MAX_ACT], beta[PR_SGEMM_MAX_ACT];
 } pr_sgemm_epi_t;
