@@ -9,12 +9,19 @@
  * when the current batch cannot keep up for 2 windows, down only when a
  * smaller batch keeps up with 20% to spare for 5 windows (hysteresis).
  *
- * Both read the backlog too (the queue at the window's end against its
- * start, and the age of the oldest waiting request): while the backlog
- * grows, the target never goes down (an arrival rate that reads low while
- * requests pile up, e.g. a burst that ended, must not shrink capacity); when
- * it grows and its oldest request has waited more than twice the current
- * batch's planned latency, the target goes up one power of two. */
+ * Both read the backlog too, and compare plans by capacity: the requests
+ * per second a batch's plan serves (batch / its planned latency; by the
+ * batch when a latency is unknown), since a larger batch is not always a
+ * faster plan. A target of lower capacity than the current one is refused
+ * while the backlog grows (the window's queue rises, or its second half
+ * is above its first with requests still queued at its end), while the
+ * oldest waiting request has waited more than one batch of the current
+ * plan, or while the window's own arrival rate exceeds 80% of the lower
+ * plan's capacity (the rate rule's average lags a rising rate): an
+ * arrival rate that reads low while requests pile up, e.g. a burst that
+ * ended, must not shrink capacity. When the backlog grows and its oldest
+ * request has waited more than twice the target's planned latency, the
+ * target goes up to the next plan of higher capacity. */
 #ifndef PACKRAT_ESTIMATOR_H
 #define PACKRAT_ESTIMATOR_H
 
@@ -30,6 +37,8 @@ typedef enum {
   PR_EST_STEADY = 0, /* the estimate itself */
   PR_EST_HELD,       /* a lower estimate held back: the backlog grows */
   PR_EST_BACKLOG_UP, /* raised: the backlog grows and its oldest request is stale */
+  PR_EST_HELD_RATE,  /* a lower estimate held back: the window's rate needs the capacity */
+  PR_EST_REASONS
 } pr_est_reason_t;
 
 typedef struct {
@@ -58,7 +67,8 @@ typedef struct {
 
 /* Defaults: alpha 0.1, history 10, up 2, down 5; target starts at min_batch. */
 void pr_estimator_init(pr_estimator_t *e, pr_estimator_kind_t kind, int min_batch, int max_batch);
-/* Feeds one window; returns the target batch (a power of two in range). */
+/* Feeds one window; returns the target batch (a power of two in range).
+ * e->reason says what decided it. */
 int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w);
 
 #endif

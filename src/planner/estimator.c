@@ -80,20 +80,72 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
   return e->target;
 }
 
+/* Requests per second the plan for batch b serves: b over its planned
+ * latency (0: unknown, no latency for b). */
+static double capacity_of(const pr_estimator_t *e, int b) {
+  double lat = e->latency_s[log2i(b)];
+  return lat > 0 ? b / lat : 0;
+}
+
+/* Whether the plan for batch a serves fewer requests per second than the
+ * plan for b: by their planned throughputs when both are known (a larger
+ * batch is not always a faster plan), by the batches otherwise. */
+static bool lower_capacity(const pr_estimator_t *e, int a, int b) {
+  double ca = capacity_of(e, a), cb = capacity_of(e, b);
+  return ca > 0 && cb > 0 ? ca < cb : a < b;
+}
+
+/* The next plan up from batch b: the smallest batch in range whose planned
+ * throughput is above b's (b: none above it, or unknown latencies). */
+static int next_capacity_up(const pr_estimator_t *e, int b) {
+  double cb = capacity_of(e, b);
+  for (int c = e->min_batch; cb > 0 && c <= e->max_batch; c *= 2)
+    if (capacity_of(e, c) > cb) return c;
+  return b;
+}
+
+/* Whether the window's queue grows: its last sample above its first, or,
+ * with requests still queued at its end, its second half's mean above its
+ * first half's (a queue that rises and falls back a little while requests
+ * keep waiting still grows). */
+static bool backlog_grows(const pr_est_window_t *w) {
+  int n = w->n_samples;
+  if (n < 2) return false;
+  const int *q = w->queue_lengths;
+  if (q[n - 1] > q[0]) return true;
+  if (q[n - 1] == 0) return false;
+  long first = 0, second = 0;
+  for (int i = 0; i < n / 2; i++) first += q[i], second += q[n - n / 2 + i];
+  return second > first;
+}
+
 /* The backlog guard (see estimator.h) over the estimate `want`. */
 static int backlog_guard(pr_estimator_t *e, const pr_est_window_t *w, int before, int want) {
   e->reason = PR_EST_STEADY;
-  int n = w->n_samples;
-  bool growing = n >= 2 && w->queue_lengths[n - 1] > w->queue_lengths[0];
-  if (!growing) return want;
-  if (want < before) {
-    want = before;
-    e->reason = PR_EST_HELD;
+  bool growing = backlog_grows(w);
+  /* a request that waited more than a whole batch of the live plan: the
+   * plan is behind, whatever the samples show */
+  double lat_before = e->latency_s[log2i(before)];
+  bool behind = lat_before > 0 && w->oldest_wait_s > lat_before;
+  if (lower_capacity(e, want, before)) {
+    double cap = capacity_of(e, want);
+    if (growing || behind) {
+      e->reason = PR_EST_HELD;
+      want = before;
+    } else if (cap > 0 && w->arrivals_per_s > 0.8 * cap) {
+      /* the rate rule's average lags a rising rate: the window's own rate
+       * must fit the lower plan with the same 20% to spare */
+      e->reason = PR_EST_HELD_RATE;
+      want = before;
+    }
   }
   double lat = e->latency_s[log2i(want)];
-  if (want < e->max_batch && lat > 0 && w->oldest_wait_s > 2 * lat) {
-    want *= 2;
-    e->reason = PR_EST_BACKLOG_UP;
+  if (growing && lat > 0 && w->oldest_wait_s > 2 * lat) {
+    int up = next_capacity_up(e, want);
+    if (up != want) {
+      want = up;
+      e->reason = PR_EST_BACKLOG_UP;
+    }
   }
   return want;
 }

@@ -20,6 +20,10 @@
 
 /* ---- autoscaler ---- */
 
+_Static_assert(sizeof(((pr_sched_stats_t *)0)->auto_decisions) / sizeof(uint64_t) ==
+                   PR_EST_REASONS,
+               "a decision counter a reason");
+
 /* The autoscaler thread's state between windows. */
 typedef struct {
   pr_estimator_t e;
@@ -96,24 +100,46 @@ static bool sample_window(pr_sched_t *s, double window, int *samples, double *ol
   return false;
 }
 
-/* Feeds the window to the estimator, publishes its inputs and decision
- * (metrics; the log when it holds, raises or switches), and switches to
- * the plan of bucket (-1: no buckets) at the target batch. */
-static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window_t *w, int bucket) {
-  int before = e->target, target = pr_estimator_update(e, w);
+/* The planned requests per second of the estimator's plan for batch b (0:
+ * unknown). */
+static double planned_capacity(const pr_estimator_t *e, int b) {
+  int k = 0;
+  while (k + 1 < PR_EST_MAX_SIZES && (1 << (k + 1)) <= b) k++;
+  return e->latency_s[k] > 0 ? b / e->latency_s[k] : 0;
+}
+
+/* Publishes a window's inputs and the estimator's decision (metrics; the
+ * log when the backlog or the rate held or raised it). */
+static void publish_step(pr_sched_t *s, const pr_estimator_t *e, const pr_est_window_t *w,
+                         int before) {
   pr_sched_stats_t *st = &s->stats;
-  atomic_store(&st->auto_target, (uint64_t)target);
+  int n = w->n_samples, queued = n ? w->queue_lengths[n - 1] : 0;
+  double capacity = planned_capacity(e, e->target);
+  atomic_store(&st->auto_target, (uint64_t)e->target);
+  atomic_store(&st->auto_capacity_milli, (uint64_t)(capacity * 1e3));
   atomic_store(&st->auto_rate_milli, (uint64_t)(w->arrivals_per_s * 1e3));
-  atomic_store(&st->auto_backlog, (uint64_t)w->queue_lengths[w->n_samples - 1]);
+  atomic_store(&st->auto_backlog_start, (uint64_t)(n ? w->queue_lengths[0] : 0));
+  atomic_store(&st->auto_backlog, (uint64_t)queued);
   atomic_store(&st->auto_oldest_us, (uint64_t)(w->oldest_wait_s * 1e6));
   atomic_fetch_add(&st->auto_decisions[e->reason], 1);
-  static const char *const why_text[] = {"", "held: the backlog grows",
-                                         "raised: the backlog grows"};
   if (e->reason != PR_EST_STEADY)
-    pr_log(target != before ? PR_LOG_INFO : PR_LOG_DEBUG,
-           "autoscaler: target batch %d (%s; %.1f requests/s, %d queued, oldest %.0f ms)", target,
-           why_text[e->reason], w->arrivals_per_s, w->queue_lengths[w->n_samples - 1],
-           w->oldest_wait_s * 1e3);
+    pr_log(e->target != before ? PR_LOG_INFO : PR_LOG_DEBUG,
+           "autoscaler: target batch %d, %.1f requests/s planned (%s; %.1f requests/s, queue %d "
+           "-> %d, oldest %.0f ms)",
+           e->target, capacity, pr_sched__auto_why[e->reason], w->arrivals_per_s,
+           n ? w->queue_lengths[0] : 0, queued, w->oldest_wait_s * 1e3);
+}
+
+const char *const pr_sched__auto_why[PR_EST_REASONS] = {
+    "", "held: the backlog grows or waits", "raised: the backlog grows",
+    "held: the arrival rate needs the capacity"};
+
+/* Feeds the window to the estimator, publishes its inputs and decision,
+ * and switches to the plan of bucket (-1: no buckets) at the target
+ * batch. */
+static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window_t *w, int bucket) {
+  int before = e->target, target = pr_estimator_update(e, w);
+  publish_step(s, e, w, before);
   int best = -1;
   pr_lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS && best < 0; c++)
@@ -121,14 +147,16 @@ static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window
   bool on = s->auto_on, change = best >= 0 && best != s->active;
   pr_unlock(&s->qlock);
   if (on && change) {
-    char why[256], shape[96] = "";
+    char why[320], shape[96] = "";
     if (bucket >= 0)
       snprintf(shape, sizeof shape, ", shape bucket %.64s <= %lld",
                s->cfg.dyn[s->cfg.bucket_dim].name, s->cfg.bucket_sizes[bucket]);
     snprintf(why, sizeof why,
-             "autoscaler: target batch %d%s at %.1f requests/s, %d queued, oldest %.0f ms%s%s",
-             target, shape, w->arrivals_per_s, w->queue_lengths[w->n_samples - 1],
-             w->oldest_wait_s * 1e3, e->reason ? "; " : "", why_text[e->reason]);
+             "autoscaler: target batch %d%s (%.1f requests/s planned) at %.1f requests/s, %d "
+             "queued, oldest %.0f ms%s%s",
+             target, shape, planned_capacity(e, target), w->arrivals_per_s,
+             w->queue_lengths[w->n_samples - 1], w->oldest_wait_s * 1e3, e->reason ? "; " : "",
+             pr_sched__auto_why[e->reason]);
     pr_sched_switch(s, best, why);
   }
 }

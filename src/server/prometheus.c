@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "packrat/estimator.h"
 #include "server/metrics.h"
 
 typedef struct {
@@ -116,8 +117,13 @@ static void write_autoscaler(FILE *f, const ready_t *r) {
     double scale;
   } gauges[] = {{"packrat_autoscaler_target_batch", "The batch the autoscaler plans for.",
                  offsetof(pr_sched_stats_t, auto_target), 1},
+                {"packrat_autoscaler_target_capacity",
+                 "Requests per second the target batch's plan serves, planned (0: unknown).",
+                 offsetof(pr_sched_stats_t, auto_capacity_milli), 1e-3},
                 {"packrat_autoscaler_arrival_rate", "Requests per second in its last window.",
                  offsetof(pr_sched_stats_t, auto_rate_milli), 1e-3},
+                {"packrat_autoscaler_backlog_start", "Requests queued at its last window's start.",
+                 offsetof(pr_sched_stats_t, auto_backlog_start), 1},
                 {"packrat_autoscaler_backlog", "Requests queued at its last window's end.",
                  offsetof(pr_sched_stats_t, auto_backlog), 1},
                 {"packrat_autoscaler_bucket_size",
@@ -134,11 +140,14 @@ static void write_autoscaler(FILE *f, const ready_t *r) {
               (double)atomic_load((_Atomic uint64_t *)STATS_AT(r->list[i], gauges[g].off)) *
                   gauges[g].scale);
   }
-  static const char *const reasons[] = {"estimate", "held_by_backlog", "raised_by_backlog"};
+  static const char *const reasons[] = {"estimate", "held_by_backlog", "raised_by_backlog",
+                                        "held_by_rate"};
+  _Static_assert(sizeof reasons / sizeof reasons[0] == PR_EST_REASONS, "one name a reason");
   family(f, "packrat_autoscaler_decisions_total", "counter",
-         "Autoscaler windows by what decided the target: the estimate, or the backlog.");
+         "Autoscaler windows by what decided the target: the estimate, the backlog (held or "
+         "raised), or the window's arrival rate (held).");
   for (int i = 0; i < r->n; i++)
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < PR_EST_REASONS; k++)
       fprintf(
           f, "packrat_autoscaler_decisions_total{model=\"%s\",version=\"%s\",reason=\"%s\"} %llu\n",
           r->list[i]->entry.name, r->list[i]->entry.version, reasons[k],

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/lock.h"
+#include "packrat/estimator.h"
 #include "runtime/shape_cache.h"
 #include "runtime/worker.h"
 #include "server/history.h"
@@ -98,6 +99,9 @@ void pr_sched__timespec_at(struct timespec *ts, double t_mono);
 void pr_sched__cond_init_monotonic(pthread_cond_t *c);
 /* The worker thread's body (pr_worker_start's callback). */
 void pr_sched__worker_main(pr_worker_t *pw, void *ctx);
+/* Why the autoscaler chose its target, by pr_est_reason_t ("" for the
+ * estimate itself): in its log lines and switch reasons. */
+extern const char *const pr_sched__auto_why[PR_EST_REASONS];
 /* Starts or stops the autoscaler thread (admin held). */
 pr_status_t pr_sched__set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
 /* Completes r with PR_ERR_TIMEOUT (r out of the queue). */

@@ -157,11 +157,14 @@ typedef struct {
   /* per answered request: its time in the server (body parsed to response
    * sent) minus its batch's compute: the server's own cost plus waiting */
   pr_hist_t overhead_s;
-  /* the autoscaler's last window: target batch, arrivals (per 1000 s),
-   * queue depth and oldest wait (us) at its end; decisions by reason
-   * (pr_est_reason_t: the estimate, held by the backlog, raised by it) */
-  _Atomic uint64_t auto_target, auto_rate_milli, auto_backlog, auto_oldest_us;
-  _Atomic uint64_t auto_decisions[3];
+  /* the autoscaler's last window: target batch and its plan's planned
+   * requests per 1000 s, arrivals (per 1000 s), queue depth at its start
+   * and end, oldest wait (us) at its end; decisions by reason
+   * (pr_est_reason_t: the estimate, held by the backlog, raised by it,
+   * held by the arrival rate) */
+  _Atomic uint64_t auto_target, auto_capacity_milli, auto_rate_milli;
+  _Atomic uint64_t auto_backlog_start, auto_backlog, auto_oldest_us;
+  _Atomic uint64_t auto_decisions[4];
   /* shape buckets: the representative size the live plan is made for (0:
    * no buckets) and requests submitted per bucket */
   _Atomic uint64_t auto_bucket_size;

@@ -171,6 +171,125 @@ static void test_backlog_stale_raises(void **s) {
   }
 }
 
+/* The planned latencies (s) of the four ResNet-50 plans of
+ * bench/results/adaptive_bursty.json (2 cores): batch 1 (2x1), 2
+ * (1x1,1x1), 4 (1x2,1x2), 8 (1x4,1x4): 24.4, 25.9, 26.8, 27.0 requests/s. */
+static void bursty_resnet(pr_estimator_t *e) {
+  pr_estimator_init(e, PR_EST_RATE, 1, 8);
+  e->latency_s[0] = 0.041035;
+  e->latency_s[1] = 0.077212;
+  e->latency_s[2] = 0.149475;
+  e->latency_s[3] = 0.296208;
+}
+
+static double cap_of(const pr_estimator_t *e, int b) {
+  int k = 0;
+  while ((1 << k) < b) k++;
+  return b / e->latency_s[k];
+}
+
+/* One window of the measured run: arrivals at rate, the 20 queue samples
+ * q, the oldest request's wait at its end. */
+static int feed_window(pr_estimator_t *e, double rate, const int *q, double oldest) {
+  pr_est_window_t w = {q, 20, rate, oldest};
+  return pr_estimator_update(e, &w);
+}
+
+/* The bursty run's phase 1 -> 2 (bench/results/adaptive_bursty.json, the
+ * adaptive server's switches): at 7.5 requests/s the server ran batch 1;
+ * phase 2 (20.5 requests/s) began, a window at 24 requests/s with 5 queued,
+ * the oldest 244 ms, raised it to batch 2; five windows later, at 21
+ * requests/s with requests still queued (the dashboard's queue 3, then 4),
+ * the rate rule's average (still catching up from 7.5) went back to batch
+ * 1, a plan of lower capacity, while the queue grew. Replayed here with
+ * the logged rates and queues the windows' ends showed: the capacity must
+ * not drop in phase 2, and must come down once phase 3's lighter load
+ * (9.8 requests/s) leaves the queue empty. */
+static void test_bursty_run_replay(void **s) {
+  pr_estimator_t e;
+  bursty_resnet(&e);
+  static const int empty[20] = {0};
+  for (int i = 0; i < 40; i++) feed_window(&e, i % 2 ? 7 : 8, empty, 0);
+  assert_int_equal(e.target, 1);
+  static const int burst[20] = {0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5};
+  assert_int_equal(feed_window(&e, 24, burst, 0.244), 2);
+  assert_int_equal(e.reason, PR_EST_BACKLOG_UP);
+  /* phase 2: the queue rises and falls, never empty; each window ends no
+   * higher than it began (the old guard saw no growth) */
+  static const int busy[5][20] = {
+      {5, 4, 3, 3, 2, 2, 3, 4, 3, 2, 1, 2, 3, 3, 2, 2, 3, 2, 2, 2},
+      {2, 3, 4, 3, 2, 1, 1, 2, 3, 4, 4, 3, 2, 2, 3, 4, 3, 2, 2, 2},
+      {3, 2, 1, 1, 2, 3, 3, 2, 1, 2, 3, 4, 3, 3, 2, 3, 4, 3, 2, 3},
+      {4, 3, 2, 2, 1, 1, 2, 3, 4, 3, 2, 2, 3, 3, 4, 4, 3, 2, 3, 3},
+      {3, 2, 2, 3, 4, 3, 2, 1, 2, 3, 4, 4, 3, 2, 3, 4, 3, 2, 1, 1},
+  };
+  static const double rates[5] = {20, 21, 20, 21, 21}; /* the last: logged at the drop */
+  static const double oldest[5] = {0.060, 0.050, 0.070, 0.065, 0.001};
+  int held = 0;
+  for (int i = 0; i < 30; i++) {
+    int before = e.target;
+    feed_window(&e, rates[i % 5], busy[i % 5], oldest[i % 5]);
+    assert_false(cap_of(&e, e.target) < cap_of(&e, before));
+    held += e.reason == PR_EST_HELD || e.reason == PR_EST_HELD_RATE;
+  }
+  assert_true(held >= 1); /* the rate rule alone would have gone down */
+  /* phase 3: 9.8 requests/s, the queue empty: batch 1 within 10 windows */
+  int down = -1;
+  for (int i = 0; i < 20 && down < 0; i++)
+    if (feed_window(&e, i % 2 ? 9 : 11, empty, 0) == 1) down = i;
+  assert_true(down >= 0 && down < 10);
+}
+
+/* Capacity, not batch: a larger batch whose plan serves fewer requests per
+ * second (here batch 8: 8 / 0.4 s = 20/s against batch 4's 4 / 0.1 s =
+ * 40/s) is a lower capacity, never taken while the backlog grows, and a
+ * stale backlog raises to a plan that serves more, not to a larger batch. */
+static void test_capacity_not_batch(void **s) {
+  pr_estimator_t e;
+  pr_estimator_init(&e, PR_EST_PAPER, 1, 8);
+  double lat[4] = {0.05, 0.08, 0.1, 0.4}; /* 20, 25, 40, 20 requests/s */
+  for (int k = 0; k < 4; k++) e.latency_s[k] = lat[k];
+  int q[20];
+  for (int i = 0; i < 40; i++) {
+    for (int k = 0; k < 20; k++) q[k] = 5;
+    feed_window(&e, 30, q, 0.05);
+  }
+  assert_int_equal(e.target, 4);
+  /* the queue grows past 8: the paper rule wants batch 8, of lower capacity */
+  for (int i = 0; i < 40; i++) {
+    for (int k = 0; k < 20; k++) q[k] = 8 + i + k / 4;
+    assert_int_equal(feed_window(&e, 30, q, 0.15), 4);
+  }
+  /* from batch 1 a stale, growing backlog goes to batch 2 (25/s), then 4
+   * (40/s), and stays there: batch 8 serves fewer */
+  pr_estimator_t f;
+  pr_estimator_init(&f, PR_EST_RATE, 1, 8);
+  for (int k = 0; k < 4; k++) f.latency_s[k] = lat[k];
+  for (int k = 0; k < 20; k++) q[k] = 1 + k;
+  assert_int_equal(feed_window(&f, 10, q, 1.0), 2);
+  assert_int_equal(feed_window(&f, 10, q, 1.0), 4);
+  assert_int_equal(feed_window(&f, 10, q, 1.0), 4);
+}
+
+/* A request that waited more than a whole batch of the live plan holds the
+ * capacity even when the samples fall and the rate reads low (a burst
+ * that ended while its requests still wait). */
+static void test_stale_oldest_holds(void **s) {
+  pr_estimator_t e;
+  rate_with_latencies(&e);
+  for (int i = 0; i < 10; i++) feed_rate(&e, 150);
+  assert_int_equal(e.target, 8);
+  int q[20], held = 0;
+  for (int i = 0; i < 20; i++) {
+    for (int k = 0; k < 20; k++) q[k] = 40 - k;
+    assert_int_equal(feed_window(&e, 0, q, 0.2), 8); /* 0.2 s > batch 8's 0.05 s */
+    held += e.reason == PR_EST_HELD;
+  }
+  assert_true(held >= 1); /* the rate rule alone would have gone down */
+  for (int i = 0; i < 10; i++) feed_backlog(&e, 0, 0, 0, 0);
+  assert_true(e.target < 8);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paper_steady_and_steps),
@@ -180,6 +299,9 @@ int main(void) {
       cmocka_unit_test(test_bounds),
       cmocka_unit_test(test_backlog_holds_target),
       cmocka_unit_test(test_backlog_stale_raises),
+      cmocka_unit_test(test_bursty_run_replay),
+      cmocka_unit_test(test_capacity_not_batch),
+      cmocka_unit_test(test_stale_oldest_holds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
