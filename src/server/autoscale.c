@@ -20,8 +20,7 @@
 
 /* ---- autoscaler ---- */
 
-_Static_assert(sizeof(((pr_sched_stats_t *)0)->auto_decisions) / sizeof(uint64_t) ==
-                   PR_EST_REASONS,
+_Static_assert(sizeof(((pr_sched_stats_t *)0)->auto_decisions) / sizeof(uint64_t) == PR_EST_REASONS,
                "a decision counter a reason");
 
 /* The autoscaler thread's state between windows. */

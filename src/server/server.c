@@ -1,7 +1,9 @@
-/* The HTTP server: libmicrohttpd glue, the route handlers of the Open
- * Inference Protocol, the repository extension, stats, plan and metrics.
- * Models and their lifecycle live in models.c, the routes in router.c, the
- * metrics text in prometheus.c.
+/* The HTTP server: the route handlers of the Open Inference Protocol, the
+ * repository extension, stats, plan and metrics; start and drain. The
+ * libmicrohttpd callbacks (headers, bodies, replies, suspended requests)
+ * live in http.c, the state both share in server_internal.h. Models and
+ * their lifecycle live in models.c, the routes in router.c, the metrics
+ * text in prometheus.c.
  *
  * Notes on the design:
  * - libmicrohttpd serves every connection from a fixed pool of threads
@@ -56,41 +58,9 @@
 #include "server/prometheus.h"
 #include "server/protocol.h"
 #include "server/router.h"
+#include "server/server_internal.h"
 #include "server/service.h"
 #include "server/tls.h"
-
-/* On SIGTERM, uploads still arriving get this long to finish. */
-#define SHUTDOWN_UPLOAD_GRACE_S 10.0
-
-/* Bodies of the routes that take no tensors (plan, repository) are small. */
-#define ADMIN_BODY_MAX ((size_t)1 << 20)
-
-struct pr_server {
-  pr_server_config_t cfg;
-  char repository[4096];
-  int cpus[4096], n_cpus;
-  pr_service_t svc;             /* shared with the gRPC front end */
-  pr_auth_t *auth;              /* NULL: no tokens (svc.auth) */
-  pr_grpc_t *grpc;              /* NULL: no gRPC */
-  pr_tls_t *tls;                /* NULL: plain HTTP */
-  struct sockaddr_storage addr; /* where to listen */
-  pr_dash_t *dash;
-  double started; /* pr_now() at start */
-  struct MHD_Daemon *daemon;
-  int port;
-  _Atomic uint64_t http_requests, http_errors, http_refused;
-  _Atomic int in_progress;   /* requests received and not yet answered */
-  _Atomic int serving;       /* of those, the ones whose body is in (being handled) */
-  _Atomic int connections;   /* open HTTP connections */
-  _Atomic int suspended;     /* connections waiting for an answer made elsewhere */
-  _Atomic int admin_threads; /* deferred admin handlers running */
-  _Atomic bool stopping;     /* draining: every answer closes its connection */
-  /* on SIGTERM: connections taken from the listening socket's backlog
-   * (adopt_backlog), written before any of them starts */
-  int *adopted;
-  _Atomic int n_adopted; /* stored after `adopted` is filled (release) */
-  _Atomic int adopted_open;
-};
 
 void pr_server_config_default(pr_server_config_t *c) {
   memset(c, 0, sizeof *c);
@@ -114,123 +84,13 @@ void pr_server_config_default(pr_server_config_t *c) {
   c->load_all = true;
 }
 
-/* ---- per-request state ---- */
-
-typedef struct {
-  pr_server_t *s;
-  struct MHD_Connection *c;
-  pr_route_t route;
-  pr_status_t route_status;  /* of pr_route_match */
-  char *body;                /* base + pad: see body_room */
-  char *base;                /* the allocation (pr_aligned_alloc) */
-  size_t len, cap, limit;    /* cap: bytes of body's room */
-  size_t pad;                /* puts the body's binary part on a 64-byte line */
-  size_t reserved;           /* bytes counted in s->inflight */
-  size_t dropped;            /* body bytes read after a refusal */
-  bool serving;              /* counted in s->serving */
-  pr_status_t refuse_status; /* != PR_OK: answer this instead of routing */
-  char refuse_msg[160];
-  /* a request answered off the connection's thread (see "suspended
-   * requests" above): `lock` orders suspend and resume */
-  pthread_mutex_t lock;
-  bool suspended, answered;
-  pr_infer_t inf;            /* an infer request in the scheduler (inf.req) */
-  pr_served_t *model;        /* the reference held for it */
-  bool model_owned;          /* the reference is the request's (with_model leaves it) */
-  double t_queued;           /* when its infer answer was queued (0: none) */
-  double t_parse, compute_s; /* its body's parse began; its batch's compute */
-  bool deferred;             /* an admin handler running on its own thread */
-  struct MHD_Response *resp; /* the deferred handler's answer */
-  unsigned resp_code;
-} conn_t;
-
-/* Counts n more bytes against the in-flight limit; false when over it. */
-static bool reserve(pr_server_t *s, conn_t *cn, size_t n) {
-  if (!pr_service_reserve(&s->svc, n)) return false;
-  cn->reserved += n;
-  return true;
-}
-
-static void refuse(pr_server_t *s, conn_t *cn, pr_status_t status, const char *msg) {
-  if (cn->refuse_status) return;
-  cn->refuse_status = status;
-  snprintf(cn->refuse_msg, sizeof cn->refuse_msg, "%s", msg);
-  pr_free(cn->base);
-  cn->body = cn->base = NULL;
-  cn->len = cn->cap = 0;
-  atomic_fetch_add(&s->http_refused, 1);
-}
-
-/* ---- replies ---- */
-
-/* The answer r with the protocol's HTTP status for st: queued on the
- * connection, or kept for it when a deferred handler made it on another
- * thread (queued when the connection resumes). While the server drains,
- * every answer closes its connection; a 401 names the scheme (Bearer). */
-static enum MHD_Result deliver(conn_t *cn, pr_status_t st, struct MHD_Response *r) {
-  if (atomic_load(&cn->s->stopping))
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-  if (st == PR_ERR_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-  unsigned code = (unsigned)pr_proto_http_status(st);
-  if (cn->deferred) {
-    cn->resp = r;
-    cn->resp_code = code;
-    return MHD_YES;
-  }
-  enum MHD_Result ret = MHD_queue_response(cn->c, code, r);
-  MHD_destroy_response(r);
-  return ret;
-}
-
-/* Every reply goes out here or in reply_static. */
-static enum MHD_Result reply(conn_t *cn, pr_status_t st, char *body, size_t len, const char *type,
-                             size_t json_len) {
-  struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-  if (!r) {
-    free(body);
-    return MHD_NO;
-  }
-  MHD_add_response_header(r, "Content-Type", type);
-  if (json_len) {
-    char h[32];
-    snprintf(h, sizeof h, "%zu", json_len);
-    MHD_add_response_header(r, "Inference-Header-Content-Length", h);
-  }
-  return deliver(cn, st, r);
-}
-
-static enum MHD_Result reply_static(conn_t *cn, pr_status_t st, const char *body) {
-  struct MHD_Response *r =
-      MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
-  if (!r) return MHD_NO;
-  MHD_add_response_header(r, "Content-Type", "application/json");
-  return deliver(cn, st, r);
-}
-
-/* o may be NULL (a json_pack that failed): PR_ERR_NOMEM. */
-static enum MHD_Result reply_json(conn_t *cn, pr_status_t st, json_t *o) {
-  char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-  json_decref(o);
-  if (!s) return reply_static(cn, PR_ERR_NOMEM, "{\"error\":\"cannot encode the response\"}");
-  return reply(cn, st, s, strlen(s), "application/json", 0);
-}
-
-static enum MHD_Result reply_error(conn_t *cn, pr_status_t st, const char *msg) {
-  atomic_fetch_add(&cn->s->http_errors, 1);
-  char *b = pr_proto_error(msg);
-  if (!b) return reply_static(cn, st, "{\"error\":\"out of memory\"}");
-  return reply(cn, st, b, strlen(b), "application/json", 0);
-}
-
 /* ---- handlers ---- */
-
-typedef enum MHD_Result (*handler_fn)(pr_server_t *s, struct MHD_Connection *c, conn_t *cn);
 
 static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
-  if (!f) return reply_error(cn, PR_ERR_NOMEM, "out of memory");
+  if (!f) return pr_http__reply_error(cn, PR_ERR_NOMEM, "out of memory");
   pr_prom_server_t srv = {.http_requests = atomic_load(&s->http_requests),
                           .http_errors = atomic_load(&s->http_errors),
                           .http_refused = atomic_load(&s->http_refused),
@@ -242,25 +102,25 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
   pr_grpc_counts(s->grpc, &srv.grpc_calls, &srv.grpc_errors);
   pr_prom_write(s->svc.models, &srv, f);
   fclose(f);
-  return reply(cn, PR_OK, text, len, "text/plain; version=0.0.4", 0);
+  return pr_http__reply(cn, PR_OK, text, len, "text/plain; version=0.0.4", 0);
 }
 
 static enum MHD_Result h_server_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   json_t *ext = json_array();
   for (int i = 0; i < pr_service_n_extensions; i++)
     json_array_append_new(ext, json_string(pr_service_extensions[i]));
-  return reply_json(
+  return pr_http__reply_json(
       cn, PR_OK,
       json_pack("{s:s, s:s, s:o}", "name", "packrat", "version", PR_VERSION, "extensions", ext));
 }
 
 static enum MHD_Result h_live(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  return reply_json(cn, PR_OK, json_pack("{s:b}", "live", 1));
+  return pr_http__reply_json(cn, PR_OK, json_pack("{s:b}", "live", 1));
 }
 
 static enum MHD_Result h_ready(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   bool ready = pr_service_ready(&s->svc);
-  return reply_json(cn, ready ? PR_OK : PR_ERR_BUSY, json_pack("{s:b}", "ready", ready));
+  return pr_http__reply_json(cn, ready ? PR_OK : PR_ERR_BUSY, json_pack("{s:b}", "ready", ready));
 }
 
 static void index_one(const char *name, const char *version, const char *state, const char *reason,
@@ -273,23 +133,23 @@ static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, co
   json_t *arr = json_array();
   if (pr_service_index(&s->svc, index_one, arr)) {
     json_decref(arr);
-    return reply_error(cn, PR_ERR_IO, "cannot read the model repository");
+    return pr_http__reply_error(cn, PR_ERR_IO, "cannot read the model repository");
   }
-  return reply_json(cn, PR_OK, arr);
+  return pr_http__reply_json(cn, PR_OK, arr);
 }
 
 static enum MHD_Result h_repo_load(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   char err[1024];
   pr_status_t st = pr_service_load(&s->svc, cn->route.model, err, sizeof err);
-  if (st) return reply_error(cn, st, err);
-  return reply_json(cn, PR_OK, json_object());
+  if (st) return pr_http__reply_error(cn, st, err);
+  return pr_http__reply_json(cn, PR_OK, json_object());
 }
 
 static enum MHD_Result h_repo_unload(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   char err[128];
   pr_status_t st = pr_service_unload(&s->svc, cn->route.model, err, sizeof err);
-  if (st) return reply_error(cn, st, err);
-  return reply_json(cn, PR_OK, json_object());
+  if (st) return pr_http__reply_error(cn, st, err);
+  return pr_http__reply_json(cn, PR_OK, json_object());
 }
 
 /* Runs fn on the route's ready model with a reference held; errors for an
@@ -300,7 +160,7 @@ static enum MHD_Result with_model(pr_server_t *s, struct MHD_Connection *c, conn
   pr_status_t st;
   const char *msg;
   pr_served_t *m = pr_service_model(&s->svc, cn->route.model, cn->route.version, &st, &msg);
-  if (!m) return reply_error(cn, st, msg);
+  if (!m) return pr_http__reply_error(cn, st, msg);
   enum MHD_Result ret = fn(s, c, cn, m);
   if (!cn->model_owned) pr_models_put(m); /* else completed() puts it */
   return ret;
@@ -323,10 +183,11 @@ static enum MHD_Result model_meta(pr_server_t *s, struct MHD_Connection *c, conn
     json_array_append_new(ins, tensor_meta(&m->proto.inputs[i]));
   for (int i = 0; i < m->proto.n_outputs; i++)
     json_array_append_new(outs, tensor_meta(&m->proto.outputs[i]));
-  return reply_json(cn, PR_OK,
-                    json_pack("{s:s, s:o, s:s, s:o, s:o, s:{s:i}}", "name", m->entry.name,
-                              "versions", versions, "platform", "onnx", "inputs", ins, "outputs",
-                              outs, "parameters", "max_batch_size", m->cfg.max_batch));
+  return pr_http__reply_json(
+      cn, PR_OK,
+      json_pack("{s:s, s:o, s:s, s:o, s:o, s:{s:i}}", "name", m->entry.name, "versions", versions,
+                "platform", "onnx", "inputs", ins, "outputs", outs, "parameters", "max_batch_size",
+                m->cfg.max_batch));
 }
 
 static enum MHD_Result h_model_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -338,130 +199,24 @@ static enum MHD_Result h_model_ready(pr_server_t *s, struct MHD_Connection *c, c
   pr_served_t *m = pr_models_get(s->svc.models, cn->route.model, cn->route.version, &st);
   if (m) {
     enum MHD_Result ret =
-        reply_json(cn, PR_OK, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
+        pr_http__reply_json(cn, PR_OK, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
     pr_models_put(m);
     return ret;
   }
-  if (st == PR_ERR_NOT_FOUND) return reply_error(cn, st, "unknown model or version");
+  if (st == PR_ERR_NOT_FOUND) return pr_http__reply_error(cn, st, "unknown model or version");
   /* known but not ready: the name is a repository name, valid text */
-  return reply_json(cn, PR_ERR_BUSY, json_pack("{s:s, s:b}", "name", cn->route.model, "ready", 0));
-}
-
-/* ---- suspended requests ----
- *
- * An infer request waits in its model's queue without a thread: its
- * connection is suspended (MHD_suspend_connection) and the scheduler's
- * completion callback resumes it; libmicrohttpd then calls the handler
- * again, which sends the answer (infer_finish). Admin routes that can take
- * long (loading a model, preparing a plan) run on a thread of their own the
- * same way. cn->lock orders the two sides: the handler suspends under it,
- * and the callback resumes only a connection that is suspended (an answer
- * that comes first is noted, and sent without suspending). */
-
-static void suspend_locked(conn_t *cn) {
-  MHD_suspend_connection(cn->c);
-  cn->suspended = true;
-  atomic_fetch_add(&cn->s->suspended, 1);
-}
-
-/* The scheduler's (or an admin thread's) "answered": any thread. */
-static void on_answered(void *ctx) {
-  conn_t *cn = ctx;
-  pthread_mutex_lock(&cn->lock);
-  cn->answered = true;
-  if (cn->suspended) {
-    cn->suspended = false;
-    atomic_fetch_sub(&cn->s->suspended, 1);
-    MHD_resume_connection(cn->c);
-  }
-  pthread_mutex_unlock(&cn->lock);
-}
-
-/* Frees the infer request of cn (the model reference stays until the
- * connection's request completes: its stats count the send). */
-static void infer_release(conn_t *cn) {
-  pr_infer_release(&cn->inf, cn->answered);
-}
-
-/* An encoded answer: the body and, with binary outputs, its JSON part's length. */
-typedef struct {
-  char *body;
-  size_t len, json_len;
-} http_out_t;
-
-static pr_status_t encode_json(pr_infer_t *x, void *arg) {
-  http_out_t *o = arg;
-  const pr_served_t *m = x->model;
-  return pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, x->req, &x->q,
-                                 &o->body, &o->len, &o->json_len);
-}
-
-/* The answer to an infer request the scheduler is done with. */
-static enum MHD_Result infer_finish(conn_t *cn) {
-  http_out_t out = {0};
-  const char *msg;
-  double t_encoded;
-  pr_status_t st = pr_infer_answer(&cn->inf, encode_json, &out, &msg, &t_encoded);
-  enum MHD_Result ret;
-  if (st != PR_OK) {
-    ret = reply_error(cn, st, msg);
-  } else {
-    ret = reply(cn, PR_OK, out.body, out.len,
-                out.json_len ? "application/octet-stream" : "application/json", out.json_len);
-    cn->t_queued = t_encoded; /* "send" ends when libmicrohttpd has sent it (completed) */
-    cn->compute_s = cn->inf.req->compute_s;
-  }
-  infer_release(cn);
-  return ret;
-}
-
-typedef struct {
-  const char *body;
-  size_t len, json_len;
-} http_body_t;
-
-static pr_status_t decode_json(const pr_proto_model_t *m, void *arg, size_t max_bytes,
-                               pr_request_t *r, pr_proto_infer_t *q, char *err, size_t err_len) {
-  const http_body_t *b = arg;
-  return pr_proto_parse_infer(m, b->body, b->len, b->json_len, max_bytes, r, q, err, err_len);
-}
-
-static enum MHD_Result infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
-  const char *hl =
-      MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-  http_body_t b = {cn->body ? cn->body : "", cn->len, cn->len};
-  if (hl) {
-    char *end;
-    long long v = strtoll(hl, &end, 10);
-    if (*hl < '0' || *hl > '9' || *end || v < 0 || (size_t)v > cn->len) /* digits only */
-      return reply_error(cn, PR_ERR_INVALID,
-                         "Inference-Header-Content-Length must be a length within the body");
-    b.json_len = (size_t)v;
-  }
-  char err[512];
-  /* on_answered may run before the submit returns: it only marks the
-   * connection answered then, and it is answered here without suspending */
-  pr_status_t st =
-      pr_infer_submit(&s->svc, m, decode_json, &b, on_answered, cn, &cn->inf, err, sizeof err);
-  if (st != PR_OK) return reply_error(cn, st, err); /* with_model puts the reference */
-  cn->t_parse = cn->inf.t_parse;
-  cn->model = m;
-  cn->model_owned = true;
-  pthread_mutex_lock(&cn->lock);
-  bool now = cn->answered;
-  if (!now) suspend_locked(cn);
-  pthread_mutex_unlock(&cn->lock);
-  return now ? infer_finish(cn) : MHD_YES;
+  return pr_http__reply_json(cn, PR_ERR_BUSY,
+                             json_pack("{s:s, s:b}", "name", cn->route.model, "ready", 0));
 }
 
 static enum MHD_Result h_infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  return with_model(s, c, cn, infer);
+  return with_model(s, c, cn, pr_http__infer);
 }
 
 /* Statistics in the extension's schema: {"model_stats": [...]}. */
 static enum MHD_Result stats(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
   json_t *one = pr_model_stats_json(m);
-  return reply_json(cn, PR_OK, one ? json_pack("{s:[o]}", "model_stats", one) : NULL);
+  return pr_http__reply_json(cn, PR_OK, one ? json_pack("{s:[o]}", "model_stats", one) : NULL);
 }
 
 static void stats_one(pr_served_t *m, void *ctx) {
@@ -471,12 +226,12 @@ static void stats_one(pr_served_t *m, void *ctx) {
 static enum MHD_Result h_stats_all(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   json_t *arr = json_array();
   pr_models_each(s->svc.models, stats_one, arr);
-  return reply_json(cn, PR_OK, json_pack("{s:o}", "model_stats", arr));
+  return pr_http__reply_json(cn, PR_OK, json_pack("{s:o}", "model_stats", arr));
 }
 
 static enum MHD_Result config(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                               pr_served_t *m) {
-  return reply_json(cn, PR_OK, pr_model_config_json(m));
+  return pr_http__reply_json(cn, PR_OK, pr_model_config_json(m));
 }
 
 static enum MHD_Result h_config(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -534,7 +289,7 @@ static json_t *plan_json(pr_served_t *m) {
 
 static enum MHD_Result plan_get(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                 pr_served_t *m) {
-  return reply_json(cn, PR_OK, plan_json(m));
+  return pr_http__reply_json(cn, PR_OK, plan_json(m));
 }
 
 static enum MHD_Result h_plan_get(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -551,15 +306,16 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
   char err[512];
   enum MHD_Result ret;
   if (!spec) {
-    ret = reply_error(cn, PR_ERR_INVALID,
-                      "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
+    ret = pr_http__reply_error(
+        cn, PR_ERR_INVALID, "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
   } else if (!strcmp(spec, "auto")) {
     if (pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0))
-      ret = reply_error(cn, PR_ERR_INVALID,
-                        "this model has no plans from a profile to follow the load with (its "
-                        "config fixes the plan, or autoscale is off)");
+      ret = pr_http__reply_error(
+          cn, PR_ERR_INVALID,
+          "this model has no plans from a profile to follow the load with (its "
+          "config fixes the plan, or autoscale is off)");
     else
-      ret = reply_json(cn, PR_OK, plan_json(m));
+      ret = pr_http__reply_json(cn, PR_OK, plan_json(m));
   } else {
     pr_plan_t *plan = malloc(sizeof *plan);
     pr_status_t st = PR_ERR_NOMEM;
@@ -574,8 +330,8 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
       }
     }
     free(plan);
-    ret = st ? reply_error(cn, st == PR_ERR_NOMEM ? st : PR_ERR_INVALID, err)
-             : reply_json(cn, PR_OK, plan_json(m));
+    ret = st ? pr_http__reply_error(cn, st == PR_ERR_NOMEM ? st : PR_ERR_INVALID, err)
+             : pr_http__reply_json(cn, PR_OK, plan_json(m));
   }
   json_decref(root);
   return ret;
@@ -594,7 +350,7 @@ static enum MHD_Result reply_dash(conn_t *cn, struct MHD_Response *r, const char
   MHD_add_response_header(r, "Cache-Control", cache);
   for (int i = 0; pr_dash_headers[i][0]; i++)
     MHD_add_response_header(r, pr_dash_headers[i][0], pr_dash_headers[i][1]);
-  return deliver(cn, PR_OK, r);
+  return pr_http__deliver(cn, PR_OK, r);
 }
 
 static enum MHD_Result h_dash_file(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -613,14 +369,14 @@ static enum MHD_Result h_dash_state(pr_server_t *s, struct MHD_Connection *c, co
                             .n_cpus = s->n_cpus,
                             .uptime_s = pr_now() - s->started};
   char *text = pr_dash_state(s->dash, s->svc.models, &mach);
-  if (!text) return reply_error(cn, PR_ERR_NOMEM, "cannot encode the dashboard state");
+  if (!text) return pr_http__reply_error(cn, PR_ERR_NOMEM, "cannot encode the dashboard state");
   struct MHD_Response *r =
       MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
   if (!r) free(text);
   return reply_dash(cn, r, "application/json", PR_DASH_CACHE_STATE);
 }
 
-static const handler_fn handlers[] = {
+const pr_http__handler_fn pr_http__handlers[] = {
     [PR_ROUTE_METRICS] = h_metrics,
     [PR_ROUTE_SERVER_META] = h_server_meta,
     [PR_ROUTE_LIVE] = h_live,
@@ -641,262 +397,8 @@ static const handler_fn handlers[] = {
     [PR_ROUTE_DASH_STYLE] = h_dash_file,
     [PR_ROUTE_DASH_STATE] = h_dash_state,
 };
-_Static_assert(sizeof handlers / sizeof handlers[0] == PR_ROUTE_COUNT, "a handler per route");
-
-/* ---- libmicrohttpd callbacks ---- */
-
-typedef struct {
-  int count;
-  char first[32];
-  bool conflict;
-  bool bad_name; /* a header name with white space ("Content-Length : 5") */
-} lengths_t;
-
-static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value) {
-  lengths_t *l = cls;
-  if (strpbrk(key, " \t")) l->bad_name = true;
-  if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) return MHD_YES;
-  if (l->count++ == 0)
-    snprintf(l->first, sizeof l->first, "%s", value ? value : "");
-  else if (!value || strcmp(value, l->first))
-    l->conflict = true;
-  return MHD_YES;
-}
-
-/* First call of a request: the headers are in; decide the route and the
- * limits before any body byte is read. */
-static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, const char *method,
-                       const char *url) {
-  cn->route_status = pr_route_match(method, url, &cn->route);
-  if (!pr_tls_client_ok(s->tls, c)) {
-    refuse(s, cn, PR_ERR_FORBIDDEN, "a client certificate that --tls-client-ca signed is required");
-    return;
-  }
-  if (cn->route_status == PR_OK) {
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    pr_status_t st = pr_auth_check(s->auth, pr_route_access(cn->route.id), h);
-    if (st) {
-      refuse(s, cn, st,
-             st == PR_ERR_UNAUTHORIZED
-                 ? "a valid bearer token is required (Authorization: Bearer TOKEN)"
-                 : "this token may not change the server's state; an admin token may");
-      return;
-    }
-  }
-  cn->limit = cn->route_status == PR_OK && pr_route_takes_tensors(cn->route.id)
-                  ? s->cfg.max_body_bytes
-                  : ADMIN_BODY_MAX;
-  const char *hl =
-      MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-  if (hl && *hl >= '0' && *hl <= '9') /* checked when the body is parsed */
-    cn->pad = (PR_ALIGN - strtoull(hl, NULL, 10) % PR_ALIGN) % PR_ALIGN;
-  lengths_t l = {0};
-  MHD_get_connection_values(c, MHD_HEADER_KIND, count_lengths, &l);
-  /* framing the server and a proxy could read differently (request
-   * smuggling) is refused, and the connection closes after the answer */
-  if (l.conflict) {
-    refuse(s, cn, PR_ERR_INVALID, "conflicting Content-Length headers");
-    return;
-  }
-  if (l.bad_name) {
-    refuse(s, cn, PR_ERR_INVALID, "a header name holds white space");
-    return;
-  }
-  const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
-  if (te && strcasecmp(te, "chunked")) {
-    refuse(s, cn, PR_ERR_CODING, "Transfer-Encoding other than chunked is not supported");
-    return;
-  }
-  if (!l.count) return;
-  char *end;
-  unsigned long long len = strtoull(l.first, &end, 10);
-  if (*end) return; /* libmicrohttpd refuses a malformed length itself */
-  if (len > cn->limit) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "request body of %llu bytes is over the limit of %zu", len,
-             cn->limit);
-    refuse(s, cn, PR_ERR_TOO_LARGE, msg);
-  } else if (atomic_load(&s->svc.inflight) + len > s->cfg.max_inflight_bytes) {
-    /* refused now; an accepted body is counted as its bytes arrive, so a
-     * client that announces much and sends little holds nothing */
-    refuse(s, cn, PR_ERR_BUSY, "the server holds too many request bytes; retry later");
-  }
-}
-
-/* Grows cn's body to hold at least `need` bytes (doubling, up to the
- * limit; never by what the client only announced, so that a client that
- * announces much and sends little holds little). The body sits `pad` bytes
- * into a 64-byte aligned block, so that the binary tensors after an
- * Inference-Header-Content-Length JSON part start on a 64-byte line and the
- * scheduler can hand them to the engine where they are (no copy). */
-static bool body_room(conn_t *cn, size_t need) {
-  size_t cap = need * 2;
-  if (cap > cn->limit + 1) cap = cn->limit + 1;
-  if (cap < need) cap = need;
-  char *nb = pr_aligned_alloc(cn->pad + cap);
-  if (!nb) return false;
-  if (cn->len) memcpy(nb + cn->pad, cn->body, cn->len);
-  pr_free(cn->base);
-  cn->base = nb;
-  cn->body = nb + cn->pad;
-  cn->cap = cap;
-  return true;
-}
-
-static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
-  if (cn->refuse_status) return;
-  if (cn->len + n > cn->limit) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", cn->limit);
-    refuse(s, cn, PR_ERR_TOO_LARGE, msg);
-    return;
-  }
-  /* bodies are counted as their bytes arrive */
-  if (cn->len + n > cn->reserved && !reserve(s, cn, cn->len + n - cn->reserved)) {
-    refuse(s, cn, PR_ERR_BUSY, "the server holds too many request bytes; retry later");
-    return;
-  }
-  if (cn->len + n + 1 > cn->cap && !body_room(cn, cn->len + n + 1)) {
-    refuse(s, cn, PR_ERR_BUSY, "out of memory; retry later");
-    return;
-  }
-  memcpy(cn->body + cn->len, data, n);
-  cn->len += n;
-}
-
-/* ---- deferred admin handlers (see "suspended requests") ---- */
-
-/* At most this many admin calls run at once; more are answered 503. */
-#define MAX_ADMIN_THREADS 32
-
-static void *deferred_main(void *arg) {
-  conn_t *cn = arg;
-  if (handlers[cn->route.id](cn->s, cn->c, cn) != MHD_YES && !cn->resp)
-    reply_static(cn, PR_ERR_NOMEM, "{\"error\":\"out of memory\"}");
-  atomic_fetch_sub(&cn->s->admin_threads, 1);
-  on_answered(cn);
-  return NULL;
-}
-
-static enum MHD_Result defer(pr_server_t *s, conn_t *cn) {
-  if (atomic_fetch_add(&s->admin_threads, 1) >= MAX_ADMIN_THREADS) {
-    atomic_fetch_sub(&s->admin_threads, 1);
-    return reply_error(cn, PR_ERR_BUSY, "too many repository and plan calls at once; retry later");
-  }
-  pthread_attr_t attr;
-  pthread_t t;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_mutex_lock(&cn->lock);
-  cn->deferred = true;
-  bool started = pthread_create(&t, &attr, deferred_main, cn) == 0;
-  if (started) suspend_locked(cn);
-  pthread_mutex_unlock(&cn->lock);
-  pthread_attr_destroy(&attr);
-  if (started) return MHD_YES;
-  cn->deferred = false;
-  atomic_fetch_sub(&s->admin_threads, 1);
-  return reply_error(cn, PR_ERR_NOMEM, "cannot start a thread for the call");
-}
-
-static enum MHD_Result deferred_finish(conn_t *cn) {
-  struct MHD_Response *r = cn->resp;
-  cn->resp = NULL;
-  cn->deferred = false;
-  enum MHD_Result ret = MHD_queue_response(cn->c, cn->resp_code, r);
-  MHD_destroy_response(r);
-  return ret;
-}
-
-static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
-                               const char *method, const char *version, const char *upload,
-                               size_t *upload_size, void **con_cls) {
-  pr_server_t *s = cls;
-  conn_t *cn = *con_cls;
-  if (!cn) {
-    cn = calloc(1, sizeof *cn);
-    if (!cn) return MHD_NO;
-    cn->s = s, cn->c = c;
-    pthread_mutex_init(&cn->lock, NULL);
-    *con_cls = cn;
-    atomic_fetch_add(&s->http_requests, 1);
-    atomic_fetch_add(&s->in_progress, 1);
-    on_headers(s, c, cn, method, url);
-    /* refused from the headers: answer now, the body is never read */
-    if (cn->refuse_status) return reply_error(cn, cn->refuse_status, cn->refuse_msg);
-    return MHD_YES;
-  }
-  /* resumed: the answer was made elsewhere */
-  if (cn->inf.req) return infer_finish(cn);
-  if (cn->deferred) return cn->resp ? deferred_finish(cn) : MHD_NO;
-  if (*upload_size) {
-    /* over a limit mid-body: the rest is read and dropped, and the error is
-     * the answer (libmicrohttpd answers only once the body is in); a body
-     * that goes on past twice its limit is cut off by closing */
-    if (cn->refuse_status && (cn->dropped += *upload_size) > 2 * cn->limit) return MHD_NO;
-    on_upload(s, cn, upload, *upload_size);
-    *upload_size = 0;
-    return MHD_YES;
-  }
-  if (!cn->serving) {
-    cn->serving = true;
-    atomic_fetch_add(&s->serving, 1);
-  }
-  if (cn->refuse_status) return reply_error(cn, cn->refuse_status, cn->refuse_msg);
-  if (cn->route_status != PR_OK)
-    return reply_error(cn, cn->route_status,
-                       cn->route_status == PR_ERR_NOT_FOUND ? "not found"
-                       : cn->route_status == PR_ERR_METHOD  ? "method not allowed here"
-                                                            : "URL too long");
-  if (pr_route_is_slow(cn->route.id)) return defer(s, cn);
-  return handlers[cn->route.id](s, c, cn);
-}
-
-static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                      enum MHD_RequestTerminationCode t) {
-  pr_server_t *s = cls;
-  conn_t *cn = *con_cls;
-  if (cn) {
-    /* an answer callback may still hold the lock it resumed us under */
-    pthread_mutex_lock(&cn->lock);
-    pthread_mutex_unlock(&cn->lock);
-    infer_release(cn);
-    if (cn->model) {
-      if (cn->t_queued > 0 && t == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-        pr_sched_stats_t *stats = pr_sched_stats(cn->model->sched);
-        double now = pr_now();
-        pr_hist_observe(&stats->stage[PR_STAGE_send], now - cn->t_queued);
-        pr_hist_observe(&stats->overhead_s, now - cn->t_parse - cn->compute_s);
-      }
-      pr_models_put(cn->model);
-    }
-    if (cn->resp) MHD_destroy_response(cn->resp);
-    pthread_mutex_destroy(&cn->lock);
-    pr_service_release(&s->svc, cn->reserved);
-    if (cn->serving) atomic_fetch_sub(&s->serving, 1);
-    pr_free(cn->base);
-    free(cn);
-    atomic_fetch_sub(&s->in_progress, 1);
-  }
-  *con_cls = NULL;
-}
-
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
-                          enum MHD_ConnectionNotificationCode code) {
-  pr_server_t *s = cls;
-  bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
-  atomic_fetch_add(&s->connections, started ? 1 : -1);
-  int n_adopted = atomic_load_explicit(&s->n_adopted, memory_order_acquire);
-  if (started && n_adopted) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    for (int i = 0; ci && i < n_adopted; i++)
-      if (s->adopted[i] == ci->connect_fd) *socket_ctx = s; /* one of the backlog's */
-  } else if (!started && *socket_ctx == s) {
-    atomic_fetch_sub(&s->adopted_open, 1);
-  }
-}
+_Static_assert(sizeof pr_http__handlers / sizeof pr_http__handlers[0] == PR_ROUTE_COUNT,
+               "a handler per route");
 
 /* cfg's host (an IPv4 or IPv6 address) and port as a socket address. */
 static pr_status_t parse_host(pr_server_t *s, const pr_server_config_t *cfg, char *err,
@@ -930,10 +432,10 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
   s->daemon = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
           MHD_USE_ERROR_LOG | pr_tls_flags(s->tls) | v6,
-      (uint16_t)cfg->port, NULL, NULL, handler, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_SOCK_ADDR,
-      &s->addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
-      MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+      (uint16_t)cfg->port, NULL, NULL, pr_http__access, s, MHD_OPTION_ARRAY, tls_opts,
+      MHD_OPTION_SOCK_ADDR, &s->addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+      MHD_OPTION_NOTIFY_COMPLETED, pr_http__completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+      pr_http__on_connection, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
   if (!s->daemon) {
