@@ -16,7 +16,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: packrat bench --url http://HOST:PORT --model M [options]\n"
           "\n"
-          "  --concurrency C      closed loop with C connections (default 1)\n"
+          "  --concurrency C      closed loop with C connections (default 1); a 503 is\n"
+          "                       waited out for its Retry-After (1 s without one), as a\n"
+          "                       real client backs off (counted in \"backoffs\")\n"
           "  --rate R             open loop: Poisson arrivals at R requests/s\n"
           "  --schedule R:S,...   open loop in phases: R requests/s for S seconds each\n"
           "  --duration S         seconds of load (default 10; not with --schedule)\n"
@@ -186,6 +188,7 @@ static void report(bench_args_t *b, pr_load_t *lg, pr_load_result_t *all, double
       json_pack("{s:I, s:I, s:I, s:I}", "4xx", (json_int_t)st[2], "5xx", (json_int_t)st[3],
                 "transport", (json_int_t)st[5], "2xx", (json_int_t)st[0]);
   json_object_set_new(o, "status_counts", codes);
+  json_object_set_new(o, "backoffs", json_integer((json_int_t)atomic_load(&lg->backoffs)));
   if (lg->check) {
     uint64_t bad = atomic_load(&lg->mismatches);
     json_object_set_new(o, "mismatches", json_integer((json_int_t)bad));

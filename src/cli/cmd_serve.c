@@ -54,7 +54,14 @@ static void usage(FILE *f) {
           "  --shutdown-timeout-s N   on SIGTERM/SIGINT, the longest wait for accepted\n"
           "                           requests before exiting (default 30)\n"
           "  --request-timeout-ms N   default time a request may wait in the queue\n"
-          "                           (default 30000)\n"
+          "                           (default 30000); a request the queue's backlog\n"
+          "                           cannot serve within it (rows ahead at the live\n"
+          "                           plan's measured rate) gets 503 with Retry-After\n"
+          "                           at once\n"
+          "  --queue-capacity N       default requests a model queues at most (default:\n"
+          "                           --max-connections, so that a connection's request\n"
+          "                           waits rather than being refused while the backlog\n"
+          "                           can be served within its timeout)\n"
           "  --tls-cert FILE          serve HTTPS with this PEM certificate (chain)...\n"
           "  --tls-key FILE           ...and its PEM private key\n"
           "  --tls-client-ca FILE     mutual TLS: requests need a client certificate this\n"
@@ -141,6 +148,8 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
     cfg->auth_token_file = val;
   } else if (!strcmp(a, "--admin-token-file") && val) {
     cfg->admin_token_file = val;
+  } else if (!strcmp(a, "--queue-capacity")) {
+    cfg->queue_capacity = (int)pr_cli_parse_long(a, val, 1, 10000000);
   } else if (!strcmp(a, "--request-timeout-ms")) {
     cfg->request_timeout_s = (double)pr_cli_parse_long(a, val, 1, 86400000) / 1000.0;
   } else if (!strcmp(a, "--cores") && val) {

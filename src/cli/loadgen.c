@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "base/util.h"
 #include "server/protocol.h"
@@ -283,7 +284,8 @@ int pr_load_request_build(const char *base, const char *model, const char *input
 typedef struct {
   char *buf;
   size_t len, cap;
-  char hlen[32]; /* Inference-Header-Content-Length of the response */
+  char hlen[32];      /* Inference-Header-Content-Length of the response */
+  double retry_after; /* its Retry-After in seconds (0: none) */
   pr_load_t *lg;
 } body_t;
 
@@ -311,6 +313,16 @@ static size_t header_write(char *p, size_t size, size_t n, void *ud) {
     if (vl >= sizeof b->hlen) vl = sizeof b->hlen - 1;
     memcpy(b->hlen, p + sizeof key - 1, vl);
     b->hlen[vl] = 0;
+  }
+  static const char retry[] = "retry-after:";
+  if (len > sizeof retry && !strncasecmp(p, retry, sizeof retry - 1)) {
+    char v[32];
+    size_t vl = len - (sizeof retry - 1);
+    if (vl >= sizeof v) vl = sizeof v - 1;
+    memcpy(v, p + sizeof retry - 1, vl);
+    v[vl] = 0;
+    double secs = strtod(v, NULL); /* delay-seconds; an HTTP date reads as 0: 1 s */
+    b->retry_after = secs > 0 && secs < 3600 ? secs : 1;
   }
   return len;
 }
@@ -394,10 +406,19 @@ static void *closed_main(void *arg) {
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &body);
   while (pr_now() < w->until) {
     double t0 = pr_now();
+    body.retry_after = 0;
     CURLcode cc = curl_easy_perform(c);
     long status = 0;
     if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     pr_load_result_add(&w->res, (pr_now() - t0) * 1e3, checked_status(status, &body));
+    /* a 503 says when to come back: a client that resends at once only
+     * adds refusals to the server's load */
+    if (status == 503) {
+      double wait = body.retry_after > 0 ? body.retry_after : 1, left = w->until - pr_now();
+      if (wait > left) wait = left;
+      if (wait > 0) nanosleep(&(struct timespec){(time_t)wait, (long)(fmod(wait, 1) * 1e9)}, NULL);
+      atomic_fetch_add(&w->lg->backoffs, 1);
+    }
   }
   free(body.buf);
   curl_easy_cleanup(c);

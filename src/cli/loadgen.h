@@ -48,6 +48,7 @@ typedef struct {
   bool check;
   _Atomic uint64_t mismatches; /* 200s whose output differed from expect */
   _Atomic int error_samples;   /* error bodies shown on stderr (the first 3) */
+  _Atomic uint64_t backoffs;   /* closed loop: 503s waited out (their Retry-After) */
 } pr_load_t;
 
 /* Builds the request for model at base (http://host:port) from the model's

@@ -13,6 +13,7 @@
  * - Shared counters are atomics of the server (server_internal.h). */
 #define _GNU_SOURCE
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -59,6 +60,11 @@ enum MHD_Result pr_http__deliver(conn_t *cn, pr_status_t st, struct MHD_Response
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (st == PR_ERR_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   unsigned code = (unsigned)pr_proto_http_status(st);
+  if (code == 503) { /* when to come back: a client that retries at once adds to the load */
+    char after[24];
+    snprintf(after, sizeof after, "%.0f", cn->retry_after_s > 1 ? ceil(cn->retry_after_s) : 1.0);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, after);
+  }
   if (cn->deferred) {
     cn->resp = r;
     cn->resp_code = code;
@@ -208,7 +214,10 @@ enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
    * connection answered then, and it is answered here without suspending */
   pr_status_t st =
       pr_infer_submit(&s->svc, m, decode_json, &b, on_answered, cn, &cn->inf, err, sizeof err);
-  if (st != PR_OK) return pr_http__reply_error(cn, st, err); /* with_model puts the reference */
+  if (st != PR_OK) { /* with_model puts the reference */
+    cn->retry_after_s = cn->inf.retry_after_s;
+    return pr_http__reply_error(cn, st, err);
+  }
   cn->t_parse = cn->inf.t_parse;
   cn->model = m;
   cn->model_owned = true;

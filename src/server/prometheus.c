@@ -45,8 +45,12 @@ static void write_requests(FILE *f, const ready_t *r) {
   } outcomes[] = {{"success", offsetof(pr_sched_stats_t, success)},
                   {"failure", offsetof(pr_sched_stats_t, failed)},
                   {"rejected", offsetof(pr_sched_stats_t, rejected)},
+                  {"rejected_queue_full", offsetof(pr_sched_stats_t, rejected_full)},
+                  {"rejected_over_timeout", offsetof(pr_sched_stats_t, rejected_late)},
                   {"timeout", offsetof(pr_sched_stats_t, timed_out)}};
-  family(f, "packrat_requests_total", "counter", "Inference requests by outcome.");
+  family(f, "packrat_requests_total", "counter",
+         "Inference requests by outcome (rejected: refused at submit, of which "
+         "rejected_queue_full and rejected_over_timeout: a backlog it could not wait out).");
   for (int i = 0; i < r->n; i++)
     for (size_t k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++)
       fprintf(f, "packrat_requests_total{model=\"%s\",version=\"%s\",outcome=\"%s\"} %llu\n",
@@ -201,6 +205,40 @@ static const struct {
     {"packrat_prepared_plans", "Plans prepared (instances started).", pr_sched_num_configs},
 };
 
+/* The queue's bounds: the capacity, and the admission estimate (the live
+ * plan's rate, the last request's estimated wait, and the requests that
+ * rate serves within the model's timeout: the queue a request of the
+ * default level may join). */
+static void write_admission(FILE *f, const ready_t *r) {
+  static const char *const names[] = {"packrat_queue_capacity", "packrat_queue_service_rate",
+                                      "packrat_queue_wait_estimate_seconds",
+                                      "packrat_queue_admission_limit"};
+  static const char *const helps[] = {
+      "Requests the queue holds at most.",
+      "Rows per second the live plan serves (measured per instance, planned until measured; "
+      "0: unknown).",
+      "Estimated wait of the last submitted request (rows ahead at the rate, plus a batch).",
+      "Rows the rate serves within the model's request timeout: beyond them a request is "
+      "refused with 503 and Retry-After (0: no bound but the capacity)."};
+  for (int g = 0; g < 4; g++) {
+    family(f, names[g], "gauge", helps[g]);
+    for (int i = 0; i < r->n; i++) {
+      const pr_served_t *m = r->list[i];
+      pr_sched_stats_t *st = pr_sched_stats(m->sched);
+      double rate, batch_s, v;
+      pr_sched_service_rate(m->sched, &rate, &batch_s);
+      double limit =
+          m->cfg.request_timeout_s > batch_s ? rate * (m->cfg.request_timeout_s - batch_s) : 0;
+      v = g == 0   ? m->cfg.queue_capacity
+          : g == 1 ? rate
+          : g == 2 ? atomic_load(&st->admit_wait_us) * 1e-6
+                   : limit;
+      fprintf(f, "%s{model=\"%s\",version=\"%s\"} %g\n", names[g], m->entry.name, m->entry.version,
+              v);
+    }
+  }
+}
+
 static void write_model_gauges(FILE *f, const ready_t *r) {
   for (size_t g = 0; g < sizeof model_gauges / sizeof model_gauges[0]; g++) {
     family(f, model_gauges[g].name, "gauge", model_gauges[g].help);
@@ -284,6 +322,7 @@ void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   write_autoscaler(f, &r);
   write_counters(f, &r);
   write_model_gauges(f, &r);
+  write_admission(f, &r);
   write_plan_gauges(f, &r);
   for (int i = 0; i < r.n; i++) pr_models_put(r.list[i]);
   free(r.list);

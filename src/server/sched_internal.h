@@ -6,6 +6,7 @@
 #ifndef PR_SERVER_SCHED_INTERNAL_H
 #define PR_SERVER_SCHED_INTERNAL_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -29,6 +30,9 @@ typedef struct {
   /* measured by the worker's thread only, read by any (pr_sched_instances) */
   _Atomic double full_ms; /* EWMA of session runs of the planned batch (0: none yet) */
   _Atomic double any_ms;  /* EWMA of every session run */
+  /* a slower EWMA (0.05) of full_ms's runs: admission's estimate takes the
+   * lower of the two (one slow run must not make the queue refuse) */
+  _Atomic double steady_ms;
   _Atomic uint64_t runs, rows;
 } worker_t;
 
@@ -67,6 +71,8 @@ struct pr_sched {
   pthread_cond_t work[PR_SCHED_MAX_CONFIGS]; /* config c's workers: work, a switch, leave */
   pr_request_t *head, *tail;
   int depth, started;
+  /* rows queued per priority level (1..cfg.priority_levels; qlock) */
+  long long *level_rows;
   bool stop;
   /* the reaper: fails queued requests past their deadline (reap_cond,
    * qlock); reap_due: when it wakes next (0: when told) */
@@ -92,6 +98,13 @@ struct pr_sched {
  * requests, so a request wakes them alone, not every prepared config's. */
 static inline void pr_sched__wake(pr_sched_t *s, int c) {
   if (c >= 0 && c < PR_SCHED_MAX_CONFIGS) pthread_cond_broadcast(&s->work[c]);
+}
+
+/* Counts r out of the queue (qlock held; r already unlinked). */
+static inline void pr_sched__unqueued(pr_sched_t *s, const pr_request_t *r) {
+  s->depth--;
+  s->level_rows[r->priority] -= r->rows;
+  assert(s->depth >= 0 && s->level_rows[r->priority] >= 0);
 }
 
 /* An absolute CLOCK_MONOTONIC time for the condition variables here. */

@@ -70,8 +70,7 @@ static void unlink_after(pr_sched_t *s, pr_request_t *prev, pr_request_t *r) {
   else
     s->head = r->next;
   if (s->tail == r) s->tail = prev;
-  s->depth--;
-  assert(s->depth >= 0);
+  pr_sched__unqueued(s, r);
 }
 
 /* Moves the queued requests of reqs[0]'s shape (the head's when n is 0)

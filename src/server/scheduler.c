@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +100,7 @@ void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
       if (*at != r) continue;
       *at = r->next;
       if (s->tail == r) s->tail = prev;
-      s->depth--;
+      pr_sched__unqueued(s, r);
       queued = true;
       pr_history_queue(s->history, pr_now(), s->depth);
       break;
@@ -213,7 +214,11 @@ static void measured(worker_t *w, double ms, int rows, bool full) {
   const double alpha = 0.2;
   double any = atomic_load(&w->any_ms), f = atomic_load(&w->full_ms);
   atomic_store(&w->any_ms, any > 0 ? any + alpha * (ms - any) : ms);
-  if (full) atomic_store(&w->full_ms, f > 0 ? f + alpha * (ms - f) : ms);
+  if (full) {
+    double steady = atomic_load(&w->steady_ms);
+    atomic_store(&w->full_ms, f > 0 ? f + alpha * (ms - f) : ms);
+    atomic_store(&w->steady_ms, steady > 0 ? steady + 0.05 * (ms - steady) : ms);
+  }
   /* rows first: a reader that loads runs, then rows, sees rows >= runs */
   atomic_fetch_add(&w->rows, (uint64_t)rows);
   atomic_fetch_add(&w->runs, 1);
@@ -304,8 +309,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
       pr_request_t *r = s->head;
       s->head = r->next;
       if (!s->head) s->tail = NULL;
-      s->depth--;
-      assert(s->depth >= 0);
+      pr_sched__unqueued(s, r);
       if (r->deadline > 0 && pr_now() > r->deadline) {
         pr_sched__time_out(s, r);
         continue;
@@ -396,7 +400,7 @@ static pr_request_t *take_expired(pr_sched_t *s, double now) {
     }
     *at = r->next;
     if (s->tail == r) s->tail = prev;
-    s->depth--;
+    pr_sched__unqueued(s, r);
     r->next = expired;
     expired = r;
   }
@@ -582,7 +586,8 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int
     pr_sched_destroy(s);
     return PR_ERR_NOMEM;
   }
-  if (!(s->history = pr_history_create(pr_now()))) {
+  s->level_rows = calloc((size_t)s->cfg.priority_levels + 1, sizeof *s->level_rows);
+  if (!s->level_rows || !(s->history = pr_history_create(pr_now()))) {
     pr_sched_destroy(s);
     return PR_ERR_NOMEM;
   }
@@ -645,6 +650,7 @@ void pr_sched_destroy(pr_sched_t *s) {
   pthread_cond_destroy(&s->reap_cond);
   pr_history_destroy(s->history);
   free(s->stats.by_batch);
+  free(s->level_rows);
   free(s);
 }
 
@@ -668,6 +674,69 @@ static void enqueue_locked(pr_sched_t *s, pr_request_t *r) {
   *at = r;
 }
 
+/* The active config's rows per second (each instance's batch over its
+ * measured latency at that batch, the lower of its two averages, else its
+ * planned one) and its slowest
+ * instance's latency (s); 0, 0 when an instance has neither. qlock held. */
+static void service_rate_locked(pr_sched_t *s, double *rate, double *batch_s) {
+  assert(pr_lock_held(&s->qlock));
+  const config_t *cfg = &s->configs[s->active];
+  *rate = *batch_s = 0;
+  double sum = 0, slowest = 0;
+  for (int k = 0; k < cfg->n_workers; k++) {
+    worker_t *w = &cfg->workers[k];
+    double ms = atomic_load(&w->full_ms), steady = atomic_load(&w->steady_ms);
+    if (steady > 0 && steady < ms) ms = steady;
+    if (ms <= 0 && k < cfg->plan.n_instances) ms = cfg->plan.instances[k].latency_ms;
+    if (ms <= 0) return;
+    sum += w->batch / (ms * 1e-3);
+    if (ms * 1e-3 > slowest) slowest = ms * 1e-3;
+  }
+  *rate = sum, *batch_s = slowest;
+}
+
+void pr_sched_service_rate(pr_sched_t *s, double *rows_per_s, double *batch_s) {
+  pr_lock(&s->qlock);
+  service_rate_locked(s, rows_per_s, batch_s);
+  pr_unlock(&s->qlock);
+}
+
+/* Whether r can join the queue: PR_OK, or PR_ERR_BUSY with r->err and
+ * r->retry_after_s (see pr_sched_submit). qlock held. */
+static pr_status_t admit_locked(pr_sched_t *s, pr_request_t *r, double timeout) {
+  assert(pr_lock_held(&s->qlock));
+  double rate, batch_s;
+  service_rate_locked(s, &rate, &batch_s);
+  long long ahead = r->rows;
+  for (int level = 1; level <= r->priority; level++) ahead += s->level_rows[level];
+  double wait = rate > 0 ? (double)ahead / rate + batch_s : 0;
+  atomic_store(&s->stats.admit_rate_milli, (uint64_t)(rate * 1e3));
+  atomic_store(&s->stats.admit_wait_us, (uint64_t)(wait * 1e6));
+  if (s->stop) {
+    snprintf(r->err, sizeof r->err, "the model is unloading");
+    r->retry_after_s = 1;
+    return PR_ERR_BUSY;
+  }
+  if (s->depth >= s->cfg.queue_capacity) {
+    /* a retry may get in once about half the queue is served */
+    r->retry_after_s = rate > 0 ? 0.5 * (wait - batch_s) : 1;
+    snprintf(r->err, sizeof r->err, "the model's queue is full (%d requests); retry later",
+             s->depth);
+    atomic_fetch_add(&s->stats.rejected_full, 1);
+    return PR_ERR_BUSY;
+  }
+  if (timeout > 0 && wait > timeout) {
+    r->retry_after_s = wait - timeout;
+    snprintf(r->err, sizeof r->err,
+             "the model's queue holds about %.3g s of work (%lld rows ahead at %.1f rows/s), "
+             "more than this request's timeout of %.3g s; retry in %.0f s",
+             wait, ahead - r->rows, rate, timeout, ceil(r->retry_after_s));
+    atomic_fetch_add(&s->stats.rejected_late, 1);
+    return PR_ERR_BUSY;
+  }
+  return PR_OK;
+}
+
 pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   if (r->priority < 0 || r->priority > s->cfg.priority_levels) return PR_ERR_INVALID;
   if (r->priority == 0) r->priority = s->cfg.default_priority;
@@ -676,14 +745,16 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   if (r->timeout_s > 0 && (timeout <= 0 || r->timeout_s < timeout)) timeout = r->timeout_s;
   r->deadline = timeout > 0 ? r->t_enqueue + timeout : 0;
   pr_lock(&s->qlock);
-  if (s->stop || s->depth >= s->cfg.queue_capacity) {
+  pr_status_t st = admit_locked(s, r, timeout);
+  if (st) {
     pr_unlock(&s->qlock);
     atomic_fetch_add(&s->stats.rejected, 1);
     pr_history_rejected(s->history, r->t_enqueue);
-    return PR_ERR_BUSY;
+    return st;
   }
   enqueue_locked(s, r);
   s->depth++;
+  s->level_rows[r->priority] += r->rows;
   if (r->deadline > 0 && (s->reap_due == 0 || r->deadline < s->reap_due))
     pthread_cond_signal(&s->reap_cond);
   atomic_fetch_add(&s->stats.arrivals, 1);

@@ -68,6 +68,9 @@ typedef struct pr_request {
    * (0: the model's; the earlier of the two applies) */
   int priority;
   double timeout_s;
+  /* set by a refused submit (PR_ERR_BUSY): when a retry may be served, in
+   * seconds from now (the Retry-After an HTTP answer carries) */
+  double retry_after_s;
   bool done;
   /* optional: called once when the request is done (answered, failed or
    * timed out), from the thread that finished it, after which the
@@ -144,7 +147,12 @@ typedef struct {
 } pr_batch_stats_t;
 
 typedef struct {
-  _Atomic uint64_t success, failed, rejected, timed_out;
+  /* rejected: refused at submit, the queue full (rejected_full) or its
+   * backlog past the request's timeout (rejected_late, see pr_sched_submit) */
+  _Atomic uint64_t success, failed, rejected, rejected_full, rejected_late, timed_out;
+  /* admission: the live plan's rows per 1000 s the last submit's estimate
+   * used (0: unknown) and that estimate of its wait (us) */
+  _Atomic uint64_t admit_rate_milli, admit_wait_us;
   _Atomic uint64_t success_ns, failed_ns; /* enqueue to answer, summed */
   _Atomic uint64_t last_inference_ms;     /* wall clock of the last answer (0: none) */
   pr_batch_stats_t *by_batch;             /* [0..max_batch]: index = rows of the run */
@@ -233,10 +241,21 @@ pr_request_t *pr_request_new(void);
 void pr_request_free(pr_request_t *r);
 
 /* Queues r (inputs filled, rows set) behind the requests of its priority
- * level and of every level before it. Returns PR_OK, PR_ERR_BUSY when the
- * queue is full or stopping, or PR_ERR_INVALID for a priority beyond the
- * levels (r untouched, caller still owns it). */
+ * level and of every level before it. Returns PR_OK, PR_ERR_INVALID for a
+ * priority beyond the levels, or PR_ERR_BUSY (r->err says why,
+ * r->retry_after_s when to retry) when the scheduler stops, the queue
+ * holds cfg.queue_capacity requests, or r has a timeout and cannot be
+ * served within it: the rows queued ahead of it (its level and the ones
+ * before) at the live plan's rate, plus one batch of the plan, take longer
+ * than its timeout. The rate is each instance's planned batch over its
+ * measured latency at that batch (the planned latency until it has run
+ * one); with neither known, only the capacity bounds the queue. On an
+ * error r is untouched but for err and retry_after_s, the caller still
+ * owns it. */
 pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
+/* The live plan's rows per second and the latency of its slowest
+ * instance (s), as pr_sched_submit's estimate uses them (0, 0: unknown). */
+void pr_sched_service_rate(pr_sched_t *s, double *rows_per_s, double *batch_s);
 /* Waits for r to complete. */
 void pr_request_wait(pr_request_t *r);
 /* Waits for r until its deadline (none: forever); then, if r still waits in

@@ -11,7 +11,7 @@
  *   (`max_connections_per_client` from one address), closing a connection
  *   silent for `idle_timeout_s`. No handler blocks: an infer request
  *   suspends its connection until the scheduler answers, and the slow
- *   admin calls run on threads of their own (see "suspended requests").
+ *   admin calls run on threads of their own (http.c, "suspended requests").
  * - Draining (pr_server_stop): new connections are refused, every answer
  *   carries Connection: close, requests that reached the server are
  *   answered, then idle connections close; bounded by
@@ -70,7 +70,7 @@ void pr_server_config_default(pr_server_config_t *c) {
   c->grpc_threads = 4;
   c->max_batch = 8;
   c->max_queue_delay_us = 2000;
-  c->queue_capacity = 256;
+  c->queue_capacity = 0; /* max_connections: a connection's request waits, not refused */
   c->request_timeout_s = 30;
   c->max_body_bytes = (size_t)64 << 20;
   c->max_inflight_bytes = (size_t)1 << 30;
@@ -470,16 +470,18 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     s->n_cpus = pr_topology_cpu_order(s->cpus, 4096);
   }
   s->cfg.cpus = s->cpus;
-  pr_models_config_t mc = {.repository = cfg->repository,
-                           .cpus = s->cpus,
-                           .n_cpus = s->n_cpus,
-                           .max_models = cfg->max_models,
-                           .max_plans = cfg->max_prepared_plans,
-                           .defaults = {.max_batch = cfg->max_batch,
-                                        .max_queue_delay_us = cfg->max_queue_delay_us,
-                                        .queue_capacity = cfg->queue_capacity,
-                                        .request_timeout_s = cfg->request_timeout_s,
-                                        .priority_levels = 10}};
+  pr_models_config_t mc = {
+      .repository = cfg->repository,
+      .cpus = s->cpus,
+      .n_cpus = s->n_cpus,
+      .max_models = cfg->max_models,
+      .max_plans = cfg->max_prepared_plans,
+      .defaults = {
+          .max_batch = cfg->max_batch,
+          .max_queue_delay_us = cfg->max_queue_delay_us,
+          .queue_capacity = cfg->queue_capacity > 0 ? cfg->queue_capacity : cfg->max_connections,
+          .request_timeout_s = cfg->request_timeout_s,
+          .priority_levels = 10}};
   pr_status_t st = parse_host(s, cfg, err, err_len);
   if (!st) st = pr_auth_load(cfg->auth_token_file, cfg->admin_token_file, &s->auth, err, err_len);
   if (!st)

@@ -19,7 +19,7 @@ typedef struct {
   int n_cpus;
   int max_batch;                  /* default for models without config (default 8) */
   int max_queue_delay_us;         /* default 2000 */
-  int queue_capacity;             /* default 256 requests */
+  int queue_capacity;             /* default 0: max_connections requests */
   double request_timeout_s;       /* default 30 */
   size_t max_body_bytes;          /* infer bodies (default 64 MiB); other routes take 1 MiB */
   size_t max_inflight_bytes;      /* bodies and parsed tensors held at once (default 1 GiB) */

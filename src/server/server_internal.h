@@ -72,6 +72,7 @@ typedef struct {
   pr_infer_t inf;            /* an infer request in the scheduler (inf.req) */
   pr_served_t *model;        /* the reference held for it */
   bool model_owned;          /* the reference is the request's (with_model leaves it) */
+  double retry_after_s;      /* of a 503 answer: its Retry-After (0: 1 s) */
   double t_queued;           /* when its infer answer was queued (0: none) */
   double t_parse, compute_s; /* its body's parse began; its batch's compute */
   bool deferred;             /* an admin handler running on its own thread */

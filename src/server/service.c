@@ -183,14 +183,16 @@ pr_status_t pr_infer_submit(pr_service_t *svc, pr_served_t *m, pr_infer_decode_f
   *x = (pr_infer_t){.svc = svc, .model = m, .req = r, .q = q, .reserved = bytes, .t_parse = t0};
   if ((st = pr_sched_submit(m->sched, r)) != PR_OK) {
     pr_service_release(svc, bytes);
-    pr_proto_infer_clear(&q);
-    pr_request_free(r);
-    memset(x, 0, sizeof *x);
     if (st == PR_ERR_INVALID)
       pr_errf(err, err_len, "'priority' must be 0 (the model's default level) to %d",
               m->cfg.priority_levels);
     else
-      pr_errf(err, err_len, "the model's queue is full; retry later");
+      pr_errf(err, err_len, "%s", r->err);
+    double retry = r->retry_after_s;
+    pr_proto_infer_clear(&q);
+    pr_request_free(r);
+    memset(x, 0, sizeof *x);
+    x->retry_after_s = retry;
     return st;
   }
   return PR_OK;

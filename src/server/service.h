@@ -111,6 +111,9 @@ typedef struct {
   pr_proto_infer_t q;
   size_t reserved; /* its tensors' bytes, counted in svc->inflight */
   double t_parse;  /* when its decoding began */
+  /* of a refused submit (PR_ERR_BUSY): seconds until a retry may be served
+   * (0: no estimate) */
+  double retry_after_s;
 } pr_infer_t;
 
 /* Decodes a request for the ready model m (the caller holds a reference),
@@ -119,7 +122,9 @@ typedef struct {
  * this returns). On PR_OK, *x holds the request and m's reference (release
  * them with pr_infer_release and pr_models_put(x->model)); on error nothing
  * is held (the caller keeps its reference) and err says why: the decoder's
- * errors, PR_ERR_BUSY (bytes in flight, a full queue), PR_ERR_INVALID (a
+ * errors, PR_ERR_BUSY (bytes in flight, a full queue, a backlog longer
+ * than the request's timeout: x->retry_after_s says when to retry),
+ * PR_ERR_INVALID (a
  * priority beyond the model's levels), PR_ERR_NOMEM. The request takes the
  * decoded priority and timeout (q's). */
 pr_status_t pr_infer_submit(pr_service_t *svc, pr_served_t *m, pr_infer_decode_fn decode, void *arg,
