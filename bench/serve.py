@@ -14,7 +14,10 @@
 2. Throughput with 1000 connections: a closed loop of 1000 connections
    against a server whose plan is the one packrat picks for --max-batch,
    against the engine's capacity on that plan (`packrat run --plan P --batch
-   B`: B rows per batch latency).
+   B`: B rows per batch latency). Requests wait in the queue (its bound is
+   the connection limit) while the backlog fits their 30 s timeout; beyond
+   it a client gets 503 with Retry-After, which `packrat bench` waits out
+   ("backoffs") as a real client does.
 3. Fat instance vs packrat's plan under the same open-loop load (Poisson
    arrivals at --rate requests/s): a server whose plan is the fat instance
    (T threads, batch --max-batch) against one with the plan packrat picks
@@ -173,7 +176,8 @@ def many_connections(packrat, model, max_batch, connections=1000, seconds=20):
                        "20", "--warmup", "2", "--json"])
     capacity = max_batch / (engine["median_ms"] / 1e3)
     return {"plan": plan, "connections": connections, "throughput_rps": served["throughput_rps"],
-            "errors": served["errors"], "p50_ms": served["p50_ms"], "capacity_rps": capacity,
+            "errors": served["errors"], "backoffs": served.get("backoffs", 0), "p50_ms": served["p50_ms"],
+            "capacity_rps": capacity,
             "ratio": served["throughput_rps"] / capacity}
 
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/util.h"
 #include "cli/loadgen.h"
@@ -140,6 +141,10 @@ static void *grpc_main(void *arg) {
     /* as an HTTP status for the result's classes: OK 200, else 500, no
      * status at all "transport" */
     pr_load_result_add(&w->res, (pr_now() - t0) * 1e3, st == 0 ? 200 : st > 0 ? 500 : 0);
+    /* UNAVAILABLE is the server's back-pressure (HTTP's 503): back off a
+     * second, as the HTTP loop does without a Retry-After */
+    if (st == GRPC_STATUS_UNAVAILABLE && pr_now() + 1 < w->until)
+      nanosleep(&(struct timespec){1, 0}, NULL);
   }
   grpc_completion_queue_shutdown(cq);
   while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=

@@ -32,7 +32,7 @@
 #define PR_HISTORY_SWITCHES 64
 #define PR_HISTORY_BUCKETS 88 /* 4 a doubling from 10 us: up to 10 us x 2^22 */
 #define PR_HISTORY_PLAN_LEN 128
-#define PR_HISTORY_WHY_LEN 160
+#define PR_HISTORY_WHY_LEN 256
 
 typedef struct {
   int64_t second; /* floor(monotonic time); -1: slot never used */

@@ -217,7 +217,7 @@ static void write_admission(FILE *f, const ready_t *r) {
       "Requests the queue holds at most.",
       "Rows per second the live plan serves (measured per instance, planned until measured; "
       "0: unknown).",
-      "Estimated wait of the last submitted request (rows ahead at the rate, plus a batch).",
+      "Estimated queue wait of the last submitted request (rows ahead at the rate).",
       "Rows the rate serves within the model's request timeout: beyond them a request is "
       "refused with 503 and Retry-After (0: no bound but the capacity)."};
   for (int g = 0; g < 4; g++) {
@@ -225,10 +225,8 @@ static void write_admission(FILE *f, const ready_t *r) {
     for (int i = 0; i < r->n; i++) {
       const pr_served_t *m = r->list[i];
       pr_sched_stats_t *st = pr_sched_stats(m->sched);
-      double rate, batch_s, v;
-      pr_sched_service_rate(m->sched, &rate, &batch_s);
-      double limit =
-          m->cfg.request_timeout_s > batch_s ? rate * (m->cfg.request_timeout_s - batch_s) : 0;
+      double rate = pr_sched_service_rate(m->sched), v;
+      double limit = rate * m->cfg.request_timeout_s;
       v = g == 0   ? m->cfg.queue_capacity
           : g == 1 ? rate
           : g == 2 ? atomic_load(&st->admit_wait_us) * 1e-6

@@ -674,42 +674,41 @@ static void enqueue_locked(pr_sched_t *s, pr_request_t *r) {
   *at = r;
 }
 
-/* The active config's rows per second (each instance's batch over its
- * measured latency at that batch, the lower of its two averages, else its
- * planned one) and its slowest
- * instance's latency (s); 0, 0 when an instance has neither. qlock held. */
-static void service_rate_locked(pr_sched_t *s, double *rate, double *batch_s) {
+/* The active config's rows per second: each instance's batch over its
+ * measured latency at that batch (the lower of its two averages), else its
+ * planned one; 0 when an instance has neither. qlock held. */
+static double service_rate_locked(pr_sched_t *s) {
   assert(pr_lock_held(&s->qlock));
   const config_t *cfg = &s->configs[s->active];
-  *rate = *batch_s = 0;
-  double sum = 0, slowest = 0;
+  double rate = 0;
   for (int k = 0; k < cfg->n_workers; k++) {
     worker_t *w = &cfg->workers[k];
     double ms = atomic_load(&w->full_ms), steady = atomic_load(&w->steady_ms);
     if (steady > 0 && steady < ms) ms = steady;
     if (ms <= 0 && k < cfg->plan.n_instances) ms = cfg->plan.instances[k].latency_ms;
-    if (ms <= 0) return;
-    sum += w->batch / (ms * 1e-3);
-    if (ms * 1e-3 > slowest) slowest = ms * 1e-3;
+    if (ms <= 0) return 0;
+    rate += w->batch / (ms * 1e-3);
   }
-  *rate = sum, *batch_s = slowest;
+  return rate;
 }
 
-void pr_sched_service_rate(pr_sched_t *s, double *rows_per_s, double *batch_s) {
+double pr_sched_service_rate(pr_sched_t *s) {
   pr_lock(&s->qlock);
-  service_rate_locked(s, rows_per_s, batch_s);
+  double rate = service_rate_locked(s);
   pr_unlock(&s->qlock);
+  return rate;
 }
 
 /* Whether r can join the queue: PR_OK, or PR_ERR_BUSY with r->err and
  * r->retry_after_s (see pr_sched_submit). qlock held. */
 static pr_status_t admit_locked(pr_sched_t *s, pr_request_t *r, double timeout) {
   assert(pr_lock_held(&s->qlock));
-  double rate, batch_s;
-  service_rate_locked(s, &rate, &batch_s);
-  long long ahead = r->rows;
+  double rate = service_rate_locked(s);
+  /* the rows ahead must be taken before r is: its wait in the queue (the
+   * batches running now are not counted: at most one batch more) */
+  long long ahead = 0;
   for (int level = 1; level <= r->priority; level++) ahead += s->level_rows[level];
-  double wait = rate > 0 ? (double)ahead / rate + batch_s : 0;
+  double wait = rate > 0 ? (double)ahead / rate : 0;
   atomic_store(&s->stats.admit_rate_milli, (uint64_t)(rate * 1e3));
   atomic_store(&s->stats.admit_wait_us, (uint64_t)(wait * 1e6));
   if (s->stop) {
@@ -719,7 +718,7 @@ static pr_status_t admit_locked(pr_sched_t *s, pr_request_t *r, double timeout) 
   }
   if (s->depth >= s->cfg.queue_capacity) {
     /* a retry may get in once about half the queue is served */
-    r->retry_after_s = rate > 0 ? 0.5 * (wait - batch_s) : 1;
+    r->retry_after_s = rate > 0 ? 0.5 * wait : 1;
     snprintf(r->err, sizeof r->err, "the model's queue is full (%d requests); retry later",
              s->depth);
     atomic_fetch_add(&s->stats.rejected_full, 1);
@@ -730,7 +729,7 @@ static pr_status_t admit_locked(pr_sched_t *s, pr_request_t *r, double timeout) 
     snprintf(r->err, sizeof r->err,
              "the model's queue holds about %.3g s of work (%lld rows ahead at %.1f rows/s), "
              "more than this request's timeout of %.3g s; retry in %.0f s",
-             wait, ahead - r->rows, rate, timeout, ceil(r->retry_after_s));
+             wait, ahead, rate, timeout, ceil(r->retry_after_s));
     atomic_fetch_add(&s->stats.rejected_late, 1);
     return PR_ERR_BUSY;
   }

@@ -245,17 +245,18 @@ void pr_request_free(pr_request_t *r);
  * priority beyond the levels, or PR_ERR_BUSY (r->err says why,
  * r->retry_after_s when to retry) when the scheduler stops, the queue
  * holds cfg.queue_capacity requests, or r has a timeout and cannot be
- * served within it: the rows queued ahead of it (its level and the ones
- * before) at the live plan's rate, plus one batch of the plan, take longer
- * than its timeout. The rate is each instance's planned batch over its
+ * taken from the queue within it: the rows queued ahead of it (its level
+ * and the ones before) at the live plan's rate take longer than its
+ * timeout (the batches running are not counted: a request admitted may
+ * still time out by up to one batch). The rate is each instance's planned batch over its
  * measured latency at that batch (the planned latency until it has run
  * one); with neither known, only the capacity bounds the queue. On an
  * error r is untouched but for err and retry_after_s, the caller still
  * owns it. */
 pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
-/* The live plan's rows per second and the latency of its slowest
- * instance (s), as pr_sched_submit's estimate uses them (0, 0: unknown). */
-void pr_sched_service_rate(pr_sched_t *s, double *rows_per_s, double *batch_s);
+/* The live plan's rows per second, as pr_sched_submit's estimate uses it
+ * (0: unknown). */
+double pr_sched_service_rate(pr_sched_t *s);
 /* Waits for r to complete. */
 void pr_request_wait(pr_request_t *r);
 /* Waits for r until its deadline (none: forever); then, if r still waits in

@@ -12,8 +12,11 @@ real server:
   batch 64; the first request 256 rows, in four passes), four requests at
   priority 10 queue, then one at priority 1: it is answered before every
   one of the four. A priority beyond the levels: 400.
-- "timeout" (microseconds): a request that waits in the queue past its own
-  timeout gets 504; the requests around it are answered.
+- "timeout" (microseconds): a request whose timeout the requests queued
+  ahead of it cannot meet is refused at once: 503 with Retry-After; the
+  requests around it are answered. One with nothing queued ahead is
+  admitted, and if the batch running keeps it waiting past its timeout it
+  gets 504 at the deadline.
 
 usage: policies.py PACKRAT
 """
@@ -166,17 +169,43 @@ for bad in ({"priority": 11}, {"priority": -1}, {"priority": "high"}, {"timeout"
     st, d = post_body("/v2/models/chain/infer", chain_body(**bad))
     c.check(f"bad parameter {bad}: 400", st == 400 and "error" in d, (st, d))
 
-# timeout: a request that waits behind others past its own timeout gets 504
+# timeout: a request whose 1 ms the requests queued ahead cannot meet is
+# refused at once (503, Retry-After), not left to time out
 done.clear()
+sent = {}
+
+
+def send_at(name, delay, body):
+    time.sleep(delay)
+    sent[name] = time.time()
+    st, out, headers = c.http(url + "/v2/models/chain/infer", body, timeout=120)
+    done[name] = (st, time.time(), headers.get("Retry-After"), out[:300])
+
+
 threads = [threading.Thread(target=send, args=(f"busy{i}", 0.001 * i, chain_body()))
            for i in range(3)]
-threads += [threading.Thread(target=send, args=("short", one * 0.5, chain_body(timeout=1000)))]
+threads += [threading.Thread(target=send_at, args=("short", one * 0.5, chain_body(timeout=1000)))]
 for t in threads:
     t.start()
 for t in threads:
     t.join()
-c.check("timeout: the request past its own timeout gets 504", done["short"][0] == 504, done)
+st, at, retry, text = done["short"]
+c.check("timeout: the request the queue ahead cannot serve in time gets 503 at once",
+        st == 503 and at - sent["short"] < one and b"timeout" in text, done["short"])
+c.check("timeout: with a Retry-After", retry is not None and retry.isdigit(), retry)
 c.check("timeout: the others are answered", all(done[f"busy{i}"][0] == 200 for i in range(3)), done)
+# nothing queued ahead, but the instance busy with 256 rows (four passes):
+# admitted, then 504 at its 1 ms deadline
+done.clear()
+threads = [threading.Thread(target=send, args=("long", 0, chain_body(256))),
+           threading.Thread(target=send_at, args=("short", one * 0.5, chain_body(timeout=1000)))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+c.check("timeout: admitted behind a running batch, past its deadline: 504", done["short"][0] == 504,
+        done)
+c.check("timeout: the long request answered", done["long"][0] == 200, done)
 st, d = post_body("/v2/models/chain/infer", chain_body(timeout=60 * 10**6))
 c.check("a generous timeout: answered", st == 200)
 p.terminate()
