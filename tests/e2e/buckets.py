@@ -138,6 +138,14 @@ c.check("/metrics: requests per bucket, exactly",
 c.check("/metrics: the autoscaler's bucket is 64, reconfigured at least twice",
         metric(text, "packrat_autoscaler_bucket_size") == 64
         and metric(text, "packrat_reconfigurations_total") >= 2)
+reasons = {k: metric(text, "packrat_autoscaler_decisions_total", f',reason="{k}"')
+           for k in ("estimate", "held_by_backlog", "raised_by_backlog", "held_by_rate")}
+c.check("/metrics: the autoscaler's windows by reason, its target plan's planned capacity and the "
+        "backlog at its window's start",
+        None not in reasons.values() and sum(reasons.values()) >= 2
+        and (metric(text, "packrat_autoscaler_target_capacity") or 0) > 0
+        and metric(text, "packrat_autoscaler_backlog_start") is not None,
+        (reasons, metric(text, "packrat_autoscaler_target_capacity")))
 p.terminate()
 c.check("server stops cleanly", p.wait(60) == 0)
 text = open(log).read()
