@@ -1,8 +1,10 @@
-/* The scheduler's internals, shared by its three files: scheduler.c (the
- * queue, requests, instance workers, the reaper, create and destroy),
- * sched_plans.c (prepared configs: add, evict, retire, switch, pin) and
- * autoscale.c (the autoscaler thread). Nothing outside them includes this;
- * the locking rules are in scheduler.h. */
+/* The scheduler's internals, shared by its files: scheduler.c (the queue,
+ * requests, instance workers, the reaper, create and destroy),
+ * sched_admit.c (admission: the queue's bound and the wait estimate),
+ * sched_plans.c (prepared configs: add, evict, retire, switch, pin),
+ * sched_shapes.c (batches of one shape, the shape cache) and autoscale.c
+ * (the autoscaler thread). Nothing outside them includes this; the locking
+ * rules are in scheduler.h. */
 #ifndef PR_SERVER_SCHED_INTERNAL_H
 #define PR_SERVER_SCHED_INTERNAL_H
 
@@ -117,6 +119,10 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx);
 extern const char *const pr_sched__auto_why[PR_EST_REASONS];
 /* Starts or stops the autoscaler thread (admin held). */
 pr_status_t pr_sched__set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
+/* sched_admit.c: whether r, its deadline set from timeout (0: none), may
+ * join the queue: PR_OK, or PR_ERR_BUSY with r->err and r->retry_after_s
+ * (see pr_sched_submit). qlock held. */
+pr_status_t pr_sched__admit_locked(pr_sched_t *s, pr_request_t *r, double timeout);
 /* Completes r with PR_ERR_TIMEOUT (r out of the queue). */
 void pr_sched__time_out(pr_sched_t *s, pr_request_t *r);
 /* sched_shapes.c: with dynamic dims, takes a batch of requests of one

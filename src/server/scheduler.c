@@ -6,7 +6,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -674,68 +673,6 @@ static void enqueue_locked(pr_sched_t *s, pr_request_t *r) {
   *at = r;
 }
 
-/* The active config's rows per second: each instance's batch over its
- * measured latency at that batch (the lower of its two averages), else its
- * planned one; 0 when an instance has neither. qlock held. */
-static double service_rate_locked(pr_sched_t *s) {
-  assert(pr_lock_held(&s->qlock));
-  const config_t *cfg = &s->configs[s->active];
-  double rate = 0;
-  for (int k = 0; k < cfg->n_workers; k++) {
-    worker_t *w = &cfg->workers[k];
-    double ms = atomic_load(&w->full_ms), steady = atomic_load(&w->steady_ms);
-    if (steady > 0 && steady < ms) ms = steady;
-    if (ms <= 0 && k < cfg->plan.n_instances) ms = cfg->plan.instances[k].latency_ms;
-    if (ms <= 0) return 0;
-    rate += w->batch / (ms * 1e-3);
-  }
-  return rate;
-}
-
-double pr_sched_service_rate(pr_sched_t *s) {
-  pr_lock(&s->qlock);
-  double rate = service_rate_locked(s);
-  pr_unlock(&s->qlock);
-  return rate;
-}
-
-/* Whether r can join the queue: PR_OK, or PR_ERR_BUSY with r->err and
- * r->retry_after_s (see pr_sched_submit). qlock held. */
-static pr_status_t admit_locked(pr_sched_t *s, pr_request_t *r, double timeout) {
-  assert(pr_lock_held(&s->qlock));
-  double rate = service_rate_locked(s);
-  /* the rows ahead must be taken before r is: its wait in the queue (the
-   * batches running now are not counted: at most one batch more) */
-  long long ahead = 0;
-  for (int level = 1; level <= r->priority; level++) ahead += s->level_rows[level];
-  double wait = rate > 0 ? (double)ahead / rate : 0;
-  atomic_store(&s->stats.admit_rate_milli, (uint64_t)(rate * 1e3));
-  atomic_store(&s->stats.admit_wait_us, (uint64_t)(wait * 1e6));
-  if (s->stop) {
-    snprintf(r->err, sizeof r->err, "the model is unloading");
-    r->retry_after_s = 1;
-    return PR_ERR_BUSY;
-  }
-  if (s->depth >= s->cfg.queue_capacity) {
-    /* a retry may get in once about half the queue is served */
-    r->retry_after_s = rate > 0 ? 0.5 * wait : 1;
-    snprintf(r->err, sizeof r->err, "the model's queue is full (%d requests); retry later",
-             s->depth);
-    atomic_fetch_add(&s->stats.rejected_full, 1);
-    return PR_ERR_BUSY;
-  }
-  if (timeout > 0 && wait > timeout) {
-    r->retry_after_s = wait - timeout;
-    snprintf(r->err, sizeof r->err,
-             "the model's queue holds about %.3g s of work (%lld rows ahead at %.1f rows/s), "
-             "more than this request's timeout of %.3g s; retry in %.0f s",
-             wait, ahead, rate, timeout, ceil(r->retry_after_s));
-    atomic_fetch_add(&s->stats.rejected_late, 1);
-    return PR_ERR_BUSY;
-  }
-  return PR_OK;
-}
-
 pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   if (r->priority < 0 || r->priority > s->cfg.priority_levels) return PR_ERR_INVALID;
   if (r->priority == 0) r->priority = s->cfg.default_priority;
@@ -744,7 +681,7 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   if (r->timeout_s > 0 && (timeout <= 0 || r->timeout_s < timeout)) timeout = r->timeout_s;
   r->deadline = timeout > 0 ? r->t_enqueue + timeout : 0;
   pr_lock(&s->qlock);
-  pr_status_t st = admit_locked(s, r, timeout);
+  pr_status_t st = pr_sched__admit_locked(s, r, timeout);
   if (st) {
     pr_unlock(&s->qlock);
     atomic_fetch_add(&s->stats.rejected, 1);

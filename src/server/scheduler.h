@@ -150,9 +150,9 @@ typedef struct {
   /* rejected: refused at submit, the queue full (rejected_full) or its
    * backlog past the request's timeout (rejected_late, see pr_sched_submit) */
   _Atomic uint64_t success, failed, rejected, rejected_full, rejected_late, timed_out;
-  /* admission: the live plan's rows per 1000 s the last submit's estimate
-   * used (0: unknown) and that estimate of its wait (us) */
-  _Atomic uint64_t admit_rate_milli, admit_wait_us;
+  /* admission (sched_admit.c): the last submit's estimate of its wait in
+   * the queue (us) */
+  _Atomic uint64_t admit_wait_us;
   _Atomic uint64_t success_ns, failed_ns; /* enqueue to answer, summed */
   _Atomic uint64_t last_inference_ms;     /* wall clock of the last answer (0: none) */
   pr_batch_stats_t *by_batch;             /* [0..max_batch]: index = rows of the run */
