@@ -218,15 +218,15 @@ static void write_admission(FILE *f, const ready_t *r) {
       "Rows per second the live plan serves (measured per instance, planned until measured; "
       "0: unknown).",
       "Estimated queue wait of the last submitted request (rows ahead at the rate).",
-      "Rows the rate serves within the model's request timeout: beyond them a request is "
-      "refused with 503 and Retry-After (0: no bound but the capacity)."};
+      "Rows the rate serves within 90% of the model's request timeout: beyond them a request "
+      "is refused with 503 and Retry-After (0: no bound but the capacity)."};
   for (int g = 0; g < 4; g++) {
     family(f, names[g], "gauge", helps[g]);
     for (int i = 0; i < r->n; i++) {
       const pr_served_t *m = r->list[i];
       pr_sched_stats_t *st = pr_sched_stats(m->sched);
       double rate = pr_sched_service_rate(m->sched), v;
-      double limit = rate * m->cfg.request_timeout_s;
+      double limit = rate * PR_SCHED_ADMIT_SHARE * m->cfg.request_timeout_s;
       v = g == 0   ? m->cfg.queue_capacity
           : g == 1 ? rate
           : g == 2 ? atomic_load(&st->admit_wait_us) * 1e-6

@@ -3,9 +3,10 @@
  * defaults to the server's connection limit, so that a connection's request
  * waits rather than being refused; what bounds the wait is the estimate
  * made here: the rows queued ahead of the request (its level and the ones
- * before; s->level_rows) at the live plan's rate. A request whose own
- * timeout that estimate passes is refused at once, with the seconds it is
- * over as its Retry-After, instead of waiting only to time out.
+ * before; s->level_rows) at the live plan's rate (its instances' measured
+ * passes). A request whose own timeout that estimate passes (with a
+ * margin: PR_SCHED_ADMIT_SHARE) is refused at once, with the seconds it is over as
+ * its Retry-After, instead of waiting only to time out.
  *
  * Runs under qlock (scheduler.h's locking rules); reads the active
  * config's workers' latency averages, atomics their threads write. */
@@ -18,16 +19,15 @@
 #include "server/sched_internal.h"
 
 /* The active config's rows per second: each instance's batch over its
- * measured latency at that batch (the lower of its two averages), else its
- * planned one; 0 when an instance has neither. qlock held. */
+ * measured pass at that batch (pass_ms), else over its planned latency; 0
+ * when an instance has neither. qlock held. */
 static double service_rate_locked(pr_sched_t *s) {
   assert(pr_lock_held(&s->qlock));
   const config_t *cfg = &s->configs[s->active];
   double rate = 0;
   for (int k = 0; k < cfg->n_workers; k++) {
     worker_t *w = &cfg->workers[k];
-    double ms = atomic_load(&w->full_ms), steady = atomic_load(&w->steady_ms);
-    if (steady > 0 && steady < ms) ms = steady;
+    double ms = atomic_load(&w->pass_ms);
     if (ms <= 0 && k < cfg->plan.n_instances) ms = cfg->plan.instances[k].latency_ms;
     if (ms <= 0) return 0;
     rate += w->batch / (ms * 1e-3);
@@ -64,8 +64,8 @@ pr_status_t pr_sched__admit_locked(pr_sched_t *s, pr_request_t *r, double timeou
     atomic_fetch_add(&s->stats.rejected_full, 1);
     return PR_ERR_BUSY;
   }
-  if (timeout > 0 && wait > timeout) {
-    r->retry_after_s = wait - timeout;
+  if (timeout > 0 && wait > PR_SCHED_ADMIT_SHARE * timeout) {
+    r->retry_after_s = wait - PR_SCHED_ADMIT_SHARE * timeout;
     snprintf(r->err, sizeof r->err,
              "the model's queue holds about %.3g s of work (%lld rows ahead at %.1f rows/s), "
              "more than this request's timeout of %.3g s; retry in %.0f s",

@@ -32,9 +32,10 @@ typedef struct {
   /* measured by the worker's thread only, read by any (pr_sched_instances) */
   _Atomic double full_ms; /* EWMA of session runs of the planned batch (0: none yet) */
   _Atomic double any_ms;  /* EWMA of every session run */
-  /* a slower EWMA (0.05) of full_ms's runs: admission's estimate takes the
-   * lower of the two (one slow run must not make the queue refuse) */
-  _Atomic double steady_ms;
+  /* EWMA (0.05: steady, one slow pass must not make the queue refuse) of
+   * the whole pass of a planned batch (assembly, run, scatter): the rate
+   * admission estimates with */
+  _Atomic double pass_ms;
   _Atomic uint64_t runs, rows;
 } worker_t;
 

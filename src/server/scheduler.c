@@ -207,16 +207,17 @@ static void complete_batch(pr_sched_t *s, pr_request_t **reqs, int n, pr_status_
                (uint64_t)wall.tv_sec * 1000 + (uint64_t)(wall.tv_nsec / 1000000));
 }
 
-/* One session run of `rows` rows took ms (full: of the planned batch).
- * Only w's thread writes these, so load-then-store is no race. */
-static void measured(worker_t *w, double ms, int rows, bool full) {
+/* One session run of `rows` rows took ms, its whole pass (assembly, run,
+ * scatter) pass_ms (full: of the planned batch). Only w's thread writes
+ * these, so load-then-store is no race. */
+static void measured(worker_t *w, double ms, double pass_ms, int rows, bool full) {
   const double alpha = 0.2;
   double any = atomic_load(&w->any_ms), f = atomic_load(&w->full_ms);
   atomic_store(&w->any_ms, any > 0 ? any + alpha * (ms - any) : ms);
   if (full) {
-    double steady = atomic_load(&w->steady_ms);
+    double pass = atomic_load(&w->pass_ms);
     atomic_store(&w->full_ms, f > 0 ? f + alpha * (ms - f) : ms);
-    atomic_store(&w->steady_ms, steady > 0 ? steady + 0.05 * (ms - steady) : ms);
+    atomic_store(&w->pass_ms, pass > 0 ? pass + 0.05 * (pass_ms - pass) : pass_ms);
   }
   /* rows first: a reader that loads runs, then rows, sees rows >= runs */
   atomic_fetch_add(&w->rows, (uint64_t)rows);
@@ -245,9 +246,9 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     double tb = pr_now();
     st = pr_engine_session_run(z->session, in, s->n_in, outs, s->n_out, err, sizeof err);
     double tc = pr_now();
-    if (!st) measured(w, (tc - tb) * 1e3, c, z->rows == w->batch && c == w->batch);
     if (!st) scatter(s, outs, z->rows, reqs, n, done, c, rs);
     double td = pr_now();
+    if (!st) measured(w, (tc - tb) * 1e3, (td - ta) * 1e3, c, z->rows == w->batch && c == w->batch);
     pr_hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
     pr_hist_observe(&s->stats.stage[PR_STAGE_compute], tc - tb);
     compute += tc - tb;

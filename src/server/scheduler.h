@@ -246,14 +246,19 @@ void pr_request_free(pr_request_t *r);
  * r->retry_after_s when to retry) when the scheduler stops, the queue
  * holds cfg.queue_capacity requests, or r has a timeout and cannot be
  * taken from the queue within it: the rows queued ahead of it (its level
- * and the ones before) at the live plan's rate take longer than its
- * timeout (the batches running are not counted: a request admitted may
- * still time out by up to one batch). The rate is each instance's planned batch over its
- * measured latency at that batch (the planned latency until it has run
- * one); with neither known, only the capacity bounds the queue. On an
- * error r is untouched but for err and retry_after_s, the caller still
- * owns it. */
+ * and the ones before) at the live plan's rate take longer than
+ * PR_SCHED_ADMIT_SHARE of its timeout (the batches running are not
+ * counted). The rate is each instance's planned batch over its measured
+ * pass at that batch (assembly, run, scatter; a slow average), over its
+ * planned latency until it has run one; with neither known, only the
+ * capacity bounds the queue. On an error r is untouched but for err and
+ * retry_after_s, the caller still owns it. */
 pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
+/* The share of a request's timeout its estimated wait may take: the
+ * estimate is an average, and a request it puts at the deadline would wait
+ * only to time out (504) where it could have been told to come back (503,
+ * Retry-After). */
+#define PR_SCHED_ADMIT_SHARE 0.9
 /* The live plan's rows per second, as pr_sched_submit's estimate uses it
  * (0: unknown). */
 double pr_sched_service_rate(pr_sched_t *s);
