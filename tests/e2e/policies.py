@@ -184,7 +184,7 @@ def send_at(name, delay, body):
 
 threads = [threading.Thread(target=send, args=(f"busy{i}", 0.001 * i, chain_body()))
            for i in range(3)]
-threads += [threading.Thread(target=send_at, args=("short", one * 0.5, chain_body(timeout=1000)))]
+threads += [threading.Thread(target=send_at, args=("short", one * 0.8, chain_body(timeout=1000)))]
 for t in threads:
     t.start()
 for t in threads:
@@ -194,11 +194,12 @@ c.check("timeout: the request the queue ahead cannot serve in time gets 503 at o
         st == 503 and at - sent["short"] < one and b"timeout" in text, done["short"])
 c.check("timeout: with a Retry-After", retry is not None and retry.isdigit(), retry)
 c.check("timeout: the others are answered", all(done[f"busy{i}"][0] == 200 for i in range(3)), done)
-# nothing queued ahead, but the instance busy with 256 rows (four passes):
+# nothing queued ahead, but the instance busy with 256 rows (four passes,
+# the second running when it comes):
 # admitted, then 504 at its 1 ms deadline
 done.clear()
 threads = [threading.Thread(target=send, args=("long", 0, chain_body(256))),
-           threading.Thread(target=send_at, args=("short", one * 0.5, chain_body(timeout=1000)))]
+           threading.Thread(target=send_at, args=("short", one * 2, chain_body(timeout=1000)))]
 for t in threads:
     t.start()
 for t in threads:
