@@ -22,6 +22,7 @@ usage: policies.py PACKRAT
 """
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -175,8 +176,20 @@ done.clear()
 sent = {}
 
 
-def send_at(name, delay, body):
-    time.sleep(delay)
+def queue_stats():
+    """(requests queued, requests taken from the queue so far) from /metrics."""
+    text = c.http(url + "/metrics")[1].decode()
+    depth = re.search(r'^packrat_queue_depth\{model="chain",version="1"\} (\S+)$', text, re.M)
+    taken = re.search(r'^packrat_queue_duration_seconds_count\{model="chain",version="1"\} (\S+)$', text,
+                      re.M)
+    return float(depth.group(1)) if depth else -1, float(taken.group(1)) if taken else -1
+
+
+def send_at(name, ready, body):
+    """Sends body once ready(depth, taken) holds (10 s at most)."""
+    t = time.time()
+    while time.time() - t < 10 and not ready(*queue_stats()):
+        time.sleep(0.005)
     sent[name] = time.time()
     st, out, headers = c.http(url + "/v2/models/chain/infer", body, timeout=120)
     done[name] = (st, time.time(), headers.get("Retry-After"), out[:300])
@@ -184,7 +197,9 @@ def send_at(name, delay, body):
 
 threads = [threading.Thread(target=send, args=(f"busy{i}", 0.001 * i, chain_body()))
            for i in range(3)]
-threads += [threading.Thread(target=send_at, args=("short", one * 0.8, chain_body(timeout=1000)))]
+# sent once two of them wait in the queue (the third runs)
+threads += [threading.Thread(target=send_at, args=("short", lambda depth, taken: depth >= 2,
+                                                   chain_body(timeout=1000)))]
 for t in threads:
     t.start()
 for t in threads:
@@ -194,12 +209,13 @@ c.check("timeout: the request the queue ahead cannot serve in time gets 503 at o
         st == 503 and at - sent["short"] < one and b"timeout" in text, done["short"])
 c.check("timeout: with a Retry-After", retry is not None and retry.isdigit(), retry)
 c.check("timeout: the others are answered", all(done[f"busy{i}"][0] == 200 for i in range(3)), done)
-# nothing queued ahead, but the instance busy with 256 rows (four passes,
-# the second running when it comes):
-# admitted, then 504 at its 1 ms deadline
+# nothing queued ahead, but the instance busy with 256 rows (four passes;
+# sent once the instance took them): admitted, then 504 at its 1 ms deadline
 done.clear()
+taken0 = queue_stats()[1]
 threads = [threading.Thread(target=send, args=("long", 0, chain_body(256))),
-           threading.Thread(target=send_at, args=("short", one * 2, chain_body(timeout=1000)))]
+           threading.Thread(target=send_at, args=("short", lambda depth, taken: depth == 0 and taken > taken0,
+                                                  chain_body(timeout=1000)))]
 for t in threads:
     t.start()
 for t in threads:
