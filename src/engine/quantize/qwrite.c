@@ -280,8 +280,7 @@ static pr_status_t inline_external(Onnx__TensorProto *tp, const char *base_dir, 
   return raw ? PR_OK : PR_ERR_NOMEM;
 }
 
-pr_status_t pr_qz_inline_all(Onnx__GraphProto *g, const char *base_dir, char *err,
-                             size_t err_len) {
+pr_status_t pr_qz_inline_all(Onnx__GraphProto *g, const char *base_dir, char *err, size_t err_len) {
   pr_status_t st = PR_OK;
   for (size_t i = 0; i < g->n_initializer && !st; i++)
     st = inline_external(g->initializer[i], base_dir, err, err_len);
