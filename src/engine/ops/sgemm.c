@@ -75,36 +75,37 @@ static void pack_a(const float *a, int64_t lda, int64_t mc, int64_t kc, float *b
   }
 }
 
-/* The activations of the epilogue on an mr x nc tile of C. */
-static void apply_acts(float *c, int64_t ldc, int mr, int nc, const pr_sgemm_epi_t *e) {
+/* The activations of the epilogue on rows x cols of C (whole row runs of a
+ * row block: long loops vectorize and pipeline better than a tile's 16). */
+static void apply_acts(float *c, int64_t ldc, int64_t mr, int64_t nc, const pr_sgemm_epi_t *e) {
   for (int q = 0; q < e->n_act; q++) {
     float al = e->alpha[q], be = e->beta[q];
-    for (int i = 0; i < mr; i++) {
+    for (int64_t i = 0; i < mr; i++) {
       float *r = c + i * ldc;
       switch (e->alg[q]) {
         case dnnl_eltwise_relu:
-          for (int j = 0; j < nc; j++) r[j] = r[j] > 0.f ? r[j] : al * r[j];
+          for (int64_t j = 0; j < nc; j++) r[j] = r[j] > 0.f ? r[j] : al * r[j];
           break;
         case dnnl_eltwise_linear:
-          for (int j = 0; j < nc; j++) r[j] = al * r[j] + be;
+          for (int64_t j = 0; j < nc; j++) r[j] = al * r[j] + be;
           break;
         case dnnl_eltwise_logistic:
-          for (int j = 0; j < nc; j++) r[j] = pr_sigmoidf(r[j]);
+          for (int64_t j = 0; j < nc; j++) r[j] = pr_sigmoidf(r[j]);
           break;
         case dnnl_eltwise_tanh:
-          for (int j = 0; j < nc; j++) r[j] = pr_tanhf(r[j]);
+          for (int64_t j = 0; j < nc; j++) r[j] = pr_tanhf(r[j]);
           break;
         case dnnl_eltwise_gelu_erf:
-          for (int j = 0; j < nc; j++) r[j] = 0.5f * r[j] * (1.f + pr_erff(r[j] * 0.70710678f));
+          for (int64_t j = 0; j < nc; j++) r[j] = 0.5f * r[j] * (1.f + pr_erff(r[j] * 0.70710678f));
           break;
         case dnnl_eltwise_gelu_tanh:
-          for (int j = 0; j < nc; j++) {
+          for (int64_t j = 0; j < nc; j++) {
             float x = r[j];
             r[j] = 0.5f * x * (1.f + pr_tanhf(0.79788456f * (x + 0.044715f * x * x * x)));
           }
           break;
         case dnnl_eltwise_swish:
-          for (int j = 0; j < nc; j++) r[j] = r[j] * pr_sigmoidf(al * r[j]);
+          for (int64_t j = 0; j < nc; j++) r[j] = r[j] * pr_sigmoidf(al * r[j]);
           break;
         default: break; /* refused by pr_sgemm_act_supported */
       }
@@ -145,10 +146,10 @@ static void kernel6(int64_t kc, const float *restrict pa, const float *restrict 
 #undef FMA_ROW
 
 /* One mr x nc tile of C from a strip and a panel: stored (added to C when
- * load_c) with the bias (when given) and the activations (when `acts`, on
- * the last K slice). Rows past mr of the strip are zeros and are dropped. */
+ * load_c) with the bias (when given). Rows past mr of the strip are zeros
+ * and are dropped. */
 static void tile(int mr, int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
-                 int nc, bool load_c, const float *bias, const pr_sgemm_epi_t *acts) {
+                 int nc, bool load_c, const float *bias) {
   float t[MR * NR] __attribute__((aligned(32)));
   kernel6(kc, pa, pb, t);
   float bv[NR] = {0};
@@ -162,7 +163,6 @@ static void tile(int mr, int64_t kc, const float *pa, const float *pb, float *c,
     else
       for (int j = 0; j < nc; j++) r[j] = (load_c ? r[j] : 0.f) + ti[j] + bv[j];
   }
-  if (acts) apply_acts(c, ldc, mr, nc, acts);
 }
 
 typedef struct {
@@ -189,8 +189,10 @@ static void run_part(const job_t *j, int64_t m0, int64_t m1, int64_t p0, int64_t
         const float *bias = first && e->bias ? e->bias + p * NR : NULL;
         for (int64_t i = 0; i < mc; i += MR)
           tile((int)min64(MR, mc - i), kc, abuf + i * kc, pb, j->c + (mb + i) * j->ldc + p * NR,
-               j->ldc, nc, !first || e->accumulate, bias, acts);
+               j->ldc, nc, !first || e->accumulate, bias);
       }
+      if (acts) /* the block's rows are final: activations while they are in cache */
+        apply_acts(j->c + mb * j->ldc + p0 * NR, j->ldc, mc, min64(j->N, p1 * NR) - p0 * NR, acts);
     }
   }
 }

@@ -9,9 +9,10 @@
  * of the block passes over it). The threads split the columns (whole
  * panels), or the rows when there are fewer panels than threads.
  *
- * The epilogue runs on each tile while it is in registers or L1: the bias,
- * then (on the last K slice) the activations. With `accumulate` the product
- * is added to what C holds (the residual sum, already copied there). */
+ * The epilogue: the bias on each tile as it is stored (first K slice), the
+ * activations on each row block once its last K slice is stored (while it
+ * is in cache). With `accumulate` the product is added to what C holds (the
+ * residual sum, already copied there). */
 #ifndef PR_ENGINE_OPS_SGEMM_H
 #define PR_ENGINE_OPS_SGEMM_H
 
