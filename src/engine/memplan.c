@@ -241,6 +241,7 @@ void pr_memplan_bind_aliases(pr_compile_t *c) {
     size_t off = 0;
     int r = i;
     for (; c->v[r].alias_of >= 0; r = c->v[r].alias_of) off += c->v[r].alias_off;
-    c->v[i].ptr = (char *)c->v[r].ptr + off;
+    /* a root not bound yet (NULL) stays NULL: no arithmetic on it */
+    c->v[i].ptr = c->v[r].ptr ? (char *)c->v[r].ptr + off : NULL;
   }
 }
