@@ -35,14 +35,7 @@ typedef struct {
 
 /* Appends n to the new list; PR_ERR_NOMEM leaves n the caller's. */
 static pr_status_t append(dyn_t *d, Onnx__NodeProto *n) {
-  if (d->n_out == d->cap) {
-    size_t cap = d->cap * 2 + 16;
-    Onnx__NodeProto **list = realloc(d->out, sizeof *list * cap);
-    if (!list) return PR_ERR_NOMEM;
-    d->out = list, d->cap = cap;
-  }
-  d->out[d->n_out++] = n;
-  return PR_OK;
+  return pr_qz_list_push(&d->out, &d->n_out, &d->cap, n);
 }
 
 /* A new node op(in...) -> out... appended to the list. */

@@ -161,6 +161,18 @@ const char *pr_qz_node_name(const Onnx__NodeProto *n) {
   return n->n_output ? n->output[0] : "";
 }
 
+pr_status_t pr_qz_list_push(Onnx__NodeProto ***list, size_t *n, size_t *cap,
+                            Onnx__NodeProto *node) {
+  if (*n == *cap) {
+    size_t grown = *cap * 2 + 16;
+    Onnx__NodeProto **l = realloc(*list, sizeof *l * grown);
+    if (!l) return PR_ERR_NOMEM;
+    *list = l, *cap = grown;
+  }
+  (*list)[(*n)++] = node;
+  return PR_OK;
+}
+
 /* ---- builders ---- */
 
 static char **strings_new(int n, const char *const *s) {

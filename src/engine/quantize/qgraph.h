@@ -62,6 +62,10 @@ const char *pr_qz_node_name(const Onnx__NodeProto *n);
 
 /* ---- builders (every result malloc'd; NULL when out of memory) ---- */
 
+/* Appends node to the growing node list (*list, *n of *cap); PR_ERR_NOMEM
+ * leaves the list as it was and the node the caller's. */
+pr_status_t pr_qz_list_push(Onnx__NodeProto ***list, size_t *n, size_t *cap, Onnx__NodeProto *node);
+
 /* A node op(in...) -> out... ; n_in entries of in may be "" (absent). */
 Onnx__NodeProto *pr_qz_node_new(const char *op, const char *name, int n_in, const char *const *in,
                                 int n_out, const char *const *out);

@@ -26,14 +26,7 @@ typedef struct {
 /* Appends n to the new node list (n stays the caller's on failure). */
 static pr_status_t emit(writer_t *w, Onnx__NodeProto *n) {
   if (!n) return PR_ERR_NOMEM;
-  if (w->n_out == w->cap) {
-    size_t cap = w->cap * 2 + 16;
-    Onnx__NodeProto **list = realloc(w->out, sizeof *list * cap);
-    if (!list) return PR_ERR_NOMEM;
-    w->out = list, w->cap = cap;
-  }
-  w->out[w->n_out++] = n;
-  return PR_OK;
+  return pr_qz_list_push(&w->out, &w->n_out, &w->cap, n);
 }
 
 /* Adds an initializer "<base><suffix>"; PR_ERR_NOMEM. */
