@@ -33,6 +33,11 @@ int pr_fuse_only_consumer(pr_compile_t *c, int value, int from) {
   return only_consumer(c, value, from);
 }
 
+static bool scalar_const(pr_compile_t *c, int value, float *out);
+bool pr_fuse_scalar_const(pr_compile_t *c, int value, float *out) {
+  return scalar_const(c, value, out);
+}
+
 static bool all_const(pr_compile_t *c, const pr_node_t *n, int from, int to) {
   for (int k = from; k < to; k++)
     if (k >= n->n_in || n->in[k] < 0 || !c->v[n->in[k]].is_const) return false;
@@ -674,8 +679,6 @@ static void fuse_attention(pr_compile_t *c, int i1) {
 }
 
 pr_status_t pr_fuse(pr_compile_t *c) {
-  pr_status_t qst = pr_fuse_qdq(c);
-  if (qst) return qst;
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead &&
         (!strcmp(c->nodes[i].op->name, "Erf") || !strcmp(c->nodes[i].op->name, "Tanh")))
@@ -685,6 +688,10 @@ pr_status_t pr_fuse(pr_compile_t *c) {
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Sigmoid")) fuse_silu(c, i);
   pr_compile_count_uses(c); /* a fused HardSwish's or SiLU's X lost its other reader */
+  /* after those: a written-out activation between DequantizeLinear and
+   * QuantizeLinear is one node by now (fewer nodes to tabulate) */
+  pr_status_t qst = pr_fuse_qdq(c);
+  if (qst) return qst;
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "ReduceMean")) {
       pr_status_t st = fuse_layer_norm(c, i);

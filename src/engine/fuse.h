@@ -11,12 +11,18 @@
 /* Needs use counts (n_uses) up to date; leaves fused-away nodes dead. */
 pr_status_t pr_fuse(pr_compile_t *c);
 
-/* QDQ folding (fuse_qdq.c), the first of pr_fuse's passes: DequantizeLinear
- * -> Conv/MatMul/Gemm [-> Relu] -> QuantizeLinear into int8 kernels. */
+/* QDQ folding (fuse_qdq.c), run by pr_fuse after the GELU, HardSwish and
+ * SiLU patterns became single nodes and before any other fusion:
+ * DequantizeLinear -> Conv/MatMul/Gemm [-> Relu] -> QuantizeLinear into
+ * int8 kernels; DequantizeLinear -> element-wise float nodes ->
+ * QuantizeLinear into a table lookup. */
 pr_status_t pr_fuse_qdq(pr_compile_t *c);
 
 /* The node after `from` that reads `value`, when it is value's only reader
  * and value is no graph output; else -1. */
 int pr_fuse_only_consumer(pr_compile_t *c, int value, int from);
+
+/* value is a constant float scalar (one element, any rank): *out. */
+bool pr_fuse_scalar_const(pr_compile_t *c, int value, float *out);
 
 #endif

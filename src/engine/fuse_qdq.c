@@ -271,6 +271,102 @@ static pr_status_t fold_add(pr_compile_t *c, int ai) {
   return PR_OK;
 }
 
+/* ---- DequantizeLinear -> element-wise float nodes -> QuantizeLinear:
+ * one table lookup (QLookup, quant.c). An 8-bit input has 256 values, so
+ * the chain's answer for each is computed here, once, with the nodes' own
+ * float code (the dequantization and quantization as quant.c computes
+ * them): the same bytes as running the nodes, in one pass over bytes in
+ * any layout instead of a float pass (and reorders) per node. PaddleOCR's
+ * scale, bias and written-out HardSwish between each pair of
+ * convolutions. ---- */
+
+#define LUT_MAX_CHAIN 16
+
+/* n (Mul, Add, Sub or Div of x by a constant float scalar) on v[0..len) in
+ * place, in the operands' order; false when n is not one. */
+static bool eval_scalar_binary(pr_compile_t *c, const pr_node_t *n, int x, float *v, int64_t len) {
+  float s;
+  const char *op = n->op->name;
+  if (n->n_in != 2 || n->in[0] == n->in[1] || c->v[x].dtype != PR_DTYPE_FLOAT) return false;
+  bool first = n->in[0] == x;
+  if (!pr_fuse_scalar_const(c, n->in[first ? 1 : 0], &s)) return false;
+  if (!strcmp(op, "Mul"))
+    for (int64_t i = 0; i < len; i++) v[i] = first ? v[i] * s : s * v[i];
+  else if (!strcmp(op, "Add"))
+    for (int64_t i = 0; i < len; i++) v[i] = first ? v[i] + s : s + v[i];
+  else if (!strcmp(op, "Sub"))
+    for (int64_t i = 0; i < len; i++) v[i] = first ? v[i] - s : s - v[i];
+  else if (!strcmp(op, "Div"))
+    for (int64_t i = 0; i < len; i++) v[i] = first ? v[i] / s : s / v[i];
+  else
+    return false;
+  return true;
+}
+
+/* The input of chain node n that carries the activation: the one that is
+ * not a constant. */
+static int chain_input(pr_compile_t *c, const pr_node_t *n) {
+  if (n->n_in == 2 && n->in[0] >= 0 && c->v[n->in[0]].is_const) return n->in[1];
+  return n->in[0];
+}
+
+static pr_status_t fold_lut(pr_compile_t *c, int qi) {
+  const pr_node_t *q = &c->nodes[qi];
+  int yzp = q->n_in > 2 ? q->in[2] : -1;
+  pr_dtype_t yt = c->v[q->out[0]].dtype;
+  if (!pr_is_q8(yt) || !c->v[q->in[1]].is_const || pr_value_numel(&c->v[q->in[1]]) != 1 ||
+      !const_or_absent(c, yzp) || c->v[q->in[0]].dtype != PR_DTYPE_FLOAT)
+    return PR_OK;
+  /* from the QuantizeLinear back to a DequantizeLinear, each value read
+   * only by the next node */
+  int chain[LUT_MAX_CHAIN], n = 0, v = q->in[0], reader = qi;
+  qdq_t x;
+  while (!act_dq(c, v, &x)) {
+    int p = c->v[v].producer;
+    if (p < 0 || p >= c->n_nodes || c->nodes[p].dead || n == LUT_MAX_CHAIN ||
+        pr_fuse_only_consumer(c, v, p) != reader)
+      return PR_OK;
+    chain[n++] = reader = p;
+    v = chain_input(c, &c->nodes[p]);
+    if (v < 0) return PR_OK;
+  }
+  int dq = c->v[v].producer;
+  /* each 8-bit input through the chain */
+  float vals[256], sx = *(const float *)c->v[x.scale].data;
+  pr_dtype_t xt = c->v[x.q].dtype;
+  int32_t xzp = pr_zp_at(x.zp >= 0 ? c->v[x.zp].data : NULL, xt, 0);
+  for (int j = 0; j < 256; j++) {
+    int32_t qv = xt == PR_DTYPE_UINT8 ? j : (int8_t)(uint8_t)j;
+    vals[j] = (float)(qv - xzp) * sx;
+  }
+  for (int k = n - 1; k >= 0; k--) {
+    const pr_node_t *e = &c->nodes[chain[k]];
+    int in = k == n - 1 ? v : c->nodes[chain[k + 1]].out[0];
+    if (e->n_out != 1 ||
+        (!eval_scalar_binary(c, e, in, vals, 256) && !pr_unary_eval(c, e, vals, 256)))
+      return PR_OK;
+  }
+  float sy = *(const float *)c->v[q->in[1]].data, lo, hi;
+  float zy = (float)pr_zp_at(yzp >= 0 ? c->v[yzp].data : NULL, yt, 0);
+  pr_q8_range(yt, &lo, &hi);
+  uint8_t table[256];
+  for (int j = 0; j < 256; j++) {
+    int t = (int)pr_quantize(vals[j] / sy, zy, lo, hi);
+    table[j] = yt == PR_DTYPE_UINT8 ? (uint8_t)t : (uint8_t)(int8_t)t;
+  }
+  int64_t dims = 256;
+  int tbl = new_const(c, yt, 1, &dims, table);
+  if (tbl < 0) return PR_ERR_NOMEM;
+  pr_node_t fused = {.op = &pr_op_qlookup, .m = c->nodes[qi].m};
+  int ins[2] = {x.q, tbl}, out = c->nodes[qi].out[0];
+  if (pr_node_io(c, &fused, 2, ins, 1, &out)) return PR_ERR_NOMEM;
+  for (int k = 0; k < n; k++) c->nodes[chain[k]].dead = true;
+  if (c->v[v].n_uses == 1 && !c->v[v].is_graph_output) c->nodes[dq].dead = true;
+  c->nodes[qi] = fused;
+  c->v[out].producer = qi;
+  return PR_OK;
+}
+
 pr_status_t pr_fuse_qdq(pr_compile_t *c) {
   pr_status_t st = PR_OK;
   for (int i = 0; i < c->n_nodes && !st; i++) {
@@ -283,6 +379,10 @@ pr_status_t pr_fuse_qdq(pr_compile_t *c) {
     else if (is_op(n, "Add"))
       st = fold_add(c, i);
   }
+  pr_compile_count_uses(c);
+  /* then the QuantizeLinear nodes no int8 kernel took */
+  for (int i = 0; i < c->n_nodes && !st; i++)
+    if (!c->nodes[i].dead && is_op(&c->nodes[i], "QuantizeLinear")) st = fold_lut(c, i);
   pr_compile_count_uses(c);
   return st;
 }

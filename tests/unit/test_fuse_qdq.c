@@ -1,7 +1,8 @@
 /* QDQ folding (src/engine/fuse_qdq.c): DequantizeLinear -> Conv / MatMul
  * (+ bias Add) / Gemm [-> Relu] -> QuantizeLinear becomes one QLinearConv or
  * QLinearMatMul, DequantizeLinear(a) + DequantizeLinear(b) [-> Relu] ->
- * QuantizeLinear one QLinearAdd, where it should, and stays as it is when a precondition
+ * QuantizeLinear one QLinearAdd, DequantizeLinear -> element-wise float
+ * nodes -> QuantizeLinear one QLookup, where it should, and stays as it is when a precondition
  * fails (an intermediate is a graph output, a parameter is not constant, a
  * scale is per channel on the wrong axis, an activation is quantized per
  * channel).
@@ -347,6 +348,56 @@ static void test_add_kept_when_broadcast(void **state) {
   check(add_model(false, true), false, "QLinearAdd", "Add");
 }
 
+/* ---- DequantizeLinear -> element-wise float nodes -> QuantizeLinear:
+ * a table lookup ---- */
+
+/* quantized conv output "c" (QLinearConv, in the kernel's layout) ->
+ * Q/DQ -> scale, bias, HardSwish written out (paddle2onnx's), scale, bias
+ * [-> Sigmoid] -> "t" (the end of the chain); out_value: a chain value
+ * that is also a graph output, or NULL */
+static mb_t *chain_model(int act, bool sigmoid, const char *out_value) {
+  mb_t *b = mb_new(13);
+  int64_t xd[4] = {2, C, H, H}, wd[4] = {M, C, 3, 3};
+  const int64_t pads[4] = {1, 1, 1, 1};
+  int zp = act == PR_DTYPE_UINT8 ? 128 : 3;
+  quant_input(b, 4, xd, act, zp);
+  weights(b, "W", PR_DTYPE_INT8, 4, wd, M, 0, 0, 5);
+  bias(b, M);
+  int n = mb_node(b, "Conv", "conv", IN("xd", "W", "B"), OUT("c"));
+  mb_attr_ints(b, n, "pads", 4, pads);
+  scalar_f(b, "cs", 0.04f);
+  scalar_q(b, "cz", act, act == PR_DTYPE_UINT8 ? 120 : -8);
+  mb_node(b, "QuantizeLinear", "qc", IN("c", "cs", "cz"), OUT("cq"));
+  mb_node(b, "DequantizeLinear", "dqc", IN("cq", "cs", "cz"), OUT("cd"));
+  scalar_f(b, "k1", 0.9f), scalar_f(b, "k2", -0.4f), scalar_f(b, "k3", 3.f);
+  scalar_f(b, "k0", 0.f), scalar_f(b, "k6", 6.f), scalar_f(b, "k4", 0.7f), scalar_f(b, "k5", 0.2f);
+  mb_node(b, "Mul", "m1", IN("k1", "cd"), OUT("a1"));
+  mb_node(b, "Add", "a1n", IN("a1", "k2"), OUT("a2"));
+  mb_node(b, "Add", "h1", IN("a2", "k3"), OUT("h1"));
+  mb_node(b, "Clip", "h2", IN("h1", "k0", "k6"), OUT("h2"));
+  mb_node(b, "Mul", "h3", IN("a2", "h2"), OUT("h3"));
+  mb_node(b, "Div", "h4", IN("h3", "k6"), OUT("h4"));
+  mb_node(b, "Mul", "m2", IN("k4", "h4"), OUT("a3"));
+  mb_node(b, "Add", "a3n", IN("a3", "k5"), OUT("a4"));
+  if (sigmoid) mb_node(b, "Sigmoid", "sg", IN("a4"), OUT("a5"));
+  quant_output(b, sigmoid ? "a5" : "a4", act, act == PR_DTYPE_UINT8 ? 30 : -100);
+  if (out_value) mb_output(b, out_value);
+  return b;
+}
+
+static void test_lookup_u8_hardswish_chain(void **state) {
+  check(chain_model(PR_DTYPE_UINT8, false, NULL), true, "QLookup", "Mul");
+}
+
+static void test_lookup_s8_with_sigmoid(void **state) {
+  check(chain_model(PR_DTYPE_INT8, true, NULL), true, "QLookup", "Sigmoid");
+}
+
+/* a chain value read outside the chain (a graph output): no table */
+static void test_lookup_kept_when_chain_value_is_output(void **state) {
+  check(chain_model(PR_DTYPE_UINT8, true, "a3"), false, "QLookup", "Sigmoid");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_u8_per_tensor),
@@ -361,6 +412,9 @@ int main(void) {
       cmocka_unit_test(test_matmul_kept_when_weights_not_constant),
       cmocka_unit_test(test_add_relu_fused),
       cmocka_unit_test(test_add_kept_when_broadcast),
+      cmocka_unit_test(test_lookup_u8_hardswish_chain),
+      cmocka_unit_test(test_lookup_s8_with_sigmoid),
+      cmocka_unit_test(test_lookup_kept_when_chain_value_is_output),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -393,73 +393,89 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
 }
 
 /* opaque: f(0) is finite, so the padding of a blocked layout may go through f */
-#define UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque, infer_fn, minv) \
-  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                             \
-    return prepare_unary_kind(c, n, kind, alpha_expr, beta_expr);                               \
-  }                                                                                             \
-  const pr_op_t pr_op_##sym = {.name = oname,                                                   \
-                               .attrs = attr_list,                                              \
-                               .min_opset = minv,                                               \
-                               .max_inputs = 1,                                                 \
-                               .infer = infer_fn,                                               \
-                               .prepare = prepare_##sym,                                        \
-                               .run = run_unary,                                                \
-                               .destroy = free,                                                 \
-                               .accepts_opaque = opaque,                                        \
-                               .inplace = true};
-/* float, double and float16; since opset 1 unless said */
-#define UNARY_OP(sym, oname, kind, attr_list, alpha_expr, beta_expr) \
-  UNARY_OP_EX(sym, oname, kind, attr_list, alpha_expr, beta_expr, true, infer_real_same, 1)
-/* the same, f(0) not finite or not a value an opaque layout should see */
-#define UNARY_MATH(sym, oname, kind, minv) \
-  UNARY_OP_EX(sym, oname, kind, "", 0, 0, false, infer_real_same, minv)
-
+/* Every unary op of the float kernels: symbol, ONNX name, kind, attributes,
+ * alpha and beta (expressions of node n), whether it takes an opaque layout
+ * (f(0) finite, so the padding of a blocked layout may go through f), its
+ * shape function, first opset. Expanded twice: the ops, and the table
+ * pr_unary_eval reads. Relu, Neg and Abs take integers too; Gelu, Clip
+ * below. */
 #define ALPHA(def) pr_attr_float(n->m, "alpha", def)
-UNARY_OP_EX(relu, "Relu", U_RELU, "", 0, 0, true, infer_signed_same, 1)
-UNARY_OP(leaky_relu, "LeakyRelu", U_LEAKY, "alpha", ALPHA(0.01f), 0)
-UNARY_OP(sigmoid, "Sigmoid", U_SIGMOID, "", 0, 0)
-UNARY_OP(tanh, "Tanh", U_TANH, "", 0, 0)
-UNARY_OP(hard_sigmoid, "HardSigmoid", U_HSIGMOID, "alpha,beta", ALPHA(0.2f),
-         pr_attr_float(n->m, "beta", 0.5f))
-UNARY_OP(hard_swish, "HardSwish", U_HSWISH, "", 0, 0)
-UNARY_OP(sqrt, "Sqrt", U_SQRT, "", 0, 0)
-UNARY_OP(erf, "Erf", U_ERF, "", 0, 0)
-UNARY_OP(exp, "Exp", U_EXP, "", 0, 0)
-UNARY_MATH(log, "Log", U_LOG, 1)
-UNARY_OP_EX(neg, "Neg", U_NEG, "", 0, 0, true, infer_signed_same, 1)
-UNARY_OP_EX(abs, "Abs", U_ABS, "", 0, 0, true, infer_numeric_same, 1)
-UNARY_MATH(reciprocal, "Reciprocal", U_RECIP, 1)
-/* made by the compiler from the GELU subgraphs PyTorch exports */
-UNARY_OP(gelu_erf, "GeluErf", U_GELU_ERF, "", 0, 0)
-UNARY_OP(gelu_tanh, "GeluTanh", U_GELU_TANH, "", 0, 0)
-/* made by the compiler from Mul(x, Sigmoid(x)) (SiLU, Swish) */
-UNARY_OP(silu, "SiLU", U_SILU, "", 0, 0)
-UNARY_MATH(sin, "Sin", U_SIN, 7)
-UNARY_MATH(cos, "Cos", U_COS, 7)
-UNARY_MATH(tan, "Tan", U_TAN, 7)
-UNARY_MATH(asin, "Asin", U_ASIN, 7)
-UNARY_MATH(acos, "Acos", U_ACOS, 7)
-UNARY_MATH(atan, "Atan", U_ATAN, 7)
-UNARY_MATH(sinh, "Sinh", U_SINH, 9)
-UNARY_MATH(cosh, "Cosh", U_COSH, 9)
-UNARY_MATH(asinh, "Asinh", U_ASINH, 9)
-UNARY_MATH(acosh, "Acosh", U_ACOSH, 9)
-UNARY_MATH(atanh, "Atanh", U_ATANH, 9)
-UNARY_MATH(floor, "Floor", U_FLOOR, 1)
-UNARY_MATH(ceil, "Ceil", U_CEIL, 1)
-UNARY_MATH(round, "Round", U_ROUND, 11)
-UNARY_OP_EX(sign, "Sign", U_SIGN, "", 0, 0, false, infer_numeric_same, 9)
-UNARY_OP(elu, "Elu", U_ELU, "alpha", ALPHA(1.f), 0)
-UNARY_OP(selu, "Selu", U_SELU, "alpha,gamma", ALPHA(1.67326319217681884765625f),
-         pr_attr_float(n->m, "gamma", 1.05070102214813232421875f))
-UNARY_OP_EX(celu, "Celu", U_CELU, "alpha", ALPHA(1.f), 0, true, infer_real_same, 12)
-UNARY_OP_EX(thresholded_relu, "ThresholdedRelu", U_THRELU, "alpha", ALPHA(1.f), 0, true,
-            infer_real_same, 10)
-UNARY_OP_EX(shrink, "Shrink", U_SHRINK, "lambd,bias", pr_attr_float(n->m, "lambd", 0.5f),
-            pr_attr_float(n->m, "bias", 0.f), true, infer_numeric_same, 9)
-UNARY_OP(softplus, "Softplus", U_SOFTPLUS, "", 0, 0)
-UNARY_OP(softsign, "Softsign", U_SOFTSIGN, "", 0, 0)
-UNARY_OP_EX(mish, "Mish", U_MISH, "", 0, 0, true, infer_real_same, 18)
+// clang-format off
+#define UNARY_OPS(X) \
+  X(relu, "Relu", U_RELU, "", 0, 0, true, infer_signed_same, 1) \
+  X(leaky_relu, "LeakyRelu", U_LEAKY, "alpha", ALPHA(0.01f), 0, true, infer_real_same, 1) \
+  X(sigmoid, "Sigmoid", U_SIGMOID, "", 0, 0, true, infer_real_same, 1) \
+  X(tanh, "Tanh", U_TANH, "", 0, 0, true, infer_real_same, 1) \
+  X(hard_sigmoid, "HardSigmoid", U_HSIGMOID, "alpha,beta", ALPHA(0.2f), pr_attr_float(n->m, "beta", 0.5f), true, infer_real_same, 1) \
+  X(hard_swish, "HardSwish", U_HSWISH, "", 0, 0, true, infer_real_same, 1) \
+  X(sqrt, "Sqrt", U_SQRT, "", 0, 0, true, infer_real_same, 1) \
+  X(erf, "Erf", U_ERF, "", 0, 0, true, infer_real_same, 1) \
+  X(exp, "Exp", U_EXP, "", 0, 0, true, infer_real_same, 1) \
+  X(log, "Log", U_LOG, "", 0, 0, false, infer_real_same, 1) \
+  X(neg, "Neg", U_NEG, "", 0, 0, true, infer_signed_same, 1) \
+  X(abs, "Abs", U_ABS, "", 0, 0, true, infer_numeric_same, 1) \
+  X(reciprocal, "Reciprocal", U_RECIP, "", 0, 0, false, infer_real_same, 1) \
+  X(gelu_erf, "GeluErf", U_GELU_ERF, "", 0, 0, true, infer_real_same, 1) \
+  X(gelu_tanh, "GeluTanh", U_GELU_TANH, "", 0, 0, true, infer_real_same, 1) \
+  X(silu, "SiLU", U_SILU, "", 0, 0, true, infer_real_same, 1) \
+  X(sin, "Sin", U_SIN, "", 0, 0, false, infer_real_same, 7) \
+  X(cos, "Cos", U_COS, "", 0, 0, false, infer_real_same, 7) \
+  X(tan, "Tan", U_TAN, "", 0, 0, false, infer_real_same, 7) \
+  X(asin, "Asin", U_ASIN, "", 0, 0, false, infer_real_same, 7) \
+  X(acos, "Acos", U_ACOS, "", 0, 0, false, infer_real_same, 7) \
+  X(atan, "Atan", U_ATAN, "", 0, 0, false, infer_real_same, 7) \
+  X(sinh, "Sinh", U_SINH, "", 0, 0, false, infer_real_same, 9) \
+  X(cosh, "Cosh", U_COSH, "", 0, 0, false, infer_real_same, 9) \
+  X(asinh, "Asinh", U_ASINH, "", 0, 0, false, infer_real_same, 9) \
+  X(acosh, "Acosh", U_ACOSH, "", 0, 0, false, infer_real_same, 9) \
+  X(atanh, "Atanh", U_ATANH, "", 0, 0, false, infer_real_same, 9) \
+  X(floor, "Floor", U_FLOOR, "", 0, 0, false, infer_real_same, 1) \
+  X(ceil, "Ceil", U_CEIL, "", 0, 0, false, infer_real_same, 1) \
+  X(round, "Round", U_ROUND, "", 0, 0, false, infer_real_same, 11) \
+  X(sign, "Sign", U_SIGN, "", 0, 0, false, infer_numeric_same, 9) \
+  X(elu, "Elu", U_ELU, "alpha", ALPHA(1.f), 0, true, infer_real_same, 1) \
+  X(selu, "Selu", U_SELU, "alpha,gamma", ALPHA(1.67326319217681884765625f), pr_attr_float(n->m, "gamma", 1.05070102214813232421875f), true, infer_real_same, 1) \
+  X(celu, "Celu", U_CELU, "alpha", ALPHA(1.f), 0, true, infer_real_same, 12) \
+  X(thresholded_relu, "ThresholdedRelu", U_THRELU, "alpha", ALPHA(1.f), 0, true, infer_real_same, 10) \
+  X(shrink, "Shrink", U_SHRINK, "lambd,bias", pr_attr_float(n->m, "lambd", 0.5f), pr_attr_float(n->m, "bias", 0.f), true, infer_numeric_same, 9) \
+  X(softplus, "Softplus", U_SOFTPLUS, "", 0, 0, true, infer_real_same, 1) \
+  X(softsign, "Softsign", U_SOFTSIGN, "", 0, 0, true, infer_real_same, 1) \
+  X(mish, "Mish", U_MISH, "", 0, 0, true, infer_real_same, 18)
+// clang-format on
+
+/* params_SYM gives alpha and beta from node n's attributes */
+#define UNARY_DEFINE(sym, oname, kind, attr_list, alpha_expr, beta_expr, opaque, infer_fn, minv) \
+  static void params_##sym(const pr_node_t *n, float *alpha, float *beta) {                      \
+    (void)n;                                                                                     \
+    *alpha = alpha_expr;                                                                         \
+    *beta = beta_expr;                                                                           \
+  }                                                                                              \
+  static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) {                              \
+    float alpha, beta;                                                                           \
+    params_##sym(n, &alpha, &beta);                                                              \
+    return prepare_unary_kind(c, n, kind, alpha, beta);                                          \
+  }                                                                                              \
+  const pr_op_t pr_op_##sym = {.name = oname,                                                    \
+                               .attrs = attr_list,                                               \
+                               .min_opset = minv,                                                \
+                               .max_inputs = 1,                                                  \
+                               .infer = infer_fn,                                                \
+                               .prepare = prepare_##sym,                                         \
+                               .run = run_unary,                                                 \
+                               .destroy = free,                                                  \
+                               .accepts_opaque = opaque,                                         \
+                               .inplace = true};
+UNARY_OPS(UNARY_DEFINE)
+#undef UNARY_DEFINE
+
+typedef struct {
+  const pr_op_t *op;
+  unary_kind_t kind;
+  void (*params)(const pr_node_t *n, float *alpha, float *beta);
+} unary_entry_t;
+#define UNARY_ENTRY(sym, oname, kind, ...) {&pr_op_##sym, kind, params_##sym},
+static const unary_entry_t unary_table[] = {UNARY_OPS(UNARY_ENTRY)};
+#undef UNARY_ENTRY
 #undef ALPHA
 
 /* Gelu (opset 20): approximate "none" (erf) or "tanh", the fuser's kernels */
@@ -613,3 +629,37 @@ const pr_op_t pr_op_clip = {.name = "Clip",
                             .destroy = free,
                             .accepts_opaque = false,
                             .inplace = true};
+
+/* ---- one node's float function on a few values (fuse_qdq.c's lookup
+ * tables): the kernels' own scalar code, so a table holds what the node
+ * would have computed ---- */
+
+bool pr_unary_eval(pr_compile_t *c, const pr_node_t *n, float *v, int64_t len) {
+  unary_kind_t kind;
+  float alpha = 0.f, beta = 0.f;
+  if (n->op == &pr_op_clip) {
+    kind = U_CLIP;
+    alpha = -INFINITY, beta = INFINITY;
+    if (c->opset < 11) {
+      alpha = pr_attr_float(n->m, "min", -3.402823e+38f);
+      beta = pr_attr_float(n->m, "max", 3.402823e+38f);
+    }
+    for (int k = 1; k < 3 && c->opset >= 11; k++) {
+      const pr_value_t *b = pr_in(c, n, k);
+      if (!b) continue;
+      if (!b->is_const || b->dtype != PR_DTYPE_FLOAT) return false;
+      *(k == 1 ? &alpha : &beta) = *(const float *)b->data;
+    }
+  } else if (n->op == &pr_op_gelu) {
+    kind = strcmp(pr_attr_string(n->m, "approximate", "none"), "tanh") ? U_GELU_ERF : U_GELU_TANH;
+  } else {
+    size_t k = 0, count = sizeof unary_table / sizeof unary_table[0];
+    while (k < count && unary_table[k].op != n->op) k++;
+    if (k == count) return false;
+    kind = unary_table[k].kind;
+    unary_table[k].params(n, &alpha, &beta);
+  }
+  if (pr_in(c, n, 0)->dtype != PR_DTYPE_FLOAT) return false;
+  for (int64_t i = 0; i < len; i++) v[i] = apply_unary(kind, v[i], alpha, beta);
+  return true;
+}

@@ -182,6 +182,11 @@ extern const pr_op_t pr_op_gelu_erf, pr_op_gelu_tanh;
 extern const pr_op_t pr_op_silu;
 extern const pr_op_t pr_op_attention;
 extern const pr_op_t pr_op_qlinear_add; /* quant.c, made by the QDQ fuser */
+extern const pr_op_t pr_op_qlookup;     /* quant.c, made by the QDQ fuser */
+/* Node n's float function (a unary op of elementwise.c, or Clip with
+ * constant bounds) on v[0..len) in place; false, v unchanged, when n is no
+ * such node. */
+bool pr_unary_eval(pr_compile_t *c, const pr_node_t *n, float *v, int64_t len);
 /* sgemm form of a rows x cols view with strides (rs, cs) (attention.c). */
 bool pr_attn_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char *t, int64_t *ld);
 

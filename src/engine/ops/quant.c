@@ -9,6 +9,7 @@
  * it, per tensor only). A QuantizeLinear without a zero point gives UINT8. */
 #include <assert.h>
 #include <float.h>
+#include <immintrin.h>
 #include <string.h>
 
 #include "engine/ops/quant_util.h"
@@ -274,3 +275,90 @@ static void run_qadd(pr_exec_t *x, pr_node_t *n) {
 
 const pr_op_t pr_op_qlinear_add = {
     .name = "QLinearAdd", .prepare = prepare_qadd, .run = run_qadd, .accepts_opaque = true};
+
+/* ---- QLookup (fuser-made, fuse_qdq.c): an 8-bit tensor through a table
+ * of 256 entries, y[i] = table[(uint8_t)x[i]]: DequantizeLinear, a chain
+ * of element-wise float nodes and QuantizeLinear, whose values the fuser
+ * computed once for each of the 256 inputs. Inputs x (UINT8 or INT8) and
+ * the table (a constant of 256 of y's type). Any layout: the output takes
+ * x's (a table maps each byte alone), padding included. ---- */
+
+/* the widest table kernel the CPU and oneDNN's ISA cap allow (one setting
+ * for every kernel: ONEDNN_MAX_CPU_ISA) */
+typedef enum { LUT_AVX2, LUT_AVX512_VBMI } lut_isa_t;
+
+static pr_status_t prepare_qlookup(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr_in(c, n, 0), *o = pr_out(c, n, 0);
+  lut_isa_t *isa = malloc(sizeof *isa);
+  if (!isa) return PR_ERR_NOMEM;
+  unsigned eff = (unsigned)dnnl_get_effective_cpu_isa(), z = (unsigned)dnnl_cpu_isa_avx512_core;
+  *isa = (eff & z) == z && __builtin_cpu_supports("avx512vbmi") ? LUT_AVX512_VBMI : LUT_AVX2;
+  n->state = isa;
+  if (a->opaque) {
+    o->opaque = true;
+    o->md = a->md; /* the same bytes per element: only the type differs */
+    o->md.data_type = o->dtype == PR_DTYPE_UINT8 ? dnnl_u8 : dnnl_s8;
+    o->nbytes = a->nbytes;
+  }
+  return PR_OK;
+}
+
+/* 64 bytes a step: two 128-entry permutes (bit 7 of the index picks one) */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static int64_t lut_avx512(const uint8_t *in,
+                                                                                 uint8_t *out,
+                                                                                 int64_t len,
+                                                                                 const uint8_t *t) {
+  __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
+  __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
+  int64_t i = 0;
+  for (; i + 64 <= len; i += 64) {
+    __m512i x = _mm512_loadu_si512(in + i);
+    __m512i lo = _mm512_permutex2var_epi8(t0, x, t1), hi = _mm512_permutex2var_epi8(t2, x, t3);
+    _mm512_storeu_si512(out + i, _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), lo, hi));
+  }
+  return i;
+}
+
+/* 32 bytes a step: the 16 rows of 16 entries, each looked up by the low
+ * nibble and kept where the high nibble is the row */
+static int64_t lut_avx2(const uint8_t *in, uint8_t *out, int64_t len, const uint8_t *t) {
+  __m256i rows[16];
+  for (int g = 0; g < 16; g++)
+    rows[g] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(t + 16 * g)));
+  const __m256i nib = _mm256_set1_epi8(0x0f);
+  int64_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)(in + i));
+    __m256i lo = _mm256_and_si256(x, nib), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nib);
+    __m256i acc = _mm256_setzero_si256();
+    for (int g = 0; g < 16; g++) {
+      __m256i hit = _mm256_cmpeq_epi8(hi, _mm256_set1_epi8((char)g));
+      acc = _mm256_or_si256(acc, _mm256_and_si256(hit, _mm256_shuffle_epi8(rows[g], lo)));
+    }
+    _mm256_storeu_si256((__m256i *)(out + i), acc);
+  }
+  return i;
+}
+
+static void run_qlookup(pr_exec_t *x, pr_node_t *n) {
+  const pr_value_t *a = &x->v[n->in[0]];
+  const uint8_t *in = a->ptr, *t = pr_xin(x, n, 1);
+  uint8_t *out = pr_xout(x, n, 0);
+  int64_t len = (int64_t)a->nbytes, chunk = 16384;
+  int64_t chunks = (len + chunk - 1) / chunk;
+  bool wide = *(const lut_isa_t *)n->state == LUT_AVX512_VBMI;
+#pragma omp parallel for num_threads(x->threads) if (chunks > 1) schedule(static)
+  for (int64_t k = 0; k < chunks; k++) {
+    int64_t from = k * chunk, m = len - from < chunk ? len - from : chunk;
+    int64_t done =
+        wide ? lut_avx512(in + from, out + from, m, t) : lut_avx2(in + from, out + from, m, t);
+    for (int64_t i = done; i < m; i++) out[from + i] = t[in[from + i]];
+  }
+}
+
+const pr_op_t pr_op_qlookup = {.name = "QLookup",
+                               .prepare = prepare_qlookup,
+                               .run = run_qlookup,
+                               .destroy = free,
+                               .accepts_opaque = true,
+                               .inplace = true};
