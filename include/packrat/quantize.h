@@ -82,7 +82,11 @@ enum {
  * dynamic: the MatMuls with constant weights only, activations quantized
  * at run time (DynamicQuantizeLinear + MatMulInteger, the form ONNX
  * Runtime's quantize_dynamic writes); no calibration (passes() is 0), no
- * accuracy search; opset 11 or more. */
+ * accuracy search; opset 11 or more. reduce_range: weights in 7 bits
+ * ([-64, 64] instead of [-127, 127], ONNX Runtime's reduce_range): CPUs
+ * without VNNI (AVX2) sum u8 x s8 products in pairs in int16, which 7-bit
+ * weights cannot overflow, so packrat runs oneDNN's int8 kernels there
+ * (exact) instead of its plain loops. */
 typedef struct {
   pr_dtype_t activation_type;
   pr_calib_method_t method;
@@ -96,6 +100,7 @@ typedef struct {
   pr_quantize_metric_t metric;
   double tolerance;
   bool dynamic;
+  bool reduce_range;
 } pr_quantize_options_t;
 
 /* uint8 activations, min-max, every kind, no exclusions, 1 thread, no

@@ -70,7 +70,14 @@ static void usage(FILE *f) {
           "                        DynamicQuantizeLinear + MatMulInteger (int8 weights per\n"
           "                        column, activations quantized at run time: the form ONNX\n"
           "                        Runtime's quantize_dynamic writes); no --calibration,\n"
-          "                        takes only --out, --exclude, --threads and --json\n"
+          "                        takes only --out, --exclude, --threads, --reduce-range\n"
+          "                        and --json\n"
+          "  --reduce-range        weights in 7 bits ([-64, 64]; ONNX Runtime's reduce_range):\n"
+          "                        on CPUs without VNNI (AVX2) packrat runs such a model on\n"
+          "                        oneDNN's int8 kernels, exactly (8-bit weights could\n"
+          "                        overflow their 16-bit pair sums there, so those run\n"
+          "                        packrat's exact but slow plain loops); a little less\n"
+          "                        accurate\n"
           "  --threads T           threads of the calibration runs (default 1)\n"
           "  --json                print one JSON object as the last line\n");
 }
@@ -209,6 +216,8 @@ static int parse_args(quantize_args_t *a, int argc, char **argv) {
       a->opt.fold_batchnorm = a->static_flags = true;
     } else if (!strcmp(f, "--dynamic")) {
       a->opt.dynamic = true;
+    } else if (!strcmp(f, "--reduce-range")) {
+      a->opt.reduce_range = true;
     } else if (f[0] == '-') {
       if ((rc = parse_flag(a, f, i + 1 < argc ? argv[i + 1] : NULL)) >= 0) return rc;
       i++;
@@ -221,7 +230,8 @@ static int parse_args(quantize_args_t *a, int argc, char **argv) {
   }
   if (a->opt.dynamic && a->static_flags) {
     fprintf(stderr,
-            "packrat quantize: --dynamic takes only --out, --exclude, --threads and --json\n");
+            "packrat quantize: --dynamic takes only --out, --exclude, --threads, --reduce-range "
+            "and --json\n");
     return 2;
   }
   if (!a->model || !a->out || (!a->n_calib && !a->opt.dynamic)) {
@@ -455,9 +465,9 @@ static void print_dynamic(const quantize_args_t *a, const pr_quantize_report_t *
       "time by DynamicQuantizeLinear); opset %d\n",
       a->model, a->out, r->ops[1], r->tensors, r->opset);
   if (!a->json) return;
-  json_t *o =
-      json_pack("{s:s, s:s, s:b, s:i, s:i, s:i}", "model", a->model, "out", a->out, "dynamic", 1,
-                "matmul", r->ops[1], "activations", r->tensors, "opset", r->opset);
+  json_t *o = json_pack("{s:s, s:s, s:b, s:i, s:i, s:i, s:b}", "model", a->model, "out", a->out,
+                        "dynamic", 1, "matmul", r->ops[1], "activations", r->tensors, "opset",
+                        r->opset, "reduce_range", a->opt.reduce_range);
   char *s = json_dumps(o, JSON_COMPACT);
   if (s) printf("%s\n", s);
   free(s);
@@ -479,6 +489,7 @@ static void print_report(const quantize_args_t *a, const pr_quantize_report_t *r
   printf(", %lld samples); opset %d", (long long)r->samples, r->from_opset);
   if (r->opset != r->from_opset) printf(" -> %d", r->opset);
   if (r->folded_bn) printf("; %d BatchNormalization folded into Conv", r->folded_bn);
+  if (a->opt.reduce_range) printf("; weights in 7 bits");
   printf("\n");
   if (a->opt.accuracy > 0) print_search(a, r);
   if (!a->json) return;
@@ -487,6 +498,7 @@ static void print_report(const quantize_args_t *a, const pr_quantize_report_t *r
                 "out", a->out, "conv", r->ops[0], "matmul", r->ops[1], "gemm", r->ops[2], "add",
                 r->ops[3], "activations", r->tensors, "type", type, "method", method, "samples",
                 (json_int_t)r->samples, "from_opset", r->from_opset, "opset", r->opset);
+  if (o) json_object_set_new(o, "reduce_range", json_boolean(a->opt.reduce_range));
   if (o && a->opt.accuracy > 0) json_object_set_new(o, "accuracy", search_json(a, r));
   char *s = json_dumps(o, JSON_COMPACT);
   if (s) printf("%s\n", s);

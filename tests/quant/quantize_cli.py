@@ -10,6 +10,8 @@ channel is zero: the 1 rounds to 0) gets that Conv, and only it, left
 float; a model that quantizes cleanly gets none; the flags' bad values
 (2, nothing written); --dynamic: a MatMul model written, the static
 flags refused with it (2), a model without MatMul or below opset 11 (1).
+--reduce-range: 7-bit weights, run on oneDNN's kernels under the AVX2 cap
+(8-bit ones on the plain loops there), the same answers as uncapped.
 
 usage: quantize_cli.py PACKRAT OUT_DIR
 """
@@ -222,6 +224,42 @@ expect("inputs with different counts", quantize(two, "--out", q, "--calibration"
 expect("two inputs named", quantize(two, "--out", q, "--calibration", f"x={calib}",
                                     "--calibration", f"x2={samples('calib3', (1, 2, 8, 8))}"), 0,
        "2 Conv")
+
+# --reduce-range: 7-bit weights, which oneDNN's int8 kernels run exactly
+# without VNNI; held to AVX2 (ONEDNN_MAX_CPU_ISA) the convolutions run there
+# (8-bit weights: packrat's plain loops) and answer as without the cap
+q7 = path("cnn.int8_7bit.onnx")
+r = quantize(model, "--out", q7, "--calibration", calib, "--reduce-range", "--json")
+expect("--reduce-range", r, 0, "weights in 7 bits")
+if r.returncode == 0:
+    if json.loads(r.stdout.strip().splitlines()[-1]).get("reduce_range") is not True:
+        failures.append(f"--reduce-range --json: {r.stdout}")
+    ws = [numpy_helper.to_array(t) for t in onnx.load(q7).graph.initializer
+          if t.data_type == TensorProto.INT8 and t.name.endswith("_quantized")]
+    if len(ws) != 2 or max(int(np.abs(w.astype(np.int32)).max()) for w in ws) != 64:
+        failures.append(f"--reduce-range weights: {[(w.shape, int(np.abs(w).max())) for w in ws]}")
+    x = path("x.npy")
+    q8 = path("cnn.int8_8bit.onnx")
+    expect("8-bit weights", quantize(model, "--out", q8, "--calibration", calib), 0, "2 Conv")
+    cap = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    for m, want_onednn in ((q7, True), (q8, False)):
+        r = subprocess.run([packrat, "run", m, "--input", f"x={x}", "--profile-kernels"], env=cap,
+                           capture_output=True, text=True)
+        impls = [ln.split()[-1] for ln in r.stdout.splitlines() if ln.strip().startswith("#") and
+                 "QLinearConv" in ln]
+        onednn = len(impls) == 2 and all(i != "packrat" for i in impls)
+        plain = len(impls) > 0 and all(i == "packrat" for i in impls)
+        if r.returncode != 0 or (onednn if want_onednn else plain) is False:
+            failures.append(f"{m} under the AVX2 cap: convolutions on {impls} ({r.stderr})")
+    runs = []
+    for env, d in ((cap, "run7_avx2"), (None, "run7")):
+        subprocess.run([packrat, "run", q7, "--input", f"x={x}", "--output-dir", path(d)], check=True,
+                       capture_output=True, env=env)
+        runs.append(np.load(os.path.join(path(d), "output_0.npy")))
+    if not np.array_equal(runs[0], runs[1]):
+        failures.append(f"7-bit model: AVX2 and full ISA differ by {np.abs(runs[0] - runs[1]).max()}")
+    else:
+        print("ok: 7-bit weights run on oneDNN under the AVX2 cap, the same answers")
 
 for f in failures:
     print("FAIL:", f)

@@ -144,7 +144,7 @@ static void test_weights_and_bias(void **state) {
   const float w[12] = {0.5f, -1.f, 0, 0, 2.f, 0.25f, -0.5f, 0.3f, 0, 0, -4.f, 1.f};
   int8_t q[12];
   float s[3];
-  pr_qz_weights_s8(w, 2, 3, 2, q, s);
+  pr_qz_weights_s8(w, 2, 3, 2, 127, q, s);
   assert_float_equal(s[0], 1.f / 127, 1e-9);
   assert_float_equal(s[1], 1.f, 0);
   assert_float_equal(s[2], 4.f / 127, 1e-9);
@@ -153,6 +153,13 @@ static void test_weights_and_bias(void **state) {
   assert_int_equal(q[2], 0);
   assert_int_equal(q[10], -127);
   assert_int_equal(q[4], 64);
+  /* 7 bits (reduce_range): [-64, 64] */
+  pr_qz_weights_s8(w, 2, 3, 2, 64, q, s);
+  assert_float_equal(s[2], 4.f / 64, 1e-9);
+  assert_int_equal(q[1], -64);
+  assert_int_equal(q[0], 32);
+  assert_int_equal(q[10], -64);
+  assert_int_equal(q[11], 16);
   const float b[3] = {1.f, -1e9f, 1e9f}, sw[3] = {0.5f, 1e-3f, 1e-3f};
   int32_t bq[3];
   pr_qz_bias_s32(b, 3, 0.1f, sw, 3, bq);

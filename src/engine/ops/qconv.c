@@ -161,7 +161,8 @@ static pr_status_t make_weights(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
   int8_t *w8 = pr_aligned_alloc((size_t)numel);
   if (!w8) return PR_ERR_NOMEM;
   *fits = pr_weights_to_s8(w->data, w->dtype, numel, zw ? zw->data : NULL,
-                           zw ? zw->dtype : w->dtype, s->n_zw, numel / s->g.M, w8);
+                           zw ? zw->dtype : w->dtype, s->n_zw, numel / s->g.M, w8) &&
+          pr_q8_dnnl_exact_for(pr_in(c, n, s->io.x)->dtype, w8, numel);
   pr_status_t st = PR_OK;
   if (*fits) st = pr_dnnl_weights_make(c, n, 1, w8, w_plain, w_md, &s->w_buf, &s->w_cache);
   pr_free(w8);
@@ -245,7 +246,7 @@ static pr_status_t qconv_pd(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
 
 /* The oneDNN kernel when it can run n (s->dnnl set), else nothing. */
 static pr_status_t prepare_dnnl(pr_compile_t *c, pr_node_t *n, qconv_state_t *s) {
-  if (s->io.sx < 0 || !all_const(c, n) || !pr_q8_dnnl_exact()) return PR_OK;
+  if (s->io.sx < 0 || !all_const(c, n)) return PR_OK; /* exactness: make_weights */
   pr_status_t st = make_bias(c, n, s);
   dnnl_memory_desc_t w_plain;
   dnnl_primitive_desc_t pd = NULL;

@@ -141,8 +141,8 @@ static bool dnnl_fits(pr_compile_t *c, const pr_node_t *n, const qmm_state_t *s)
     const pr_value_t *v = param(c, n, ks[i]);
     if (v && !v->is_const) return false;
   }
-  return pr_q8_dnnl_exact() && pr_in(c, n, io->b)->rank == 2 && pr_in(c, n, io->a)->rank >= 2 &&
-         s->K > 0 && s->N > 0 && pr_value_numel(pr_in(c, n, io->a)) > 0;
+  return pr_in(c, n, io->b)->rank == 2 && pr_in(c, n, io->a)->rank >= 2 && s->K > 0 && s->N > 0 &&
+         pr_value_numel(pr_in(c, n, io->a)) > 0;
 }
 
 /* MatMulInteger's attributes: a's zero point at run time (when it has
@@ -222,6 +222,7 @@ static pr_status_t make_weights(pr_compile_t *c, pr_node_t *n, qmm_state_t *s,
       *fits = pr_weights_to_s8((const char *)b->data + i, b->dtype, 1, zp,
                                zb ? zb->dtype : b->dtype, 1, 1, w8 + i);
     }
+  *fits = *fits && pr_q8_dnnl_exact_for(pr_in(c, n, s->io.a)->dtype, w8, numel);
   pr_status_t st = PR_OK;
   if (*fits) st = pr_dnnl_weights_make(c, n, 2, w8, plain, w_md, &s->w_buf, &s->w_cache);
   pr_free(w8);

@@ -23,6 +23,14 @@ bool pr_q8_dnnl_exact(void) {
          (isa & (unsigned)dnnl_cpu_isa_avx2_vnni) == (unsigned)dnnl_cpu_isa_avx2_vnni;
 }
 
+bool pr_q8_dnnl_exact_for(pr_dtype_t src, const int8_t *w, int64_t n) {
+  if (pr_q8_dnnl_exact()) return true;
+  if (src != PR_DTYPE_UINT8) return false;
+  for (int64_t i = 0; i < n; i++)
+    if (w[i] < -64 || w[i] > 64) return false;
+  return true;
+}
+
 pr_status_t pr_quant_param(pr_compile_t *c, pr_node_t *n, int k, bool want_zp, pr_dtype_t zp_type,
                            int64_t channels, bool required, int64_t *count) {
   const pr_value_t *p = pr_in(c, n, k);

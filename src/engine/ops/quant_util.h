@@ -98,6 +98,12 @@ static inline bool pr_q8_post_relu_only(const pr_node_t *n) {
  * (losing their last bit): measured with ONEDNN_MAX_CPU_ISA=AVX2, answers
  * off by many steps. There the int8 ops run their exact plain loops. */
 bool pr_q8_dnnl_exact(void);
+/* Whether oneDNN's int8 kernels compute exactly with a source of type src
+ * and these s8 weights (n of them): with VNNI always; without, a u8 source
+ * and 7-bit weights (|w| <= 64: two products of 255 * 64 sum within int16;
+ * what `packrat quantize --reduce-range` writes, as ONNX Runtime's
+ * reduce_range). */
+bool pr_q8_dnnl_exact_for(pr_dtype_t src, const int8_t *w, int64_t n);
 
 /* The oneDNN data type of an element type (s8, u8, s32, f32; undef else). */
 dnnl_data_type_t pr_dnnl_type(pr_dtype_t t);

@@ -147,8 +147,9 @@ void pr_qz_act_params(float lo, float hi, pr_dtype_t t, float *scale, int32_t *z
   *zp = (int32_t)(z < qmin ? qmin : z > qmax ? qmax : z);
 }
 
-void pr_qz_weights_s8(const float *w, int64_t outer, int64_t channels, int64_t inner, int8_t *q,
-                      float *scale) {
+void pr_qz_weights_s8(const float *w, int64_t outer, int64_t channels, int64_t inner, int qmax,
+                      int8_t *q, float *scale) {
+  float top = (float)qmax;
   for (int64_t c = 0; c < channels; c++) {
     float m = 0;
     for (int64_t o = 0; o < outer; o++)
@@ -156,14 +157,14 @@ void pr_qz_weights_s8(const float *w, int64_t outer, int64_t channels, int64_t i
         float a = fabsf(w[(o * channels + c) * inner + i]);
         m = a > m ? a : m;
       }
-    scale[c] = m > 0 && isfinite(m) ? m / 127.f : 1.f;
+    scale[c] = m > 0 && isfinite(m) ? m / top : 1.f;
   }
   for (int64_t o = 0; o < outer; o++)
     for (int64_t c = 0; c < channels; c++)
       for (int64_t i = 0; i < inner; i++) {
         int64_t k = (o * channels + c) * inner + i;
         float v = rintf(w[k] / scale[c]);
-        q[k] = (int8_t)(v < -127.f ? -127 : v > 127.f ? 127 : (int)v);
+        q[k] = (int8_t)(v < -top ? -qmax : v > top ? qmax : (int)v);
       }
 }
 

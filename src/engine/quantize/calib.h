@@ -71,10 +71,10 @@ void pr_qz_range_get(const pr_qz_range_t *r, double pct, float *lo, float *hi);
 void pr_qz_act_params(float lo, float hi, pr_dtype_t t, float *scale, int32_t *zp);
 
 /* Symmetric int8 weights per channel: w is viewed as [outer, channels,
- * inner] (axis `channels` of its dims); scale[c] = max|w[., c, .]| / 127 and
- * q = round(w / scale) in [-127, 127]. */
-void pr_qz_weights_s8(const float *w, int64_t outer, int64_t channels, int64_t inner, int8_t *q,
-                      float *scale);
+ * inner] (axis `channels` of its dims); scale[c] = max|w[., c, .]| / qmax
+ * and q = round(w / scale) in [-qmax, qmax] (qmax 127, or 64: 7 bits). */
+void pr_qz_weights_s8(const float *w, int64_t outer, int64_t channels, int64_t inner, int qmax,
+                      int8_t *q, float *scale);
 
 /* An int32 bias b / (sx * sw[c]) per channel (sw of n_sw = 1 or n
  * elements), rounded half to even and saturated. */

@@ -24,6 +24,7 @@ typedef struct {
   Onnx__GraphProto *g;
   const pr_qz_plan_t *plan;
   const char *base_dir;
+  int w_max; /* weights in [-w_max, w_max] */
   pr_qz_index_t ix;
   Onnx__NodeProto **out; /* the new node list */
   size_t n_out, cap;
@@ -71,7 +72,7 @@ static pr_status_t weights(dyn_t *d, const pr_qz_op_t *op, const char *y) {
   Onnx__TensorProto *tq = NULL, *ts = NULL, *tz = NULL;
   st = PR_ERR_NOMEM;
   if (q && scale && qn && sn && zn) {
-    pr_qz_weights_s8(t->data, k, cols, 1, q, scale); /* per column: axis 1 of [K, N] */
+    pr_qz_weights_s8(t->data, k, cols, 1, d->w_max, q, scale); /* per column: axis 1 of [K, N] */
     tq = pr_qz_tensor_new(qn, PR_DTYPE_INT8, 2, t->dims, q, (size_t)(k * cols));
     ts = pr_qz_tensor_new(sn, PR_DTYPE_FLOAT, 1, &cols, scale, sizeof(float) * (size_t)cols);
     tz = pr_qz_tensor_new(zn, PR_DTYPE_INT8, 0, NULL, &zero, 1);
@@ -152,7 +153,8 @@ static pr_status_t rewrite(dyn_t *d) {
 }
 
 pr_status_t pr_qz_write_dynamic(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
-                                const char *base_dir, int *n_dynamic, char *err, size_t err_len) {
+                                const char *base_dir, int w_max, int *n_dynamic, char *err,
+                                size_t err_len) {
   int opset = pr_qz_opset(mp);
   if (opset < 11) {
     pr_errf(err, err_len,
@@ -161,7 +163,12 @@ pr_status_t pr_qz_write_dynamic(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
             opset);
     return PR_ERR_UNSUPPORTED;
   }
-  dyn_t d = {.g = mp->graph, .plan = plan, .base_dir = base_dir, .err = err, .err_len = err_len};
+  dyn_t d = {.g = mp->graph,
+             .plan = plan,
+             .base_dir = base_dir,
+             .w_max = w_max,
+             .err = err,
+             .err_len = err_len};
   if (pr_qz_index_build(&d.ix, d.g)) return PR_ERR_NOMEM;
   d.done = calloc((size_t)plan->n_t + 1, sizeof *d.done);
   pr_status_t st = d.done ? rewrite(&d) : PR_ERR_NOMEM;

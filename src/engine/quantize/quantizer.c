@@ -409,7 +409,8 @@ static pr_status_t write_dynamic(pr_quantizer_t *q, const char *path, pr_quantiz
   int n_dynamic = 0;
   uint8_t *buf = NULL;
   size_t len = 0;
-  pr_status_t st = pr_qz_write_dynamic(q->mp, &q->plan, q->base_dir, &n_dynamic, err, err_len);
+  pr_status_t st = pr_qz_write_dynamic(q->mp, &q->plan, q->base_dir, q->opt.reduce_range ? 64 : 127,
+                                       &n_dynamic, err, err_len);
   if (!st) st = save(q->mp, path, &buf, &len, err, err_len);
   if (!st) st = check_loads(q, path, buf, len, err, err_len);
   free(buf);
@@ -446,7 +447,8 @@ pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
   pr_qz_write_options_t wo = {
       .act_type = q->opt.activation_type,
       .percentile = q->opt.method == PR_CALIB_PERCENTILE ? q->opt.percentile : 100,
-      .base_dir = q->base_dir};
+      .base_dir = q->base_dir,
+      .w_max = q->opt.reduce_range ? 64 : 127};
   pr_qz_search_result_t res = {0};
   pr_status_t st = q->opt.accuracy > 0 ? search(q, &wo, &res, err, err_len) : PR_OK;
   if (st == PR_ERR_NOMEM) pr_errf(err, err_len, "out of memory in the accuracy search");

@@ -112,7 +112,7 @@ static pr_status_t weights(writer_t *w, const pr_qz_op_t *op, float **sw, int64_
   *n_sw = ch;
   st = PR_ERR_NOMEM;
   if (q && zeros && base && dq && *sw) {
-    pr_qz_weights_s8(t->data, outer, ch, inner, q, *sw);
+    pr_qz_weights_s8(t->data, outer, ch, inner, w->o->w_max, q, *sw);
     st = add_init(w, base, "_quantized", PR_DTYPE_INT8, t->rank, t->dims, q, (size_t)numel);
     if (!st) st = add_init(w, base, "_scale", PR_DTYPE_FLOAT, 1, &ch, *sw, sizeof(float) * ch);
     if (!st) st = add_init(w, base, "_zero_point", PR_DTYPE_INT8, 1, &ch, zeros, (size_t)ch);

@@ -20,6 +20,7 @@ typedef struct {
   pr_dtype_t act_type;  /* UINT8 or INT8 */
   double percentile;    /* 100: min-max */
   const char *base_dir; /* the model's folder (external data) */
+  int w_max;            /* weights in [-w_max, w_max]: 127, or 64 (reduce_range) */
 } pr_qz_write_options_t;
 
 /* Folds each BatchNormalization (inference mode, constant parameters) that
@@ -55,7 +56,8 @@ pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
  * external data inlined as pr_qz_write_qdq. *n_dynamic: the
  * DynamicQuantizeLinear nodes. PR_ERR_UNSUPPORTED below opset 11. */
 pr_status_t pr_qz_write_dynamic(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
-                                const char *base_dir, int *n_dynamic, char *err, size_t err_len);
+                                const char *base_dir, int w_max, int *n_dynamic, char *err,
+                                size_t err_len);
 
 /* Drops the Constant nodes and initializers that nothing reads any more
  * (the float weights that int8 ones replaced); PR_ERR_NOMEM. */
