@@ -18,6 +18,7 @@ SECTIONS = [
     ("adaptive_bursty.md", "### Online reconfiguration under bursts: each static plan's capacity, adaptive vs the best"),
     ("real_peers.md", "### Engine: models other tools exported, packrat vs ONNX Runtime"),
     ("quant_peers.md", "### int8: packrat vs ONNX Runtime on the same QDQ model, and vs packrat float32"),
+    ("quant_avx2.md", "### int8 on AVX2 without VNNI (the capped proxy): 7-bit weights, packrat int8 vs float32"),
     ("bf16.md", "### bf16: packrat bf16 vs float32"),
     ("shapes.md", "### Serving many shapes: mixed lengths vs padded, a new shape's compile time, the full range"),
     ("carve_before_after.md", "### Refactor check: before and after the carve-up (engine and plans)"),
