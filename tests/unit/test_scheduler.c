@@ -425,11 +425,51 @@ static void test_bucket_configs(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* The autoscaler compares plans by what they serve: once every instance of
+ * a plan has run a whole planned batch, its measured pass replaces the
+ * profile's latency. Two plans planned at 10 ns a batch (1e8 requests a
+ * second): after batch-1 requests on the 1x1 plan, the autoscaler's target
+ * capacity is what that plan measured (a pass of the tiny model takes
+ * about a microsecond), a tenth of the planned rate or less. */
+static void test_autoscaler_capacity_measured(void **state) {
+  pr_model_t *m = neg_model();
+  int cpus[256];
+  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  char err[512];
+  pr_plan_t plans[2];
+  const char *specs[2] = {"1x1", "1x2"};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(pr_plan_parse(specs[i], NULL, &plans[i], err, sizeof err), PR_OK);
+    plans[i].latency_ms = 1e-5;
+  }
+  pr_sched_config_t cfg = {.max_batch = 2, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
+  pr_session_options_t base = pr_session_options_default();
+  pr_sched_t *s;
+  if (pr_sched_create(m, plans, NULL, 2, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+    fail_msg("%s", err);
+  for (int i = 0; i < 20; i++) run_one(s, 1); /* the live plan: 1x1 */
+  pr_sched_stats_t *st = pr_sched_stats(s);
+  assert_int_equal(pr_sched_set_auto(s, true, 1, 0.05), PR_OK);
+  double capacity = 0;
+  for (int i = 0; i < 100 && capacity == 0; i++) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    if (atomic_load(&st->auto_target) == 1)
+      capacity = (double)atomic_load(&st->auto_capacity_milli) * 1e-3;
+  }
+  assert_int_equal(pr_sched_set_auto(s, false, 1, 0), PR_OK);
+  if (!(capacity > 0 && capacity < 1e7))
+    fail_msg("target capacity %g requests/s: the planned 1e8, not the measured", capacity);
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
                                      cmocka_unit_test(test_inputs_read_in_place_or_copied),
                                      cmocka_unit_test(test_batches_group_shapes),
-                                     cmocka_unit_test(test_bucket_configs)};
+                                     cmocka_unit_test(test_bucket_configs),
+                                     cmocka_unit_test(test_autoscaler_capacity_measured)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
