@@ -13,8 +13,9 @@ Runtime's quantizer does the same).
 
 Single layers (Conv, MatMul, Gemm, Add; per tensor and per channel; u8 and
 s8 activations) must agree with ONNX Runtime within one quantization step of
-the output; whole models (a small CNN, and ResNet-50 when MODELS_DIR holds
-it) within 2% of each output's range. Both run the same model file on the
+the output; whole models (a small CNN, a CNN with PaddleOCR's element-wise
+layers between two convolutions, and ResNet-50 when MODELS_DIR holds it)
+within 2% of each output's range. Both run the same model file on the
 same input. Also QOperator models (QLinearConv, QLinearMatMul with constant
 weights).
 
@@ -325,6 +326,25 @@ def small_cnn():
         {"x": rng.standard_normal((2, 3, 16, 16)).astype(np.float32)}
 
 
+def chain_cnn():
+    """Conv -> scale, bias, HardSwish written out, scale, bias (PaddleOCR's
+    layers between convolutions: packrat computes them as one table of the
+    256 quantized values) -> Conv."""
+    r = lambda *s: (rng.standard_normal(s) * (2.0 / np.prod(s[1:])) ** 0.5).astype(np.float32)
+    k = lambda v: np.array(v, np.float32)
+    inits = {"W1": r(16, 3, 3, 3), "B1": r(16) * 0.1, "W2": r(8, 16, 1, 1), "B2": r(8) * 0.1,
+             "s1": k(1.2), "b1": k(-0.3), "three": k(3), "zero": k(0), "six": k(6), "s2": k(0.8),
+             "b2": k(0.1)}
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4), n("Mul", ["s1", "c1"], ["m1"]),
+             n("Add", ["m1", "b1"], ["a1"]), n("Add", ["a1", "three"], ["h1"]),
+             n("Clip", ["h1", "zero", "six"], ["h2"]), n("Mul", ["a1", "h2"], ["h3"]),
+             n("Div", ["h3", "six"], ["h4"]), n("Mul", ["s2", "h4"], ["m2"]),
+             n("Add", ["m2", "b2"], ["a2"]), n("Conv", ["a2", "W2", "B2"], ["y"])]
+    return model_of(nodes, [fin("x", [2, 3, 12, 12])], [fin("y", None)], inits), \
+        {"x": rng.standard_normal((2, 3, 12, 12)).astype(np.float32)}
+
+
 def main():
     ok = True
     for t, tn in ((np.uint8, "u8"), (np.int8, "s8")):
@@ -343,6 +363,8 @@ def main():
         ok &= check(f"add_{tn}", m, f, one_step, t)
         m, f = small_cnn()
         ok &= check(f"small_cnn_{tn}", m, f, two_percent, t, True)
+        m, f = chain_cnn()
+        ok &= check(f"chain_cnn_{tn}", m, f, two_percent, t, True)
     rn = os.path.join(models_dir or "", "resnet50")
     if models_dir and os.path.exists(os.path.join(rn, "model.onnx")):
         m = onnx.load(os.path.join(rn, "model.onnx"))
