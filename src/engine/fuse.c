@@ -33,7 +33,13 @@ int pr_fuse_only_consumer(pr_compile_t *c, int value, int from) {
   return only_consumer(c, value, from);
 }
 
-static bool scalar_const(pr_compile_t *c, int value, float *out);
+static bool scalar_const(pr_compile_t *c, int value, float *out) {
+  pr_value_t *v = &c->v[value];
+  if (!v->is_const || v->dtype != PR_DTYPE_FLOAT || pr_value_numel(v) != 1) return false;
+  *out = *(const float *)v->data;
+  return true;
+}
+
 bool pr_fuse_scalar_const(pr_compile_t *c, int value, float *out) {
   return scalar_const(c, value, out);
 }
@@ -75,7 +81,6 @@ static bool clip_bounds(pr_compile_t *c, const pr_node_t *clip, float *lo, float
   return *lo <= *hi;
 }
 
-static bool scalar_const(pr_compile_t *c, int value, float *out);
 static int other_input(const pr_node_t *n, int value);
 
 /* n applied to x is a*x + b with a constant float scalar (Mul, Add, Sub, or
@@ -285,13 +290,6 @@ static void fuse_pad(pr_compile_t *c, int pi) {
 static int consumer_of(pr_compile_t *c, int value, int from, const char *op) {
   int k = only_consumer(c, value, from);
   return k >= 0 && !strcmp(c->nodes[k].op->name, op) ? k : -1;
-}
-
-static bool scalar_const(pr_compile_t *c, int value, float *out) {
-  pr_value_t *v = &c->v[value];
-  if (!v->is_const || v->dtype != PR_DTYPE_FLOAT || pr_value_numel(v) != 1) return false;
-  *out = *(const float *)v->data;
-  return true;
 }
 
 /* reduces exactly the last axis, keeping it */
