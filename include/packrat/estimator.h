@@ -4,17 +4,20 @@
  * PR_EST_PAPER (Packrat's rule): each window (1 s), an EWMA (alpha 0.1) of the
  * queue lengths seen, rounded down to a power of two, then the mode of the
  * last 10 such estimates.
- * PR_EST_RATE: from an EWMA (0.3) of the arrival rate, the smallest power of
- * two B whose planned batch latency keeps up (rate x latency(B) <= B); up
- * when the current batch cannot keep up for 2 windows, down only when a
- * smaller batch keeps up with 20% to spare for 5 windows (hysteresis).
+ * PR_EST_RATE: from an EWMA (0.3) of the arrival rate and the window's own
+ * rate, up (2 windows in a row) when the current plan would be busy over
+ * 85% of the time at either, to the smallest power of two B busy at most
+ * 85% (rate x latency(B) <= 0.85 B), or to the plan that serves the most
+ * when none is, if it serves 3% more; down (5 windows in a row) to the
+ * smallest B busy at most 70% at both rates (hysteresis).
  *
  * Both read the backlog too, and compare plans by capacity: the requests
  * per second a batch's plan serves (batch / its planned latency; by the
  * batch when a latency is unknown), since a larger batch is not always a
  * faster plan. A target of lower capacity than the current one is refused
  * while the backlog grows (the window's queue rises, or its second half
- * is above its first with requests still queued at its end), while the
+ * is above its first with requests still queued at its end, or the
+ * queue's peak of a second rose over its last two seconds), while the
  * oldest waiting request has waited more than one batch of the current
  * plan, or while the window's own arrival rate exceeds 80% of the lower
  * plan's capacity (the rate rule's average lags a rising rate): an
@@ -30,6 +33,13 @@
 typedef enum { PR_EST_PAPER = 0, PR_EST_RATE = 1 } pr_estimator_kind_t;
 
 #define PR_EST_MAX_HISTORY 64
+/* PR_EST_RATE: up when the live plan would be busy over PR_EST_UP_LOAD of
+ * the time, down to a plan busy at most PR_EST_DOWN_LOAD; a plan serves
+ * more than another only by PR_EST_GAIN (measured capacities are that
+ * noisy). */
+#define PR_EST_UP_LOAD 0.85
+#define PR_EST_DOWN_LOAD 0.7
+#define PR_EST_GAIN 1.03
 #define PR_EST_MAX_SIZES 24
 
 /* Why the last update chose its target (for logs and metrics). */
@@ -63,6 +73,7 @@ typedef struct {
   int n_samples;
   double arrivals_per_s;
   double oldest_wait_s; /* age of the oldest waiting request at the window's end (0: none) */
+  bool queue_rose;      /* the queue's peak of a second rose over the window's last seconds */
 } pr_est_window_t;
 
 /* Defaults: alpha 0.1, history 10, up 2, down 5; target starts at min_batch. */

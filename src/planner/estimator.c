@@ -51,29 +51,69 @@ static int paper_update(pr_estimator_t *e, const pr_est_window_t *w) {
   return e->target;
 }
 
-/* Smallest power of two B in range with rate x latency(B) <= margin x B. */
-static int keeps_up(const pr_estimator_t *e, double rate, double margin, int from) {
-  for (int b = from; b <= e->max_batch; b *= 2) {
-    double lat = e->latency_s[log2i(b)];
-    if (lat > 0 && rate * lat <= margin * b) return b;
-  }
+/* Whether the plan for batch b serves `rate` while busy at most `load` of
+ * the time (rate x latency(b) <= load x b; false when b's latency is
+ * unknown). */
+static bool fits(const pr_estimator_t *e, int b, double rate, double load) {
+  double lat = e->latency_s[log2i(b)];
+  return lat > 0 && rate * lat <= load * b;
+}
+
+/* Smallest power of two in range whose plan fits both rates at `load`;
+ * 0 when none does. */
+static int smallest_fit(const pr_estimator_t *e, double r1, double r2, double load) {
+  for (int b = e->min_batch; b <= e->max_batch; b *= 2)
+    if (fits(e, b, r1, load) && fits(e, b, r2, load)) return b;
+  return 0;
+}
+
+static double capacity_of(const pr_estimator_t *e, int b);
+static bool lower_capacity(const pr_estimator_t *e, int a, int b);
+
+/* The plan that serves the most: of those within PR_EST_GAIN of the
+ * highest capacity, the smallest batch (the lowest latency); max_batch
+ * when no latency is known. */
+static int most_capacity(const pr_estimator_t *e) {
+  double top = 0;
+  for (int b = e->min_batch; b <= e->max_batch; b *= 2)
+    if (capacity_of(e, b) > top) top = capacity_of(e, b);
+  for (int b = e->min_batch; top > 0 && b <= e->max_batch; b *= 2)
+    if (capacity_of(e, b) * PR_EST_GAIN >= top) return b;
   return e->max_batch;
+}
+
+/* Windows a move to batch `want` must be wanted in a row: few up (more
+ * capacity), more down. */
+static int windows_for(const pr_estimator_t *e, int want) {
+  return lower_capacity(e, e->target, want) ? e->up_windows : e->down_windows;
 }
 
 static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
   e->ewma = e->started ? 0.3 * w->arrivals_per_s + 0.7 * e->ewma : w->arrivals_per_s;
   e->started = true;
-  /* up as soon as the current batch cannot keep up; down only with 20%
-   * headroom at the smaller batch: the band between is hysteresis */
-  int up = keeps_up(e, e->ewma, 1.0, e->target);
-  int down = keeps_up(e, e->ewma, 0.8, e->min_batch);
-  int want = up > e->target ? up : down < e->target ? down : e->target;
+  /* up when the live plan would be busy over PR_EST_UP_LOAD of the time
+   * at the average or at the window's own rate (a rise shows in the
+   * window before the average catches up), to the smallest batch that
+   * fits, or to the plan that serves the most when none does, if that
+   * serves PR_EST_GAIN more; down only to a plan busy at most
+   * PR_EST_DOWN_LOAD at both rates: the band between is hysteresis */
+  double r = w->arrivals_per_s;
+  int want = e->target;
+  if (!fits(e, e->target, e->ewma, PR_EST_UP_LOAD) || !fits(e, e->target, r, PR_EST_UP_LOAD)) {
+    int up = smallest_fit(e, e->ewma, r, PR_EST_UP_LOAD);
+    if (!up) up = most_capacity(e);
+    double now = capacity_of(e, e->target);
+    if (now <= 0 || capacity_of(e, up) > PR_EST_GAIN * now) want = up;
+  } else {
+    int down = smallest_fit(e, e->ewma, r, PR_EST_DOWN_LOAD);
+    if (down && down < e->target) want = down;
+  }
   if (want == e->target) {
     e->pending_count = 0;
     return e->target;
   }
   if (want != e->pending) e->pending = want, e->pending_count = 0;
-  if (++e->pending_count >= (want > e->target ? e->up_windows : e->down_windows)) {
+  if (++e->pending_count >= windows_for(e, want)) {
     e->target = want;
     e->pending_count = 0;
   }
@@ -107,12 +147,13 @@ static int next_capacity_up(const pr_estimator_t *e, int b) {
 /* Whether the window's queue grows: its last sample above its first, or,
  * with requests still queued at its end, its second half's mean above its
  * first half's (a queue that rises and falls back a little while requests
- * keep waiting still grows). */
+ * keep waiting still grows), or the server saw its peak of a second rise
+ * (queue_rose: the samples can miss a short peak). */
 static bool backlog_grows(const pr_est_window_t *w) {
   int n = w->n_samples;
-  if (n < 2) return false;
+  if (n < 2) return w->queue_rose;
   const int *q = w->queue_lengths;
-  if (q[n - 1] > q[0]) return true;
+  if (w->queue_rose || q[n - 1] > q[0]) return true;
   if (q[n - 1] == 0) return false;
   long first = 0, second = 0;
   for (int i = 0; i < n / 2; i++) first += q[i], second += q[n - n / 2 + i];
@@ -154,6 +195,13 @@ int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w) {
   int before = e->target;
   int want = e->kind == PR_EST_RATE ? rate_update(e, w) : paper_update(e, w);
   e->target = backlog_guard(e, w, before, want);
-  if (e->target != want) e->pending_count = 0;
+  if (e->target != want) {
+    /* a move held back by the backlog is made at the first window that
+     * does not hold it (the hysteresis it passed stands); a raise starts
+     * the count again */
+    bool held = e->reason == PR_EST_HELD || e->reason == PR_EST_HELD_RATE;
+    e->pending = want;
+    e->pending_count = held && e->kind == PR_EST_RATE ? windows_for(e, want) - 1 : 0;
+  }
   return e->target;
 }

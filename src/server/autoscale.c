@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "packrat/estimator.h"
+#include "server/history.h"
 #include "server/sched_internal.h"
 
 /* ---- autoscaler ---- */
@@ -116,6 +117,17 @@ static bool sample_window(pr_sched_t *s, double window, int *samples, double *ol
   return false;
 }
 
+/* Whether the queue's peak of a second rose over the last two whole
+ * seconds or in the second under way (the history records every change
+ * of depth; the window's samples can miss a short peak). */
+static bool queue_rose(pr_sched_t *s) {
+  pr_history_point_t p[3];
+  int n = pr_history_series(s->history, pr_now(), 3, p);
+  for (int i = 1; i < n; i++)
+    if (p[i].queue_max > p[i - 1].queue_max) return true;
+  return false;
+}
+
 /* The requests per second of the estimator's plan for batch b (0:
  * unknown): measured where known (load_latencies). */
 static double planned_capacity(const pr_estimator_t *e, int b) {
@@ -213,7 +225,8 @@ static void *auto_main(void *arg) {
     double oldest;
     if (sample_window(s, window, samples, &oldest)) return NULL;
     uint64_t arrivals = atomic_load(&s->stats.arrivals);
-    pr_est_window_t w = {samples, 20, (double)(arrivals - arrivals0) / window, oldest};
+    pr_est_window_t w = {samples, 20, (double)(arrivals - arrivals0) / window, oldest,
+                         queue_rose(s)};
     arrivals0 = arrivals;
     autoscale_step(s, e, &w, bucket_step(s, &a));
   }

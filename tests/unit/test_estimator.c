@@ -24,12 +24,12 @@ static int feed_queue(pr_estimator_t *e, double q, double jitter) {
     double v = q + jitter * (2 * urand() - 1);
     samples[i] = v < 0 ? 0 : (int)(v + 0.5);
   }
-  pr_est_window_t w = {samples, 20, 0, 0};
+  pr_est_window_t w = {samples, 20, 0, 0, false};
   return pr_estimator_update(e, &w);
 }
 
 static int feed_rate(pr_estimator_t *e, double rate) {
-  pr_est_window_t w = {NULL, 0, rate, 0};
+  pr_est_window_t w = {NULL, 0, rate, 0, false};
   return pr_estimator_update(e, &w);
 }
 
@@ -77,14 +77,16 @@ static pr_estimator_t rate_estimator(void) {
 static void test_rate_steady_and_steps(void **s) {
   pr_estimator_t e = rate_estimator();
   int t[100];
-  /* 60 req/s: B=1 needs 1.8 > 1, B=2 2.4 > 2, B=4 3.6 <= 4 */
+  /* 60 req/s (+-5%): B=4 would be busy 90% of the time (60 x 0.06 s / 4),
+   * B=8 75%: B=8, the smallest busy at most 85% */
   for (int i = 0; i < 20; i++) t[i] = feed_rate(&e, 60 * (1 + 0.05 * (2 * urand() - 1)));
-  assert_int_equal(t[19], 4);
+  assert_int_equal(t[19], 8);
   assert_true(changes(t + 5, 15) == 0);
-  /* up to 200 req/s: nothing keeps up, so the largest batch, within 2 windows */
+  /* up to 200 req/s: nothing keeps up, so the plan that serves the most
+   * (B=32, 94 req/s; B=16's 89 is not within 3%), within 2 windows */
   for (int i = 0; i < 10; i++) t[20 + i] = feed_rate(&e, 200);
   assert_int_equal(t[21], 32);
-  /* down to 10 req/s: B=1 (0.3 <= 0.8); not in the first 5 windows, within 15 */
+  /* down to 10 req/s: B=1 (busy 30% <= 70%); not in the first 5 windows, within 15 */
   for (int i = 0; i < 20; i++) t[30 + i] = feed_rate(&e, 10);
   for (int i = 0; i < 5; i++) assert_int_equal(t[30 + i], 32);
   assert_int_equal(t[44], 1);
@@ -94,8 +96,9 @@ static void test_rate_steady_and_steps(void **s) {
 static void test_rate_noise_at_boundary(void **s) {
   pr_estimator_t e = rate_estimator();
   int t[200];
-  /* B=4 keeps up to 66.7 req/s: noise across that boundary */
-  for (int i = 0; i < 200; i++) t[i] = feed_rate(&e, 66.7 * (1 + 0.08 * (2 * urand() - 1)));
+  /* B=8 is busy 85% at 68 req/s, the rule's boundary up: noise across it
+   * goes up once at most (down needs 70% busy at both rates) */
+  for (int i = 0; i < 200; i++) t[i] = feed_rate(&e, 68 * (1 + 0.08 * (2 * urand() - 1)));
   assert_true(changes(t + 10, 190) <= 1);
 }
 
@@ -113,7 +116,7 @@ static void test_bounds(void **s) {
 static int feed_backlog(pr_estimator_t *e, double rate, int q0, int q1, double oldest) {
   int samples[20];
   for (int i = 0; i < 20; i++) samples[i] = q0 + (q1 - q0) * i / 19;
-  pr_est_window_t w = {samples, 20, rate, oldest};
+  pr_est_window_t w = {samples, 20, rate, oldest, false};
   return pr_estimator_update(e, &w);
 }
 
@@ -127,7 +130,7 @@ static void rate_with_latencies(pr_estimator_t *e) {
 static void test_backlog_holds_target(void **s) {
   pr_estimator_t e;
   rate_with_latencies(&e);
-  for (int i = 0; i < 10; i++) feed_rate(&e, 150); /* needs batch 8 */
+  for (int i = 0; i < 10; i++) feed_rate(&e, 130); /* batch 8, busy 81% */
   assert_int_equal(e.target, 8);
   int held = 0;
   for (int i = 0; i < 30; i++) {
@@ -166,7 +169,7 @@ static void test_backlog_stale_raises(void **s) {
   for (int i = 0; i < 30; i++) {
     int samples[20];
     for (int k = 0; k < 20; k++) samples[k] = k < 19 ? 0 : 1; /* mostly empty, yet growing */
-    pr_est_window_t w = {samples, 20, 0, 0.001};
+    pr_est_window_t w = {samples, 20, 0, 0.001, false};
     assert_int_equal(pr_estimator_update(&g, &w), 8);
   }
 }
@@ -191,7 +194,7 @@ static double cap_of(const pr_estimator_t *e, int b) {
 /* One window of the measured run: arrivals at rate, the 20 queue samples
  * q, the oldest request's wait at its end. */
 static int feed_window(pr_estimator_t *e, double rate, const int *q, double oldest) {
-  pr_est_window_t w = {q, 20, rate, oldest};
+  pr_est_window_t w = {q, 20, rate, oldest, false};
   return pr_estimator_update(e, &w);
 }
 
@@ -225,14 +228,13 @@ static void test_bursty_run_replay(void **s) {
   };
   static const double rates[5] = {20, 21, 20, 21, 21}; /* the last: logged at the drop */
   static const double oldest[5] = {0.060, 0.050, 0.070, 0.065, 0.001};
-  int held = 0;
+  /* (the rate rule no longer wants batch 1 here: it would be busy 82-86%
+   * of the time, over the 70% a move down needs) */
   for (int i = 0; i < 30; i++) {
     int before = e.target;
     feed_window(&e, rates[i % 5], busy[i % 5], oldest[i % 5]);
     assert_false(cap_of(&e, e.target) < cap_of(&e, before));
-    held += e.reason == PR_EST_HELD || e.reason == PR_EST_HELD_RATE;
   }
-  assert_true(held >= 1); /* the rate rule alone would have gone down */
   /* phase 3: 9.8 requests/s, the queue empty: batch 1 within 10 windows */
   int down = -1;
   for (int i = 0; i < 20 && down < 0; i++)
@@ -277,7 +279,7 @@ static void test_capacity_not_batch(void **s) {
 static void test_stale_oldest_holds(void **s) {
   pr_estimator_t e;
   rate_with_latencies(&e);
-  for (int i = 0; i < 10; i++) feed_rate(&e, 150);
+  for (int i = 0; i < 10; i++) feed_rate(&e, 130);
   assert_int_equal(e.target, 8);
   int q[20], held = 0;
   for (int i = 0; i < 20; i++) {
@@ -288,6 +290,44 @@ static void test_stale_oldest_holds(void **s) {
   assert_true(held >= 1); /* the rate rule alone would have gone down */
   for (int i = 0; i < 10; i++) feed_backlog(&e, 0, 0, 0, 0);
   assert_true(e.target < 8);
+}
+
+/* The bursty run of 09:42 UTC (bench/results/adaptive_bursty.json): at
+ * 31 requests/s, more than any plan serves, batch 4's plan (26.8 requests/s
+ * measured) went to batch 8's (27.0 planned, 25.3 measured by the bench),
+ * a drop. A plan within 3% of the live one's capacity is no gain: the
+ * target stays; from batch 1 (24.4) the same rate goes to the smallest
+ * batch within 3% of the most (batch 4), in 2 windows, on the window's own
+ * rate while the average still reads the old load. */
+static void test_no_gain_no_switch(void **s) {
+  pr_estimator_t e;
+  bursty_resnet(&e);
+  e.latency_s[2] = 4 / 26.8;
+  static const int empty[20] = {0};
+  for (int i = 0; i < 40; i++) feed_window(&e, 8, empty, 0);
+  assert_int_equal(e.target, 1);
+  assert_int_equal(feed_window(&e, 31, empty, 0), 1); /* one window: not yet */
+  assert_int_equal(feed_window(&e, 31, empty, 0), 4); /* the average reads 17.1 */
+  assert_int_equal(e.reason, PR_EST_STEADY);
+  for (int i = 0; i < 20; i++) assert_int_equal(feed_window(&e, 31, empty, 0), 4);
+}
+
+/* A move down is held while the server saw the queue's peak rise
+ * (queue_rose), even when the window's samples missed it, and is made at
+ * the first window that does not hold it: its hysteresis stands. */
+static void test_peak_rise_holds(void **s) {
+  pr_estimator_t e;
+  bursty_resnet(&e);
+  static const int empty[20] = {0};
+  for (int i = 0; i < 10; i++) feed_window(&e, 22, empty, 0);
+  assert_int_equal(e.target, 2); /* batch 1 would be busy 90% */
+  pr_est_window_t w = {empty, 20, 8, 0, true};
+  for (int i = 0; i < 12; i++) {
+    assert_int_equal(pr_estimator_update(&e, &w), 2);
+  }
+  assert_int_equal(e.reason, PR_EST_HELD);
+  w.queue_rose = false;
+  assert_int_equal(pr_estimator_update(&e, &w), 1);
 }
 
 int main(void) {
@@ -302,6 +342,8 @@ int main(void) {
       cmocka_unit_test(test_bursty_run_replay),
       cmocka_unit_test(test_capacity_not_batch),
       cmocka_unit_test(test_stale_oldest_holds),
+      cmocka_unit_test(test_no_gain_no_switch),
+      cmocka_unit_test(test_peak_rise_holds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
