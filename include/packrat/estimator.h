@@ -7,9 +7,9 @@
  * PR_EST_RATE: from an EWMA (0.3) of the arrival rate and the window's own
  * rate, up (2 windows in a row) when the current plan would be busy over
  * 85% of the time at either, to the smallest power of two B busy at most
- * 85% (rate x latency(B) <= 0.85 B), or to the plan that serves the most
- * when none is, if it serves 3% more; down (5 windows in a row) to the
- * smallest B busy at most 70% at both rates (hysteresis).
+ * 85% (rate x latency(B) <= 0.85 B), or when none is to the smallest
+ * batch within 5% of the most any plan serves, if it serves 5% more; down (5 windows in a row) to
+ * the smallest B busy at most 70% at both rates (hysteresis).
  *
  * Both read the backlog too, and compare plans by capacity: the requests
  * per second a batch's plan serves (batch / its planned latency; by the
@@ -39,7 +39,7 @@ typedef enum { PR_EST_PAPER = 0, PR_EST_RATE = 1 } pr_estimator_kind_t;
  * noisy). */
 #define PR_EST_UP_LOAD 0.85
 #define PR_EST_DOWN_LOAD 0.7
-#define PR_EST_GAIN 1.03
+#define PR_EST_GAIN 1.05
 #define PR_EST_MAX_SIZES 24
 
 /* Why the last update chose its target (for logs and metrics). */

@@ -135,12 +135,12 @@ static bool lower_capacity(const pr_estimator_t *e, int a, int b) {
   return ca > 0 && cb > 0 ? ca < cb : a < b;
 }
 
-/* The next plan up from batch b: the smallest batch in range whose planned
- * throughput is above b's (b: none above it, or unknown latencies). */
+/* The next plan up from batch b: the smallest batch in range whose
+ * throughput is PR_EST_GAIN above b's (b: none is, or unknown latencies). */
 static int next_capacity_up(const pr_estimator_t *e, int b) {
   double cb = capacity_of(e, b);
   for (int c = e->min_batch; cb > 0 && c <= e->max_batch; c *= 2)
-    if (capacity_of(e, c) > cb) return c;
+    if (capacity_of(e, c) > PR_EST_GAIN * cb) return c;
   return b;
 }
 

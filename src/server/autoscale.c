@@ -39,6 +39,13 @@ static bool planned_for(pr_sched_t *s, int c, int bucket) {
   return cfg->ok && cfg->planned && cfg->bucket == bucket;
 }
 
+/* Whether every instance of config c has a measured pass. */
+static bool measured(const config_t *cfg) {
+  for (int i = 0; i < cfg->n_workers; i++)
+    if (atomic_load(&cfg->workers[i].pass_ms) <= 0) return false;
+  return cfg->n_workers > 0;
+}
+
 /* Config c's latency for a batch: measured once every instance has passed
  * a whole planned batch (its slowest instance's EWMA of assembly, run and
  * scatter, co-running with the others as under load), else planned. The
@@ -47,23 +54,36 @@ static bool planned_for(pr_sched_t *s, int c, int bucket) {
  * to 1.6x), so capacities compared by plan alone can rank plans wrong.
  * qlock held. */
 static double config_latency_s(const config_t *cfg) {
+  if (!measured(cfg)) return cfg->plan.latency_ms * 1e-3;
   double worst = 0;
   for (int i = 0; i < cfg->n_workers; i++) {
     double ms = atomic_load(&cfg->workers[i].pass_ms);
-    if (ms <= 0) return cfg->plan.latency_ms * 1e-3;
     worst = ms > worst ? ms : worst;
   }
-  return worst > 0 ? worst * 1e-3 : cfg->plan.latency_ms * 1e-3;
+  return worst * 1e-3;
 }
 
-/* The estimator's latency of each batch: bucket's plans' (measured where
- * known). qlock held. */
+/* The estimator's latency of each batch: bucket's plans' measured where
+ * known; a plan not measured yet is planned times the mean measured /
+ * planned of the bucket's measured plans (the slowdown of co-running
+ * instances the profile does not see is of a kind across plans: a planned
+ * capacity against measured ones would look higher than it is). qlock
+ * held. */
 static void load_latencies(pr_sched_t *s, pr_estimator_t *e, int bucket) {
+  double ratio = 0;
+  int n = 0;
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
+    if (planned_for(s, c, bucket) && measured(&s->configs[c]) &&
+        s->configs[c].plan.latency_ms > 0) {
+      ratio += config_latency_s(&s->configs[c]) / (s->configs[c].plan.latency_ms * 1e-3);
+      n++;
+    }
+  ratio = n ? ratio / n : 1;
   for (int k = 0; k < PR_EST_MAX_SIZES; k++) {
     e->latency_s[k] = 0;
     for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
       if (planned_for(s, c, bucket) && s->configs[c].plan.batch == (1 << k))
-        e->latency_s[k] = config_latency_s(&s->configs[c]);
+        e->latency_s[k] = config_latency_s(&s->configs[c]) * (measured(&s->configs[c]) ? 1 : ratio);
   }
 }
 
