@@ -23,6 +23,11 @@
    (T threads, batch --max-batch) against one with the plan packrat picks
    (`plan: auto`) for the same max batch.
 
+   The machine's floor under those stages: build/bench/wake_floor times the
+   operating system's part of a request's path alone (the hand-off to an
+   instance's thread, the answer's wake of the HTTP thread, the send to a
+   client in recv), back to back and after a 100 MB two-CPU pass.
+
    The same for each protocol: REST with binary tensors, REST with JSON
    tensors and gRPC (ModelInfer with raw_input_contents), each on one
    connection against the same server, from the histograms' growth during
@@ -193,6 +198,7 @@ def main():
     packrat = os.path.join(args.build, "packrat")
     model = os.path.abspath(os.path.join(args.models_dir, "resnet50", "model.onnx"))
     T = os.cpu_count()
+    floor = run_json([os.path.join(args.build, "bench", "wake_floor"), "--json"])
     engine = run_json([packrat, "run", model, "--threads", str(T), "--batch", "1", "--repeat", "40", "--warmup", "3",
                        "--json"])
     s = Server(packrat, model, {"max_batch_size": 1, "plan": f"{T}x1", "max_queue_delay_us": 0})
@@ -228,6 +234,7 @@ def main():
            "stage_means_us": {k: v[0] for k, v in stages.items()},
            "overhead_p50_us": {k: v[1][0] for k, v in stages.items()},
            "overhead_under_100us": {k: v[1][1] for k, v in stages.items()}, "many_connections": many,
+           "os_floor": floor,
            "protocols": by_protocol}
     os.makedirs(args.out, exist_ok=True)
     json.dump(out, open(os.path.join(args.out, "serve.json"), "w"), indent=1)
@@ -246,6 +253,19 @@ def main():
              "| model | outside compute p50 us | under 0.1 ms | " + " | ".join(STAGES) + " |",
              "|---|---|---|" + "---|" * len(STAGES),
              *[stage_row(k, *v) for k, v in stages.items()], "",
+             "The operating system's floor under those stages on this machine (`build/bench/wake_floor`: "
+             "two threads on two CPUs, nothing of packrat; p50 us): the hand-off of a request to an "
+             "instance's thread (condition variable: queue), the answer's wake of the HTTP thread "
+             "(eventfd into epoll: resume), a 4 KB answer's send to a client in recv (the call: send; "
+             "until the client has it), and their sum, the least a request's path takes outside "
+             "compute; back to back (as the tiny model's requests meet them) and after a 100 MB pass "
+             "on both CPUs (as ResNet-50's do):", "",
+             "| when | hand-off wake | answer wake | send call | send to arrival | path |",
+             "|---|---|---|---|---|---|",
+             *[f"| {label} | {floor[w + '_condvar_wake']['p50_us']:.1f} | "
+               f"{floor[w + '_eventfd_epoll_wake']['p50_us']:.1f} | {floor[w + '_tcp_send_call']['p50_us']:.1f} | "
+               f"{floor[w + '_tcp_send_arrive']['p50_us']:.1f} | {floor[w + '_path_p50_us']:.1f} |"
+               for label, w in (("back to back", "hot"), ("after a 100 MB pass", "after_pass"))], "",
              "The same by protocol (one connection, closed loop, each protocol on the same server: "
              "REST with the binary tensor extension, REST with JSON tensors, gRPC ModelInfer with "
              "`raw_input_contents`); the client's p50 includes compute:", "",
