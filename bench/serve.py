@@ -266,6 +266,13 @@ def main():
                f"{floor[w + '_eventfd_epoll_wake']['p50_us']:.1f} | {floor[w + '_tcp_send_call']['p50_us']:.1f} | "
                f"{floor[w + '_tcp_send_arrive']['p50_us']:.1f} | {floor[w + '_path_p50_us']:.1f} |"
                for label, w in (("back to back", "hot"), ("after a 100 MB pass", "after_pass"))], "",
+             f"ResNet-50's {stages['resnet50'][1][0]:.0f} us outside compute is that floor after a pass "
+             f"({floor['after_pass_path_p50_us']:.0f} us) and the code of libmicrohttpd and packrat run "
+             "with the caches and TLBs the pass emptied; the tiny model's "
+             f"{stages['tiny mlp'][1][0]:.0f} us is about the floor back to back "
+             f"({floor['hot_path_p50_us']:.0f} us). The first table's difference of two "
+             "medians, from two processes, moves by milliseconds from run to run: the histograms time "
+             "the server itself.", "",
              "The same by protocol (one connection, closed loop, each protocol on the same server: "
              "REST with the binary tensor extension, REST with JSON tensors, gRPC ModelInfer with "
              "`raw_input_contents`); the client's p50 includes compute:", "",
