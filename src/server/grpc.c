@@ -19,6 +19,7 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,7 @@ void pr_grpc_call_unref(pr_grpc_call_t *c) {
   if (c->recv) grpc_byte_buffer_destroy(c->recv);
   if (c->send) grpc_byte_buffer_destroy(c->send);
   grpc_slice_unref(c->status_msg);
+  grpc_slice_unref(c->pushback.value);
   free(c);
   atomic_fetch_sub(&g->calls, 1);
 }
@@ -122,6 +124,17 @@ void pr_grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *
   }
   ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
   ops[n].data.send_status_from_server.status = (grpc_status_code)code;
+  if (code == GRPC_STATUS_UNAVAILABLE) {
+    /* when to come back, as HTTP's Retry-After (gRPC's retry pushback):
+     * the scheduler's estimate for a refused request, 1 s otherwise */
+    double s = c->inf.retry_after_s > 1 ? ceil(c->inf.retry_after_s) : 1.0;
+    char ms[24];
+    snprintf(ms, sizeof ms, "%.0f", s * 1e3);
+    c->pushback.key = grpc_slice_from_static_string("grpc-retry-pushback-ms");
+    c->pushback.value = grpc_slice_from_copied_string(ms);
+    ops[n].data.send_status_from_server.trailing_metadata_count = 1;
+    ops[n].data.send_status_from_server.trailing_metadata = &c->pushback;
+  }
   ops[n++].data.send_status_from_server.status_details = &c->status_msg;
   start_batch(c, ops, n, &c->t_send);
 }

@@ -39,6 +39,7 @@ struct pr_grpc_call {
   grpc_metadata_array meta;
   grpc_byte_buffer *recv, *send;
   grpc_slice status_msg;
+  grpc_metadata pushback; /* UNAVAILABLE's grpc-retry-pushback-ms (a value slice once set) */
   int cancelled;
   bool replied;
   const pr_grpc_rpc_t *rpc;

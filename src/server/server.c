@@ -53,6 +53,7 @@
 #include "server/auth.h"
 #include "server/dashboard.h"
 #include "server/grpc.h"
+#include "server/listener.h"
 #include "server/model_json.h"
 #include "server/models.h"
 #include "server/prometheus.h"
@@ -421,25 +422,41 @@ static pr_status_t parse_host(pr_server_t *s, const pr_server_config_t *cfg, cha
   return PR_OK;
 }
 
-/* Starts libmicrohttpd on s->addr: epoll on a fixed pool of threads, so a
- * connection costs no thread. */
+/* An accepted connection, to libmicrohttpd (which closes it when it cannot
+ * take it: the limit per client, out of memory). */
+static void add_connection(void *ctx, int fd, const struct sockaddr *a, socklen_t len) {
+  pr_server_t *s = ctx;
+  MHD_add_connection(s->daemon, fd, a, len);
+}
+
+static bool at_connection_limit(void *ctx) {
+  pr_server_t *s = ctx;
+  return atomic_load(&s->connections) >= s->cfg.max_connections;
+}
+
+/* Starts libmicrohttpd (epoll on a fixed pool of threads, so a connection
+ * costs no thread) and the listener on s->addr that accepts for it. */
 static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char *err,
                              size_t err_len) {
-  unsigned v6 = s->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0;
   if (cfg->before_listen) cfg->before_listen(cfg->before_listen_ctx);
+  char why[256];
+  if (pr_listener_open(&s->addr, &s->listener, &s->port, why, sizeof why)) {
+    pr_errf(err, err_len, "cannot listen on %s port %d: %s", cfg->host, cfg->port, why);
+    return PR_ERR_IO;
+  }
   struct MHD_OptionItem tls_opts[5];
   tls_opts[pr_tls_options(s->tls, tls_opts)] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
   s->daemon = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-          MHD_USE_ERROR_LOG | pr_tls_flags(s->tls) | v6,
-      (uint16_t)cfg->port, NULL, NULL, pr_http__access, s, MHD_OPTION_ARRAY, tls_opts,
-      MHD_OPTION_SOCK_ADDR, &s->addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
-      MHD_OPTION_NOTIFY_COMPLETED, pr_http__completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-      pr_http__on_connection, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client,
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
-  if (!s->daemon) {
-    pr_errf(err, err_len, "cannot listen on %s port %d", cfg->host, cfg->port);
+          MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | pr_tls_flags(s->tls),
+      0, NULL, NULL, pr_http__access, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_THREAD_POOL_SIZE,
+      (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED, pr_http__completed, s,
+      MHD_OPTION_NOTIFY_CONNECTION, pr_http__on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned)cfg->max_connections_per_client, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
+  if (!s->daemon || pr_listener_start(s->listener, add_connection, at_connection_limit, s)) {
+    pr_errf(err, err_len, "cannot start the HTTP server on %s port %d", cfg->host, cfg->port);
     return PR_ERR_IO;
   }
   return PR_OK;
@@ -529,8 +546,6 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
     pr_server_stop(s);
     return st;
   }
-  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = info ? info->port : cfg->port;
   if (cfg->grpc_port >= 0 && (st = start_grpc(s, cfg, err, err_len))) {
     pr_server_stop(s);
     return st;
@@ -637,10 +652,11 @@ void pr_server_stop(pr_server_t *s) {
     atomic_store(&s->stopping, true);
     atomic_store(&s->svc.stopping, true);
     pr_grpc_shutdown(s->grpc); /* no new gRPC calls; accepted ones go on */
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET) {
+    int fd = pr_listener_stop(s->listener);
+    s->listener = NULL;
+    if (fd >= 0) {
       adopt_backlog(s, fd);
-      close(fd);
+      close(fd); /* new connections are refused from here on */
     }
     double t0 = pr_now(), limit = s->cfg.shutdown_timeout_s;
     while ((atomic_load(&s->serving) > 0 ||
@@ -661,6 +677,7 @@ void pr_server_stop(pr_server_t *s) {
     double left = limit - (pr_now() - t0);
     if (!pr_grpc_stop(s->grpc, left > 0 ? left : 0)) return; /* calls stuck: exiting */
   }
+  if (s->listener) close(pr_listener_stop(s->listener)); /* a start that failed */
   pr_models_destroy(s->svc.models);
   pr_auth_free(s->auth);
   pr_tls_free(s->tls);

@@ -14,6 +14,7 @@
 #include "server/auth.h"
 #include "server/dashboard.h"
 #include "server/grpc.h"
+#include "server/listener.h"
 #include "server/router.h"
 #include "server/server.h"
 #include "server/service.h"
@@ -34,6 +35,7 @@ struct pr_server {
   pr_dash_t *dash;
   double started; /* pr_now() at start */
   struct MHD_Daemon *daemon;
+  pr_listener_t *listener; /* accepts for the daemon (NULL once draining) */
   int port;
   _Atomic uint64_t http_requests, http_errors, http_refused;
   _Atomic int in_progress;   /* requests received and not yet answered */

@@ -411,8 +411,14 @@ rcode, r, _ = call("ModelReady", pb.ModelReadyRequest(name="types"), md=())
 c.check("RepositoryModelUnload with the admin token: OK, the model not ready (REST: 503)",
         code == grpc.StatusCode.OK and rcode == grpc.StatusCode.OK and not r.ready
         and rest("/v2/models/types/ready")[0] == 503, (code, rcode, r))
-code, _, _ = call("ModelInfer", infer_req("types", types))
+try:
+    stub.ModelInfer(infer_req("types", types), metadata=READ, timeout=30)
+    code, trailer = grpc.StatusCode.OK, {}
+except grpc.RpcError as e:
+    code, trailer = e.code(), dict(e.trailing_metadata() or ())
 c.check("infer on the unloaded model: UNAVAILABLE", code == grpc.StatusCode.UNAVAILABLE, code)
+c.check("with when to retry (grpc-retry-pushback-ms, as REST's Retry-After: 1 s)",
+        trailer.get("grpc-retry-pushback-ms") == "1000", trailer)
 code, _, _ = call("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="types"),
                   md=ADMIN, timeout=300)
 c.check("RepositoryModelLoad with the admin token: OK, ready again",

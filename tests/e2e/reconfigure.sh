@@ -4,9 +4,10 @@
 # plan must change at least twice, no request may fail or be lost, and every
 # response must equal the model's output for its input. The first phase is
 # long enough for the autoscaler to come down to batch 1 although a window
-# whose queue grows or waits holds it (each hold restarts its 5-window
-# hysteresis): it never lowers capacity while a backlog is queued, so the
-# last phase comes down only once the burst's backlog has drained.
+# whose queue grows or waits holds it (a held move is made at the first
+# window that does not hold it): it never lowers capacity while a backlog is
+# queued, so the last phase comes down only once the burst's backlog has
+# drained.
 # usage: reconfigure.sh PACKRAT MODELS_DIR
 set -u
 PACKRAT=$1
