@@ -15,6 +15,9 @@
    request).
 3. SIGTERM while the server profiles its model at start: it exits 0 at
    once, never having said "ready".
+4. Limits: at --max-connections a new connection waits in the backlog and
+   is served once one closes; over --max-connections-per-client one is
+   closed unanswered.
 
 usage: frontend.py PACKRAT
 """
@@ -232,7 +235,50 @@ def term_while_profiling():
     c.check("never ready", b"ready" not in text, text[-2000:])
 
 
+def connection_limits():
+    """--max-connections 4: with 4 connections open a 5th waits in the
+    kernel's backlog (not reset) and is served once one of them closes;
+    --max-connections-per-client 2 (every client here is 127.0.0.1):
+    a 3rd from the same address is closed unanswered while 2 are open."""
+    p, port, url = server(["--max-connections", "4"])
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(4)]
+    time.sleep(0.5)  # the four accepted
+    fifth = socket.create_connection(("127.0.0.1", port), timeout=10)
+    fifth.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    fifth.settimeout(1.0)
+    try:
+        early = fifth.recv(100)
+    except socket.timeout:
+        early = None
+    c.check("at the limit a new connection waits (no answer, no reset)", early is None, early)
+    idle[0].close()
+    fifth.settimeout(10)
+    try:
+        late = fifth.recv(100)
+    except OSError as e:
+        late = repr(e).encode()
+    c.check("served once a connection closes", late.startswith(b"HTTP/1.1 200"), late[:60])
+    for s in idle[1:] + [fifth]:
+        s.close()
+    terminate(p, 10)
+    p, port, url = server(["--max-connections-per-client", "2"])
+    two = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(2)]
+    time.sleep(0.5)
+    third = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        third.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = third.recv(100)
+    except OSError as e:
+        got = b""
+    c.check("over the per-client limit: closed unanswered", got == b"", got[:60])
+    for s in two + [third]:
+        s.close()
+    c.check("under it again: served", c.http(url + "/v2/health/live", timeout=10)[0] == 200)
+    terminate(p, 10)
+
+
 many_connections()
+connection_limits()
 shutdown()
 term_while_profiling()
 c.finish()
