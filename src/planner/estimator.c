@@ -51,6 +51,21 @@ static int paper_update(pr_estimator_t *e, const pr_est_window_t *w) {
   return e->target;
 }
 
+/* Requests per second the plan for batch b serves: b over its latency
+ * (latency_s: measured or planned, as the caller gave it; 0: unknown). */
+static double capacity_of(const pr_estimator_t *e, int b) {
+  double lat = e->latency_s[log2i(b)];
+  return lat > 0 ? b / lat : 0;
+}
+
+/* Whether the plan for batch a serves fewer requests per second than the
+ * plan for b: by their throughputs when both are known (a larger batch is
+ * not always a faster plan), by the batches otherwise. */
+static bool lower_capacity(const pr_estimator_t *e, int a, int b) {
+  double ca = capacity_of(e, a), cb = capacity_of(e, b);
+  return ca > 0 && cb > 0 ? ca < cb : a < b;
+}
+
 /* Whether the plan for batch b serves `rate` while busy at most `load` of
  * the time (rate x latency(b) <= load x b; false when b's latency is
  * unknown). */
@@ -66,9 +81,6 @@ static int smallest_fit(const pr_estimator_t *e, double r1, double r2, double lo
     if (fits(e, b, r1, load) && fits(e, b, r2, load)) return b;
   return 0;
 }
-
-static double capacity_of(const pr_estimator_t *e, int b);
-static bool lower_capacity(const pr_estimator_t *e, int a, int b);
 
 /* The plan that serves the most: of those within PR_EST_GAIN of the
  * highest capacity, the smallest batch (the lowest latency); max_batch
@@ -118,21 +130,6 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
     e->pending_count = 0;
   }
   return e->target;
-}
-
-/* Requests per second the plan for batch b serves: b over its planned
- * latency (0: unknown, no latency for b). */
-static double capacity_of(const pr_estimator_t *e, int b) {
-  double lat = e->latency_s[log2i(b)];
-  return lat > 0 ? b / lat : 0;
-}
-
-/* Whether the plan for batch a serves fewer requests per second than the
- * plan for b: by their planned throughputs when both are known (a larger
- * batch is not always a faster plan), by the batches otherwise. */
-static bool lower_capacity(const pr_estimator_t *e, int a, int b) {
-  double ca = capacity_of(e, a), cb = capacity_of(e, b);
-  return ca > 0 && cb > 0 ? ca < cb : a < b;
 }
 
 /* The next plan up from batch b: the smallest batch in range whose
