@@ -8,7 +8,9 @@
  * rate, up (2 windows in a row) when the current plan would be busy over
  * 85% of the time at either, to the smallest power of two B busy at most
  * 85% (rate x latency(B) <= 0.85 B), or when none is to the smallest
- * batch within 5% of the most any plan serves, if it serves 5% more; down (5 windows in a row) to
+ * batch within 5% of the most any plan serves, if it serves 5% more (in
+ * an overload, the average 5% over every plan's capacity, the largest
+ * batch within 5% of the most, as Packrat's queue rule would); down (5 windows in a row) to
  * the smallest B busy at most 70% at both rates (hysteresis).
  *
  * Both read the backlog too, and compare plans by capacity: the requests
@@ -65,6 +67,7 @@ typedef struct {
   int hist[PR_EST_MAX_HISTORY], n_hist, pos;
   int target;
   int pending, pending_count;
+  bool overload;          /* PR_EST_RATE: the average arrival rate 5% over every plan's capacity */
   pr_est_reason_t reason; /* of the last update */
 } pr_estimator_t;
 

@@ -59,11 +59,18 @@ static double capacity_of(const pr_estimator_t *e, int b) {
 }
 
 /* Whether the plan for batch a serves fewer requests per second than the
- * plan for b: by their throughputs when both are known (a larger batch is
- * not always a faster plan), by the batches otherwise. */
-static bool lower_capacity(const pr_estimator_t *e, int a, int b) {
+ * plan for b by more than `margin` (1: any): by their throughputs when
+ * both are known (a larger batch is not always a faster plan), by the
+ * batches otherwise. */
+static bool lower_by(const pr_estimator_t *e, int a, int b, double margin) {
   double ca = capacity_of(e, a), cb = capacity_of(e, b);
-  return ca > 0 && cb > 0 ? ca < cb : a < b;
+  return ca > 0 && cb > 0 ? ca * margin < cb : a < b;
+}
+
+/* A move from b to a lowers capacity: by any amount, or in an overload
+ * (every plan's queue grows) by more than PR_EST_GAIN. */
+static bool lower_capacity(const pr_estimator_t *e, int a, int b) {
+  return lower_by(e, a, b, e->overload ? PR_EST_GAIN : 1.0);
 }
 
 /* Whether the plan for batch b serves `rate` while busy at most `load` of
@@ -83,21 +90,27 @@ static int smallest_fit(const pr_estimator_t *e, double r1, double r2, double lo
 }
 
 /* The plan that serves the most: of those within PR_EST_GAIN of the
- * highest capacity, the smallest batch (the lowest latency); max_batch
- * when no latency is known. */
-static int most_capacity(const pr_estimator_t *e) {
+ * highest capacity, the smallest batch (the lowest latency) or the
+ * largest; max_batch when no latency is known. */
+static double top_capacity(const pr_estimator_t *e) {
   double top = 0;
   for (int b = e->min_batch; b <= e->max_batch; b *= 2)
     if (capacity_of(e, b) > top) top = capacity_of(e, b);
+  return top;
+}
+
+static int most_capacity(const pr_estimator_t *e, bool largest) {
+  double top = top_capacity(e);
+  int pick = 0;
   for (int b = e->min_batch; top > 0 && b <= e->max_batch; b *= 2)
-    if (capacity_of(e, b) * PR_EST_GAIN >= top) return b;
-  return e->max_batch;
+    if (capacity_of(e, b) * PR_EST_GAIN >= top && (!pick || largest)) pick = b;
+  return pick ? pick : e->max_batch;
 }
 
 /* Windows a move to batch `want` must be wanted in a row: few up (more
  * capacity), more down. */
 static int windows_for(const pr_estimator_t *e, int want) {
-  return lower_capacity(e, e->target, want) ? e->up_windows : e->down_windows;
+  return e->overload || lower_capacity(e, e->target, want) ? e->up_windows : e->down_windows;
 }
 
 static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
@@ -108,14 +121,26 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
    * window before the average catches up), to the smallest batch that
    * fits, or to the plan that serves the most when none does, if that
    * serves PR_EST_GAIN more; down only to a plan busy at most
-   * PR_EST_DOWN_LOAD at both rates: the band between is hysteresis */
+   * PR_EST_DOWN_LOAD at both rates: the band between is hysteresis. In an
+   * overload (the average PR_EST_GAIN over every plan's capacity: the
+   * queue grows whatever runs; the margin keeps a noisy average near
+   * capacity out) the largest batch within PR_EST_GAIN of the most, as
+   * Packrat's queue rule would (batching serves more under load), unless
+   * the live plan serves more than that by PR_EST_GAIN. */
   double r = w->arrivals_per_s;
   int want = e->target;
+  double top = top_capacity(e);
+  e->overload = top <= 0 || e->ewma > PR_EST_GAIN * top;
   if (!fits(e, e->target, e->ewma, PR_EST_UP_LOAD) || !fits(e, e->target, r, PR_EST_UP_LOAD)) {
-    int up = smallest_fit(e, e->ewma, r, PR_EST_UP_LOAD);
-    if (!up) up = most_capacity(e);
-    double now = capacity_of(e, e->target);
-    if (now <= 0 || capacity_of(e, up) > PR_EST_GAIN * now) want = up;
+    if (e->overload) {
+      int up = most_capacity(e, true);
+      if (!lower_capacity(e, up, e->target)) want = up;
+    } else {
+      int up = smallest_fit(e, e->ewma, r, PR_EST_UP_LOAD);
+      if (!up) up = most_capacity(e, false);
+      double now = capacity_of(e, e->target);
+      if (now <= 0 || capacity_of(e, up) > PR_EST_GAIN * now) want = up;
+    }
   } else {
     int down = smallest_fit(e, e->ewma, r, PR_EST_DOWN_LOAD);
     if (down && down < e->target) want = down;
