@@ -482,4 +482,5 @@ void pr_http__on_connection(void *cls, struct MHD_Connection *c, void **socket_c
   } else if (!started && *socket_ctx == s) {
     atomic_fetch_sub(&s->adopted_open, 1);
   }
+  if (started && *socket_ctx != s) atomic_fetch_sub(&s->handed, 1); /* the listener's */
 }

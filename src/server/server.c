@@ -426,7 +426,11 @@ static pr_status_t parse_host(pr_server_t *s, const pr_server_config_t *cfg, cha
  * take it: the limit per client, out of memory). */
 static void add_connection(void *ctx, int fd, const struct sockaddr *a, socklen_t len) {
   pr_server_t *s = ctx;
-  MHD_add_connection(s->daemon, fd, a, len);
+  /* counted until libmicrohttpd starts it (pr_http__on_connection): its
+   * thread takes it in later, and a drain that did not wait for it would
+   * stop the daemon under its request */
+  atomic_fetch_add(&s->handed, 1);
+  if (MHD_add_connection(s->daemon, fd, a, len) != MHD_YES) atomic_fetch_sub(&s->handed, 1);
 }
 
 static bool at_connection_limit(void *ctx) {
@@ -660,7 +664,8 @@ void pr_server_stop(pr_server_t *s) {
     }
     double t0 = pr_now(), limit = s->cfg.shutdown_timeout_s;
     while ((atomic_load(&s->serving) > 0 ||
-            ((atomic_load(&s->in_progress) > 0 || atomic_load(&s->adopted_open) > 0) &&
+            ((atomic_load(&s->in_progress) > 0 || atomic_load(&s->adopted_open) > 0 ||
+              atomic_load(&s->handed) > 0) &&
              pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S)) &&
            pr_now() - t0 < limit)
       usleep(1000);

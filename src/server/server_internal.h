@@ -49,6 +49,9 @@ struct pr_server {
   int *adopted;
   _Atomic int n_adopted; /* stored after `adopted` is filled (release) */
   _Atomic int adopted_open;
+  /* connections the listener handed to libmicrohttpd that it has not
+   * started yet (their requests are on the way: the drain waits for them) */
+  _Atomic int handed;
 };
 
 /* ---- per-request state ---- */
