@@ -435,8 +435,16 @@ enum MHD_Result pr_http__access(void *cls, struct MHD_Connection *c, const char 
                                 cn->route_status == PR_ERR_NOT_FOUND ? "not found"
                                 : cn->route_status == PR_ERR_METHOD  ? "method not allowed here"
                                                                      : "URL too long");
-  if (pr_route_is_slow(cn->route.id)) return defer(s, cn);
-  return pr_http__handlers[cn->route.id](s, c, cn);
+  /* a handler may suspend the connection, which libmicrohttpd must not
+   * have once it stops: past the drain's last wait (s->closing) none runs */
+  atomic_fetch_add(&s->entering, 1);
+  enum MHD_Result r;
+  if (atomic_load(&s->closing))
+    r = pr_http__reply_error(cn, PR_ERR_BUSY, "the server is shutting down");
+  else
+    r = pr_route_is_slow(cn->route.id) ? defer(s, cn) : pr_http__handlers[cn->route.id](s, c, cn);
+  atomic_fetch_sub(&s->entering, 1);
+  return r;
 }
 
 void pr_http__completed(void *cls, struct MHD_Connection *c, void **con_cls,

@@ -669,6 +669,12 @@ void pr_server_stop(pr_server_t *s) {
              pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S)) &&
            pr_now() - t0 < limit)
       usleep(1000);
+    /* from here no handler starts (a request just in gets 503): one that
+     * suspended its connection after the wait above is answered first,
+     * since libmicrohttpd aborts when stopped with a suspended connection */
+    atomic_store(&s->closing, true);
+    while (atomic_load(&s->entering) > 0) usleep(100);
+    while (atomic_load(&s->serving) > 0 && pr_now() - t0 < limit) usleep(1000);
     int waiting = atomic_load(&s->suspended) + atomic_load(&s->admin_threads);
     if (waiting) {
       /* a model stuck in a kernel: libmicrohttpd cannot stop with suspended

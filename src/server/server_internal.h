@@ -52,6 +52,10 @@ struct pr_server {
   /* connections the listener handed to libmicrohttpd that it has not
    * started yet (their requests are on the way: the drain waits for them) */
   _Atomic int handed;
+  /* the drain's end: no handler starts after `closing`; `entering` counts
+   * the ones running (http.c) */
+  _Atomic bool closing;
+  _Atomic int entering;
 };
 
 /* ---- per-request state ---- */
