@@ -435,7 +435,9 @@ static void add_connection(void *ctx, int fd, const struct sockaddr *a, socklen_
 
 static bool at_connection_limit(void *ctx) {
   pr_server_t *s = ctx;
-  return atomic_load(&s->connections) >= s->cfg.max_connections;
+  /* the ones handed over and not started yet count: libmicrohttpd would
+   * close those over its limit instead of leaving them in the backlog */
+  return atomic_load(&s->connections) + atomic_load(&s->handed) >= s->cfg.max_connections;
 }
 
 /* Starts libmicrohttpd (epoll on a fixed pool of threads, so a connection
