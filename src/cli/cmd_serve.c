@@ -50,6 +50,9 @@ static void usage(FILE *f) {
           "                           connections from one client address (default 0: no\n"
           "                           limit; keep 0 behind a load balancer)\n"
           "  --http-threads N         threads serving all connections (default 4)\n"
+          "  --http-colocate on|off   a thread serving connections moves to the core of\n"
+          "                           the idle instance it hands a request to, so that\n"
+          "                           neither hand-off wakes another core (default on)\n"
           "  --idle-timeout-s N       close a connection silent this long (default 30)\n"
           "  --shutdown-timeout-s N   on SIGTERM/SIGINT, the longest wait for accepted\n"
           "                           requests before exiting (default 30)\n"
@@ -159,6 +162,12 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
       return 2;
     }
     cfg->cpus = cpus;
+  } else if (!strcmp(a, "--http-colocate") && val) {
+    if (strcmp(val, "on") && strcmp(val, "off")) {
+      fprintf(stderr, "packrat serve: --http-colocate is on or off\n");
+      return 2;
+    }
+    cfg->http_colocate = !strcmp(val, "on");
   } else if (!strcmp(a, "--log-format") && val) {
     if (strcmp(val, "text") && strcmp(val, "json")) {
       fprintf(stderr, "packrat serve: --log-format is text or json\n");

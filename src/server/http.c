@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,17 +134,25 @@ static void suspend_locked(conn_t *cn) {
   atomic_fetch_add(&cn->s->suspended, 1);
 }
 
-/* The scheduler's (or an admin thread's) "answered": any thread. */
+/* The scheduler's (or an admin thread's) "answered": any thread. The
+ * resume comes after the unlock: it may wake the connection's thread on
+ * this very core (the hand-off's co-location), which then runs at once and
+ * must not find the lock still held by the thread it preempted. A suspended
+ * connection stays (nothing else resumes or closes it) until resumed; cn
+ * may be gone once it is, so only s is used after. */
 static void on_answered(void *ctx) {
   conn_t *cn = ctx;
+  pr_server_t *s = cn->s;
+  struct MHD_Connection *c = cn->c;
   pthread_mutex_lock(&cn->lock);
   cn->answered = true;
-  if (cn->suspended) {
-    cn->suspended = false;
-    atomic_fetch_sub(&cn->s->suspended, 1);
-    MHD_resume_connection(cn->c);
-  }
+  bool resume = cn->suspended;
+  cn->suspended = false;
   pthread_mutex_unlock(&cn->lock);
+  if (!resume) return;
+  MHD_resume_connection(c);
+  /* after the resume: the drain stops libmicrohttpd only when none is left */
+  atomic_fetch_sub(&s->suspended, 1);
 }
 
 /* Frees the infer request of cn (the model reference stays until the
@@ -196,6 +205,25 @@ static pr_status_t decode_json(const pr_proto_model_t *m, void *arg, size_t max_
   return pr_proto_parse_infer(m, b->body, b->len, b->json_len, max_bytes, r, q, err, err_len);
 }
 
+/* Moves this (libmicrohttpd pool) thread to the core of a waiting instance
+ * of m, if there is one and it is not there yet: the submit then wakes that
+ * instance, and the instance's answer this thread, on one core (see
+ * pr_sched_home_cpu); it stays there for the requests after, as a
+ * connection's next request most often goes the same way. When every
+ * instance is busy the thread gets its cores back: under load, parsing
+ * pinned to an instance's first core would hold up that instance's team. */
+static void colocate(const pr_served_t *m) {
+  static __thread int here = -1; /* the core this thread is pinned to */
+  static __thread cpu_set_t all; /* its cores before */
+  int home = pr_sched_home_cpu(m->sched, sched_getcpu());
+  if (home == here) return;
+  if (here < 0 && sched_getaffinity(0, sizeof all, &all)) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  if (home >= 0) CPU_SET(home, &one);
+  if (!sched_setaffinity(0, sizeof one, home >= 0 ? &one : &all)) here = home;
+}
+
 enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                pr_served_t *m) {
   const char *hl =
@@ -210,6 +238,7 @@ enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
     b.json_len = (size_t)v;
   }
   char err[512];
+  if (s->cfg.http_colocate) colocate(m);
   /* on_answered may run before the submit returns: it only marks the
    * connection answered then, and it is answered here without suspending */
   pr_status_t st =
@@ -452,7 +481,8 @@ void pr_http__completed(void *cls, struct MHD_Connection *c, void **con_cls,
   pr_server_t *s = cls;
   conn_t *cn = *con_cls;
   if (cn) {
-    /* an answer callback may still hold the lock it resumed us under */
+    /* an answer that came before the handler suspended may still be
+     * leaving on_answered */
     pthread_mutex_lock(&cn->lock);
     pthread_mutex_unlock(&cn->lock);
     infer_release(cn);

@@ -5,9 +5,11 @@
 const double pr_latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                     0.5,   1,      2.5,   5,    10,    30,   60};
 const int pr_latency_n_bounds = 15;
-const double pr_stage_bounds[] = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
-                                  0.0025,  0.005,    0.01,    0.025,  0.1,     1};
-const int pr_stage_n_bounds = 13;
+/* fine around 0.1 ms, the server's own time per request outside compute */
+const double pr_stage_bounds[] = {0.00001, 0.000025, 0.00005, 0.000075, 0.0001, 0.00015,
+                                  0.0002,  0.00025,  0.0005,  0.001,    0.0025, 0.005,
+                                  0.01,    0.025,    0.1,     1};
+const int pr_stage_n_bounds = 16;
 const double pr_batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 const int pr_batch_n_bounds = 11;
 

@@ -37,6 +37,7 @@ typedef struct {
    * admission estimates with */
   _Atomic double pass_ms;
   _Atomic uint64_t runs, rows;
+  bool idle; /* qlock: parked, the queue empty (pr_sched_home_cpu) */
 } worker_t;
 
 typedef struct {

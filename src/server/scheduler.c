@@ -352,8 +352,11 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
   while (!pw->status) {
     /* parked while another config is active; on stop, the active config
      * drains the queue and every other worker leaves at once */
-    while (!s->stop && !cfg->retire && !(s->head && s->active == w->config))
+    while (!s->stop && !cfg->retire && !(s->head && s->active == w->config)) {
+      w->idle = true;
       pr_lock_wait(&s->qlock, &s->work[w->config]);
+      w->idle = false;
+    }
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
     int rows = 0;
     int n = s->cfg.n_dyn ? pr_sched__take_shaped(w, batch, &rows) : take_batch(w, batch, &rows);
@@ -700,6 +703,19 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r) {
   pr_sched__wake(s, s->active);
   pr_unlock(&s->qlock);
   return PR_OK;
+}
+
+int pr_sched_home_cpu(pr_sched_t *s, int cpu) {
+  pr_lock(&s->qlock);
+  const config_t *cfg = &s->configs[s->active];
+  int home = -1;
+  for (int k = 0; k < cfg->n_workers; k++) {
+    if (!cfg->workers[k].idle) continue;
+    home = cfg->workers[k].w.cpus[0];
+    if (home == cpu) break; /* the caller's own */
+  }
+  pr_unlock(&s->qlock);
+  return home;
 }
 
 int pr_sched_queue_depth(pr_sched_t *s) {

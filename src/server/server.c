@@ -80,6 +80,7 @@ void pr_server_config_default(pr_server_config_t *c) {
   c->max_connections = 4096;
   c->max_connections_per_client = 0;
   c->http_threads = 4;
+  c->http_colocate = true;
   c->idle_timeout_s = 30;
   c->shutdown_timeout_s = 30;
   c->load_all = true;

@@ -28,6 +28,9 @@ typedef struct {
   int max_connections;            /* open HTTP connections (default 4096) */
   int max_connections_per_client; /* from one client address (default 0: no limit) */
   int http_threads;               /* threads serving every connection (default 4) */
+  /* an HTTP thread moves to the core of the waiting instance it hands an
+   * infer request to (pr_sched_home_cpu), and stays (default true) */
+  bool http_colocate;
   int idle_timeout_s;             /* a connection silent this long is closed (default 30) */
   int shutdown_timeout_s;         /* pr_server_stop's bound on draining (default 30) */
   bool load_all;                  /* load every model at start (default true) */

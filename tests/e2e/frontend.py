@@ -18,6 +18,10 @@
 4. Limits: at --max-connections a new connection waits in the backlog and
    is served once one closes; over --max-connections-per-client one is
    closed unanswered.
+5. Co-location: after requests on one connection to a one-instance plan,
+   the HTTP thread that served them runs on the instance's core alone (the
+   hand-off and the answer wake a thread on their own core); with
+   --http-colocate off no HTTP thread is pinned.
 
 usage: frontend.py PACKRAT
 """
@@ -277,8 +281,46 @@ def connection_limits():
     terminate(p, 10)
 
 
+def affinities(pid):
+    """(name, allowed CPUs) of each thread of pid."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                st = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+        except OSError:
+            continue  # a thread that ended
+        out.append((st["Name"], st["Cpus_allowed_list"].strip()))
+    return out
+
+
+def colocation():
+    cpus = len(os.sched_getaffinity(0))
+    for mode in ("on", "off"):
+        p, port, url = server(["--http-threads", "1", "--http-colocate", mode])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        ok = True
+        for _ in range(5):
+            time.sleep(0.05)  # the instance waits for work again
+            conn.request("POST", "/v2/models/mlp/infer", c.MLP_BODY, {"Content-Type": "application/json"})
+            ok = ok and conn.getresponse().read().startswith(b'{"model_name"')
+        conn.close()
+        c.check(f"co-location {mode}: answered", ok)
+        threads = affinities(p.pid)
+        http_cpus = {a for n, a in threads if n.startswith("MHD")}
+        single = {a for n, a in threads if not n.startswith("MHD") and a.isdigit()}
+        if mode == "on":
+            c.check("the HTTP thread runs on the instance's core alone",
+                    len(single) == 1 and http_cpus == single, threads)
+        elif cpus > 1:
+            c.check("--http-colocate off: no HTTP thread pinned to one core",
+                    http_cpus and not any(a.isdigit() for a in http_cpus), threads)
+        terminate(p, 10)
+
+
 many_connections()
 connection_limits()
+colocation()
 shutdown()
 term_while_profiling()
 c.finish()

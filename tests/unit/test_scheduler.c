@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/topology.h"
@@ -464,12 +465,56 @@ static void test_autoscaler_capacity_measured(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* The core of a waiting instance (pr_sched_home_cpu), where the HTTP
+ * thread goes before it hands a request over: each instance's own first
+ * core while it waits, asked from there; another waiting one's from
+ * elsewhere; none of the busy one's, and -1 while every instance is busy. */
+static bool home_is(pr_sched_t *s, int from, int want) {
+  for (double t0 = pr_now(); pr_now() - t0 < 10; usleep(1000))
+    if (pr_sched_home_cpu(s, from) == want) return true;
+  return false;
+}
+
+static void test_home_cpu(void **state) {
+  pr_model_t *m = neg_model();
+  int cpus[256];
+  int n = pr_topology_cpu_order(cpus, 256) > 1 ? 2 : 1;
+  pr_sched_t *s = one_plan_sched(m, n == 2 ? "1x1,1x1" : "1x1", 1);
+  for (int k = 0; k < n; k++) assert_true(home_is(s, cpus[k], cpus[k]));
+  int any = pr_sched_home_cpu(s, -1);
+  assert_true(any == cpus[0] || any == cpus[n - 1]);
+  /* a request of many rows keeps one instance busy (rows run one a pass) */
+  const int rows = 200000;
+  pr_request_t *r = pr_request_new();
+  r->rows = rows;
+  r->inputs[0] = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {rows, 4}};
+  r->inputs[0].data = calloc((size_t)rows * 4, sizeof(float));
+  assert_int_equal(pr_sched_submit(s, r), PR_OK);
+  int seen = 0; /* polls that found the busy instance's core left out */
+  for (;;) {
+    pthread_mutex_lock(&r->lock);
+    bool done = r->done;
+    pthread_mutex_unlock(&r->lock);
+    if (done) break;
+    int h0 = pr_sched_home_cpu(s, cpus[0]), h1 = pr_sched_home_cpu(s, cpus[n - 1]);
+    if (n == 1 ? h0 == -1 : (h0 == h1 && h0 >= 0)) seen++;
+  }
+  pr_sched_wait(s, r);
+  assert_int_equal(r->status, PR_OK);
+  assert_true(seen > 0);
+  pr_request_free(r);
+  for (int k = 0; k < n; k++) assert_true(home_is(s, cpus[k], cpus[k])); /* waiting again */
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
                                      cmocka_unit_test(test_inputs_read_in_place_or_copied),
                                      cmocka_unit_test(test_batches_group_shapes),
                                      cmocka_unit_test(test_bucket_configs),
-                                     cmocka_unit_test(test_autoscaler_capacity_measured)};
+                                     cmocka_unit_test(test_autoscaler_capacity_measured),
+                                     cmocka_unit_test(test_home_cpu)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
