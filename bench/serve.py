@@ -14,7 +14,8 @@
 2. Throughput with 1000 connections: a closed loop of 1000 connections
    against a server whose plan is the one packrat picks for --max-batch,
    against the engine's capacity on that plan (`packrat run --plan P --batch
-   B`: B rows per batch latency). Requests wait in the queue (its bound is
+   B`: B rows per batch latency, measured before and after the run), and
+   against the capacity its own compute stage shows in the run. Requests wait in the queue (its bound is
    the connection limit) while the backlog fits their 30 s timeout; beyond
    it a client gets 503 with Retry-After, which `packrat bench` waits out
    ("backoffs") as a real client does.
@@ -26,7 +27,9 @@
    The machine's floor under those stages: build/bench/wake_floor times the
    operating system's part of a request's path alone (the hand-off to an
    instance's thread, the answer's wake of the HTTP thread, the send to a
-   client in recv), back to back and after a 100 MB two-CPU pass.
+   client in recv), back to back and after a 100 MB two-CPU pass, with the
+   wakes across two cores and on one (as the server meets them with
+   --http-colocate, its default).
 
    The same for each protocol: REST with binary tensors, REST with JSON
    tensors and gRPC (ModelInfer with raw_input_contents), each on one
@@ -168,22 +171,31 @@ class Server:
 
 def many_connections(packrat, model, max_batch, connections=1000, seconds=20):
     """Server throughput with `connections` closed-loop connections against the
-    engine's capacity on the same plan."""
+    engine's capacity on the same plan, measured just before and just after
+    the served run (the machine's speed drifts by several percent within
+    minutes here), and against the capacity the server's own compute stage
+    gives in the run (its batches' mean compute time)."""
     s = Server(packrat, model, {"max_batch_size": max_batch, "plan": "auto", "autoscale": False,
                                 "max_queue_delay_us": 5000})
     plan = s.plan
+    engine = [packrat, "run", model, "--plan", plan, "--batch", str(max_batch), "--repeat", "20",
+              "--warmup", "2", "--json"]
+    before = run_json(engine)["median_ms"]
     run_json([packrat, "bench", "--url", s.url, "--model", "resnet50", "--concurrency", "16",
               "--duration", "3", "--json"])
+    snap = snapshot(s.url, "resnet50")
     served = run_json([packrat, "bench", "--url", s.url, "--model", "resnet50", "--concurrency",
                        str(connections), "--duration", str(seconds), "--json"])
+    compute_us = stage_means_us(delta(snap, snapshot(s.url, "resnet50")))["compute"]
     s.stop()
-    engine = run_json([packrat, "run", model, "--plan", plan, "--batch", str(max_batch), "--repeat",
-                       "20", "--warmup", "2", "--json"])
-    capacity = max_batch / (engine["median_ms"] / 1e3)
+    after = run_json(engine)["median_ms"]
+    capacity = max_batch / ((before + after) / 2 / 1e3)
+    in_run = max_batch / (compute_us / 1e6) if compute_us else 0.0
     return {"plan": plan, "connections": connections, "throughput_rps": served["throughput_rps"],
             "errors": served["errors"], "backoffs": served.get("backoffs", 0), "p50_ms": served["p50_ms"],
-            "capacity_rps": capacity,
-            "ratio": served["throughput_rps"] / capacity}
+            "engine_ms_before": before, "engine_ms_after": after, "capacity_rps": capacity,
+            "ratio": served["throughput_rps"] / capacity, "compute_capacity_rps": in_run,
+            "ratio_to_compute": served["throughput_rps"] / in_run if in_run else 0.0}
 
 
 def main():
@@ -254,23 +266,32 @@ def main():
              "|---|---|---|" + "---|" * len(STAGES),
              *[stage_row(k, *v) for k, v in stages.items()], "",
              "The operating system's floor under those stages on this machine (`build/bench/wake_floor`: "
-             "two threads on two CPUs, nothing of packrat; p50 us): the hand-off of a request to an "
+             "two threads, nothing of packrat; p50 us): the hand-off of a request to an "
              "instance's thread (condition variable: queue), the answer's wake of the HTTP thread "
-             "(eventfd into epoll: resume), a 4 KB answer's send to a client in recv (the call: send; "
-             "until the client has it), and their sum, the least a request's path takes outside "
-             "compute; back to back (as the tiny model's requests meet them) and after a 100 MB pass "
-             "on both CPUs (as ResNet-50's do):", "",
-             "| when | hand-off wake | answer wake | send call | send to arrival | path |",
-             "|---|---|---|---|---|---|",
+             "(eventfd into epoll: resume), each across two cores and on one core (the waker then "
+             "blocks), a 4 KB answer's send to a client in recv (the call: send; until the client has "
+             "it), and the path: the two wakes and the send call, the least the server's stages of a "
+             "request hold, across cores and on one (as `packrat serve` meets them: its HTTP thread "
+             "moves to the core of the instance it hands a request to, `--http-colocate`); back to "
+             "back (as the tiny model's requests meet them) and after a 100 MB pass on both CPUs (as "
+             "ResNet-50's do):", "",
+             "| when | hand-off wake | answer wake | hand-off, one core | answer, one core | send call | "
+             "send to arrival | path | path, one core |",
+             "|---|---|---|---|---|---|---|---|---|",
              *[f"| {label} | {floor[w + '_condvar_wake']['p50_us']:.1f} | "
-               f"{floor[w + '_eventfd_epoll_wake']['p50_us']:.1f} | {floor[w + '_tcp_send_call']['p50_us']:.1f} | "
-               f"{floor[w + '_tcp_send_arrive']['p50_us']:.1f} | {floor[w + '_path_p50_us']:.1f} |"
+               f"{floor[w + '_eventfd_epoll_wake']['p50_us']:.1f} | "
+               f"{floor[w + '_condvar_wake_same_core']['p50_us']:.1f} | "
+               f"{floor[w + '_eventfd_epoll_wake_same_core']['p50_us']:.1f} | "
+               f"{floor[w + '_tcp_send_call']['p50_us']:.1f} | "
+               f"{floor[w + '_tcp_send_arrive']['p50_us']:.1f} | {floor[w + '_path_p50_us']:.1f} | "
+               f"{floor[w + '_path_same_core_p50_us']:.1f} |"
                for label, w in (("back to back", "hot"), ("after a 100 MB pass", "after_pass"))], "",
              f"ResNet-50's {stages['resnet50'][1][0]:.0f} us outside compute is that floor after a pass "
-             f"({floor['after_pass_path_p50_us']:.0f} us) and the code of libmicrohttpd and packrat run "
-             "with the caches and TLBs the pass emptied; the tiny model's "
-             f"{stages['tiny mlp'][1][0]:.0f} us is about the floor back to back "
-             f"({floor['hot_path_p50_us']:.0f} us). The first table's difference of two "
+             f"({floor['after_pass_path_same_core_p50_us']:.0f} us on one core) and the code of "
+             "libmicrohttpd and packrat run with the caches and TLBs the pass emptied; the tiny "
+             f"model's {stages['tiny mlp'][1][0]:.0f} us is about the floor back to back on one core "
+             f"({floor['hot_path_same_core_p50_us']:.0f} us; across cores "
+             f"{floor['hot_path_p50_us']:.0f} us). The first table's difference of two "
              "medians, from two processes, moves by milliseconds from run to run: the histograms time "
              "the server itself.", "",
              "The same by protocol (one connection, closed loop, each protocol on the same server: "
@@ -281,10 +302,15 @@ def main():
              *[protocol_row(m, label, r) for m, rows in by_protocol.items() for label, r in rows.items()],
              "",
              f"Throughput with {many['connections']} connections (closed loop, ResNet-50, max batch "
-             f"{args.max_batch}, plan {many['plan']}):", "",
-             "| engine capacity req/s (`packrat run --plan`) | served req/s | served / capacity | errors | p50 ms |",
-             "|---|---|---|---|---|",
+             f"{args.max_batch}, plan {many['plan']}), against the engine's capacity on that plan "
+             "(`packrat run --plan`, batch latency measured just before and just after; "
+             f"{many['engine_ms_before']:.1f} and {many['engine_ms_after']:.1f} ms) and against the "
+             "capacity the server's own batches' compute time in the run gives:", "",
+             "| engine capacity req/s | served req/s | served / capacity | capacity from the run's compute "
+             "| served / that | errors | p50 ms |",
+             "|---|---|---|---|---|---|---|",
              f"| {many['capacity_rps']:.1f} | {many['throughput_rps']:.1f} | {many['ratio']:.3f} | "
+             f"{many['compute_capacity_rps']:.1f} | {many['ratio_to_compute']:.3f} | "
              f"{many['errors']} | {many['p50_ms']:.0f} |", "",
              f"Open loop at {args.rate:g} requests/s for {args.duration:g} s, max batch {args.max_batch}:", "",
              "| server | plan | requests | errors | p50 ms | p90 ms | p99 ms |", "|---|---|---|---|---|---|---|"]

@@ -14,6 +14,11 @@
  *         a two-thread model pass does (ResNet-50 reads about 100 MB): the
  *         caches hold the model's data, not the server's, and the woken
  *         thread's CPU has just gone idle.
+ * The two wakes are timed again with both threads on one CPU, as
+ * `packrat serve` meets them when the HTTP thread has moved to the core of
+ * the instance it hands a request to (--http-colocate): the waker blocks
+ * (waits for the answer, or for the next request) and the woken thread runs
+ * there, no other CPU woken.
  * Prints p50 and p90 in microseconds of each (the wake: from before the
  * waker's call to the woken thread running; the send: the sender's call,
  * and until the reader has the bytes).
@@ -109,11 +114,12 @@ typedef struct {
   int seq, seen;
   double t_woken;
   const opts_t *o;
+  int cpu; /* the woken thread's */
 } cv_t;
 
 static void *cv_waiter(void *arg) {
   cv_t *c = arg;
-  pin(c->o->cpu_b);
+  pin(c->cpu);
   pthread_mutex_lock(&c->mu);
   for (;;) {
     while (c->seq == c->seen) pthread_cond_wait(&c->cv, &c->mu);
@@ -126,8 +132,8 @@ static void *cv_waiter(void *arg) {
   return NULL;
 }
 
-static void time_condvar(opts_t *o, double *out) {
-  cv_t c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, o};
+static void time_condvar(opts_t *o, int cpu, double *out) {
+  cv_t c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, o, cpu};
   pthread_t t;
   pthread_create(&t, NULL, cv_waiter, &c);
   pin(o->cpu_a);
@@ -154,11 +160,12 @@ typedef struct {
   int efd, back, ep;
   _Atomic double t_woken;
   const opts_t *o;
+  int cpu; /* the woken thread's */
 } ev_t;
 
 static void *ev_waiter(void *arg) {
   ev_t *e = arg;
-  pin(e->o->cpu_b);
+  pin(e->cpu);
   for (;;) {
     struct epoll_event ev;
     if (epoll_wait(e->ep, &ev, 1, -1) != 1) continue;
@@ -170,8 +177,8 @@ static void *ev_waiter(void *arg) {
   return NULL;
 }
 
-static void time_eventfd(opts_t *o, double *out) {
-  ev_t e = {eventfd(0, 0), eventfd(0, 0), epoll_create1(0), 0, o};
+static void time_eventfd(opts_t *o, int cpu, double *out) {
+  ev_t e = {eventfd(0, 0), eventfd(0, 0), epoll_create1(0), 0, o, cpu};
   struct epoll_event ev = {.events = EPOLLIN};
   epoll_ctl(e.ep, EPOLL_CTL_ADD, e.efd, &ev);
   pthread_t t;
@@ -284,10 +291,14 @@ int main(int argc, char **argv) {
   long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
   o.cpu_a = 0, o.cpu_b = n_cpu > 1 ? 1 : 0;
   o.big = calloc(1, o.pass_bytes);
-  double *v[4];
-  for (int k = 0; k < 4; k++) v[k] = calloc((size_t)o.rounds, sizeof(double));
-  if (!o.big || !v[0] || !v[1] || !v[2] || !v[3]) return 1;
-  const char *names[4] = {"condvar_wake", "eventfd_epoll_wake", "tcp_send_call", "tcp_send_arrive"};
+  enum { N = 6 };
+  double *v[N];
+  for (int k = 0; k < N; k++)
+    if (!(v[k] = calloc((size_t)o.rounds, sizeof(double)))) return 1;
+  if (!o.big) return 1;
+  const char *names[N] = {"condvar_wake",           "eventfd_epoll_wake",
+                          "tcp_send_call",          "tcp_send_arrive",
+                          "condvar_wake_same_core", "eventfd_epoll_wake_same_core"};
   if (json)
     printf("{\"bytes\": %zu, \"pass_mb\": %zu, \"cpus\": %ld", o.send_bytes, o.pass_bytes >> 20,
            n_cpu);
@@ -298,33 +309,40 @@ int main(int argc, char **argv) {
   pthread_create(&half, NULL, pass_half, &o);
   for (int round = 0; round < 2; round++) {
     o.cold = round == 1;
-    time_condvar(&o, v[0]);
-    time_eventfd(&o, v[1]);
+    time_condvar(&o, o.cpu_b, v[0]);
+    time_eventfd(&o, o.cpu_b, v[1]);
     if (time_send(&o, v[2], v[3])) {
       fprintf(stderr, "wake_floor: no loopback TCP\n");
       return 1;
     }
+    time_condvar(&o, o.cpu_a, v[4]);
+    time_eventfd(&o, o.cpu_a, v[5]);
     const char *when = o.cold ? "after_pass" : "hot";
-    double sum = 0;
-    for (int k = 0; k < 4; k++) {
+    double sum = 0, same = 0;
+    for (int k = 0; k < N; k++) {
       double p50 = pct(v[k], o.rounds, 0.5), p90 = pct(v[k], o.rounds, 0.9);
-      if (k != 2) sum += p50; /* a request's path: the two wakes and the send's arrival */
+      /* what a request's stages hold of it: the two wakes and the send call */
+      if (k < 3) sum += p50;
+      if (k >= 4 || k == 2) same += p50;
       if (json)
         printf(", \"%s_%s\": {\"p50_us\": %.1f, \"p90_us\": %.1f}", when, names[k], p50, p90);
       else
         printf("%-10s %-20s p50 %7.1f us  p90 %7.1f us\n", when, names[k], p50, p90);
     }
     if (json)
-      printf(", \"%s_path_p50_us\": %.1f", when, sum);
+      printf(", \"%s_path_p50_us\": %.1f, \"%s_path_same_core_p50_us\": %.1f", when, sum, when,
+             same);
     else
-      printf("%-10s %-20s p50 %7.1f us (the two wakes and the send's arrival)\n", when, "path",
-             sum);
+      printf(
+          "%-10s %-20s p50 %7.1f us (the two wakes and the send call)\n"
+          "%-10s %-20s p50 %7.1f us (the same, the wakes on one core)\n",
+          when, "path", sum, when, "path_same_core", same);
   }
   o.cold = false;
   pthread_barrier_wait(&o.start); /* the pass thread ends */
   pthread_join(half, NULL);
   if (json) printf("}\n");
-  for (int k = 0; k < 4; k++) free(v[k]);
+  for (int k = 0; k < N; k++) free(v[k]);
   free(o.big);
   return 0;
 }
