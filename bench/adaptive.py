@@ -181,6 +181,7 @@ def main():
     add_paths(ap)
     args = ap.parse_args()
     packrat = os.path.join(args.build, "packrat")
+    os.makedirs(args.out, exist_ok=True)  # before the run: a long run must not end on a missing folder
     if not args.schedule:
         name = args.model
         model = os.path.abspath(os.path.join(args.models_dir, name, "model.onnx"))

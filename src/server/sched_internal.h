@@ -37,7 +37,7 @@ typedef struct {
    * admission estimates with */
   _Atomic double pass_ms;
   _Atomic uint64_t runs, rows;
-  bool idle; /* qlock: parked, the queue empty (pr_sched_home_cpu) */
+  bool idle; /* qlock: asleep for work or for more of its batch (pr_sched_home_cpu) */
 } worker_t;
 
 typedef struct {

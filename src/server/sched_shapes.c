@@ -140,7 +140,9 @@ int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out) {
     if (pr_now() >= until) break;
     struct timespec ts;
     pr_sched__timespec_at(&ts, until);
+    w->idle = true;
     pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
+    w->idle = false;
   }
   if (n) record_shape(s, reqs, n, rows);
   *rows_out = rows;

@@ -325,7 +325,9 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
     if (pr_now() >= until) break;
     struct timespec ts;
     pr_sched__timespec_at(&ts, until);
+    w->idle = true; /* asleep for more of its batch: a hand-off may come to its core */
     pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
+    w->idle = false;
     if (s->head && rows + s->head->rows > w->batch) break;
   }
   *rows_out = rows;

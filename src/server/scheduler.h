@@ -269,8 +269,9 @@ void pr_request_wait(pr_request_t *r);
  * instance already runs is waited for. Returns when r is complete. */
 void pr_sched_wait(pr_sched_t *s, pr_request_t *r);
 
-/* The core of an instance of the active plan that waits for work, the one
- * on `cpu` (the caller's) when it waits; -1 when every instance is busy.
+/* The core of an instance of the active plan asleep for work (or for more
+ * of its batch), the one on `cpu` (the caller's) when it is; -1 when every
+ * instance is running.
  * Its thread is pinned there (runtime/worker.h): a thread that moves to it
  * before submitting wakes it, and is woken by its answer, on one core,
  * without the cross-core wake-ups that cost tens of microseconds under a

@@ -677,7 +677,10 @@ void pr_server_stop(pr_server_t *s) {
      * since libmicrohttpd aborts when stopped with a suspended connection */
     atomic_store(&s->closing, true);
     while (atomic_load(&s->entering) > 0) usleep(100);
-    while (atomic_load(&s->serving) > 0 && pr_now() - t0 < limit) usleep(1000);
+    /* suspended too: an answer's thread counts its resume off after making it */
+    while ((atomic_load(&s->serving) > 0 || atomic_load(&s->suspended) > 0) &&
+           pr_now() - t0 < limit)
+      usleep(1000);
     int waiting = atomic_load(&s->suspended) + atomic_load(&s->admin_threads);
     if (waiting) {
       /* a model stuck in a kernel: libmicrohttpd cannot stop with suspended
