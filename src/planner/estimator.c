@@ -157,11 +157,16 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
   return e->target;
 }
 
-/* The next plan up from batch b: the smallest batch in range whose
- * throughput is PR_EST_GAIN above b's (b: none is, or unknown latencies). */
+/* The next plan up from batch b: the smallest larger batch in range whose
+ * throughput is PR_EST_GAIN above b's (b: none is, or unknown latencies).
+ * Never a smaller batch: b's throughput is read off its latest runs, and
+ * the first runs after a switch to it can be slow enough to make a smaller
+ * batch look faster (seen: 2x8 -> 2x2 under a growing queue, though 2x2
+ * serves 8% less); batching more is what a backlog calls for (Packrat's
+ * queue rule), and the rate rule moves to a smaller batch that serves more. */
 static int next_capacity_up(const pr_estimator_t *e, int b) {
   double cb = capacity_of(e, b);
-  for (int c = e->min_batch; cb > 0 && c <= e->max_batch; c *= 2)
+  for (int c = 2 * b; cb > 0 && c <= e->max_batch; c *= 2)
     if (capacity_of(e, c) > PR_EST_GAIN * cb) return c;
   return b;
 }

@@ -146,6 +146,19 @@ static void test_backlog_holds_target(void **s) {
   assert_int_equal(e.reason, PR_EST_STEADY);
 }
 
+/* A growing backlog raises to a larger batch only: the live plan's first
+ * runs after a switch read slow (its capacity below a smaller batch's),
+ * yet the guard must not "raise" to that smaller batch. */
+static void test_backlog_never_raises_down(void **s) {
+  pr_estimator_t e;
+  rate_with_latencies(&e);
+  for (int i = 0; i < 10; i++) feed_rate(&e, 130); /* batch 8 */
+  assert_int_equal(e.target, 8);
+  e.latency_s[3] = 0.25; /* batch 8 read 32 req/s; batch 2 serves 100 */
+  assert_int_equal(feed_backlog(&e, 40, 26, 28, 0.82), 16); /* up, not to batch 1 */
+  assert_int_equal(e.reason, PR_EST_BACKLOG_UP);
+}
+
 /* A growing backlog whose oldest request waited over twice the planned
  * latency raises the target a power of two a window, up to the max. */
 static void test_backlog_stale_raises(void **s) {
@@ -363,6 +376,7 @@ int main(void) {
       cmocka_unit_test(test_stale_oldest_holds),
       cmocka_unit_test(test_no_gain_no_switch),
       cmocka_unit_test(test_peak_rise_holds),
+      cmocka_unit_test(test_backlog_never_raises_down),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
