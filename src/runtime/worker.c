@@ -45,14 +45,14 @@ static void *worker_thread(void *arg) {
   pr_omp_team(w->threads);
 #ifndef PR_SERIAL_OMP
   /* then each thread of the team to one core of its own, this one (the
-   * team's master) to the first: the server's HTTP thread that hands it a
-   * request moves there (pr_sched_home_cpu), so that the hand-off and the
-   * answer wake a thread on the waker's own core */
+   * team's thread 0) to the first (one thread: pinned there above): the
+   * server's HTTP thread that hands it a request moves there
+   * (pr_sched_home_cpu), so that the hand-off and the answer wake a thread
+   * on the waker's own core */
   if (w->threads > 1) {
 #pragma omp parallel num_threads(w->threads)
     pr_topology_pin(&w->cpus[omp_get_thread_num()], 1);
   }
-  pr_topology_pin(w->cpus, 1);
 #endif
   w->main(w, w->ctx);
   return NULL;

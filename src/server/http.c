@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include "base/log.h"
+#include "base/topology.h"
 #include "base/util.h"
 #include "server/models.h"
 #include "server/protocol.h"
@@ -218,10 +219,8 @@ static void colocate(const pr_served_t *m) {
   int home = pr_sched_home_cpu(m->sched, sched_getcpu());
   if (home == here) return;
   if (here < 0 && sched_getaffinity(0, sizeof all, &all)) return;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  if (home >= 0) CPU_SET(home, &one);
-  if (!sched_setaffinity(0, sizeof one, home >= 0 ? &one : &all)) here = home;
+  int moved = home >= 0 ? pr_topology_pin(&home, 1) : sched_setaffinity(0, sizeof all, &all);
+  if (!moved) here = home;
 }
 
 enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
