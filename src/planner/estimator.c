@@ -89,16 +89,23 @@ static int smallest_fit(const pr_estimator_t *e, double r1, double r2, double lo
   return 0;
 }
 
+/* The batch whose plan serves the most (0: no latency known), and what it
+ * serves. */
+static int top_batch(const pr_estimator_t *e) {
+  int pick = 0;
+  for (int b = e->min_batch; b <= e->max_batch; b *= 2)
+    if (capacity_of(e, b) > 0 && (!pick || capacity_of(e, b) > capacity_of(e, pick))) pick = b;
+  return pick;
+}
+
+static double top_capacity(const pr_estimator_t *e) {
+  int b = top_batch(e);
+  return b ? capacity_of(e, b) : 0;
+}
+
 /* The plan that serves the most: of those within PR_EST_GAIN of the
  * highest capacity, the smallest batch (the lowest latency) or the
  * largest; max_batch when no latency is known. */
-static double top_capacity(const pr_estimator_t *e) {
-  double top = 0;
-  for (int b = e->min_batch; b <= e->max_batch; b *= 2)
-    if (capacity_of(e, b) > top) top = capacity_of(e, b);
-  return top;
-}
-
 static int most_capacity(const pr_estimator_t *e, bool largest) {
   double top = top_capacity(e);
   int pick = 0;
@@ -120,7 +127,13 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
    * at the average or at the window's own rate (a rise shows in the
    * window before the average catches up), to the smallest batch that
    * fits, or to the plan that serves the most when none does, if that
-   * serves PR_EST_GAIN more; down only to a plan busy at most
+   * serves PR_EST_GAIN more; failing that, to the one that fits, or to the
+   * one that serves the most, by any margin if it batches more (near
+   * capacity the queue is
+   * steep in the spare capacity: a bench run held 2x4 at 94% busy, 4.6%
+   * under 2x8, for 46 s while the queue grew to 36; a larger batch is the
+   * way Packrat's queue rule goes, and moves to smaller batches keep the
+   * margin, so the two cannot flap); down only to a plan busy at most
    * PR_EST_DOWN_LOAD at both rates: the band between is hysteresis. In an
    * overload (the average PR_EST_GAIN over every plan's capacity: the
    * queue grows whatever runs; the margin keeps a noisy average near
@@ -136,10 +149,14 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
       int up = most_capacity(e, true);
       if (!lower_capacity(e, up, e->target)) want = up;
     } else {
-      int up = smallest_fit(e, e->ewma, r, PR_EST_UP_LOAD);
-      if (!up) up = most_capacity(e, false);
+      int fit = smallest_fit(e, e->ewma, r, PR_EST_UP_LOAD);
+      int up = fit ? fit : most_capacity(e, false);
       double now = capacity_of(e, e->target);
-      if (now <= 0 || capacity_of(e, up) > PR_EST_GAIN * now) want = up;
+      int larger = fit ? fit : top_batch(e);
+      if (now <= 0 || capacity_of(e, up) > PR_EST_GAIN * now)
+        want = up;
+      else if (larger > e->target && capacity_of(e, larger) > now)
+        want = larger;
     }
   } else {
     int down = smallest_fit(e, e->ewma, r, PR_EST_DOWN_LOAD);

@@ -305,18 +305,18 @@ static void test_stale_oldest_holds(void **s) {
   assert_true(e.target < 8);
 }
 
-/* The bursty run of 09:42 UTC (bench/results/adaptive_bursty.json): a
- * window at 31 requests/s (Poisson, the phase's rate 24) took batch 4's
- * plan (26.8 requests/s measured) to batch 8's (27.0 planned, 25.3
- * measured by the bench), a drop. Under every plan's capacity on average a
- * plan within 5% of the live one's is no gain: a spike leaves batch 4 and
- * batch 2 where they are. At 24 requests/s (no plan busy at most 85%) the
- * target is the smallest batch within 5% of the most any plan serves:
- * batch 2 (25.9), the lowest latency at about the same capacity, reached
- * from batch 1 in 2 windows on the window's own rate while the average
- * still reads the old load. Over every plan's capacity on average (an
- * overload) it is the largest batch within 5% of the most: batch 8. */
-static void test_no_gain_no_switch(void **s) {
+/* Near every plan's capacity (no plan busy at most 85%), the plans within
+ * a few percent of each other (the bursty run's ResNet-50: batch 1 24.4,
+ * 2 25.9, 4 26.8, 8 27.0 requests/s): from batch 1 the rate rule first
+ * takes the smallest batch within 5% of the most (batch 2, 6% over batch
+ * 1), then the plan that serves the most, a larger batch, by any margin
+ * (bench/adaptive.py, 2026-12-01: the server held 2x4 at 94% busy, 4.6%
+ * under 2x8, for 46 s while the queue grew to 36; p99 1.26x the static
+ * 2x8's). A window's spike does not move it further; a smaller batch
+ * within 5% never takes it back down (the margin stops a flap on noisy
+ * capacities); over every plan's capacity on average (an overload) it is
+ * the largest batch within 5% of the most. */
+static void test_larger_batch_any_margin(void **s) {
   pr_estimator_t e;
   bursty_resnet(&e);
   e.latency_s[2] = 4 / 26.8;
@@ -326,22 +326,26 @@ static void test_no_gain_no_switch(void **s) {
   assert_int_equal(feed_window(&e, 24, empty, 0), 1); /* one window: not yet */
   assert_int_equal(feed_window(&e, 24, empty, 0), 2); /* the average reads 14.4 */
   assert_int_equal(e.reason, PR_EST_STEADY);
-  for (int i = 0; i < 20; i++) assert_int_equal(feed_window(&e, 24, empty, 0), 2);
+  assert_int_equal(feed_window(&e, 24, empty, 0), 2);
+  assert_int_equal(feed_window(&e, 24, empty, 0), 8); /* 27.0 > 25.9, a larger batch */
+  for (int i = 0; i < 20; i++) assert_int_equal(feed_window(&e, 24, empty, 0), 8);
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(feed_window(&e, 31, empty, 0), 2); /* a spike */
-    assert_int_equal(feed_window(&e, 24, empty, 0), 2);
-    assert_int_equal(feed_window(&e, 22, empty, 0), 2);
+    assert_int_equal(feed_window(&e, 31, empty, 0), 8); /* a spike */
+    assert_int_equal(feed_window(&e, 24, empty, 0), 8);
+    assert_int_equal(feed_window(&e, 22, empty, 0), 8);
   }
+  /* batch 4 serves the most (27.5), 1.9% over batch 8: no move to it */
   pr_estimator_t f;
   bursty_resnet(&f);
-  f.latency_s[2] = 4 / 26.8;
+  f.latency_s[2] = 4 / 27.5;
+  f.target = 8;
+  for (int i = 0; i < 20; i++) assert_int_equal(feed_window(&f, 24, empty, 0), 8);
+  /* and from batch 4 none to batch 8, which serves less */
   f.target = 4;
   for (int i = 0; i < 20; i++) assert_int_equal(feed_window(&f, 24, empty, 0), 4);
-  assert_int_equal(feed_window(&f, 31, empty, 0), 4);
-  assert_int_equal(feed_window(&f, 31, empty, 0), 4); /* the average 26.1 < 26.8 */
-  /* an overload: the average over every plan's 27.0 */
-  for (int i = 0; i < 10; i++) feed_window(&e, 40, empty, 0);
-  assert_int_equal(e.target, 8);
+  /* an overload: the average over every plan's 28.9 */
+  for (int i = 0; i < 10; i++) feed_window(&f, 40, empty, 0);
+  assert_int_equal(f.target, 8);
 }
 
 /* A move down is held while the server saw the queue's peak rise
@@ -374,7 +378,7 @@ int main(void) {
       cmocka_unit_test(test_bursty_run_replay),
       cmocka_unit_test(test_capacity_not_batch),
       cmocka_unit_test(test_stale_oldest_holds),
-      cmocka_unit_test(test_no_gain_no_switch),
+      cmocka_unit_test(test_larger_batch_any_margin),
       cmocka_unit_test(test_peak_rise_holds),
       cmocka_unit_test(test_backlog_never_raises_down),
   };
