@@ -10,7 +10,9 @@
    to sent, minus its batch's compute; interpolated in its bucket) and the
    share of requests under 0.1 ms, and the mean of each stage
    (`packrat_request_stage_seconds`), for ResNet-50 and for the tiny test
-   model (tests/e2e/make_models.py).
+   model (tests/e2e/make_models.py), with the client asleep in recv and
+   with a busy-polling client (`packrat bench --busy-poll`: the server's
+   send then wakes no idle core, as with a client on another host).
 2. Throughput with 1000 connections: a closed loop of 1000 connections
    against a server whose plan is the one packrat picks for --max-batch,
    against the engine's capacity on that plan (`packrat run --plan P --batch
@@ -104,7 +106,8 @@ def stage_row(name, means, over):
             " | ".join(f"{means[k]:.1f}" for k in STAGES) + " |")
 
 
-PROTOCOLS = (("REST, binary tensors", []), ("REST, JSON tensors", ["--json-data"]),
+PROTOCOLS = (("REST, binary tensors", []), ("REST, binary tensors, busy-polling client", ["--busy-poll"]),
+             ("REST, JSON tensors", ["--json-data"]),
              ("gRPC, raw contents", ["--protocol", "grpc"]))
 
 
@@ -224,8 +227,9 @@ def main():
                name="mlp")
     by_protocol["tiny mlp"] = protocols(packrat, s, "mlp", args.protocol_seconds)
     s.stop()
-    binary = PROTOCOLS[0][0]
+    binary, polling = PROTOCOLS[0][0], PROTOCOLS[1][0]
     stages = {k: (v[binary]["stage_means_us"], v[binary]["overhead"]) for k, v in by_protocol.items()}
+    polled = {k: (v[polling]["stage_means_us"], v[polling]["overhead"]) for k, v in by_protocol.items()}
     many = many_connections(packrat, model, args.max_batch)
     print(json.dumps(many), flush=True)
     rows = []
@@ -245,7 +249,10 @@ def main():
     out = {"date": stamp, "cpu": cpu, "engine_median_ms": engine["median_ms"], "served": served, "load": rows,
            "stage_means_us": {k: v[0] for k, v in stages.items()},
            "overhead_p50_us": {k: v[1][0] for k, v in stages.items()},
-           "overhead_under_100us": {k: v[1][1] for k, v in stages.items()}, "many_connections": many,
+           "overhead_under_100us": {k: v[1][1] for k, v in stages.items()},
+           "polling_client": {k: {"stage_means_us": v[0], "overhead_p50_us": v[1][0],
+                                  "overhead_under_100us": v[1][1]} for k, v in polled.items()},
+           "many_connections": many,
            "os_floor": floor,
            "protocols": by_protocol}
     os.makedirs(args.out, exist_ok=True)
@@ -262,9 +269,16 @@ def main():
              "batch's compute), the share of requests under 0.1 ms, and where the time goes (mean "
              "microseconds per request from `packrat_request_stage_seconds`; assemble, compute and "
              "scatter are per execution, one request each here):", "",
-             "| model | outside compute p50 us | under 0.1 ms | " + " | ".join(STAGES) + " |",
-             "|---|---|---|" + "---|" * len(STAGES),
-             *[stage_row(k, *v) for k, v in stages.items()], "",
+             "| model | client | outside compute p50 us | under 0.1 ms | " + " | ".join(STAGES) + " |",
+             "|---|---|---|---|" + "---|" * len(STAGES),
+             *[stage_row(f"{k} | asleep in recv", *v) for k, v in stages.items()],
+             *[stage_row(f"{k} | busy-polling", *v) for k, v in polled.items()], "",
+             "The client is `packrat bench` on the same machine. Asleep in recv (libcurl's poll), its "
+             "core idles through ResNet-50's compute, and the server's send of the answer, which on "
+             "loopback runs the client's receive path, wakes that core: under a hypervisor a halted "
+             "vCPU. With `--busy-poll` the client polls its socket without sleeping, as a latency "
+             "client does, and the send wakes no one; a client on another host puts no wake on the "
+             "server's send either. The floor below times both.", "",
              "The operating system's floor under those stages on this machine (`build/bench/wake_floor`: "
              "two threads, nothing of packrat; p50 us): the hand-off of a request to an "
              "instance's thread (condition variable: queue), the answer's wake of the HTTP thread "
@@ -286,6 +300,13 @@ def main():
                f"{floor[w + '_tcp_send_arrive']['p50_us']:.1f} | {floor[w + '_path_p50_us']:.1f} | "
                f"{floor[w + '_path_same_core_p50_us']:.1f} |"
                for label, w in (("back to back", "hot"), ("after a 100 MB pass", "after_pass"))], "",
+             f"The send after one CPU streamed alone for {floor['idle_ms']:g} ms while the client's "
+             "CPU idled (ResNet-50 on one connection), p50 us:", "",
+             "| client | send call | send to arrival |", "|---|---|---|",
+             *[f"| {label} | {floor[w + '_tcp_send_call']['p50_us']:.1f} | "
+               f"{floor[w + '_tcp_send_arrive']['p50_us']:.1f} |"
+               for label, w in (("asleep in recv", "idle_sleeping_reader"),
+                                ("polling", "idle_polling_reader"))], "",
              f"ResNet-50's {stages['resnet50'][1][0]:.0f} us outside compute is that floor after a pass "
              f"({floor['after_pass_path_same_core_p50_us']:.0f} us on one core) and the code of "
              "libmicrohttpd and packrat run with the caches and TLBs the pass emptied; the tiny "

@@ -14,6 +14,11 @@
  *         a two-thread model pass does (ResNet-50 reads about 100 MB): the
  *         caches hold the model's data, not the server's, and the woken
  *         thread's CPU has just gone idle.
+ * The send is timed again with the reader's CPU idle for --idle-ms while
+ * the sender streams alone (one instance's pass with the client's core
+ * asleep, as ResNet-50 on one connection meets it), the reader asleep in
+ * recv (the send then wakes an idle CPU: under a hypervisor a halted vCPU)
+ * and polling (a busy-polling client, or one on another host: no wake).
  * The two wakes are timed again with both threads on one CPU, as
  * `packrat serve` meets them when the HTTP thread has moved to the core of
  * the instance it hands a request to (--http-colocate): the waker blocks
@@ -23,9 +28,10 @@
  * waker's call to the woken thread running; the send: the sender's call,
  * and until the reader has the bytes).
  *
- * usage: wake_floor [--pass-mb 100] [--rounds 200] [--bytes 4298] [--json] */
+ * usage: wake_floor [--pass-mb 100] [--rounds 200] [--bytes 4298] [--idle-ms 25] [--json] */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -72,7 +78,9 @@ static double pct(double *v, int n, double p) {
 typedef struct {
   int rounds;
   size_t pass_bytes, send_bytes;
+  double idle_ms; /* the last case's idle */
   bool cold;
+  double idle_s; /* > 0: the sender alone streams this long (the reader's CPU idles) */
   unsigned char *big;
   int cpu_a, cpu_b;
   pthread_barrier_t start, done; /* the pass's two halves */
@@ -95,8 +103,15 @@ static void *pass_half(void *arg) {
   return NULL;
 }
 
-/* Before a round: back to back (hot), or a model pass on both CPUs. */
+/* Before a round: back to back (hot), a model pass on both CPUs, or one
+ * instance's pass on the sender's CPU alone while the reader's idles. */
 static void before_round(opts_t *o) {
+  if (o->idle_s > 0) {
+    double t0 = now();
+    do stream(o->big, o->pass_bytes / 2);
+    while (now() - t0 < o->idle_s);
+    return;
+  }
   if (!o->cold) {
     sleep_s(100e-6);
     return;
@@ -204,6 +219,7 @@ typedef struct {
   size_t bytes;
   _Atomic double t_read;
   const opts_t *o;
+  bool polls; /* recv without sleeping (a busy-polling client) */
 } tcp_reader_t;
 
 static void *tcp_reader(void *arg) {
@@ -213,7 +229,8 @@ static void *tcp_reader(void *arg) {
   for (;;) {
     size_t got = 0;
     while (got < r->bytes) {
-      ssize_t n = recv(r->fd, buf + got, r->bytes - got, 0);
+      ssize_t n = recv(r->fd, buf + got, r->bytes - got, r->polls ? MSG_DONTWAIT : 0);
+      if (n < 0 && r->polls && errno == EAGAIN) continue;
       if (n <= 0) goto out;
       got += (size_t)n;
     }
@@ -242,10 +259,10 @@ static int tcp_pair(int *server) {
   return *server < 0 ? -1 : c;
 }
 
-static int time_send(opts_t *o, double *call, double *arrive) {
+static int time_send(opts_t *o, bool polls, double *call, double *arrive) {
   int sfd, cfd = tcp_pair(&sfd);
   if (cfd < 0) return -1;
-  tcp_reader_t r = {cfd, o->send_bytes, 0, o};
+  tcp_reader_t r = {cfd, o->send_bytes, 0, o, polls};
   pthread_t t;
   pthread_create(&t, NULL, tcp_reader, &r);
   pin(o->cpu_a);
@@ -266,7 +283,7 @@ static int time_send(opts_t *o, double *call, double *arrive) {
 }
 
 int main(int argc, char **argv) {
-  opts_t o = {.rounds = 200, .pass_bytes = 100u << 20, .send_bytes = 4298};
+  opts_t o = {.rounds = 200, .pass_bytes = 100u << 20, .send_bytes = 4298, .idle_ms = 25};
   bool json = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -274,18 +291,25 @@ int main(int argc, char **argv) {
       json = true;
     } else if (v && !strcmp(a, "--pass-mb")) {
       o.pass_bytes = (size_t)atol(v) << 20, i++;
+    } else if (v && !strcmp(a, "--idle-ms")) {
+      o.idle_ms = atof(v), i++;
     } else if (v && !strcmp(a, "--rounds")) {
       o.rounds = atoi(v), i++;
     } else if (v && !strcmp(a, "--bytes")) {
       o.send_bytes = (size_t)atol(v), i++;
     } else {
-      fprintf(stderr, "usage: wake_floor [--pass-mb 100] [--rounds 200] [--bytes 4298] [--json]\n");
+      fprintf(stderr,
+              "usage: wake_floor [--pass-mb 100] [--rounds 200] [--bytes 4298] [--idle-ms 25] "
+              "[--json]\n");
       return strcmp(a, "--help") ? 2 : 0;
     }
   }
   if (o.rounds < 10 || o.rounds > 100000 || o.send_bytes < 1 || o.send_bytes > (64u << 20) ||
-      o.pass_bytes < (1u << 20) || o.pass_bytes > (8ull << 30)) {
-    fprintf(stderr, "wake_floor: --rounds 10..100000, --bytes 1..64 MiB, --pass-mb 1..8192\n");
+      o.pass_bytes < (1u << 20) || o.pass_bytes > (8ull << 30) || !(o.idle_ms >= 0.1) ||
+      o.idle_ms > 1000) {
+    fprintf(stderr,
+            "wake_floor: --rounds 10..100000, --bytes 1..64 MiB, --pass-mb 1..8192, --idle-ms "
+            "0.1..1000\n");
     return 2;
   }
   long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -311,7 +335,7 @@ int main(int argc, char **argv) {
     o.cold = round == 1;
     time_condvar(&o, o.cpu_b, v[0]);
     time_eventfd(&o, o.cpu_b, v[1]);
-    if (time_send(&o, v[2], v[3])) {
+    if (time_send(&o, false, v[2], v[3])) {
       fprintf(stderr, "wake_floor: no loopback TCP\n");
       return 1;
     }
@@ -338,7 +362,23 @@ int main(int argc, char **argv) {
           "%-10s %-20s p50 %7.1f us (the same, the wakes on one core)\n",
           when, "path", sum, when, "path_same_core", same);
   }
-  o.cold = false;
+  /* the client's CPU idle through one instance's pass (ResNet-50 on one
+   * connection, one core computing): the client asleep in recv, then
+   * polling */
+  o.cold = false, o.idle_s = o.idle_ms * 1e-3;
+  for (int polls = 0; polls < 2; polls++) {
+    if (time_send(&o, polls, v[2], v[3])) return 1;
+    const char *who = polls ? "idle_polling_reader" : "idle_sleeping_reader";
+    for (int k = 2; k < 4; k++) {
+      double p50 = pct(v[k], o.rounds, 0.5), p90 = pct(v[k], o.rounds, 0.9);
+      if (json)
+        printf(", \"%s_%s\": {\"p50_us\": %.1f, \"p90_us\": %.1f}", who, names[k], p50, p90);
+      else
+        printf("%-20s %-20s p50 %7.1f us  p90 %7.1f us\n", who, names[k], p50, p90);
+    }
+  }
+  if (json) printf(", \"idle_ms\": %g", o.idle_ms);
+  o.idle_s = 0;
   pthread_barrier_wait(&o.start); /* the pass thread ends */
   pthread_join(half, NULL);
   if (json) printf("}\n");

@@ -5,7 +5,8 @@
  * queue lengths seen, rounded down to a power of two, then the mode of the
  * last 10 such estimates.
  * PR_EST_RATE: from an EWMA (0.3) of the arrival rate and the window's own
- * rate, up (2 windows in a row) when the current plan would be busy over
+ * rate, up (2 windows in a row; 1 when the window's rate is over the
+ * current plan's capacity) when the current plan would be busy over
  * 85% of the time at either, to the smallest power of two B busy at most
  * 85% (rate x latency(B) <= 0.85 B), or when none is to the smallest
  * batch within 5% of the most any plan serves, if it serves 5% more, and
@@ -27,7 +28,8 @@
  * arrival rate that reads low while requests pile up, e.g. a burst that
  * ended, must not shrink capacity. When the backlog grows and its oldest
  * request has waited more than twice the target's planned latency, the
- * target goes up to the next plan of higher capacity. */
+ * target goes up to the larger batch whose plan serves the most, if that
+ * serves more. */
 #ifndef PACKRAT_ESTIMATOR_H
 #define PACKRAT_ESTIMATOR_H
 

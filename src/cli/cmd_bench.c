@@ -25,6 +25,10 @@ static void usage(FILE *f) {
           "  --input FILE         the request's input (.pb or .npy, batch axis included);\n"
           "                       default: random data of the model's shape at batch 1\n"
           "  --json-data          send tensors as JSON instead of the binary extension\n"
+          "  --busy-poll          closed loop, REST: each connection's thread polls its\n"
+          "                       socket without sleeping (a core each), as a latency\n"
+          "                       client does: on one machine a client asleep on an idle\n"
+          "                       core makes the server's send pay for waking that core\n"
           "  --protocol P         rest (default) or grpc: the same request as a KServe v2\n"
           "                       ModelInferRequest (raw_input_contents) on gRPC, closed loop\n"
           "                       only; --url still names the REST port (model metadata)\n"
@@ -39,7 +43,7 @@ typedef struct {
   const char *url, *model, *input, *schedule, *expect, *protocol, *grpc_address, *token_file;
   int concurrency;
   double rate, duration;
-  bool json, binary;
+  bool json, binary, busy_poll;
   pr_load_phase_t phases[MAX_PHASES];
   int n_phases;
 } bench_args_t;
@@ -75,6 +79,8 @@ static int parse_flag(bench_args_t *b, int argc, char **argv, int *i) {
     b->json = true;
   } else if (!strcmp(a, "--json-data")) {
     b->binary = false;
+  } else if (!strcmp(a, "--busy-poll")) {
+    b->busy_poll = true;
   } else {
     fprintf(stderr, "packrat bench: unexpected argument '%s'\n", a);
     usage(stderr);
@@ -114,6 +120,10 @@ static int check_protocol(const bench_args_t *b) {
     fprintf(stderr,
             "packrat bench: --protocol grpc needs --grpc-address HOST:PORT and a closed "
             "loop (--concurrency), and takes neither --json-data nor --expect\n");
+    return 2;
+  }
+  if (b->busy_poll && (grpc || !b->concurrency)) {
+    fprintf(stderr, "packrat bench: --busy-poll goes with a REST closed loop (--concurrency)\n");
     return 2;
   }
   if (!grpc && b->grpc_address) {
@@ -251,6 +261,7 @@ int pr_cli_bench(int argc, char **argv) {
     lg->check = true;
   }
   if (rc < 0) {
+    lg->busy_poll = b->busy_poll;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = bench(b, lg);
     curl_global_cleanup();

@@ -46,6 +46,7 @@ typedef struct {
   pr_load_request_t rq;
   pr_tensor_t expect;
   bool check;
+  bool busy_poll;              /* closed loop: each thread polls its socket, never sleeps */
   _Atomic uint64_t mismatches; /* 200s whose output differed from expect */
   _Atomic int error_samples;   /* error bodies shown on stderr (the first 3) */
   _Atomic uint64_t backoffs;   /* closed loop: 503s waited out (their Retry-After) */
@@ -70,7 +71,8 @@ json_t *pr_load_result_json(pr_load_result_t *r, double seconds);
 /* Adds src's latencies and counts to dst, and frees src's latencies. */
 void pr_load_result_merge(pr_load_result_t *dst, pr_load_result_t *src);
 
-/* Closed loop with `concurrency` threads until the monotonic time `until`. */
+/* Closed loop with `concurrency` threads until the monotonic time `until`
+ * (lg->busy_poll: each spins on its socket instead of sleeping in poll). */
 void pr_load_closed(pr_load_t *lg, int concurrency, double until, pr_load_result_t *all);
 /* Open loop through the phases in order; each phase's result and all. */
 void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_result_t *all);

@@ -115,9 +115,13 @@ static int most_capacity(const pr_estimator_t *e, bool largest) {
 }
 
 /* Windows a move to batch `want` must be wanted in a row: few up (more
- * capacity), more down. */
-static int windows_for(const pr_estimator_t *e, int want) {
-  return e->overload || lower_capacity(e, e->target, want) ? e->up_windows : e->down_windows;
+ * capacity), one when the window's own rate `r` is over what the live
+ * plan serves (its queue grows now: a bench run's rise from 0.38x to 0.9x
+ * of the top capacity queued for the extra window), more down. */
+static int windows_for(const pr_estimator_t *e, int want, double r) {
+  if (!e->overload && !lower_capacity(e, e->target, want)) return e->down_windows;
+  double now = capacity_of(e, e->target);
+  return now > 0 && r > now && capacity_of(e, want) > now ? 1 : e->up_windows;
 }
 
 static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
@@ -167,25 +171,28 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
     return e->target;
   }
   if (want != e->pending) e->pending = want, e->pending_count = 0;
-  if (++e->pending_count >= windows_for(e, want)) {
+  if (++e->pending_count >= windows_for(e, want, r)) {
     e->target = want;
     e->pending_count = 0;
   }
   return e->target;
 }
 
-/* The next plan up from batch b: the smallest larger batch in range whose
- * throughput is PR_EST_GAIN above b's (b: none is, or unknown latencies).
+/* The plan up from batch b: of the larger batches in range, the one whose
+ * plan serves the most, if that is more than b's (b: none is, or unknown
+ * latencies): a stale, growing backlog drains fastest there, and a step at
+ * a time queued for a window a step (bench/adaptive.py went 2x1 -> 2x2 ->
+ * 2x8 over two windows at 0.8x of 2x8's capacity).
  * Never a smaller batch: b's throughput is read off its latest runs, and
  * the first runs after a switch to it can be slow enough to make a smaller
  * batch look faster (seen: 2x8 -> 2x2 under a growing queue, though 2x2
  * serves 8% less); batching more is what a backlog calls for (Packrat's
  * queue rule), and the rate rule moves to a smaller batch that serves more. */
 static int next_capacity_up(const pr_estimator_t *e, int b) {
-  double cb = capacity_of(e, b);
-  for (int c = 2 * b; cb > 0 && c <= e->max_batch; c *= 2)
-    if (capacity_of(e, c) > PR_EST_GAIN * cb) return c;
-  return b;
+  int pick = b;
+  for (int c = 2 * b; capacity_of(e, b) > 0 && c <= e->max_batch; c *= 2)
+    if (capacity_of(e, c) > capacity_of(e, pick)) pick = c;
+  return pick;
 }
 
 /* Whether the window's queue grows: its last sample above its first, or,
@@ -245,7 +252,8 @@ int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w) {
      * the count again */
     bool held = e->reason == PR_EST_HELD || e->reason == PR_EST_HELD_RATE;
     e->pending = want;
-    e->pending_count = held && e->kind == PR_EST_RATE ? windows_for(e, want) - 1 : 0;
+    e->pending_count =
+        held && e->kind == PR_EST_RATE ? windows_for(e, want, w->arrivals_per_s) - 1 : 0;
   }
   return e->target;
 }

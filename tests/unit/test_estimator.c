@@ -160,15 +160,15 @@ static void test_backlog_never_raises_down(void **s) {
 }
 
 /* A growing backlog whose oldest request waited over twice the planned
- * latency raises the target a power of two a window, up to the max. */
+ * latency raises the target in one window to the plan that serves the
+ * most (here the largest batch: the latencies are sub-linear), and it
+ * stays there while the backlog grows. */
 static void test_backlog_stale_raises(void **s) {
   pr_estimator_t e;
   rate_with_latencies(&e);
-  assert_int_equal(feed_backlog(&e, 10, 3, 6, 0.5), 2);
+  assert_int_equal(feed_backlog(&e, 10, 3, 6, 0.5), 16);
   assert_int_equal(e.reason, PR_EST_BACKLOG_UP);
-  assert_int_equal(feed_backlog(&e, 10, 6, 9, 0.6), 4);
-  assert_int_equal(feed_backlog(&e, 10, 9, 12, 0.7), 8);
-  assert_int_equal(feed_backlog(&e, 10, 12, 15, 0.8), 16);
+  assert_int_equal(feed_backlog(&e, 10, 6, 9, 0.6), 16);
   assert_int_equal(feed_backlog(&e, 10, 15, 18, 0.9), 16); /* the max */
   /* stale but shrinking: no push up */
   pr_estimator_t f;
@@ -228,7 +228,9 @@ static void test_bursty_run_replay(void **s) {
   for (int i = 0; i < 40; i++) feed_window(&e, i % 2 ? 7 : 8, empty, 0);
   assert_int_equal(e.target, 1);
   static const int burst[20] = {0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5};
-  assert_int_equal(feed_window(&e, 24, burst, 0.244), 2);
+  /* (the run raised to batch 2; the guard now goes to the larger batch
+   * that serves the most: batch 8, 27.0 requests/s) */
+  assert_int_equal(feed_window(&e, 24, burst, 0.244), 8);
   assert_int_equal(e.reason, PR_EST_BACKLOG_UP);
   /* phase 2: the queue rises and falls, never empty; each window ends no
    * higher than it began (the old guard saw no growth) */
@@ -275,13 +277,13 @@ static void test_capacity_not_batch(void **s) {
     for (int k = 0; k < 20; k++) q[k] = 8 + i + k / 4;
     assert_int_equal(feed_window(&e, 30, q, 0.15), 4);
   }
-  /* from batch 1 a stale, growing backlog goes to batch 2 (25/s), then 4
-   * (40/s), and stays there: batch 8 serves fewer */
+  /* from batch 1 a stale, growing backlog goes to batch 4 (40/s) at once,
+   * and stays there: batch 8 serves fewer, batch 2 (25/s) less */
   pr_estimator_t f;
   pr_estimator_init(&f, PR_EST_RATE, 1, 8);
   for (int k = 0; k < 4; k++) f.latency_s[k] = lat[k];
   for (int k = 0; k < 20; k++) q[k] = 1 + k;
-  assert_int_equal(feed_window(&f, 10, q, 1.0), 2);
+  assert_int_equal(feed_window(&f, 10, q, 1.0), 4);
   assert_int_equal(feed_window(&f, 10, q, 1.0), 4);
   assert_int_equal(feed_window(&f, 10, q, 1.0), 4);
 }
@@ -348,6 +350,24 @@ static void test_larger_batch_any_margin(void **s) {
   assert_int_equal(f.target, 8);
 }
 
+/* A window whose own rate is over what the live plan serves moves up at
+ * once (its queue grows now); one that only passes 85% busy needs the
+ * second window. */
+static void test_over_capacity_moves_at_once(void **s) {
+  pr_estimator_t e;
+  bursty_resnet(&e);
+  static const int empty[20] = {0};
+  for (int i = 0; i < 40; i++) feed_window(&e, 8, empty, 0);
+  assert_int_equal(e.target, 1);
+  assert_int_equal(feed_window(&e, 30, empty, 0), 2); /* over batch 1's 24.4 */
+  assert_int_equal(feed_window(&e, 30, empty, 0), 8); /* over batch 2's 25.9 */
+  pr_estimator_t f;
+  bursty_resnet(&f);
+  for (int i = 0; i < 40; i++) feed_window(&f, 8, empty, 0);
+  assert_int_equal(feed_window(&f, 22, empty, 0), 1); /* 90% busy: not yet */
+  assert_int_equal(feed_window(&f, 22, empty, 0), 2);
+}
+
 /* A move down is held while the server saw the queue's peak rise
  * (queue_rose), even when the window's samples missed it, and is made at
  * the first window that does not hold it: its hysteresis stands. */
@@ -379,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_capacity_not_batch),
       cmocka_unit_test(test_stale_oldest_holds),
       cmocka_unit_test(test_larger_batch_any_margin),
+      cmocka_unit_test(test_over_capacity_moves_at_once),
       cmocka_unit_test(test_peak_rise_holds),
       cmocka_unit_test(test_backlog_never_raises_down),
   };
