@@ -17,4 +17,12 @@ static inline void pr_omp_team(int threads) {
 #endif
 }
 
+/* Ends the calling thread's OpenMP team threads (its next parallel region
+ * starts new ones): OpenMP 5's omp_pause_resource_all, soft. */
+static inline void pr_omp_release(void) {
+#ifndef PR_SERIAL_OMP
+  omp_pause_resource_all(omp_pause_soft);
+#endif
+}
+
 #endif

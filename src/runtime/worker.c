@@ -37,25 +37,41 @@ pr_status_t pr_worker_init(pr_worker_t *w, int index, pr_model_t *model, const i
   return PR_OK;
 }
 
-static void *worker_thread(void *arg) {
-  pr_worker_t *w = arg;
-  /* pinned before any OpenMP region, so this thread's team inherits the mask */
+/* Pins w's thread to w's cores and starts its team there: pinned before
+ * the team's threads exist, so they inherit the mask, then each thread of
+ * the team to one core of its own, this one (the team's thread 0) to the
+ * first (one thread: pinned there at once): the server's HTTP thread that
+ * hands it a request moves there (pr_sched_home_cpu), so that the hand-off
+ * and the answer wake a thread on the waker's own core. */
+static void bind_team(pr_worker_t *w) {
   if (pr_topology_pin(w->cpus, w->threads) < 0)
     pr_log(PR_LOG_WARN, "instance %d: could not pin to its cores", w->index);
-  pr_omp_team(w->threads);
 #ifndef PR_SERIAL_OMP
-  /* then each thread of the team to one core of its own, this one (the
-   * team's thread 0) to the first (one thread: pinned there above): the
-   * server's HTTP thread that hands it a request moves there
-   * (pr_sched_home_cpu), so that the hand-off and the answer wake a thread
-   * on the waker's own core */
   if (w->threads > 1) {
 #pragma omp parallel num_threads(w->threads)
     pr_topology_pin(&w->cpus[omp_get_thread_num()], 1);
   }
 #endif
+}
+
+static void *worker_thread(void *arg) {
+  pr_worker_t *w = arg;
+  pr_omp_team(w->threads);
+  bind_team(w);
   w->main(w, w->ctx);
   return NULL;
+}
+
+void pr_worker_park(pr_worker_t *w) {
+  if (w->threads < 2 || w->parked) return;
+  pr_omp_release();
+  w->parked = true;
+}
+
+void pr_worker_unpark(pr_worker_t *w) {
+  if (!w->parked) return;
+  bind_team(w);
+  w->parked = false;
 }
 
 pr_status_t pr_worker_start(pr_worker_t *w, void (*main)(pr_worker_t *w, void *ctx), void *ctx) {

@@ -49,6 +49,7 @@ typedef struct pr_worker {
   /* private */
   pthread_t thread;
   bool running;
+  bool parked; /* its team's threads given back (pr_worker_park) */
   void (*main)(struct pr_worker *w, void *ctx);
   void *ctx;
 } pr_worker_t;
@@ -65,6 +66,18 @@ pr_status_t pr_worker_init(pr_worker_t *w, int index, pr_model_t *model, const i
  * sets its OpenMP team to w->threads, then runs main(w, ctx).
  * PR_ERR_INTERNAL when no thread can be started. */
 pr_status_t pr_worker_start(pr_worker_t *w, void (*main)(pr_worker_t *w, void *ctx), void *ctx);
+
+/* On w's thread, while its instance has no work for a while (its plan is
+ * not the live one): gives its OpenMP team's threads back to the system
+ * (pr_omp_release). libgomp counts every team's threads in the process,
+ * and once they outnumber the CPUs, every team's threads wait between
+ * parallel regions with a 100-spin poll, then sleep: each region of the
+ * live plan then pays a futex wake a thread (ResNet-50 on a 2-thread
+ * instance ran 17% slower with three more plans prepared). */
+void pr_worker_park(pr_worker_t *w);
+/* On w's thread, before its next run after pr_worker_park: starts its team
+ * again, each thread pinned to its core as at the start. */
+void pr_worker_unpark(pr_worker_t *w);
 
 /* Waits for w's thread to return (if it was started) and frees its sessions. */
 void pr_worker_join(pr_worker_t *w);

@@ -355,11 +355,25 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     /* parked while another config is active; on stop, the active config
      * drains the queue and every other worker leaves at once */
     while (!s->stop && !cfg->retire && !(s->head && s->active == w->config)) {
+      if (s->active != w->config && !pw->parked) {
+        /* another plan is live: its teams get libgomp's full spin (see
+         * pr_worker_park) */
+        pr_unlock(&s->qlock);
+        pr_worker_park(pw);
+        pr_lock(&s->qlock);
+        continue;
+      }
       w->idle = true;
       pr_lock_wait(&s->qlock, &s->work[w->config]);
       w->idle = false;
     }
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
+    if (pw->parked) {
+      pr_unlock(&s->qlock);
+      pr_worker_unpark(pw);
+      pr_lock(&s->qlock);
+      continue; /* the queue may have changed meanwhile */
+    }
     int rows = 0;
     int n = s->cfg.n_dyn ? pr_sched__take_shaped(w, batch, &rows) : take_batch(w, batch, &rows);
     if (!n) continue;

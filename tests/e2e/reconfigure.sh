@@ -33,5 +33,13 @@ check "the plan changed at least twice" "J \"d['reconfigurations']>=2\""
 check "switches logged" "[ \$(grep -c reconfigured '$tmp/log') -ge 2 ]"
 curl -s "$URL/metrics" | grep -E '^packrat_reconfigurations_total|^packrat_reconfiguration_duration_seconds_(sum|count)'
 check "switches take under 50 ms" "[ \$(grep -o 'in [0-9.]* ms' '$tmp/log' | awk '{ if (\$2 >= 50) bad=1 } END { print bad+0 }') = 0 ]"
+# the busy-polling client (bench/serve.py's): same answers, refused off a REST closed loop
+"$PACKRAT" bench --url "$URL" --model resnet50 --input "$D/input_0.pb" --expect "$D/output_0.pb" \
+  --concurrency 1 --busy-poll --duration 2 --json > "$tmp/poll.out"
+tail -1 "$tmp/poll.out" > "$tmp/res.json"
+check "a busy-polling closed loop: every request answered and matching" \
+  "J \"d['errors']==0 and d['requests']>=5 and d['mismatches']==0\""
+check "--busy-poll refused with an open loop" \
+  "! '$PACKRAT' bench --url '$URL' --model resnet50 --rate 5 --busy-poll 2>/dev/null"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
