@@ -307,8 +307,10 @@ def main():
                f"{floor[w + '_tcp_send_arrive']['p50_us']:.1f} |"
                for label, w in (("asleep in recv", "idle_sleeping_reader"),
                                 ("polling", "idle_polling_reader"))], "",
-             f"ResNet-50's {stages['resnet50'][1][0]:.0f} us outside compute is that floor after a pass "
-             f"({floor['after_pass_path_same_core_p50_us']:.0f} us on one core) and the code of "
+             f"ResNet-50's {stages['resnet50'][1][0]:.0f} us outside compute with the client asleep "
+             f"({polled['resnet50'][1][0]:.0f} us with it polling) is that floor after a pass "
+             f"({floor['after_pass_path_same_core_p50_us']:.0f} us on one core), the wake of the "
+             "client's idle core inside the send (the table above), and the code of "
              "libmicrohttpd and packrat run with the caches and TLBs the pass emptied; the tiny "
              f"model's {stages['tiny mlp'][1][0]:.0f} us is about the floor back to back on one core "
              f"({floor['hot_path_same_core_p50_us']:.0f} us; across cores "

@@ -257,3 +257,11 @@ int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w) {
   }
   return e->target;
 }
+
+bool pr_estimator_overrun(const pr_estimator_t *e, const pr_est_window_t *w,
+                          unsigned long arrived) {
+  int n = w->n_samples;
+  double lat = e->latency_s[log2i(e->target)];
+  return n >= 5 && arrived >= 8 && lat > 0 && w->arrivals_per_s > e->target / lat &&
+         w->queue_lengths[n - 1] > w->queue_lengths[0] && w->oldest_wait_s > 2 * lat;
+}

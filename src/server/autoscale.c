@@ -116,23 +116,42 @@ static int bucket_step(pr_sched_t *s, auto_state_t *a) {
   return b;
 }
 
-/* One window of queue samples (and the age of the oldest request at its
- * end); true when the autoscaler is to stop. */
-static bool sample_window(pr_sched_t *s, double window, int *samples, double *oldest) {
+/* Where the next window's arrival rate counts from. */
+typedef struct {
+  double t;
+  uint64_t arrivals;
+} mark_t;
+
+/* One window of queue samples, one every window/20 s, into w (its rate:
+ * the arrivals since the mark, which moves to the window's end; its
+ * oldest request's wait at its end), ended early when it shows the live
+ * plan overrun (pr_estimator_overrun). True when the autoscaler is to
+ * stop. */
+static bool sample_window(pr_sched_t *s, double window, const pr_estimator_t *e, mark_t *mark,
+                          pr_est_window_t *w) {
+  int *samples = (int *)w->queue_lengths;
+  w->n_samples = 0;
   for (int i = 0; i < 20; i++) {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(window / 20 * 1e9)};
     nanosleep(&ts, NULL);
     pr_lock(&s->qlock);
     bool stop = s->auto_stop;
     samples[i] = s->depth;
-    if (i == 19) { /* priorities reorder the queue: the oldest may be anywhere */
-      double first = 0;
-      for (const pr_request_t *r = s->head; r; r = r->next)
-        if (first == 0 || r->t_enqueue < first) first = r->t_enqueue;
-      *oldest = first > 0 ? pr_now() - first : 0;
-    }
+    /* priorities reorder the queue: the oldest may be anywhere */
+    double first = 0;
+    for (const pr_request_t *r = s->head; r; r = r->next)
+      if (first == 0 || r->t_enqueue < first) first = r->t_enqueue;
     pr_unlock(&s->qlock);
     if (stop) return true;
+    double now = pr_now(), elapsed = now - mark->t;
+    w->oldest_wait_s = first > 0 ? now - first : 0;
+    w->n_samples = i + 1;
+    uint64_t arrived = atomic_load(&s->stats.arrivals) - mark->arrivals;
+    w->arrivals_per_s = elapsed > 0 ? (double)arrived / elapsed : 0;
+    if (i == 19 || pr_estimator_overrun(e, w, arrived)) {
+      *mark = (mark_t){now, mark->arrivals + arrived};
+      break;
+    }
   }
   return false;
 }
@@ -198,16 +217,17 @@ static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window
   bool on = s->auto_on, change = best >= 0 && best != s->active;
   pr_unlock(&s->qlock);
   if (on && change) {
-    char why[320], shape[96] = "";
+    char why[400], shape[96] = "";
     if (bucket >= 0)
       snprintf(shape, sizeof shape, ", shape bucket %.64s <= %lld",
                s->cfg.dyn[s->cfg.bucket_dim].name, s->cfg.bucket_sizes[bucket]);
     snprintf(why, sizeof why,
              "autoscaler: target batch %d%s (%.1f requests/s capacity) at %.1f requests/s, %d "
-             "queued, oldest %.0f ms%s%s",
+             "queued, oldest %.0f ms%s%s%s",
              target, shape, planned_capacity(e, target), w->arrivals_per_s,
              w->queue_lengths[w->n_samples - 1], w->oldest_wait_s * 1e3, e->reason ? "; " : "",
-             pr_sched__auto_why[e->reason]);
+             pr_sched__auto_why[e->reason],
+             w->n_samples < 20 ? "; the window cut short: the live plan is overrun" : "");
     pr_sched_switch(s, best, why);
   }
 }
@@ -239,15 +259,12 @@ static void *auto_main(void *arg) {
   load_latencies(s, e, bucket);
   e->target = s->configs[s->active].plan.batch;
   pr_unlock(&s->qlock);
-  uint64_t arrivals0 = atomic_load(&s->stats.arrivals);
+  mark_t mark = {pr_now(), atomic_load(&s->stats.arrivals)};
   for (;;) {
     int samples[20];
-    double oldest;
-    if (sample_window(s, window, samples, &oldest)) return NULL;
-    uint64_t arrivals = atomic_load(&s->stats.arrivals);
-    pr_est_window_t w = {samples, 20, (double)(arrivals - arrivals0) / window, oldest,
-                         queue_rose(s)};
-    arrivals0 = arrivals;
+    pr_est_window_t w = {.queue_lengths = samples};
+    if (sample_window(s, window, e, &mark, &w)) return NULL;
+    w.queue_rose = queue_rose(s);
     autoscale_step(s, e, &w, bucket_step(s, &a));
   }
 }

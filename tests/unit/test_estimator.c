@@ -368,6 +368,36 @@ static void test_over_capacity_moves_at_once(void **s) {
   assert_int_equal(feed_window(&f, 22, empty, 0), 2);
 }
 
+/* A window under way ends early when the live plan is overrun: arrivals
+ * over its capacity, the queue up from the first sample, the oldest
+ * request past twice its latency, with 5 samples and 8 arrivals in; any
+ * one missing, the window runs on. */
+static void test_overrun_cuts_window(void **s) {
+  pr_estimator_t e;
+  bursty_resnet(&e); /* batch 1: 41 ms, 24.4 requests/s */
+  e.target = 1;
+  int q[20] = {0, 1, 1, 2, 3, 4};
+  pr_est_window_t w = {q, 6, 40, 0.1, false};
+  assert_true(pr_estimator_overrun(&e, &w, 12));
+  pr_est_window_t early = w;
+  early.n_samples = 4;
+  assert_false(pr_estimator_overrun(&e, &early, 12)); /* under a quarter window */
+  assert_false(pr_estimator_overrun(&e, &w, 7));      /* too few arrivals */
+  pr_est_window_t slow = w;
+  slow.arrivals_per_s = 20;
+  assert_false(pr_estimator_overrun(&e, &slow, 12)); /* within capacity */
+  pr_est_window_t fresh = w;
+  fresh.oldest_wait_s = 0.05;
+  assert_false(pr_estimator_overrun(&e, &fresh, 12)); /* under twice 41 ms */
+  int flat[20] = {3, 2, 2, 3, 3, 3};
+  pr_est_window_t steady = {flat, 6, 40, 0.1, false};
+  assert_false(pr_estimator_overrun(&e, &steady, 12)); /* the queue is not up */
+  e.target = 8; /* 27 requests/s, 296 ms: 40/s overruns it, 0.1 s is not stale */
+  assert_false(pr_estimator_overrun(&e, &w, 12));
+  w.oldest_wait_s = 0.7;
+  assert_true(pr_estimator_overrun(&e, &w, 12));
+}
+
 /* A move down is held while the server saw the queue's peak rise
  * (queue_rose), even when the window's samples missed it, and is made at
  * the first window that does not hold it: its hysteresis stands. */
@@ -400,6 +430,7 @@ int main(void) {
       cmocka_unit_test(test_stale_oldest_holds),
       cmocka_unit_test(test_larger_batch_any_margin),
       cmocka_unit_test(test_over_capacity_moves_at_once),
+      cmocka_unit_test(test_overrun_cuts_window),
       cmocka_unit_test(test_peak_rise_holds),
       cmocka_unit_test(test_backlog_never_raises_down),
   };

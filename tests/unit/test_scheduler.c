@@ -508,6 +508,74 @@ static void test_home_cpu(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* Threads of this process pinned to cpu alone (Cpus_allowed_list "cpu"). */
+static int pinned_alone(int cpu) {
+  char want[32], path[64], line[256];
+  snprintf(want, sizeof want, "%d", cpu);
+  int n = 0;
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "ls /proc/%d/task", (int)getpid()); /* (popen's self is ls) */
+  FILE *ls = popen(cmd, "r");
+  int tid;
+  while (ls && fscanf(ls, "%d", &tid) == 1) {
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)getpid(), tid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+      if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+        char *v = line + 18;
+        while (*v == ' ' || *v == '\t') v++;
+        v[strcspn(v, "\n")] = 0;
+        n += !strcmp(v, want);
+      }
+    if (f) fclose(f);
+  }
+  if (ls) pclose(ls);
+  return n;
+}
+
+static bool pinned_becomes(int cpu, int want) {
+  for (double t0 = pr_now(); pr_now() - t0 < 10; usleep(1000))
+    if (pinned_alone(cpu) == want) return true;
+  return false;
+}
+
+/* An instance whose plan is not live gives its OpenMP team's threads back
+ * (libgomp throttles every team's spin while teams outnumber the CPUs),
+ * and starts them again, each pinned to its core, when its plan is live
+ * again: plan 0 is one 2-thread instance (its second thread alone on the
+ * second core), plan 1 two 1-thread instances (one alone there). */
+static void test_idle_plan_parks(void **state) {
+  int cpus[256];
+  if (pr_topology_cpu_order(cpus, 256) < 2) skip(); /* one core: no team of two */
+  pr_model_t *m = neg_model();
+  pr_plan_t plans[2];
+  char err[512];
+  assert_int_equal(pr_plan_parse("2x1", NULL, &plans[0], err, sizeof err), PR_OK);
+  assert_int_equal(pr_plan_parse("1x1,1x1", NULL, &plans[1], err, sizeof err), PR_OK);
+  pr_sched_config_t cfg = {.max_batch = 1, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
+  pr_session_options_t base = pr_session_options_default();
+  pr_sched_t *s;
+  if (pr_sched_create(m, plans, NULL, 2, 0, cpus, 2, &base, &cfg, &s, err, sizeof err))
+    fail_msg("%s", err);
+#ifdef PR_SERIAL_OMP
+  const int team = 0; /* (the ThreadSanitizer build: one-thread teams) */
+#else
+  const int team = 1;
+#endif
+  run_one(s, 1);
+  assert_true(pinned_becomes(cpus[1], 1 + team)); /* plan 1's instance, the team's thread */
+  for (int round = 0; round < 2; round++) {
+    assert_int_equal(pr_sched_switch(s, 1, "test"), PR_OK);
+    run_one(s, 1);
+    assert_true(pinned_becomes(cpus[1], 1)); /* the team's thread is gone */
+    assert_int_equal(pr_sched_switch(s, 0, "test"), PR_OK);
+    run_one(s, 1);
+    assert_true(pinned_becomes(cpus[1], 1 + team)); /* back, on its core */
+  }
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
@@ -515,6 +583,7 @@ int main(void) {
                                      cmocka_unit_test(test_batches_group_shapes),
                                      cmocka_unit_test(test_bucket_configs),
                                      cmocka_unit_test(test_autoscaler_capacity_measured),
-                                     cmocka_unit_test(test_home_cpu)};
+                                     cmocka_unit_test(test_home_cpu),
+                                     cmocka_unit_test(test_idle_plan_parks)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
