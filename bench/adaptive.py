@@ -11,7 +11,10 @@ Default (bursty mode):
 2. A bursty schedule: phases of --phase-seconds at rates drawn (seeded)
    between 0.2x and 0.9x of the best static capacity, Poisson arrivals
    within each; the best static plan and the adaptive server each run it.
-   Reports p50/p99 per phase and the adaptive/best-static p99 ratio.
+   Each server runs it --rounds times (2), in alternating order (static,
+   adaptive, adaptive, static, ...: the machine's drift cancels). Reports
+   p50/p99 per phase (the runs' mean) and the adaptive/best-static p99
+   ratio.
 3. From the adaptive server's own history (/dashboard/state: per-second
    queue depth, every switch): no switch to a plan of lower capacity
    while the queue was growing.
@@ -25,7 +28,7 @@ With --schedule (the fixed-schedule mode): three servers of a model
 - adaptive: plans prepared for batches 1..8, the autoscaler switches between them.
 Reports p50/p99 per phase.
 
-usage: bench/adaptive.py [--model resnet50] [--capacity-seconds 30] [--phase-seconds 20] [--phases 6]
+usage: bench/adaptive.py [--model resnet50] [--capacity-seconds 30] [--phase-seconds 20] [--phases 6] [--rounds 2]
        bench/adaptive.py [--model resnet50] --schedule 4:20,24:20,4:20
 """
 import argparse
@@ -111,6 +114,20 @@ def drops_while_growing(state, name, capacities):
     return bad
 
 
+def mean_run(rs):
+    """One row from several runs of a server: each phase's p50 and p99 the
+    runs' mean, counts summed, the adaptive runs' switches and drops kept."""
+    out = dict(rs[0])
+    out["phases"] = [dict(p, p50_ms=sum(r["phases"][i]["p50_ms"] for r in rs) / len(rs),
+                          p99_ms=sum(r["phases"][i]["p99_ms"] for r in rs) / len(rs))
+                     for i, p in enumerate(rs[0]["phases"])]
+    for k in ("requests", "errors", "reconfigurations"):
+        out[k] = sum(r.get(k, 0) for r in rs)
+    if "drops_while_growing" in out:
+        out["drops_while_growing"] = [d for r in rs for d in r["drops_while_growing"]]
+    return out
+
+
 def bursty(args, packrat, model, name, T):
     base = base_config(name, args.max_batch)
     plans = prepared_plans(packrat, model, name, base)
@@ -124,24 +141,31 @@ def bursty(args, packrat, model, name, T):
     levels = [0.2] + [round(rng.uniform(0.2, 0.9), 2) for _ in range(args.phases - 2)] + [0.9]
     rng.shuffle(levels)
     schedule = ",".join(f"{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}" for lv in levels)
-    rows = []
-    for label, cfg in (("best static", dict(base, plan=best["plan"])), ("adaptive packrat", dict(base))):
-        r, state = drive(packrat, model, name, cfg, ["--schedule", schedule])
-        r["server"] = label
-        if label.startswith("adaptive"):
-            r["drops_while_growing"] = drops_while_growing(state, name, caps)
-            r["switches"] = next(x for x in state["models"] if x["name"] == name)["switches"]
-        rows.append(r)
-        print(json.dumps({k: r[k] for k in ("server", "plan", "requests", "errors", "p99_ms")}), flush=True)
+    servers = (("best static", dict(base, plan=best["plan"])), ("adaptive packrat", dict(base)))
+    runs = {label: [] for label, _ in servers}
+    # pairs in alternating order (static, adaptive, adaptive, static, ...):
+    # this machine's speed drifts by several percent within minutes, and at
+    # 0.9x of capacity a few percent moves a p99 by tens of percent
+    for k in range(args.rounds):
+        for label, cfg in (servers if k % 2 == 0 else servers[::-1]):
+            r, state = drive(packrat, model, name, cfg, ["--schedule", schedule])
+            r["server"] = label
+            if label.startswith("adaptive"):
+                r["drops_while_growing"] = drops_while_growing(state, name, caps)
+                r["switches"] = next(x for x in state["models"] if x["name"] == name)["switches"]
+            runs[label].append(r)
+            print(json.dumps({k: r[k] for k in ("server", "plan", "requests", "errors", "p99_ms")}), flush=True)
+    rows = [mean_run(runs[label]) for label, _ in servers]
     ratios = [a["p99_ms"] / b["p99_ms"] for a, b in zip(rows[1]["phases"], rows[0]["phases"])]
     stamp, cpu = utc_stamp(), cpu_name()
     suffix = "" if name == "resnet50" else f"_{name}"
     out = {"date": stamp, "cpu": cpu, "model": name, "plans": plans, "best": best["plan"], "capacity_rps": C,
-           "levels": levels, "schedule": schedule, "rows": rows, "p99_ratios": ratios}
+           "levels": levels, "schedule": schedule, "rounds": args.rounds, "rows": rows, "runs": runs,
+           "p99_ratios": ratios}
     json.dump(out, open(os.path.join(args.out, f"adaptive_bursty{suffix}.json"), "w"), indent=1)
     cmd = (f"bench/adaptive.py --model {name} --max-batch {args.max_batch} --capacity-seconds "
            f"{args.capacity_seconds:g} --phase-seconds {args.phase_seconds:g} --phases {args.phases} "
-           f"--seed {args.seed}")
+           f"--seed {args.seed} --rounds {args.rounds}")
     lines = [f"Command: `{cmd}`  ", f"Machine: {cpu}, {T} cores; {stamp}. {name}, batch-1 requests, open loop.", "",
              "Capacity of each static plan (highest rate served for "
              f"{args.capacity_seconds:g} s with p99 < 1 s, no errors):", "",
@@ -152,7 +176,9 @@ def bursty(args, packrat, model, name, T):
     head = "| server | plan | reconfigurations | errors | " + " | ".join(
         f"phase {i} ({lv:.2f}x) p50 / p99 ms" for i, lv in enumerate(levels)) + " |"
     lines += ["", f"Bursty schedule (Poisson within each phase; x = share of the best static capacity, "
-              f"{C:.1f} req/s):", "", head, "|" + "---|" * (4 + len(levels))]
+              f"{C:.1f} req/s), each server run {args.rounds} times in alternating order (static, adaptive, "
+              "adaptive, static: the machine's drift cancels); each cell the mean of the runs' p50 and p99 "
+              "(reconfigurations: their sum):", "", head, "|" + "---|" * (4 + len(levels))]
     for r in rows:
         cells = " | ".join(f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f}" for p in r["phases"])
         lines.append(f"| {r['server']} | {r['plan']} | {r.get('reconfigurations', 0)} | {r['errors']} | {cells} |")
@@ -178,8 +204,12 @@ def main():
     ap.add_argument("--phase-seconds", type=float, default=20)
     ap.add_argument("--phases", type=int, default=6)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="bursty mode: runs of each server, in alternating order (default 2)")
     add_paths(ap)
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     packrat = os.path.join(args.build, "packrat")
     os.makedirs(args.out, exist_ok=True)  # before the run: a long run must not end on a missing folder
     if not args.schedule:
