@@ -111,15 +111,30 @@ PROTOCOLS = (("REST, binary tensors", []), ("REST, binary tensors, busy-polling 
              ("gRPC, raw contents", ["--protocol", "grpc"]))
 
 
-def protocols(packrat, s, name, seconds):
+def free_cpu(s, name):
+    """A CPU none of server s's instances runs on (the busy-polling client's:
+    it spins on a core of its own), or None."""
+    plan = json.loads(urllib.request.urlopen(f"{s.url}/v2/models/{name}/plan", timeout=30).read())
+    used = {c for inst in plan["instances"] for c in inst["cores"]}
+    free = sorted(set(os.sched_getaffinity(0)) - used)
+    return free[-1] if free else None
+
+
+def protocols(packrat, s, name, seconds, which=PROTOCOLS):
     """One connection, closed loop, on server s: for each protocol, the
     requests' time outside compute (p50, share under 0.1 ms), the stage means
-    and the client's p50, from the histograms' growth during its own run."""
+    and the client's p50, from the histograms' growth during its own run. The
+    busy-polling client runs pinned to a core no instance uses."""
     out = {}
-    for label, extra in PROTOCOLS:
+    for label, extra in which:
         if "grpc" in extra:
             extra = extra + ["--grpc-address", s.grpc]
         cmd = [packrat, "bench", "--url", s.url, "--model", name, "--concurrency", "1", *extra, "--json"]
+        if "--busy-poll" in extra:
+            cpu = free_cpu(s, name)
+            if cpu is None:
+                raise RuntimeError(f"no core left for the busy-polling client beside plan {s.plan}")
+            cmd = ["taskset", "-c", str(cpu)] + cmd
         run_json(cmd + ["--duration", "2"])  # warm-up
         before = snapshot(s.url, name)
         r = run_json(cmd + ["--duration", str(seconds)])
@@ -221,15 +236,21 @@ def main():
               "--json"])
     served = run_json([packrat, "bench", "--url", s.url, "--model", "resnet50", "--concurrency", "1",
                        "--duration", "15", "--json"])
-    by_protocol = {"resnet50": protocols(packrat, s, "resnet50", args.protocol_seconds)}
+    asleep = tuple(p for p in PROTOCOLS if "--busy-poll" not in p[1])
+    polling = tuple(p for p in PROTOCOLS if "--busy-poll" in p[1])
+    by_protocol = {"resnet50": protocols(packrat, s, "resnet50", args.protocol_seconds, asleep)}
+    s.stop()
+    # the busy-polling client spins on a core of its own: one instance on the others
+    s = Server(packrat, model, {"max_batch_size": 1, "plan": f"{max(T - 1, 1)}x1", "max_queue_delay_us": 0})
+    by_protocol["resnet50"].update(protocols(packrat, s, "resnet50", args.protocol_seconds, polling))
     s.stop()
     s = Server(packrat, tiny_model(), {"max_batch_size": 1, "plan": "1x1", "max_queue_delay_us": 0},
                name="mlp")
     by_protocol["tiny mlp"] = protocols(packrat, s, "mlp", args.protocol_seconds)
     s.stop()
-    binary, polling = PROTOCOLS[0][0], PROTOCOLS[1][0]
+    binary, poll_label = PROTOCOLS[0][0], polling[0][0]
     stages = {k: (v[binary]["stage_means_us"], v[binary]["overhead"]) for k, v in by_protocol.items()}
-    polled = {k: (v[polling]["stage_means_us"], v[polling]["overhead"]) for k, v in by_protocol.items()}
+    polled = {k: (v[poll_label]["stage_means_us"], v[poll_label]["overhead"]) for k, v in by_protocol.items()}
     many = many_connections(packrat, model, args.max_batch)
     print(json.dumps(many), flush=True)
     rows = []
@@ -278,7 +299,10 @@ def main():
              "loopback runs the client's receive path, wakes that core: under a hypervisor a halted "
              "vCPU. With `--busy-poll` the client polls its socket without sleeping, as a latency "
              "client does, and the send wakes no one; a client on another host puts no wake on the "
-             "server's send either. The floor below times both.", "",
+             "server's send either. The floor below times both. The polling client spins on a core "
+             "of its own (`taskset`), so ResNet-50 is served there by one instance on the other "
+             f"core(s) (plan {max(T - 1, 1)}x1: its compute differs, the stages outside it are the "
+             "same code).", "",
              "The operating system's floor under those stages on this machine (`build/bench/wake_floor`: "
              "two threads, nothing of packrat; p50 us): the hand-off of a request to an "
              "instance's thread (condition variable: queue), the answer's wake of the HTTP thread "
@@ -301,7 +325,9 @@ def main():
                f"{floor[w + '_path_same_core_p50_us']:.1f} |"
                for label, w in (("back to back", "hot"), ("after a 100 MB pass", "after_pass"))], "",
              f"The send after one CPU streamed alone for {floor['idle_ms']:g} ms while the client's "
-             "CPU idled (ResNet-50 on one connection), p50 us:", "",
+             "CPU idled (ResNet-50 on one connection), p50 us; polling takes the wake out, not the "
+             "cold caches the pass leaves (the send call back to back: "
+             f"{floor['hot_tcp_send_call']['p50_us']:.0f} us):", "",
              "| client | send call | send to arrival |", "|---|---|---|",
              *[f"| {label} | {floor[w + '_tcp_send_call']['p50_us']:.1f} | "
                f"{floor[w + '_tcp_send_arrive']['p50_us']:.1f} |"
