@@ -116,7 +116,9 @@ def drops_while_growing(state, name, capacities):
 
 def mean_run(rs):
     """One row from several runs of a server: each phase's p50 and p99 the
-    runs' mean, counts summed, the adaptive runs' switches and drops kept."""
+    runs' mean, requests, errors and reconfigurations summed, the drops while
+    the queue grew of every run; the rest (the whole run's p50/p99, the
+    switches) the first run's ("runs" in the JSON holds each run whole)."""
     out = dict(rs[0])
     out["phases"] = [dict(p, p50_ms=sum(r["phases"][i]["p50_ms"] for r in rs) / len(rs),
                           p99_ms=sum(r["phases"][i]["p99_ms"] for r in rs) / len(rs))

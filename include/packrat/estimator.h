@@ -90,9 +90,10 @@ int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w);
 
 /* Whether a window under way (w: its samples so far, its rate and oldest
  * wait now; `arrived` requests in it) shows the live plan (the target)
- * overrun, so that the window ends there: at least 5 samples of 20 in, 8
- * arrivals at a rate over the target's capacity, the queue above its first
- * sample and its oldest request waiting over twice the target's latency.
+ * overrun, so that the window ends there (PR_EST_RATE only, and only while
+ * another plan serves more): at least 5 samples of 20 in, 8 arrivals at a
+ * rate over the target's capacity, the queue above its first sample and its
+ * oldest request waiting over twice the target's latency.
  * A rise to more than the plan serves would otherwise queue for the rest
  * of the window (bench/adaptive.py: 2 s on batch 1 at 0.9x of batch 8's
  * capacity, p99 1.30x the static plan's). */

@@ -262,6 +262,7 @@ bool pr_estimator_overrun(const pr_estimator_t *e, const pr_est_window_t *w,
                           unsigned long arrived) {
   int n = w->n_samples;
   double lat = e->latency_s[log2i(e->target)];
-  return n >= 5 && arrived >= 8 && lat > 0 && w->arrivals_per_s > e->target / lat &&
+  return e->kind == PR_EST_RATE && n >= 5 && arrived >= 8 && lat > 0 &&
+         top_capacity(e) > capacity_of(e, e->target) && w->arrivals_per_s > e->target / lat &&
          w->queue_lengths[n - 1] > w->queue_lengths[0] && w->oldest_wait_s > 2 * lat;
 }

@@ -63,14 +63,14 @@ static void *worker_thread(void *arg) {
 }
 
 void pr_worker_park(pr_worker_t *w) {
-  if (w->threads < 2 || w->parked) return;
-  pr_omp_release();
+  if (w->parked) return;
+  if (w->threads > 1) pr_omp_release();
   w->parked = true;
 }
 
 void pr_worker_unpark(pr_worker_t *w) {
   if (!w->parked) return;
-  bind_team(w);
+  if (w->threads > 1) bind_team(w); /* (one thread: still pinned to its core) */
   w->parked = false;
 }
 

@@ -46,10 +46,10 @@ typedef struct pr_worker {
   int n_sizes;
   pr_status_t status; /* of the caller's work on this worker */
   char err[512];
+  bool parked; /* pr_worker_park'ed (on w's thread only, like the sessions) */
   /* private */
   pthread_t thread;
   bool running;
-  bool parked; /* its team's threads given back (pr_worker_park) */
   void (*main)(struct pr_worker *w, void *ctx);
   void *ctx;
 } pr_worker_t;
@@ -75,6 +75,8 @@ pr_status_t pr_worker_start(pr_worker_t *w, void (*main)(pr_worker_t *w, void *c
  * live plan then pays a futex wake a thread (ResNet-50 on a 2-thread
  * instance ran 17% slower with three more plans prepared). */
 void pr_worker_park(pr_worker_t *w);
+/* (libgomp's omp_pause_resource_all ends the calling thread's own pool; a
+ * one-thread worker has none and is only marked parked.) */
 /* On w's thread, before its next run after pr_worker_park: starts its team
  * again, each thread pinned to its core as at the start. */
 void pr_worker_unpark(pr_worker_t *w);

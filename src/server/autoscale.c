@@ -128,8 +128,8 @@ typedef struct {
  * plan overrun (pr_estimator_overrun). True when the autoscaler is to
  * stop. */
 static bool sample_window(pr_sched_t *s, double window, const pr_estimator_t *e, mark_t *mark,
-                          pr_est_window_t *w) {
-  int *samples = (int *)w->queue_lengths;
+                          int *samples, pr_est_window_t *w) {
+  w->queue_lengths = samples;
   w->n_samples = 0;
   for (int i = 0; i < 20; i++) {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(window / 20 * 1e9)};
@@ -137,9 +137,10 @@ static bool sample_window(pr_sched_t *s, double window, const pr_estimator_t *e,
     pr_lock(&s->qlock);
     bool stop = s->auto_stop;
     samples[i] = s->depth;
-    /* priorities reorder the queue: the oldest may be anywhere */
+    /* priorities reorder the queue: the oldest may be anywhere (looked for
+     * at the end, and while the queue is up: the overrun test's) */
     double first = 0;
-    for (const pr_request_t *r = s->head; r; r = r->next)
+    for (const pr_request_t *r = s->head; r && (i == 19 || samples[i] > samples[0]); r = r->next)
       if (first == 0 || r->t_enqueue < first) first = r->t_enqueue;
     pr_unlock(&s->qlock);
     if (stop) return true;
@@ -262,8 +263,8 @@ static void *auto_main(void *arg) {
   mark_t mark = {pr_now(), atomic_load(&s->stats.arrivals)};
   for (;;) {
     int samples[20];
-    pr_est_window_t w = {.queue_lengths = samples};
-    if (sample_window(s, window, e, &mark, &w)) return NULL;
+    pr_est_window_t w = {0};
+    if (sample_window(s, window, e, &mark, samples, &w)) return NULL;
     w.queue_rose = queue_rose(s);
     autoscale_step(s, e, &w, bucket_step(s, &a));
   }

@@ -355,11 +355,16 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     /* parked while another config is active; on stop, the active config
      * drains the queue and every other worker leaves at once */
     while (!s->stop && !cfg->retire && !(s->head && s->active == w->config)) {
-      if (s->active != w->config && !pw->parked) {
-        /* another plan is live: its teams get libgomp's full spin (see
-         * pr_worker_park) */
+      bool live = s->active == w->config;
+      if (live == pw->parked) {
+        /* parked while another plan is live (its teams keep libgomp's full
+         * spin: see pr_worker_park), unparked as soon as this one is (a
+         * switch wakes its workers), before its first batch */
         pr_unlock(&s->qlock);
-        pr_worker_park(pw);
+        if (live)
+          pr_worker_unpark(pw);
+        else
+          pr_worker_park(pw);
         pr_lock(&s->qlock);
         continue;
       }
@@ -368,7 +373,7 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
       w->idle = false;
     }
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
-    if (pw->parked) {
+    if (pw->parked) { /* work came with the switch */
       pr_unlock(&s->qlock);
       pr_worker_unpark(pw);
       pr_lock(&s->qlock);

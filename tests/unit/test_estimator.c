@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <string.h>
 
 #include <stdlib.h>
 
@@ -392,10 +393,20 @@ static void test_overrun_cuts_window(void **s) {
   int flat[20] = {3, 2, 2, 3, 3, 3};
   pr_est_window_t steady = {flat, 6, 40, 0.1, false};
   assert_false(pr_estimator_overrun(&e, &steady, 12)); /* the queue is not up */
-  e.target = 8; /* 27 requests/s, 296 ms: 40/s overruns it, 0.1 s is not stale */
+  e.target = 4; /* 26.8 requests/s, 149 ms: 40/s overruns it, 0.1 s is not stale */
+  e.latency_s[2] = 4 / 26.8;
   assert_false(pr_estimator_overrun(&e, &w, 12));
-  w.oldest_wait_s = 0.7;
+  w.oldest_wait_s = 0.4;
   assert_true(pr_estimator_overrun(&e, &w, 12));
+  e.target = 8; /* the plan that serves the most: nothing to move to */
+  w.oldest_wait_s = 0.7;
+  assert_false(pr_estimator_overrun(&e, &w, 12));
+  pr_estimator_t p; /* the paper's estimator keeps its whole windows */
+  pr_estimator_init(&p, PR_EST_PAPER, 1, 8);
+  memcpy(p.latency_s, e.latency_s, sizeof p.latency_s);
+  p.target = 1;
+  w.oldest_wait_s = 0.1;
+  assert_false(pr_estimator_overrun(&p, &w, 12));
 }
 
 /* A move down is held while the server saw the queue's peak rise

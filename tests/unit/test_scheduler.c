@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -533,6 +534,18 @@ static int pinned_alone(int cpu) {
   return n;
 }
 
+/* CPU seconds this process spends over `seconds` of idling (after 0.1 s
+ * for the teams' spin-wait after their last region to end). */
+static double idle_cpu_s(double seconds) {
+  struct timespec settle = {0, 100 * 1000 * 1000};
+  nanosleep(&settle, NULL);
+  struct timespec a, b;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  usleep((useconds_t)(seconds * 1e6));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+}
+
 static bool pinned_becomes(int cpu, int want) {
   for (double t0 = pr_now(); pr_now() - t0 < 10; usleep(1000))
     if (pinned_alone(cpu) == want) return true;
@@ -564,10 +577,13 @@ static void test_idle_plan_parks(void **state) {
 #endif
   run_one(s, 1);
   assert_true(pinned_becomes(cpus[1], 1 + team)); /* plan 1's instance, the team's thread */
+  /* the idle plan's one-thread instances sleep (they spun once) */
+  assert_true(idle_cpu_s(0.5) < 0.1);
   for (int round = 0; round < 2; round++) {
     assert_int_equal(pr_sched_switch(s, 1, "test"), PR_OK);
     run_one(s, 1);
     assert_true(pinned_becomes(cpus[1], 1)); /* the team's thread is gone */
+    assert_true(idle_cpu_s(0.5) < 0.1);
     assert_int_equal(pr_sched_switch(s, 0, "test"), PR_OK);
     run_one(s, 1);
     assert_true(pinned_becomes(cpus[1], 1 + team)); /* back, on its core */
