@@ -133,8 +133,7 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
    * fits, or to the plan that serves the most when none does, if that
    * serves PR_EST_GAIN more; failing that, to the one that fits, or to the
    * one that serves the most, by any margin if it batches more (near
-   * capacity the queue is
-   * steep in the spare capacity: a bench run held 2x4 at 94% busy, 4.6%
+   * capacity the queue is steep in the spare capacity: a bench run held 2x4 at 94% busy, 4.6%
    * under 2x8, for 46 s while the queue grew to 36; a larger batch is the
    * way Packrat's queue rule goes, and moves to smaller batches keep the
    * margin, so the two cannot flap); down only to a plan busy at most
@@ -262,7 +261,8 @@ bool pr_estimator_overrun(const pr_estimator_t *e, const pr_est_window_t *w,
                           unsigned long arrived) {
   int n = w->n_samples;
   double lat = e->latency_s[log2i(e->target)];
-  return e->kind == PR_EST_RATE && n >= 5 && arrived >= 8 && lat > 0 &&
-         top_capacity(e) > capacity_of(e, e->target) && w->arrivals_per_s > e->target / lat &&
-         w->queue_lengths[n - 1] > w->queue_lengths[0] && w->oldest_wait_s > 2 * lat;
+  double live = capacity_of(e, e->target);
+  return e->kind == PR_EST_RATE && n >= 5 && arrived >= 8 && live > 0 && top_capacity(e) > live &&
+         w->arrivals_per_s > live && w->queue_lengths[n - 1] > w->queue_lengths[0] &&
+         w->oldest_wait_s > 2 * lat;
 }
