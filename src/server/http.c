@@ -436,6 +436,15 @@ enum MHD_Result pr_http__access(void *cls, struct MHD_Connection *c, const char 
     *con_cls = cn;
     atomic_fetch_add(&s->http_requests, 1);
     atomic_fetch_add(&s->in_progress, 1);
+    /* the connection's first request: no longer fresh (counted in progress
+     * first, so a drain never sees it as neither) */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    bool *fresh = ci ? ci->socket_context : NULL;
+    if (fresh && *fresh) {
+      *fresh = false;
+      atomic_fetch_sub(&s->fresh, 1);
+    }
     on_headers(s, c, cn, method, url);
     /* refused from the headers: answer now, the body is never read */
     if (cn->refuse_status) return pr_http__reply_error(cn, cn->refuse_status, cn->refuse_msg);
@@ -505,19 +514,26 @@ void pr_http__completed(void *cls, struct MHD_Connection *c, void **con_cls,
   *con_cls = NULL;
 }
 
+/* A connection's socket context is a flag, set while it has not sent a
+ * request (s->fresh counts them): only its own thread reads or writes it. */
 void pr_http__on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                             enum MHD_ConnectionNotificationCode code) {
+  (void)c;
   pr_server_t *s = cls;
-  bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
-  atomic_fetch_add(&s->connections, started ? 1 : -1);
-  int n_adopted = atomic_load_explicit(&s->n_adopted, memory_order_acquire);
-  if (started && n_adopted) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    for (int i = 0; ci && i < n_adopted; i++)
-      if (s->adopted[i] == ci->connect_fd) *socket_ctx = s; /* one of the backlog's */
-  } else if (!started && *socket_ctx == s) {
-    atomic_fetch_sub(&s->adopted_open, 1);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    atomic_fetch_add(&s->connections, 1);
+    bool *fresh = malloc(sizeof *fresh); /* out of memory: not waited for */
+    if (fresh) {
+      *fresh = true;
+      atomic_fetch_add(&s->fresh, 1);
+    }
+    *socket_ctx = fresh;
+    atomic_fetch_sub(&s->handed, 1); /* counted fresh first */
+    return;
   }
-  if (started && *socket_ctx != s) atomic_fetch_sub(&s->handed, 1); /* the listener's */
+  bool *fresh = *socket_ctx;
+  if (fresh && *fresh) atomic_fetch_sub(&s->fresh, 1);
+  free(fresh);
+  *socket_ctx = NULL;
+  atomic_fetch_sub(&s->connections, 1);
 }

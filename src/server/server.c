@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/filter.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -607,46 +608,30 @@ void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
  * by closing the listening socket, though their clients (a load balancer
  * among them) count them as sent: accept each one waiting now and hand it
  * to the daemon, which serves it like any other (pr_server_stop waits for
- * them). */
-static void adopt_backlog(pr_server_t *s, MHD_socket fd) {
+ * them). First a socket filter that drops every packet makes the queue
+ * final: a handshake can no longer complete between the last accept and the
+ * close (a SYN dropped is sent again, and then refused: to a balancer, a
+ * connection that failed, which it retries elsewhere). */
+static void adopt_backlog(pr_server_t *s, int fd) {
+  struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
+  struct sock_fprog prog = {.len = 1, .filter = &drop};
+  if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog))
+    pr_log(PR_LOG_WARN, "draining: cannot filter the listening socket: %s", strerror(errno));
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return;
-  struct sockaddr_storage *addrs = NULL;
-  socklen_t *lens = NULL;
-  int *fds = NULL, n = 0, cap = 0;
+  int n = 0;
   for (;;) {
-    if (n == cap) {
-      int nc = cap ? cap * 2 : 64;
-      int *f = realloc(fds, sizeof *f * (size_t)nc);
-      if (f) fds = f;
-      struct sockaddr_storage *ad = f ? realloc(addrs, sizeof *ad * (size_t)nc) : NULL;
-      if (ad) addrs = ad;
-      socklen_t *l = ad ? realloc(lens, sizeof *l * (size_t)nc) : NULL;
-      if (!l) break; /* out of memory: those left are reset */
-      lens = l;
-      cap = nc;
-    }
-    lens[n] = sizeof addrs[n];
-    int c = accept4(fd, (struct sockaddr *)&addrs[n], &lens[n], SOCK_CLOEXEC);
+    struct sockaddr_storage a;
+    socklen_t len = sizeof a;
+    int c = accept4(fd, (struct sockaddr *)&a, &len, SOCK_CLOEXEC);
     if (c < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      break; /* EAGAIN: the backlog is empty */
+      break; /* EAGAIN: the backlog is empty; out of descriptors: reset */
     }
-    fds[n++] = c;
+    add_connection(s, c, (struct sockaddr *)&a, len);
+    n++;
   }
-  /* connection threads read the list from now on: published before any of
-   * these connections starts, never written again */
-  s->adopted = fds;
-  atomic_store(&s->adopted_open, n);
-  atomic_store_explicit(&s->n_adopted, n, memory_order_release);
-  for (int i = 0; i < n; i++)
-    if (MHD_add_connection(s->daemon, fds[i], (struct sockaddr *)&addrs[i], lens[i]) != MHD_YES) {
-      atomic_fetch_sub(&s->adopted_open, 1);
-      pr_log(PR_LOG_WARN, "draining: a connection waiting to be accepted could not be served");
-    }
   if (n) pr_log(PR_LOG_INFO, "draining: %d connection%s from the backlog", n, n > 1 ? "s" : "");
-  free(addrs);
-  free(lens);
 }
 
 void pr_server_stop(pr_server_t *s) {
@@ -654,8 +639,9 @@ void pr_server_stop(pr_server_t *s) {
   if (s->daemon) {
     /* stop accepting (new connections are refused at once), answer every
      * request whose body is in, each answer closing its connection, give
-     * uploads still arriving a grace period, then close the connections
-     * (idle keep-alive ones among them) */
+     * uploads still arriving a grace period (and connections that have not
+     * sent a request yet a shorter one), then close the connections (idle
+     * keep-alive ones among them) */
     atomic_store(&s->stopping, true);
     atomic_store(&s->svc.stopping, true);
     pr_grpc_shutdown(s->grpc); /* no new gRPC calls; accepted ones go on */
@@ -667,9 +653,9 @@ void pr_server_stop(pr_server_t *s) {
     }
     double t0 = pr_now(), limit = s->cfg.shutdown_timeout_s;
     while ((atomic_load(&s->serving) > 0 ||
-            ((atomic_load(&s->in_progress) > 0 || atomic_load(&s->adopted_open) > 0 ||
-              atomic_load(&s->handed) > 0) &&
-             pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S)) &&
+            ((atomic_load(&s->in_progress) > 0 || atomic_load(&s->handed) > 0) &&
+             pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S) ||
+            (atomic_load(&s->fresh) > 0 && pr_now() - t0 < SHUTDOWN_FRESH_GRACE_S)) &&
            pr_now() - t0 < limit)
       usleep(1000);
     /* from here no handler starts (a request just in gets 503): one that
@@ -699,6 +685,5 @@ void pr_server_stop(pr_server_t *s) {
   pr_auth_free(s->auth);
   pr_tls_free(s->tls);
   pr_dash_destroy(s->dash);
-  free(s->adopted);
   free(s);
 }

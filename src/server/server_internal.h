@@ -20,8 +20,11 @@
 #include "server/service.h"
 #include "server/tls.h"
 
-/* On SIGTERM, uploads still arriving get this long to finish. */
+/* On SIGTERM, uploads still arriving get this long to finish, and
+ * connections that have not sent their first request yet this long to send
+ * it (one that has not by then was not about to). */
 #define SHUTDOWN_UPLOAD_GRACE_S 10.0
+#define SHUTDOWN_FRESH_GRACE_S 2.0
 
 struct pr_server {
   pr_server_config_t cfg;
@@ -44,14 +47,11 @@ struct pr_server {
   _Atomic int suspended;     /* connections waiting for an answer made elsewhere */
   _Atomic int admin_threads; /* deferred admin handlers running */
   _Atomic bool stopping;     /* draining: every answer closes its connection */
-  /* on SIGTERM: connections taken from the listening socket's backlog
-   * (adopt_backlog), written before any of them starts */
-  int *adopted;
-  _Atomic int n_adopted; /* stored after `adopted` is filled (release) */
-  _Atomic int adopted_open;
-  /* connections the listener handed to libmicrohttpd that it has not
-   * started yet (their requests are on the way: the drain waits for them) */
+  /* connections handed to libmicrohttpd that it has not started yet, and
+   * started ones that have not sent a request yet: their requests are on
+   * the way (a balancer's fresh connection), and the drain waits for them */
   _Atomic int handed;
+  _Atomic int fresh;
   /* the drain's end: no handler starts after `closing`; `entering` counts
    * the ones running (http.c) */
   _Atomic bool closing;

@@ -6,7 +6,9 @@ SIGTERM and SIGCONT. Every one of those requests must be answered (closing
 the listening socket without accepting them would reset them, and a load
 balancer would count them as lost), and new connections must be refused.
 Then, three times, SIGTERM while new connections keep arriving: exit 0,
-every answer whole.
+every answer whole, and every connection that was made answered (one made
+just before the listening socket closed, its request not read yet, was
+reset by the daemon's stop).
 
 usage: drain.py PACKRAT
 """
@@ -75,7 +77,7 @@ for round_ in range(3):
     url = f"http://127.0.0.1:{port}"
     if not c.check(f"round {round_}: server ready", c.wait_ready(url, p, 120)):
         c.finish()
-    stop, torn = threading.Event(), []
+    stop, torn, lost = threading.Event(), [], []
 
     def arrive():
         while not stop.is_set():
@@ -97,8 +99,10 @@ for round_ in range(3):
                 if data and not (head.startswith((b"HTTP/1.1 200", b"HTTP/1.1 503")) and length
                                  and len(body) == length[0]):
                     torn.append(data[:200])
-            except OSError:
-                pass  # reset by the kernel before the server accepted it, or after its exit
+                if not data:
+                    lost.append("closed unanswered")
+            except OSError as e:
+                lost.append(repr(e))  # the connection was made: its request must be answered
             finally:
                 s.close()
 
@@ -116,4 +120,6 @@ for round_ in range(3):
         t.join()
     c.check(f"round {round_}: SIGTERM with connections arriving: exit 0", rc == 0, rc)
     c.check(f"round {round_}: every answer whole (200 or 503)", not torn, torn[:2])
+    c.check(f"round {round_}: every connection made was answered (none reset, none closed "
+            f"unanswered)", not lost, lost[:3])
 c.finish()
