@@ -80,6 +80,21 @@ pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan
  * (NUL-terminated) when len is too small. */
 void pr_plan_format(const pr_plan_t *plan, char *buf, size_t len);
 
+/* The next run of a batch of `rows` rows on an instance's prepared sessions:
+ * sizes[0..n) their rows, ascending, ms[i] the time of a run of sizes[i] (a
+ * run of fewer rows is padded to it), each run PR_CHUNK_RUN_MS more. Of
+ * every cover of the rows by runs, the one with the least total time, if
+ * it takes under PR_CHUNK_GAIN of one run of the smallest size that holds
+ * them all; its largest run first. Returns that run's rows (at most
+ * `rows`); when a size is `rows` exactly, with no such cover, or sizes not
+ * ascending, a time unknown (<= 0) or rows over PR_CHUNK_MAX_ROWS, the rows
+ * of one run of the smallest size holding them (else the largest).
+ * Thread-safe (its tables are per thread). */
+#define PR_CHUNK_GAIN 0.9
+#define PR_CHUNK_RUN_MS 0.05
+#define PR_CHUNK_MAX_ROWS 2048
+int pr_plan_next_chunk(const int *sizes, const double *ms, int n, int rows);
+
 void pr_profile_free(pr_profile_t *profile);
 
 #endif

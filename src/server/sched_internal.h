@@ -37,6 +37,11 @@ typedef struct {
    * admission estimates with */
   _Atomic double pass_ms;
   _Atomic uint64_t runs, rows;
+  /* the worker thread's own: EWMA of the runs of each prepared session
+   * (w.sizes[i]; 0: none timed yet), and how many of its runs were seen
+   * (the first is not timed: it touches the session's memory) */
+  double size_ms[PR_WORKER_MAX_SIZES];
+  int size_runs[PR_WORKER_MAX_SIZES];
   bool idle; /* qlock: asleep for work or for more of its batch (pr_sched_home_cpu) */
 } worker_t;
 

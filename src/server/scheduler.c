@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "base/lock.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "packrat/planner.h"
 #include "runtime/worker.h"
 #include "server/history.h"
 #include "server/sched_internal.h"
@@ -224,31 +226,100 @@ static void measured(worker_t *w, double ms, double pass_ms, int rows, bool full
   atomic_fetch_add(&w->runs, 1);
 }
 
+/* The time of a run of each of w's prepared sessions, for
+ * pr_plan_next_chunk: measured, else scaled by rows from the nearest
+ * measured size (the nearest in ratio), else from the plan's latency at the
+ * instance's batch, else the rows themselves (the same unit throughout). A
+ * guess too low gets the session tried, and timed; one too high never
+ * would, so the guesses scale by rows, which is low for the small sizes
+ * (a batch runs faster a row than a single one). */
+static void session_times(const worker_t *w, int *sizes, double *ms) {
+  const pr_worker_t *pw = &w->w;
+  const config_t *cfg = &w->s->configs[w->config];
+  double planned = cfg->plan.instances[w - cfg->workers].latency_ms;
+  for (int i = 0; i < pw->n_sizes; i++) {
+    sizes[i] = pw->sizes[i].rows;
+    ms[i] = w->size_ms[i];
+  }
+  for (int i = 0; i < pw->n_sizes; i++) {
+    if (ms[i] > 0) continue;
+    int near = -1;
+    for (int j = 0; j < pw->n_sizes; j++)
+      if (w->size_ms[j] > 0 && (near < 0 || fabs(log((double)sizes[j] / sizes[i])) <
+                                                fabs(log((double)sizes[near] / sizes[i]))))
+        near = j;
+    ms[i] = near >= 0     ? w->size_ms[near] * sizes[i] / sizes[near]
+            : planned > 0 ? planned * sizes[i] / w->batch
+                          : sizes[i];
+  }
+}
+
+/* Rows of the next run of a batch with `left` rows to go: on the prepared
+ * sessions, pr_plan_next_chunk's; with other shapes (the shape cache), all
+ * of them (the session holding them, or its largest). */
+static int next_chunk(const worker_t *w, const pr_request_t *r, int left) {
+  if (w->cache && !pr_sched__prepared_shape(w, r)) return left;
+  int sizes[PR_WORKER_MAX_SIZES];
+  double ms[PR_WORKER_MAX_SIZES];
+  session_times(w, sizes, ms);
+  return pr_plan_next_chunk(sizes, ms, w->w.n_sizes, left);
+}
+
+/* A prepared session z (of w's sizes) ran in ms: its EWMA, past its first
+ * run. Rises are taken a quarter at a time: one slow run (a page fault, a
+ * neighbour) must not make a size look slower than a cover of smaller ones
+ * that is then used instead, and never timed again. */
+static void time_session(worker_t *w, const pr_worker_session_t *z, double ms) {
+  const pr_worker_t *pw = &w->w;
+  if (z < pw->sizes || z >= pw->sizes + pw->n_sizes) return; /* the shape cache's */
+  int i = (int)(z - pw->sizes);
+  if (w->size_runs[i]++ == 0) return;
+  double was = w->size_ms[i];
+  if (was <= 0) {
+    w->size_ms[i] = ms;
+    return;
+  }
+  double step = ms - was;
+  if (step > 0.25 * was) step = 0.25 * was;
+  w->size_ms[i] = was + 0.2 * step;
+}
+
+/* Runs a batch of n requests (rows rows) in one run or several
+ * (next_chunk), answering each request as soon as its rows are in: a
+ * request answered may be gone at once (its waiter frees it), so the runs
+ * after it look only at the requests from `first` on. */
 static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   pr_sched_t *s = w->s;
   pr_status_t rs[PR_SCHED_MAX_BATCH_REQUESTS] = {0}, st = PR_OK;
   char err[512] = "";
   assert(n >= 1 && n <= PR_SCHED_MAX_BATCH_REQUESTS && rows >= 1);
   double t0 = pr_now(), compute = 0;
+  /* first: the first request not answered yet; base: the rows before it */
+  int first = 0, base = 0;
   for (int done = 0; done < rows && !st;) {
+    pr_request_t **rq = reqs + first;
+    int m = n - first, want = next_chunk(w, rq[0], rows - done);
     /* the batch has one shape: the prepared one, or another of w's cache */
-    pr_worker_session_t *z = pr_sched__session_for(w, reqs[0], rows - done, &st, err, sizeof err);
+    pr_worker_session_t *z = pr_sched__session_for(w, rq[0], want, &st, err, sizeof err);
     if (!z) break;
     assert(z->in); /* the prepared ones before the config went live */
-    int c = rows - done < z->rows ? rows - done : z->rows;
+    int c = want < z->rows ? want : z->rows;
     double ta = pr_now();
     const pr_tensor_t *in = z->in;
-    if (n == 1 && c == z->rows && done == 0 && reads_in_place(s, z, reqs[0]))
-      in = reqs[0]->inputs;
+    if (m == 1 && c == z->rows && done == base && reads_in_place(s, z, rq[0]))
+      in = rq[0]->inputs;
     else
-      gather(s, z, reqs, n, done, c);
+      gather(s, z, rq, m, done - base, c);
     pr_tensor_t outs[PR_SCHED_MAX_IO];
     double tb = pr_now();
     st = pr_engine_session_run(z->session, in, s->n_in, outs, s->n_out, err, sizeof err);
     double tc = pr_now();
-    if (!st) scatter(s, outs, z->rows, reqs, n, done, c, rs);
+    if (!st) scatter(s, outs, z->rows, rq, m, done - base, c, rs + first);
     double td = pr_now();
-    if (!st) measured(w, (tc - tb) * 1e3, (td - ta) * 1e3, c, z->rows == w->batch && c == w->batch);
+    if (!st) {
+      measured(w, (tc - tb) * 1e3, (td - ta) * 1e3, c, z->rows == w->batch && c == w->batch);
+      time_session(w, z, (tc - tb) * 1e3);
+    }
     pr_hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
     pr_hist_observe(&s->stats.stage[PR_STAGE_compute], tc - tb);
     compute += tc - tb;
@@ -262,12 +333,21 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     atomic_fetch_add(&s->stats.rows_executed, (uint64_t)c);
     pr_hist_observe(&s->stats.batch, c);
     done += c;
+    if (st || done == rows) break;
+    /* the requests whose rows are all in are answered before the next run
+     * (a batch run in parts answers its first part a run sooner) */
+    int k = first, end = base;
+    while (k < n && end + reqs[k]->rows <= done) end += reqs[k++]->rows;
+    if (k == first) continue;
+    for (int i = first; i < k; i++) reqs[i]->compute_s = compute;
+    complete_batch(s, reqs + first, k - first, PR_OK, "", rs + first);
+    first = k, base = end;
   }
   double t1 = pr_now();
   pr_hist_observe(&s->stats.compute_s, t1 - t0);
   atomic_fetch_add(&s->stats.compute_us, (uint64_t)((t1 - t0) * 1e6) * (uint64_t)n);
-  for (int i = 0; i < n; i++) reqs[i]->compute_s = compute;
-  complete_batch(s, reqs, n, st, err, rs);
+  for (int i = first; i < n; i++) reqs[i]->compute_s = compute;
+  complete_batch(s, reqs + first, n - first, st, err, rs + first);
 }
 
 /* ---- instance workers ---- */
@@ -334,6 +414,17 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
   return n;
 }
 
+/* Parks pw's team or starts it again, outside qlock (held on entry and on
+ * return): the team's threads are made or joined. */
+static void repark(pr_sched_t *s, pr_worker_t *pw, bool park) {
+  pr_unlock(&s->qlock);
+  if (park)
+    pr_worker_park(pw);
+  else
+    pr_worker_unpark(pw);
+  pr_lock(&s->qlock);
+}
+
 void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
   worker_t *w = ctx;
   pr_sched_t *s = w->s;
@@ -360,12 +451,7 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
         /* parked while another plan is live (its teams keep libgomp's full
          * spin: see pr_worker_park), unparked as soon as this one is (a
          * switch wakes its workers), before its first batch */
-        pr_unlock(&s->qlock);
-        if (live)
-          pr_worker_unpark(pw);
-        else
-          pr_worker_park(pw);
-        pr_lock(&s->qlock);
+        repark(s, pw, !live);
         continue;
       }
       w->idle = true;
@@ -374,9 +460,7 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     }
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
     if (pw->parked) { /* work came with the switch */
-      pr_unlock(&s->qlock);
-      pr_worker_unpark(pw);
-      pr_lock(&s->qlock);
+      repark(s, pw, false);
       continue; /* the queue may have changed meanwhile */
     }
     int rows = 0;

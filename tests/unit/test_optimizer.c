@@ -157,6 +157,48 @@ static void test_parse(void **s) {
   free(plan);
 }
 
+
+/* pr_plan_next_chunk: ResNet-50's two-thread times (batch 1, 2, 4, 8: 25,
+ * 47, 91, 175 ms) make 5 rows a run of 4 then 1 (116 ms, not 175 padded),
+ * 3 rows 2 + 1, 6 rows 4 + 2; 7 rows stay one run of 8 (4 + 2 + 1 = 163 ms
+ * is within PR_CHUNK_GAIN of 175), as do 8 (two 4s: 182 ms) and every size
+ * held exactly. A model that batches for free (a run of 8 as fast as one
+ * of 1) pads. Rows over the largest size go in its runs, the cheapest
+ * cover; unknown times or bad sizes give one run. */
+static void test_next_chunk(void **state) {
+  (void)state;
+  const int sizes[] = {1, 2, 4, 8};
+  const double resnet[] = {25, 47, 91, 175}, flat[] = {10, 10.2, 10.5, 11};
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 5), 4);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 1), 1);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 3), 2);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 6), 4);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 7), 7);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 8), 8);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 4), 4);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 20), 8);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 13), 8); /* 8 + 4 + 1 */
+  for (int r = 1; r <= 8; r++) assert_int_equal(pr_plan_next_chunk(sizes, flat, 4, r), r);
+  assert_int_equal(pr_plan_next_chunk(sizes, flat, 4, 19), 8); /* 8 + 8 + 8 (padded) */
+  /* every run of the cheapest cover, followed down: the rows add up */
+  for (int r = 1; r <= 40; r++) {
+    int left = r, runs = 0;
+    while (left > 0) {
+      int c = pr_plan_next_chunk(sizes, resnet, 4, left);
+      assert_true(c >= 1 && c <= left && c <= 8);
+      left -= c, runs++;
+    }
+    assert_true(runs <= r);
+  }
+  const double unknown[] = {25, 0, 91, 175};
+  assert_int_equal(pr_plan_next_chunk(sizes, unknown, 4, 5), 5);
+  const int unsorted[] = {1, 4, 2, 8};
+  assert_int_equal(pr_plan_next_chunk(unsorted, resnet, 4, 5), 5);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 1, 5), 1);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, PR_CHUNK_MAX_ROWS + 1), 8);
+  assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 0), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_monotone),
@@ -165,6 +207,7 @@ int main(void) {
       cmocka_unit_test(test_one_core),
       cmocka_unit_test(test_infeasible_and_invalid),
       cmocka_unit_test(test_parse),
+      cmocka_unit_test(test_next_chunk),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

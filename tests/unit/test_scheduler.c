@@ -269,6 +269,108 @@ static void test_larger_request_runs_in_chunks(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* x[batch, 64, 56, 56] -> Conv 3x3 whose kernel is the identity (1 at each
+ * channel's own centre tap) -> y = x: a run costs about the same a row at
+ * any batch (milliseconds of compute a row), as a large model does. */
+static pr_model_t *conv_model(void) {
+  const int64_t xd[4] = {-1, 64, 56, 56}, wd[4] = {64, 64, 3, 3};
+  static float w[64 * 64 * 9];
+  memset(w, 0, sizeof w);
+  for (int c = 0; c < 64; c++) w[(c * 64 + c) * 9 + 4] = 1;
+  mb_t *b = mb_new(13);
+  mb_input(b, "x", PR_DTYPE_FLOAT, 4, xd);
+  mb_init(b, "w", PR_DTYPE_FLOAT, 4, wd, w, sizeof w);
+  int n = mb_node(b, "Conv", "conv", (const char *[]){"x", "w", NULL}, (const char *[]){"y", NULL});
+  mb_attr_ints(b, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  mb_output(b, "y");
+  char err[256];
+  pr_model_t *m = mb_load(b, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  return m;
+}
+
+#define CONV_ROW (64 * 56 * 56)
+
+static pr_request_t *conv_request(int rows, float tag) {
+  pr_request_t *r = pr_request_new();
+  r->rows = rows;
+  pr_tensor_t *t = &r->inputs[0];
+  *t = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 4, .dims = {rows, 64, 56, 56}};
+  t->data = malloc(sizeof(float) * CONV_ROW * (size_t)rows);
+  for (size_t k = 0; k < (size_t)CONV_ROW * (size_t)rows; k++)
+    ((float *)t->data)[k] = tag + (float)(k % 1000);
+  return r;
+}
+
+static void check_conv_answer(pr_request_t *r) {
+  assert_int_equal(r->status, PR_OK);
+  assert_int_equal(r->outputs[0].dims[0], r->rows);
+  assert_memory_equal(r->outputs[0].data, r->inputs[0].data,
+                      sizeof(float) * CONV_ROW * (size_t)r->rows);
+}
+
+/* A batch between two prepared sizes runs in parts when padding would
+ * cost more (pr_plan_next_chunk): on one instance of batch 8 whose runs
+ * cost about the same a row (a run of 8 about 8 of 1), once each size has
+ * been timed, a request of 5 rows runs in parts, none of them padded to 8,
+ * and five one-row requests batched together the same way, the requests
+ * of its first run answered when that run ends, before the last one. Every
+ * answer is its own input. */
+static void test_batch_runs_in_parts(void **state) {
+  (void)state;
+  pr_model_t *m = conv_model();
+  int cpus[256];
+  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  char err[512];
+  pr_plan_t plan;
+  assert_int_equal(pr_plan_parse("1x8", NULL, &plan, err, sizeof err), PR_OK);
+  pr_sched_config_t cfg = {.max_batch = 8, .queue_capacity = 16, .max_queue_delay_s = 0.3};
+  pr_session_options_t base = pr_session_options_default();
+  pr_sched_t *s;
+  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+    fail_msg("%s", err);
+  pr_sched_stats_t *st = pr_sched_stats(s);
+  /* each size timed (a size's first run is not) */
+  for (int rep = 0; rep < 3; rep++)
+    for (int rows = 1; rows <= 8; rows *= 2) {
+      pr_request_t *r = conv_request(rows, (float)rows);
+      assert_int_equal(pr_sched_submit(s, r), PR_OK);
+      pr_sched_wait(s, r);
+      check_conv_answer(r);
+      pr_request_free(r);
+    }
+  assert_int_equal(atomic_load(&st->executions), 12);
+  assert_int_equal(atomic_load(&st->by_batch[8].count), 3);
+  pr_request_t *r = conv_request(5, 0.5f);
+  assert_int_equal(pr_sched_submit(s, r), PR_OK);
+  pr_sched_wait(s, r);
+  check_conv_answer(r);
+  pr_request_free(r);
+  assert_true(atomic_load(&st->executions) >= 14);
+  assert_int_equal(atomic_load(&st->rows_executed), 3 * 15 + 5);
+  assert_int_equal(atomic_load(&st->by_batch[8].count), 3);
+  assert_int_equal(atomic_load(&st->by_batch[5].count), 0);
+  uint64_t runs = atomic_load(&st->executions);
+  pr_request_t *five[5];
+  for (int i = 0; i < 5; i++) {
+    five[i] = conv_request(1, (float)(i * 1000));
+    assert_int_equal(pr_sched_submit(s, five[i]), PR_OK);
+  }
+  for (int i = 0; i < 5; i++) {
+    pr_sched_wait(s, five[i]);
+    check_conv_answer(five[i]);
+  }
+  assert_true(atomic_load(&st->executions) >= runs + 2);
+  assert_int_equal(atomic_load(&st->by_batch[8].count), 3);
+  /* the first run holds the first request (the oldest); the last request
+   * is in the last run */
+  assert_true(five[0]->t_end < five[4]->t_end);
+  assert_true(five[0]->compute_s < five[4]->compute_s);
+  for (int i = 0; i < 5; i++) pr_request_free(five[i]);
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 /* x[batch, d1, 4] -> Neg: d1 is sized by each request. */
 static pr_model_t *neg_seq_model(void) {
   const int64_t xd[3] = {-1, -1, 4};
@@ -595,6 +697,7 @@ static void test_idle_plan_parks(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
+      cmocka_unit_test(test_batch_runs_in_parts),
                                      cmocka_unit_test(test_inputs_read_in_place_or_copied),
                                      cmocka_unit_test(test_batches_group_shapes),
                                      cmocka_unit_test(test_bucket_configs),
