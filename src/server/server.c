@@ -39,6 +39,7 @@
 #include <jansson.h>
 #include <linux/filter.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -606,15 +607,25 @@ void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
 
 /* Connections the kernel completed but no one accepted yet would be reset
  * by closing the listening socket, though their clients (a load balancer
- * among them) count them as sent: accept each one waiting now and hand it
- * to the daemon, which serves it like any other (pr_server_stop waits for
- * them). First a socket filter that drops every packet makes the queue
- * final: a handshake can no longer complete between the last accept and the
- * close (a SYN dropped is sent again, and then refused: to a balancer, a
- * connection that failed, which it retries elsewhere). */
+ * among them) count them as sent; so would a handshake half done (the
+ * client, which counts itself connected, sends its request into a socket
+ * that is gone). So first a socket filter drops every SYN that opens a
+ * connection (its client sends it again a second later, and is refused
+ * then: to a balancer, a connection that failed, which it retries
+ * elsewhere) and lets the rest of each handshake through; then every
+ * connection that completes is accepted and handed to the daemon, which
+ * serves it like any other (pr_server_stop waits for them), until none has
+ * for DRAIN_SETTLE_MS: a handshake under way ends within a round trip. */
+#define DRAIN_SETTLE_MS 50
 static void adopt_backlog(pr_server_t *s, int fd) {
-  struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
-  struct sock_fprog prog = {.len = 1, .filter = &drop};
+  /* the TCP header's flags (a socket filter reads from it): drop SYN
+   * without ACK, keep everything else */
+  struct sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 13),          BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x12),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x02, 0, 1), BPF_STMT(BPF_RET | BPF_K, 0),
+      BPF_STMT(BPF_RET | BPF_K, 0xffffffffu),
+  };
+  struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
   if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog))
     pr_log(PR_LOG_WARN, "draining: cannot filter the listening socket: %s", strerror(errno));
   int fl = fcntl(fd, F_GETFL);
@@ -624,12 +635,15 @@ static void adopt_backlog(pr_server_t *s, int fd) {
     struct sockaddr_storage a;
     socklen_t len = sizeof a;
     int c = accept4(fd, (struct sockaddr *)&a, &len, SOCK_CLOEXEC);
-    if (c < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      break; /* EAGAIN: the backlog is empty; out of descriptors: reset */
+    if (c >= 0) {
+      add_connection(s, c, (struct sockaddr *)&a, len);
+      n++;
+      continue;
     }
-    add_connection(s, c, (struct sockaddr *)&a, len);
-    n++;
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) break; /* out of descriptors: reset */
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, DRAIN_SETTLE_MS) <= 0) break; /* settled */
   }
   if (n) pr_log(PR_LOG_INFO, "draining: %d connection%s from the backlog", n, n > 1 ? "s" : "");
 }

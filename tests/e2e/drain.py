@@ -111,8 +111,10 @@ for round_ in range(3):
         t.start()
     time.sleep(0.5)
     os.kill(p.pid, signal.SIGTERM)
+    t_term = time.time()
     try:
         rc = p.wait(60)
+        print(f"round {round_}: exit {time.time() - t_term:.2f} s after SIGTERM")
     except Exception:
         rc = None
     stop.set()
