@@ -158,7 +158,7 @@ static pr_status_t convert_strings(loader_t *L, const Onnx__NodeProto *np,
                                    const Onnx__AttributeProto *ap, pr_attr_t *a) {
   size_t total = 1;
   for (size_t k = 0; k < ap->n_strings; k++) {
-    if (memchr(ap->strings[k].data, 0, ap->strings[k].len)) {
+    if (ap->strings[k].len && memchr(ap->strings[k].data, 0, ap->strings[k].len)) {
       pr_errf(L->err, L->err_len, "node '%s': attribute '%s' holds a NUL byte", np->name, ap->name);
       return PR_ERR_INVALID;
     }

@@ -157,7 +157,6 @@ static void test_parse(void **s) {
   free(plan);
 }
 
-
 /* pr_plan_next_chunk: ResNet-50's two-thread times (batch 1, 2, 4, 8: 25,
  * 47, 91, 175 ms) make 5 rows a run of 4 then 1 (116 ms, not 175 padded),
  * 3 rows 2 + 1, 6 rows 4 + 2; 7 rows stay one run of 8 (4 + 2 + 1 = 163 ms

@@ -697,7 +697,7 @@ static void test_idle_plan_parks(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
-      cmocka_unit_test(test_batch_runs_in_parts),
+                                     cmocka_unit_test(test_batch_runs_in_parts),
                                      cmocka_unit_test(test_inputs_read_in_place_or_copied),
                                      cmocka_unit_test(test_batches_group_shapes),
                                      cmocka_unit_test(test_bucket_configs),
