@@ -88,11 +88,11 @@ void pr_plan_format(const pr_plan_t *plan, char *buf, size_t len);
  * them all; its largest run first. Returns that run's rows (at most
  * `rows`); when a size is `rows` exactly, with no such cover, or sizes not
  * ascending, a time unknown (<= 0) or rows over PR_CHUNK_MAX_ROWS, the rows
- * of one run of the smallest size holding them (else the largest).
- * Thread-safe (its tables are per thread). */
+ * of one run of the smallest size holding them (else the largest). Its
+ * tables are on the stack (16 KB). */
 #define PR_CHUNK_GAIN 0.9
 #define PR_CHUNK_RUN_MS 0.05
-#define PR_CHUNK_MAX_ROWS 2048
+#define PR_CHUNK_MAX_ROWS 1024
 int pr_plan_next_chunk(const int *sizes, const double *ms, int n, int rows);
 
 void pr_profile_free(pr_profile_t *profile);

@@ -35,10 +35,10 @@ int pr_plan_next_chunk(const int *sizes, const double *ms, int n, int rows) {
   if (n < 2 || rows > PR_CHUNK_MAX_ROWS || sizes[one] == rows) return fallback;
   for (int i = 0; i < n; i++)
     if (ms[i] <= 0 || sizes[i] < 1 || (i && sizes[i] <= sizes[i - 1])) return fallback;
-  /* cost[r]: least time for r rows; runs[r] the runs it takes; first[r]
+  /* cost[r]: least time for r rows; runs[r] the runs it takes; big[r]
    * the session of its largest run */
-  static _Thread_local double cost[PR_CHUNK_MAX_ROWS + 1];
-  static _Thread_local int runs[PR_CHUNK_MAX_ROWS + 1], big[PR_CHUNK_MAX_ROWS + 1];
+  double cost[PR_CHUNK_MAX_ROWS + 1];
+  int runs[PR_CHUNK_MAX_ROWS + 1], big[PR_CHUNK_MAX_ROWS + 1];
   cost[0] = 0, runs[0] = 0, big[0] = -1;
   for (int r = 1; r <= rows; r++) {
     cost[r] = -1;
