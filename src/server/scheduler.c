@@ -373,11 +373,27 @@ static pr_status_t prepare_sessions(worker_t *w) {
   return st;
 }
 
+/* Puts reqs[0..n) back, in order, at the front of their priority levels
+ * (qlock held): they were at the queue's head when taken. */
+static void requeue_front(pr_sched_t *s, pr_request_t **reqs, int n) {
+  assert(pr_lock_held(&s->qlock));
+  for (int i = n - 1; i >= 0; i--) {
+    pr_request_t *r = reqs[i], **at = &s->head;
+    while (*at && (*at)->priority < r->priority) at = &(*at)->next;
+    r->next = *at;
+    *at = r;
+    if (!r->next) s->tail = r;
+    s->depth++;
+    s->level_rows[r->priority] += r->rows;
+  }
+}
+
 /* Takes requests for one batch off the queue into reqs (qlock held, the
  * worker's config active, the queue not empty): what fits in the planned
  * batch, oldest first (a request larger than the batch runs alone), waiting
  * for more at most the max queue delay and never past a held request's
- * deadline. Returns how many (0: all it took had timed out). */
+ * deadline, then only those of the batch's first run. Returns how many (0:
+ * all it took had timed out). */
 static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
   pr_sched_t *s = w->s;
   assert(pr_lock_held(&s->qlock) && s->head);
@@ -409,6 +425,19 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
     pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
     w->idle = false;
     if (s->head && rows + s->head->rows > w->batch) break;
+  }
+  /* of a batch that would run in parts (next_chunk), only the requests of
+   * its first run are kept; the rest go back to the queue's front, to be
+   * taken with what arrives meanwhile (into one run of 4, not a run of 2
+   * of their own) or by another instance at once */
+  if (n > 1) {
+    int c = next_chunk(w, reqs[0], rows), keep = 0, kept = 0;
+    while (keep < n && kept < c) kept += reqs[keep++]->rows;
+    if (keep < n) {
+      requeue_front(s, reqs + keep, n - keep);
+      n = keep, rows = kept;
+      pr_history_queue(s->history, pr_now(), s->depth);
+    }
   }
   *rows_out = rows;
   return n;
