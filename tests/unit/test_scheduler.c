@@ -208,20 +208,25 @@ static void run_one(pr_sched_t *s, int rows) {
   run_skewed(s, rows, 0);
 }
 
-/* A scheduler of m on one plan (spec), max batch max_batch, a short queue. */
-static pr_sched_t *one_plan_sched(pr_model_t *m, const char *spec, int max_batch) {
+/* A scheduler of m on one plan (spec) with cfg. */
+static pr_sched_t *plan_sched(pr_model_t *m, const char *spec, const pr_sched_config_t *cfg) {
   int cpus[256];
   int n_cpus = pr_topology_cpu_order(cpus, 256);
   char err[512];
   pr_plan_t plan;
   assert_int_equal(pr_plan_parse(spec, NULL, &plan, err, sizeof err), PR_OK);
-  pr_sched_config_t cfg = {
-      .max_batch = max_batch, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
   pr_session_options_t base = pr_session_options_default();
   pr_sched_t *s;
-  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   return s;
+}
+
+/* A scheduler of m on one plan (spec), max batch max_batch, a short queue. */
+static pr_sched_t *one_plan_sched(pr_model_t *m, const char *spec, int max_batch) {
+  pr_sched_config_t cfg = {
+      .max_batch = max_batch, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
+  return plan_sched(m, spec, &cfg);
 }
 
 /* A request that fills a session alone is read where it is (aligned to 16
@@ -319,16 +324,8 @@ static void check_conv_answer(pr_request_t *r) {
 static void test_batch_runs_in_parts(void **state) {
   (void)state;
   pr_model_t *m = conv_model();
-  int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
-  char err[512];
-  pr_plan_t plan;
-  assert_int_equal(pr_plan_parse("1x8", NULL, &plan, err, sizeof err), PR_OK);
   pr_sched_config_t cfg = {.max_batch = 8, .queue_capacity = 16, .max_queue_delay_s = 0.3};
-  pr_session_options_t base = pr_session_options_default();
-  pr_sched_t *s;
-  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
-    fail_msg("%s", err);
+  pr_sched_t *s = plan_sched(m, "1x8", &cfg);
   pr_sched_stats_t *st = pr_sched_stats(s);
   /* each size timed (a size's first run is not) */
   for (int rep = 0; rep < 3; rep++)
