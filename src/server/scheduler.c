@@ -385,6 +385,9 @@ static void requeue_front(pr_sched_t *s, pr_request_t **reqs, int n) {
     if (!r->next) s->tail = r;
     s->depth++;
     s->level_rows[r->priority] += r->rows;
+    /* the reaper may have looked while it was out of the queue */
+    if (r->deadline > 0 && (s->reap_due == 0 || r->deadline < s->reap_due))
+      pthread_cond_signal(&s->reap_cond);
   }
 }
 
@@ -430,7 +433,10 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
    * its first run are kept; the rest go back to the queue's front, to be
    * taken with what arrives meanwhile (into one run of 4, not a run of 2
    * of their own) or by another instance at once */
-  if (n > 1) {
+  /* Not while the config is being left (a switch, a stop, a retirement):
+   * its workers would not take them back, and the new config's may be
+   * asleep already; this worker runs what it took. */
+  if (n > 1 && !s->stop && s->active == w->config && !s->configs[w->config].retire) {
     int c = next_chunk(w, reqs[0], rows), keep = 0, kept = 0;
     while (keep < n && kept < c) kept += reqs[keep++]->rows;
     if (keep < n) {

@@ -632,6 +632,10 @@ static void adopt_backlog(pr_server_t *s, int fd) {
   if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return;
   int n = 0;
   for (;;) {
+    /* at the connection limit libmicrohttpd would close what it is handed
+     * without starting it (and `handed` would never come down): those left
+     * are reset */
+    if (at_connection_limit(s)) break;
     struct sockaddr_storage a;
     socklen_t len = sizeof a;
     int c = accept4(fd, (struct sockaddr *)&a, &len, SOCK_CLOEXEC);
@@ -666,12 +670,19 @@ void pr_server_stop(pr_server_t *s) {
       close(fd); /* new connections are refused from here on */
     }
     double t0 = pr_now(), limit = s->cfg.shutdown_timeout_s;
-    while ((atomic_load(&s->serving) > 0 ||
-            ((atomic_load(&s->in_progress) > 0 || atomic_load(&s->handed) > 0) &&
-             pr_now() - t0 < SHUTDOWN_UPLOAD_GRACE_S) ||
-            (atomic_load(&s->fresh) > 0 && pr_now() - t0 < SHUTDOWN_FRESH_GRACE_S)) &&
-           pr_now() - t0 < limit)
+    for (;;) {
+      /* a connection goes handed -> fresh -> in progress, counted in the
+       * next before it leaves the one before: read in that order, it is
+       * seen in one of them */
+      int handed = atomic_load(&s->handed), fresh = atomic_load(&s->fresh);
+      int in_progress = atomic_load(&s->in_progress), serving = atomic_load(&s->serving);
+      double t = pr_now() - t0;
+      if (t >= limit ||
+          !(serving > 0 || ((in_progress > 0 || handed > 0) && t < SHUTDOWN_UPLOAD_GRACE_S) ||
+            (fresh > 0 && t < SHUTDOWN_FRESH_GRACE_S)))
+        break;
       usleep(1000);
+    }
     /* from here no handler starts (a request just in gets 503): one that
      * suspended its connection after the wait above is answered first,
      * since libmicrohttpd aborts when stopped with a suspended connection */

@@ -178,7 +178,7 @@ static void test_next_chunk(void **state) {
   assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 20), 8);
   assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 13), 8); /* 8 + 4 + 1 */
   for (int r = 1; r <= 8; r++) assert_int_equal(pr_plan_next_chunk(sizes, flat, 4, r), r);
-  assert_int_equal(pr_plan_next_chunk(sizes, flat, 4, 19), 8); /* 8 + 8 + 8 (padded) */
+  assert_int_equal(pr_plan_next_chunk(sizes, flat, 4, 19), 8); /* 8 + 8 + 4 (padded) */
   /* every run of the cheapest cover, followed down: the rows add up */
   for (int r = 1; r <= 40; r++) {
     int left = r, runs = 0;
