@@ -432,10 +432,9 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
   /* of a batch that would run in parts (next_chunk), only the requests of
    * its first run are kept; the rest go back to the queue's front, to be
    * taken with what arrives meanwhile (into one run of 4, not a run of 2
-   * of their own) or by another instance at once */
-  /* Not while the config is being left (a switch, a stop, a retirement):
-   * its workers would not take them back, and the new config's may be
-   * asleep already; this worker runs what it took. */
+   * of their own) or by another instance at once. Not while the config is
+   * being left (a switch, a stop, a retirement): its workers would not take
+   * them back, and the new config's may be asleep already. */
   if (n > 1 && !s->stop && s->active == w->config && !s->configs[w->config].retire) {
     int c = next_chunk(w, reqs[0], rows), keep = 0, kept = 0;
     while (keep < n && kept < c) kept += reqs[keep++]->rows;
