@@ -133,16 +133,16 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
    * fits, or to the plan that serves the most when none does, if that
    * serves PR_EST_GAIN more; failing that, to the one that fits, or to the
    * one that serves the most, by any margin if it batches more (near
-   * capacity the queue is steep in the spare capacity: a bench run held 2x4 at 94% busy, 4.6%
-   * under 2x8, for 46 s while the queue grew to 36; a larger batch is the
-   * way Packrat's queue rule goes, and moves to smaller batches keep the
-   * margin, so the two cannot flap); down only to a plan busy at most
-   * PR_EST_DOWN_LOAD at both rates: the band between is hysteresis. In an
-   * overload (the average PR_EST_GAIN over every plan's capacity: the
-   * queue grows whatever runs; the margin keeps a noisy average near
-   * capacity out) the largest batch within PR_EST_GAIN of the most, as
-   * Packrat's queue rule would (batching serves more under load), unless
-   * the live plan serves more than that by PR_EST_GAIN. */
+   * capacity the queue is steep in the spare capacity: a bench run held
+   * 2x4 at 94% busy, 4.6% under 2x8, for 46 s while the queue grew to 36;
+   * a larger batch is the way Packrat's queue rule goes, and moves to
+   * smaller batches keep the margin, so the two cannot flap); down only to
+   * a plan busy at most PR_EST_DOWN_LOAD at both rates: the band between
+   * is hysteresis. In an overload (the average PR_EST_GAIN over every
+   * plan's capacity: the queue grows whatever runs; the margin keeps a
+   * noisy average near capacity out) the largest batch within PR_EST_GAIN
+   * of the most, as Packrat's queue rule would (batching serves more under
+   * load), unless the live plan serves more than that by PR_EST_GAIN. */
   double r = w->arrivals_per_s;
   int want = e->target;
   double top = top_capacity(e);

@@ -73,10 +73,10 @@ pr_status_t pr_worker_start(pr_worker_t *w, void (*main)(pr_worker_t *w, void *c
  * and once they outnumber the CPUs, every team's threads wait between
  * parallel regions with a 100-spin poll, then sleep: each region of the
  * live plan then pays a futex wake a thread (ResNet-50 on a 2-thread
- * instance ran 17% slower with three more plans prepared). */
+ * instance ran 17% slower with three more plans prepared). A one-thread
+ * worker has no team (libgomp's omp_pause_resource_all ends the calling
+ * thread's own pool) and is only marked parked. */
 void pr_worker_park(pr_worker_t *w);
-/* (libgomp's omp_pause_resource_all ends the calling thread's own pool; a
- * one-thread worker has none and is only marked parked.) */
 /* On w's thread, before its next run after pr_worker_park: starts its team
  * again, each thread pinned to its core as at the start. */
 void pr_worker_unpark(pr_worker_t *w);
