@@ -453,6 +453,13 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
     pr_errf(err, err_len, "cannot listen on %s port %d: %s", cfg->host, cfg->port, why);
     return PR_ERR_IO;
   }
+  /* the limit on connections is the listener's (at_connection_limit):
+   * libmicrohttpd splits its own among its threads, and a thread over its
+   * share closes a connection it was handed without starting it, which
+   * `handed` would count for good (the listener then waits at the limit
+   * forever); so each of its threads may hold them all */
+  unsigned mhd_limit =
+      (unsigned)cfg->max_connections * (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 1);
   struct MHD_OptionItem tls_opts[5];
   tls_opts[pr_tls_options(s->tls, tls_opts)] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
   s->daemon = MHD_start_daemon(
@@ -461,9 +468,8 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
       0, NULL, NULL, pr_http__access, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_THREAD_POOL_SIZE,
       (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED, pr_http__completed, s,
       MHD_OPTION_NOTIFY_CONNECTION, pr_http__on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      (unsigned)cfg->max_connections_per_client, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
+      mhd_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
   if (!s->daemon || pr_listener_start(s->listener, add_connection, at_connection_limit, s)) {
     pr_errf(err, err_len, "cannot start the HTTP server on %s port %d", cfg->host, cfg->port);
     return PR_ERR_IO;
