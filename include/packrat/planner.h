@@ -80,6 +80,10 @@ pr_status_t pr_plan_parse(const char *spec, const pr_profile_t *profile, pr_plan
  * (NUL-terminated) when len is too small. */
 void pr_plan_format(const pr_plan_t *plan, char *buf, size_t len);
 
+/* Whether plans a and b run the same instances: as many, each with the
+ * same threads on the same cores; their batches aside. */
+bool pr_plan_same_instances(const pr_plan_t *a, const pr_plan_t *b);
+
 /* The next run of a batch of `rows` rows on an instance's prepared sessions:
  * sizes[0..n) their rows, ascending, ms[i] the time of a run of sizes[i] (a
  * run of fewer rows is padded to it), each run PR_CHUNK_RUN_MS more. Of

@@ -163,7 +163,8 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
     }
   } else {
     int down = smallest_fit(e, e->ewma, r, PR_EST_DOWN_LOAD);
-    if (down && down < e->target) want = down;
+    int from = e->layout[log2i(e->target)];
+    if (down && down < e->target && (!from || e->layout[log2i(down)] != from)) want = down;
   }
   if (want == e->target) {
     e->pending_count = 0;

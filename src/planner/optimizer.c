@@ -348,3 +348,11 @@ void pr_plan_format(const pr_plan_t *plan, char *buf, size_t len) {
     off += (size_t)snprintf(buf + off, len - off, "%s%dx%d", k ? "," : "",
                             plan->instances[k].threads, plan->instances[k].batch);
 }
+
+bool pr_plan_same_instances(const pr_plan_t *a, const pr_plan_t *b) {
+  bool same = a->n_instances == b->n_instances;
+  for (int k = 0; same && k < a->n_instances; k++)
+    same = a->instances[k].threads == b->instances[k].threads &&
+           a->instances[k].first_core == b->instances[k].first_core;
+  return same;
+}

@@ -79,11 +79,20 @@ static void load_latencies(pr_sched_t *s, pr_estimator_t *e, int bucket) {
       n++;
     }
   ratio = n ? ratio / n : 1;
+  int of[PR_EST_MAX_SIZES]; /* the config of each batch (-1: none) */
   for (int k = 0; k < PR_EST_MAX_SIZES; k++) {
     e->latency_s[k] = 0;
+    e->layout[k] = 0;
+    of[k] = -1;
     for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-      if (planned_for(s, c, bucket) && s->configs[c].plan.batch == (1 << k))
+      if (planned_for(s, c, bucket) && s->configs[c].plan.batch == (1 << k)) {
         e->latency_s[k] = config_latency_s(&s->configs[c]) * (measured(&s->configs[c]) ? 1 : ratio);
+        of[k] = c;
+      }
+    /* the layout: 1 + the first batch whose plan runs the same instances */
+    for (int j = 0; of[k] >= 0 && !e->layout[k]; j++)
+      if (of[j] >= 0 && pr_plan_same_instances(&s->configs[of[j]].plan, &s->configs[of[k]].plan))
+        e->layout[k] = j + 1;
   }
 }
 

@@ -36,11 +36,9 @@ static void retire_config(pr_sched_t *s, int c) {
 }
 
 static bool same_plan(const pr_plan_t *p, const pr_plan_t *q) {
-  bool same = p->n_instances == q->n_instances;
+  bool same = pr_plan_same_instances(p, q);
   for (int k = 0; same && k < p->n_instances; k++)
-    same = p->instances[k].threads == q->instances[k].threads &&
-           p->instances[k].batch == q->instances[k].batch &&
-           p->instances[k].first_core == q->instances[k].first_core;
+    same = p->instances[k].batch == q->instances[k].batch;
   return same;
 }
 

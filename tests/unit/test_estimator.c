@@ -427,6 +427,30 @@ static void test_peak_rise_holds(void **s) {
   assert_int_equal(pr_estimator_update(&e, &w), 1);
 }
 
+/* A move down to a plan of the same instances (its batch aside) is not
+ * made; to one of other instances it is, as before. */
+static void test_down_skips_same_instances(void **s) {
+  pr_estimator_t e = rate_estimator();
+  for (int k = 0; k <= 5; k++) e.layout[k] = k <= 2 ? 1 : 4; /* 1, 2, 4 alike; 8, 16, 32 alike */
+  for (int i = 0; i < 10; i++) feed_rate(&e, 200);
+  assert_int_equal(e.target, 32);
+  /* 25 req/s: B=2 is busy 50% (<= 70%; B=1 75%): the move to 2 changes instances */
+  for (int i = 0; i < 20; i++) feed_rate(&e, 25);
+  assert_int_equal(e.target, 2);
+  /* 10 req/s: B=1 is busy 30%, but runs 2's instances: 2 stays */
+  int t[30];
+  for (int i = 0; i < 30; i++) t[i] = feed_rate(&e, 10);
+  assert_int_equal(changes(t, 30), 0);
+  assert_int_equal(t[29], 2);
+  /* up still moves: 120 req/s, to the plan that serves the most */
+  for (int i = 0; i < 5; i++) feed_rate(&e, 120);
+  assert_int_equal(e.target, 32);
+  /* unknown layouts (0) move down as before */
+  memset(e.layout, 0, sizeof e.layout);
+  for (int i = 0; i < 20; i++) feed_rate(&e, 10);
+  assert_int_equal(e.target, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paper_steady_and_steps),
@@ -444,6 +468,7 @@ int main(void) {
       cmocka_unit_test(test_overrun_cuts_window),
       cmocka_unit_test(test_peak_rise_holds),
       cmocka_unit_test(test_backlog_never_raises_down),
+      cmocka_unit_test(test_down_skips_same_instances),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
