@@ -13,11 +13,10 @@
  * by any margin to a larger batch (that fits, or that serves the most): a
  * move to a smaller batch needs the 5% (in an overload, the average 5% over every plan's capacity,
  * the largest batch within 5% of the most, as Packrat's queue rule would); down (5 windows in a
- * row) to the smallest B busy at most 70% at both rates (hysteresis), unless B's plan runs the
- * same instances as the live one (layout): a light load, a request at a time, runs alike on
- * both (an instance runs what it holds in parts when that is faster: pr_plan_next_chunk), and
- * the move down would only cost the next rise (bench/adaptive.py: 2x8 -> 2x1 at 0.2x of
- * capacity, then overrun for two windows when the load rose to 0.8x).
+ * row) to the smallest B busy at most 70% at both rates (hysteresis), or rather, of the
+ * batches whose plans run B's instances (layout), to the smallest whose plan serves within 5%
+ * of the most any of them serves, if that is below the live one: a light load runs alike on
+ * them all, and a smaller batch that serves less only costs the next rise.
  *
  * Both read the backlog too, and compare plans by capacity: the requests
  * per second a batch's plan serves (batch / its planned latency; by the

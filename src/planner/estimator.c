@@ -114,6 +114,23 @@ static int most_capacity(const pr_estimator_t *e, bool largest) {
   return pick ? pick : e->max_batch;
 }
 
+/* Of the batches whose plans run the instances `layout`, the smallest
+ * whose plan serves within PR_EST_GAIN of the most any of them serves (0:
+ * none known). On the same instances a light load runs alike whatever the
+ * batch (a request at a time; an instance runs what it holds in parts when
+ * that is faster: pr_plan_next_chunk), and a smaller batch only shortens
+ * the wait for a batch under a heavier one, where the capacity it gives up
+ * costs more than it gains (bench/adaptive.py: 2x8 -> 2x1 at 0.2x of the
+ * capacity, 6% under 2x4's, overrun when the load rose to 0.8x). */
+static int family_pick(const pr_estimator_t *e, int layout) {
+  double top = 0;
+  for (int b = e->min_batch; b <= e->max_batch; b *= 2)
+    if (e->layout[log2i(b)] == layout && capacity_of(e, b) > top) top = capacity_of(e, b);
+  for (int b = e->min_batch; top > 0 && b <= e->max_batch; b *= 2)
+    if (e->layout[log2i(b)] == layout && capacity_of(e, b) * PR_EST_GAIN >= top) return b;
+  return 0;
+}
+
 /* Windows a move to batch `want` must be wanted in a row: few up (more
  * capacity), one when the window's own rate `r` is over what the live
  * plan serves (its queue grows now: a bench run's rise from 0.38x to 0.9x
@@ -163,8 +180,8 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
     }
   } else {
     int down = smallest_fit(e, e->ewma, r, PR_EST_DOWN_LOAD);
-    int from = e->layout[log2i(e->target)];
-    if (down && down < e->target && (!from || e->layout[log2i(down)] != from)) want = down;
+    if (down && e->layout[log2i(down)]) down = family_pick(e, e->layout[log2i(down)]);
+    if (down && down < e->target) want = down;
   }
   if (want == e->target) {
     e->pending_count = 0;

@@ -2,9 +2,10 @@
 # Online reconfiguration on a real model: ResNet-50 served with plans prepared
 # for batches 1, 2 and 4, pinned to batch 1's plan and handed back to the
 # autoscaler, under an open-loop load that rises then falls. The plan must go
-# up under the rise, and come back down after it unless batch 1's plan runs
-# the same instances as the plan it went up to (a move the autoscaler does not
-# make: a light load runs alike on both); no request may fail or be lost, and
+# up under the rise, and come back down after it where batch 1's plan runs
+# other instances than the plan it went up to (on the same instances a light
+# load runs alike whatever the batch, and the autoscaler moves down only to a
+# batch that serves within 5% as much); no request may fail or be lost, and
 # every response must equal the model's output for its input. The autoscaler
 # never lowers capacity while a backlog is queued, so the last phase comes
 # down only once the burst's backlog has drained.
@@ -44,13 +45,11 @@ up = [m for m in ms if batch(m[1]) > batch(m[0])]
 down = [m for m in ms if batch(m[1]) < batch(m[0])]
 top = up[0][1] if up else None
 ok = {'up': len(up) >= 1,
-      'down_changes_instances': all(inst(a) != inst(b) for a, b in down),
       'down_when_other': top is None or inst(top) == inst(up[0][0]) or len(down) >= 1}[sys.argv[2]]
 sys.exit(0 if ok else 1)
 PY
 }
 check "the plan went up under the rise" "moves up"
-check "no move down to a plan of the same instances" "moves down_changes_instances"
 check "the plan came down after it, where its instances differ" "moves down_when_other"
 curl -s "$URL/metrics" | grep -E '^packrat_reconfigurations_total|^packrat_reconfiguration_duration_seconds_(sum|count)'
 check "switches take under 50 ms" "[ \$(grep -o 'in [0-9.]* ms' '$tmp/log' | awk '{ if (\$2 >= 50) bad=1 } END { print bad+0 }') = 0 ]"

@@ -427,25 +427,34 @@ static void test_peak_rise_holds(void **s) {
   assert_int_equal(pr_estimator_update(&e, &w), 1);
 }
 
-/* A move down to a plan of the same instances (its batch aside) is not
- * made; to one of other instances it is, as before. */
-static void test_down_skips_same_instances(void **s) {
-  pr_estimator_t e = rate_estimator();
+/* A move down goes, of the batches whose plans run the instances of the
+ * smallest batch that fits, to the smallest whose plan serves within 5% of
+ * the most any of them serves; none when that is not below the live one. */
+static void test_down_same_instances(void **s) {
+  pr_estimator_t e = rate_estimator(); /* capacities 33, 50, 67, 80, 89, 94 req/s */
   for (int k = 0; k <= 5; k++) e.layout[k] = k <= 2 ? 1 : 4; /* 1, 2, 4 alike; 8, 16, 32 alike */
   for (int i = 0; i < 10; i++) feed_rate(&e, 200);
   assert_int_equal(e.target, 32);
-  /* 25 req/s: B=2 is busy 50% (<= 70%; B=1 75%): the move to 2 changes instances */
+  /* 25 req/s: B=2 is the smallest busy at most 70% (50%), but on its
+   * instances 1 and 2 serve 50% and 25% less than 4 */
   for (int i = 0; i < 20; i++) feed_rate(&e, 25);
-  assert_int_equal(e.target, 2);
-  /* 10 req/s: B=1 is busy 30%, but runs 2's instances: 2 stays */
+  assert_int_equal(e.target, 4);
+  /* 10 req/s: B=1 is busy 30%, but serves less than 4, on 4's instances */
   int t[30];
   for (int i = 0; i < 30; i++) t[i] = feed_rate(&e, 10);
   assert_int_equal(changes(t, 30), 0);
-  assert_int_equal(t[29], 2);
-  /* up still moves: 120 req/s, to the plan that serves the most */
+  assert_int_equal(t[29], 4);
+  /* up as before: 120 req/s, to the plan that serves the most */
   for (int i = 0; i < 5; i++) feed_rate(&e, 120);
   assert_int_equal(e.target, 32);
-  /* unknown layouts (0) move down as before */
+  /* 60 req/s: 16 is the smallest busy at most 70%, on 32's instances: 32
+   * stays while 16 serves 6% less; once it serves 1% less, 16 */
+  for (int i = 0; i < 20; i++) t[i] = feed_rate(&e, 60);
+  assert_int_equal(t[19], 32);
+  e.latency_s[4] = 16 / 93.0;
+  for (int i = 0; i < 20; i++) feed_rate(&e, 60);
+  assert_int_equal(e.target, 16);
+  /* unknown layouts (0): down to the smallest busy at most 70% */
   memset(e.layout, 0, sizeof e.layout);
   for (int i = 0; i < 20; i++) feed_rate(&e, 10);
   assert_int_equal(e.target, 1);
@@ -468,7 +477,7 @@ int main(void) {
       cmocka_unit_test(test_overrun_cuts_window),
       cmocka_unit_test(test_peak_rise_holds),
       cmocka_unit_test(test_backlog_never_raises_down),
-      cmocka_unit_test(test_down_skips_same_instances),
+      cmocka_unit_test(test_down_same_instances),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
