@@ -121,7 +121,8 @@ static int most_capacity(const pr_estimator_t *e, bool largest) {
  * that is faster: pr_plan_next_chunk), and a smaller batch only shortens
  * the wait for a batch under a heavier one, where the capacity it gives up
  * costs more than it gains (bench/adaptive.py: 2x8 -> 2x1 at 0.2x of the
- * capacity, 6% under 2x4's, overrun when the load rose to 0.8x). */
+ * capacity, 2x1 serving 18% less than 2x4, overrun when the load rose to
+ * 0.8x). */
 static int family_pick(const pr_estimator_t *e, int layout) {
   double top = 0;
   for (int b = e->min_batch; b <= e->max_batch; b *= 2)
