@@ -10,7 +10,8 @@
  * 85% of the time at either, to the smallest power of two B busy at most
  * 85% (rate x latency(B) <= 0.85 B), or when none is to the smallest
  * batch within 5% of the most any plan serves, if it serves 5% more, and
- * by any margin to a larger batch (that fits, or that serves the most): a
+ * by any margin to a larger batch (that fits, or that serves the most) on
+ * other instances than the live plan's: a
  * move to a smaller batch needs the 5% (in an overload, the average 5% over every plan's capacity,
  * the largest batch within 5% of the most, as Packrat's queue rule would); down (5 windows in a
  * row) to the smallest B busy at most 70% at both rates (hysteresis), or rather, of the

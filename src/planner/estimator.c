@@ -154,7 +154,12 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
    * capacity the queue is steep in the spare capacity: a bench run held
    * 2x4 at 94% busy, 4.6% under 2x8, for 46 s while the queue grew to 36;
    * a larger batch is the way Packrat's queue rule goes, and moves to
-   * smaller batches keep the margin, so the two cannot flap); down only to
+   * smaller batches keep the margin, so the two cannot flap), but not to a
+   * larger batch on the live plan's instances: there the larger batch only
+   * lengthens the batches a load near capacity runs (bench/adaptive.py:
+   * 2x8 served 2% less than 2x4 and its p99 was 1.18x 2x4's at 0.79x of
+   * the capacity, 1.06x at 0.9x), and a growing, stale backlog still
+   * raises it (backlog_guard); down only to
    * a plan busy at most PR_EST_DOWN_LOAD at both rates: the band between
    * is hysteresis. In an overload (the average PR_EST_GAIN over every
    * plan's capacity: the queue grows whatever runs; the margin keeps a
@@ -174,9 +179,11 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
       int up = fit ? fit : most_capacity(e, false);
       double now = capacity_of(e, e->target);
       int larger = fit ? fit : top_batch(e);
+      int at = e->layout[log2i(e->target)];
       if (now <= 0 || capacity_of(e, up) > PR_EST_GAIN * now)
         want = up;
-      else if (larger > e->target && capacity_of(e, larger) > now)
+      else if (larger > e->target && capacity_of(e, larger) > now &&
+               (!at || e->layout[log2i(larger)] != at))
         want = larger;
     }
   } else {

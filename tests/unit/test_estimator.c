@@ -351,6 +351,29 @@ static void test_larger_batch_any_margin(void **s) {
   assert_int_equal(f.target, 8);
 }
 
+/* On the live plan's instances a larger batch needs 5% more capacity, as
+ * a smaller one does: all four plans on the same instances, batch 2 busy
+ * 93% at 24 requests/s, and batch 8 serving 4% more: 2 stays. An overload
+ * still takes the largest within 5% of the most. */
+static void test_same_instances_larger_needs_gain(void **s) {
+  pr_estimator_t e;
+  bursty_resnet(&e);
+  e.latency_s[2] = 4 / 26.8;
+  for (int k = 0; k < PR_EST_MAX_SIZES; k++) e.layout[k] = 1;
+  e.target = 2;
+  static const int empty[20] = {0};
+  for (int i = 0; i < 20; i++) assert_int_equal(feed_window(&e, 24, empty, 0), 2);
+  for (int i = 0; i < 10; i++) feed_window(&e, 40, empty, 0);
+  assert_int_equal(e.target, 8);
+  /* other instances (unknown layouts): by any margin, to 8 */
+  pr_estimator_t f;
+  bursty_resnet(&f);
+  f.latency_s[2] = 4 / 26.8;
+  f.target = 2;
+  for (int i = 0; i < 5; i++) feed_window(&f, 24, empty, 0);
+  assert_int_equal(f.target, 8);
+}
+
 /* A window whose own rate is over what the live plan serves moves up at
  * once (its queue grows now); one that only passes 85% busy needs the
  * second window. */
@@ -478,6 +501,7 @@ int main(void) {
       cmocka_unit_test(test_peak_rise_holds),
       cmocka_unit_test(test_backlog_never_raises_down),
       cmocka_unit_test(test_down_same_instances),
+      cmocka_unit_test(test_same_instances_larger_needs_gain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
