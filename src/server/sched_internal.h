@@ -30,8 +30,10 @@ typedef struct {
    * worker thread's own */
   pr_shape_cache_t *cache;
   /* measured by the worker's thread only, read by any (pr_sched_instances) */
-  _Atomic double full_ms; /* EWMA of session runs of the planned batch (0: none yet) */
-  _Atomic double any_ms;  /* EWMA of every session run */
+  /* EWMA of session runs of the planned batch, its session's first run
+   * aside (0: none yet) */
+  _Atomic double full_ms;
+  _Atomic double any_ms; /* EWMA of every session run */
   /* EWMA (0.05: steady, one slow pass must not make the queue refuse) of
    * the whole pass of a planned batch (assembly, run, scatter): the rate
    * admission estimates with */

@@ -269,6 +269,17 @@ static int next_chunk(const worker_t *w, const pr_request_t *r, int left) {
  * run. Rises are taken a quarter at a time: one slow run (a page fault, a
  * neighbour) must not make a size look slower than a cover of smaller ones
  * that is then used instead, and never timed again. */
+/* Whether z, one of w's prepared sessions, has not run yet: its first run
+ * touches its memory (page faults, cold caches), so it is not timed
+ * (time_session), nor taken as a pass of the planned batch: the first
+ * pass seeds pass_ms, whose average then moves 5% a pass, and a slow seed
+ * made the plan look short of capacity to the autoscaler and admission
+ * for dozens of passes. */
+static bool first_run(const worker_t *w, const pr_worker_session_t *z) {
+  const pr_worker_t *pw = &w->w;
+  return z >= pw->sizes && z < pw->sizes + pw->n_sizes && w->size_runs[z - pw->sizes] == 0;
+}
+
 static void time_session(worker_t *w, const pr_worker_session_t *z, double ms) {
   const pr_worker_t *pw = &w->w;
   if (z < pw->sizes || z >= pw->sizes + pw->n_sizes) return; /* the shape cache's */
@@ -317,7 +328,8 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     if (!st) scatter(s, outs, z->rows, rq, m, done - base, c, rs + first);
     double td = pr_now();
     if (!st) {
-      measured(w, (tc - tb) * 1e3, (td - ta) * 1e3, c, z->rows == w->batch && c == w->batch);
+      bool full = z->rows == w->batch && c == w->batch && !first_run(w, z);
+      measured(w, (tc - tb) * 1e3, (td - ta) * 1e3, c, full);
       time_session(w, z, (tc - tb) * 1e3);
     }
     pr_hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
