@@ -115,10 +115,10 @@ static int bucket_step(pr_sched_t *s, auto_state_t *a) {
   uint64_t within = 0;
   for (int k = 0; k <= b; k++) within += counts[k];
   pr_log(PR_LOG_INFO,
-         "autoscaler: shape bucket %s <= %lld (was <= %lld): %llu of the window's %llu requests "
+         "%sautoscaler: shape bucket %s <= %lld (was <= %lld): %llu of the window's %llu requests "
          "are within it",
-         s->cfg.dyn[s->cfg.bucket_dim].name, size[b], size[before], (unsigned long long)within,
-         (unsigned long long)total);
+         s->cfg.who, s->cfg.dyn[s->cfg.bucket_dim].name, size[b], size[before],
+         (unsigned long long)within, (unsigned long long)total);
   pr_lock(&s->qlock);
   load_latencies(s, &a->e, b);
   pr_unlock(&s->qlock);
@@ -201,9 +201,9 @@ static void publish_step(pr_sched_t *s, const pr_estimator_t *e, const pr_est_wi
   atomic_fetch_add(&st->auto_decisions[e->reason], 1);
   if (e->reason != PR_EST_STEADY)
     pr_log(e->target != before ? PR_LOG_INFO : PR_LOG_DEBUG,
-           "autoscaler: target batch %d, %.1f requests/s capacity (%s; %.1f requests/s, queue %d "
-           "-> %d, oldest %.0f ms)",
-           e->target, capacity, pr_sched__auto_why[e->reason], w->arrivals_per_s,
+           "%sautoscaler: target batch %d, %.1f requests/s capacity (%s; %.1f requests/s, queue "
+           "%d -> %d, oldest %.0f ms)",
+           s->cfg.who, e->target, capacity, pr_sched__auto_why[e->reason], w->arrivals_per_s,
            n ? w->queue_lengths[0] : 0, queued, w->oldest_wait_s * 1e3);
 }
 

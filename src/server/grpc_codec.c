@@ -182,7 +182,7 @@ static pr_status_t take_params(const Inference__ModelInferRequest *req, pr_proto
     long long v;
     if (!strcmp(key, "priority")) {
       if (!p || uint_param(p, INT_MAX, &v))
-        return pr_errf(err, err_len, "'priority' must be a non-negative integer"), PR_ERR_INVALID;
+        return pr_errf(err, err_len, "%s", PR_PRIORITY_RANGE), PR_ERR_INVALID;
       q->priority = (int)v;
     } else if (!strcmp(key, "timeout")) {
       if (!p || uint_param(p, LLONG_MAX, &v))

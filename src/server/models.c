@@ -452,6 +452,7 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
                           .default_priority = c->default_priority,
                           .cache_sessions = c->cache_sessions,
                           .cache_bytes = (size_t)c->cache_bytes};
+  snprintf(sc.who, sizeof sc.who, "model %s v%s: ", m->entry.name, m->entry.version);
   if ((st = dynamic_dims(m, &sc, err, err_len)) || (st = describe_io(m, &base, err, err_len)))
     return st;
   mark_dynamic(m);

@@ -401,8 +401,7 @@ static int cb_number(void *ctx, const char *s, size_t l) {
       return 1;
     }
     case C_PRIORITY:
-      if (!parse_int(s, l, &v) || v < 0 || v > INT_MAX)
-        return fail(p, "'priority' must be a non-negative integer");
+      if (!parse_int(s, l, &v) || v < 0 || v > INT_MAX) return fail(p, "%s", PR_PRIORITY_RANGE);
       p->q->priority = (int)v;
       return 1;
     case C_TIMEOUT:

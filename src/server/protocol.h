@@ -85,6 +85,13 @@ pr_status_t pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, si
                                  pr_proto_infer_t *q, char *err, size_t err_len);
 void pr_proto_infer_clear(pr_proto_infer_t *q);
 
+/* The error of a "priority" parameter that is no level: negative, not an
+ * integer, or past any model's levels (one within range but past the
+ * model's own is refused at submit, with its count). */
+#define PR_PRIORITY_RANGE                                                                     \
+  "'priority' must be an integer from 0 (the model's default level) to the model's priority " \
+  "levels"
+
 /* ---- checks every wire format shares (JSON and binary here, protobuf in
  * grpc_codec.c): each returns PR_OK or an error with a message in err ---- */
 

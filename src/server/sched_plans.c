@@ -57,8 +57,8 @@ static bool evict_one(pr_sched_t *s, int keep) {
   if (lru < 0) return false;
   char a[256];
   pr_plan_format(&s->configs[lru].plan, a, sizeof a);
-  pr_log(PR_LOG_INFO, "evicting prepared plan %s (least recently used; %d plans at most)", a,
-         s->cfg.max_plans);
+  pr_log(PR_LOG_INFO, "%sevicting prepared plan %s (least recently used; %d plans at most)",
+         s->cfg.who, a, s->cfg.max_plans);
   retire_config(s, lru);
   atomic_fetch_add(&s->stats.plans_evicted, 1);
   return true;
@@ -284,7 +284,8 @@ pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
     atomic_fetch_add(&s->stats.reconfigurations, 1);
     pr_hist_observe(&s->stats.switch_s, dt);
     pr_history_switch(s->history, t0, a, b, why, dt * 1e3);
-    pr_log(PR_LOG_INFO, "reconfigured %s -> %s (%s) in %.3f ms", a, b, why ? why : "", dt * 1e3);
+    pr_log(PR_LOG_INFO, "%sreconfigured %s -> %s (%s) in %.3f ms", s->cfg.who, a, b, why ? why : "",
+           dt * 1e3);
   }
   return PR_OK;
 }

@@ -197,8 +197,8 @@ pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, i
   }
   if (compile_s > 0) {
     pr_hist_observe(&w->s->stats.compile_s, compile_s);
-    pr_log(PR_LOG_INFO, "instance %d: compiled a session for shape [%dx%s] in %.3f s", w->w.index,
-           at, shape, compile_s);
+    pr_log(PR_LOG_INFO, "%sinstance %d: compiled a session for shape [%dx%s] in %.3f s",
+           w->s->cfg.who, w->w.index, at, shape, compile_s);
   }
   if (!rows_scatter(w->s, z)) {
     *st = PR_ERR_UNSUPPORTED;
@@ -236,9 +236,9 @@ pr_status_t pr_sched__warm(worker_t *w) {
     for (int b = 1;; b = b * 2 < w->batch ? b * 2 : w->batch) {
       if (held++ == s->cfg.cache_sessions) {
         pr_log(PR_LOG_INFO,
-               "instance %d: the listed sizes need more sessions than the cache holds (%d); the "
+               "%sinstance %d: the listed sizes need more sessions than the cache holds (%d); the "
                "rest compile on first use",
-               pw->index, s->cfg.cache_sessions);
+               s->cfg.who, pw->index, s->cfg.cache_sessions);
         return PR_OK;
       }
       pr_status_t st = pr_shape_cache_warm(w->cache, pw, shapes, b);

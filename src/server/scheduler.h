@@ -92,6 +92,8 @@ typedef struct {
 } pr_sched_dim_t;
 
 typedef struct {
+  /* what its log lines begin with, e.g. "model resnet50 v1: " ("": nothing) */
+  char who[160];
   int max_batch;      /* largest rows of one request */
   int queue_capacity; /* requests */
   double max_queue_delay_s;

@@ -166,9 +166,14 @@ high = done["high"][1]
 lows = [done[f"low{i}"][1] for i in range(4)]
 c.check("priority 1 answered before the four priority-10 requests queued earlier",
         all(high < t for t in lows), {k: round(v[1] - t0, 3) for k, v in done.items()})
-for bad in ({"priority": 11}, {"priority": -1}, {"priority": "high"}, {"timeout": -5}):
+for bad in ({"priority": 11}, {"priority": -1}, {"priority": "high"}, {"timeout": -5},
+            {"priority": 2**63 - 1}):
     st, d = post_body("/v2/models/chain/infer", chain_body(**bad))
-    c.check(f"bad parameter {bad}: 400", st == 400 and "error" in d, (st, d))
+    key = next(iter(bad))
+    number = isinstance(bad[key], int)
+    c.check(f"bad parameter {bad}: 400" + (", the error names the range" if number else ""),
+            st == 400 and "error" in d and f"'{key}' must" in d["error"]
+            and ("to " in d["error"] if key == "priority" and number else True), (st, d))
 
 # timeout: a request whose 1 ms the requests queued ahead cannot meet is
 # refused at once (503, Retry-After), not left to time out

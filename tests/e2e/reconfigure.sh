@@ -50,6 +50,8 @@ sys.exit(0 if ok else 1)
 PY
 }
 check "the plan went up under the rise" "moves up"
+check "each switch logged with the model's name" \
+  "[ \$(grep -c 'reconfigured' '$tmp/log') = \$(grep -c 'model resnet50 v1: reconfigured' '$tmp/log') ]"
 check "the plan came down after it, where its instances differ" "moves down_when_other"
 curl -s "$URL/metrics" | grep -E '^packrat_reconfigurations_total|^packrat_reconfiguration_duration_seconds_(sum|count)'
 check "switches take under 50 ms" "[ \$(grep -o 'in [0-9.]* ms' '$tmp/log' | awk '{ if (\$2 >= 50) bad=1 } END { print bad+0 }') = 0 ]"
