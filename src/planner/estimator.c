@@ -156,10 +156,10 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
    * a larger batch is the way Packrat's queue rule goes, and moves to
    * smaller batches keep the margin, so the two cannot flap), but not to a
    * larger batch on the live plan's instances: there the larger batch only
-   * lengthens the batches a load near capacity runs (bench/adaptive.py:
-   * 2x8 served 2% less than 2x4 and its p99 was 1.18x 2x4's at 0.79x of
-   * the capacity, 1.06x at 0.9x), and a growing, stale backlog still
-   * raises it (backlog_guard); down only to
+   * lengthens the batches a load near capacity runs (bench/adaptive.py,
+   * an adaptive server held at 2x8, which served 2% less than 2x4: p99
+   * 1.18x static 2x4's at 0.79x of the capacity, 1.06x at 0.9x), and a
+   * growing, stale backlog still raises it (backlog_guard); down only to
    * a plan busy at most PR_EST_DOWN_LOAD at both rates: the band between
    * is hysteresis. In an overload (the average PR_EST_GAIN over every
    * plan's capacity: the queue grows whatever runs; the margin keeps a

@@ -265,21 +265,21 @@ static int next_chunk(const worker_t *w, const pr_request_t *r, int left) {
   return pr_plan_next_chunk(sizes, ms, w->w.n_sizes, left);
 }
 
-/* A prepared session z (of w's sizes) ran in ms: its EWMA, past its first
- * run. Rises are taken a quarter at a time: one slow run (a page fault, a
- * neighbour) must not make a size look slower than a cover of smaller ones
- * that is then used instead, and never timed again. */
 /* Whether z, one of w's prepared sessions, has not run yet: its first run
  * touches its memory (page faults, cold caches), so it is not timed
  * (time_session), nor taken as a pass of the planned batch: the first
  * pass seeds pass_ms, whose average then moves 5% a pass, and a slow seed
- * made the plan look short of capacity to the autoscaler and admission
+ * makes the plan look short of capacity to the autoscaler and admission
  * for dozens of passes. */
 static bool first_run(const worker_t *w, const pr_worker_session_t *z) {
   const pr_worker_t *pw = &w->w;
   return z >= pw->sizes && z < pw->sizes + pw->n_sizes && w->size_runs[z - pw->sizes] == 0;
 }
 
+/* A prepared session z (of w's sizes) ran in ms: its EWMA, past its first
+ * run. Rises are taken a quarter at a time: one slow run (a page fault, a
+ * neighbour) must not make a size look slower than a cover of smaller ones
+ * that is then used instead, and never timed again. */
 static void time_session(worker_t *w, const pr_worker_session_t *z, double ms) {
   const pr_worker_t *pw = &w->w;
   if (z < pw->sizes || z >= pw->sizes + pw->n_sizes) return; /* the shape cache's */
