@@ -58,6 +58,11 @@ static double capacity_of(const pr_estimator_t *e, int b) {
   return lat > 0 ? b / lat : 0;
 }
 
+/* The instances the plan for batch b runs (e->layout; 0: unknown). */
+static int layout_of(const pr_estimator_t *e, int b) {
+  return e->layout[log2i(b)];
+}
+
 /* Whether the plan for batch a serves fewer requests per second than the
  * plan for b by more than `margin` (1: any): by their throughputs when
  * both are known (a larger batch is not always a faster plan), by the
@@ -126,9 +131,9 @@ static int most_capacity(const pr_estimator_t *e, bool largest) {
 static int family_pick(const pr_estimator_t *e, int layout) {
   double top = 0;
   for (int b = e->min_batch; b <= e->max_batch; b *= 2)
-    if (e->layout[log2i(b)] == layout && capacity_of(e, b) > top) top = capacity_of(e, b);
+    if (layout_of(e, b) == layout && capacity_of(e, b) > top) top = capacity_of(e, b);
   for (int b = e->min_batch; top > 0 && b <= e->max_batch; b *= 2)
-    if (e->layout[log2i(b)] == layout && capacity_of(e, b) * PR_EST_GAIN >= top) return b;
+    if (layout_of(e, b) == layout && capacity_of(e, b) * PR_EST_GAIN >= top) return b;
   return 0;
 }
 
@@ -179,16 +184,16 @@ static int rate_update(pr_estimator_t *e, const pr_est_window_t *w) {
       int up = fit ? fit : most_capacity(e, false);
       double now = capacity_of(e, e->target);
       int larger = fit ? fit : top_batch(e);
-      int at = e->layout[log2i(e->target)];
+      int at = layout_of(e, e->target);
       if (now <= 0 || capacity_of(e, up) > PR_EST_GAIN * now)
         want = up;
       else if (larger > e->target && capacity_of(e, larger) > now &&
-               (!at || e->layout[log2i(larger)] != at))
+               (!at || layout_of(e, larger) != at))
         want = larger;
     }
   } else {
     int down = smallest_fit(e, e->ewma, r, PR_EST_DOWN_LOAD);
-    if (down && e->layout[log2i(down)]) down = family_pick(e, e->layout[log2i(down)]);
+    if (down && layout_of(e, down)) down = family_pick(e, layout_of(e, down));
     if (down && down < e->target) want = down;
   }
   if (want == e->target) {
