@@ -9,6 +9,69 @@
 #include "base/text.h"
 #include "base/util.h"
 
+/* ---- strings on the wire ---- */
+
+enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
+#define WIRE_DEPTH 16 /* the service's messages nest 3 deep */
+
+/* The varint at *p (before end) into *v; false past end or 10 bytes. */
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  *v = 0;
+  for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+    uint8_t b = *(*p)++;
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+/* Walks p..end as a message of d: 0 when every string field in it is valid,
+ * 1 when one is not (the message in err), -1 when the bytes do not parse. */
+static int wire_strings(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end,
+                        int depth, char *err, size_t err_len) {
+  while (p < end) {
+    uint64_t key, n;
+    if (!wire_varint(&p, end, &key)) return -1;
+    switch (key & 7) {
+      case WIRE_VARINT:
+        if (!wire_varint(&p, end, &n)) return -1;
+        continue;
+      case WIRE_I64:
+        if (end - p < 8) return -1;
+        p += 8;
+        continue;
+      case WIRE_I32:
+        if (end - p < 4) return -1;
+        p += 4;
+        continue;
+      case WIRE_LEN: break;
+      default: return -1; /* groups: protobuf-c refuses them too */
+    }
+    if (!wire_varint(&p, end, &n) || n > (uint64_t)(end - p)) return -1;
+    const ProtobufCFieldDescriptor *f =
+        key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3))
+                             : NULL;
+    if (f && f->type == PROTOBUF_C_TYPE_STRING &&
+        (memchr(p, 0, n) || !pr_utf8_valid((const char *)p, n))) {
+      pr_errf(err, err_len, "%s.%s must be valid UTF-8 without NUL characters", d->short_name,
+              f->name);
+      return 1;
+    }
+    if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+      if (depth >= WIRE_DEPTH) return -1;
+      int st = wire_strings(f->descriptor, p, p + n, depth + 1, err, err_len);
+      if (st) return st;
+    }
+    p += n;
+  }
+  return 0;
+}
+
+bool pr_grpc_strings_valid(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
+                           char *err, size_t err_len) {
+  return wire_strings(d, msg, msg + len, 0, err, err_len) != 1;
+}
+
 /* ---- requests ---- */
 
 /* How many of c's fields hold values, and which (the last one found). */

@@ -33,6 +33,15 @@ pr_status_t pr_grpc_decode_infer(const pr_proto_model_t *m, const Inference__Mod
                                  size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, bool *raw,
                                  char *err, size_t err_len);
 
+/* Whether every string field of the message msg[0..len) (of descriptor d,
+ * and of every message inside it, map entries and oneofs included) is valid
+ * UTF-8 without NUL bytes, read from the wire: protobuf-c hands strings out
+ * NUL-terminated and drops their length, so "mlp\0x" would unpack as "mlp".
+ * False with a message in err when one is not (REST's rule for the same
+ * fields); true as well for bytes it cannot parse (the unpack refuses them). */
+bool pr_grpc_strings_valid(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
+                           char *err, size_t err_len);
+
 /* Packs the ModelInferResponse of a request r that ran (malloc'd into *out,
  * *out_len, the caller's to free). PR_ERR_NOMEM when memory runs out. */
 pr_status_t pr_grpc_encode_infer(const pr_proto_model_t *m, const char *model_name,

@@ -321,6 +321,10 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
     refuse(s, cn, PR_ERR_CODING, "Transfer-Encoding other than chunked is not supported");
     return;
   }
+  if (te && l.count) { /* libmicrohttpd would read it chunked, a proxy may not */
+    refuse(s, cn, PR_ERR_INVALID, "Transfer-Encoding and Content-Length together");
+    return;
+  }
   if (!l.count) return;
   char *end;
   unsigned long long len = strtoull(l.first, &end, 10);

@@ -328,6 +328,15 @@ for key, setter in (("priority", lambda p: setattr(p, "int64_param", 99)),
     c.check(f"a bad '{key}' parameter: INVALID_ARGUMENT ({det})",
             code == grpc.StatusCode.INVALID_ARGUMENT, code)
 
+for where, setter in (("the model name", lambda r: setattr(r, "model_name", "mlp\x00x")),
+                      ("an input's name", lambda r: setattr(r.inputs[0], "name", "x\x00y")),
+                      ("a datatype", lambda r: setattr(r.inputs[0], "datatype", "FP32\x00junk"))):
+    req = infer_req("mlp", [("x", "FP32", x)])
+    setter(req)
+    code, _, det = call("ModelInfer", req)
+    c.check(f"a NUL inside {where}: INVALID_ARGUMENT, not served as the name before it ({det})",
+            code == grpc.StatusCode.INVALID_ARGUMENT and "without NUL" in det, (code, det))
+
 # ---- errors: the right status, and the server still serves ----
 good = infer_req("mlp", [("x", "FP32", x)])
 

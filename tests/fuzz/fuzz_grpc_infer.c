@@ -1,5 +1,6 @@
 /* libFuzzer target: arbitrary bytes as a gRPC ModelInferRequest message
- * (protobuf-c's decoder, then grpc_codec.c's checks against a model).
+ * (grpc_codec.c's check of its strings on the wire, protobuf-c's decoder,
+ * then grpc_codec.c's checks against a model).
  * Decoding must either succeed with tensors that agree with the model, or
  * fail with INVALID_ARGUMENT (or UNAVAILABLE, over the byte bound) and a
  * message; a decoded request is then answered (its outputs mirror its
@@ -127,6 +128,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   pr_proto_model_t m;
   make_model(data[0] & ((1u << N_IO) - 1), &m);
+  char why[160] = "";
+  if (!pr_grpc_strings_valid(&inference__model_infer_request__descriptor, data + 1, size - 1, why,
+                             sizeof why)) {
+    CHECK(why[0], "a string refused without a message");
+    return 0; /* the server answers INVALID_ARGUMENT, as for a malformed message */
+  }
   Inference__ModelInferRequest *req =
       inference__model_infer_request__unpack(NULL, size - 1, data + 1);
   if (!req) return 0; /* the server answers INVALID_ARGUMENT: malformed message */

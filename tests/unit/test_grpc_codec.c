@@ -140,8 +140,58 @@ static void test_errors(void **s) {
   }
 }
 
+/* Strings are checked on the wire: protobuf-c would cut "mlp\0x" to "mlp". */
+static void test_strings_on_wire(void **s) {
+  const ProtobufCMessageDescriptor *d = &inference__model_infer_request__descriptor;
+  char err[160];
+  req_t q;
+  make(&q, true);
+  q.req.model_name = "mlp";
+  size_t len = inference__model_infer_request__get_packed_size(&q.req);
+  uint8_t *buf = malloc(len);
+  inference__model_infer_request__pack(&q.req, buf);
+  assert_true(pr_grpc_strings_valid(d, buf, len, err, sizeof err)); /* raw bytes may hold NULs */
+  free(buf);
+
+  static const struct {
+    const char *why, *field;
+    uint8_t len, wire[16];
+  } bad[] = {
+      {"NUL in model_name", "ModelInferRequest.model_name", 7, {0x0a, 5, 'm', 'l', 'p', 0, 'x'}},
+      {"invalid UTF-8 in an input's name",
+       "InferInputTensor.name",
+       7,
+       {0x2a, 5, 0x0a, 3, 'x', 0xff, 'y'}},
+      {"NUL in a parameter's string",
+       "InferParameter.string_param",
+       10,
+       {0x22, 8, 0x0a, 1, 'k', 0x12, 3, 0x1a, 1, 0}},
+      {"NUL in a requested output's name",
+       "InferRequestedOutputTensor.name",
+       6,
+       {0x32, 4, 0x0a, 2, 'y', 0}},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = 0;
+    assert_false(pr_grpc_strings_valid(d, bad[i].wire, bad[i].len, err, sizeof err));
+    if (!strstr(err, bad[i].field)) fail_msg("%s: '%s'", bad[i].why, err);
+  }
+  /* what the check is for: unpacked, the first one names another model */
+  Inference__ModelInferRequest *r = inference__model_infer_request__unpack(NULL, 7, bad[0].wire);
+  assert_non_null(r);
+  assert_string_equal(r->model_name, "mlp");
+  inference__model_infer_request__free_unpacked(r, NULL);
+
+  /* bytes that do not parse are the unpack's to refuse */
+  const uint8_t cut[] = {0x0a, 9, 'm'}, group[] = {0x0b, 0x0c};
+  assert_true(pr_grpc_strings_valid(d, cut, sizeof cut, err, sizeof err));
+  assert_true(pr_grpc_strings_valid(d, group, sizeof group, err, sizeof err));
+  assert_null(inference__model_infer_request__unpack(NULL, sizeof cut, cut));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_raw_and_typed),
-                                     cmocka_unit_test(test_errors)};
+                                     cmocka_unit_test(test_errors),
+                                     cmocka_unit_test(test_strings_on_wire)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
