@@ -10,10 +10,12 @@ Default (bursty mode):
    not pushed past it).
 2. A bursty schedule: phases of --phase-seconds at rates drawn (seeded)
    between 0.2x and 0.9x of the best static capacity, Poisson arrivals
-   within each; the best static plan and the adaptive server each run it.
-   Each server runs it --rounds times (2), in alternating order (static,
-   adaptive, adaptive, static, ...: the machine's drift cancels). Reports
-   p50/p99 per phase (the runs' mean) and the adaptive/best-static p99
+   within each. The best static plan and the adaptive server are both up;
+   phase by phase, each runs the phase before it (--lead-seconds, not
+   measured; idle before phase 0) then the phase, the two back to back in
+   alternating order, so that a pair sees the same machine (its speed
+   drifts within minutes). --rounds (2) times the whole schedule. Reports
+   p50/p99 per phase (the rounds' mean) and the adaptive/best-static p99
    ratio.
 3. From the adaptive server's own history (/dashboard/state: per-second
    queue depth, every switch): no switch to a plan of lower capacity
@@ -29,6 +31,7 @@ With --schedule (the fixed-schedule mode): three servers of a model
 Reports p50/p99 per phase.
 
 usage: bench/adaptive.py [--model resnet50] [--capacity-seconds 30] [--phase-seconds 20] [--phases 6] [--rounds 2]
+                         [--lead-seconds 20]
        bench/adaptive.py [--model resnet50] --schedule 4:20,24:20,4:20
 """
 import argparse
@@ -36,6 +39,7 @@ import json
 import os
 import random
 import sys
+import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -110,6 +114,7 @@ def drops_while_growing(state, name, capacities):
         i = int((sw["unix_ms"] - start) // 1000)
         if 2 <= i <= len(queue) and queue[i - 1] > queue[i - 2]:
             bad.append({"from": sw["from"], "to": sw["to"], "why": sw["why"], "queue": queue[i - 2:i],
+                        "unix_ms": sw["unix_ms"],
                         "capacity_ratio": b / a})
     return bad
 
@@ -143,20 +148,51 @@ def bursty(args, packrat, model, name, T):
     levels = [0.2] + [round(rng.uniform(0.2, 0.9), 2) for _ in range(args.phases - 2)] + [0.9]
     rng.shuffle(levels)
     schedule = ",".join(f"{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}" for lv in levels)
-    servers = (("best static", dict(base, plan=best["plan"])), ("adaptive packrat", dict(base)))
+    servers = [("best static", dict(base, plan=best["plan"])), ("adaptive packrat", dict(base))]
     runs = {label: [] for label, _ in servers}
-    # pairs in alternating order (static, adaptive, adaptive, static, ...):
-    # this machine's speed drifts by several percent within minutes, and at
-    # 0.9x of capacity a few percent moves a p99 by tens of percent
+    live = []
+    for label, cfg in servers:  # both up at once; the one not driven idles
+        live.append(Server(packrat, model, cfg, name))
+        run_json([packrat, "bench", "--url", live[-1].url, "--model", name, "--concurrency", "1",
+                  "--duration", "3", "--json"])
+    # Phase by phase, the two servers back to back (in alternating order),
+    # each unit the phase before it (--lead-seconds, not measured: the
+    # adaptive server meets the phase with the plan that load left it; an
+    # idle lead before phase 0) then the phase. The machine's speed drifts
+    # by several percent within minutes here, and at 0.9x of capacity a few
+    # percent moves a p99 by tens of percent: a pair a minute apart sees
+    # the same machine, where whole schedules run one after the other did
+    # not (their p99s differed up to 2x between two runs of one server).
+    # Arrivals are the same for both (packrat bench's fixed seed).
     for k in range(args.rounds):
-        for label, cfg in (servers if k % 2 == 0 else servers[::-1]):
-            r, state = drive(packrat, model, name, cfg, ["--schedule", schedule])
-            r["server"] = label
-            if label.startswith("adaptive"):
-                r["drops_while_growing"] = drops_while_growing(state, name, caps)
-                r["switches"] = next(x for x in state["models"] if x["name"] == name)["switches"]
-            runs[label].append(r)
-            print(json.dumps({k: r[k] for k in ("server", "plan", "requests", "errors", "p99_ms")}), flush=True)
+        measured = []
+        for i, lv in enumerate(levels):
+            lead = levels[i - 1] * C if i else 0.0
+            unit = f"{max(lead, 0.1):.2f}:{args.lead_seconds:g},{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}"
+            order = list(zip(servers, live))
+            for (label, _), srv in (order if (k + i) % 2 == 0 else order[::-1]):
+                t0 = time.time() * 1e3
+                r = run_json([packrat, "bench", "--url", srv.url, "--model", name, "--schedule", unit, "--json"])
+                ph = dict(r["phases"][1], reconfigurations=r.get("reconfigurations", 0), server=label)
+                if label.startswith("adaptive"):
+                    state = get_json(f"{srv.url}/dashboard/state")
+                    m = next(x for x in state["models"] if x["name"] == name)
+                    ph["switches"] = [sw for sw in m["switches"] if sw["unix_ms"] >= t0]
+                    ph["drops_while_growing"] = [d for d in drops_while_growing(state, name, caps)
+                                                 if d["unix_ms"] >= t0]
+                measured.append(ph)
+                print(json.dumps({"round": k, "phase": i, **{x: ph[x] for x in ("server", "p50_ms", "p99_ms")}}),
+                      flush=True)
+        for label, srv in zip(runs, live):
+            mine = [p for p in measured if p["server"] == label]
+            runs[label].append({"server": label, "plan": srv.plan, "phases": mine,
+                                "requests": sum(p["requests"] for p in mine),
+                                "errors": sum(p["errors"] for p in mine),
+                                "reconfigurations": sum(p["reconfigurations"] for p in mine),
+                                "switches": [sw for p in mine for sw in p.get("switches", [])],
+                                "drops_while_growing": [d for p in mine for d in p.get("drops_while_growing", [])]})
+    for srv in live:
+        srv.stop()
     rows = [mean_run(runs[label]) for label, _ in servers]
     ratios = [a["p99_ms"] / b["p99_ms"] for a, b in zip(rows[1]["phases"], rows[0]["phases"])]
     stamp, cpu = utc_stamp(), cpu_name()
@@ -167,7 +203,7 @@ def bursty(args, packrat, model, name, T):
     json.dump(out, open(os.path.join(args.out, f"adaptive_bursty{suffix}.json"), "w"), indent=1)
     cmd = (f"bench/adaptive.py --model {name} --max-batch {args.max_batch} --capacity-seconds "
            f"{args.capacity_seconds:g} --phase-seconds {args.phase_seconds:g} --phases {args.phases} "
-           f"--seed {args.seed} --rounds {args.rounds}")
+           f"--seed {args.seed} --rounds {args.rounds} --lead-seconds {args.lead_seconds:g}")
     lines = [f"Command: `{cmd}`  ", f"Machine: {cpu}, {T} cores; {stamp}. {name}, batch-1 requests, open loop.", "",
              "Capacity of each static plan (highest rate served for "
              f"{args.capacity_seconds:g} s with p99 < 1 s, no errors):", "",
@@ -178,9 +214,11 @@ def bursty(args, packrat, model, name, T):
     head = "| server | plan | reconfigurations | errors | " + " | ".join(
         f"phase {i} ({lv:.2f}x) p50 / p99 ms" for i, lv in enumerate(levels)) + " |"
     lines += ["", f"Bursty schedule (Poisson within each phase; x = share of the best static capacity, "
-              f"{C:.1f} req/s), each server run {args.rounds} times in alternating order (static, adaptive, "
-              "adaptive, static: the machine's drift cancels); each cell the mean of the runs' p50 and p99 "
-              "(reconfigurations: their sum):", "", head, "|" + "---|" * (4 + len(levels))]
+              f"{C:.1f} req/s). Both servers up; phase by phase each runs the phase before it for "
+              f"{args.lead_seconds:g} s (not measured; idle before phase 0), then the phase, the two back to "
+              f"back in alternating order (a pair sees the same machine); the schedule {args.rounds} times. "
+              "Each cell the mean of the rounds' p50 and p99 (reconfigurations in the measured phases: "
+              "their sum):", "", head, "|" + "---|" * (4 + len(levels))]
     for r in rows:
         cells = " | ".join(f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f}" for p in r["phases"])
         lines.append(f"| {r['server']} | {r['plan']} | {r.get('reconfigurations', 0)} | {r['errors']} | {cells} |")
@@ -207,7 +245,9 @@ def main():
     ap.add_argument("--phases", type=int, default=6)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2,
-                    help="bursty mode: runs of each server, in alternating order (default 2)")
+                    help="bursty mode: runs of the schedule, each phase on both servers (default 2)")
+    ap.add_argument("--lead-seconds", type=float, default=20,
+                    help="bursty mode: the phase before, run ahead of each measured phase (default 20)")
     add_paths(ap)
     args = ap.parse_args()
     if args.rounds < 1:

@@ -473,6 +473,14 @@ void pr_load_closed(pr_load_t *lg, int concurrency, double until, pr_load_result
 
 /* ---- open loop ---- */
 
+/* An exponential gap of mean 1 from the generator *seed (fixed at the start
+ * of a run: every run of a schedule sends at the same times). */
+static double exp_gap(unsigned long long *seed) {
+  *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+  double u = ((double)(*seed >> 11) + 1.0) / 9007199254740993.0;
+  return -log(u);
+}
+
 void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_result_t *all) {
   CURLM *multi = curl_multi_init();
   curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1024L);
@@ -486,14 +494,22 @@ void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_
     int phase;
     body_t body;
   } tag_t;
+  next += exp_gap(&seed) / phases[0].rate;
   for (;;) {
     double now = pr_now();
-    while (phase < n_phases && next <= now) {
-      while (phase < n_phases && next >= phase_end) {
-        phase++;
-        if (phase < n_phases) phase_end += phases[phase].seconds;
+    while (phase < n_phases && (next <= now || phase_end <= now)) {
+      if (next >= phase_end) {
+        /* a gap drawn at this phase's rate ran past its end: the next phase
+         * draws its first arrival from its own start at its own rate
+         * (Poisson arrivals forget), so a slow phase cannot swallow the
+         * start of a fast one (0.1 req/s before 40 req/s lost seconds) */
+        next = phase_end;
+        if (++phase < n_phases) {
+          phase_end += phases[phase].seconds;
+          next += exp_gap(&seed) / phases[phase].rate;
+        }
+        continue;
       }
-      if (phase >= n_phases) break;
       if (inflight < MAX_INFLIGHT) {
         CURL *c = make_easy(&lg->rq);
         tag_t *tag = calloc(1, sizeof *tag);
@@ -508,9 +524,7 @@ void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_
       } else {
         pr_load_result_add(&phases[phase].res, 0, 0); /* client saturated: counted as an error */
       }
-      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-      double u = ((double)(seed >> 11) + 1.0) / 9007199254740993.0;
-      next += -log(u) / phases[phase].rate;
+      next += exp_gap(&seed) / phases[phase].rate;
     }
     if (phase >= n_phases && inflight == 0) break;
     int running;
@@ -534,7 +548,7 @@ void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_
       curl_easy_cleanup(c);
       inflight--;
     }
-    double wait = phase < n_phases ? next - pr_now() : 0.05;
+    double wait = phase < n_phases ? (next < phase_end ? next : phase_end) - pr_now() : 0.05;
     int ms = wait <= 0 ? 0 : wait > 0.05 ? 50 : (int)(wait * 1e3);
     curl_multi_poll(multi, NULL, 0, ms, NULL);
   }

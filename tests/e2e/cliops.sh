@@ -165,5 +165,17 @@ expect_status "infer: more files than inputs" 1 "$PACKRAT" infer --url "$URL" --
 expect_status "infer: no --input" 2 "$PACKRAT" infer --url "$URL" --model mlp
 expect_status "infer: --top-k 0" 2 "$PACKRAT" infer --url "$URL" --model mlp --input "$tmp/x.npy" --top-k 0
 check_cmd "infer --help" sh -c "'$PACKRAT' infer --help | grep -q -- '--top-k K'"
+
+# packrat bench --schedule: each phase's arrivals at its own rate from its
+# own start (a slow phase's long gap once ran on into the next, which then
+# began seconds late or sent nothing)
+run_ok "bench --schedule, a slow phase before a fast one" "$PACKRAT" bench --url "$URL" --model mlp \
+  --schedule 0.05:2,100:2,0.05:1 --json
+check_cmd "the fast phase sends at its rate from its start" $PY -c "
+import json
+d = json.loads(open('$tmp/out').read().splitlines()[-1])
+n = [p['requests'] for p in d['phases']]
+assert 140 <= n[1] <= 260 and n[0] <= 2 and d['errors'] == 0, n
+"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
