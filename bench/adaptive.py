@@ -78,6 +78,12 @@ def drive(packrat, model, name, cfg, load_args):
     return r, state
 
 
+def active_plan(srv, name):
+    """The plan a server runs now, as THREADSxBATCH,... (its instances)."""
+    o = get_json(f"{srv.url}/v2/models/{name}/plan")
+    return ",".join(f"{i['threads']}x{i['batch']}" for i in o["instances"])
+
+
 def capacity(packrat, model, name, base, p, seconds, runs=5):
     """The highest rate tried that plan p serves with p99 < 1 s and no
     errors: from its predicted throughput down by 25% a step until one
@@ -171,13 +177,21 @@ def bursty(args, packrat, model, name, T):
             unit = f"{max(lead, 0.1):.2f}:{args.lead_seconds:g},{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}"
             order = list(zip(servers, live))
             for (label, _), srv in (order if (k + i) % 2 == 0 else order[::-1]):
-                t0 = time.time() * 1e3
+                t0, at = time.time() * 1e3, active_plan(srv, name)
                 r = run_json([packrat, "bench", "--url", srv.url, "--model", name, "--schedule", unit, "--json"])
                 ph = dict(r["phases"][1], reconfigurations=r.get("reconfigurations", 0), server=label)
                 if label.startswith("adaptive"):
                     state = get_json(f"{srv.url}/dashboard/state")
                     m = next(x for x in state["models"] if x["name"] == name)
                     ph["switches"] = [sw for sw in m["switches"] if sw["unix_ms"] >= t0]
+                    # the plans it ran in the measured phase: the one the lead left, then each switch
+                    during = []
+                    for sw in sorted(ph["switches"], key=lambda x: x["unix_ms"]):
+                        if sw["unix_ms"] < t0 + args.lead_seconds * 1e3:
+                            at = sw["to"]
+                        else:
+                            during.append(sw["to"])
+                    ph["plans"] = [at] + during
                     ph["drops_while_growing"] = [d for d in drops_while_growing(state, name, caps)
                                                  if d["unix_ms"] >= t0]
                 measured.append(ph)
@@ -223,6 +237,10 @@ def bursty(args, packrat, model, name, T):
         cells = " | ".join(f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f}" for p in r["phases"])
         lines.append(f"| {r['server']} | {r['plan']} | {r.get('reconfigurations', 0)} | {r['errors']} | {cells} |")
     lines.append("| adaptive / best static p99 | | | | " + " | ".join(f"{x:.2f}" for x in ratios) + " |")
+    ran = [[r["phases"][i]["plans"] for r in runs["adaptive packrat"]] for i in range(len(levels))]
+    lines.append("| adaptive's plans in the phase (each round) | | | | "
+                 + " | ".join("; ".join(" -> ".join(p) for p in rs) for rs in ran) + " |")
+    same = [i for i, rs in enumerate(ran) if all(p == [best["plan"]] for p in rs)]
     drops = rows[1]["drops_while_growing"]
     big = [x for x in drops if x["capacity_ratio"] < 0.95]
     each = ", ".join("%s -> %s, %.1f%% lower" % (x["from"], x["to"], 100 * (1 - x["capacity_ratio"]))
@@ -231,6 +249,12 @@ def bursty(args, packrat, model, name, T):
               f"(by the capacities above) while the queue grew: {len(drops)}"
               + (f" ({each}; {len(big)} lower by more than 5%: the capacity search ends within 10%)"
                  if drops else "") + "."]
+    if same:
+        sr = [ratios[i] for i in same]
+        lines += ["", f"In phase{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} the adaptive server ran "
+                  f"{best['plan']}, the best static plan, throughout, in every round: there the two servers differ "
+                  f"by chance alone, and their p99 ratio ({min(sr):.2f} to {max(sr):.2f}) is what this bench "
+                  "resolves on this machine."]
     open(os.path.join(args.out, f"adaptive_bursty{suffix}.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
