@@ -141,6 +141,64 @@ def mean_run(rs):
     return out
 
 
+def unit(args, packrat, name, label, srv, schedule, caps):
+    """One measured phase on one server: `schedule` is the lead then the
+    phase; the phase's results, and for the adaptive server the plans it ran
+    in the phase (the one the lead left it, then each switch), its switches
+    and its drops to lower capacity while the queue grew (the lead's left out)."""
+    at = active_plan(srv, name)
+    t0 = time.time() * 1e3
+    r = run_json([packrat, "bench", "--url", srv.url, "--model", name, "--schedule", schedule, "--json"])
+    ph = dict(r["phases"][1], server=label, reconfigurations=0)
+    if label.startswith("adaptive"):
+        state = get_json(f"{srv.url}/dashboard/state")
+        m = next(x for x in state["models"] if x["name"] == name)
+        begin = t0 + args.lead_seconds * 1e3
+        during = []
+        for sw in sorted((sw for sw in m["switches"] if sw["unix_ms"] >= t0), key=lambda x: x["unix_ms"]):
+            if sw["unix_ms"] < begin:
+                at = sw["to"]
+            else:
+                during.append(sw)
+        ph.update(plans=[at] + [sw["to"] for sw in during], switches=during, reconfigurations=len(during),
+                  drops_while_growing=[d for d in drops_while_growing(state, name, caps) if d["unix_ms"] >= begin])
+    return ph
+
+
+def paired_rounds(args, packrat, name, servers, live, levels, C, caps):
+    """The schedule --rounds times, phase by phase, the two servers back to
+    back (in alternating order), each unit the phase before it
+    (--lead-seconds, not measured: the adaptive server meets the phase with
+    the plan that load left it; an idle lead before phase 0) then the phase.
+    The machine's speed drifts by several percent within minutes here, and
+    at 0.9x of capacity a few percent moves a p99 by tens of percent: a pair
+    a minute apart sees the same machine, where whole schedules run one after
+    the other did not (their p99s differed up to 2x between two runs of one
+    server). Arrivals are the same for both (packrat bench's fixed seed).
+    Each server's runs, one per round."""
+    runs = {label: [] for label, _ in servers}
+    for k in range(args.rounds):
+        measured = []
+        for i, lv in enumerate(levels):
+            lead = levels[i - 1] * C if i else 0.0
+            schedule = f"{max(lead, 0.1):.2f}:{args.lead_seconds:g},{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}"
+            order = list(zip(servers, live))
+            for (label, _), srv in (order if (k + i) % 2 == 0 else order[::-1]):
+                ph = unit(args, packrat, name, label, srv, schedule, caps)
+                measured.append(ph)
+                print(json.dumps({"round": k, "phase": i, **{x: ph[x] for x in ("server", "p50_ms", "p99_ms")}}),
+                      flush=True)
+        for label, srv in zip(runs, live):
+            mine = [p for p in measured if p["server"] == label]
+            runs[label].append({"server": label, "plan": srv.plan, "phases": mine,
+                                "requests": sum(p["requests"] for p in mine),
+                                "errors": sum(p["errors"] for p in mine),
+                                "reconfigurations": sum(p["reconfigurations"] for p in mine),
+                                "switches": [sw for p in mine for sw in p.get("switches", [])],
+                                "drops_while_growing": [d for p in mine for d in p.get("drops_while_growing", [])]})
+    return runs
+
+
 def bursty(args, packrat, model, name, T):
     base = base_config(name, args.max_batch)
     plans = prepared_plans(packrat, model, name, base)
@@ -155,60 +213,19 @@ def bursty(args, packrat, model, name, T):
     rng.shuffle(levels)
     schedule = ",".join(f"{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}" for lv in levels)
     servers = [("best static", dict(base, plan=best["plan"])), ("adaptive packrat", dict(base))]
-    runs = {label: [] for label, _ in servers}
     live = []
-    for label, cfg in servers:  # both up at once; the one not driven idles
-        live.append(Server(packrat, model, cfg, name))
-        run_json([packrat, "bench", "--url", live[-1].url, "--model", name, "--concurrency", "1",
-                  "--duration", "3", "--json"])
-    # Phase by phase, the two servers back to back (in alternating order),
-    # each unit the phase before it (--lead-seconds, not measured: the
-    # adaptive server meets the phase with the plan that load left it; an
-    # idle lead before phase 0) then the phase. The machine's speed drifts
-    # by several percent within minutes here, and at 0.9x of capacity a few
-    # percent moves a p99 by tens of percent: a pair a minute apart sees
-    # the same machine, where whole schedules run one after the other did
-    # not (their p99s differed up to 2x between two runs of one server).
-    # Arrivals are the same for both (packrat bench's fixed seed).
-    for k in range(args.rounds):
-        measured = []
-        for i, lv in enumerate(levels):
-            lead = levels[i - 1] * C if i else 0.0
-            unit = f"{max(lead, 0.1):.2f}:{args.lead_seconds:g},{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}"
-            order = list(zip(servers, live))
-            for (label, _), srv in (order if (k + i) % 2 == 0 else order[::-1]):
-                t0, at = time.time() * 1e3, active_plan(srv, name)
-                r = run_json([packrat, "bench", "--url", srv.url, "--model", name, "--schedule", unit, "--json"])
-                ph = dict(r["phases"][1], reconfigurations=r.get("reconfigurations", 0), server=label)
-                if label.startswith("adaptive"):
-                    state = get_json(f"{srv.url}/dashboard/state")
-                    m = next(x for x in state["models"] if x["name"] == name)
-                    ph["switches"] = [sw for sw in m["switches"] if sw["unix_ms"] >= t0]
-                    # the plans it ran in the measured phase: the one the lead left, then each switch
-                    during = []
-                    for sw in sorted(ph["switches"], key=lambda x: x["unix_ms"]):
-                        if sw["unix_ms"] < t0 + args.lead_seconds * 1e3:
-                            at = sw["to"]
-                        else:
-                            during.append(sw["to"])
-                    ph["plans"] = [at] + during
-                    ph["drops_while_growing"] = [d for d in drops_while_growing(state, name, caps)
-                                                 if d["unix_ms"] >= t0]
-                measured.append(ph)
-                print(json.dumps({"round": k, "phase": i, **{x: ph[x] for x in ("server", "p50_ms", "p99_ms")}}),
-                      flush=True)
-        for label, srv in zip(runs, live):
-            mine = [p for p in measured if p["server"] == label]
-            runs[label].append({"server": label, "plan": srv.plan, "phases": mine,
-                                "requests": sum(p["requests"] for p in mine),
-                                "errors": sum(p["errors"] for p in mine),
-                                "reconfigurations": sum(p["reconfigurations"] for p in mine),
-                                "switches": [sw for p in mine for sw in p.get("switches", [])],
-                                "drops_while_growing": [d for p in mine for d in p.get("drops_while_growing", [])]})
-    for srv in live:
-        srv.stop()
+    try:
+        for label, cfg in servers:  # both up at once; the one not driven idles
+            live.append(Server(packrat, model, cfg, name))
+            run_json([packrat, "bench", "--url", live[-1].url, "--model", name, "--concurrency", "1",
+                      "--duration", "3", "--json"])
+        runs = paired_rounds(args, packrat, name, servers, live, levels, C, caps)
+    finally:
+        for srv in live:
+            srv.stop()
     rows = [mean_run(runs[label]) for label, _ in servers]
-    ratios = [a["p99_ms"] / b["p99_ms"] for a, b in zip(rows[1]["phases"], rows[0]["phases"])]
+    ratios = [a["p99_ms"] / b["p99_ms"] if b["p99_ms"] > 0 else float("nan")
+              for a, b in zip(rows[1]["phases"], rows[0]["phases"])]
     stamp, cpu = utc_stamp(), cpu_name()
     suffix = "" if name == "resnet50" else f"_{name}"
     out = {"date": stamp, "cpu": cpu, "model": name, "plans": plans, "best": best["plan"], "capacity_rps": C,
@@ -276,6 +293,8 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if args.lead_seconds <= 0 or args.phase_seconds <= 0 or args.capacity_seconds <= 0:
+        ap.error("--lead-seconds, --phase-seconds and --capacity-seconds must be positive")
     packrat = os.path.join(args.build, "packrat")
     os.makedirs(args.out, exist_ok=True)  # before the run: a long run must not end on a missing folder
     if not args.schedule:

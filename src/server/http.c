@@ -56,9 +56,11 @@ static void refuse(pr_server_t *s, conn_t *cn, pr_status_t status, const char *m
 /* The answer r with the protocol's HTTP status for st: queued on the
  * connection, or kept for it when a deferred handler made it on another
  * thread (queued when the connection resumes). While the server drains,
- * every answer closes its connection; a 401 names the scheme (Bearer). */
+ * and after a request whose body's framing was refused (what follows it on
+ * the connection cannot be told apart from its body, whatever the method),
+ * the answer closes its connection; a 401 names the scheme (Bearer). */
 enum MHD_Result pr_http__deliver(conn_t *cn, pr_status_t st, struct MHD_Response *r) {
-  if (atomic_load(&cn->s->stopping))
+  if (atomic_load(&cn->s->stopping) || cn->framing)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (st == PR_ERR_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   unsigned code = (unsigned)pr_proto_http_status(st);
@@ -308,6 +310,7 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
   MHD_get_connection_values(c, MHD_HEADER_KIND, count_lengths, &l);
   /* framing the server and a proxy could read differently (request
    * smuggling) is refused, and the connection closes after the answer */
+  cn->framing = l.conflict || l.bad_name;
   if (l.conflict) {
     refuse(s, cn, PR_ERR_INVALID, "conflicting Content-Length headers");
     return;
@@ -317,6 +320,7 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
     return;
   }
   const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+  cn->framing = te && (strcasecmp(te, "chunked") || l.count);
   if (te && strcasecmp(te, "chunked")) {
     refuse(s, cn, PR_ERR_CODING, "Transfer-Encoding other than chunked is not supported");
     return;

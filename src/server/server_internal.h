@@ -74,6 +74,7 @@ typedef struct {
   bool serving;              /* counted in s->serving */
   pr_status_t refuse_status; /* != PR_OK: answer this instead of routing */
   char refuse_msg[160];
+  bool framing; /* refused for the body's framing: the answer closes the connection */
   /* a request answered off the connection's thread (see "suspended
    * requests" above): `lock` orders suspend and resume */
   pthread_mutex_t lock;

@@ -645,23 +645,34 @@ def t_http(packrat, models):
     time.sleep(0.3)
     check("'Content-Length :' (space before the colon): 400, nothing smuggled",
           got.startswith(b"HTTP/1.1 400") and got.count(b"HTTP/1.1") == 1, got[:200])
-    with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
-        # read by Content-Length (a proxy's way) the body is "0\r\n\r", read
-        # chunked (libmicrohttpd's) it ends sooner and a GET follows
-        c.sendall(b"POST /v2/health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                  b"Content-Length: 4\r\n\r\n0\r\n\r\nGET /v2/models/mlp HTTP/1.1\r\nHost: x\r\n\r\n")
-        got, t0 = b"", time.time()
-        while time.time() - t0 < 3:
-            try:
-                part = c.recv(4096)
-            except socket.timeout:
-                break
-            if not part:
-                break
-            got += part
-    check("Transfer-Encoding and Content-Length together: 400, closed, nothing smuggled",
-          got.startswith(b"HTTP/1.1 400") and got.count(b"HTTP/1.1") == 1
-          and b"Content-Length together" in got, got[:300])
+    def whole(data):
+        """Everything the server sends back on one connection until it closes (3 s at most)."""
+        with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
+            c.sendall(data)
+            got, t0 = b"", time.time()
+            while time.time() - t0 < 3:
+                try:
+                    part = c.recv(4096)
+                except socket.timeout:
+                    break
+                if not part:
+                    break
+                got += part
+            return got
+
+    # read by Content-Length (a proxy's way) the body is "0\r\n\r", read
+    # chunked (libmicrohttpd's) it ends sooner and a GET follows; a GET with
+    # a body as well (the connection must close whatever the method)
+    for method in ("POST", "GET"):
+        got = whole(method.encode() + b" /v2/health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                    b"Content-Length: 4\r\n\r\n0\r\n\r\nGET /v2/models/mlp HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(f"{method} with Transfer-Encoding and Content-Length: 400, closed, nothing smuggled",
+              got.startswith(b"HTTP/1.1 400") and got.count(b"HTTP/1.1") == 1
+              and b"Content-Length together" in got, got[:300])
+    got = whole(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 39\r\nContent-Length: 5\r\n\r\n"
+                b"GET /v2/models/mlp HTTP/1.1\r\nHost: x\r\n\r\n")
+    check("GET with two different Content-Length: 400, closed, nothing smuggled",
+          got.startswith(b"HTTP/1.1 400") and got.count(b"HTTP/1.1") == 1, got[:300])
     got, _ = raw(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n"
                  b"Content-Length: 5\r\n\r\nhello")
     check("Transfer-Encoding other than chunked: 501", got.startswith(b"HTTP/1.1 501"), got[:80])
