@@ -47,7 +47,7 @@ static double pct(const pr_load_result_t *r, double p) {
 }
 
 json_t *pr_load_result_json(pr_load_result_t *r, double seconds) {
-  qsort(r->lat, r->n, sizeof *r->lat, cmp_double);
+  if (r->n) qsort(r->lat, r->n, sizeof *r->lat, cmp_double); /* a phase may send nothing */
   return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "requests",
                    (json_int_t)r->requests, "errors", (json_int_t)r->errors, "duration_s", seconds,
                    "throughput_rps", seconds > 0 ? (double)r->n / seconds : 0.0, "p50_ms",
