@@ -28,6 +28,15 @@ echo "== build-tsan (-DPR_TSAN=ON): the server's concurrency tests"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPR_TSAN=ON -DPACKRAT_MODELS="$PACKRAT_MODELS" \
   >/dev/null
 cmake --build build-tsan --target packrat test_scheduler -j "$jobs"
-(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/../tests/tsan.supp" \
+# every report goes to its own file (a test shows only the tail of a server's log) and is printed
+# whole; a report fails the run even where the test that caused it passed
+rm -rf build-tsan/tsan-reports && mkdir build-tsan/tsan-reports
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/../tests/tsan.supp log_path=$PWD/tsan-reports/report" \
   ctest -L concurrency --output-on-failure) || status=1
+for report in build-tsan/tsan-reports/report*; do
+  [ -f "$report" ] || continue
+  echo "== ThreadSanitizer $report"
+  cat "$report"
+  status=1
+done
 exit $status
