@@ -667,10 +667,14 @@ static pr_status_t slice_params(pr_compile_t *c, pr_node_t *n, slice_state_t *s,
       /* (n - 1) / step + 1 elements, in unsigned: a step near INT64_MAX must not overflow */
       out_dims[ax] = en > st ? (int64_t)((uint64_t)(en - st - 1) / (uint64_t)step + 1) : 0;
     } else {
-      st = st < 0 ? -1 : st > dim - 1 ? dim - 1 : st;
+      /* ONNX clamps a backward start into [0, dim - 1]: a start before the
+       * first element takes the first element (numpy's x[-3::-1] on one
+       * element is empty; ONNX's and ONNX Runtime's is that element) */
+      st = st < 0 ? 0 : st > dim - 1 ? dim - 1 : st;
       en = en < -1 ? -1 : en > dim - 1 ? dim - 1 : en;
-      out_dims[ax] =
-          st > en ? (int64_t)((uint64_t)(st - en - 1) / ((uint64_t)0 - (uint64_t)step) + 1) : 0;
+      out_dims[ax] = dim > 0 && st > en
+                         ? (int64_t)((uint64_t)(st - en - 1) / ((uint64_t)0 - (uint64_t)step) + 1)
+                         : 0;
     }
     s->start[ax] = st;
     s->step[ax] = step;
