@@ -3,7 +3,10 @@
  * Opset 18's axes and keep_aspect_ratio_policy and opset 19's
  * half_pixel_symmetric are understood; antialias is refused. Upsample
  * (opsets 7 and 9, deprecated) is Resize with scales, asymmetric
- * coordinates and floor rounding. */
+ * coordinates and floor rounding; Resize-10 is the same except that nearest
+ * rounds up on an axis that shrinks (ONNX's test_resize_downsample_nearest
+ * of opset 10: 4 -> 2 at scale 0.6 takes elements 0 and 2). */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -39,6 +42,7 @@ typedef struct {
   bool exclude_outside;
   coord_t ct;
   nearest_t nm;
+  bool ceil_shrinking; /* Resize-10: nearest rounds up where scale < 1 */
   float extrapolation;
   int rank;
   double scale[PR_MAX_RANK];
@@ -89,6 +93,7 @@ static pr_status_t resize_modes(pr_compile_t *c, pr_node_t *n, resize_state_t *s
   for (int i = 0; i < 4; i++)
     if (!strcmp(nm, nms[i])) s->nm = (nearest_t)i;
   if ((int)s->nm < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "nearest_mode '%s'", nm);
+  s->ceil_shrinking = c->opset < 11 && !upsample;
   s->extrapolation = pr_attr_float(n->m, "extrapolation_value", 0.f);
   return PR_OK;
 }
@@ -222,8 +227,13 @@ static pr_status_t prepare_resize(pr_compile_t *c, pr_node_t *n) {
 }
 
 static double src_coord(const resize_state_t *s, int k, int64_t o, int64_t in_len) {
-  /* the resized length is in_len * scale, unrounded, as ONNX defines it */
-  double sc = s->scale[k], out_len = sc * (double)in_len;
+  /* the resized length is in_len * scale, unrounded, as ONNX's tests take
+   * it; but scales are floats, and a length whole but for the float's
+   * rounding is whole, as the scale meant (5 x 0.6f is 3.0000001:
+   * align_corners would read the last of 3 outputs at 3.9999998 of 5, and
+   * nearest's floor take element 3) */
+  double sc = s->scale[k], out_len = sc * (double)in_len, whole = nearbyint(out_len);
+  if (fabs(out_len - whole) <= 4 * FLT_EPSILON * out_len) out_len = whole;
   switch (s->ct) {
     case CT_HALF_PIXEL: return ((double)o + 0.5) / sc - 0.5;
     case CT_HALF_PIXEL_SYMMETRIC: {
@@ -289,7 +299,7 @@ static void tap_of(const resize_state_t *s, int k, int64_t o, int64_t in_len, ta
   x = !(x >= -1) ? -1 : x > (double)in_len ? (double)in_len : x;
   double f = floor(x), frac = x - f;
   int64_t i0;
-  switch (s->nm) {
+  switch (s->ceil_shrinking && s->scale[k] < 1 ? NM_CEIL : s->nm) {
     case NM_ROUND_FLOOR: i0 = (int64_t)(frac == 0.5 ? f : round(x)); break;
     case NM_ROUND_CEIL: i0 = (int64_t)(frac == 0.5 ? f + 1 : round(x)); break;
     case NM_FLOOR: i0 = (int64_t)f; break;
