@@ -92,6 +92,12 @@ static pr_status_t deconv_geom(pr_compile_t *c, pr_node_t *n, deconv_geom_t *g) 
     }
     if ((g->pad_l[k] < 0 || g->pad_r[k] < 0) && shape[k] < 0 && !same)
       return pr_fail(c, n, PR_ERR_INVALID, "negative pads");
+    /* oneDNN takes a negative pad at the end only */
+    if (g->pad_l[k] < 0)
+      return pr_fail(c, n, PR_ERR_UNSUPPORTED,
+                     "an output of %lld past the %lld the input reaches on spatial axis %d, "
+                     "grown at the start",
+                     (long long)(full - g->pad_l[k] - g->pad_r[k]), (long long)full, k);
     g->out[k] = full - g->pad_l[k] - g->pad_r[k];
     if (g->out[k] < 1) return pr_fail(c, n, PR_ERR_INVALID, "empty output");
   }
