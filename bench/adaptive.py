@@ -20,6 +20,12 @@ Default (bursty mode):
 3. From the adaptive server's own history (/dashboard/state: per-second
    queue depth, every switch): no switch to a plan of lower capacity
    while the queue was growing.
+With --aa the second server is a second copy of the best static plan (an
+A/A run): the two differ by chance alone, so their p99 ratios per phase are
+what the bench resolves on the machine (adaptive_bursty_aa.md).
+--capacities FILE takes step 1's plans and capacities from an earlier run's
+adaptive_bursty JSON (same model, max batch and prepared plans) instead of
+measuring them again.
 
 With --schedule (the fixed-schedule mode): three servers of a model
 (ResNet-50 or BERT-base; max batch 8), one after the other, each driven by
@@ -31,7 +37,7 @@ With --schedule (the fixed-schedule mode): three servers of a model
 Reports p50/p99 per phase.
 
 usage: bench/adaptive.py [--model resnet50] [--capacity-seconds 30] [--phase-seconds 20] [--phases 6] [--rounds 2]
-                         [--lead-seconds 20]
+                         [--lead-seconds 20] [--aa] [--capacities adaptive_bursty.json]
        bench/adaptive.py [--model resnet50] --schedule 4:20,24:20,4:20
 """
 import argparse
@@ -199,20 +205,41 @@ def paired_rounds(args, packrat, name, servers, live, levels, C, caps):
     return runs
 
 
+def measured_capacities(args, packrat, model, name, base):
+    """Each prepared plan with its capacity ("capacity_rps", and the rates
+    "tried"): measured, or with --capacities read from an earlier run's JSON,
+    which must be of the same model and max batch and hold the plans the
+    server prepares now."""
+    plans = prepared_plans(packrat, model, name, base)
+    if args.capacities:
+        prev = json.load(open(args.capacities))
+        was = {p["plan"]: p for p in prev.get("plans", [])}
+        if prev.get("model") != name or prev.get("max_batch", args.max_batch) != args.max_batch:
+            raise SystemExit(f"{args.capacities}: not a run of {name} at max batch {args.max_batch}")
+        if sorted(was) != sorted(p["plan"] for p in plans):
+            raise SystemExit(f"{args.capacities}: plans {sorted(was)}, the server prepares "
+                             f"{sorted(p['plan'] for p in plans)} now")
+        for p in plans:
+            p["capacity_rps"], p["tried"] = was[p["plan"]]["capacity_rps"], was[p["plan"]].get("tried", [])
+        return plans
+    for p in plans:
+        p["capacity_rps"], p["tried"] = capacity(packrat, model, name, base, p, args.capacity_seconds)
+    return plans
+
+
 def bursty(args, packrat, model, name, T):
     base = base_config(name, args.max_batch)
-    plans = prepared_plans(packrat, model, name, base)
-    caps = {}
-    for p in plans:
-        caps[p["plan"]], tried = capacity(packrat, model, name, base, p, args.capacity_seconds)
-        p["capacity_rps"], p["tried"] = caps[p["plan"]], tried
+    plans = measured_capacities(args, packrat, model, name, base)
+    caps = {p["plan"]: p["capacity_rps"] for p in plans}
     best = max(plans, key=lambda p: p["capacity_rps"])
     C = best["capacity_rps"]
     rng = random.Random(args.seed)
     levels = [0.2] + [round(rng.uniform(0.2, 0.9), 2) for _ in range(args.phases - 2)] + [0.9]
     rng.shuffle(levels)
     schedule = ",".join(f"{max(lv * C, 0.1):.2f}:{args.phase_seconds:g}" for lv in levels)
-    servers = [("best static", dict(base, plan=best["plan"])), ("adaptive packrat", dict(base))]
+    second = ("best static, second copy", dict(base, plan=best["plan"])) if args.aa else \
+        ("adaptive packrat", dict(base))
+    servers = [("best static", dict(base, plan=best["plan"])), second]
     live = []
     try:
         for label, cfg in servers:  # both up at once; the one not driven idles
@@ -227,17 +254,21 @@ def bursty(args, packrat, model, name, T):
     ratios = [a["p99_ms"] / b["p99_ms"] if b["p99_ms"] > 0 else float("nan")
               for a, b in zip(rows[1]["phases"], rows[0]["phases"])]
     stamp, cpu = utc_stamp(), cpu_name()
-    suffix = "" if name == "resnet50" else f"_{name}"
-    out = {"date": stamp, "cpu": cpu, "model": name, "plans": plans, "best": best["plan"], "capacity_rps": C,
-           "levels": levels, "schedule": schedule, "rounds": args.rounds, "rows": rows, "runs": runs,
-           "p99_ratios": ratios}
+    suffix = ("" if name == "resnet50" else f"_{name}") + ("_aa" if args.aa else "")
+    out = {"date": stamp, "cpu": cpu, "model": name, "max_batch": args.max_batch, "plans": plans,
+           "best": best["plan"], "capacity_rps": C, "levels": levels, "schedule": schedule, "rounds": args.rounds,
+           "rows": rows, "runs": runs, "p99_ratios": ratios, "aa": args.aa}
     json.dump(out, open(os.path.join(args.out, f"adaptive_bursty{suffix}.json"), "w"), indent=1)
     cmd = (f"bench/adaptive.py --model {name} --max-batch {args.max_batch} --capacity-seconds "
            f"{args.capacity_seconds:g} --phase-seconds {args.phase_seconds:g} --phases {args.phases} "
-           f"--seed {args.seed} --rounds {args.rounds} --lead-seconds {args.lead_seconds:g}")
+           f"--seed {args.seed} --rounds {args.rounds} --lead-seconds {args.lead_seconds:g}"
+           + (" --aa" if args.aa else "")
+           + (f" --capacities {os.path.basename(args.capacities)}" if args.capacities else ""))
     lines = [f"Command: `{cmd}`  ", f"Machine: {cpu}, {T} cores; {stamp}. {name}, batch-1 requests, open loop.", "",
              "Capacity of each static plan (highest rate served for "
-             f"{args.capacity_seconds:g} s with p99 < 1 s, no errors):", "",
+             f"{args.capacity_seconds:g} s with p99 < 1 s, no errors"
+             + (f"; measured by the run of {json.load(open(args.capacities)).get('date', '?')}, "
+                f"`--capacities`" if args.capacities else "") + "):", "",
              "| plan | batch | predicted req/s | capacity req/s |", "|---|---|---|---|"]
     for p in plans:
         lines.append(f"| {p['plan']} | {p['batch']} | {p['batch'] / p['predicted_latency_ms'] * 1e3:.1f} | "
@@ -253,7 +284,24 @@ def bursty(args, packrat, model, name, T):
     for r in rows:
         cells = " | ".join(f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f}" for p in r["phases"])
         lines.append(f"| {r['server']} | {r['plan']} | {r.get('reconfigurations', 0)} | {r['errors']} | {cells} |")
-    lines.append("| adaptive / best static p99 | | | | " + " | ".join(f"{x:.2f}" for x in ratios) + " |")
+    other = servers[1][0]
+    per_round = [[a["p99_ms"] / b["p99_ms"] if b["p99_ms"] > 0 else float("nan")
+                  for a, b in zip(runs[other][k]["phases"], runs["best static"][k]["phases"])]
+                 for k in range(args.rounds)]
+    what = "second copy / first" if args.aa else "adaptive / best static"
+    lines.append(f"| {what} p99 | | | | " + " | ".join(f"{x:.2f}" for x in ratios) + " |")
+    lines.append(f"| {what} p99, each round | | | | "
+                 + " | ".join("; ".join(f"{r[i]:.2f}" for r in per_round) for i in range(len(levels))) + " |")
+    if args.aa:
+        flat = [x for r in per_round for x in r]
+        lines += ["", f"An A/A run: both servers are the best static plan ({best['plan']}), so they differ by chance "
+                  f"alone (the machine's noise under the same arrivals). Their p99 ratio ranges {min(flat):.2f} to "
+                  f"{max(flat):.2f} over the phases and rounds ({min(ratios):.2f} to {max(ratios):.2f} for the "
+                  "rounds' mean): a p99 ratio inside that range between two servers can be chance alone on "
+                  "this machine."]
+        open(os.path.join(args.out, f"adaptive_bursty{suffix}.md"), "w").write("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return
     ran = [[r["phases"][i]["plans"] for r in runs["adaptive packrat"]] for i in range(len(levels))]
     lines.append("| adaptive's plans in the phase (each round) | | | | "
                  + " | ".join("; ".join(" -> ".join(p) for p in rs) for rs in ran) + " |")
@@ -289,12 +337,20 @@ def main():
                     help="bursty mode: runs of the schedule, each phase on both servers (default 2)")
     ap.add_argument("--lead-seconds", type=float, default=20,
                     help="bursty mode: the phase before, run ahead of each measured phase (default 20)")
+    ap.add_argument("--aa", action="store_true",
+                    help="bursty mode: the second server a second copy of the best static plan (the bench's noise)")
+    ap.add_argument("--capacities", metavar="JSON",
+                    help="bursty mode: the plans' capacities from an earlier run's adaptive_bursty JSON")
     add_paths(ap)
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     if args.lead_seconds <= 0 or args.phase_seconds <= 0 or args.capacity_seconds <= 0:
         ap.error("--lead-seconds, --phase-seconds and --capacity-seconds must be positive")
+    if args.schedule and (args.aa or args.capacities):
+        ap.error("--aa and --capacities are options of the bursty mode, not of --schedule")
+    if args.capacities and not os.path.isfile(args.capacities):
+        ap.error(f"--capacities: no file {args.capacities}")
     packrat = os.path.join(args.build, "packrat")
     os.makedirs(args.out, exist_ok=True)  # before the run: a long run must not end on a missing folder
     if not args.schedule:

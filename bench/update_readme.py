@@ -16,6 +16,7 @@ SECTIONS = [
     ("adaptive.md", "### Online reconfiguration: adaptive vs static plans (ResNet-50)"),
     ("adaptive_bert.md", "### Online reconfiguration: adaptive vs static plans (BERT-base)"),
     ("adaptive_bursty.md", "### Online reconfiguration under bursts: each static plan's capacity, adaptive vs the best"),
+    ("adaptive_bursty_aa.md", "### The bursty bench's resolution: the best static plan against a second copy of itself"),
     ("real_peers.md", "### Engine: models other tools exported, packrat vs ONNX Runtime"),
     ("quant_peers.md", "### int8: packrat vs ONNX Runtime on the same QDQ model, and vs packrat float32"),
     ("quant_avx2.md", "### int8 on AVX2 without VNNI (the capped proxy): 7-bit weights, packrat int8 vs float32"),

@@ -122,3 +122,19 @@ def wait_ready(url, proc, seconds=60.0):
             return True
         time.sleep(0.1)
     return False
+
+
+def wait_started(log, proc, seconds=60.0):
+    """Waits for `packrat serve`'s "ready:" line in its log: it has loaded (or
+    failed to load) every model of the repository and listens. Unlike
+    /v2/health/ready, this also ends when a model failed to load (the server
+    then is not ready, by design)."""
+    t = time.time()
+    while time.time() - t < seconds:
+        if proc.poll() is not None:
+            return False
+        with open(log, errors="replace") as f:
+            if " ready: " in f.read():
+                return True
+        time.sleep(0.1)
+    return False

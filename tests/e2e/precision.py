@@ -47,10 +47,16 @@ if native:
     c.check("packrat profile --precision bf16: the profile says bf16",
             r.returncode == 0 and json.load(open(out)).get("precision") == "bf16", r.stderr[-300:])
 port = c.free_port()
-p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port)],
-            os.path.join(c.tmp, "serve.log"), env=dict(os.environ, PACKRAT_CACHE=cache))
+log = os.path.join(c.tmp, "serve.log")
+p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port)], log,
+            env=dict(os.environ, PACKRAT_CACHE=cache))
 url = f"http://127.0.0.1:{port}"
-c.wait_ready(url, p, 180)
+# without native bf16 mlp16 fails to load and /v2/health/ready stays 503: wait for the log's line
+if not c.check("the server started", c.wait_started(log, p, 180)):
+    print(open(log).read()[-3000:])
+    c.finish()
+c.check("/v2/health/ready: 200 where both models loaded, 503 where mlp16 could not (every model must be ready)",
+        c.http(url + "/v2/health/ready")[0] == (200 if native else 503))
 
 
 def get(path):
