@@ -324,6 +324,12 @@ static pr_status_t allocate_buffers(pr_session_t *s) {
   return PR_OK;
 }
 
+#ifdef PR_NO_DNNL_CACHE
+static void disable_dnnl_cache(void) {
+  dnnl_set_primitive_cache_capacity(0);
+}
+#endif
+
 /* A session with its oneDNN engine and the model's graph loaded for the
  * shapes of opt; *st reports a failure (the session is then destroyed). */
 static pr_session_t *session_begin(pr_model_t *m, const pr_session_options_t *opt, pr_status_t *st,
@@ -344,6 +350,15 @@ static pr_session_t *session_begin(pr_model_t *m, const pr_session_options_t *op
   c->bf16 = opt->precision == PR_PRECISION_BF16;
   pr_omp_team(opt->threads);
   *st = PR_OK;
+#ifdef PR_NO_DNNL_CACHE
+  /* the ThreadSanitizer build: oneDNN's primitive cache hands a thread the
+   * primitive descriptor another thread's primitive holds, published through
+   * a std::future inside libdnnl, which TSan does not see (a race reported on
+   * every read of it); without the cache each session's descriptors are its
+   * own, and the server's threads are what that build checks */
+  static pthread_once_t no_cache = PTHREAD_ONCE_INIT;
+  pthread_once(&no_cache, disable_dnnl_cache);
+#endif
   if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&s->stream, c->engine, dnnl_stream_default_flags) != dnnl_success)
     *st = pr_fail(c, NULL, PR_ERR_INTERNAL, "oneDNN engine creation failed");
