@@ -13,10 +13,12 @@
  * - Constant folding has already turned DequantizeLinear(W_q) into a float
  *   constant; its node is dead but still in the list, so the int8 weights,
  *   scale and zero point are found through the constant's producer.
- * - A bias that is DequantizeLinear(int32) is taken as its int32 values
- *   (ONNX Runtime's QDQ fusion does the same: the bias scale is x_scale *
- *   w_scale by construction); a float bias becomes float values in
- *   accumulator units, b / (x_scale * w_scale).
+ * - A bias that is DequantizeLinear(int32) with zero points 0 and scale
+ *   x_scale * w_scale (as exporters write it) is taken as its int32 values
+ *   (ONNX Runtime's MatMul + Add fusion takes one so whatever its scale); any
+ *   other becomes float values in accumulator units, b / (x_scale *
+ *   w_scale). Either is one value per output column or channel: a bias
+ *   that broadcasts otherwise (a Gemm's C of [M, 1]) is not fused.
  * - Matched only when the float intermediates (the Conv's output, the
  *   Relu's) have their single consumer inside the pattern and are not graph
  *   outputs, the parameters are constant, x_scale, x_zp, y_scale and y_zp
@@ -110,17 +112,37 @@ static int new_const(pr_compile_t *c, pr_dtype_t t, int rank, const int64_t *dim
   return idx;
 }
 
-/* The bias input of the fused kernel from constant `b` of N values (-1:
- * none): the int32 of a folded DequantizeLinear, else b / (sx * sw[j]) as
- * float, times beta (Gemm's). Returns -2 on failure. */
+/* Whether constant `b` of N values is a folded DequantizeLinear of int32
+ * values that are the bias in accumulator units: zero points 0 and scale
+ * sx * sw[j] (as the float product: what exporters write, and what ONNX
+ * Runtime's QDQ fusion assumes without checking); *q its int32 value. */
+static bool int32_bias(pr_compile_t *c, int b, int64_t N, float sx, int sw, int *q) {
+  qdq_t d;
+  if (!const_dq(c, b, &d) || c->v[d.q].dtype != PR_DTYPE_INT32 || c->v[d.q].rank != 1 ||
+      c->v[d.q].dims[0] != N)
+    return false;
+  const float *bs = c->v[d.scale].data, *swf = c->v[sw].data;
+  int64_t nsw = pr_value_numel(&c->v[sw]);
+  for (int64_t j = 0; j < N; j++) {
+    if (d.zp >= 0 && pr_zp_at(c->v[d.zp].data, PR_DTYPE_INT32, d.count > 1 ? j : 0)) return false;
+    if (bs[d.count > 1 ? j : 0] != sx * swf[nsw > 1 ? j : 0]) return false;
+  }
+  *q = d.q;
+  return true;
+}
+
+/* The bias input of the fused kernel from constant `b` of N values along
+ * its last axis, one per output column or channel (-1: none): the int32
+ * of a folded DequantizeLinear (int32_bias), else b / (sx * sw[j]) as
+ * float, times beta (Gemm's). Returns -2 on failure, and for a b that
+ * broadcasts otherwise (a Gemm's C of [M, 1] with M == N is per row). */
 static int fused_bias(pr_compile_t *c, int b, int64_t N, float sx, int sw, float beta) {
   if (b < 0) return -1;
-  qdq_t d;
-  if (beta == 1.f && const_dq(c, b, &d) && c->v[d.q].dtype == PR_DTYPE_INT32 &&
-      c->v[d.q].rank == 1 && c->v[d.q].dims[0] == N &&
-      (d.zp < 0 || !pr_zp_at(c->v[d.zp].data, PR_DTYPE_INT32, 0)))
-    return d.q;
-  if (c->v[b].dtype != PR_DTYPE_FLOAT || pr_value_numel(&c->v[b]) != N) return -2;
+  const pr_value_t *bv = &c->v[b];
+  if (pr_value_numel(bv) != N || (bv->rank && bv->dims[bv->rank - 1] != N)) return -2;
+  int q;
+  if (beta == 1.f && int32_bias(c, b, N, sx, sw, &q)) return q;
+  if (bv->dtype != PR_DTYPE_FLOAT) return -2;
   int idx = new_const(c, PR_DTYPE_FLOAT, 1, &N, NULL);
   if (idx < 0) return -2;
   const float *bf = c->v[b].data, *swf = c->v[sw].data;

@@ -305,6 +305,40 @@ static void test_gemm_kept_when_alpha_not_one(void **state) {
   check(b, false, "QLinearMatMul", "Gemm");
 }
 
+/* C of [M, 1] with M == N: one value per row (it has N values, but
+ * broadcasts along the rows), so not a per-column bias */
+static void test_gemm_kept_when_c_per_row(void **state) {
+  mb_t *b = mb_new(13);
+  int64_t xd[2] = {N, K}, wd[2] = {K, N}, cd[2] = {N, 1};
+  quant_input(b, 2, xd, PR_DTYPE_UINT8, 128);
+  weights(b, "W", PR_DTYPE_INT8, 2, wd, 0, 0, 0, 9);
+  float c[N];
+  unsigned seed = 3;
+  for (int i = 0; i < N; i++) c[i] = frand(&seed) * 2.f;
+  mb_init(b, "C", PR_DTYPE_FLOAT, 2, cd, c, sizeof c);
+  mb_node(b, "Gemm", "gemm", IN("xd", "W", "C"), OUT("g"));
+  quant_output(b, "g", PR_DTYPE_UINT8, 128);
+  check(b, false, "QLinearMatMul", "Gemm");
+}
+
+/* an int32 bias whose scale is 50 x_scale w_scale, not x_scale w_scale:
+ * fused with its float values (not the int32 ones as accumulator units) */
+static void test_matmul_bias_scale_not_x_times_w(void **state) {
+  mb_t *b = mb_new(13);
+  int64_t xd[2] = {4, K}, wd[2] = {K, N}, n = N;
+  quant_input(b, 2, xd, PR_DTYPE_UINT8, 128);
+  weights(b, "W", PR_DTYPE_INT8, 2, wd, 0, 0, 0, 9);
+  int32_t v[N];
+  for (int i = 0; i < N; i++) v[i] = i * 37 % 200 - 100;
+  mb_init(b, "bq", PR_DTYPE_INT32, 1, &n, v, sizeof v);
+  scalar_f(b, "bs", 0.02f * 0.004f * 50.f);
+  mb_node(b, "DequantizeLinear", "dqb", IN("bq", "bs"), OUT("B"));
+  mb_node(b, "MatMul", "mm", IN("xd", "W"), OUT("m"));
+  mb_node(b, "Add", "add", IN("m", "B"), OUT("a"));
+  quant_output(b, "a", PR_DTYPE_UINT8, 128);
+  check(b, true, "QLinearMatMul", "MatMul");
+}
+
 /* B computed at run time (DequantizeLinear of a graph input): not weights */
 static void test_matmul_kept_when_weights_not_constant(void **state) {
   mb_t *b = mb_new(13);
@@ -409,6 +443,8 @@ int main(void) {
       cmocka_unit_test(test_matmul_bias_relu_fused),
       cmocka_unit_test(test_gemm_transb_fused),
       cmocka_unit_test(test_gemm_kept_when_alpha_not_one),
+      cmocka_unit_test(test_gemm_kept_when_c_per_row),
+      cmocka_unit_test(test_matmul_bias_scale_not_x_times_w),
       cmocka_unit_test(test_matmul_kept_when_weights_not_constant),
       cmocka_unit_test(test_add_relu_fused),
       cmocka_unit_test(test_add_kept_when_broadcast),
