@@ -21,6 +21,29 @@ pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
   return pr_dnnl_prim_reserve(p, PR_DNNL_ARGS);
 }
 
+dnnl_primitive_desc_t pr_dnnl_pd_first(
+    const_dnnl_op_desc_t d, const_dnnl_primitive_attr_t attr, dnnl_engine_t engine,
+    bool (*skip)(const_dnnl_primitive_desc_t pd, const void *ctx), const void *ctx) {
+  dnnl_primitive_desc_iterator_t it;
+  if (dnnl_primitive_desc_iterator_create(&it, d, attr, engine, NULL) != dnnl_success) return NULL;
+  dnnl_primitive_desc_t found = NULL;
+  do {
+    dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
+    dnnl_primitive_t prim;
+    if (!pd) continue;
+    /* the trial primitive stays in oneDNN's primitive cache: the op's own
+     * creation (pr_dnnl_prim_init) finds it there */
+    if ((!skip || !skip(pd, ctx)) && dnnl_primitive_create(&prim, pd) == dnnl_success) {
+      dnnl_primitive_destroy(prim);
+      found = pd;
+      break;
+    }
+    dnnl_primitive_desc_destroy(pd);
+  } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+  dnnl_primitive_desc_iterator_destroy(it);
+  return found;
+}
+
 pr_status_t pr_dnnl_prim_reserve(pr_dnnl_prim_t *p, int n) {
   if (n <= p->cap_args) return PR_OK;
   pr_dnnl_arg_t *args = realloc(p->args, sizeof *args * (size_t)n);
@@ -153,6 +176,11 @@ void pr_dnnl_sum_addend(pr_exec_t *x, const pr_node_t *n, int k) {
 }
 
 pr_status_t pr_dnnl_post_attr(pr_compile_t *c, pr_node_t *n, dnnl_primitive_attr_t *attr) {
+  return pr_dnnl_post_attr_round(c, n, false, attr);
+}
+
+pr_status_t pr_dnnl_post_attr_round(pr_compile_t *c, pr_node_t *n, bool round,
+                                    dnnl_primitive_attr_t *attr) {
   dnnl_post_ops_t po;
   PR_DNNL(c, n, dnnl_primitive_attr_create(attr));
   if (dnnl_post_ops_create(&po) != dnnl_success) {
@@ -164,6 +192,7 @@ pr_status_t pr_dnnl_post_attr(pr_compile_t *c, pr_node_t *n, dnnl_primitive_attr
     if (i < n->post.n_eltwise)
       dnnl_post_ops_append_eltwise(po, 1.f, n->post.alg[i], n->post.alpha[i], n->post.beta[i]);
   }
+  if (round) dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_round, 0.f, 0.f);
   dnnl_status_t st = dnnl_primitive_attr_set_post_ops(*attr, po);
   dnnl_post_ops_destroy(po);
   if (st != dnnl_success) {

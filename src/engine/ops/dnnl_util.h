@@ -30,6 +30,13 @@ typedef struct {
 /* Create prim from pd (pd is destroyed), with PR_DNNL_ARGS argument slots. */
 pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
                               dnnl_primitive_desc_t pd);
+/* The first implementation oneDNN lists for op desc d with attr that it
+ * can create a primitive of (oneDNN 2.6 lists some whose code then fails
+ * to generate: an int8 1x1 convolution of 4-channel groups with a rounding
+ * post-op) and that skip (NULL: none) does not refuse; NULL when none. */
+dnnl_primitive_desc_t pr_dnnl_pd_first(
+    const_dnnl_op_desc_t d, const_dnnl_primitive_attr_t attr, dnnl_engine_t engine,
+    bool (*skip)(const_dnnl_primitive_desc_t pd, const void *ctx), const void *ctx);
 /* Room for n arguments in all (e.g. a concat of many inputs). */
 pr_status_t pr_dnnl_prim_reserve(pr_dnnl_prim_t *p, int n);
 void pr_dnnl_prim_add_arg(pr_dnnl_prim_t *p, int arg, int value, void *buf,
@@ -67,5 +74,9 @@ pr_status_t pr_dnnl_weights_dynamic(pr_compile_t *c, pr_node_t *n, int k,
 void pr_dnnl_sum_addend(pr_exec_t *x, const pr_node_t *n, int k);
 /* Primitive attributes with n's fused post-ops (activations, residual sum). */
 pr_status_t pr_dnnl_post_attr(pr_compile_t *c, pr_node_t *n, dnnl_primitive_attr_t *attr);
+/* The same, then (when round) a rounding to the nearest integer, half to
+ * even, after them all. */
+pr_status_t pr_dnnl_post_attr_round(pr_compile_t *c, pr_node_t *n, bool round,
+                                    dnnl_primitive_attr_t *attr);
 
 #endif

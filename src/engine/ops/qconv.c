@@ -238,8 +238,7 @@ static pr_status_t qconv_pd(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
                   pr_zp_at(zy ? zy->data : NULL, zy ? zy->dtype : PR_DTYPE_UINT8, 0), &attr);
   free(scales);
   if (st) return st;
-  *pd = NULL;
-  if (dnnl_primitive_desc_create(pd, &cd, attr, c->engine, NULL) != dnnl_success) *pd = NULL;
+  *pd = pr_dnnl_pd_first(&cd, attr, c->engine, NULL, NULL);
   dnnl_primitive_attr_destroy(attr);
   return PR_OK;
 }

@@ -188,7 +188,7 @@ static pr_status_t qmm_pd(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, dnnl_me
     free(scales);
   }
   if (st) return st;
-  if (dnnl_primitive_desc_create(pd, &md, attr, c->engine, NULL) != dnnl_success) *pd = NULL;
+  *pd = pr_dnnl_pd_first(&md, attr, c->engine, NULL, NULL);
   dnnl_primitive_attr_destroy(attr);
   return PR_OK;
 }

@@ -80,7 +80,11 @@ static pr_status_t set_zero_point(pr_compile_t *c, pr_node_t *n, dnnl_primitive_
 
 pr_status_t pr_q8_attr(pr_compile_t *c, pr_node_t *n, const float *scales, int64_t count, int dim,
                        int32_t zx, int32_t zy, dnnl_primitive_attr_t *attr) {
-  pr_status_t st = pr_dnnl_post_attr(c, n, attr);
+  /* oneDNN adds the destination zero point before its final rounding:
+   * round(v + zy), which differs from ONNX's round(v) + zy where v is
+   * halfway between two integers and zy is odd (12.5 + 1 gives 14, not
+   * 13), or where v + zy loses v's last bits. So v is rounded first. */
+  pr_status_t st = pr_dnnl_post_attr_round(c, n, zy != 0, attr);
   if (st) return st;
   dnnl_status_t ds =
       dnnl_primitive_attr_set_output_scales(*attr, count, count > 1 ? 1 << dim : 0, scales);
