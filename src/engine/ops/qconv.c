@@ -220,16 +220,28 @@ static pr_status_t make_bias(pr_compile_t *c, pr_node_t *n, qconv_state_t *s) {
   return PR_OK;
 }
 
-/* oneDNN 2.6's AMX int8 convolution (jit:avx512_core_amx_int8) of three
- * spatial dimensions with padding and a source zero point gives wrong sums
- * (tests/conformance/quant_sweep.py: 9 of 42 such draws off by many
- * steps; none of 81 unpadded or 62 2-D ones, nor the VNNI kernels): the
- * next implementation runs it. ctx: whether n is such a convolution. */
+/* The implementations of oneDNN 2.6 whose sums are wrong for n, found by
+ * tests/conformance/quant_sweep.py (off by many steps from ONNX Runtime
+ * and numpy; the next implementation runs n instead):
+ * - the AMX convolution (jit:avx512_core_amx_int8) of three spatial
+ *   dimensions with padding and a source zero point (9 of 42 such random
+ *   draws; none of 81 unpadded or 62 2-D ones);
+ * - the GEMM convolution (x64:gemm_s8s8s32:jit, x64:gemm_s8u8s32:jit)
+ *   with 8 output channels of 8 weights each (in groups: 4 of 2 channels
+ *   with a 2x2x2 kernel, 2 of 4 with 8 input channels...), zero point or
+ *   not: 11 of 24 such draws, and none of over 3000 of other sizes (a
+ *   grid of 10 output by 16 weight counts, and random ones). */
+typedef struct {
+  bool eight_by_eight, zp_padded_3d;
+} wrong_impls_t;
+
 static bool skip_impl(const_dnnl_primitive_desc_t pd, const void *ctx) {
+  const wrong_impls_t *w = ctx;
   const char *impl = NULL;
-  return *(const bool *)ctx &&
-         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-         impl && !strcmp(impl, "jit:avx512_core_amx_int8");
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+    return false;
+  return (w->zp_padded_3d && !strcmp(impl, "jit:avx512_core_amx_int8")) ||
+         (w->eight_by_eight && !strncmp(impl, "x64:gemm_", 9));
 }
 
 /* The primitive descriptor with the requantization attributes; *pd NULL
@@ -251,10 +263,13 @@ static pr_status_t qconv_pd(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
                   pr_zp_at(zy ? zy->data : NULL, zy ? zy->dtype : PR_DTYPE_UINT8, 0), &attr);
   free(scales);
   if (st) return st;
+  const qgeom_t *g = &s->g;
   bool padded = false;
-  for (int k = 0; k < s->g.sp; k++) padded = padded || s->g.pad_l[k] || s->g.pad_r[k];
-  bool wrong_on_amx = s->g.sp == 3 && src_zp && padded;
-  *pd = pr_dnnl_pd_first(&cd, attr, c->engine, skip_impl, &wrong_on_amx);
+  for (int k = 0; k < g->sp; k++) padded = padded || g->pad_l[k] || g->pad_r[k];
+  wrong_impls_t wrong = {
+      .eight_by_eight = g->M == 8 && g->C / g->group * g->k[0] * g->k[1] * g->k[2] == 8,
+      .zp_padded_3d = g->sp == 3 && src_zp && padded};
+  *pd = pr_dnnl_pd_first(&cd, attr, c->engine, skip_impl, &wrong);
   dnnl_primitive_attr_destroy(attr);
   return PR_OK;
 }
