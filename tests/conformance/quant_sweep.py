@@ -741,6 +741,18 @@ def qdq_chain(r):
         q_out(g, r, y2, sy1, t, final_dq=False)
         g.op = "conv_maxpool"
         return g
+    if conv and chance(r, 0.4):  # a residual block: a second conv of x, the two added
+        w2 = qdata(r, (m, c, 1, 1), S8, -3, 3)
+        y2 = g.node("Conv", [x, dq_const(g, r, w2, sw1, S8(0))])
+        q2 = g.node("QuantizeLinear", [y2, g.const(sy1), g.const(zy1)])
+        d2 = g.node("DequantizeLinear", [q2, g.const(sy1), g.const(zy1)])
+        y3 = g.node("Add", [d1, d2])
+        if chance(r, 0.5):
+            y3 = g.node("Relu", [y3])
+        # not sy1 times a power of two: halves (see qdq_binary)
+        q_out(g, r, y3, F32(float(sy1) * pick(r, (1.37, 1.9, 2.3))), t, final_dq=False)
+        g.op = "conv_add"
+        return g
     m2, sw2 = dim(r, 1, 4, 20), scale(r)
     if conv:
         w2 = qdata(r, (m2, m, 1, 1), S8, -127, 127)
