@@ -32,8 +32,9 @@ that products land exactly halfway between two steps and the rounding
 
 Expected outputs are ONNX Runtime's (ort_fill.js); for the valid cases it
 refuses (QLinearConv type pairs it lacks, per-channel weight zero points of
-ConvInteger, a QLinearMatMul output type other than a's, BitShift, Clip,
-Min, Max and reductions of types it lacks) the generator's own, numpy's
+ConvInteger, a QLinearMatMul output type other than a's, QuantizeLinear of
+int32, BitShift, Clip, Min, Max and reductions of types it lacks) the
+generator's own, numpy's
 (reference(): exact integer sums, then the requantization as ONNX Runtime
 computes it; it agrees with ONNX Runtime on every case both compute).
 
@@ -260,6 +261,9 @@ def quantize(r):
     if axis is not None:
         sv, zv = along(sv, len(shape), axis), along(zv, len(shape), axis)
     x = quantizable(r, shape, sv, zv if with_zp else 0, t)
+    if opset < 19 and chance(r, 0.2):  # int32 x (opsets 10 to 18), whole in a float
+        x = np.clip(np.nan_to_num(x * F32(pick(r, (1, 64, 1000)))), -(1 << 24), 1 << 24)
+        x = np.rint(x).astype(np.int32)
     ins = [x, Const(s, feed=chance(r, 0.15))] + ([Const(zp, feed=chance(r, 0.15))] if with_zp else [])
     return single("QuantizeLinear", ins, attrs, opset)
 
@@ -1048,6 +1052,22 @@ def reference(g):
             return [wrap32(acc)]
         return [requantize(wrap32(acc), ins[1], ins[4], ins[6], ins[7], (-1,))]
     x = ins[0]
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        if a.get("block_size"):
+            return None
+        sc, zp = np.asarray(ins[1], F32), ins[2]
+        if sc.size > 1:  # per axis
+            sc = along(sc, x.ndim, a.get("axis", 1))
+            zp = None if zp is None else along(zp, x.ndim, a.get("axis", 1))
+        else:  # per tensor, of any rank: x's shape stays
+            sc, zp = sc.reshape(()), None if zp is None else np.asarray(zp).reshape(())
+        z = 0 if zp is None else np.asarray(zp, np.int64)
+        if op == "DequantizeLinear":
+            return [((x.astype(np.int64) - z).astype(F32) * sc).astype(F32)]
+        t = np.asarray(zp).dtype if zp is not None else \
+            onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[a["output_dtype"]] if "output_dtype" in a else U8
+        lo, hi = qrange(t)
+        return [np.clip(np.rint(x.astype(F32) / sc) + z, lo, hi).astype(t)]
     if op == "BitShift":
         return [(np.left_shift if a["direction"] == b"LEFT" else np.right_shift)(x, ins[1])]
     if op in ("Min", "Max"):
