@@ -13,7 +13,7 @@ optional inputs left out, broadcasting. Each is written in ONNX's node-test
 layout under OUT_DIR (model.onnx and test_data_set_0/input_N.pb) without
 outputs: ort_fill.js runs it through ONNX Runtime and writes its outputs,
 removing the cases ONNX Runtime refuses; the conformance runner then checks
-packrat against them (CTest conformance_attrs, attrs.sh), and a case in
+packrat against them (CTest conformance_attrs, sweep.sh), and a case in
 passing_attrs.txt that fails is a regression.
 
 Inputs are multiples of 1/4 in [-2, 2] (positive where the operator's
@@ -451,16 +451,7 @@ def matmul(r):
         sa, sb = sizes(r, int(r.integers(0, 3)), 1, 3) + (int(r.integers(1, 5)), k), (k,)
     else:
         batch = sizes(r, int(r.integers(1, 4)), 1, 3)
-        ba, bb = list(batch), list(batch)
-        if form == "bcast":  # a 1 on one side, or fewer batch dimensions
-            for i in range(len(batch)):
-                if chance(r, 0.4):
-                    (ba if chance(r, 0.5) else bb)[i] = 1
-            cut = int(r.integers(0, len(batch) + 1))
-            if chance(r, 0.5):
-                ba = ba[cut:]
-            else:
-                bb = bb[cut:]
+        ba, bb = bcast_batches(r, batch) if form == "bcast" else (list(batch), list(batch))
         sa = tuple(ba) + (dim(r, 1, 4, 24), k)
         sb = tuple(bb) + (k, dim(r, 1, 4, 24))
     b = dy(r, sb)
@@ -795,9 +786,24 @@ def depth_to_space(r):
 
 # ---- element-wise ------------------------------------------------------------
 
-def bcast_shapes(r, n):
-    """n shapes that broadcast together."""
-    out = sizes(r, int(r.integers(1, 4)), 1, 3)
+def bcast_batches(r, batch):
+    """MatMul's two batch dimensions from batch: a 1 on one side at random,
+    and one side's leading dimensions cut off."""
+    ba, bb = list(batch), list(batch)
+    for i in range(len(batch)):
+        if chance(r, 0.4):
+            (ba if chance(r, 0.5) else bb)[i] = 1
+    cut = int(r.integers(0, len(batch) + 1))
+    if chance(r, 0.5):
+        ba = ba[cut:]
+    else:
+        bb = bb[cut:]
+    return ba, bb
+
+
+def bcast_shapes(r, n, hi=3):
+    """n shapes that broadcast together (their dimensions at most hi)."""
+    out = sizes(r, int(r.integers(1, 4)), 1, hi)
     shapes = []
     for _ in range(n):
         s = [1 if chance(r, 0.3) else d for d in out]
@@ -1001,11 +1007,14 @@ FAMILIES = [  # name, generator, cases
 ]
 
 
-def main():
-    ap = argparse.ArgumentParser(description="operator attributes swept at random")
+def sweep_main(description, families, pinned_cases, write_case, seed):
+    """A sweep's command line (attr_sweep.py, quant_sweep.py): writes its
+    pinned cases, then each family's draws, seeded by the seed and the
+    family's name, into OUT_DIR (emptied first)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("out_dir")
     ap.add_argument("--only", help="families to write, comma-separated")
-    ap.add_argument("--seed", type=int, default=SEED,
+    ap.add_argument("--seed", type=int, default=seed,
                     help="another sweep (to look for bugs; the CTest keeps SEED)")
     ap.add_argument("--scale", type=int, default=1, help="cases per family times this")
     a = ap.parse_args()
@@ -1013,18 +1022,22 @@ def main():
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     n = 0
-    for name, case in pinned() if not only or "pinned" in only else ():
-        write(out, "pinned_" + name, case)
+    for name, case in pinned_cases() if not only or "pinned" in only else ():
+        write_case(out, "pinned_" + name, case)
         n += 1
-    for family, gen, count in FAMILIES:
+    for family, gen, count in families:
         if only and family not in only:
             continue
         r = np.random.default_rng([a.seed, zlib.crc32(family.encode())])
         for i in range(count * a.scale):
             case = gen(r)
-            write(out, "%s_%03d_%s_o%d" % (family, i, case.op.lower(), case.opset), case)
+            write_case(out, "%s_%03d_%s_o%d" % (family, i, case.op.lower(), case.opset), case)
             n += 1
     print("%d cases written to %s" % (n, out))
+
+
+def main():
+    sweep_main("operator attributes swept at random", FAMILIES, pinned, write, SEED)
 
 
 if __name__ == "__main__":

@@ -64,19 +64,17 @@ whose kernels have the bug (AMX, VNNI). --seed draws another sweep,
 
 usage: quant_sweep.py OUT_DIR [--only FAMILY,...] [--seed N] [--scale K]
 """
-import argparse
 import itertools
 import os
-import shutil
 import sys
-import zlib
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attr_sweep import Const, chance, dim, ints, pick, sizes, window  # noqa: E402
+from attr_sweep import (Const, bcast_batches, bcast_shapes, chance, dim, ints, pick,  # noqa: E402
+                        sizes, sweep_main, window)
 
 SEED = 20240612
 F32 = np.float32
@@ -414,16 +412,7 @@ def matmul_shapes(r):
         big = 70 if form == "wide" else 20
         return (dim(r, 1, 5, big), k), (k, dim(r, 1, 5, big))
     batch = sizes(r, int(r.integers(1, 4)), 1, 3)
-    ba, bb = list(batch), list(batch)
-    if form == "bcast":
-        for i in range(len(batch)):
-            if chance(r, 0.4):
-                (ba if chance(r, 0.5) else bb)[i] = 1
-        cut = int(r.integers(0, len(batch) + 1))
-        if chance(r, 0.5):
-            ba = ba[cut:]
-        else:
-            bb = bb[cut:]
+    ba, bb = bcast_batches(r, batch) if form == "bcast" else (list(batch), list(batch))
     return tuple(ba) + (dim(r, 1, 5, 20), k), tuple(bb) + (k, dim(r, 1, 5, 20))
 
 
@@ -797,19 +786,10 @@ def ivalues(r, shape, t):
     return idata(r, shape, t)
 
 
-def bshapes(r, n):
-    out = sizes(r, int(r.integers(1, 4)), 1, 4)
-    shapes = []
-    for _ in range(n):
-        s = [1 if chance(r, 0.3) else d for d in out]
-        shapes.append(tuple(s[int(r.integers(0, len(s) + 1)):]) if chance(r, 0.4) else tuple(s))
-    return shapes
-
-
 def int_arith(r):
     op = pick(r, ("Add", "Sub", "Mul"))
     t = pick(r, INTS)
-    sa, sb = bshapes(r, 2)
+    sa, sb = bcast_shapes(r, 2, hi=4)
     return single(op, [ivalues(r, sa, t), ivalues(r, sb, t)], {}, pick(r, (7, 13, 14)))
 
 
@@ -821,7 +801,7 @@ def nonzero(r, shape, t, small):
 
 def int_div(r):
     t = pick(r, INTS)
-    sa, sb = bshapes(r, 2)
+    sa, sb = bcast_shapes(r, 2, hi=4)
     small = chance(r, 0.5)
     a, b = ivalues(r, sa, t), nonzero(r, sb, t, small)
     if np.iinfo(t).min < 0:
@@ -831,7 +811,7 @@ def int_div(r):
 
 def int_mod(r):
     t = pick(r, INTS)
-    sa, sb = bshapes(r, 2)
+    sa, sb = bcast_shapes(r, 2, hi=4)
     a, b = ivalues(r, sa, t), nonzero(r, sb, t, chance(r, 0.6))
     if np.iinfo(t).min < 0:
         a = np.where(a == np.iinfo(t).min, t(np.iinfo(t).min + 1), a).astype(t)
@@ -847,7 +827,7 @@ def int_mod(r):
 
 def bit_shift(r):
     t = pick(r, (np.uint8, np.uint16, np.uint32, np.uint64))
-    sa, sb = bshapes(r, 2)
+    sa, sb = bcast_shapes(r, 2, hi=4)
     bits = np.iinfo(t).bits
     b = idata(r, sb, t, 0, bits - 1)
     return single("BitShift", [ivalues(r, sa, t), b],
@@ -856,7 +836,7 @@ def bit_shift(r):
 
 def bitwise(r):
     op = pick(r, ("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "And", "Or", "Xor", "Not"))
-    sa, sb = bshapes(r, 2)
+    sa, sb = bcast_shapes(r, 2, hi=4)
     if op in ("And", "Or", "Xor", "Not"):
         a, b = r.random(sa) < 0.5, r.random(sb) < 0.5
         opset = 7 if op != "Not" else 1
@@ -908,14 +888,14 @@ def int_clip(r):
 def int_minmax(r):
     op = pick(r, ("Min", "Max", "Min", "Max", "Sum", "Mean"))
     t = pick(r, INTS)
-    shapes = bshapes(r, int(r.integers(1, 4)))
+    shapes = bcast_shapes(r, int(r.integers(1, 4)), hi=4)
     return single(op, [ivalues(r, s, t) for s in shapes], {}, pick(r, (12, 13)))
 
 
 def compare(r):
     op = pick(r, ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"))
     t = pick(r, INTS)
-    sa, sb = bshapes(r, 2)
+    sa, sb = bcast_shapes(r, 2, hi=4)
     a = ivalues(r, sa, t)
     if chance(r, 0.5):  # neighbours: a - 1, a, a + 1 (equal as doubles past 2^53)
         i = np.iinfo(t)
@@ -1203,29 +1183,7 @@ FAMILIES = [  # name, generator, cases
 
 
 def main():
-    ap = argparse.ArgumentParser(description="quantized and integer operators swept at random")
-    ap.add_argument("out_dir")
-    ap.add_argument("--only", help="families to write, comma-separated")
-    ap.add_argument("--seed", type=int, default=SEED,
-                    help="another sweep (to look for bugs; the CTest keeps SEED)")
-    ap.add_argument("--scale", type=int, default=1, help="cases per family times this")
-    a = ap.parse_args()
-    out, only = a.out_dir, set(a.only.split(",")) if a.only else None
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
-    n = 0
-    for name, g in pinned() if not only or "pinned" in only else ():
-        write(out, "pinned_" + name, g)
-        n += 1
-    for family, gen, count in FAMILIES:
-        if only and family not in only:
-            continue
-        r = np.random.default_rng([a.seed, zlib.crc32(family.encode())])
-        for i in range(count * a.scale):
-            g = gen(r)
-            write(out, "%s_%03d_%s_o%d" % (family, i, g.op.lower(), g.opset), g)
-            n += 1
-    print("%d cases written to %s" % (n, out))
+    sweep_main("quantized and integer operators swept at random", FAMILIES, pinned, write, SEED)
 
 
 if __name__ == "__main__":
