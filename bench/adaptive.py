@@ -209,7 +209,8 @@ def measured_capacities(args, packrat, model, name, base):
     """Each prepared plan with its capacity ("capacity_rps", and the rates
     "tried"): measured, or with --capacities read from an earlier run's JSON,
     which must be of the same model and max batch and hold the plans the
-    server prepares now."""
+    server prepares now (each plan then also has "measured_on": that run's
+    date; this run's JSON may overwrite that file)."""
     plans = prepared_plans(packrat, model, name, base)
     if args.capacities:
         prev = json.load(open(args.capacities))
@@ -221,6 +222,7 @@ def measured_capacities(args, packrat, model, name, base):
                              f"{sorted(p['plan'] for p in plans)} now")
         for p in plans:
             p["capacity_rps"], p["tried"] = was[p["plan"]]["capacity_rps"], was[p["plan"]].get("tried", [])
+            p["measured_on"] = was[p["plan"]].get("measured_on", prev.get("date", "?"))
         return plans
     for p in plans:
         p["capacity_rps"], p["tried"] = capacity(packrat, model, name, base, p, args.capacity_seconds)
@@ -267,8 +269,8 @@ def bursty(args, packrat, model, name, T):
     lines = [f"Command: `{cmd}`  ", f"Machine: {cpu}, {T} cores; {stamp}. {name}, batch-1 requests, open loop.", "",
              "Capacity of each static plan (highest rate served for "
              f"{args.capacity_seconds:g} s with p99 < 1 s, no errors"
-             + (f"; measured by the run of {json.load(open(args.capacities)).get('date', '?')}, "
-                f"`--capacities`" if args.capacities else "") + "):", "",
+             + (f"; measured by the run of {plans[0]['measured_on']}, `--capacities`"
+                if args.capacities else "") + "):", "",
              "| plan | batch | predicted req/s | capacity req/s |", "|---|---|---|---|"]
     for p in plans:
         lines.append(f"| {p['plan']} | {p['batch']} | {p['batch'] / p['predicted_latency_ms'] * 1e3:.1f} | "

@@ -188,6 +188,25 @@ class Server:
         self.p.wait()
 
 
+def siblings(cpu):
+    """cpu and the other hardware threads of its core (Linux sysfs)."""
+    try:
+        text = open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read().strip()
+    except OSError:
+        return {cpu}
+    out = {cpu}
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def plan_cpus(client_cpu):
+    """The CPUs left to the plan beside a client alone on client_cpu: not
+    its core's other hardware threads either."""
+    return sorted(set(os.sched_getaffinity(0)) - siblings(client_cpu))
+
+
 def many_connections(packrat, model, max_batch, connections=1000, seconds=20, client_cpu=None):
     """Server throughput with `connections` closed-loop connections against the
     engine's capacity on the same plan, measured just before and just after
@@ -195,14 +214,14 @@ def many_connections(packrat, model, max_batch, connections=1000, seconds=20, cl
     minutes here), and against the capacity the server's own compute stage
     gives in the run (its batches' mean compute time). With client_cpu (the
     last CPU) the client runs there alone and the server's plan takes the
-    CPUs before it (`--cores`), as with a client on another host; without,
+    other cores (`--cores`, plan_cpus), as with a client on another host; without,
     the client shares every CPU with the plan. The queue's timeout (120 s)
     holds the whole closed loop's backlog, so that no request is turned away
     (503) on the smaller plan."""
     extra = ["--request-timeout-ms", "120000"]
     client = []
     if client_cpu is not None:
-        extra += ["--cores", ",".join(str(c) for c in sorted(os.sched_getaffinity(0)) if c != client_cpu)]
+        extra += ["--cores", ",".join(map(str, plan_cpus(client_cpu)))]
         client = ["taskset", "-c", str(client_cpu)]
     s = Server(packrat, model, {"max_batch_size": max_batch, "plan": "auto", "autoscale": False,
                                 "max_queue_delay_us": 5000}, extra=extra)
@@ -271,7 +290,7 @@ def main():
     stages = {k: (v[binary]["stage_means_us"], v[binary]["overhead"]) for k, v in by_protocol.items()}
     polled = {k: (v[poll_label]["stage_means_us"], v[poll_label]["overhead"]) for k, v in by_protocol.items()}
     many = [many_connections(packrat, model, args.max_batch)]
-    if len(os.sched_getaffinity(0)) > 1:
+    if plan_cpus(max(os.sched_getaffinity(0))):
         many.append(many_connections(packrat, model, args.max_batch,
                                      client_cpu=max(os.sched_getaffinity(0))))
     print(json.dumps(many), flush=True)

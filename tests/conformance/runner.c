@@ -77,6 +77,17 @@ static uint64_t int_distance(const pr_tensor_t *got, const pr_tensor_t *want, in
   return d != d || d >= 1.8e19 ? UINT64_MAX : (uint64_t)d;
 }
 
+/* Element i of t as text: 64-bit integers exactly, the rest as doubles. */
+static const char *elem_text(const pr_tensor_t *t, int64_t i, char *buf, size_t len) {
+  if (t->dtype == PR_DTYPE_UINT64)
+    snprintf(buf, len, "%llu", (unsigned long long)((const uint64_t *)t->data)[i]);
+  else if (t->dtype == PR_DTYPE_INT64)
+    snprintf(buf, len, "%lld", (long long)((const int64_t *)t->data)[i]);
+  else
+    snprintf(buf, len, "%.17g", elem(t, i));
+  return buf;
+}
+
 /* 0 when equal within tolerance; else writes why into msg. */
 static int compare(const pr_tensor_t *got, const pr_tensor_t *want, const tolerance_t *tol,
                    char *msg, size_t len) {
@@ -109,8 +120,10 @@ static int compare(const pr_tensor_t *got, const pr_tensor_t *want, const tolera
       continue;
     }
     if (near) i = first; /* too many near misses: name the first */
-    snprintf(msg, len, "element %lld: got %.17g, expected %.17g%s", (long long)i, elem(got, i),
-             elem(want, i), near ? " (one of too many within the tolerance)" : "");
+    char g_text[32], w_text[32];
+    snprintf(msg, len, "element %lld: got %s, expected %s%s", (long long)i,
+             elem_text(got, i, g_text, sizeof g_text), elem_text(want, i, w_text, sizeof w_text),
+             near ? " (one of too many within the tolerance)" : "");
     return 1;
   }
   return 0;
@@ -123,7 +136,9 @@ static void read_tolerance(const char *dir, tolerance_t *tol) {
   snprintf(path, sizeof path, "%s/tolerance", dir);
   FILE *f = fopen(path, "r");
   if (!f) return;
-  if (fscanf(f, "%d %lf %lf", &tol->steps, &tol->atol, &tol->share) != 3)
+  /* STEPS ATOL SHARE; anything else (a negative, a share past 1) is exact */
+  if (fscanf(f, "%d %lf %lf", &tol->steps, &tol->atol, &tol->share) != 3 || tol->steps < 0 ||
+      !(tol->atol >= 0) || !(tol->share >= 0 && tol->share <= 1))
     memset(tol, 0, sizeof *tol);
   fclose(f);
 }

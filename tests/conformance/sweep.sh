@@ -11,6 +11,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 generator=$1 passing=$2 runner=$3 proto=$4 modules=$5 out=$6
 mkdir -p "$out"
-/usr/bin/python3 "$here/$generator" "$out/sweep"
+/usr/bin/python3 -B "$here/$generator" "$out/sweep"  # -B: no __pycache__ in the sources
 NODE_MODULES=$modules node "$here/ort_fill.js" "$out/sweep" "$proto"
 exec "$here/run.sh" "$runner" "$out/sweep" "$proto" "$modules" "$out/result" "$here/$passing"

@@ -31,8 +31,9 @@ dnnl_primitive_desc_t pr_dnnl_pd_first(
     dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
     dnnl_primitive_t prim;
     if (!pd) continue;
-    /* the trial primitive stays in oneDNN's primitive cache: the op's own
-     * creation (pr_dnnl_prim_init) finds it there */
+    /* the trial primitive stays in oneDNN's primitive cache, where the
+     * op's own creation (pr_dnnl_prim_init) finds it (it is made again
+     * where the cache is off: the ThreadSanitizer build) */
     if ((!skip || !skip(pd, ctx)) && dnnl_primitive_create(&prim, pd) == dnnl_success) {
       dnnl_primitive_destroy(prim);
       found = pd;
@@ -187,13 +188,16 @@ pr_status_t pr_dnnl_post_attr_round(pr_compile_t *c, pr_node_t *n, bool round,
     dnnl_primitive_attr_destroy(*attr);
     return pr_fail(c, n, PR_ERR_INTERNAL, "oneDNN post-ops creation failed");
   }
-  for (int i = 0; i <= n->post.n_eltwise; i++) {
-    if (n->post.sum && i == n->post.sum_before) dnnl_post_ops_append_sum(po, 1.f);
-    if (i < n->post.n_eltwise)
-      dnnl_post_ops_append_eltwise(po, 1.f, n->post.alg[i], n->post.alpha[i], n->post.beta[i]);
+  dnnl_status_t st = dnnl_success;
+  for (int i = 0; i <= n->post.n_eltwise && st == dnnl_success; i++) {
+    if (n->post.sum && i == n->post.sum_before) st = dnnl_post_ops_append_sum(po, 1.f);
+    if (i < n->post.n_eltwise && st == dnnl_success)
+      st = dnnl_post_ops_append_eltwise(po, 1.f, n->post.alg[i], n->post.alpha[i], n->post.beta[i]);
   }
-  if (round) dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_round, 0.f, 0.f);
-  dnnl_status_t st = dnnl_primitive_attr_set_post_ops(*attr, po);
+  /* the rounding's post-op must be there: without it the answer is wrong */
+  if (round && st == dnnl_success)
+    st = dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_round, 0.f, 0.f);
+  if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(*attr, po);
   dnnl_post_ops_destroy(po);
   if (st != dnnl_success) {
     dnnl_primitive_attr_destroy(*attr);

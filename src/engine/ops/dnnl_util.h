@@ -33,7 +33,8 @@ pr_status_t pr_dnnl_prim_init(pr_compile_t *c, pr_node_t *n, pr_dnnl_prim_t *p,
 /* The first implementation oneDNN lists for op desc d with attr that it
  * can create a primitive of (oneDNN 2.6 lists some whose code then fails
  * to generate: an int8 1x1 convolution of 4-channel groups with a rounding
- * post-op) and that skip (NULL: none) does not refuse; NULL when none. */
+ * post-op) and that skip (NULL: none) does not refuse, the caller's to
+ * destroy (pr_dnnl_prim_init does); NULL when none. */
 dnnl_primitive_desc_t pr_dnnl_pd_first(
     const_dnnl_op_desc_t d, const_dnnl_primitive_attr_t attr, dnnl_engine_t engine,
     bool (*skip)(const_dnnl_primitive_desc_t pd, const void *ctx), const void *ctx);

@@ -228,12 +228,16 @@ static pr_status_t prepare_resize(pr_compile_t *c, pr_node_t *n) {
 
 static double src_coord(const resize_state_t *s, int k, int64_t o, int64_t in_len) {
   /* the resized length is in_len * scale, unrounded, as ONNX's tests take
-   * it; but scales are floats, and a length whole but for the float's
-   * rounding is whole, as the scale meant (5 x 0.6f is 3.0000001:
-   * align_corners would read the last of 3 outputs at 3.9999998 of 5, and
-   * nearest's floor take element 3) */
+   * it; but scales are floats, and a length just above the output's length
+   * (its floor) by the float's rounding is that length, as the scale meant
+   * (5 x 0.6f is 3.0000001: align_corners would read the last of 3 outputs
+   * at 3.9999998 of 5, and nearest's floor take element 3). One just below
+   * the next whole number stays as it is: the output is a shorter one
+   * (10 x 0.7f is 6.9999999, 6 outputs, read as ONNX's reference reads
+   * them) */
   double sc = s->scale[k], out_len = sc * (double)in_len, whole = nearbyint(out_len);
-  if (fabs(out_len - whole) <= 4 * FLT_EPSILON * out_len) out_len = whole;
+  if (whole == (double)s->out[k] && fabs(out_len - whole) <= 4 * FLT_EPSILON * out_len)
+    out_len = whole;
   switch (s->ct) {
     case CT_HALF_PIXEL: return ((double)o + 0.5) / sc - 0.5;
     case CT_HALF_PIXEL_SYMMETRIC: {
