@@ -290,9 +290,9 @@ def main():
     stages = {k: (v[binary]["stage_means_us"], v[binary]["overhead"]) for k, v in by_protocol.items()}
     polled = {k: (v[poll_label]["stage_means_us"], v[poll_label]["overhead"]) for k, v in by_protocol.items()}
     many = [many_connections(packrat, model, args.max_batch)]
-    if plan_cpus(max(os.sched_getaffinity(0))):
-        many.append(many_connections(packrat, model, args.max_batch,
-                                     client_cpu=max(os.sched_getaffinity(0))))
+    last = max(os.sched_getaffinity(0))
+    if plan_cpus(last):
+        many.append(many_connections(packrat, model, args.max_batch, client_cpu=last))
     print(json.dumps(many), flush=True)
     rows = []
     for name, cfg in (("fat", {"plan": f"{T}x{args.max_batch}"}), ("packrat", {"plan": "auto"})):

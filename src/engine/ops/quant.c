@@ -67,7 +67,7 @@ static pr_status_t infer_quantize(pr_compile_t *c, pr_node_t *n) {
   if (od && (od != (zp ? (int64_t)zp->dtype : od) || !pr_is_q8((pr_dtype_t)od)))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output_dtype %lld", (long long)od);
   if (od) out = (pr_dtype_t)od;
-  if (!pr_is_q8(out)) /* opset 21's 16-bit (and 4-bit) outputs */
+  if (!pr_is_q8(out)) /* a 16-bit zero point (opset 21) */
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output of type %s", pr_dtype_name(out));
   pr_status_t st = quant_axis(c, n, x, &axis, &channels);
   if (!st) st = pr_quant_param(c, n, 1, false, 0, channels, true, &ns);
