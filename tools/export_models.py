@@ -1,12 +1,14 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Export the models packrat is measured on, with reference data.
 
 Each model goes to OUT/<name>/model.onnx (opset 13, dynamic batch axis,
 random weights from a fixed seed) with PyTorch's own outputs in the ONNX
 test-data layout: test_data_set_K/input_0.pb and output_0.pb, one data set
-per batch size in BATCHES. Runs with Debian's python3-torch and
-python3-torchvision (/usr/bin/python3). A model whose files are already there
-and were made by this same script version is left alone.
+per batch size in BATCHES. Runs with the python3 on PATH wherever it has
+PyTorch, torchvision, onnx and numpy (Debian's python3-torch and
+python3-torchvision, or a pip install; nothing is downloaded: the weights are
+random). A model whose files are already there and were made by this same
+script version and torch version is left alone.
 
 Also BERT-base and GPT-2 small written in plain PyTorch (token ids of length
 128, int64, dynamic batch; opset 13 and, as *_opset17, opset 17), with data
@@ -18,13 +20,19 @@ usage: tools/export_models.py [--out DIR] [--models resnet50,inception_v3,bert,g
 """
 import argparse
 import hashlib
+import inspect
 import os
 import sys
 
-import numpy as np
-import torch
-import torchvision
-from onnx import numpy_helper
+try:
+    import numpy as np
+    import torch
+    import torchvision
+    from onnx import numpy_helper
+except ImportError as e:
+    sys.exit(f"export_models.py: {sys.executable} cannot import {e.name}: the exports need PyTorch, "
+             "torchvision, onnx and numpy (Debian: apt-get install python3-torch python3-torchvision "
+             "python3-onnx; elsewhere: pip install torch torchvision onnx)")
 
 BATCHES = [1, 8]
 SEED = 0
@@ -178,11 +186,14 @@ def export(name, out_dir):
         dynamic_axes["input"][1] = "sequence"
         if isinstance(model, Bert):  # the last hidden state keeps the sequence axis
             dynamic_axes["output"][1] = "sequence"
+    kwargs = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False  # the TorchScript exporter, as torch < 2.9 uses by default
     with torch.no_grad():
         torch.onnx.export(model, example, path, opset_version=opset, input_names=["input"],
                           output_names=["output"],
                           dynamic_axes=dynamic_axes,
-                          do_constant_folding=True)
+                          do_constant_folding=True, **kwargs)
     sets = [(b, None) for b in (TRANSFORMER_BATCHES if is_text else BATCHES)]
     if is_text:
         sets.append(SHORT_SEQ)

@@ -189,8 +189,9 @@ typedef struct {
   int n_batches;
   const int *cpus;
   int n_cpus;
-  bool read_cache;  /* use a cached profile when one fits */
-  bool write_cache; /* store a measured profile when it is good */
+  bool read_cache;    /* use a cached profile when one fits */
+  bool write_cache;   /* store a measured profile when it is good */
+  double max_point_s; /* time budget of one point, as pr_profile_options_t's (0: 3 s) */
   /* progress of the measurement (may be NULL), as pr_profile_options_t's */
   void (*progress)(void *ctx, int done, int total, const pr_profile_point_t *point);
   /* told where the profile comes from (may be NULL: logged at info): the
@@ -201,7 +202,7 @@ typedef struct {
 
 /* "Profile from cache or measure": the cached profile of model (for base's
  * dims) when it matches (pr_profile_matches, every extra batch present),
- * else measured (max_point_s 3 s) and cached when good and write_cache.
+ * else measured (src's max_point_s, 0: 3 s) and cached when good and write_cache.
  * cache_path (may be NULL) receives the cache file the profile came from or
  * went to, "" when none (no cache folder, a suspicious profile, a cache that
  * cannot be written: warnings in the log, never failures). Fails only when

@@ -24,6 +24,49 @@ long pr_cli_parse_long(const char *flag, const char *val, long min, long max) {
   return v;
 }
 
+double pr_cli_parse_double(const char *flag, const char *val, double min, double max) {
+  if (!val) {
+    fprintf(stderr, "packrat: %s needs a value\n", flag);
+    exit(2);
+  }
+  char *end;
+  errno = 0;
+  double v = strtod(val, &end);
+  if (errno || *end || end == val || !(v >= min && v <= max)) {
+    fprintf(stderr, "packrat: %s must be a number in [%g, %g], got '%s'\n", flag, min, max, val);
+    exit(2);
+  }
+  return v;
+}
+
+int pr_cli_parse_batches(const char *flag, const char *val, int *out, int max) {
+  if (!val || !*val) {
+    fprintf(stderr, "packrat: %s needs a list of batch sizes (e.g. 1,2,4,8,16)\n", flag);
+    exit(2);
+  }
+  int n = 0;
+  for (const char *p = val;;) {
+    char item[32];
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= sizeof item || n == max) {
+      fprintf(stderr, "packrat: %s needs at most %d comma-separated batch sizes, got '%s'\n", flag,
+              max, val);
+      exit(2);
+    }
+    memcpy(item, p, len);
+    item[len] = 0;
+    int b = (int)pr_cli_parse_long(flag, item, 1, 1 << 20), k = n;
+    while (k > 0 && out[k - 1] > b) k--; /* insertion, ascending */
+    if (k == 0 || out[k - 1] != b) {
+      memmove(out + k + 1, out + k, (size_t)(n - k) * sizeof *out);
+      out[k] = b, n++;
+    }
+    if (!p[len]) break;
+    p += len + 1;
+  }
+  return n;
+}
+
 void pr_cli_parse_dim(const char *flag, const char *val, pr_cli_dims_t *d) {
   const char *eq = val ? strchr(val, '=') : NULL;
   if (!eq || eq == val || (size_t)(eq - val) >= sizeof d->names[0]) {

@@ -10,6 +10,12 @@
 
 /* Parse a positive integer flag value; exits with a message when invalid. */
 long pr_cli_parse_long(const char *flag, const char *val, long min, long max);
+/* Parse a number flag value in [min, max]; exits with a message when invalid. */
+double pr_cli_parse_double(const char *flag, const char *val, double min, double max);
+/* Parse a comma-separated list of batch sizes (each 1..1<<20) into out,
+ * sorted ascending and deduplicated; returns the count. Exits with a message
+ * when the list is empty, has more than max entries or a bad entry. */
+int pr_cli_parse_batches(const char *flag, const char *val, int *out, int max);
 /* --precision's value: PR_PRECISION_FP32 or _BF16 ("fp32", "bf16"); exits 2
  * with a message on anything else. */
 int pr_cli_parse_precision(const char *flag, const char *val);

@@ -25,6 +25,10 @@ static void usage(FILE *f) {
           "\n"
           "  --cores T        thread counts 1..T (default: every physical core)\n"
           "  --max-batch B    largest batch of the grid (default 16)\n"
+          "  --batches LIST   exactly these batch sizes instead of the grid (e.g. 1,2,4,8,16:\n"
+          "                   plans for other batches combine them), at most 64\n"
+          "  --point-budget S time budget of one point in seconds, the sum of its timed runs\n"
+          "                   (default 3; at least 3 runs are timed whatever it is)"
           "  --out FILE       also write the profile JSON here\n"
           "  --reprofile      measure again even when a cached profile covers the grid\n"
           "                   (--no-cache is the same); the cache keeps the cached points\n"
@@ -79,10 +83,14 @@ static int check_profile(const char *path) {
   return n ? 1 : 0;
 }
 
-/* Keeps the points of p on the grid of max_batch: a cached profile may
- * cover more than was asked for. */
-static void only_grid(pr_profile_t *p, int max_batch) {
-  int grid[64], n_grid = pr_profile_grid(max_batch, NULL, 0, grid, 64), n = 0;
+/* Keeps the points of p on the grid asked for (batches[], or max_batch's
+ * grid when n_batches is 0): a cached profile may cover more. */
+static void only_grid(pr_profile_t *p, int max_batch, const int *batches, int n_batches) {
+  int grid[64], n_grid = n_batches, n = 0;
+  if (n_batches)
+    memcpy(grid, batches, (size_t)n_batches * sizeof *grid);
+  else
+    n_grid = pr_profile_grid(max_batch, NULL, 0, grid, 64);
   for (int i = 0; i < p->n_points; i++)
     for (int g = 0; g < n_grid; g++)
       if (p->points[i].batch == grid[g]) {
@@ -95,6 +103,7 @@ static void only_grid(pr_profile_t *p, int max_batch) {
 int pr_cli_profile(int argc, char **argv) {
   const char *model_path = NULL, *out_path = NULL, *check_path = NULL, *plot_path = NULL;
   pr_cli_dims_t dims = {0};
+  int batches[64];
   pr_cli_profile_opts_t o = {
       .max_batch = 16, .read_cache = true, .write_cache = true, .dims = &dims};
   for (int i = 1; i < argc; i++) {
@@ -106,6 +115,10 @@ int pr_cli_profile(int argc, char **argv) {
       o.cores = (int)pr_cli_parse_long(a, val, 1, 4096), i++;
     } else if (!strcmp(a, "--max-batch")) {
       o.max_batch = (int)pr_cli_parse_long(a, val, 1, 1 << 16), i++;
+    } else if (!strcmp(a, "--batches")) {
+      o.n_batches = pr_cli_parse_batches(a, val, batches, 64), o.batches = batches, i++;
+    } else if (!strcmp(a, "--point-budget")) {
+      o.point_s = pr_cli_parse_double(a, val, 0.001, 3600), i++;
     } else if (!strcmp(a, "--out")) {
       if (!val) return fprintf(stderr, "packrat profile: --out needs a value\n"), 2;
       out_path = val, i++;
@@ -147,7 +160,7 @@ int pr_cli_profile(int argc, char **argv) {
   pr_profile_t p;
   int rc = pr_cli_get_profile(m, model_path, &o, &p, cache, sizeof cache);
   if (rc == 0) {
-    only_grid(&p, o.max_batch);
+    only_grid(&p, o.max_batch, o.batches, o.n_batches);
     pr_cli_plot_opts_t po = {.threads = p.cores, .log_y = true};
     if (plot_path && !pr_cli_plot_svg(plot_path, &p, &po, err, sizeof err)) {
       fprintf(stderr, "packrat profile: %s\n", err);

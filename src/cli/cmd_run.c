@@ -20,6 +20,7 @@
 #include "runtime/instances.h"
 
 #define MAX_INPUTS 64
+#define MAX_PLANS 64
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -39,12 +40,17 @@ static void usage(FILE *f) {
           "  --warmup N          untimed runs first (default 1 with --repeat > 1, else 0)\n"
           "  --plan P            run the batch on several pinned instances: 'auto' (profile,\n"
           "                      cached, then the optimal plan), a plan JSON from 'packrat plan\n"
-          "                      --json', or THREADSxBATCH,... (e.g. 1x4,1x4)\n"
+          "                      --json', or THREADSxBATCH,... (e.g. 1x4,1x4); repeat it to\n"
+          "                      measure several plans side by side in this one process: every\n"
+          "                      plan's instances are made first, then each of the --repeat\n"
+          "                      rounds runs every plan once, in an order that rotates per round\n"
+          "                      (at most %d plans, each adding up to --batch)\n"
           "  --profile-kernels   time every kernel and print the time per op type and the\n"
           "                      slowest kernels (a single session, not with --plan)\n"
           "  --json              print one JSON object as the last line\n"
           "\n"
-          "Without inputs, random inputs of the model's shape are generated.\n");
+          "Without inputs, random inputs of the model's shape are generated.\n",
+          MAX_PLANS);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -249,7 +255,9 @@ static void runner_destroy(runner_t *r) {
 /* ---- flags ---- */
 
 typedef struct {
-  const char *model_path, *input_dir, *output_dir, *plan_arg;
+  const char *model_path, *input_dir, *output_dir, *plan_arg; /* plan_arg: plans[0] or NULL */
+  const char *plans[MAX_PLANS];
+  int n_plans;
   const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS]; /* --input NAME=FILE (names owned) */
   int n_named, threads, repeat, warmup, precision;
   long batch;
@@ -304,7 +312,11 @@ static int parse_flag(run_args_t *a, int argc, char **argv, int *i) {
   } else if (!strcmp(f, "--output-dir")) {
     if (!(a->output_dir = string_value(f, val))) return 2;
   } else if (!strcmp(f, "--plan")) {
-    if (!(a->plan_arg = string_value(f, val))) return 2;
+    if (a->n_plans == MAX_PLANS) {
+      fprintf(stderr, "packrat run: at most %d --plan flags\n", MAX_PLANS);
+      return 2;
+    }
+    if (!(a->plans[a->n_plans++] = string_value(f, val))) return 2;
   } else if (!strcmp(f, "--dim")) {
     pr_cli_parse_dim(f, val, &a->dims);
   } else {
@@ -339,6 +351,11 @@ static int parse_args(run_args_t *a, int argc, char **argv) {
   }
   if (!a->model_path) {
     usage(stderr);
+    return 2;
+  }
+  a->plan_arg = a->n_plans ? a->plans[0] : NULL;
+  if (a->n_plans > 1 && a->output_dir) {
+    fprintf(stderr, "packrat run: --output-dir writes one plan's outputs; give one --plan\n");
     return 2;
   }
   if (a->profile && a->plan_arg) {
@@ -417,13 +434,23 @@ static bool random_inputs(runner_t *run, int n_in, pr_tensor_t *inputs) {
   return true;
 }
 
-/* The session or the plan's instances, and the inputs: from files (their
- * shapes decide the batch) or random. False after a message. */
-static bool prepare(const run_args_t *a, pr_model_t *model, runner_t *run, pr_tensor_t *inputs) {
+/* The session or plan_arg's instances, and the inputs (when make_inputs;
+ * else inputs holds them already): from files (their shapes decide the
+ * batch) or random. False after a message. */
+static bool prepare(const run_args_t *a, pr_model_t *model, runner_t *run, pr_tensor_t *inputs,
+                    const char *plan_arg, bool make_inputs) {
   int n_in = pr_engine_model_num_inputs(model);
   bool have_files = a->input_dir || a->n_named;
   pr_tensor_info_t shapes[MAX_INPUTS];
-  if (have_files && !read_inputs(a, model, inputs, shapes)) return false;
+  if (have_files && make_inputs && !read_inputs(a, model, inputs, shapes)) return false;
+  if (have_files && !make_inputs)
+    for (int i = 0; i < n_in; i++) {
+      pr_tensor_info_t info;
+      pr_engine_model_input(model, i, &info);
+      shapes[i] =
+          (pr_tensor_info_t){.name = info.name, .dtype = inputs[i].dtype, .rank = inputs[i].rank};
+      memcpy(shapes[i].dims, inputs[i].dims, sizeof shapes[i].dims);
+    }
   pr_session_options_t opt = pr_session_options_default();
   opt.threads = a->threads;
   opt.profile_kernels = a->profile;
@@ -436,11 +463,12 @@ static bool prepare(const run_args_t *a, pr_model_t *model, runner_t *run, pr_te
     pr_cli_dims_apply(&a->dims, &opt);
   }
   char err[1024];
-  if (runner_create(run, model, a->model_path, &opt, &a->dims, a->plan_arg, err, sizeof err)) {
-    fprintf(stderr, "packrat run: %s\n", err);
+  if (runner_create(run, model, a->model_path, &opt, &a->dims, plan_arg, err, sizeof err)) {
+    fprintf(stderr, "packrat run: %s%s%s\n", a->n_plans > 1 ? plan_arg : "",
+            a->n_plans > 1 ? ": " : "", err);
     return false;
   }
-  return have_files || random_inputs(run, n_in, inputs);
+  return have_files || !make_inputs || random_inputs(run, n_in, inputs);
 }
 
 /* ---- running and reporting ---- */
@@ -573,7 +601,7 @@ static int run_model(const run_args_t *a, pr_model_t *model) {
   int rc = 1;
   pr_tensor_t *outputs = calloc((size_t)n_out + 1, sizeof *outputs);
   double *times = calloc((size_t)a->repeat, sizeof *times);
-  if (outputs && times && prepare(a, model, &run, inputs) &&
+  if (outputs && times && prepare(a, model, &run, inputs, a->plan_arg, true) &&
       time_runs(a, &run, inputs, n_in, outputs, n_out, times) &&
       (!a->output_dir || write_outputs(a->output_dir, model, outputs, n_out))) {
     run_summary_t sum;
@@ -591,6 +619,80 @@ static int run_model(const run_args_t *a, pr_model_t *model) {
   return rc;
 }
 
+/* Several --plan side by side (see usage): every plan's instances made
+ * first, warm-up runs of each, then rounds of one run of every plan in a
+ * rotating order; one line (and JSON entry) per plan. Exit status. */
+static int compare_plans(const run_args_t *a, pr_model_t *model) {
+  int n_in = pr_engine_model_num_inputs(model), n = a->n_plans, made = 0, rc = 1;
+  if (n_in > MAX_INPUTS) {
+    fprintf(stderr, "packrat run: model has more than %d inputs\n", MAX_INPUTS);
+    return 1;
+  }
+  pr_tensor_t inputs[MAX_INPUTS] = {0};
+  runner_t *runs = calloc((size_t)n, sizeof *runs);
+  double *times = calloc((size_t)n * (size_t)a->repeat, sizeof *times);
+  run_summary_t *sums = calloc((size_t)n, sizeof *sums);
+  bool ok = runs && times && sums;
+  if (!ok) fprintf(stderr, "packrat run: out of memory\n");
+  while (ok && made < n) { /* runs[made] is destroyed after a failed prepare too */
+    ok = prepare(a, model, &runs[made], inputs, a->plans[made], made == 0);
+    made++;
+  }
+  char err[1024];
+  for (int r = -a->warmup; ok && r < a->repeat; r++)
+    for (int j = 0; ok && j < n; j++) {
+      int k = r < 0 ? j : (r + j) % n; /* rotates: no plan always runs first */
+      double t0 = pr_now();
+      if (runner_run(&runs[k], inputs, n_in, NULL, 0, err, sizeof err)) {
+        fprintf(stderr, "packrat run: plan %s: %s\n", a->plans[k], err);
+        ok = false;
+      } else if (r >= 0) {
+        times[(size_t)k * (size_t)a->repeat + (size_t)r] = (pr_now() - t0) * 1e3;
+      }
+    }
+  if (ok) {
+    int best = 0;
+    for (int k = 0; k < n; k++) {
+      summarize(a, &runs[k], n_in, times + (size_t)k * (size_t)a->repeat, &sums[k]);
+      if (sums[k].median < sums[best].median) best = k;
+    }
+    printf("%d plans side by side, %d rounds (batch %lld):\n", n, a->repeat,
+           (long long)sums[0].batch);
+    for (int k = 0; k < n; k++)
+      printf("  %-40s median %9.3f ms, p90 %9.3f ms, min %9.3f ms%s\n", sums[k].plan,
+             sums[k].median, sums[k].p90, sums[k].min, k == best ? "  (fastest)" : "");
+    if (a->json) {
+      json_t *o = json_pack("{s:s, s:I, s:i, s:i, s:s, s:[]}", "model", a->model_path, "batch",
+                            (json_int_t)sums[0].batch, "repeat", a->repeat, "warmup", a->warmup,
+                            "isa", pr_engine_isa(), "plans");
+      for (int k = 0; k < n; k++) {
+        int threads = 0;
+        for (int i = 0; i < runs[k].plan->n_instances; i++)
+          threads += runs[k].plan->instances[i].threads;
+        json_array_append_new(
+            json_object_get(o, "plans"),
+            json_pack("{s:s, s:s, s:i, s:i, s:f, s:f, s:f}", "arg", a->plans[k], "plan",
+                      sums[k].plan, "instances", runs[k].plan->n_instances, "threads", threads,
+                      "median_ms", sums[k].median, "p90_ms", sums[k].p90, "min_ms", sums[k].min));
+      }
+      double max_rss, rss;
+      memory_mb(&max_rss, &rss);
+      if (max_rss >= 0) json_object_set_new(o, "max_rss_mb", json_real(max_rss));
+      char *s = json_dumps(o, JSON_COMPACT);
+      printf("%s\n", s);
+      free(s);
+      json_decref(o);
+    }
+    rc = 0;
+  }
+  for (int k = 0; k < made; k++) runner_destroy(&runs[k]);
+  for (int i = 0; i < n_in; i++) pr_engine_tensor_free(&inputs[i]);
+  free(runs);
+  free(times);
+  free(sums);
+  return rc;
+}
+
 int pr_cli_run(int argc, char **argv) {
   run_args_t a;
   int rc = parse_args(&a, argc, argv);
@@ -601,7 +703,7 @@ int pr_cli_run(int argc, char **argv) {
       fprintf(stderr, "packrat run: %s\n", err);
       rc = 1;
     } else {
-      rc = run_model(&a, model);
+      rc = a.n_plans > 1 ? compare_plans(&a, model) : run_model(&a, model);
       pr_engine_model_destroy(model);
     }
   }

@@ -21,8 +21,11 @@ int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_p
                              .n_extra = o->n_extra,
                              .cpus = cpus,
                              .n_cpus = n_cpus,
+                             .batches = o->batches,
+                             .n_batches = o->n_batches,
                              .read_cache = o->read_cache,
-                             .write_cache = o->write_cache};
+                             .write_cache = o->write_cache,
+                             .max_point_s = o->point_s};
   char err[1024];
   pr_status_t st = pr_profile_get(model, &base, &src, out, cache_path, cache_len, err, sizeof err);
   if (st == PR_ERR_INVALID && cores > n_cpus) {

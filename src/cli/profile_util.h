@@ -17,6 +17,10 @@ typedef struct {
   bool write_cache;          /* store a measured profile in the cache */
   const pr_cli_dims_t *dims; /* --dim values (may be NULL) */
   int precision;             /* of the measured sessions (PR_PRECISION_...) */
+  /* when n_batches > 0: exactly these batch sizes (ascending), not the grid */
+  const int *batches;
+  int n_batches;
+  double point_s; /* time budget of one point (0: the profiler's 3 s) */
 } pr_cli_profile_opts_t;
 
 /* Loads the cached profile when it matches (and is good), else measures it

@@ -95,7 +95,7 @@ static pr_status_t measure(pr_model_t *model, const pr_session_options_t *base,
                              .n_batches = n_batches,
                              .cpus = src->cpus,
                              .n_cpus = src->n_cpus,
-                             .max_point_s = 3.0,
+                             .max_point_s = src->max_point_s > 0 ? src->max_point_s : 3.0,
                              .no_corun = !corun,
                              .progress = src->progress ? src->progress : log_progress,
                              .ctx = src->progress ? src->ctx : &pl};

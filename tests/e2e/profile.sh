@@ -76,5 +76,34 @@ expect_status "--check without a file: 2" 2 "$PACKRAT" profile --check
 expect_status "plan from a suspicious profile works" 0 "$PACKRAT" plan --profile "$tmp/busy.json" --batch 2
 check_cmd "and warns" grep -q "warning: 1 points of .* are suspicious" "$tmp/err"
 check_cmd "--help tells of --check" sh -c "'$PACKRAT' profile --help | grep -q -- '--check FILE'"
+
+# --batches: exactly those batch sizes (sorted, once each); --point-budget bounds a point's runs
+PACKRAT_CACHE="$tmp/cache-b" "$PACKRAT" profile "$M" --cores 1 --batches 4,1,2,1 --point-budget 0.02 \
+  --out "$tmp/b.json" >"$tmp/p.out" 2>"$tmp/p.err"
+check_cmd "--batches --point-budget: the profile succeeds" test $? = 0
+check_cmd "--batches: exactly batches 1, 2, 4 at 1 thread, at least 3 runs each" /usr/bin/python3 -c "
+import json; d=json.load(open('$tmp/b.json'))
+assert sorted((p['threads'], p['batch']) for p in d['points']) == [(1, 1), (1, 2), (1, 4)], d
+assert all(p['runs'] >= 3 for p in d['points']), d"
+expect_status "--batches 0: 2" 2 "$PACKRAT" profile "$M" --batches 0
+expect_status "--batches 1,,2: 2" 2 "$PACKRAT" profile "$M" --batches 1,,2
+expect_status "--point-budget 0: 2" 2 "$PACKRAT" profile "$M" --point-budget 0
+expect_status "--point-budget x: 2" 2 "$PACKRAT" profile "$M" --point-budget x
+check_cmd "--help tells of --batches" sh -c "'$PACKRAT' profile --help | grep -q -- '--batches LIST'"
+
+# several --plan: measured side by side in one process, one entry per plan
+expect_status "run with two plans: 0" 0 "$PACKRAT" run "$M" --batch 2 --plan 1x2 --plan 1x1,1x1 \
+  --repeat 4 --json
+check_cmd "two plans side by side, each timed, the fastest marked" /usr/bin/python3 -c "
+import json; d=json.loads(open('$tmp/out').read().strip().splitlines()[-1])
+assert d['batch'] == 2 and d['repeat'] == 4, d
+assert [(p['plan'], p['instances'], p['threads']) for p in d['plans']] == [('1x2', 1, 1), ('1x1,1x1', 2, 2)], d
+assert all(0 < p['min_ms'] <= p['median_ms'] <= p['p90_ms'] for p in d['plans']), d
+text = open('$tmp/out').read()
+assert text.count('(fastest)') == 1, text"
+expect_status "a plan of another batch among several: 1" 1 "$PACKRAT" run "$M" --batch 2 --plan 1x2 --plan 1x1
+check_cmd "names the plan" grep -q "1x1: the plan's batches add up to 1, the batch is 2" "$tmp/err"
+expect_status "several plans and --output-dir: 2" 2 "$PACKRAT" run "$M" --batch 2 --plan 1x2 --plan 1x1,1x1 \
+  --output-dir "$tmp/o"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
