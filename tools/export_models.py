@@ -10,6 +10,9 @@ python3-torchvision, or a pip install; nothing is downloaded: the weights are
 random). A model whose files are already there and were made by this same
 script version and torch version is left alone.
 
+small_cnn is a three-convolution network on 3x32x32 images (milliseconds
+to export and to run: the many-core kit's --quick mode).
+
 Also BERT-base and GPT-2 small written in plain PyTorch (token ids of length
 128, int64, dynamic batch; opset 13 and, as *_opset17, opset 17), with data
 sets at batch 1 and 4. Their sequence axis is dynamic too (named "sequence";
@@ -45,6 +48,12 @@ def cnn(name):
     if name == "inception_v3":
         m = torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=True)
         return m, (3, 299, 299)
+    if name == "small_cnn":  # the many-core kit's --quick model: the real export path in seconds
+        c = torch.nn.Conv2d
+        m = torch.nn.Sequential(c(3, 16, 3, padding=1), torch.nn.ReLU(), c(16, 32, 3, stride=2, padding=1),
+                                torch.nn.ReLU(), c(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10))
+        return m, (3, 32, 32)
     raise KeyError(name)
 
 
@@ -143,7 +152,7 @@ def transformer(name):
     return model, (SEQ,)
 
 
-MODELS = {"resnet50": cnn, "inception_v3": cnn, "bert": transformer, "bert_opset17": transformer,
+MODELS = {"resnet50": cnn, "inception_v3": cnn, "small_cnn": cnn, "bert": transformer, "bert_opset17": transformer,
           "gpt2": transformer, "gpt2_opset17": transformer}
 TRANSFORMER_BATCHES = [1, 4]
 SHORT_SEQ = (2, 64)  # the extra transformer data set: batch, sequence length
