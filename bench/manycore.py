@@ -233,7 +233,7 @@ def measure_model(a, packrat, env, python, model, path, T, share, row):
         out, _ = run([packrat, "plan", "--profile", prof_path, "--batch", str(B), "--cores", str(T), "--json"],
                      max(5.0, end - time.monotonic()), env, "plan")
         p = last_json(out)
-        plans[B] = {"plan": spec([(i["threads"], i["batch"]) for i in p["instances"]]),
+        plans[B] = {"plan": spec(canon([(i["threads"], i["batch"]) for i in p["instances"]])),
                     "predicted_ms": p["latency_ms"], "solve_ms": p.get("solve_ms")}
     row["plans"] = plans
     row["batches"] = []
@@ -259,9 +259,11 @@ def measure_model(a, packrat, env, python, model, path, T, share, row):
             break
         last = (B, time.monotonic() - t0)
         got = {p["plan"]: p["median_ms"] for p in last_json(out)["plans"]}
-        fat, mine = got[spec(cfgs[0])], got[spec(cfgs[1])]
+        # the picked plan may be the fat instance itself (then the list holds it once)
+        mine_spec = spec(canon(picked))
+        fat, mine = got[spec(cfgs[0])], got[mine_spec]
         best = min(got, key=got.get)
-        r = {"batch": B, "fat_ms": fat, "plan": spec(cfgs[1]), "plan_ms": mine,
+        r = {"batch": B, "fat_ms": fat, "plan": mine_spec, "plan_ms": mine,
              "predicted_ms": plans[B]["predicted_ms"], "oracle": best, "oracle_ms": got[best],
              "fat_over_plan": fat / mine, "plan_over_oracle": mine / got[best], "sampled": got,
              "rounds": rounds, "seconds": round(last[1], 1)}
