@@ -125,6 +125,11 @@ def spec(cfg):
     return ",".join(f"{t}x{b}" for t, b in cfg)
 
 
+def cell(text):
+    """text as one Markdown table cell: one line, no column bar."""
+    return " ".join(str(text).split()).replace("|", "/")
+
+
 def canon(cfg):
     return tuple(sorted(cfg, reverse=True))
 
@@ -138,6 +143,8 @@ def sampled_plans(T, B, picked, n_random, seed):
     """The fat instance, the picked plan, even splits into i instances of T//i threads
     (i = 2..min(T, B), at most 8 of them, spread), and n_random seeded random plans."""
     out = [canon([(T, B)]), canon(picked)]
+    if T > 1:  # one instance on half the cores: where intra-op threads stop paying
+        out.append(canon([(T // 2, B)]))
     counts = list(range(2, min(T, B) + 1))
     if len(counts) > 8:
         step = (len(counts) - 1) / 7
@@ -230,15 +237,27 @@ def measure_model(a, packrat, env, python, model, path, T, share, row):
     plans = {}
     prof_path = os.path.join(a.out, f"profile-{model}.json")
     for B in range(1, a.plan_batches + 1):
-        out, _ = run([packrat, "plan", "--profile", prof_path, "--batch", str(B), "--cores", str(T), "--json"],
-                     max(5.0, end - time.monotonic()), env, "plan")
+        try:
+            out, _ = run([packrat, "plan", "--profile", prof_path, "--batch", str(B), "--cores", str(T), "--json"],
+                         max(5.0, end - time.monotonic()), env, "plan")
+        except RuntimeError as e:
+            # a batch no sum of at most T profiled batches makes (7 from 1,2,4,8 on 2 cores)
+            if "no combination" not in str(e):
+                raise
+            plans[B] = {"plan": None, "unreachable": True}
+            continue
         p = last_json(out)
         plans[B] = {"plan": spec(canon([(i["threads"], i["batch"]) for i in p["instances"]])),
                     "predicted_ms": p["latency_ms"], "solve_ms": p.get("solve_ms")}
     row["plans"] = plans
     row["batches"] = []
     last = None  # (B, seconds) of the last measurement: prices the next
+    unreachable = [B for B in plans if plans[B]["plan"] is None]
+    if unreachable:
+        say(f"{model}: no plan from the profiled batches for batch {','.join(map(str, unreachable))}")
     for B in batch_order(a.plan_batches):
+        if plans[B]["plan"] is None:
+            continue
         left = end - time.monotonic()
         if last and last[1] * B / last[0] * 1.3 > left - 2:
             say(f"{model}: no time for batch {B} ({left:.0f} s left of its share)")
@@ -249,7 +268,7 @@ def measure_model(a, packrat, env, python, model, path, T, share, row):
         fast = max(plans[B]["predicted_ms"], 1e-3) * len(cfgs) / 1e3
         rounds = max(a.repeat, min(50, int(0.3 / fast)))
         argv = [packrat, "run", path, "--batch", str(B), "--repeat", str(rounds), "--warmup", "1", "--json"]
-        for c in cfgs:
+        for c in cfgs if len(cfgs) > 1 else cfgs * 2:  # one plan alone is not a comparison run
             argv += ["--plan", spec(c)]
         t0 = time.monotonic()
         try:
@@ -371,7 +390,7 @@ def table(res):
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in res["models"]:
         if not row.get("batches"):
-            lines.append(f"| {row['model']} | - | {row.get('error', 'not measured')} | | | | | | | | |")
+            lines.append(f"| {row['model']} | - | {cell(row.get('error', 'not measured'))} | | | | | | | | |")
         for r in row.get("batches", []):
             ort = f"{r['ort_ms']:.2f}" if r.get("ort_ms") else "-"
             lines.append(f"| {row['model']} | {r['batch']} | {r['fat_ms']:.2f} | {r['plan']} | "
@@ -391,7 +410,7 @@ def table(res):
         lines += ["", f"Server end to end, {row['model']} (`packrat serve`, open-loop Poisson `packrat bench "
                       f"--schedule {s.get('schedule', '')}`):"]
         if "error" in s:
-            lines.append(f"not measured: {s['error']}")
+            lines.append(f"not measured: {cell(s['error'])}")
             continue
         lines += ["", "| rate req/s | requests | errors | p50 ms | p99 ms |", "|---|---|---|---|---|"]
         for ph in s["phases"] or []:
