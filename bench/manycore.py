@@ -191,11 +191,15 @@ def ort_fat(python, model_path, model, T, batches, timeout):
 def profile_model(a, packrat, env, model, path, T, share):
     """Profiles model in its share of the budget; (profile dict, grid, seconds, cache path)."""
     dims = ["--dim", f"sequence={SEQUENCE[model]}"] if model in SEQUENCE else []
-    # calibration: one run of 1 thread at batch 1 prices the grid (a point's floor is a
-    # warm-up and 3 timed runs, and latency grows about linearly with the batch)
+    # calibration: one run of 1 thread at batch 1 prices the grid (a point's floor is its
+    # session's compile, a warm-up and 3 timed runs, and latency grows about linearly with
+    # the batch)
     out, _ = run([packrat, "run", path, "--threads", "1", "--batch", "1", "--repeat", "2", "--json"] + dims,
                  share / 4, env, "calibration run")
-    one = last_json(out)["median_ms"] / 1e3
+    calib = last_json(out)
+    one = calib["median_ms"] / 1e3
+    # every point compiles a session of its own (gpt2: about as long as a run at batch 8)
+    setup = calib.get("prepare_ms", 0) / 1e3
     scale = sum(t ** -0.8 for t in range(1, T + 1))
     grid = [b for b in (1, 2, 4, 8, 16, 32, 64) if b <= a.max_batch]
     if model == a.serve_model:
@@ -203,11 +207,11 @@ def profile_model(a, packrat, env, model, path, T, share):
         grid = sorted(set(range(1, min(8, a.max_batch) + 1)) | set(grid))
 
     def cost(g, point_s):
-        # a point: a warm-up, then at least 3 timed runs, at most 10 when they settle at once,
-        # cut at point_s; plus a session to compile; plus the co-run correction (6 lock-step
+        # a point: its session's compile, a warm-up, then at least 3 timed runs, at most 10
+        # when they settle at once, cut at point_s; plus the co-run correction (6 lock-step
         # runs at batch 4 for each t <= T/2)
         def point(lat):
-            return lat + max(3 * lat, min(point_s, 10 * lat)) + 0.05
+            return lat + max(3 * lat, min(point_s, 10 * lat)) + setup + 0.05
         return sum(point(one * b / t ** 0.8) for b in g for t in range(1, T + 1)) + 24 * one * scale
     point_s = 0.5 if not a.quick else 0.05
     while len(grid) > 2 and cost(grid, point_s) > 0.6 * share:

@@ -510,6 +510,7 @@ static bool write_outputs(const char *dir, pr_model_t *model, const pr_tensor_t 
 
 typedef struct {
   double median, p90, min, gflop;
+  double prepare_ms; /* compiling the session (or the plan's instances) */
   int64_t batch;
   char plan[4096]; /* "" without a plan */
 } run_summary_t;
@@ -570,6 +571,7 @@ static void print_json(const run_args_t *a, const runner_t *run, const run_summa
                 sum->median, "p90_ms", sum->p90, "min_ms", sum->min, "gflop", sum->gflop);
   double max_rss, rss;
   memory_mb(&max_rss, &rss);
+  json_object_set_new(o, "prepare_ms", json_real(sum->prepare_ms));
   json_object_set_new(o, "isa", json_string(pr_engine_isa()));
   json_object_set_new(o, "precision", json_string(pr_precision_name(a->precision)));
   json_object_set_new(o, "matmul_kernel", json_string(pr_engine_matmul_kernel()));
@@ -601,11 +603,14 @@ static int run_model(const run_args_t *a, pr_model_t *model) {
   int rc = 1;
   pr_tensor_t *outputs = calloc((size_t)n_out + 1, sizeof *outputs);
   double *times = calloc((size_t)a->repeat, sizeof *times);
-  if (outputs && times && prepare(a, model, &run, inputs, a->plan_arg, true) &&
-      time_runs(a, &run, inputs, n_in, outputs, n_out, times) &&
+  double t0 = pr_now();
+  bool ready = outputs && times && prepare(a, model, &run, inputs, a->plan_arg, true);
+  double prepare_ms = (pr_now() - t0) * 1e3;
+  if (ready && time_runs(a, &run, inputs, n_in, outputs, n_out, times) &&
       (!a->output_dir || write_outputs(a->output_dir, model, outputs, n_out))) {
     run_summary_t sum;
     summarize(a, &run, n_in, times, &sum);
+    sum.prepare_ms = prepare_ms;
     print_summary(a, model, outputs, n_out, &sum);
     json_t *by_op = a->profile ? print_kernel_profile(run.session) : NULL;
     if (a->json) print_json(a, &run, &sum, by_op);

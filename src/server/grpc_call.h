@@ -63,7 +63,8 @@ void pr_grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m);
 
 /* The RPC of a method path, NULL when none. */
 const pr_grpc_rpc_t *pr_grpc_rpc_find(grpc_slice method);
-/* Unpacks the message (len bytes) and runs c's RPC on it. */
+/* Unpacks the message (len bytes, passed by pr_grpc_wire_check) and runs
+ * c's RPC on it. */
 void pr_grpc_rpc_run(pr_grpc_call_t *c, const uint8_t *msg, size_t len);
 
 #endif

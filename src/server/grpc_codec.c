@@ -25,51 +25,171 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
   return false;
 }
 
-/* Walks p..end as a message of d: 0 when every string field in it is valid,
- * 1 when one is not (the message in err), -1 when the bytes do not parse. */
-static int wire_strings(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end,
-                        int depth, char *err, size_t err_len) {
+/* What glibc's malloc takes for a block of n bytes: n and its 8-byte header
+ * rounded up to 16, at least 32. */
+static size_t chunk(size_t n) {
+  return n > SIZE_MAX - 32 ? SIZE_MAX : n + 8 < 32 ? 32 : (n + 8 + 15) & ~(size_t)15;
+}
+
+static size_t add_sat(size_t a, size_t b) {
+  return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+/* The bytes one element of a repeated field of type t takes in protobuf-c's
+ * array (its sizeof_elt_in_repeated_array). */
+static size_t element_size(ProtobufCType t) {
+  switch (t) {
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE: return 8;
+    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(void *);
+    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
+    default: return 4;
+  }
+}
+
+/* How many values a packed payload p[0..n) of scalar type t holds. */
+static size_t packed_count(ProtobufCType t, const uint8_t *p, size_t n) {
+  switch (element_size(t)) {
+    case 8:
+      if (t != PROTOBUF_C_TYPE_DOUBLE && t != PROTOBUF_C_TYPE_FIXED64 &&
+          t != PROTOBUF_C_TYPE_SFIXED64)
+        break; /* 64-bit varints */
+      return n / 8;
+    default:
+      if (t != PROTOBUF_C_TYPE_FLOAT && t != PROTOBUF_C_TYPE_FIXED32 &&
+          t != PROTOBUF_C_TYPE_SFIXED32)
+        break; /* 32-bit varints, enums and bools */
+      return n / 4;
+  }
+  if (t == PROTOBUF_C_TYPE_BOOL) return n; /* protobuf-c takes a byte a bool */
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) k += !(p[i] & 0x80);
+  return k;
+}
+
+static bool scalar(ProtobufCType t) {
+  return t != PROTOBUF_C_TYPE_STRING && t != PROTOBUF_C_TYPE_BYTES && t != PROTOBUF_C_TYPE_MESSAGE;
+}
+
+#define WIRE_FIELDS 64 /* the most fields a descriptor here has (ModelConfig's 30) */
+
+/* Walks p..end as a message of d, adding to *cost what protobuf-c allocates
+ * to unpack it: 0 when it may be unpacked, 1 when it is refused (the
+ * message in err), -1 when the bytes do not parse. */
+static int wire_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end,
+                     int depth, size_t *cost, char *err, size_t err_len) {
+  size_t counts[WIRE_FIELDS] = {0}, messages[WIRE_FIELDS] = {0}, unknown = 0, occurrences = 0;
+  if (d->n_fields > WIRE_FIELDS) return -1; /* a request type this big: a new proto to review */
+  *cost = add_sat(*cost, chunk(d->sizeof_message));
   while (p < end) {
-    uint64_t key, n;
+    uint64_t key, n = 0;
+    occurrences++;
     if (!wire_varint(&p, end, &key)) return -1;
-    switch (key & 7) {
-      case WIRE_VARINT:
-        if (!wire_varint(&p, end, &n)) return -1;
-        continue;
-      case WIRE_I64:
-        if (end - p < 8) return -1;
-        p += 8;
-        continue;
-      case WIRE_I32:
-        if (end - p < 4) return -1;
-        p += 4;
-        continue;
-      case WIRE_LEN: break;
-      default: return -1; /* groups: protobuf-c refuses them too */
-    }
-    if (!wire_varint(&p, end, &n) || n > (uint64_t)(end - p)) return -1;
+    const uint8_t *value = p;
     const ProtobufCFieldDescriptor *f =
         key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3))
                              : NULL;
-    if (f && f->type == PROTOBUF_C_TYPE_STRING &&
-        (memchr(p, 0, n) || !pr_utf8_valid((const char *)p, n))) {
-      pr_errf(err, err_len, "%s.%s must be valid UTF-8 without NUL characters", d->short_name,
-              f->name);
-      return 1;
+    switch (key & 7) {
+      case WIRE_VARINT:
+        if (!wire_varint(&p, end, &n)) return -1;
+        break;
+      case WIRE_I64:
+        if (end - p < 8) return -1;
+        p += 8;
+        break;
+      case WIRE_I32:
+        if (end - p < 4) return -1;
+        p += 4;
+        break;
+      case WIRE_LEN:
+        if (!wire_varint(&p, end, &n) || n > (uint64_t)(end - p)) return -1;
+        break;
+      default: return -1; /* groups: protobuf-c refuses them too */
     }
-    if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+    if (!f) {
+      /* protobuf-c keeps each unknown field: an entry and a copy of its value */
+      if (++unknown > PR_GRPC_MAX_UNKNOWN) {
+        pr_errf(err, err_len, "%s holds more than %d fields it does not define", d->short_name,
+                PR_GRPC_MAX_UNKNOWN);
+        return 1;
+      }
+      /* (a length-prefixed one's copy holds its length too) */
+      *cost = add_sat(*cost, chunk((size_t)(p - value) + ((key & 7) == WIRE_LEN ? n : 0)));
+      if ((key & 7) == WIRE_LEN) p += n;
+      continue;
+    }
+    size_t k = (size_t)(f - d->fields);
+    if ((key & 7) != WIRE_LEN) {
+      if (f->label == PROTOBUF_C_LABEL_REPEATED) counts[k]++;
+      continue;
+    }
+    if (scalar(f->type)) {
+      if (f->label == PROTOBUF_C_LABEL_REPEATED) counts[k] += packed_count(f->type, p, n);
+      p += n;
+      continue;
+    }
+    if (f->type == PROTOBUF_C_TYPE_STRING) {
+      if (memchr(p, 0, n) || !pr_utf8_valid((const char *)p, n)) {
+        pr_errf(err, err_len, "%s.%s must be valid UTF-8 without NUL characters", d->short_name,
+                f->name);
+        return 1;
+      }
+      *cost = add_sat(*cost, chunk(n + 1));
+    } else if (f->type == PROTOBUF_C_TYPE_BYTES) {
+      if (n) *cost = add_sat(*cost, chunk(n));
+    } else {
+      /* a repeated message field (a map too) unpacks once per entry; a
+       * message field that is not repeated, sent again, is merged into the
+       * last copy by protobuf-c, at a cost that grows with the square of the
+       * copies: no client sends one twice */
+      bool repeated = f->label == PROTOBUF_C_LABEL_REPEATED;
+      if (++messages[k] > (repeated ? PR_GRPC_MAX_ENTRIES : 1)) {
+        if (repeated)
+          pr_errf(err, err_len, "%s.%s holds more than %d entries", d->short_name, f->name,
+                  PR_GRPC_MAX_ENTRIES);
+        else
+          pr_errf(err, err_len, "%s.%s is given more than once; send it once", d->short_name,
+                  f->name);
+        return 1;
+      }
       if (depth >= WIRE_DEPTH) return -1;
-      int st = wire_strings(f->descriptor, p, p + n, depth + 1, err, err_len);
+      int st = wire_walk(f->descriptor, p, p + n, depth + 1, cost, err, err_len);
       if (st) return st;
     }
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) counts[k]++;
     p += n;
   }
+  for (unsigned k = 0; k < d->n_fields; k++)
+    if (counts[k])
+      *cost = add_sat(
+          *cost,
+          chunk(counts[k] > SIZE_MAX / 8 ? SIZE_MAX : counts[k] * element_size(d->fields[k].type)));
+  if (unknown) *cost = add_sat(*cost, chunk(unknown * sizeof(ProtobufCMessageUnknownField)));
+  /* protobuf-c first scans the message into a table of its fields, 16 on the
+   * stack and then slabs of 32-byte entries that double (32, 64, ...): at
+   * most twice the fields, and a slab's header each */
+  if (occurrences > 16)
+    *cost =
+        add_sat(*cost, occurrences > SIZE_MAX / 128 ? SIZE_MAX : 2 * occurrences * 32 + 64 * 32);
   return 0;
 }
 
-bool pr_grpc_strings_valid(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
-                           char *err, size_t err_len) {
-  return wire_strings(d, msg, msg + len, 0, err, err_len) != 1;
+int pr_grpc_wire_check(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
+                       size_t *cost, char *err, size_t err_len) {
+  *cost = 0;
+  int st = wire_walk(d, msg, msg + len, 0, cost, err, err_len);
+  if (st == 0 && *cost > PR_GRPC_MAX_EXPANSION * len + ((size_t)64 << 10)) {
+    pr_errf(err, err_len, "%s would take %zu bytes to decode, more than %d times its %zu; refused",
+            d->short_name, *cost, PR_GRPC_MAX_EXPANSION, len);
+    return 1;
+  }
+  return st;
 }
 
 /* ---- requests ---- */

@@ -33,14 +33,30 @@ pr_status_t pr_grpc_decode_infer(const pr_proto_model_t *m, const Inference__Mod
                                  size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, bool *raw,
                                  char *err, size_t err_len);
 
-/* Whether every string field of the message msg[0..len) (of descriptor d,
- * and of every message inside it, map entries and oneofs included) is valid
- * UTF-8 without NUL bytes, read from the wire: protobuf-c hands strings out
- * NUL-terminated and drops their length, so "mlp\0x" would unpack as "mlp".
- * False with a message in err when one is not (REST's rule for the same
- * fields); true as well for bytes it cannot parse (the unpack refuses them). */
-bool pr_grpc_strings_valid(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
-                           char *err, size_t err_len);
+/* The check of a request message msg[0..len) (of descriptor d) on the wire,
+ * before protobuf-c unpacks it, so that what a message costs to decode is
+ * bounded by what it holds:
+ * - every string field in it (and in every message inside it, map entries
+ *   and oneofs included) is valid UTF-8 without NUL bytes: protobuf-c hands
+ *   strings out NUL-terminated and drops their length, so "mlp\0x" would
+ *   unpack as "mlp" (REST's rule for the same fields);
+ * - no repeated message field (a map too) has more than PR_GRPC_MAX_ENTRIES
+ *   entries in one message, no message field that is not repeated is sent
+ *   twice (protobuf-c would merge the copies), and no message holds more
+ *   than PR_GRPC_MAX_UNKNOWN fields its type does not define (protobuf-c
+ *   keeps a copy of each): an empty entry is 2 bytes on the wire and a
+ *   hundred unpacked;
+ * - *cost, an upper bound on the bytes protobuf-c allocates to unpack it
+ *   (each message, array, string and copied value as glibc's malloc sizes
+ *   it), is at most PR_GRPC_MAX_EXPANSION times len (plus 64 KiB): packed
+ *   small integers, the most a valid request expands, take 8.
+ * 0: it may be unpacked; 1: refused, with a message in err; -1: the bytes do
+ * not parse (the unpack refuses them; *cost holds what was walked). */
+#define PR_GRPC_MAX_ENTRIES 1024
+#define PR_GRPC_MAX_UNKNOWN 64
+#define PR_GRPC_MAX_EXPANSION 16
+int pr_grpc_wire_check(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
+                       size_t *cost, char *err, size_t err_len);
 
 /* Packs the ModelInferResponse of a request r that ran (malloc'd into *out,
  * *out_len, the caller's to free). PR_ERR_NOMEM when memory runs out. */

@@ -472,11 +472,6 @@ const pr_grpc_rpc_t *pr_grpc_rpc_find(grpc_slice method) {
 }
 
 void pr_grpc_rpc_run(pr_grpc_call_t *c, const uint8_t *msg, size_t len) {
-  char err[160];
-  if (!pr_grpc_strings_valid(c->rpc->request, msg, len, err, sizeof err)) {
-    pr_grpc_reply(c, PR_ERR_INVALID, err, NULL, 0);
-    return;
-  }
   ProtobufCMessage *req = protobuf_c_message_unpack(c->rpc->request, NULL, len, msg);
   if (!req) {
     pr_grpc_reply(c, PR_ERR_INVALID, "malformed request message", NULL, 0);

@@ -1,6 +1,9 @@
 /* libFuzzer target: arbitrary bytes as a gRPC ModelInferRequest message
- * (grpc_codec.c's check of its strings on the wire, protobuf-c's decoder,
- * then grpc_codec.c's checks against a model).
+ * (grpc_codec.c's check on the wire: its strings, its counts and the bytes
+ * unpacking it costs; protobuf-c's decoder, then grpc_codec.c's checks
+ * against a model). The wire check refuses as malformed only what
+ * protobuf-c refuses too, and what protobuf-c allocates for a message it
+ * lets through is within the cost it said.
  * Decoding must either succeed with tensors that agree with the model, or
  * fail with INVALID_ARGUMENT (or UNAVAILABLE, over the byte bound) and a
  * message; a decoded request is then answered (its outputs mirror its
@@ -124,18 +127,41 @@ static void check_response(const pr_proto_model_t *m, const pr_request_t *r,
   inference__model_infer_response__free_unpacked(resp, NULL);
 }
 
+/* protobuf-c's allocations, added up as glibc's malloc sizes them (the
+ * units of the wire check's cost) */
+static size_t allocated;
+static void *count_alloc(void *ctx, size_t n) {
+  (void)ctx;
+  allocated += n + 8 < 32 ? 32 : (n + 8 + 15) & ~(size_t)15;
+  return malloc(n);
+}
+static void count_free(void *ctx, void *p) {
+  (void)ctx;
+  free(p);
+}
+static ProtobufCAllocator counting = {count_alloc, count_free, NULL};
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   pr_proto_model_t m;
   make_model(data[0] & ((1u << N_IO) - 1), &m);
   char why[160] = "";
-  if (!pr_grpc_strings_valid(&inference__model_infer_request__descriptor, data + 1, size - 1, why,
-                             sizeof why)) {
-    CHECK(why[0], "a string refused without a message");
-    return 0; /* the server answers INVALID_ARGUMENT, as for a malformed message */
+  size_t cost;
+  int wire = pr_grpc_wire_check(&inference__model_infer_request__descriptor, data + 1, size - 1,
+                                &cost, why, sizeof why);
+  if (wire == 1) {
+    CHECK(why[0], "a message refused on the wire without a reason");
+    return 0; /* the server answers INVALID_ARGUMENT */
   }
+  allocated = 0;
   Inference__ModelInferRequest *req =
-      inference__model_infer_request__unpack(NULL, size - 1, data + 1);
+      inference__model_infer_request__unpack(&counting, size - 1, data + 1);
+  if (wire == -1) { /* the server does not unpack it; protobuf-c must refuse it too */
+    CHECK(!req, "the wire check called malformed a message protobuf-c unpacks");
+    return 0; /* the server answers INVALID_ARGUMENT: malformed message */
+  }
+  CHECK(allocated <= cost, "the unpack took %zu bytes, the wire check said at most %zu", allocated,
+        cost);
   if (!req) return 0; /* the server answers INVALID_ARGUMENT: malformed message */
   pr_request_t *r = pr_request_new();
   pr_proto_infer_t q;
@@ -166,6 +192,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   pr_proto_infer_clear(&q);
   pr_request_free(r);
-  inference__model_infer_request__free_unpacked(req, NULL);
+  inference__model_infer_request__free_unpacked(req, &counting);
   return 0;
 }

@@ -150,7 +150,9 @@ static void test_strings_on_wire(void **s) {
   size_t len = inference__model_infer_request__get_packed_size(&q.req);
   uint8_t *buf = malloc(len);
   inference__model_infer_request__pack(&q.req, buf);
-  assert_true(pr_grpc_strings_valid(d, buf, len, err, sizeof err)); /* raw bytes may hold NULs */
+  size_t cost;
+  assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err),
+                   0); /* raw bytes may hold NULs */
   free(buf);
 
   static const struct {
@@ -173,7 +175,7 @@ static void test_strings_on_wire(void **s) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = 0;
-    assert_false(pr_grpc_strings_valid(d, bad[i].wire, bad[i].len, err, sizeof err));
+    assert_int_equal(pr_grpc_wire_check(d, bad[i].wire, bad[i].len, &cost, err, sizeof err), 1);
     if (!strstr(err, bad[i].field)) fail_msg("%s: '%s'", bad[i].why, err);
   }
   /* what the check is for: unpacked, the first one names another model */
@@ -182,16 +184,151 @@ static void test_strings_on_wire(void **s) {
   assert_string_equal(r->model_name, "mlp");
   inference__model_infer_request__free_unpacked(r, NULL);
 
-  /* bytes that do not parse are the unpack's to refuse */
+  /* bytes that do not parse: refused as the unpack would refuse them */
   const uint8_t cut[] = {0x0a, 9, 'm'}, group[] = {0x0b, 0x0c};
-  assert_true(pr_grpc_strings_valid(d, cut, sizeof cut, err, sizeof err));
-  assert_true(pr_grpc_strings_valid(d, group, sizeof group, err, sizeof err));
+  assert_int_equal(pr_grpc_wire_check(d, cut, sizeof cut, &cost, err, sizeof err), -1);
+  assert_int_equal(pr_grpc_wire_check(d, group, sizeof group, &cost, err, sizeof err), -1);
   assert_null(inference__model_infer_request__unpack(NULL, sizeof cut, cut));
+  assert_null(inference__model_infer_request__unpack(NULL, sizeof group, group));
+}
+
+/* An allocator that adds up what protobuf-c asks for, as glibc sizes it. */
+static size_t counted;
+static void *count_alloc(void *data, size_t n) {
+  (void)data;
+  counted += n + 8 < 32 ? 32 : (n + 8 + 15) & ~(size_t)15;
+  return malloc(n);
+}
+static void count_free(void *data, void *p) {
+  (void)data;
+  free(p);
+}
+static ProtobufCAllocator counter = {count_alloc, count_free, NULL};
+
+/* Unpacks msg with the counting allocator: what it allocated in all. */
+static size_t unpacked_bytes(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len) {
+  counted = 0;
+  ProtobufCMessage *m = protobuf_c_message_unpack(d, &counter, len, msg);
+  assert_non_null(m);
+  protobuf_c_message_free_unpacked(m, &counter);
+  return counted;
+}
+
+/* len bytes of the entry e (elen bytes) again and again. */
+static uint8_t *repeat(const uint8_t *e, size_t elen, size_t times, size_t *len) {
+  uint8_t *b = malloc(elen * times);
+  for (size_t i = 0; i < times; i++) memcpy(b + i * elen, e, elen);
+  *len = elen * times;
+  return b;
+}
+
+/* The wire check's cost bounds what the unpack allocates, and the messages
+ * that would unpack to far more than they hold are refused unread. */
+static void test_decode_cost(void **s) {
+  (void)s;
+  const ProtobufCMessageDescriptor *d = &inference__model_infer_request__descriptor;
+  char err[160];
+  size_t cost, len;
+  /* the two-input request, raw and typed, with parameters, outputs and an
+   * unknown field */
+  for (int raw = 0; raw < 2; raw++) {
+    req_t q;
+    make(&q, raw);
+    q.req.model_name = "mlp";
+    q.req.id = "request-1";
+    Inference__InferParameter pv;
+    inference__infer_parameter__init(&pv);
+    pv.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+    pv.string_param = "high";
+    Inference__ModelInferRequest__ParametersEntry pe, *pes[1] = {&pe};
+    inference__model_infer_request__parameters_entry__init(&pe);
+    pe.key = "priority";
+    pe.value = &pv;
+    q.req.n_parameters = 1;
+    q.req.parameters = pes;
+    Inference__ModelInferRequest__InferRequestedOutputTensor o, *os[1] = {&o};
+    inference__model_infer_request__infer_requested_output_tensor__init(&o);
+    o.name = "y";
+    q.req.n_outputs = 1;
+    q.req.outputs = os;
+    len = inference__model_infer_request__get_packed_size(&q.req);
+    uint8_t *buf = malloc(len + 4);
+    inference__model_infer_request__pack(&q.req, buf);
+    const uint8_t unknown[] = {0xf8, 0x06, 0x05}; /* field 111, the varint 5 */
+    memcpy(buf + len, unknown, 3);
+    assert_int_equal(pr_grpc_wire_check(d, buf, len + 3, &cost, err, sizeof err), 0);
+    size_t got = unpacked_bytes(d, buf, len + 3);
+    if (got > cost)
+      fail_msg("raw %d: the unpack took %zu bytes, the check said at most %zu", raw, got, cost);
+    free(buf);
+  }
+  /* packed int64 zeros, the most a valid request expands (8 bytes a byte):
+   * accepted, and the cost bounds it */
+  {
+    req_t q;
+    make(&q, false);
+    static int64_t zeros[100000];
+    q.c[0].n_int64_contents = 100000;
+    q.c[0].int64_contents = zeros;
+    len = inference__model_infer_request__get_packed_size(&q.req);
+    uint8_t *buf = malloc(len);
+    inference__model_infer_request__pack(&q.req, buf);
+    assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err), 0);
+    size_t got = unpacked_bytes(d, buf, len);
+    assert_true(got <= cost);
+    assert_true(got >= 8 * 100000);
+    free(buf);
+  }
+  /* 1025 empty inputs (field 5, 2 bytes each): refused, naming the field;
+   * 1024 of them: about 50 times their size to decode, refused too; 400
+   * (within the check's 64 KiB allowance) unpack within the cost */
+  const uint8_t empty_input[] = {0x2a, 0x00};
+  uint8_t *buf = repeat(empty_input, 2, 1025, &len);
+  assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
+  assert_non_null(strstr(err, "ModelInferRequest.inputs holds more than 1024"));
+  assert_int_equal(pr_grpc_wire_check(d, buf, len - 2, &cost, err, sizeof err), 1);
+  assert_non_null(strstr(err, "more than 16 times"));
+  assert_int_equal(pr_grpc_wire_check(d, buf, 800, &cost, err, sizeof err), 0);
+  size_t got = unpacked_bytes(d, buf, 800);
+  if (got > cost)
+    fail_msg("400 empty inputs: the unpack took %zu bytes, the check said %zu", got, cost);
+  free(buf);
+  /* one input of 1025 empty parameters map entries (its field 4), and one
+   * with its contents (field 5, not repeated: protobuf-c would merge the
+   * copies) 1025 times: both refused, naming the field */
+  const struct {
+    uint8_t tag;
+    const char *field;
+  } nested[] = {{0x22, "InferInputTensor.parameters holds more than 1024"},
+                {0x2a, "InferInputTensor.contents is given more than once"}};
+  for (size_t i = 0; i < sizeof nested / sizeof nested[0]; i++) {
+    uint8_t *entries = repeat((const uint8_t[]){nested[i].tag, 0x00}, 2, 1025, &len);
+    uint8_t *input = malloc(len + 3);
+    input[0] = 0x2a, input[1] = (uint8_t)(0x80 | (len & 0x7f)), input[2] = (uint8_t)(len >> 7);
+    memcpy(input + 3, entries, len);
+    assert_int_equal(pr_grpc_wire_check(d, input, len + 3, &cost, err, sizeof err), 1);
+    if (!strstr(err, nested[i].field)) fail_msg("'%s' for '%s'", err, nested[i].field);
+    free(entries);
+    free(input);
+  }
+  /* 65 unknown fields in one message: refused; 64: the cost bounds them */
+  buf = repeat((const uint8_t[]){0xf8, 0x06, 0x01}, 3, 65, &len);
+  assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
+  assert_non_null(strstr(err, "fields it does not define"));
+  assert_int_equal(pr_grpc_wire_check(d, buf, len - 3, &cost, err, sizeof err), 0);
+  assert_true(unpacked_bytes(d, buf, len - 3) <= cost);
+  free(buf);
+  /* model_name sent 100000 times (each "a", 3 bytes, is a 32-byte copy):
+   * more than 16 times its size to decode, refused */
+  buf = repeat((const uint8_t[]){0x0a, 0x01, 'a'}, 3, 100000, &len);
+  assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
+  assert_non_null(strstr(err, "more than 16 times"));
+  free(buf);
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_raw_and_typed),
-                                     cmocka_unit_test(test_errors),
-                                     cmocka_unit_test(test_strings_on_wire)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_raw_and_typed), cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_strings_on_wire), cmocka_unit_test(test_decode_cost)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
