@@ -11,7 +11,12 @@ of a small model on a plan of two pinned instances, and `packrat serve`
 answering an inference from this machine's loopback while every shared
 object it maps lies inside the bundle. A second copy of the bundle on a
 read-only mount unpacks its libraries under $TMPDIR and runs too.
-usage: bundle.py PACKRAT BUNDLE_SH [--rootfs TAR]"""
+With --kit OUT [ARGS...], last: the many-core kit's own command,
+bench/manycore.sh OUT ARGS, run here against the bundle in that bare root
+(every packrat call chrooted into it, OUT mounted at its own path; the
+kit's Python stays on this machine, as on the larger machine): the dry run
+of the command sent there.
+usage: bundle.py PACKRAT BUNDLE_SH [--rootfs TAR] [--kit OUT [ARGS...]]"""
 import json
 import os
 import subprocess
@@ -23,6 +28,7 @@ import common as c  # noqa: E402
 
 packrat, bundle_sh = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 tar = sys.argv[sys.argv.index("--rootfs") + 1] if "--rootfs" in sys.argv else None
+kit = sys.argv[sys.argv.index("--kit") + 1:] if "--kit" in sys.argv else None
 
 bundle = os.path.join(c.tmp, "bundle")
 r = subprocess.run([bundle_sh, bundle, packrat], capture_output=True, text=True)
@@ -131,4 +137,26 @@ try:
     p.wait(60)
 except subprocess.TimeoutExpired:
     pass
+
+if kit:
+    out = os.path.abspath(kit[0])
+    os.makedirs(out, exist_ok=True)
+    # every packrat call of the kit: the bundle in the bare root, in namespaces of its own,
+    # the kit's folder at the same path there, PACKRAT_CACHE passed through
+    inner, wrapper = os.path.join(c.tmp, "in-root.sh"), os.path.join(c.tmp, "packrat-in-root")
+    with open(inner, "w") as f:
+        f.write("#!/bin/sh\n" + mounts + f"mkdir -p {root}{out} && mount --bind {out} {root}{out}\n"
+                "cwd=$1; shift\n"
+                f"exec chroot {root} /usr/bin/env -i PATH=/usr/bin:/bin ${{PACKRAT_CACHE:+PACKRAT_CACHE=$PACKRAT_CACHE}} "
+                "/bin/sh -c 'cd \"$0\" 2>/dev/null || cd /; exec /opt/packrat/packrat \"$@\"' \"$cwd\" \"$@\"\n")
+    with open(wrapper, "w") as f:
+        f.write(f'#!/bin/sh\nexec unshare --mount --pid --fork --kill-child sh {inner} "$PWD" "$@"\n')
+    os.chmod(wrapper, 0o755)
+    r = subprocess.run([wrapper, "--version"], capture_output=True, text=True)
+    c.check("the kit's packrat, through the bare root: --version", r.returncode == 0 and
+            r.stdout.startswith("packrat "), r.stdout + r.stderr[-1000:])
+    r = subprocess.run([os.path.join(os.path.dirname(bundle_sh), "..", "bench", "manycore.sh"), out,
+                        "--packrat", wrapper] + kit[1:])
+    c.check(f"the kit's command against the bundle in the bare root: exit {r.returncode}, "
+            f"{out}/manycore.md written", r.returncode == 0 and os.path.exists(os.path.join(out, "manycore.md")))
 c.finish()

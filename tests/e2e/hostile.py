@@ -835,49 +835,50 @@ def t_grpc_memory(packrat, models):
         except grpc.RpcError as e:
             out[i] = (e.code().name, e.details() or "", time.time() - t0)
 
+    def burst(method, body):
+        """8 calls of body at once while another client keeps inferring over HTTP:
+        (the 8 results, the other client's (status, seconds))."""
+        call = ch.unary_unary(method)
+        out, answered, stop = [None] * 8, [], threading.Event()
+
+        def one(i):
+            t0 = time.time()
+            try:
+                call(body, timeout=60)
+                out[i] = ("OK", "", time.time() - t0)
+            except grpc.RpcError as e:
+                out[i] = (e.code().name, e.details() or "", time.time() - t0)
+
+        def others():
+            while not stop.is_set():
+                t0 = time.time()
+                st, _ = s.json("POST", "/v2/models/mlp/infer", mlp_body())
+                answered.append((st, time.time() - t0))
+
+        o = threading.Thread(target=others)
+        o.start()
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        stop.set()
+        o.join()
+        return out, answered
+
     for _ in range(20):
         s.json("POST", "/v2/models/mlp/infer", mlp_body())
     hostile = model + b"\x2a\x00" * 32_000_000  # 64 MB of empty inputs (field 5)
+    # what the transfer alone takes, under the same load: the same 8 messages at once to
+    # an RPC that refuses them unread (over ModelMetadata's 1 MB limit)
+    base_out, _ = burst("/inference.GRPCInferenceService/ModelMetadata", hostile)
+    transfer = max(r[2] for r in base_out) if all(base_out) else 0
+    time.sleep(0.5)
     with open(f"/proc/{s.p.pid}/clear_refs", "w") as f:
         f.write("5")  # resets the peak resident size
     base = s.rss_kb()
-    out = [None] * 8
-    ts = [threading.Thread(target=send, args=(hostile, out, i)) for i in range(8)]
-    answered, stop = [], threading.Event()
-
-    def others():
-        while not stop.is_set():
-            t0 = time.time()
-            st, d = s.json("POST", "/v2/models/mlp/infer", mlp_body())
-            answered.append((st, time.time() - t0))
-
-    o = threading.Thread(target=others)
-    o.start()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    stop.set()
-    o.join()
+    out, answered = burst("/inference.GRPCInferenceService/ModelInfer", hostile)
     peak = s.rss_kb("VmHWM")
-    # what the transfer alone takes: the same 8 messages at once to an RPC that
-    # refuses them unread (over ModelMetadata's 1 MB limit)
-    meta = ch.unary_unary("/inference.GRPCInferenceService/ModelMetadata")
-    base_out = [None] * 8
-
-    def send_meta(i):
-        t0 = time.time()
-        try:
-            meta(hostile, timeout=60)
-        except grpc.RpcError as e:
-            base_out[i] = (e.code().name, e.details() or "", time.time() - t0)
-
-    bs = [threading.Thread(target=send_meta, args=(i,)) for i in range(8)]
-    for t in bs:
-        t.start()
-    for t in bs:
-        t.join()
-    transfer = max(r[2] for r in base_out if r) if all(base_out) else 0
     check("8 x 64 MB of empty inputs: each refused INVALID_ARGUMENT naming the field",
           all(r and r[0] == "INVALID_ARGUMENT" and "inputs holds more than" in r[1] for r in out),
           out)
