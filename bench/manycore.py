@@ -188,8 +188,10 @@ def ort_fat(python, model_path, model, T, batches, timeout):
     return {int(k): v for k, v in last_json(out).items()}
 
 
-def profile_model(a, packrat, env, model, path, T, share):
-    """Profiles model in its share of the budget; (profile dict, grid, seconds, cache path)."""
+def profile_model(a, packrat, env, model, path, T, share, end):
+    """Profiles model, its grid fitted to share seconds; (profile dict, grid, seconds, cache path).
+    Without a profile nothing else of the model is measured, so the profile may run on to 10 s
+    before end (the model's whole share) where the estimate falls short."""
     dims = ["--dim", f"sequence={SEQUENCE[model]}"] if model in SEQUENCE else []
     # calibration: one run of 1 thread at batch 1 prices the grid (a point's floor is its
     # session's compile, a warm-up and 3 timed runs, and latency grows about linearly with
@@ -198,7 +200,7 @@ def profile_model(a, packrat, env, model, path, T, share):
                  share / 4, env, "calibration run")
     calib = last_json(out)
     one = calib["median_ms"] / 1e3
-    # every point compiles a session of its own (gpt2: about as long as a run at batch 8)
+    # every point compiles a session of its own
     setup = calib.get("prepare_ms", 0) / 1e3
     scale = sum(t ** -0.8 for t in range(1, T + 1))
     grid = [b for b in (1, 2, 4, 8, 16, 32, 64) if b <= a.max_batch]
@@ -223,7 +225,7 @@ def profile_model(a, packrat, env, model, path, T, share):
     t0 = time.monotonic()
     out, err = run([packrat, "profile", path, "--cores", str(T), "--batches", ",".join(map(str, grid)),
                     "--point-budget", f"{point_s:g}", "--out", os.path.join(a.out, f"profile-{model}.json")] + dims,
-                   share * 0.8, env, f"profile of {model}")
+                   max(share * 0.8, end - time.monotonic() - 10), env, f"profile of {model}")
     secs = time.monotonic() - t0
     cached = out.split("-> ", 1)[1].split()[0] if "-> " in out else ""
     prof = json.load(open(os.path.join(a.out, f"profile-{model}.json")))
@@ -233,10 +235,10 @@ def profile_model(a, packrat, env, model, path, T, share):
 def measure_model(a, packrat, env, python, model, path, T, share, row):
     dims = ["--dim", f"sequence={SEQUENCE[model]}"] if model in SEQUENCE else []
     end = time.monotonic() + share
-    prof, grid, secs, point_s, cached = profile_model(a, packrat, env, model, path, T, share * 0.55)
+    prof, grid, secs, point_s, cached = profile_model(a, packrat, env, model, path, T, share * 0.55, end)
     row.update({"grid": grid, "point_budget_s": point_s, "profile_s": round(secs, 1),
                 "profile_points": len(prof["points"]), "profile_suspicious": prof.get("suspicious", 0),
-                "profile_cached": bool(cached) and cached != "(not"})
+                "profile_cached": not prof.get("suspicious", 0)})  # a suspicious profile is in no cache
     say(f"{model}: profiled {len(prof['points'])} points in {secs:.0f} s")
     plans = {}
     prof_path = os.path.join(a.out, f"profile-{model}.json")
@@ -343,7 +345,11 @@ def serve_model(a, packrat, env, model, path, T, row, share):
                 break
             time.sleep(0.5)
         if not ready:
-            row["serve"] = {"error": "not ready in its share of the budget (re-profiling?); see serve.log"}
+            why = "not ready in its share of the budget"
+            if row.get("profile_suspicious"):
+                why += (f": the kit's profile of {model} had {row['profile_suspicious']} suspicious points (a busy "
+                        "machine), so it was not cached and the server profiled again")
+            row["serve"] = {"error": why + "; see serve.log"}
             say(f"serve {model}: {row['serve']['error']}")
             return
         # rates: fractions of the capacity: the plan's at the largest batch measured, or what a
@@ -372,7 +378,7 @@ def serve_model(a, packrat, env, model, path, T, row, share):
     finally:
         srv.send_signal(signal.SIGTERM)
         try:
-            srv.wait(20)
+            srv.wait(max(2.0, min(20.0, budget.left() - 2)))
         except subprocess.TimeoutExpired:
             os.killpg(srv.pid, signal.SIGKILL)
             srv.wait()

@@ -11,6 +11,7 @@ SECTIONS = [
     ("engine_avx2_transformers.md", "### Engine on AVX2, transformers: the capped proxy"),
     ("scaling_avx2.md", "### Batch 1 on two threads: each operator's scaling (AVX2 cap)"),
     ("plans.md", "### Plans: fat instance vs packrat's plan vs the oracle"),
+    ("manycore_2core.md", "### The many-core kit on 2 cores (bench/manycore.sh, the bundle in a bare root)"),
     ("optimizer.md", "### Optimizer: packrat's exact solver vs the paper's DP"),
     ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),
     ("adaptive.md", "### Online reconfiguration: adaptive vs static plans (ResNet-50)"),

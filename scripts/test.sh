@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 export PACKRAT_MODELS=${PACKRAT_MODELS:-$PWD/models}
 status=0
-for cfg in "build:-DCMAKE_BUILD_TYPE=RelWithDebInfo" "build-asan:-DCMAKE_BUILD_TYPE=Debug -DPR_SANITIZE=ON"; do
+for cfg in "build:-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPR_WERROR=ON" "build-asan:-DCMAKE_BUILD_TYPE=Debug -DPR_SANITIZE=ON -DPR_WERROR=ON"; do
   dir=${cfg%%:*}
   flags=${cfg#*:}
   echo "== $dir ($flags)"
@@ -20,12 +20,12 @@ for cfg in "build:-DCMAKE_BUILD_TYPE=RelWithDebInfo" "build-asan:-DCMAKE_BUILD_T
   (cd "$dir" && ctest --output-on-failure --timeout 1800) || status=1
 done
 echo "== build-fuzz (clang, -DPR_FUZZ=ON): fuzz targets only"
-cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPR_FUZZ=ON \
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPR_FUZZ=ON -DPR_WERROR=ON \
   -DPACKRAT_MODELS="$PACKRAT_MODELS" >/dev/null
 cmake --build build-fuzz --target fuzz -j "$jobs"
 (cd build-fuzz && ctest -L fuzz --output-on-failure) || status=1
 echo "== build-tsan (-DPR_TSAN=ON): the server's concurrency tests"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPR_TSAN=ON -DPACKRAT_MODELS="$PACKRAT_MODELS" \
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPR_TSAN=ON -DPR_WERROR=ON -DPACKRAT_MODELS="$PACKRAT_MODELS" \
   >/dev/null
 cmake --build build-tsan --target packrat test_scheduler -j "$jobs"
 # every report goes to its own file (a test shows only the tail of a server's log) and is printed

@@ -28,7 +28,7 @@ static void usage(FILE *f) {
           "  --batches LIST   exactly these batch sizes instead of the grid (e.g. 1,2,4,8,16:\n"
           "                   plans for other batches combine them), at most 64\n"
           "  --point-budget S time budget of one point in seconds, the sum of its timed runs\n"
-          "                   (default 3; at least 3 runs are timed whatever it is)"
+          "                   (default 3; at least 3 runs are timed whatever it is)\n"
           "  --out FILE       also write the profile JSON here\n"
           "  --reprofile      measure again even when a cached profile covers the grid\n"
           "                   (--no-cache is the same); the cache keeps the cached points\n"

@@ -120,9 +120,9 @@ static const qmm_io_t *io_of(const pr_node_t *n) {
 
 static pr_status_t infer_qmm(pr_compile_t *c, pr_node_t *n) {
   qmm_state_t s = {.io = *io_of(n)};
-  int r;
+  int r = 0;
   int64_t d[PR_MAX_RANK + 2];
-  pr_dtype_t t;
+  pr_dtype_t t = PR_DTYPE_FLOAT;
   pr_status_t st = qmm_shape(c, n, &s, &r, d);
   if (!st) st = check_params(c, n, &s, &t);
   if (st) return st;
