@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as c  # noqa: E402
@@ -42,16 +41,8 @@ c.check("the bundle holds oneDNN, libgomp, hwloc, gRPC, the C library and its lo
         all(f"  {lib}" in manifest for lib in ("libdnnl.so", "libgomp.so", "libhwloc.so", "libgrpc.so",
                                                  "libc.so.6", "ld-linux-x86-64.so.2")), manifest[:3000])
 
-if tar is None:
-    tar = os.path.join(c.tmp, "minbase.tar")
-    t0 = time.time()
-    r = subprocess.run(["mmdebstrap", "--variant=minbase", "bookworm", tar], capture_output=True, text=True)
-    print(r.stdout[-1000:] + r.stderr[-3000:])
-    if not c.check(f"mmdebstrap made a minbase root ({time.time() - t0:.0f} s)", r.returncode == 0):
-        c.finish()
-root = os.path.join(c.tmp, "root")
-os.makedirs(root)
-subprocess.run(["tar", "-C", root, "-xf", tar], check=True)
+made = ["mmdebstrap", "--variant=minbase", "bookworm", os.path.join(c.tmp, "minbase.tar")] if tar is None else None
+root = c.made_root(tar or made[-1], "root", made, "mmdebstrap made a minbase root")
 libs = subprocess.run(["find", root, "-name", "libdnnl.so*", "-o", "-name", "libgomp.so*", "-o",
                        "-name", "libhwloc.so*", "-o", "-name", "libmicrohttpd.so*", "-o",
                        "-name", "libgrpc.so*", "-o", "-name", "libprotobuf-c.so*"],

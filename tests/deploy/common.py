@@ -62,6 +62,22 @@ def finish():
     sys.exit(0 if failed == 0 else 1)
 
 
+def made_root(tar, name, argv=None, what="", tail=1000):
+    """Unpacks the root file system tar into a new folder tmp/name and returns its path;
+    with argv, first runs it to write tar (timed, a check named what; the run ends when it
+    fails)."""
+    if argv:
+        t0 = time.time()
+        r = subprocess.run(argv, capture_output=True, text=True)
+        print(r.stdout[-tail:] + r.stderr[-3000:])
+        if not check(f"{what} ({time.time() - t0:.0f} s)", r.returncode == 0):
+            finish()
+    root = os.path.join(tmp, name)
+    os.makedirs(root)
+    subprocess.run(["tar", "-C", root, "-xf", tar], check=True)
+    return root
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -17,23 +17,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as c  # noqa: E402
 
 packrat, build_sh = os.path.abspath(sys.argv[1]), sys.argv[2]
 tar = sys.argv[sys.argv.index("--rootfs") + 1] if "--rootfs" in sys.argv else None
-if tar is None:
-    tar = os.path.join(c.tmp, "rootfs.tar")
-    t0 = time.time()
-    r = subprocess.run([build_sh, packrat, tar], capture_output=True, text=True)
-    print(r.stdout[-1500:] + r.stderr[-3000:])
-    if not c.check(f"build.sh made the root file system ({time.time() - t0:.0f} s)", r.returncode == 0):
-        c.finish()
-root = os.path.join(c.tmp, "rootfs")
-os.makedirs(root)
-subprocess.run(["tar", "-C", root, "-xf", tar], check=True)
+made = [build_sh, packrat, os.path.join(c.tmp, "rootfs.tar")] if tar is None else None
+root = c.made_root(tar or made[-1], "rootfs", made, "build.sh made the root file system", tail=1500)
 print(f"root file system: {subprocess.run(['du', '-sh', root], capture_output=True, text=True).stdout.split()[0]}")
 c.check("the image holds only Debian packages and packrat",
         os.path.exists(os.path.join(root, "var/lib/dpkg/status"))

@@ -827,10 +827,11 @@ def t_grpc_memory(packrat, models):
     infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer")  # bytes in, bytes out
     model = b"\x0a\x03mlp"  # model_name: mlp
 
-    def send(body, out, i):
+    def send(body, out, i, call=infer):
+        """out[i]: (status code name, details, seconds) of one call of body."""
         t0 = time.time()
         try:
-            infer(body, timeout=60)
+            call(body, timeout=60)
             out[i] = ("OK", "", time.time() - t0)
         except grpc.RpcError as e:
             out[i] = (e.code().name, e.details() or "", time.time() - t0)
@@ -841,14 +842,6 @@ def t_grpc_memory(packrat, models):
         call = ch.unary_unary(method)
         out, answered, stop = [None] * 8, [], threading.Event()
 
-        def one(i):
-            t0 = time.time()
-            try:
-                call(body, timeout=60)
-                out[i] = ("OK", "", time.time() - t0)
-            except grpc.RpcError as e:
-                out[i] = (e.code().name, e.details() or "", time.time() - t0)
-
         def others():
             while not stop.is_set():
                 t0 = time.time()
@@ -857,7 +850,7 @@ def t_grpc_memory(packrat, models):
 
         o = threading.Thread(target=others)
         o.start()
-        ts = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        ts = [threading.Thread(target=send, args=(body, out, i, call)) for i in range(8)]
         for t in ts:
             t.start()
         for t in ts:
