@@ -9,21 +9,28 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
 jobs=$(nproc)
+times=()
 export PACKRAT_MODELS=${PACKRAT_MODELS:-$PWD/models}
 status=0
 for cfg in "build:-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPR_WERROR=ON" "build-asan:-DCMAKE_BUILD_TYPE=Debug -DPR_SANITIZE=ON -DPR_WERROR=ON"; do
   dir=${cfg%%:*}
   flags=${cfg#*:}
   echo "== $dir ($flags)"
+  t0=$SECONDS
   cmake -S . -B "$dir" $flags -DPACKRAT_MODELS="$PACKRAT_MODELS" >/dev/null
   cmake --build "$dir" -j "$jobs"
+  t1=$SECONDS
   (cd "$dir" && ctest --output-on-failure --timeout 1800) || status=1
+  times+=("$dir: build $((t1 - t0)) s, tests $((SECONDS - t1)) s")
 done
 echo "== build-fuzz (clang, -DPR_FUZZ=ON): fuzz targets only"
+t0=$SECONDS
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPR_FUZZ=ON -DPR_WERROR=ON \
   -DPACKRAT_MODELS="$PACKRAT_MODELS" >/dev/null
 cmake --build build-fuzz --target fuzz -j "$jobs"
 (cd build-fuzz && ctest -L fuzz --output-on-failure) || status=1
+times+=("build-fuzz: $((SECONDS - t0)) s")
+t0=$SECONDS
 echo "== build-tsan (-DPR_TSAN=ON): the server's concurrency tests"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPR_TSAN=ON -DPR_WERROR=ON -DPACKRAT_MODELS="$PACKRAT_MODELS" \
   >/dev/null
@@ -39,4 +46,7 @@ for report in build-tsan/tsan-reports/report*; do
   cat "$report"
   status=1
 done
+times+=("build-tsan: $((SECONDS - t0)) s")
+echo "== wall time"
+printf '  %s\n' "${times[@]}"
 exit $status
