@@ -219,6 +219,18 @@ static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   pr_grpc_call_unref(c); /* the request's reference */
 }
 
+/* A large refused message leaves the slices gRPC read it into (tens of
+ * kilobytes each) free in the arenas of the threads that read it; they are
+ * handed back (100 refused 8 MB messages: resident memory flat, +60%
+ * without; tests/e2e/hostile.py grpc_memory). A trim takes each arena's
+ * lock in turn for 70-240 us here (600 kB to 8 MB messages), a few percent
+ * of what receiving the megabyte or more that triggers it costs, so a
+ * client sending refused messages buys no more than it pays for. A valid
+ * message's slices are reused by the next. */
+static void trim_after_refusal(void) {
+  malloc_trim(0);
+}
+
 /* The received message's bytes, counted against the bounds; runs the RPC. */
 static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   if (!ok || !c->recv) {
@@ -246,23 +258,29 @@ static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
                          : pr_grpc_wire_check(c->rpc->request, GRPC_SLICE_START_PTR(msg), len,
                                               &cost, err, sizeof err);
   size_t held = len + cost;
+  bool refused = true;
   if (len > limit)
     pr_grpc_reply(c, PR_ERR_TOO_LARGE, "request message over the size limit", NULL, 0);
-  else if (wire) {
+  else if (wire)
     pr_grpc_reply(c, PR_ERR_INVALID, wire > 0 ? err : "malformed request message", NULL, 0);
-    /* a large refused message leaves the slices gRPC read it into (tens of
-     * kilobytes each) free in the arenas of the threads that read it; those
-     * are handed back (100 refused 8 MB messages: resident memory flat, +60%
-     * without; tests/e2e/hostile.py grpc_memory). A valid message's are
-     * reused by the next. */
-    if (len >= ((size_t)1 << 20)) {
-      grpc_slice_unref(msg);
-      msg = grpc_empty_slice();
-      malloc_trim(0);
-    }
-  } else if (!pr_service_reserve(g->svc, held))
+  else if (held > g->svc->max_inflight_bytes) {
+    /* never fits, however long the client waits: not a busy server */
+    snprintf(err, sizeof err,
+             "the message needs %zu MiB to decode, more than --max-inflight-mb (%zu)", held >> 20,
+             g->svc->max_inflight_bytes >> 20);
+    pr_grpc_reply(c, PR_ERR_TOO_LARGE, err, NULL, 0);
+  } else
+    refused = false;
+  if (refused && len >= ((size_t)1 << 20)) {
+    grpc_slice_unref(msg);
+    msg = grpc_empty_slice();
+    trim_after_refusal();
+  }
+  if (refused) {
+    /* answered */
+  } else if (!pr_service_reserve(g->svc, held)) {
     pr_grpc_reply(c, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL, 0);
-  else {
+  } else {
     pr_grpc_rpc_run(c, GRPC_SLICE_START_PTR(msg), len);
     pr_service_release(g->svc, held);
   }

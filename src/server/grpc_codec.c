@@ -26,9 +26,12 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
 }
 
 /* What glibc's malloc takes for a block of n bytes: n and its 8-byte header
- * rounded up to 16, at least 32. */
+ * rounded up to 16, at least 32; whole pages from a megabyte on, where
+ * `packrat serve` has it map blocks (cmd_serve.c). */
 static size_t chunk(size_t n) {
-  return n > SIZE_MAX - 32 ? SIZE_MAX : n + 8 < 32 ? 32 : (n + 8 + 15) & ~(size_t)15;
+  if (n > SIZE_MAX - 8192) return SIZE_MAX;
+  if (n >= ((size_t)1 << 20)) return (n + 8 + 4095) & ~(size_t)4095; /* mapped: whole pages */
+  return n + 8 < 32 ? 32 : (n + 8 + 15) & ~(size_t)15;
 }
 
 static size_t add_sat(size_t a, size_t b) {
@@ -168,8 +171,8 @@ static int wire_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, cons
   for (unsigned k = 0; k < d->n_fields; k++)
     if (counts[k])
       *cost = add_sat(
-          *cost,
-          chunk(counts[k] > SIZE_MAX / 8 ? SIZE_MAX : counts[k] * element_size(d->fields[k].type)));
+          *cost, chunk(counts[k] > SIZE_MAX / 16 ? SIZE_MAX
+                                                 : counts[k] * element_size(d->fields[k].type)));
   if (unknown) *cost = add_sat(*cost, chunk(unknown * sizeof(ProtobufCMessageUnknownField)));
   /* protobuf-c first scans the message into a table of its fields, 16 on the
    * stack and then slabs of 32-byte entries that double (32, 64, ...): at

@@ -922,6 +922,30 @@ def t_grpc_memory(packrat, models):
     still_serving(s, "hostile gRPC messages")
     ch.close()
     s.stop()
+    # a valid message whose decoding can never fit the in-flight bytes: refused for good
+    # (RESOURCE_EXHAUSTED naming the setting), not "busy, retry later"
+    s = Server(packrat, repo, "--grpc-port", "0", "--max-inflight-mb", "64")
+    ch = grpc.insecure_channel(f"127.0.0.1:{s.grpc_port}",
+                               options=[("grpc.max_send_message_length", 128 << 20)])
+    infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+    zeros = b"\x00" * (8 << 20)  # 8M packed int64 zeros: 64 MB unpacked
+    contents = b"\x1a" + varint(len(zeros)) + zeros  # int64_contents
+    tensor = b"\x0a\x01x\x12\x05INT64\x1a\x02\x01\x01\x2a" + varint(len(contents)) + contents
+    r = [None]
+    send(model + b"\x2a" + varint(len(tensor)) + tensor, r, 0, infer)
+    check("a message that needs more than --max-inflight-mb to decode: RESOURCE_EXHAUSTED naming it",
+          r[0][0] == "RESOURCE_EXHAUSTED" and "--max-inflight-mb" in r[0][1], r[0])
+    still_serving(s, "a message over the in-flight bytes")
+    ch.close()
+    s.stop()
+
+
+def varint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([n & 0x7f | 0x80])
+        n >>= 7
+    return out + bytes([n])
 
 
 FINDINGS = {"crash": t_crash, "race": t_race, "arithmetic": t_arithmetic,

@@ -222,6 +222,35 @@ static uint8_t *repeat(const uint8_t *e, size_t elen, size_t times, size_t *len)
   return b;
 }
 
+/* Every request type the service unpacks fits the wire check's field table
+ * (a larger one would be refused as malformed, whatever it held). */
+static void test_request_types_fit(void **s) {
+  (void)s;
+  const ProtobufCMessageDescriptor *ds[] = {
+      &inference__server_live_request__descriptor,
+      &inference__server_ready_request__descriptor,
+      &inference__model_ready_request__descriptor,
+      &inference__server_metadata_request__descriptor,
+      &inference__model_metadata_request__descriptor,
+      &inference__model_infer_request__descriptor,
+      &inference__model_infer_request__infer_input_tensor__descriptor,
+      &inference__model_infer_request__infer_requested_output_tensor__descriptor,
+      &inference__model_infer_request__parameters_entry__descriptor,
+      &inference__infer_parameter__descriptor,
+      &inference__infer_tensor_contents__descriptor,
+      &inference__model_config_request__descriptor,
+      &inference__model_statistics_request__descriptor,
+      &inference__repository_index_request__descriptor,
+      &inference__repository_model_load_request__descriptor,
+      &inference__repository_model_unload_request__descriptor};
+  for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+    if (ds[i]->n_fields > 64) fail_msg("%s has %u fields", ds[i]->name, ds[i]->n_fields);
+    char err[160];
+    size_t cost;
+    assert_int_equal(pr_grpc_wire_check(ds[i], (const uint8_t *)"", 0, &cost, err, sizeof err), 0);
+  }
+}
+
 /* The wire check's cost bounds what the unpack allocates, and the messages
  * that would unpack to far more than they hold are refused unread. */
 static void test_decode_cost(void **s) {
@@ -329,6 +358,7 @@ static void test_decode_cost(void **s) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raw_and_typed), cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_strings_on_wire), cmocka_unit_test(test_decode_cost)};
+      cmocka_unit_test(test_strings_on_wire), cmocka_unit_test(test_decode_cost),
+      cmocka_unit_test(test_request_types_fit)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
