@@ -55,15 +55,7 @@ subprocess.run(["cp", "-a", bundle, os.path.join(root, "opt/packrat-ro")], check
 os.symlink("/opt/packrat/packrat", os.path.join(root, "usr/local/bin/packrat"))
 models = c.make_repo(os.path.join(root, "models"), config={"max_batch_size": 2})
 port = c.free_port()
-mounts = f"""set -e
-mount --make-rprivate /
-mount -t proc proc {root}/proc
-mount --rbind /sys {root}/sys && mount -o remount,bind,ro {root}/sys
-mount -t tmpfs -o mode=755 tmpfs {root}/dev
-for d in null zero random urandom; do touch {root}/dev/$d; mount --bind /dev/$d {root}/dev/$d; done
-mkdir {root}/dev/shm && mount -t tmpfs tmpfs {root}/dev/shm
-mount -t tmpfs tmpfs {root}/tmp
-mount --bind {root}/opt/packrat-ro {root}/opt/packrat-ro && mount -o remount,bind,ro {root}/opt/packrat-ro
+mounts = c.root_mounts(root) + f"""mount --bind {root}/opt/packrat-ro {root}/opt/packrat-ro && mount -o remount,bind,ro {root}/opt/packrat-ro
 """
 
 

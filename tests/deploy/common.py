@@ -78,6 +78,20 @@ def made_root(tar, name, argv=None, what="", tail=1000):
     return root
 
 
+def root_mounts(root):
+    """The shell lines that give a chroot into root (in a new mount namespace) /proc, a
+    read-only /sys, a minimal /dev (null, zero, random, urandom, shm) and a /tmp."""
+    return f"""set -e
+mount --make-rprivate /
+mount -t proc proc {root}/proc
+mount --rbind /sys {root}/sys && mount -o remount,bind,ro {root}/sys
+mount -t tmpfs -o mode=755 tmpfs {root}/dev
+for d in null zero random urandom; do touch {root}/dev/$d; mount --bind /dev/$d {root}/dev/$d; done
+mkdir {root}/dev/shm && mount -t tmpfs tmpfs {root}/dev/shm
+mount -t tmpfs tmpfs {root}/tmp
+"""
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -31,15 +31,7 @@ c.check("the image holds only Debian packages and packrat",
         and os.path.isfile(os.path.join(root, "usr/local/bin/packrat")))
 models = c.make_repo(os.path.join(c.tmp, "models"), config={"max_batch_size": 2})
 port = c.free_port()
-script = f"""set -e
-mount --make-rprivate /
-mount --bind {models} {root}/models && mount -o remount,bind,ro {root}/models
-mount -t proc proc {root}/proc
-mount --rbind /sys {root}/sys && mount -o remount,bind,ro {root}/sys
-mount -t tmpfs -o mode=755 tmpfs {root}/dev
-for d in null zero random urandom; do touch {root}/dev/$d; mount --bind /dev/$d {root}/dev/$d; done
-mkdir {root}/dev/shm && mount -t tmpfs tmpfs {root}/dev/shm
-mount -t tmpfs tmpfs {root}/tmp
+script = c.root_mounts(root) + f"""mount --bind {models} {root}/models && mount -o remount,bind,ro {root}/models
 exec chroot --userspec=10001:10001 {root} /usr/bin/env -i PATH=/usr/bin:/bin \
   PACKRAT_CACHE=/var/cache/packrat /usr/local/bin/packrat serve --model-repository /models \
   --host 127.0.0.1 --http-port {port}
