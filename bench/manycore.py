@@ -189,7 +189,7 @@ def ort_fat(python, model_path, model, T, batches, timeout):
 
 
 def profile_model(a, packrat, env, model, path, T, share, end):
-    """Profiles model, its grid fitted to share seconds; (profile dict, grid, seconds, cache path).
+    """Profiles model, its grid fitted to share seconds; (profile dict, grid, seconds, point cap).
     Without a profile nothing else of the model is measured, so the profile may run on to 10 s
     before end (the model's whole share) where the estimate falls short."""
     dims = ["--dim", f"sequence={SEQUENCE[model]}"] if model in SEQUENCE else []
@@ -223,19 +223,18 @@ def profile_model(a, packrat, env, model, path, T, share, end):
     say(f"{model}: 1 thread x batch 1 takes {one * 1e3:.1f} ms; profiling t = 1..{T} x batches "
         f"{','.join(map(str, grid))} (point cap {point_s:.2f} s, about {cost(grid, point_s):.0f} s)")
     t0 = time.monotonic()
-    out, err = run([packrat, "profile", path, "--cores", str(T), "--batches", ",".join(map(str, grid)),
+    run([packrat, "profile", path, "--cores", str(T), "--batches", ",".join(map(str, grid)),
                     "--point-budget", f"{point_s:g}", "--out", os.path.join(a.out, f"profile-{model}.json")] + dims,
                    max(share * 0.8, end - time.monotonic() - 10), env, f"profile of {model}")
     secs = time.monotonic() - t0
-    cached = out.split("-> ", 1)[1].split()[0] if "-> " in out else ""
     prof = json.load(open(os.path.join(a.out, f"profile-{model}.json")))
-    return prof, grid, secs, point_s, cached
+    return prof, grid, secs, point_s
 
 
 def measure_model(a, packrat, env, python, model, path, T, share, row):
     dims = ["--dim", f"sequence={SEQUENCE[model]}"] if model in SEQUENCE else []
     end = time.monotonic() + share
-    prof, grid, secs, point_s, cached = profile_model(a, packrat, env, model, path, T, share * 0.55, end)
+    prof, grid, secs, point_s = profile_model(a, packrat, env, model, path, T, share * 0.55, end)
     row.update({"grid": grid, "point_budget_s": point_s, "profile_s": round(secs, 1),
                 "profile_points": len(prof["points"]), "profile_suspicious": prof.get("suspicious", 0),
                 "profile_cached": not prof.get("suspicious", 0)})  # a suspicious profile is in no cache

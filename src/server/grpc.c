@@ -219,18 +219,6 @@ static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   pr_grpc_call_unref(c); /* the request's reference */
 }
 
-/* A large refused message leaves the slices gRPC read it into (tens of
- * kilobytes each) free in the arenas of the threads that read it; they are
- * handed back (100 refused 8 MB messages: resident memory flat, +60%
- * without; tests/e2e/hostile.py grpc_memory). A trim takes each arena's
- * lock in turn for 70-240 us here (600 kB to 8 MB messages), a few percent
- * of what receiving the megabyte or more that triggers it costs, so a
- * client sending refused messages buys no more than it pays for. A valid
- * message's slices are reused by the next. */
-static void trim_after_refusal(void) {
-  malloc_trim(0);
-}
-
 /* The received message's bytes, counted against the bounds; runs the RPC. */
 static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   if (!ok || !c->recv) {
@@ -258,33 +246,37 @@ static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
                          : pr_grpc_wire_check(c->rpc->request, GRPC_SLICE_START_PTR(msg), len,
                                               &cost, err, sizeof err);
   size_t held = len + cost;
-  bool refused = true;
+  pr_status_t refusal = PR_OK;
+  const char *why = err;
   if (len > limit)
-    pr_grpc_reply(c, PR_ERR_TOO_LARGE, "request message over the size limit", NULL, 0);
+    refusal = PR_ERR_TOO_LARGE, why = "request message over the size limit";
   else if (wire)
-    pr_grpc_reply(c, PR_ERR_INVALID, wire > 0 ? err : "malformed request message", NULL, 0);
+    refusal = PR_ERR_INVALID, why = wire > 0 ? err : "malformed request message";
   else if (held > g->svc->max_inflight_bytes) {
     /* never fits, however long the client waits: not a busy server */
+    refusal = PR_ERR_TOO_LARGE;
     snprintf(err, sizeof err,
              "the message needs %zu MiB to decode, more than --max-inflight-mb (%zu)", held >> 20,
              g->svc->max_inflight_bytes >> 20);
-    pr_grpc_reply(c, PR_ERR_TOO_LARGE, err, NULL, 0);
-  } else
-    refused = false;
-  if (refused && len >= ((size_t)1 << 20)) {
-    grpc_slice_unref(msg);
-    msg = grpc_empty_slice();
-    trim_after_refusal();
   }
-  if (refused) {
-    /* answered */
-  } else if (!pr_service_reserve(g->svc, held)) {
+  if (refusal)
+    pr_grpc_reply(c, refusal, why, NULL, 0);
+  else if (!pr_service_reserve(g->svc, held))
     pr_grpc_reply(c, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL, 0);
-  } else {
+  else {
     pr_grpc_rpc_run(c, GRPC_SLICE_START_PTR(msg), len);
     pr_service_release(g->svc, held);
   }
   grpc_slice_unref(msg);
+  /* a large refused message leaves the slices gRPC read it into (tens of
+   * kilobytes each) free in the arenas of the threads that read it; they are
+   * handed back (100 refused 8 MB messages: resident memory flat, +60%
+   * without; tests/e2e/hostile.py grpc_memory). A trim takes each arena's
+   * lock in turn for 70-240 us here (600 kB to 8 MB messages), a few percent
+   * of what receiving the megabyte or more that triggers it costs, so a
+   * client sending refused messages buys no more than it pays for. A valid
+   * message's slices are reused by the next. */
+  if (refusal && len >= ((size_t)1 << 20)) malloc_trim(0);
 }
 
 static void on_event(pr_grpc_t *g, pr_grpc_tag_t *t, bool ok) {

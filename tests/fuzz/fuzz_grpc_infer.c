@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../unit/pb_counter.h"
 #include "base/util.h"
 #include "grpc_service.pb-c.h"
 #include "server/grpc_codec.h"
@@ -127,20 +128,6 @@ static void check_response(const pr_proto_model_t *m, const pr_request_t *r,
   inference__model_infer_response__free_unpacked(resp, NULL);
 }
 
-/* protobuf-c's allocations, added up as glibc's malloc sizes them (the
- * units of the wire check's cost) */
-static size_t allocated;
-static void *count_alloc(void *ctx, size_t n) {
-  (void)ctx;
-  allocated += n + 8 < 32 ? 32 : (n + 8 + 15) & ~(size_t)15;
-  return malloc(n);
-}
-static void count_free(void *ctx, void *p) {
-  (void)ctx;
-  free(p);
-}
-static ProtobufCAllocator counting = {count_alloc, count_free, NULL};
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   pr_proto_model_t m;
@@ -153,15 +140,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(why[0], "a message refused on the wire without a reason");
     return 0; /* the server answers INVALID_ARGUMENT */
   }
-  allocated = 0;
+  pb_counted = 0;
   Inference__ModelInferRequest *req =
-      inference__model_infer_request__unpack(&counting, size - 1, data + 1);
+      inference__model_infer_request__unpack(&pb_counter, size - 1, data + 1);
   if (wire == -1) { /* the server does not unpack it; protobuf-c must refuse it too */
     CHECK(!req, "the wire check called malformed a message protobuf-c unpacks");
     return 0; /* the server answers INVALID_ARGUMENT: malformed message */
   }
-  CHECK(allocated <= cost, "the unpack took %zu bytes, the wire check said at most %zu", allocated,
-        cost);
+  CHECK(pb_counted <= cost, "the unpack took %zu bytes, the wire check said at most %zu",
+        pb_counted, cost);
   if (!req) return 0; /* the server answers INVALID_ARGUMENT: malformed message */
   pr_request_t *r = pr_request_new();
   pr_proto_infer_t q;
@@ -192,6 +179,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   pr_proto_infer_clear(&q);
   pr_request_free(r);
-  inference__model_infer_request__free_unpacked(req, &counting);
+  inference__model_infer_request__free_unpacked(req, &pb_counter);
   return 0;
 }

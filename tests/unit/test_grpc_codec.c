@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "grpc_service.pb-c.h"
+#include "pb_counter.h"
 #include "server/grpc_codec.h"
 
 /* x: FP32 [-1, 2]; k: INT8 [-1, 1] -> y: FP32 [-1, 2] */
@@ -192,26 +193,13 @@ static void test_strings_on_wire(void **s) {
   assert_null(inference__model_infer_request__unpack(NULL, sizeof group, group));
 }
 
-/* An allocator that adds up what protobuf-c asks for, as glibc sizes it. */
-static size_t counted;
-static void *count_alloc(void *data, size_t n) {
-  (void)data;
-  counted += n + 8 < 32 ? 32 : (n + 8 + 15) & ~(size_t)15;
-  return malloc(n);
-}
-static void count_free(void *data, void *p) {
-  (void)data;
-  free(p);
-}
-static ProtobufCAllocator counter = {count_alloc, count_free, NULL};
-
 /* Unpacks msg with the counting allocator: what it allocated in all. */
 static size_t unpacked_bytes(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len) {
-  counted = 0;
-  ProtobufCMessage *m = protobuf_c_message_unpack(d, &counter, len, msg);
+  pb_counted = 0;
+  ProtobufCMessage *m = protobuf_c_message_unpack(d, &pb_counter, len, msg);
   assert_non_null(m);
-  protobuf_c_message_free_unpacked(m, &counter);
-  return counted;
+  protobuf_c_message_free_unpacked(m, &pb_counter);
+  return pb_counted;
 }
 
 /* len bytes of the entry e (elen bytes) again and again. */
