@@ -9,7 +9,7 @@ real server:
   {"all": {}} serves all three; a malformed policy is refused with 400 and
   changes nothing; the config endpoint reports the policy.
 - "priority": while one request runs on the slow chain model (one instance,
-  batch 64; the first request 256 rows, in four passes), four requests at
+  batch 16; the first request 256 rows, in 16 passes), four requests at
   priority 10 queue, then one at priority 1: it is answered before every
   one of the four. A priority beyond the levels: 400.
 - "timeout" (microseconds): a request whose timeout the requests queued
@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import sys
 import threading
 import time
@@ -39,7 +40,7 @@ made = os.path.join(c.tmp, "made")
 os.makedirs(os.path.join(repo, "chain", "1"))
 shutil.copy(os.path.join(made, "chain.onnx"), os.path.join(repo, "chain", "1", "model.onnx"))
 with open(os.path.join(repo, "chain", "config.json"), "w") as f:
-    json.dump({"max_batch_size": 256, "plan": "1x64", "max_queue_delay_us": 0}, f)
+    json.dump({"max_batch_size": 256, "plan": "1x16", "max_queue_delay_us": 0}, f)
 port = c.free_port()
 p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(port)],
             os.path.join(c.tmp, "serve.log"))
@@ -122,22 +123,27 @@ st, d = set_policy({"specific": {"versions": [9]}})
 c.check("a policy that selects no version there: 400", st == 400 and "selects no version" in
         d.get("error", ""), (st, d))
 
-# priority: one instance, batch 64; a request is 64 rows of the chain, the
-# first one 256 (it runs alone, in four passes, while the others queue)
+# priority: one instance, batch 16; a request is 64 rows of the chain (four
+# passes), the first one 256 (16 passes, while the others queue)
 
 
 def chain_body(rows=64, binary=False, **params):
+    """(body, headers): the input as a binary tensor (parsing 32768 JSON numbers
+    would take the server longer than the pass under a sanitizer, and the
+    order the requests reach the queue would be the parser's)."""
+    raw = struct.pack("<f", 0.01) * (rows * 512)
     body = {"inputs": [{"name": "x", "shape": [rows, 512], "datatype": "FP32",
-                        "data": [0.01] * (rows * 512)}]}
+                        "parameters": {"binary_data_size": len(raw)}}]}
     if params:
         body["parameters"] = params
     if binary:
         body.setdefault("parameters", {})["binary_data_output"] = True
-    return json.dumps(body).encode()
+    head = json.dumps(body).encode()
+    return head + raw, {"Inference-Header-Content-Length": str(len(head))}
 
 
 def post_body(path, body, timeout=120.0):
-    st, out, _ = c.http(url + path, body, timeout=timeout)
+    st, out, _ = c.http(url + path, body[0], timeout=timeout, headers=body[1])
     return st, (json.loads(out) if out.startswith(b"{") else out)
 
 
@@ -153,15 +159,42 @@ def send(name, delay, body):
     # client threads share one interpreter, and parsing a JSON answer of
     # 32768 numbers under the GIL reorders answers that came a pass apart
     time.sleep(delay)
-    st, _, _ = c.http(url + "/v2/models/chain/infer", body, timeout=120.0)
+    st, _, _ = c.http(url + "/v2/models/chain/infer", body[0], timeout=120.0, headers=body[1])
     done[name] = (st, time.time())
 
 
-# bodies made up front; they reach the queue in this order while the first runs
+sent = {}
+
+
+def queue_stats():
+    """(requests queued, requests taken from the queue so far) from /metrics."""
+    text = c.http(url + "/metrics")[1].decode()
+    depth = re.search(r'^packrat_queue_depth\{model="chain",version="1"\} (\S+)$', text, re.M)
+    taken = re.search(r'^packrat_queue_duration_seconds_count\{model="chain",version="1"\} (\S+)$', text,
+                      re.M)
+    return float(depth.group(1)) if depth else -1, float(taken.group(1)) if taken else -1
+
+
+def send_at(name, ready, body):
+    """Sends body once ready(depth, taken) holds (10 s at most)."""
+    t = time.time()
+    while time.time() - t < 10 and not ready(*queue_stats()):
+        time.sleep(0.005)
+    sent[name] = time.time()
+    st, out, headers = c.http(url + "/v2/models/chain/infer", body[0], timeout=120, headers=body[1])
+    done[name] = (st, time.time(), headers.get("Retry-After"), out[:300])
+
+
+# the first (16 passes) runs; the four low ones are sent once the instance
+# took it, the high one once they all wait: the order they queue in is the
+# server's own, whatever the speed of the machine or the client
+taken0 = queue_stats()[1]
 threads = [threading.Thread(target=send, args=("first", 0, chain_body(256, binary=True)))]
-threads += [threading.Thread(target=send, args=(f"low{i}", one * (0.5 + 0.1 * i),
-                                                chain_body(priority=10, binary=True))) for i in range(4)]
-threads += [threading.Thread(target=send, args=("high", one * 1.2, chain_body(priority=1, binary=True)))]
+threads += [threading.Thread(target=send_at, args=(f"low{i}", lambda depth, taken: taken > taken0,
+                                                   chain_body(priority=10, binary=True)))
+            for i in range(4)]
+threads += [threading.Thread(target=send_at, args=("high", lambda depth, taken: depth >= 4,
+                                                   chain_body(priority=1, binary=True)))]
 for t in threads:
     t.start()
 for t in threads:
@@ -183,28 +216,7 @@ for bad in ({"priority": 11}, {"priority": -1}, {"priority": "high"}, {"timeout"
 # timeout: a request whose 1 ms the requests queued ahead cannot meet is
 # refused at once (503, Retry-After), not left to time out
 done.clear()
-sent = {}
-
-
-def queue_stats():
-    """(requests queued, requests taken from the queue so far) from /metrics."""
-    text = c.http(url + "/metrics")[1].decode()
-    depth = re.search(r'^packrat_queue_depth\{model="chain",version="1"\} (\S+)$', text, re.M)
-    taken = re.search(r'^packrat_queue_duration_seconds_count\{model="chain",version="1"\} (\S+)$', text,
-                      re.M)
-    return float(depth.group(1)) if depth else -1, float(taken.group(1)) if taken else -1
-
-
-def send_at(name, ready, body):
-    """Sends body once ready(depth, taken) holds (10 s at most)."""
-    t = time.time()
-    while time.time() - t < 10 and not ready(*queue_stats()):
-        time.sleep(0.005)
-    sent[name] = time.time()
-    st, out, headers = c.http(url + "/v2/models/chain/infer", body, timeout=120)
-    done[name] = (st, time.time(), headers.get("Retry-After"), out[:300])
-
-
+sent.clear()
 threads = [threading.Thread(target=send, args=(f"busy{i}", 0.001 * i, chain_body()))
            for i in range(3)]
 # sent once two of them wait in the queue (the third runs)
@@ -219,7 +231,7 @@ c.check("timeout: the request the queue ahead cannot serve in time gets 503 at o
         st == 503 and at - sent["short"] < one and b"timeout" in text, done["short"])
 c.check("timeout: with a Retry-After", retry is not None and retry.isdigit(), retry)
 c.check("timeout: the others are answered", all(done[f"busy{i}"][0] == 200 for i in range(3)), done)
-# nothing queued ahead, but the instance busy with 256 rows (four passes;
+# nothing queued ahead, but the instance busy with 256 rows (16 passes;
 # sent once the instance took them): admitted, then 504 at its 1 ms deadline
 done.clear()
 taken0 = queue_stats()[1]

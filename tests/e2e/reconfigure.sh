@@ -7,8 +7,9 @@
 # load runs alike whatever the batch, and the autoscaler moves down only to a
 # batch that serves within 5% as much); no request may fail or be lost, and
 # every response must equal the model's output for its input. The autoscaler
-# never lowers capacity while a backlog is queued, so the last phase comes
-# down only once the burst's backlog has drained.
+# never lowers capacity while a backlog is queued, so the plan comes down
+# only once the burst's backlog has drained (on a slow machine, after the
+# load ended: the test waits for it).
 # usage: reconfigure.sh PACKRAT MODELS_DIR
 set -u
 PACKRAT=$1
@@ -43,15 +44,23 @@ def inst(p): return [i.split('x')[0] for i in p.split(',')]
 ms = re.findall(r'reconfigured (\S+) -> (\S+) \(autoscaler', open(sys.argv[1]).read())
 up = [m for m in ms if batch(m[1]) > batch(m[0])]
 down = [m for m in ms if batch(m[1]) < batch(m[0])]
-top = up[0][1] if up else None
+top = max(up, key=lambda m: batch(m[1]))[1] if up else None
+last = ms[-1][1] if ms else None
+# down: the last plan serves a smaller batch than the highest it rose to, or
+# runs the instances of the plan it rose from
 ok = {'up': len(up) >= 1,
-      'down_when_other': top is None or inst(top) == inst(up[0][0]) or len(down) >= 1}[sys.argv[2]]
+      'down_when_other': top is None or inst(top) == inst(up[0][0]) or batch(last) < batch(top)
+      or inst(last) == inst(up[0][0])}[sys.argv[2]]
 sys.exit(0 if ok else 1)
 PY
 }
 check "the plan went up under the rise" "moves up"
 check "each switch logged with the model's name" \
   "[ \$(grep -c 'reconfigured' '$tmp/log') = \$(grep -c 'model resnet50 v1: reconfigured' '$tmp/log') ]"
+# a slower machine drains the burst's backlog later than the last phase ends:
+# the autoscaler samples the queue without traffic too, so wait for it (60 s)
+for _ in $(seq 60); do moves down_when_other && break; sleep 1; done
+grep reconfigured "$tmp/log" | tail -n +3
 check "the plan came down after it, where its instances differ" "moves down_when_other"
 curl -s "$URL/metrics" | grep -E '^packrat_reconfigurations_total|^packrat_reconfiguration_duration_seconds_(sum|count)'
 check "switches take under 50 ms" "[ \$(grep -o 'in [0-9.]* ms' '$tmp/log' | awk '{ if (\$2 >= 50) bad=1 } END { print bad+0 }') = 0 ]"
