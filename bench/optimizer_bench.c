@@ -4,7 +4,12 @@
  * with the batch and sub-linearly with threads (diminishing returns), plus
  * noise. Both must find the same optimum; prints a markdown table.
  *
- * usage: optimizer_bench [--max-paper-cells N]   (paper DP skipped above N = T^2 B^2 / 4) */
+ * With --joint: the joint optimizer (pr_plan_joint) dividing T cores among
+ * M models, each on its own such profile (every t, b <= 8 and powers of two
+ * to 64), planned for batches 1, 4, 16 and 64 in turn, weights 1 and 2.
+ *
+ * usage: optimizer_bench [--max-paper-cells N]   (paper DP skipped above N = T^2 B^2 / 4)
+ *        optimizer_bench --joint */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +55,50 @@ static double time_opt(const pr_profile_t *p, int B, int T, pr_plan_t *plan) {
   return t / reps * 1e3;
 }
 
+static int joint(void) {
+  static const int cases[][2] = {{2, 16},  {4, 16},  {2, 64},  {4, 64},  {8, 64},
+                                 {2, 256}, {4, 256}, {8, 256}, {16, 256}};
+  static const int batches[] = {1, 4, 16, 64};
+  printf("| models | T | batches | points per profile | pr_plan_joint ms | worst score |\n");
+  printf("|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int M = cases[i][0], T = cases[i][1];
+    pr_profile_t *p = calloc((size_t)M, sizeof *p);
+    pr_joint_model_t *ms = calloc((size_t)M, sizeof *ms);
+    pr_joint_share_t *sh = calloc((size_t)M, sizeof *sh);
+    char err[256], list[128] = "";
+    for (int k = 0; k < M; k++) {
+      make_profile(&p[k], T, 64, 0);
+      ms[k] = (pr_joint_model_t){.profile = &p[k], .batch = batches[k % 4], .weight = 1 + k % 2};
+      if (k < 4)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", k ? "," : "",
+                 ms[k].batch);
+    }
+    int reps = 0;
+    double t0 = now(), t;
+    pr_status_t st;
+    do {
+      st = pr_plan_joint(ms, M, T, sh, err, sizeof err);
+      reps++;
+    } while ((t = now() - t0) < 0.3);
+    double worst = 0;
+    for (int k = 0; k < M; k++) worst = fmax(worst, sh[k].score);
+    if (st)
+      printf("| %d | %d | %s | %d | failed: %s | - |\n", M, T, list, p[0].n_points, err);
+    else
+      printf("| %d | %d | %s%s | %d | %.3f | %.2f |\n", M, T, list, M > 4 ? ",..." : "",
+             p[0].n_points, t / reps * 1e3, worst);
+    fflush(stdout);
+    for (int k = 0; k < M; k++) pr_profile_free(&p[k]);
+    free(p);
+    free(ms);
+    free(sh);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--joint")) return joint();
   double max_cells = 2e10;
   if (argc > 2 && !strcmp(argv[1], "--max-paper-cells")) max_cells = atof(argv[2]);
   static const int cases[][3] = {{4, 16, 0},     {8, 64, 0},     {16, 128, 0},   {32, 256, 0},

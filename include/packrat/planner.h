@@ -64,6 +64,50 @@ typedef struct {
  * are listed by decreasing threads, with consecutive first_core. */
 pr_status_t pr_plan_optimize(const pr_profile_t *profile, int batch, int cores, pr_plan_t *plan);
 
+/* f[c] for c = 0..cores: the optimal plan's latency for a batch of `batch`
+ * on at most c cores (pr_plan_optimize's max instance latency), INFINITY
+ * where no combination of profiled points makes the batch (f[0] always).
+ * Non-increasing in c. One knapsack per distinct value, not one optimize
+ * per c. PR_ERR_INVALID for bad arguments, PR_ERR_NOMEM. */
+pr_status_t pr_plan_latency_by_cores(const pr_profile_t *profile, int batch, int cores, double *f);
+
+/* ---- many models, one host (joint.c) ---- */
+
+#define PR_JOINT_MAX_MODELS 256
+
+/* One model of a joint plan. */
+typedef struct {
+  const pr_profile_t *profile; /* borrowed */
+  int batch;                   /* the batch to plan it for, >= 1 */
+  double weight;               /* > 0 (0: 1): its score counts this much */
+  int min_cores, max_cores;    /* bounds on its share (0: none) */
+  double target_ms;            /* its reference latency (0: its best alone on every core) */
+} pr_joint_model_t;
+
+/* A model's share of the cores: [first_core, first_core + cores). */
+typedef struct {
+  int first_core, cores;
+  double latency_ms;   /* its best plan's latency at its batch on its share */
+  double reference_ms; /* target_ms, or its best on every core */
+  double score;        /* weight * latency_ms / reference_ms */
+} pr_joint_share_t;
+
+/* Divides `cores` cores among n models, each core to one model, exactly
+ * minimizing, in order: the largest score (the worst-served model's
+ * slowdown against its reference), the sum of the scores, the cores used;
+ * the cores left are then given out in proportion to the shares within
+ * the bounds (they lower no score at the planned batch). Shares are
+ * contiguous, in the models' order. Returns PR_OK; PR_ERR_NOT_FOUND when
+ * the models cannot all fit (err: how many cores they need) or a model's
+ * batch has no plan within its max cores; PR_ERR_INVALID for bad
+ * arguments (err says which); PR_ERR_NOMEM. A model's plan on its share
+ * is pr_plan_optimize(profile, batch, cores) moved by pr_plan_offset. */
+pr_status_t pr_plan_joint(const pr_joint_model_t *models, int n, int cores,
+                          pr_joint_share_t *shares, char *err, size_t err_len);
+
+/* Moves every instance of plan first_core cores up the core order. */
+void pr_plan_offset(pr_plan_t *plan, int first_core);
+
 /* The Packrat paper's dynamic program, O(T^2 B^2) over the same points, kept
  * as the reference the fast optimizer is checked and benchmarked against.
  * Returns the optimal max latency (or a negative value when infeasible). */

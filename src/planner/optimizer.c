@@ -11,6 +11,7 @@
  * for P points plus O(log P) knapsacks of O(B x columns), against the
  * paper's O(T^2 B^2). The final knapsack orders (threads, instances)
  * lexicographically, which gives the tie-breaks. */
+#include <assert.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -253,6 +254,68 @@ out:
   free(k.f);
   free(k.g);
   free(k.choice);
+  index_free(&ix);
+  return st;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* need[i] = min_total_threads(cand[i]) for every i in (lo, hi), need[lo]
+ * and need[hi] known: need is non-increasing in i, so a range whose ends
+ * agree is constant and takes no knapsack. */
+static void fill_need(const index_t *ix, const double *cand, int *need, int lo, int hi, knap_t *k) {
+  if (hi - lo < 2) return;
+  if (need[lo] == need[hi]) {
+    for (int i = lo + 1; i < hi; i++) need[i] = need[lo];
+    return;
+  }
+  int mid = lo + (hi - lo) / 2;
+  need[mid] = min_total_threads(ix, cand[mid], k);
+  assert(need[mid] <= need[lo] && need[mid] >= need[hi]);
+  fill_need(ix, cand, need, lo, mid, k);
+  fill_need(ix, cand, need, mid, hi, k);
+}
+
+pr_status_t pr_plan_latency_by_cores(const pr_profile_t *p, int B, int T, double *f) {
+  if (!p || !f || B < 1 || T < 1 || B > (1 << 20) || T > 65536) return PR_ERR_INVALID;
+  for (int c = 0; c <= T; c++) f[c] = INFINITY;
+  index_t ix;
+  knap_t k = {.B = B};
+  double *cand = NULL;
+  int *need = NULL;
+  pr_status_t st = PR_ERR_NOMEM;
+  if (index_build(p, T, B, &ix) < 0) goto out;
+  int n = ix.col_start[ix.n_cols];
+  cand = malloc(sizeof(double) * (size_t)(n + 1));
+  need = malloc(sizeof(int) * (size_t)(n + 1));
+  k.cost = malloc(sizeof(int) * (size_t)(B + 1));
+  k.f = malloc(sizeof(int) * (size_t)(B + 1));
+  if (!cand || !need || !k.cost || !k.f) goto out;
+  st = PR_OK;
+  if (!n) goto out;
+  memcpy(cand, ix.pmin, sizeof(double) * (size_t)n);
+  qsort(cand, (size_t)n, sizeof *cand, cmp_double);
+  int m = 0; /* distinct latencies */
+  for (int i = 0; i < n; i++)
+    if (!m || cand[i] != cand[m - 1]) cand[m++] = cand[i];
+  need[0] = min_total_threads(&ix, cand[0], &k);
+  need[m - 1] = min_total_threads(&ix, cand[m - 1], &k);
+  fill_need(&ix, cand, need, 0, m - 1, &k);
+  /* f[c]: the smallest latency whose need fits c cores; as c grows the
+   * first such candidate moves down */
+  int i = m; /* need[i..m) <= c */
+  for (int c = 1; c <= T; c++) {
+    while (i > 0 && need[i - 1] <= c) i--;
+    f[c] = i < m ? cand[i] : INFINITY;
+  }
+out:
+  free(cand);
+  free(need);
+  free(k.cost);
+  free(k.f);
   index_free(&ix);
   return st;
 }

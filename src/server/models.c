@@ -66,6 +66,7 @@ static void unload_locked(pr_models_t *ms, pr_served_t *m) {
   pr_engine_model_destroy(m->model);
   m->model = NULL;
   pr_profile_free(&m->profile);
+  for (int k = 0; k < PR_BUCKETS_MAX; k++) pr_profile_free(&m->bucket_profiles[k]);
 }
 
 /* Checks that the protocol can carry every input and output of the model:
@@ -341,82 +342,216 @@ static void choose_buckets(const pr_model_config_t *c, int n_batches, int max_pl
   memcpy(sc->bucket_sizes, sizes, sizeof sizes);
 }
 
-/* Plans for batches lo, 2 lo, ... up to the max batch from prof into
- * plans[n..] (bucket k each); the new n, or -1 with err. */
-static int plan_batches(const pr_model_config_t *c, const pr_profile_t *prof, int lo,
-                        int max_threads, int k, pr_plan_t *plans, int *buckets, int n, char *err,
-                        size_t err_len) {
-  for (int b = lo;; b *= 2) {
+/* The smallest batch planned for. */
+static int lowest_batch(const pr_model_config_t *c) {
+  return c->autoscale ? (c->min_batch > 0 ? c->min_batch : 1) : c->max_batch;
+}
+
+/* The cores plans may use: the server's, at most one thread a core. */
+static int max_threads(const pr_models_t *ms) {
+  int cores = pr_topology_num_cores();
+  return ms->n_cpus < cores ? ms->n_cpus : cores;
+}
+
+/* Plans for batches lo, 2 lo, ... up to the max batch from prof on the
+ * share's cores into plans[n..] (bucket k each); the new n, or -1 with
+ * err. */
+static int plan_batches(const pr_model_config_t *c, const pr_profile_t *prof,
+                        const pr_joint_share_t *share, int k, pr_plan_t *plans, int *buckets, int n,
+                        char *err, size_t err_len) {
+  for (int b = lowest_batch(c);; b *= 2) {
     int batch = b < c->max_batch ? b : c->max_batch;
-    if (pr_plan_optimize(prof, batch, max_threads, &plans[n])) {
-      pr_errf(err, err_len, "no plan for batch %d", batch);
+    if (pr_plan_optimize(prof, batch, share->cores, &plans[n])) {
+      pr_errf(err, err_len, "no plan for batch %d on %d cores", batch, share->cores);
       return -1;
     }
+    pr_plan_offset(&plans[n], share->first_core);
     buckets[n++] = k;
     if (b >= c->max_batch) return n;
   }
 }
 
-/* The plans to prepare: the fixed one, or one per power-of-two batch from
- * the min batch up to the max (and the max itself) when following the load,
- * else the max batch's; with shape buckets, those batches' plans for each
- * bucket from a profile at its size (the profile_at bucket's on the full
- * grid, the others' on the batches plans use). buckets[i]: plans[i]'s
- * bucket (-1: none). The active one is the max batch's at profile_at,
- * whose profile stays in m->profile (for the dashboard). Returns how many,
- * or -1 with err. */
-static int make_plans(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
-                      pr_sched_config_t *sc, pr_plan_t *plans, int *buckets, int max_plans,
-                      int *active, char *err, size_t err_len) {
+/* The profiles plans are made from: one per shape bucket when the model
+ * has them (the profile_at bucket's on the full grid, in m->profile, the
+ * others' on the batches plans use, in m->bucket_profiles), else one at
+ * base's shapes; none with a fixed plan. PR_OK, or an error with err. */
+static pr_status_t get_profiles(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
+                                pr_sched_config_t *sc, char *err, size_t err_len) {
   pr_model_config_t *c = &m->cfg;
-  *active = 0;
-  buckets[0] = -1;
-  if (strcmp(c->plan, "auto"))
-    return pr_plan_parse(c->plan, NULL, &plans[0], err, err_len) == PR_OK ? 1 : -1;
-  int cores = pr_topology_num_cores();
-  int max_threads = ms->n_cpus < cores ? ms->n_cpus : cores;
-  int lo = c->autoscale ? (c->min_batch > 0 ? c->min_batch : 1) : c->max_batch;
-  int n_batches = 0;
+  m->n_buckets = m->at_bucket = 0;
+  if (strcmp(c->plan, "auto")) return PR_OK;
+  int lo = lowest_batch(c), n_batches = 0;
   for (int b = lo;; b *= 2) {
     n_batches++;
     if (b >= c->max_batch) break;
   }
+  int max_plans = ms->cfg.max_plans;
   if (n_batches + 1 > max_plans) { /* one slot stays for a plan pinned by hand */
     pr_errf(err, err_len,
             "batches %d..%d need %d prepared plans and one stays free for a pinned plan, over "
             "the limit of %d (raise --max-prepared-plans or min_batch_size)",
             lo, c->max_batch, n_batches, max_plans);
-    return -1;
+    return PR_ERR_INVALID;
   }
   choose_buckets(c, n_batches, max_plans, sc);
-  int n_sets = sc->n_buckets ? sc->n_buckets : 1, at = 0, dim = 0, n = 0;
+  int n_sets = sc->n_buckets ? sc->n_buckets : 1, dim = 0;
   int64_t values[8];
   memcpy(values, base->dim_values, sizeof(int64_t) * (size_t)base->n_dims);
   pr_session_options_t opts = *base;
   opts.dim_values = values;
   if (sc->n_buckets) {
     while (c->dim_kind[dim] == PR_DIM_FIXED) dim++;
-    at = pr_bucket_of(sc->bucket_sizes, sc->n_buckets, c->dim_values[dim]);
+    m->at_bucket = pr_bucket_of(sc->bucket_sizes, sc->n_buckets, c->dim_values[dim]);
     pr_log(PR_LOG_INFO, "model %s: %d shape buckets of '%s', planned at sizes %lld..%lld",
            m->entry.name, sc->n_buckets, c->dim_names[dim], sc->bucket_sizes[0],
            sc->bucket_sizes[sc->n_buckets - 1]);
   }
-  for (int k = 0; k < n_sets && n >= 0; k++) {
-    pr_profile_t own, *prof = k == at ? &m->profile : &own;
+  m->n_buckets = sc->n_buckets;
+  for (int k = 0; k < n_sets; k++) {
+    bool at = k == m->at_bucket;
     if (sc->n_buckets) {
       values[dim] = sc->bucket_sizes[k];
-      pr_log(PR_LOG_INFO, "model %s: shape bucket %s <= %lld: its profile (%s) and plans",
-             m->entry.name, c->dim_names[dim], sc->bucket_sizes[k],
-             k == at ? "profile_at: the full grid" : "the planned batches");
+      pr_log(PR_LOG_INFO, "model %s: shape bucket %s <= %lld: its profile (%s)", m->entry.name,
+             c->dim_names[dim], sc->bucket_sizes[k],
+             at ? "profile_at: the full grid" : "the planned batches");
     }
-    if (get_profile(ms, m, &opts, max_threads, k != at, lo, prof, err, err_len)) return -1;
+    pr_status_t st = get_profile(ms, m, &opts, max_threads(ms), !at, lo,
+                                 at ? &m->profile : &m->bucket_profiles[k], err, err_len);
+    if (st) return st;
+  }
+  return PR_OK;
+}
+
+/* The plans to prepare on m's share: the fixed one, or one per power-of-two
+ * batch from the min batch up to the max (and the max itself) when
+ * following the load, else the max batch's; with shape buckets, those
+ * batches' plans for each bucket from its profile. buckets[i]: plans[i]'s
+ * bucket (-1: none). The active one is the max batch's at profile_at.
+ * Returns how many, or -1 with err. */
+static int make_plans(pr_served_t *m, pr_plan_t *plans, int *buckets, int *active, char *err,
+                      size_t err_len) {
+  pr_model_config_t *c = &m->cfg;
+  *active = 0;
+  buckets[0] = -1;
+  if (strcmp(c->plan, "auto"))
+    return pr_plan_parse(c->plan, NULL, &plans[0], err, err_len) == PR_OK ? 1 : -1;
+  int n = 0;
+  for (int k = 0; k < (m->n_buckets ? m->n_buckets : 1) && n >= 0; k++) {
     int first = n;
-    n = plan_batches(c, prof, lo, max_threads, sc->n_buckets ? k : -1, plans, buckets, n, err,
-                     err_len);
-    if (k == at && n > first) *active = n - 1;
-    if (prof == &own) pr_profile_free(&own);
+    bool at = k == m->at_bucket;
+    n = plan_batches(c, at ? &m->profile : &m->bucket_profiles[k], &m->share, m->n_buckets ? k : -1,
+                     plans, buckets, n, err, err_len);
+    if (at && n > first) *active = n - 1;
   }
   return n;
+}
+
+/* Whether m takes part in the division of the cores. */
+static bool divided(const pr_served_t *m) {
+  return !strcmp(m->cfg.plan, "auto") && !m->cfg.share_cores && m->profile.n_points > 0;
+}
+
+/* Re-plans ready model m on its (new) share: plans for every batch there,
+ * switched to without a pause. admin held. */
+static void replan(pr_served_t *m, const char *why) {
+  int max_plans = PR_SCHED_MAX_CONFIGS, active;
+  pr_plan_t *plans = calloc((size_t)max_plans, sizeof *plans);
+  int *buckets = calloc((size_t)max_plans, sizeof *buckets);
+  char err[512] = "out of memory";
+  int n = plans && buckets ? make_plans(m, plans, buckets, &active, err, sizeof err) : -1;
+  if (n < 0 || pr_sched_replan(m->sched, plans, buckets, n, active, why, err, sizeof err))
+    pr_log(PR_LOG_ERROR, "model %s v%s: no plans on cores %d..%d (%s); it serves on as it was",
+           m->entry.name, m->entry.version, m->share.first_core,
+           m->share.first_core + m->share.cores - 1, err);
+  free(plans);
+  free(buckets);
+}
+
+/* Divides the cores among the ready models that take part and `join` (the
+ * one loading, or NULL; a ready copy of its version it replaces leaves the
+ * division), each planned for its max batch (pr_plan_joint); writes each
+ * one's share, and re-plans the ready ones whose share moved. A model that
+ * takes no part gets every core. PR_OK, or an error with err (nothing
+ * changed). admin held. */
+static pr_status_t divide(pr_models_t *ms, pr_served_t *join, const char *why, char *err,
+                          size_t err_len) {
+  assert(pr_lock_held(&ms->admin));
+  int T = max_threads(ms);
+  if (join && !divided(join)) {
+    pr_rwlock_wrlock(&ms->lock);
+    join->divided = false;
+    join->share = (pr_joint_share_t){.first_core = 0, .cores = T};
+    pr_rwlock_unlock(&ms->lock);
+    return PR_OK;
+  }
+  pr_served_t *part[PR_JOINT_MAX_MODELS];
+  pr_joint_model_t jm[PR_JOINT_MAX_MODELS];
+  int n = 0;
+  pr_rwlock_rdlock(&ms->lock);
+  for (int i = 0; i < ms->n_models && n < PR_JOINT_MAX_MODELS - 1; i++) {
+    pr_served_t *x = ms->models[i];
+    bool replaced = join && x != join && !strcmp(x->entry.name, join->entry.name) &&
+                    !strcmp(x->entry.version, join->entry.version);
+    if (x->state == PR_MODEL_READY && divided(x) && !replaced) part[n++] = x;
+  }
+  pr_rwlock_unlock(&ms->lock);
+  if (join) part[n++] = join;
+  if (!n) return PR_OK;
+  for (int k = 0; k < n; k++) {
+    const pr_model_config_t *c = &part[k]->cfg;
+    jm[k] = (pr_joint_model_t){.profile = &part[k]->profile,
+                               .batch = c->max_batch,
+                               .weight = c->core_weight,
+                               .min_cores = c->min_cores,
+                               .max_cores = c->max_cores,
+                               .target_ms = c->latency_target_ms};
+  }
+  pr_joint_share_t shares[PR_JOINT_MAX_MODELS];
+  char e[512];
+  pr_status_t st = pr_plan_joint(jm, n, T, shares, e, sizeof e);
+  if (st) {
+    /* name the model, not the index */
+    for (int k = 0; k < n; k++) {
+      char tag[16];
+      snprintf(tag, sizeof tag, "model %d:", k);
+      if (!strncmp(e, tag, strlen(tag))) {
+        pr_errf(err, err_len, "dividing the cores: model %s v%s:%s (its \"cores\" setting)",
+                part[k]->entry.name, part[k]->entry.version, e + strlen(tag));
+        return st;
+      }
+    }
+    pr_errf(err, err_len,
+            "dividing the %d cores among %d models: %s (\"cores\": \"min\" in their "
+            "config.json, or fewer models)",
+            T, n, e);
+    return st;
+  }
+  for (int k = 0; k < n; k++) {
+    pr_served_t *x = part[k];
+    bool moved = !x->divided || x->share.first_core != shares[k].first_core ||
+                 x->share.cores != shares[k].cores;
+    pr_rwlock_wrlock(&ms->lock);
+    x->divided = true;
+    x->share = shares[k];
+    pr_rwlock_unlock(&ms->lock);
+    pr_log(PR_LOG_INFO,
+           "model %s v%s: cores %d..%d of %d (predicted %.3g ms at batch %d, %.2fx "
+           "its %s)%s",
+           x->entry.name, x->entry.version, shares[k].first_core,
+           shares[k].first_core + shares[k].cores - 1, T, shares[k].latency_ms, jm[k].batch,
+           shares[k].score, x->cfg.latency_target_ms > 0 ? "target" : "best alone",
+           moved && x != join ? ": moving" : "");
+    if (moved && x != join) replan(x, why);
+  }
+  return PR_OK;
+}
+
+/* Re-divides the cores after a model left (or failed to load). admin held. */
+static void redivide(pr_models_t *ms, const char *name, const char *what) {
+  char why[600], err[1024];
+  snprintf(why, sizeof why, "cores re-divided: model %s %s", name, what);
+  if (divide(ms, NULL, why, err, sizeof err))
+    pr_log(PR_LOG_ERROR, "after model %s %s: %s", name, what, err);
 }
 
 static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t err_len) {
@@ -464,12 +599,17 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
     free(buckets);
     return PR_ERR_NOMEM;
   }
-  int active;
-  int n_plans = make_plans(ms, m, &base, &sc, plans, buckets, max_plans, &active, err, err_len);
+  int active, n_plans = -1;
+  char why[600];
+  snprintf(why, sizeof why, "cores re-divided: model %s v%s loads", m->entry.name,
+           m->entry.version);
+  if (!(st = get_profiles(ms, m, &base, &sc, err, err_len)) &&
+      !(st = divide(ms, m, why, err, err_len)))
+    n_plans = make_plans(m, plans, buckets, &active, err, err_len);
   if (n_plans < 0) {
     free(plans);
     free(buckets);
-    return PR_ERR_INVALID;
+    return st ? st : PR_ERR_INVALID;
   }
   base.batch = 1;
   st = pr_sched_create(m->model, plans, buckets, n_plans, active, ms->cpus, ms->n_cpus, &base, &sc,
@@ -507,10 +647,12 @@ static pr_status_t reload_locked(pr_models_t *ms, pr_served_t *m, const pr_repo_
   if (n) n->entry = *entry;
   if (!st) st = load_model(ms, n, err, err_len);
   if (st) {
+    bool was_divided = n && n->divided;
     if (n) unload_locked(ms, n);
     free(n);
     pr_log(PR_LOG_WARN, "model %s version %s: the reload failed, the loaded copy serves on: %s",
            entry->name, entry->version, err);
+    if (was_divided) redivide(ms, entry->name, "failed to reload");
     return st;
   }
   pr_rwlock_wrlock(&ms->lock);
@@ -573,7 +715,10 @@ static pr_status_t load_version(pr_models_t *ms, const pr_repo_entry_t *entry, c
   assert(m->state == PR_MODEL_LOADING); /* admin held throughout */
   m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
   pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason); /* engine text may hold any bytes */
+  bool was_divided = m->divided;
+  if (st) m->divided = false;
   pr_rwlock_unlock(&ms->lock);
+  if (st && was_divided) redivide(ms, entry->name, "failed to load"); /* the others shrank for it */
   return st;
 }
 
@@ -584,6 +729,7 @@ static void unload_version(pr_models_t *ms, pr_served_t *m, const char *why) {
   assert(m->state == PR_MODEL_READY);
   m->state = PR_MODEL_UNAVAILABLE;
   snprintf(m->reason, sizeof m->reason, "%s", why);
+  m->divided = false;
   pr_rwlock_unlock(&ms->lock);
   unload_locked(ms, m);
 }
@@ -646,6 +792,7 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
     pr_served_t *old[MAX_READY];
     int k = ready_except(ms, name, want, n, old);
     for (int i = 0; i < k; i++) unload_version(ms, old[i], "unloaded: not in the version policy");
+    if (k) redivide(ms, name, "versions left (version policy)");
   }
   pr_unlock(&ms->admin);
   return first;
@@ -656,6 +803,7 @@ pr_status_t pr_models_unload(pr_models_t *ms, const char *name) {
   pr_served_t *ready[MAX_READY];
   int n = ready_except(ms, name, NULL, 0, ready);
   for (int i = 0; i < n; i++) unload_version(ms, ready[i], "unloaded");
+  if (n) redivide(ms, name, "unloaded");
   pr_unlock(&ms->admin);
   return n ? PR_OK : PR_ERR_NOT_FOUND;
 }
@@ -691,6 +839,18 @@ void pr_models_put(pr_served_t *m) {
   int was = atomic_fetch_sub(&m->refs, 1);
   assert(was > 0);
   (void)was;
+}
+
+void pr_models_share(pr_models_t *ms, const pr_served_t *m, bool *divided,
+                     pr_joint_share_t *share) {
+  pr_rwlock_rdlock(&ms->lock);
+  *divided = m->divided;
+  *share = m->share;
+  pr_rwlock_unlock(&ms->lock);
+}
+
+int pr_models_cores(const pr_models_t *ms) {
+  return max_threads(ms);
 }
 
 void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx) {

@@ -4,10 +4,13 @@
  * requests in flight, stop the instances, free).
  *
  * Notes on the design:
- * - Each version is an entry of its own (own scheduler and instances, on the
- *   same cores as every other model). At most `max_models` entries are known
- *   at once (a setting); a load beyond it is refused with PR_ERR_BUSY and
- *   the reason.
+ * - Each version is an entry of its own (own scheduler and instances). The
+ *   models that follow the load ("plan": "auto", not "cores": {"share":
+ *   true}) divide the cores among them (pr_plan_joint, each planned for its
+ *   max batch): each loads on its share, and a load or unload re-divides,
+ *   every model whose share moved switching to plans on its new share
+ *   (pr_sched_replan: no request fails). The others run on every core. At most `max_models` entries
+ * are known at once (a setting); a load beyond it is refused with PR_ERR_BUSY and the reason.
  * - Locks: `admin` serializes load and unload (one at a time, any model);
  *   `lock` (a rwlock) guards the array and each entry's state. A request
  *   takes a reference (atomic refs) under the read lock, so unload waits for
@@ -20,7 +23,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "packrat/buckets.h"
 #include "packrat/engine.h"
+#include "packrat/planner.h"
 #include "server/protocol.h"
 #include "server/repository.h"
 #include "server/scheduler.h"
@@ -36,6 +41,14 @@ typedef struct {
   pr_sched_t *sched;
   pr_profile_t
       profile; /* the plans' latency[t][b] (no points: a fixed plan); read-only once ready */
+  /* with shape buckets: the other buckets' profiles (the planned batches),
+   * kept to re-plan on another share; at_bucket's is `profile` */
+  pr_profile_t bucket_profiles[PR_BUCKETS_MAX];
+  int n_buckets, at_bucket;
+  /* its share of the cores (divided: in the joint plan; else every core,
+   * from the first), written under admin and `lock` */
+  bool divided;
+  pr_joint_share_t share;
   pr_proto_model_t proto;
   _Atomic int refs;
 } pr_served_t;
@@ -71,6 +84,11 @@ pr_status_t pr_models_unload(pr_models_t *ms, const char *name);
  * pr_models_put. */
 pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *version, pr_status_t *st);
 void pr_models_put(pr_served_t *m);
+
+/* m's share of the cores, read under the lock (a re-division writes it). */
+void pr_models_share(pr_models_t *ms, const pr_served_t *m, bool *divided, pr_joint_share_t *share);
+/* The cores plans use: the first this many of the server's cpus. */
+int pr_models_cores(const pr_models_t *ms);
 
 /* Read access to every known model: fn runs under the read lock for each. */
 void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx);

@@ -453,6 +453,47 @@ static bool set_policy(pr_model_config_t *c, const char *key, json_t *v, char *m
   return false;
 }
 
+/* {"weight": W, "min": N, "max": N, "latency_target_ms": L} or
+ * {"share": true}: the model's part in the joint plan. */
+static bool set_cores(pr_model_config_t *c, const char *key, json_t *v, char *msg, size_t len) {
+  const char *k;
+  json_t *x;
+  bool ok = json_is_object(v) && json_object_size(v) > 0;
+  json_object_foreach(v, k, x) {
+    double d = json_is_number(x) ? json_number_value(x) : -1;
+    long long i = json_is_integer(x) ? json_integer_value(x) : -1;
+    if (!strcmp(k, "weight") && d > 0 && d <= 1000)
+      c->core_weight = d;
+    else if (!strcmp(k, "min") && i >= 1 && i <= 65536)
+      c->min_cores = (int)i;
+    else if (!strcmp(k, "max") && i >= 1 && i <= 65536)
+      c->max_cores = (int)i;
+    else if (!strcmp(k, "latency_target_ms") && d > 0 && d <= 1e7)
+      c->latency_target_ms = d;
+    else if (!strcmp(k, "share") && json_is_boolean(x))
+      c->share_cores = json_is_true(x);
+    else
+      ok = false;
+  }
+  if (ok && c->min_cores && c->max_cores && c->min_cores > c->max_cores) {
+    snprintf(msg, len, "'%s': min %d above max %d", key, c->min_cores, c->max_cores);
+    return false;
+  }
+  if (ok && c->share_cores && json_object_size(v) > 1) {
+    snprintf(msg, len,
+             "'%s': \"share\": true plans the model over every core; it takes no "
+             "weight, bounds or target",
+             key);
+    return false;
+  }
+  if (!ok)
+    snprintf(msg, len,
+             "'%s' must be {\"weight\": 0 < W <= 1000, \"min\": 1..65536, \"max\": 1..65536, "
+             "\"latency_target_ms\": 0 < L <= 1e7} (any of them) or {\"share\": true}",
+             key);
+  return ok;
+}
+
 /* A setting is a setter, or (set NULL) an int field of the config at `off`
  * that takes min..10^8. */
 static const struct {
@@ -475,6 +516,7 @@ static const struct {
     {"priority_levels", .set = set_levels},
     {"default_priority_level", .set = set_levels},
     {"version_policy", .set = set_policy},
+    {"cores", .set = set_cores},
 };
 
 /* Setting key = v into c; false with a message in msg. */

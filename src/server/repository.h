@@ -78,6 +78,14 @@ typedef struct {
   /* which versions of the model folder are served: the latest n, all, or
    * the listed ones (Triton's version_policy) */
   pr_version_policy_t policy;
+  /* its share of the server's cores ("cores": see pr_plan_joint): the
+   * joint plan's weight (0: 1), bounds (0: none), latency target (0: its
+   * best alone); share_cores: planned over every core, outside the
+   * division (its instances and the others' then slow each other) */
+  double core_weight;
+  int min_cores, max_cores;
+  double latency_target_ms;
+  bool share_cores;
 } pr_model_config_t;
 
 /* Parses the config.json text (len bytes, no NUL needed) into c, which holds

@@ -28,6 +28,7 @@ static const struct {
     {"GET", "/v2/models/{m}/versions/{v}/config", PR_ROUTE_MODEL_CONFIG},
     {"GET", "/v2/models/{m}/plan", PR_ROUTE_PLAN_GET},
     {"POST", "/v2/models/{m}/plan", PR_ROUTE_PLAN_POST},
+    {"GET", "/v2/plan", PR_ROUTE_HOST_PLAN},
     {"GET", "/", PR_ROUTE_DASH_PAGE},
     {"GET", "/dashboard/app.js", PR_ROUTE_DASH_SCRIPT},
     {"GET", "/dashboard/style.css", PR_ROUTE_DASH_STYLE},
@@ -103,6 +104,7 @@ pr_route_access_t pr_route_access(pr_route_id_t id) {
     case PR_ROUTE_STATS_ALL:
     case PR_ROUTE_MODEL_CONFIG:
     case PR_ROUTE_PLAN_GET:
+    case PR_ROUTE_HOST_PLAN:
     case PR_ROUTE_DASH_STATE: return PR_ACCESS_READ;
     case PR_ROUTE_REPO_LOAD:
     case PR_ROUTE_REPO_UNLOAD:

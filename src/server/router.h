@@ -25,6 +25,7 @@ typedef enum {
   PR_ROUTE_MODEL_CONFIG, /* the effective configuration */
   PR_ROUTE_PLAN_GET,
   PR_ROUTE_PLAN_POST,
+  PR_ROUTE_HOST_PLAN,   /* GET /v2/plan: every model's share of the cores and plan */
   PR_ROUTE_DASH_PAGE,   /* GET /: the dashboard (server/dashboard.h) */
   PR_ROUTE_DASH_SCRIPT, /* its script and style sheet */
   PR_ROUTE_DASH_STYLE,

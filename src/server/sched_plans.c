@@ -311,3 +311,70 @@ pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t
   pr_unlock(&s->admin);
   return st;
 }
+
+/* Whether config c (planned) is among plans[0..n) at its bucket. */
+static int in_set(const config_t *cfg, const pr_plan_t *plans, const int *buckets, int n) {
+  for (int i = 0; i < n; i++)
+    if (cfg->bucket == (buckets ? buckets[i] : -1) && same_plan(&cfg->plan, &plans[i])) return i;
+  return -1;
+}
+
+pr_status_t pr_sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *buckets, int n,
+                            int active, const char *why, char *err, size_t err_len) {
+  if (n < 1 || n >= s->cfg.max_plans || active < 0 || active >= n) {
+    pr_errf(err, err_len, "1 to %d plans, the active one among them", s->cfg.max_plans - 1);
+    return PR_ERR_INVALID;
+  }
+  for (int i = 0; i < n; i++)
+    if (!(plans[i].latency_ms > 0) || !plan_fits(s, &plans[i], err, err_len)) {
+      if (!(plans[i].latency_ms > 0)) pr_errf(err, err_len, "plan %d has no planned latency", i);
+      return PR_ERR_INVALID;
+    }
+  pr_lock(&s->admin);
+  bool was_auto = pr_sched_auto(s);
+  pr_sched__set_auto_locked(s, false, 0, 0);
+  pr_lock(&s->qlock);
+  const config_t *live = &s->configs[s->active];
+  bool pinned = !live->planned;          /* a plan set by hand stays live */
+  for (int i = 0; i < n && !pinned; i++) /* the new set's plan for the live one's batch */
+    if (plans[i].batch == live->plan.batch && (buckets ? buckets[i] : -1) == live->bucket)
+      active = i;
+  /* the old planned configs that leave: unswitchable from here on */
+  bool leave[PR_SCHED_MAX_CONFIGS] = {false};
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
+    config_t *cfg = &s->configs[c];
+    if (cfg->ok && cfg->planned && in_set(cfg, plans, buckets, n) < 0) {
+      leave[c] = true;
+      if (c != s->active) cfg->ok = false;
+    }
+  }
+  int old = s->active;
+  pr_unlock(&s->qlock);
+  /* parked ones go first, so that the new set fits the bound beside the
+   * live one (and the hand-pinned ones, least recently used first) */
+  for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
+    if (leave[c] && c != old) retire_config(s, c);
+  pr_status_t st = PR_OK;
+  for (;;) {
+    int used = 0;
+    pr_lock(&s->qlock);
+    for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) used += s->configs[c].used;
+    pr_unlock(&s->qlock);
+    if (used + n <= s->cfg.max_plans || !evict_one(s, old)) break;
+  }
+  int idx[PR_SCHED_MAX_CONFIGS];
+  for (int i = 0; i < n && !st; i++)
+    if ((idx[i] =
+             pr_sched__add_plan_locked(s, &plans[i], buckets ? buckets[i] : -1, err, err_len)) < 0)
+      st = PR_ERR_INVALID;
+  if (!st && !pinned) st = pr_sched_switch(s, idx[active], why);
+  if (!st && leave[old] && !pinned) retire_config(s, old);
+  if (st)
+    pr_log(PR_LOG_ERROR, "%sthe new plans could not all be prepared (%s); the live plan serves on",
+           s->cfg.who, err);
+  else if (pinned)
+    pr_log(PR_LOG_INFO, "%splans re-made (%s); the plan set by hand stays live", s->cfg.who, why);
+  if (was_auto && !pinned) pr_sched__set_auto_locked(s, true, s->estimator, s->window_s);
+  pr_unlock(&s->admin);
+  return st;
+}

@@ -213,6 +213,16 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int
  * when at the bound; returns its index, or < 0 with err (a failed plan
  * leaves nothing behind). */
 int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
+/* Replaces the planned configs (the autoscaler's) by plans[0..n) (each with
+ * a planned latency; buckets as in create, may be NULL), as one admin step:
+ * the parked old ones are retired, the new ones prepared (an identical one
+ * stays), the live config switches to the new plan of its batch and bucket
+ * (else plans[active]) and then retires, the autoscaler goes on as it was.
+ * A plan set by hand (POST .../plan) stays live. Fewer than max_plans
+ * plans. PR_ERR_INVALID for bad plans, or when one cannot be prepared (err;
+ * the live plan serves on, with the new plans prepared so far). */
+pr_status_t pr_sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *buckets, int n,
+                            int active, const char *why, char *err, size_t err_len);
 /* Makes config `index` active. Counted and logged when it changes anything.
  * PR_ERR_INVALID for an index that is not a prepared config. */
 pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why);

@@ -255,7 +255,24 @@ static json_t *bucket_json(pr_served_t *m, long long size) {
   return json_pack("{s:s, s:I}", "dim", dim->name, "size", (json_int_t)size);
 }
 
-static json_t *plan_json(pr_served_t *m) {
+/* The cores [first, first + n) of the server's order, as cpu ids. */
+static json_t *cores_json(const int *cpus, int first, int n) {
+  json_t *a = json_array();
+  for (int k = first; k < first + n; k++) json_array_append_new(a, json_integer(cpus[k]));
+  return a;
+}
+
+/* m's share of the cores: {"divided": B, "cores": [...], "planned_batch":
+ * its max batch, "predicted_latency_ms", "reference_ms", "score"}. */
+static json_t *share_json(pr_served_t *m, bool divided, const pr_joint_share_t *sh) {
+  const int *cpus = pr_sched_cpus(m->sched);
+  return json_pack("{s:b, s:o, s:i, s:f, s:f, s:f}", "divided", divided, "cores",
+                   cores_json(cpus, sh->first_core, sh->cores), "planned_batch", m->cfg.max_batch,
+                   "predicted_latency_ms", divided ? sh->latency_ms : 0.0, "reference_ms",
+                   divided ? sh->reference_ms : 0.0, "score", divided ? sh->score : 0.0);
+}
+
+static json_t *plan_json(pr_served_t *m, bool divided, const pr_joint_share_t *share) {
   pr_plan_t *plans = calloc(PR_SCHED_MAX_CONFIGS, sizeof *plans);
   long long sizes[PR_SCHED_MAX_CONFIGS];
   if (!plans) return NULL;
@@ -282,18 +299,61 @@ static json_t *plan_json(pr_served_t *m) {
         json_pack("{s:i, s:s, s:f, s:o}", "batch", plans[c].batch, "plan", spec,
                   "predicted_latency_ms", plans[c].latency_ms, "bucket", bucket_json(m, sizes[c])));
   }
-  json_t *o = json_pack(
-      "{s:s, s:s, s:s, s:i, s:f, s:b, s:o, s:o, s:o}", "name", m->entry.name, "version",
-      m->entry.version, "precision", pr_precision_name(m->cfg.precision), "batch", p->batch,
-      "predicted_latency_ms", p->latency_ms, "autoscale", pr_sched_auto(m->sched), "bucket",
-      bucket_json(m, sizes[active >= 0 ? active : 0]), "instances", insts, "prepared", prepared);
+  json_t *o =
+      json_pack("{s:s, s:s, s:s, s:i, s:f, s:b, s:o, s:o, s:o, s:o}", "name", m->entry.name,
+                "version", m->entry.version, "precision", pr_precision_name(m->cfg.precision),
+                "batch", p->batch, "predicted_latency_ms", p->latency_ms, "autoscale",
+                pr_sched_auto(m->sched), "bucket", bucket_json(m, sizes[active >= 0 ? active : 0]),
+                "instances", insts, "prepared", prepared, "share", share_json(m, divided, share));
   free(plans);
   return o;
 }
 
+/* m's plan, its share read under the registry's lock. */
+static json_t *model_plan_json(pr_server_t *s, pr_served_t *m) {
+  bool divided;
+  pr_joint_share_t share;
+  pr_models_share(s->svc.models, m, &divided, &share);
+  return plan_json(m, divided, &share);
+}
+
 static enum MHD_Result plan_get(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                 pr_served_t *m) {
-  return pr_http__reply_json(cn, PR_OK, plan_json(m));
+  return pr_http__reply_json(cn, PR_OK, model_plan_json(s, m));
+}
+
+typedef struct {
+  json_t *models;
+  bool *used; /* the cores a divided model owns */
+  int n;
+} host_ctx_t;
+
+static void host_one(pr_served_t *m, void *ctx) {
+  host_ctx_t *h = ctx;
+  if (m->state != PR_MODEL_READY) return;
+  json_array_append_new(h->models, plan_json(m, m->divided, &m->share)); /* under the lock */
+  for (int k = m->share.first_core; m->divided && k < m->share.first_core + m->share.cores; k++)
+    if (k >= 0 && k < h->n) h->used[k] = true;
+}
+
+/* GET /v2/plan: the whole host's plan, {"cores": [...], "models": [each
+ * ready model's plan and share], "unassigned_cores": [cores no divided
+ * model owns]}. */
+static enum MHD_Result h_host_plan(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
+  int T = pr_models_cores(s->svc.models);
+  host_ctx_t h = {.models = json_array(), .used = calloc((size_t)T + 1, sizeof(bool)), .n = T};
+  if (!h.used) {
+    json_decref(h.models);
+    return pr_http__reply_error(cn, PR_ERR_NOMEM, "out of memory");
+  }
+  pr_models_each(s->svc.models, host_one, &h);
+  json_t *idle = json_array();
+  for (int k = 0; k < T; k++)
+    if (!h.used[k]) json_array_append_new(idle, json_integer(s->cpus[k]));
+  free(h.used);
+  return pr_http__reply_json(cn, PR_OK,
+                             json_pack("{s:o, s:o, s:o}", "cores", cores_json(s->cpus, 0, T),
+                                       "models", h.models, "unassigned_cores", idle));
 }
 
 static enum MHD_Result h_plan_get(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -319,7 +379,7 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
           "this model has no plans from a profile to follow the load with (its "
           "config fixes the plan, or autoscale is off)");
     else
-      ret = pr_http__reply_json(cn, PR_OK, plan_json(m));
+      ret = pr_http__reply_json(cn, PR_OK, model_plan_json(s, m));
   } else {
     pr_plan_t *plan = malloc(sizeof *plan);
     pr_status_t st = PR_ERR_NOMEM;
@@ -330,12 +390,25 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
                  plan->batch, m->cfg.max_batch);
         st = PR_ERR_INVALID;
       } else {
-        st = pr_sched_pin(m->sched, plan, err, sizeof err);
+        /* a model with a share of the cores pins its plan on its share */
+        bool divided;
+        pr_joint_share_t share;
+        pr_models_share(s->svc.models, m, &divided, &share);
+        if (divided && plan->cores > share.cores) {
+          snprintf(err, sizeof err,
+                   "the plan needs %d cores, the model's share is %d (cores %d..%d of the "
+                   "joint plan, GET /v2/plan; \"cores\" in its config.json sets its bounds)",
+                   plan->cores, share.cores, share.first_core, share.first_core + share.cores - 1);
+          st = PR_ERR_INVALID;
+        } else {
+          if (divided) pr_plan_offset(plan, share.first_core);
+          st = pr_sched_pin(m->sched, plan, err, sizeof err);
+        }
       }
     }
     free(plan);
     ret = st ? pr_http__reply_error(cn, st == PR_ERR_NOMEM ? st : PR_ERR_INVALID, err)
-             : pr_http__reply_json(cn, PR_OK, plan_json(m));
+             : pr_http__reply_json(cn, PR_OK, model_plan_json(s, m));
   }
   json_decref(root);
   return ret;
@@ -396,6 +469,7 @@ const pr_http__handler_fn pr_http__handlers[] = {
     [PR_ROUTE_MODEL_CONFIG] = h_config,
     [PR_ROUTE_PLAN_GET] = h_plan_get,
     [PR_ROUTE_PLAN_POST] = h_plan_post,
+    [PR_ROUTE_HOST_PLAN] = h_host_plan,
     [PR_ROUTE_DASH_PAGE] = h_dash_file,
     [PR_ROUTE_DASH_SCRIPT] = h_dash_file,
     [PR_ROUTE_DASH_STYLE] = h_dash_file,

@@ -198,6 +198,207 @@ static void test_next_chunk(void **state) {
   assert_int_equal(pr_plan_next_chunk(sizes, resnet, 4, 0), 0);
 }
 
+/* pr_plan_latency_by_cores against one optimize per core count */
+static void test_latency_by_cores(void **s) {
+  pr_plan_t *plan = malloc(sizeof *plan);
+  double f[16];
+  for (int iter = 0; iter < 200; iter++) {
+    pr_profile_t p = {0};
+    int T = 1 + (int)(urand() * 8), maxb = 1 + (int)(urand() * 6);
+    random_profile(&p, T, maxb, iter % 2, iter % 3 ? 0.3 : 0);
+    for (int B = 1; B <= 9; B++) {
+      assert_int_equal(pr_plan_latency_by_cores(&p, B, T, f), PR_OK);
+      assert_true(isinf(f[0]));
+      for (int c = 1; c <= T; c++) {
+        pr_status_t st = pr_plan_optimize(&p, B, c, plan);
+        if (st == PR_ERR_NOT_FOUND)
+          assert_true(isinf(f[c]));
+        else
+          assert_true(st == PR_OK && f[c] == plan->latency_ms);
+      }
+    }
+    pr_profile_free(&p);
+  }
+  pr_profile_t empty = {0};
+  assert_int_equal(pr_plan_latency_by_cores(&empty, 1, 4, f), PR_OK);
+  assert_true(isinf(f[4]));
+  assert_int_equal(pr_plan_latency_by_cores(&empty, 0, 4, f), PR_ERR_INVALID);
+  free(plan);
+}
+
+/* ---- the joint optimizer against every division of the cores ---- */
+
+typedef struct {
+  double max, sum;
+  int cores;
+} objective_t;
+
+#define MAXM 4
+#define MAXT 9
+
+/* f[k][c]: model k's optimal latency on c cores, by pr_plan_optimize */
+static double jf[MAXM][MAXT + 1];
+
+static void brute_joint(const pr_joint_model_t *ms, const double *ref, int n, int T, int k,
+                        int used, objective_t cur, objective_t *best) {
+  if (k == n) {
+    double margin = 1e-9 * fmax(cur.sum, best->sum);
+    bool b = cur.max < best->max ||
+             (cur.max == best->max && (cur.sum < best->sum - margin ||
+                                       (cur.sum <= best->sum + margin && cur.cores < best->cores)));
+    if (b) *best = cur;
+    return;
+  }
+  int lo = ms[k].min_cores > 1 ? ms[k].min_cores : 1;
+  int hi = ms[k].max_cores && ms[k].max_cores < T ? ms[k].max_cores : T;
+  for (int c = lo; c <= hi && used + c <= T; c++) {
+    if (isinf(jf[k][c])) continue;
+    double w = ms[k].weight > 0 ? ms[k].weight : 1, sc = w * jf[k][c] / ref[k];
+    brute_joint(ms, ref, n, T, k + 1, used + c,
+                (objective_t){fmax(cur.max, sc), cur.sum + sc, cur.cores + c}, best);
+  }
+}
+
+static void check_joint(pr_joint_model_t *ms, int n, int T) {
+  pr_plan_t *plan = malloc(sizeof *plan);
+  double ref[MAXM];
+  for (int k = 0; k < n; k++) {
+    for (int c = 0; c <= T; c++)
+      jf[k][c] = c && pr_plan_optimize(ms[k].profile, ms[k].batch, c, plan) == PR_OK
+                     ? plan->latency_ms
+                     : INFINITY;
+    ref[k] = ms[k].target_ms > 0 ? ms[k].target_ms : jf[k][T];
+  }
+  objective_t best = {INFINITY, INFINITY, 0};
+  bool all_plannable = true;
+  for (int k = 0; k < n; k++) all_plannable &= isfinite(ref[k]);
+  if (all_plannable) brute_joint(ms, ref, n, T, 0, 0, (objective_t){0, 0, 0}, &best);
+  pr_joint_share_t sh[MAXM];
+  char err[256];
+  pr_status_t st = pr_plan_joint(ms, n, T, sh, err, sizeof err);
+  bool bounds_ok = true; /* a min over the max (or the server's cores) is refused as invalid */
+  for (int k = 0; k < n; k++)
+    bounds_ok &= ms[k].min_cores <= (ms[k].max_cores && ms[k].max_cores < T ? ms[k].max_cores : T);
+  if (!bounds_ok) {
+    assert_int_equal(st, PR_ERR_INVALID);
+    assert_non_null(strstr(err, "over its max"));
+  } else if (isinf(best.max)) {
+    assert_int_equal(st, PR_ERR_NOT_FOUND);
+    assert_true(err[0]);
+  } else {
+    assert_int_equal(st, PR_OK);
+    objective_t got = {0, 0, 0};
+    int core = 0;
+    for (int k = 0; k < n; k++) {
+      int lo = ms[k].min_cores > 1 ? ms[k].min_cores : 1;
+      int hi = ms[k].max_cores && ms[k].max_cores < T ? ms[k].max_cores : T;
+      assert_int_equal(sh[k].first_core, core);
+      assert_true(sh[k].cores >= lo && sh[k].cores <= hi);
+      core += sh[k].cores;
+      assert_true(sh[k].latency_ms == jf[k][sh[k].cores]);
+      assert_true(sh[k].reference_ms == ref[k]);
+      double w = ms[k].weight > 0 ? ms[k].weight : 1;
+      assert_true(fabs(sh[k].score - w * jf[k][sh[k].cores] / ref[k]) < 1e-12);
+      got.max = fmax(got.max, sh[k].score);
+      got.sum += sh[k].score;
+    }
+    assert_true(core <= T);
+    assert_true(got.max == best.max);
+    assert_true(fabs(got.sum - best.sum) <= 1e-9 * fmax(1, best.sum));
+    /* the spare cores are all given out, within the bounds */
+    if (core < T)
+      for (int k = 0; k < n; k++)
+        assert_int_equal(sh[k].cores, ms[k].max_cores && ms[k].max_cores < T ? ms[k].max_cores : T);
+  }
+  free(plan);
+}
+
+static void test_joint_random(void **s) {
+  pr_profile_t p[MAXM] = {0};
+  for (int iter = 0; iter < 400; iter++) {
+    int n = 1 + (int)(urand() * MAXM), T = 1 + (int)(urand() * MAXT);
+    pr_joint_model_t ms[MAXM];
+    for (int k = 0; k < n; k++) {
+      /* monotone, gappy and non-monotone profiles, some over fewer cores */
+      int pt = 1 + (int)(urand() * T), maxb = 1 + (int)(urand() * 5);
+      random_profile(&p[k], pt, maxb, urand() < 0.5, urand() < 0.5 ? 0.3 : 0);
+      ms[k] = (pr_joint_model_t){.profile = &p[k], .batch = 1 + (int)(urand() * 6)};
+      double r = urand();
+      ms[k].weight = r < 0.2 ? 2 : r < 0.4 ? 0.5 : r < 0.5 ? 0 : 1;
+      if (urand() < 0.3) ms[k].min_cores = 1 + (int)(urand() * 3);
+      if (urand() < 0.3) ms[k].max_cores = 1 + (int)(urand() * T);
+      if (ms[k].max_cores && ms[k].min_cores > ms[k].max_cores) ms[k].min_cores = 0;
+      if (urand() < 0.2) ms[k].target_ms = 1 + 50 * urand();
+    }
+    check_joint(ms, n, T);
+    for (int k = 0; k < n; k++) pr_profile_free(&p[k]);
+  }
+}
+
+/* two models of one profile that scales perfectly (100 ms / t at batch 1),
+ * equal weights: an even split; a weight of 2 on the second: 3 and 5 cores
+ * (scores 8/3 and 16/5 against 4 and 8/3 for 2 and 6) */
+static void test_joint_split_and_weight(void **s) {
+  pr_profile_point_t pts[8];
+  for (int t = 1; t <= 8; t++)
+    pts[t - 1] = (pr_profile_point_t){.threads = t, .batch = 1, .latency_ms = 100.0 / t};
+  pr_profile_t p = {.n_points = 8, .points = pts, .cores = 8};
+  pr_joint_model_t ms[2] = {{.profile = &p, .batch = 1}, {.profile = &p, .batch = 1}};
+  pr_joint_share_t sh[2];
+  char err[256];
+  assert_int_equal(pr_plan_joint(ms, 2, 8, sh, err, sizeof err), PR_OK);
+  assert_int_equal(sh[0].cores, 4);
+  assert_int_equal(sh[1].cores, 4);
+  assert_int_equal(sh[1].first_core, 4);
+  assert_true(fabs(sh[0].score - 2) < 1e-12);
+  ms[1].weight = 2;
+  assert_int_equal(pr_plan_joint(ms, 2, 8, sh, err, sizeof err), PR_OK);
+  assert_int_equal(sh[0].cores, 3);
+  assert_int_equal(sh[1].cores, 5);
+  check_joint(ms, 2, 8);
+  /* a latency target the model meets on 2 cores: it gets 2, the other 6 */
+  ms[1] = (pr_joint_model_t){.profile = &p, .batch = 1, .target_ms = 50};
+  assert_int_equal(pr_plan_joint(ms, 2, 8, sh, err, sizeof err), PR_OK);
+  assert_true(sh[1].cores >= 2 && sh[1].latency_ms <= 50);
+  check_joint(ms, 2, 8);
+  /* one model alone gets every core, at its best */
+  assert_int_equal(pr_plan_joint(ms, 1, 8, sh, err, sizeof err), PR_OK);
+  assert_int_equal(sh[0].cores, 8);
+  assert_true(fabs(sh[0].score - 1) < 1e-12);
+}
+
+static void test_joint_errors(void **s) {
+  pr_profile_t p = {0};
+  random_profile(&p, 4, 2, true, 0);
+  pr_joint_model_t ms[3] = {
+      {.profile = &p, .batch = 2}, {.profile = &p, .batch = 2}, {.profile = &p, .batch = 2}};
+  pr_joint_share_t sh[3];
+  char err[256];
+  assert_int_equal(pr_plan_joint(ms, 3, 2, sh, err, sizeof err), PR_ERR_NOT_FOUND);
+  assert_non_null(strstr(err, "need 3 cores at least"));
+  assert_non_null(strstr(err, "the server has 2"));
+  ms[0].min_cores = 3;
+  ms[0].max_cores = 2;
+  assert_int_equal(pr_plan_joint(ms, 1, 4, sh, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "min cores 3 over its max 2"));
+  ms[0] = (pr_joint_model_t){.profile = &p, .batch = 2, .weight = -1};
+  assert_int_equal(pr_plan_joint(ms, 1, 4, sh, err, sizeof err), PR_ERR_INVALID);
+  ms[0] = (pr_joint_model_t){.profile = &p, .batch = 0};
+  assert_int_equal(pr_plan_joint(ms, 1, 4, sh, err, sizeof err), PR_ERR_INVALID);
+  ms[0] = (pr_joint_model_t){.profile = &p, .batch = 2, .target_ms = NAN};
+  assert_int_equal(pr_plan_joint(ms, 1, 4, sh, err, sizeof err), PR_ERR_INVALID);
+  ms[0] = (pr_joint_model_t){.profile = &p, .batch = 2};
+  assert_int_equal(pr_plan_joint(ms, 0, 4, sh, err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr_plan_joint(ms, 1, 0, sh, err, sizeof err), PR_ERR_INVALID);
+  /* a batch the profile cannot make */
+  pr_profile_point_t pts[] = {{.threads = 1, .batch = 2, .latency_ms = 5}};
+  pr_profile_t even = {.n_points = 1, .points = pts, .cores = 1};
+  ms[0] = (pr_joint_model_t){.profile = &even, .batch = 3};
+  assert_int_equal(pr_plan_joint(ms, 1, 4, sh, err, sizeof err), PR_ERR_NOT_FOUND);
+  assert_non_null(strstr(err, "no plan for batch 3"));
+  pr_profile_free(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_monotone),
@@ -207,6 +408,10 @@ int main(void) {
       cmocka_unit_test(test_infeasible_and_invalid),
       cmocka_unit_test(test_parse),
       cmocka_unit_test(test_next_chunk),
+      cmocka_unit_test(test_latency_by_cores),
+      cmocka_unit_test(test_joint_random),
+      cmocka_unit_test(test_joint_split_and_weight),
+      cmocka_unit_test(test_joint_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

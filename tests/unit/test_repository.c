@@ -276,12 +276,45 @@ static void test_policy_settings(void **s) {
   }
 }
 
+/* The "cores" setting: its keys, and refusals that name the setting. */
+static void test_cores_setting(void **s) {
+  pr_model_config_t c = defaults();
+  char err[512];
+  assert_int_equal(
+      parse("{\"cores\": {\"weight\": 2.5, \"min\": 2, \"max\": 6, \"latency_target_ms\": 40}}", &c,
+            err),
+      0);
+  assert_true(c.core_weight == 2.5 && c.min_cores == 2 && c.max_cores == 6 &&
+              c.latency_target_ms == 40 && !c.share_cores);
+  c = defaults();
+  assert_int_equal(parse("{\"cores\": {\"share\": true}}", &c, err), 0);
+  assert_true(c.share_cores && c.core_weight == 0);
+  const char *bad[] = {
+      "{\"cores\": {\"weight\": 0}}",
+      "{\"cores\": {\"weight\": 1001}}",
+      "{\"cores\": {\"min\": 0}}",
+      "{\"cores\": {\"max\": 1.5}}",
+      "{\"cores\": {\"min\": 4, \"max\": 2}}",
+      "{\"cores\": {\"latency_target_ms\": -1}}",
+      "{\"cores\": {\"share\": 1}}",
+      "{\"cores\": {\"share\": true, \"min\": 1}}",
+      "{\"cores\": {\"threads\": 2}}",
+      "{\"cores\": {}}",
+      "{\"cores\": 4}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    c = defaults();
+    assert_int_equal(parse(bad[i], &c, err), -1);
+    assert_non_null(strstr(err, "'cores'"));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_settings),  cmocka_unit_test(test_parse_dynamic_dims),
       cmocka_unit_test(test_parse_errors),    cmocka_unit_test(test_errors_stay_utf8),
       cmocka_unit_test(test_read_file),       cmocka_unit_test(test_version_policies),
-      cmocka_unit_test(test_policy_settings),
+      cmocka_unit_test(test_policy_settings), cmocka_unit_test(test_cores_setting),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,6 +189,65 @@ static void test_switch_under_submits(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* Re-plans (the joint plan moving the model's share) under submits: each
+ * replan prepares the set on the other share, switches the live batch's
+ * plan and retires the old set; no request is lost, wrong or run twice. */
+static void test_replan_under_submits(void **state) {
+  pr_log_set_level(PR_LOG_WARN);
+  pr_model_t *m = neg_model();
+  int cpus[256];
+  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  char err[512];
+  pr_plan_t plans[2];
+  assert_int_equal(pr_plan_parse("1x1", NULL, &plans[0], err, sizeof err), PR_OK);
+  assert_int_equal(pr_plan_parse("1x2", NULL, &plans[1], err, sizeof err), PR_OK);
+  plans[0].latency_ms = plans[0].instances[0].latency_ms = 1; /* planned, as the optimizer's */
+  plans[1].latency_ms = plans[1].instances[0].latency_ms = 2;
+  pr_sched_config_t cfg = {
+      .max_batch = 2, .queue_capacity = 64, .max_queue_delay_s = 0.0005, .max_plans = 4};
+  pr_session_options_t base = pr_session_options_default();
+  pr_sched_t *s;
+  if (pr_sched_create(m, plans, NULL, 2, 1, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+    fail_msg("%s", err);
+  _Atomic int done = 0, replans = 0;
+  _Atomic long rows_sent = 0;
+  client_t cl[CLIENTS];
+  pthread_t th[CLIENTS];
+  for (int i = 0; i < CLIENTS; i++) {
+    cl[i] = (client_t){
+        .s = s, .client = i, .done_clients = &done, .rows_sent = &rows_sent, .switches = &replans};
+    pthread_create(&th[i], NULL, client_main, &cl[i]);
+  }
+  /* an invalid set changes nothing */
+  assert_int_equal(pr_sched_replan(s, plans, NULL, 2, 2, "test", err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr_sched_replan(s, plans, NULL, 4, 0, "test", err, sizeof err), PR_ERR_INVALID);
+  int n = 0, shift = n_cpus >= 2 ? 1 : 0;
+  while (atomic_load(&done) < CLIENTS) {
+    pr_plan_t moved[2] = {plans[0], plans[1]};
+    int at = (n + 1) % 2 ? shift : 0;
+    pr_plan_offset(&moved[0], at);
+    pr_plan_offset(&moved[1], at);
+    if (pr_sched_replan(s, moved, NULL, 2, 1, "test: the share moved", err, sizeof err))
+      fail_msg("replan: %s", err);
+    pr_plan_t live;
+    pr_sched_current_plan(s, &live);
+    assert_int_equal(live.instances[0].first_core, at); /* the live batch's plan, moved */
+    assert_int_equal(live.batch, 2);
+    assert_int_equal(pr_sched_num_configs(s), 2); /* the old set retired */
+    atomic_store(&replans, ++n);
+  }
+  for (int i = 0; i < CLIENTS; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(cl[i].bad, 0);
+  }
+  pr_sched_stats_t *st = pr_sched_stats(s);
+  assert_int_equal((long)atomic_load(&st->rows_executed), atomic_load(&rows_sent));
+  assert_int_equal(atomic_load(&st->failed), 0);
+  assert_true(n >= 12);
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
 /* One request of `rows` rows through s; its output checked against -input. */
 /* One request of `rows` rows whose input starts `skew` bytes into a 64-byte
  * aligned block (a view the request does not own, as a binary HTTP body's
@@ -724,6 +783,7 @@ static void test_idle_plan_parks(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_switch_under_submits),
+                                     cmocka_unit_test(test_replan_under_submits),
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
                                      cmocka_unit_test(test_batch_runs_in_parts),
                                      cmocka_unit_test(test_first_pass_not_measured),
