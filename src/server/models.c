@@ -511,20 +511,35 @@ static pr_status_t divide(pr_models_t *ms, pr_served_t *join, const char *why, c
   pr_status_t st = pr_plan_joint(jm, n, T, shares, e, sizeof e);
   if (st) {
     /* name the model, not the index */
+    char named[768];
+    snprintf(named, sizeof named, "%s", e);
     for (int k = 0; k < n; k++) {
       char tag[16];
       snprintf(tag, sizeof tag, "model %d:", k);
-      if (!strncmp(e, tag, strlen(tag))) {
-        pr_errf(err, err_len, "dividing the cores: model %s v%s:%s (its \"cores\" setting)",
-                part[k]->entry.name, part[k]->entry.version, e + strlen(tag));
-        return st;
-      }
+      if (!strncmp(e, tag, strlen(tag)))
+        snprintf(named, sizeof named, "model %s v%s:%s (its \"cores\" setting)",
+                 part[k]->entry.name, part[k]->entry.version, e + strlen(tag));
     }
-    pr_errf(err, err_len,
-            "dividing the %d cores among %d models: %s (\"cores\": \"min\" in their "
-            "config.json, or fewer models)",
-            T, n, e);
-    return st;
+    if (st != PR_ERR_NOT_FOUND) {
+      pr_errf(err, err_len, "dividing the cores: %s", named);
+      return st;
+    }
+    /* more models than the cores hold apart: the one loading shares every
+     * core (as a model with "share": true), the others stay as they are */
+    if (join) {
+      pr_log(PR_LOG_WARN,
+             "model %s v%s: the cores cannot be divided among %d models (%s); it shares every "
+             "core with the others, which slow each other (fewer models, or \"cores\" bounds, "
+             "divide them)",
+             join->entry.name, join->entry.version, n, named);
+      pr_rwlock_wrlock(&ms->lock);
+      join->divided = false;
+      join->share = (pr_joint_share_t){.first_core = 0, .cores = T};
+      pr_rwlock_unlock(&ms->lock);
+    } else {
+      pr_log(PR_LOG_INFO, "the cores stay as they are: %s", named);
+    }
+    return PR_OK;
   }
   for (int k = 0; k < n; k++) {
     pr_served_t *x = part[k];

@@ -11,8 +11,9 @@ server.
 - A model with "cores": {"share": true} plans over every core, outside the
   division; the divided models' shares ignore it.
 - "cores": {"min": N} over the server's cores: the load fails naming the
-  setting, and the loaded models' shares do not move; a malformed "cores"
-  setting fails naming it.
+  setting, and the loaded models' shares do not move; one that fits alone
+  but not beside the others loads sharing every core (a warning says why);
+  a malformed "cores" setting fails naming it.
 - A plan pinned by hand lands on the model's share; one needing more cores
   than the share is refused with 400 naming the share.
 
@@ -143,6 +144,19 @@ c.check("min cores over the server's: refused naming the setting",
 _, after_big = shares()
 c.check("the loaded models' shares did not move",
         divided_as_before(after_big) and after_big["a"][0] == after_load["a"][0], after_big)
+# more than the cores hold apart (its min is every core, beside a and b):
+# it loads sharing every core, with a warning, and the others stay
+c.make_repo(repo, "wide", {"max_batch_size": 4, "cores": {"min": len(cores)}})
+st, _ = post("/v2/repository/models/wide/load", {})
+_, with_wide = shares()
+c.check("a model the cores cannot hold apart: loaded, sharing every core",
+        st == 200 and with_wide.get("wide", ([], [], True))[0] == cores and not with_wide["wide"][2],
+        with_wide)
+c.check("the others stay as they were, and the log says why",
+        divided_as_before(with_wide) and with_wide["a"][0] == after_load["a"][0]
+        and "cannot be divided among 3 models" in open(log).read(), with_wide)
+st, d = c.http(url + "/v2/models/wide/infer", c.MLP_BODY)[:2]
+c.check("it serves", st == 200, d)
 c.make_repo(repo, "bad", {"cores": {"weight": -1}})
 st, d = post("/v2/repository/models/bad/load", {})
 c.check("a malformed \"cores\": refused naming it", st != 200 and "'cores'" in d.get("error", ""),
