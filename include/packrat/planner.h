@@ -105,6 +105,30 @@ typedef struct {
 pr_status_t pr_plan_joint(const pr_joint_model_t *models, int n, int cores,
                           pr_joint_share_t *shares, char *err, size_t err_len);
 
+/* The worst and the sum of the scores of a given division (cores[k] for
+ * model k, 1..cores each), at the models' batches, as pr_plan_joint scores
+ * its own. PR_ERR_NOT_FOUND when a model's batch has no plan on its cores,
+ * PR_ERR_INVALID, PR_ERR_NOMEM. */
+pr_status_t pr_plan_joint_score(const pr_joint_model_t *models, int n, int cores,
+                                const int *division, double *worst, double *sum);
+
+/* Hysteresis for re-dividing the cores as the loads move: a new division
+ * replaces the current one when it lowers the worst score, or at a worst
+ * no higher the sum, by PR_BALANCE_GAIN, in PR_BALANCE_WINDOWS windows in
+ * a row, at most once every PR_BALANCE_MIN_S seconds. */
+#define PR_BALANCE_GAIN 0.10
+#define PR_BALANCE_WINDOWS 3
+#define PR_BALANCE_MIN_S 10.0
+typedef struct {
+  int streak;       /* windows in a row a better division held */
+  double last_move; /* when the last move was made (seconds, any clock) */
+} pr_balance_t;
+
+/* One window: same (the new division is the current one), the current
+ * division's worst and sum, the new one's. Returns whether to move now. */
+bool pr_balance_step(pr_balance_t *b, double now, bool same, double worst, double sum,
+                     double new_worst, double new_sum);
+
 /* Moves every instance of plan first_core cores up the core order. */
 void pr_plan_offset(pr_plan_t *plan, int first_core);
 

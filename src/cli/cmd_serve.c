@@ -44,6 +44,12 @@ static void usage(FILE *f) {
           "  --max-models N           models known at once (default 64)\n"
           "  --max-prepared-plans N   prepared plans per model; the least recently used is\n"
           "                           evicted beyond it (default 16, 2..64)\n"
+          "  --balance-window-s S     the models that follow the load divide the cores\n"
+          "                           (config.json \"cores\"); every S seconds the\n"
+          "                           balancer re-divides them when the loads moved\n"
+          "                           (a 10%% better division, 3 windows in a row, at\n"
+          "                           most every 10 s; default 1, 0: only on loads and\n"
+          "                           unloads)\n"
           "  --max-connections N      open HTTP connections (default 4096; the open-file\n"
           "                           limit is raised to fit when the hard limit allows)\n"
           "  --max-connections-per-client N\n"
@@ -129,6 +135,8 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
     cfg->max_inflight_bytes = (size_t)pr_cli_parse_long(a, val, 1, 1 << 20) << 20;
   } else if (!strcmp(a, "--max-models")) {
     cfg->max_models = (int)pr_cli_parse_long(a, val, 1, 4096);
+  } else if (!strcmp(a, "--balance-window-s")) {
+    cfg->balance_window_s = pr_cli_parse_double(a, val, 0, 3600);
   } else if (!strcmp(a, "--max-prepared-plans")) {
     cfg->max_prepared_plans = (int)pr_cli_parse_long(a, val, 2, 64);
   } else if (!strcmp(a, "--max-connections")) {

@@ -233,3 +233,62 @@ bool pr_cli_plot_svg(const char *path, const pr_profile_t *p, const pr_cli_plot_
   }
   return true;
 }
+
+/* ---- the joint plan: the cores coloured by model, one box per core ---- */
+
+bool pr_cli_plot_joint_svg(const char *path, const pr_profile_t *ps, const pr_plan_t *plans, int n,
+                           int cores, char *err, size_t err_len) {
+  static const char *const colours[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                                        "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+    return false;
+  }
+  int per_row = cores < 32 ? cores : 32, rows = (cores + per_row - 1) / per_row, box = 28;
+  int width = LEFT + per_row * box + 40, legend = TOP + rows * (box + 6) + 20;
+  fprintf(f,
+          "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
+          "font-family='sans-serif' font-size='12'>\n<rect width='100%%' height='100%%' "
+          "fill='white'/>\n<text x='%d' y='20' font-size='14'>joint plan of %d models on %d "
+          "cores: each core's model, instance and batch</text>\n",
+          width < 520 ? 520 : width, legend + n * 18 + 10, LEFT, n, cores);
+  for (int core = 0; core < cores; core++) { /* an unassigned core stays grey */
+    int x = LEFT + core % per_row * box, y = TOP + core / per_row * (box + 6);
+    fprintf(f,
+            "<rect class='core' x='%d' y='%d' width='%d' height='%d' fill='#ddd' "
+            "stroke='white'/>\n",
+            x, y, box - 2, box - 2);
+  }
+  for (int k = 0; k < n; k++) {
+    const char *colour = colours[k % 8];
+    for (int i = 0; i < plans[k].n_instances; i++) {
+      const pr_plan_instance_t *in = &plans[k].instances[i];
+      for (int c = 0; c < in->threads; c++) {
+        int core = in->first_core + c, x = LEFT + core % per_row * box,
+            y = TOP + core / per_row * (box + 6);
+        fprintf(f,
+                "<rect class='core m%d' x='%d' y='%d' width='%d' height='%d' fill='%s' "
+                "stroke='white' opacity='%.2f'><title>core %d: ",
+                k, x, y, box - 2, box - 2, colour, i % 2 ? 0.7 : 1.0, core);
+        xml_text(f, ps[k].model);
+        fprintf(f, ", instance %d (%d threads, batch %d, %.2f ms)</title></rect>\n", i, in->threads,
+                in->batch, in->latency_ms);
+        if (!c)
+          fprintf(f, "<text x='%d' y='%d' font-size='10' fill='white'>%d</text>\n", x + 3, y + 16,
+                  in->batch);
+      }
+    }
+    fprintf(f, "<rect x='%d' y='%d' width='12' height='12' fill='%s'/><text x='%d' y='%d'>", LEFT,
+            legend + k * 18, colour, LEFT + 18, legend + k * 18 + 11);
+    xml_text(f, ps[k].model);
+    fprintf(f, ": batch %d, %.2f ms (numbers: each instance's batch)</text>\n", plans[k].batch,
+            plans[k].latency_ms);
+  }
+  fprintf(f, "</svg>\n");
+  if (fclose(f)) {
+    snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+    return false;
+  }
+  return true;
+}

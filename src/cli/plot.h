@@ -26,4 +26,12 @@ typedef struct {
 bool pr_cli_plot_svg(const char *path, const pr_profile_t *p, const pr_cli_plot_opts_t *o,
                      char *err, size_t err_len);
 
+/* Writes the joint plan of n models (plans[k] on their cores, in the order
+ * of the cores plans use) to path: one box per core, coloured by model,
+ * shaded by instance, each instance's batch on its first core; unassigned
+ * cores grey. Returns false with a message in err when the file cannot be
+ * written. */
+bool pr_cli_plot_joint_svg(const char *path, const pr_profile_t *ps, const pr_plan_t *plans, int n,
+                           int cores, char *err, size_t err_len);
+
 #endif

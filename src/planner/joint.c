@@ -247,6 +247,45 @@ out:
   return st;
 }
 
+pr_status_t pr_plan_joint_score(const pr_joint_model_t *models, int n, int T, const int *cores,
+                                double *worst, double *sum) {
+  *worst = *sum = 0;
+  if (!models || !cores || n < 1 || n > PR_JOINT_MAX_MODELS || T < 1 || T > 65536)
+    return PR_ERR_INVALID;
+  double *f = malloc(sizeof(double) * (size_t)(T + 1));
+  if (!f) return PR_ERR_NOMEM;
+  pr_status_t st = PR_OK;
+  for (int k = 0; k < n && !st; k++) {
+    if (cores[k] < 1 || cores[k] > T) {
+      st = PR_ERR_INVALID;
+      break;
+    }
+    if ((st = pr_plan_latency_by_cores(models[k].profile, models[k].batch, T, f))) break;
+    if (!isfinite(f[cores[k]])) {
+      st = PR_ERR_NOT_FOUND;
+      break;
+    }
+    double ref = models[k].target_ms > 0 ? models[k].target_ms : f[T];
+    double w = models[k].weight > 0 ? models[k].weight : 1;
+    double s = w * f[cores[k]] / (ref > 0 ? ref : 1e-9);
+    *worst = fmax(*worst, s);
+    *sum += s;
+  }
+  free(f);
+  return st;
+}
+
+bool pr_balance_step(pr_balance_t *b, double now, bool same, double worst, double sum,
+                     double new_worst, double new_sum) {
+  bool better = !same && (new_worst * (1 + PR_BALANCE_GAIN) <= worst ||
+                          (new_worst <= worst && new_sum * (1 + PR_BALANCE_GAIN) <= sum));
+  b->streak = better ? b->streak + 1 : 0;
+  if (b->streak < PR_BALANCE_WINDOWS || now - b->last_move < PR_BALANCE_MIN_S) return false;
+  b->streak = 0;
+  b->last_move = now;
+  return true;
+}
+
 void pr_plan_offset(pr_plan_t *plan, int first_core) {
   for (int k = 0; k < plan->n_instances; k++) plan->instances[k].first_core += first_core;
 }

@@ -277,6 +277,10 @@ json_t *pr_dash_model_json(const pr_dash_model_t *v, double now_mono, double now
   put(o, "series", series_json(v, now_mono, now_wall, &ok), &ok);
   put(o, "switches", switches_json(v, now_mono, now_wall, &ok), &ok);
   put(o, "switches_total", json_integer((json_int_t)v->switches_total), &ok);
+  json_t *share = json_array();
+  for (int k = v->share_first; share && k < v->share_first + v->share_cores; k++)
+    if (k >= 0 && k < v->n_cpus) push(share, json_integer(v->cpus[k]), &ok);
+  put(o, "share", json_pack("{s:b, s:o*}", "divided", v->divided, "cores", share), &ok);
   if (ok) return o;
   json_decref(o);
   return NULL;
@@ -392,6 +396,9 @@ static void collect_ready(pr_served_t *m, scratch_t *x, double now, pr_dash_mode
   v->p99_ms = pr_history_percentile(h, now - 1, PR_DASH_SUMMARY_S, 0.99);
   v->n_switches = pr_history_switches(h, x->switches, PR_HISTORY_SWITCHES, &v->switches_total);
   v->switches = x->switches;
+  v->divided = m->divided; /* under the registry's read lock (model_one) */
+  v->share_first = m->share.first_core;
+  v->share_cores = m->share.cores;
 }
 
 /* Under the registry's read lock: a ready model's scheduler lives until

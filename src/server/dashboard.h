@@ -86,6 +86,9 @@ typedef struct {
   const pr_history_switch_t *switches; /* oldest first */
   int n_switches;
   uint64_t switches_total;
+  /* its share of the cores in the joint plan (divided false: every core) */
+  bool divided;
+  int share_first, share_cores;
 } pr_dash_model_t;
 
 #define PR_DASH_SUMMARY_S 60

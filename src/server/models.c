@@ -18,16 +18,7 @@
 #include "base/util.h"
 #include "packrat/buckets.h"
 #include "packrat/profiler.h"
-
-struct pr_models {
-  pr_models_config_t cfg;
-  char repository[4096];
-  int cpus[4096], n_cpus;
-  pr_rwlock_t lock;
-  pr_lock_t admin;
-  pr_served_t **models; /* max_models slots */
-  int n_models;
-};
+#include "server/models_internal.h"
 
 pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out) {
   *out = NULL;
@@ -46,6 +37,7 @@ pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out) {
   ms->cfg.cpus = ms->cpus;
   pr_rwlock_init(&ms->lock);
   pr_lock_init(&ms->admin);
+  pr_models__balance_start(ms, cfg->balance_window_s);
   *out = ms;
   return PR_OK;
 }
@@ -347,8 +339,7 @@ static int lowest_batch(const pr_model_config_t *c) {
   return c->autoscale ? (c->min_batch > 0 ? c->min_batch : 1) : c->max_batch;
 }
 
-/* The cores plans may use: the server's, at most one thread a core. */
-static int max_threads(const pr_models_t *ms) {
+int pr_models__cores(const pr_models_t *ms) {
   int cores = pr_topology_num_cores();
   return ms->n_cpus < cores ? ms->n_cpus : cores;
 }
@@ -415,7 +406,7 @@ static pr_status_t get_profiles(pr_models_t *ms, pr_served_t *m, const pr_sessio
              c->dim_names[dim], sc->bucket_sizes[k],
              at ? "profile_at: the full grid" : "the planned batches");
     }
-    pr_status_t st = get_profile(ms, m, &opts, max_threads(ms), !at, lo,
+    pr_status_t st = get_profile(ms, m, &opts, pr_models__cores(ms), !at, lo,
                                  at ? &m->profile : &m->bucket_profiles[k], err, err_len);
     if (st) return st;
   }
@@ -467,25 +458,9 @@ static void replan(pr_served_t *m, const char *why) {
   free(buckets);
 }
 
-/* Divides the cores among the ready models that take part and `join` (the
- * one loading, or NULL; a ready copy of its version it replaces leaves the
- * division), each planned for its max batch (pr_plan_joint); writes each
- * one's share, and re-plans the ready ones whose share moved. A model that
- * takes no part gets every core. PR_OK, or an error with err (nothing
- * changed). admin held. */
-static pr_status_t divide(pr_models_t *ms, pr_served_t *join, const char *why, char *err,
-                          size_t err_len) {
+int pr_models__collect(pr_models_t *ms, pr_served_t *join, pr_served_t **part,
+                       pr_joint_model_t *jm) {
   assert(pr_lock_held(&ms->admin));
-  int T = max_threads(ms);
-  if (join && !divided(join)) {
-    pr_rwlock_wrlock(&ms->lock);
-    join->divided = false;
-    join->share = (pr_joint_share_t){.first_core = 0, .cores = T};
-    pr_rwlock_unlock(&ms->lock);
-    return PR_OK;
-  }
-  pr_served_t *part[PR_JOINT_MAX_MODELS];
-  pr_joint_model_t jm[PR_JOINT_MAX_MODELS];
   int n = 0;
   pr_rwlock_rdlock(&ms->lock);
   for (int i = 0; i < ms->n_models && n < PR_JOINT_MAX_MODELS - 1; i++) {
@@ -496,19 +471,90 @@ static pr_status_t divide(pr_models_t *ms, pr_served_t *join, const char *why, c
   }
   pr_rwlock_unlock(&ms->lock);
   if (join) part[n++] = join;
-  if (!n) return PR_OK;
   for (int k = 0; k < n; k++) {
     const pr_model_config_t *c = &part[k]->cfg;
+    int b = part[k] != join && part[k]->share_batch > 0 ? part[k]->share_batch : c->max_batch;
     jm[k] = (pr_joint_model_t){.profile = &part[k]->profile,
-                               .batch = c->max_batch,
+                               .batch = b,
                                .weight = c->core_weight,
                                .min_cores = c->min_cores,
                                .max_cores = c->max_cores,
                                .target_ms = c->latency_target_ms};
   }
+  return n;
+}
+
+void pr_models__apply(pr_models_t *ms, pr_served_t **part, const pr_joint_model_t *jm,
+                      const pr_joint_share_t *shares, int n, const pr_served_t *join,
+                      const char *why) {
+  assert(pr_lock_held(&ms->admin));
+  for (int k = 0; k < n; k++) {
+    pr_served_t *x = part[k];
+    bool moved = !x->divided || x->share.first_core != shares[k].first_core ||
+                 x->share.cores != shares[k].cores;
+    pr_rwlock_wrlock(&ms->lock);
+    x->divided = true;
+    x->share = shares[k];
+    x->share_batch = jm[k].batch;
+    pr_rwlock_unlock(&ms->lock);
+    pr_log(moved ? PR_LOG_INFO : PR_LOG_DEBUG,
+           "model %s v%s: cores %d..%d of %d (predicted %.3g ms at batch %d, %.2fx "
+           "its %s)%s",
+           x->entry.name, x->entry.version, shares[k].first_core,
+           shares[k].first_core + shares[k].cores - 1, pr_models__cores(ms), shares[k].latency_ms,
+           jm[k].batch, shares[k].score, x->cfg.latency_target_ms > 0 ? "target" : "best alone",
+           moved && x != join ? ": moving" : "");
+    if (moved && x != join) replan(x, why);
+  }
+}
+
+/* Whether join's latency target can be met at all: its best plan for its
+ * max batch on every core; PR_ERR_INVALID with err when not. */
+static pr_status_t check_target(pr_models_t *ms, pr_served_t *join, char *err, size_t err_len) {
+  double target = join->cfg.latency_target_ms;
+  if (!(target > 0)) return PR_OK;
+  pr_plan_t *plan = malloc(sizeof *plan);
+  if (!plan) return PR_ERR_NOMEM;
+  pr_status_t st = PR_OK;
+  int T = pr_models__cores(ms);
+  if (pr_plan_optimize(&join->profile, join->cfg.max_batch, T, plan) == PR_OK &&
+      plan->latency_ms > target) {
+    pr_errf(err, err_len,
+            "\"cores\": \"latency_target_ms\" %g cannot be met: the best plan for batch %d on "
+            "all %d cores takes %.3g ms (its profile)",
+            target, join->cfg.max_batch, T, plan->latency_ms);
+    st = PR_ERR_INVALID;
+  }
+  free(plan);
+  return st;
+}
+
+/* Divides the cores among the ready models that take part and `join` (the
+ * one loading, or NULL), each planned for the batch it was last planned
+ * for (join: its max batch); writes each one's share, and re-plans the
+ * ready ones whose share moved. A model that takes no part gets every
+ * core; one the cores cannot hold apart beside the others shares them.
+ * PR_OK, or an error with err (nothing changed). admin held. */
+static pr_status_t divide(pr_models_t *ms, pr_served_t *join, const char *why, char *err,
+                          size_t err_len) {
+  assert(pr_lock_held(&ms->admin));
+  int T = pr_models__cores(ms);
+  pr_status_t st = PR_OK;
+  if (join && (!divided(join) || (st = check_target(ms, join, err, err_len)))) {
+    if (divided(join)) return st;
+    pr_rwlock_wrlock(&ms->lock);
+    join->divided = false;
+    join->share = (pr_joint_share_t){.first_core = 0, .cores = T};
+    pr_rwlock_unlock(&ms->lock);
+    return PR_OK;
+  }
+  pr_served_t *part[PR_JOINT_MAX_MODELS];
+  pr_joint_model_t jm[PR_JOINT_MAX_MODELS];
+  int n = pr_models__collect(ms, join, part, jm);
+  if (!n) return PR_OK;
   pr_joint_share_t shares[PR_JOINT_MAX_MODELS];
   char e[512];
-  pr_status_t st = pr_plan_joint(jm, n, T, shares, e, sizeof e);
+  st = pr_plan_joint(jm, n, T, shares, e, sizeof e);
   if (st) {
     /* name the model, not the index */
     char named[768];
@@ -541,23 +587,7 @@ static pr_status_t divide(pr_models_t *ms, pr_served_t *join, const char *why, c
     }
     return PR_OK;
   }
-  for (int k = 0; k < n; k++) {
-    pr_served_t *x = part[k];
-    bool moved = !x->divided || x->share.first_core != shares[k].first_core ||
-                 x->share.cores != shares[k].cores;
-    pr_rwlock_wrlock(&ms->lock);
-    x->divided = true;
-    x->share = shares[k];
-    pr_rwlock_unlock(&ms->lock);
-    pr_log(PR_LOG_INFO,
-           "model %s v%s: cores %d..%d of %d (predicted %.3g ms at batch %d, %.2fx "
-           "its %s)%s",
-           x->entry.name, x->entry.version, shares[k].first_core,
-           shares[k].first_core + shares[k].cores - 1, T, shares[k].latency_ms, jm[k].batch,
-           shares[k].score, x->cfg.latency_target_ms > 0 ? "target" : "best alone",
-           moved && x != join ? ": moving" : "");
-    if (moved && x != join) replan(x, why);
-  }
+  pr_models__apply(ms, part, jm, shares, n, join, why);
   return PR_OK;
 }
 
@@ -865,7 +895,11 @@ void pr_models_share(pr_models_t *ms, const pr_served_t *m, bool *divided,
 }
 
 int pr_models_cores(const pr_models_t *ms) {
-  return max_threads(ms);
+  return pr_models__cores(ms);
+}
+
+uint64_t pr_models_core_moves(pr_models_t *ms) {
+  return atomic_load(&ms->core_moves);
 }
 
 void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx) {
@@ -886,6 +920,7 @@ void pr_models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m
 
 void pr_models_destroy(pr_models_t *ms) {
   if (!ms) return;
+  pr_models__balance_stop(ms); /* before the models leave */
   pr_lock(&ms->admin);
   for (int i = 0; i < ms->n_models; i++) {
     pr_served_t *m = ms->models[i];

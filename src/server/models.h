@@ -49,6 +49,7 @@ typedef struct {
    * from the first), written under admin and `lock` */
   bool divided;
   pr_joint_share_t share;
+  int share_batch; /* the batch the share was planned for */
   pr_proto_model_t proto;
   _Atomic int refs;
 } pr_served_t;
@@ -57,8 +58,9 @@ typedef struct {
   const char *repository;
   const int *cpus; /* the cores instances are pinned to, in order */
   int n_cpus;
-  int max_models; /* models known at once */
-  int max_plans;  /* prepared plans per model */
+  int max_models;          /* models known at once */
+  int max_plans;           /* prepared plans per model */
+  double balance_window_s; /* the balancer's window (balance.c; 0: none) */
   pr_model_config_t defaults;
 } pr_models_config_t;
 
@@ -89,6 +91,8 @@ void pr_models_put(pr_served_t *m);
 void pr_models_share(pr_models_t *ms, const pr_served_t *m, bool *divided, pr_joint_share_t *share);
 /* The cores plans use: the first this many of the server's cpus. */
 int pr_models_cores(const pr_models_t *ms);
+/* Re-divisions of the cores the balancer made (loads and unloads aside). */
+uint64_t pr_models_core_moves(pr_models_t *ms);
 
 /* Read access to every known model: fn runs under the read lock for each. */
 void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx);

@@ -273,6 +273,23 @@ static void write_plan_gauges(FILE *f, const ready_t *r) {
   free(plans);
 }
 
+/* The division of the cores: each model's share, and the balancer's moves. */
+static void write_cores(FILE *f, pr_models_t *ms, const ready_t *r) {
+  family(f, "packrat_model_cores", "gauge",
+         "Cores the model owns in the joint plan (every core when it shares them).");
+  for (int i = 0; i < r->n; i++) {
+    bool divided;
+    pr_joint_share_t share;
+    pr_models_share(ms, r->list[i], &divided, &share);
+    fprintf(f, "packrat_model_cores{model=\"%s\",version=\"%s\",divided=\"%s\"} %d\n",
+            r->list[i]->entry.name, r->list[i]->entry.version, divided ? "true" : "false",
+            share.cores);
+  }
+  family(f, "packrat_core_moves_total", "counter",
+         "Re-divisions of the cores the balancer made as the loads moved.");
+  fprintf(f, "packrat_core_moves_total %llu\n", (unsigned long long)pr_models_core_moves(ms));
+}
+
 /* ---- server-wide families ---- */
 
 static void write_server(FILE *f, const pr_prom_server_t *srv, int known) {
@@ -322,6 +339,7 @@ void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   write_model_gauges(f, &r);
   write_admission(f, &r);
   write_plan_gauges(f, &r);
+  write_cores(f, ms, &r);
   for (int i = 0; i < r.n; i++) pr_models_put(r.list[i]);
   free(r.list);
   write_server(f, srv, known);

@@ -79,6 +79,7 @@ void pr_server_config_default(pr_server_config_t *c) {
   c->max_inflight_bytes = (size_t)1 << 30;
   c->max_models = 64;
   c->max_prepared_plans = 16;
+  c->balance_window_s = 1;
   c->max_connections = 4096;
   c->max_connections_per_client = 0;
   c->http_threads = 4;
@@ -267,9 +268,10 @@ static json_t *cores_json(const int *cpus, int first, int n) {
 static json_t *share_json(pr_served_t *m, bool divided, const pr_joint_share_t *sh) {
   const int *cpus = pr_sched_cpus(m->sched);
   return json_pack("{s:b, s:o, s:i, s:f, s:f, s:f}", "divided", divided, "cores",
-                   cores_json(cpus, sh->first_core, sh->cores), "planned_batch", m->cfg.max_batch,
-                   "predicted_latency_ms", divided ? sh->latency_ms : 0.0, "reference_ms",
-                   divided ? sh->reference_ms : 0.0, "score", divided ? sh->score : 0.0);
+                   cores_json(cpus, sh->first_core, sh->cores), "planned_batch",
+                   m->share_batch > 0 ? m->share_batch : m->cfg.max_batch, "predicted_latency_ms",
+                   divided ? sh->latency_ms : 0.0, "reference_ms", divided ? sh->reference_ms : 0.0,
+                   "score", divided ? sh->score : 0.0);
 }
 
 static json_t *plan_json(pr_served_t *m, bool divided, const pr_joint_share_t *share) {
@@ -582,6 +584,7 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
       .n_cpus = s->n_cpus,
       .max_models = cfg->max_models,
       .max_plans = cfg->max_prepared_plans,
+      .balance_window_s = cfg->balance_window_s,
       .defaults = {
           .max_batch = cfg->max_batch,
           .max_queue_delay_us = cfg->max_queue_delay_us,

@@ -25,6 +25,8 @@ typedef struct {
   size_t max_inflight_bytes;      /* bodies and parsed tensors held at once (default 1 GiB) */
   int max_models;                 /* models known at once (default 64) */
   int max_prepared_plans;         /* prepared plans per model (default 16) */
+  double balance_window_s;        /* the balancer's window (default 1; 0: cores move on
+                                     loads and unloads only) */
   int max_connections;            /* open HTTP connections (default 4096) */
   int max_connections_per_client; /* from one client address (default 0: no limit) */
   int http_threads;               /* threads serving every connection (default 4) */

@@ -43,6 +43,22 @@ from onnx import numpy_helper
 a=np.load('$tmp/q/output_0.npy'); b=numpy_helper.to_array(onnx.load_tensor('$M/test_data_set_1/output_0.pb'))
 assert np.abs(a-b).max() <= 1e-4*np.abs(b).max()"
 expect_status "plan for an unprofiled batch fails" 1 "$PACKRAT" plan --profile "$tmp/p.json" --batch 5 --cores 1
+# the joint plan of two profiles: the cores divided, each model's batch on its share
+check_cmd "joint plan --json" "$PACKRAT" plan --profile "$tmp/p.json" --profile "$tmp/p.json" \
+  --batch 2,1 --weight 1,2 --json --plot "$tmp/joint.svg"
+last_json >"$tmp/joint.json"
+check_cmd "joint plan: disjoint shares, every instance on its own" /usr/bin/python3 -c "
+import json; d=json.loads(open('$tmp/joint.json').read()); a, b = d['models']
+assert d['cores']==2 and a['cores']+b['cores']<=2 and a['first_core']+a['cores']<=b['first_core']
+assert [m['batch'] for m in d['models']]==[2,1] and d['worst_score']==max(a['score'], b['score'])
+for m in d['models']:
+    assert sum(i['batch'] for i in m['instances'])==m['batch']
+    assert sum(i['threads'] for i in m['instances'])<=m['cores']"
+check_cmd "joint plot is an SVG with a box per core" sh -c "[ \$(grep -c \"class='core'\" '$tmp/joint.svg') = 2 ]"
+expect_status "joint plan: a list that does not match the profiles" 2 "$PACKRAT" plan \
+  --profile "$tmp/p.json" --profile "$tmp/p.json" --batch 2,1,1
+expect_status "joint plan: more models than cores" 1 "$PACKRAT" plan --profile "$tmp/p.json" \
+  --profile "$tmp/p.json" --profile "$tmp/p.json" --batch 1
 expect_status "missing model" 1 "$PACKRAT" run "$tmp/none.onnx"
 expect_status "corrupt model" 1 sh -c "head -c 1000 '$M/model.onnx' > '$tmp/bad.onnx' && '$PACKRAT' run '$tmp/bad.onnx'"
 expect_status "bad flag value" 2 "$PACKRAT" run "$M/model.onnx" --threads zero

@@ -121,7 +121,10 @@ static json_t *ready_model(char **text, int first_core_of_second) {
                        .p99_ms = 7.5,
                        .switches = sw,
                        .n_switches = 1,
-                       .switches_total = 5};
+                       .switches_total = 5,
+                       .divided = true,
+                       .share_first = 1,
+                       .share_cores = 2};
   return round_trip(pr_dash_model_json(&v, 100.0, 1e9), text);
 }
 
@@ -135,6 +138,13 @@ static void test_ready_model(void **state) {
   assert_int_equal(json_array_size(c0), 2);
   assert_int_equal(json_integer_value(json_array_get(c0, 0)), 4);
   assert_int_equal(json_integer_value(json_array_get(c1, 1)), 7);
+  /* its share of the cores: the second and third of the order */
+  json_t *share = json_object_get(o, "share");
+  assert_true(json_is_true(json_object_get(share, "divided")));
+  json_t *sc = json_object_get(share, "cores");
+  assert_int_equal(json_array_size(sc), 2);
+  assert_int_equal(json_integer_value(json_array_get(sc, 0)),
+                   json_integer_value(json_array_get(c0, 1)));
   assert_true(json_real_value(json_object_get(i0, "measured_ms")) == 3.9);
   assert_true(json_real_value(json_object_get(i0, "mean_rows")) == 3.0);
   assert_true(json_is_null(json_object_get(i1, "measured_ms"))); /* nothing measured yet */

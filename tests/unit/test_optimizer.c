@@ -399,6 +399,51 @@ static void test_joint_errors(void **s) {
   pr_profile_free(&p);
 }
 
+/* The score of a given division agrees with the joint plan's own; the
+ * balancer's hysteresis moves on a lasting gain only. */
+static void test_joint_score_and_balance(void **s) {
+  pr_profile_point_t pts[8];
+  for (int t = 1; t <= 8; t++)
+    pts[t - 1] = (pr_profile_point_t){.threads = t, .batch = 1, .latency_ms = 100.0 / t};
+  pr_profile_t p = {.n_points = 8, .points = pts, .cores = 8};
+  pr_joint_model_t ms[2] = {{.profile = &p, .batch = 1}, {.profile = &p, .batch = 1, .weight = 2}};
+  pr_joint_share_t sh[2];
+  char err[256];
+  assert_int_equal(pr_plan_joint(ms, 2, 8, sh, err, sizeof err), PR_OK);
+  int got[2] = {sh[0].cores, sh[1].cores}, even[2] = {4, 4}, bad[2] = {0, 8};
+  double worst, sum;
+  assert_int_equal(pr_plan_joint_score(ms, 2, 8, got, &worst, &sum), PR_OK);
+  assert_true(fabs(worst - fmax(sh[0].score, sh[1].score)) < 1e-12);
+  assert_true(fabs(sum - (sh[0].score + sh[1].score)) < 1e-12);
+  assert_int_equal(pr_plan_joint_score(ms, 2, 8, even, &worst, &sum), PR_OK);
+  assert_true(fabs(worst - 4) < 1e-12); /* 2 x (100/4) / (100/8) */
+  assert_int_equal(pr_plan_joint_score(ms, 2, 8, bad, &worst, &sum), PR_ERR_INVALID);
+  /* a gain of 25% (4 -> 3.2) held 3 windows moves; not before, and not
+   * again within PR_BALANCE_MIN_S */
+  pr_balance_t b = {.last_move = -100};
+  assert_false(pr_balance_step(&b, 0, false, 4, 6, 3.2, 5.9));
+  assert_false(pr_balance_step(&b, 1, false, 4, 6, 3.2, 5.9));
+  assert_true(pr_balance_step(&b, 2, false, 4, 6, 3.2, 5.9));
+  assert_int_equal(b.streak, 0);
+  for (int w = 3; w < 3 + PR_BALANCE_WINDOWS + 2; w++)
+    assert_false(pr_balance_step(&b, w, false, 4, 6, 3.2, 5.9));
+  assert_true(pr_balance_step(&b, 2 + PR_BALANCE_MIN_S, false, 4, 6, 3.2, 5.9));
+  /* a flicker (a better window between two that are not) never moves */
+  b = (pr_balance_t){.last_move = -100};
+  for (int w = 0; w < 20; w++)
+    assert_false(pr_balance_step(&b, w, false, 4, 6, w % 2 ? 3.2 : 3.9, 5.9));
+  /* a gain under PR_BALANCE_GAIN, or the same division, never moves */
+  for (int w = 0; w < 20; w++) {
+    assert_false(pr_balance_step(&b, w, false, 4, 6, 4 / (1 + PR_BALANCE_GAIN / 2), 5.9));
+    assert_false(pr_balance_step(&b, w, true, 4, 6, 1, 1));
+  }
+  /* at an equal worst, a sum 10% lower moves */
+  b = (pr_balance_t){.last_move = -100};
+  bool moved = false;
+  for (int w = 0; w < PR_BALANCE_WINDOWS; w++) moved = pr_balance_step(&b, w, false, 4, 6, 4, 5);
+  assert_true(moved);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_monotone),
@@ -412,6 +457,7 @@ int main(void) {
       cmocka_unit_test(test_joint_random),
       cmocka_unit_test(test_joint_split_and_weight),
       cmocka_unit_test(test_joint_errors),
+      cmocka_unit_test(test_joint_score_and_balance),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

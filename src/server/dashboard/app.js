@@ -237,7 +237,7 @@ function planChart(model, colors) {
 
 // ---- the page's parts ----
 
-function renderCores(state, owners) {
+function renderCores(state, owners, shares) {
   const box = document.getElementById("cores");
   box.replaceChildren();
   const mach = state.machine;
@@ -250,7 +250,15 @@ function renderCores(state, owners) {
     cell.appendChild(el("span", "core-id", "CPU " + cpu + where));
     const list = owners.get(cpu) || [];
     cell.setAttribute("data-owners", list.map(o => o.label).join(";"));
-    if (!list.length) cell.appendChild(el("span", "idle", "idle"));
+    // the joint plan: the model whose share holds this core (outlined in
+    // its first instance's colour), even while the core idles
+    const share = shares.get(cpu);
+    if (share) {
+      cell.setAttribute("data-share", share.name);
+      cell.style.outline = `3px solid ${share.color}`;
+      cell.title = `${share.name}'s share of the cores`;
+    }
+    if (!list.length) cell.appendChild(el("span", "idle", share ? `idle (${share.name})` : "idle"));
     for (const o of list) {
       const bar = el("span", "owner", o.label);
       bar.style.background = o.color;
@@ -402,12 +410,14 @@ function render(state) {
   document.getElementById("cpu").textContent =
       `${mach.cpu} \u00b7 ${mach.physical_cores} physical cores \u00b7 ` +
       `${mach.cpus.length} CPUs used, in the order plans take them`;
-  const owners = new Map(), colorsOf = new Map();
+  const owners = new Map(), colorsOf = new Map(), shares = new Map();
   let before = 0;
   state.models.forEach(m => {
     const colors = m.instances.map((_, k) => instanceColor(k, before));
     before += m.instances.length;
     colorsOf.set(m, colors);
+    if (m.share && m.share.divided)
+      for (const cpu of m.share.cores) shares.set(cpu, {name: m.name, color: colors[0]});
     m.instances.forEach((inst, k) => {
       for (const cpu of inst.cores) {
         if (!owners.has(cpu)) owners.set(cpu, []);
@@ -415,7 +425,7 @@ function render(state) {
       }
     });
   });
-  renderCores(state, owners);
+  renderCores(state, owners, shares);
   renderLegend(state.models, colorsOf);
   document.getElementById("empty").hidden = state.models.length > 0;
   const box = document.getElementById("models");
