@@ -13,6 +13,7 @@ SECTIONS = [
     ("plans.md", "### Plans: fat instance vs packrat's plan vs the oracle"),
     ("manycore_2core.md", "### The many-core kit on 2 cores (bench/manycore.sh, the bundle in a bare root)"),
     ("optimizer.md", "### Optimizer: packrat's exact solver vs the paper's DP"),
+    ("joint.md", "### Many models: sharing every core vs the best static split vs the joint plan"),
     ("serve.md", "### Server: overhead, and the fat instance vs packrat's plan under load"),
     ("adaptive.md", "### Online reconfiguration: adaptive vs static plans (ResNet-50)"),
     ("adaptive_bert.md", "### Online reconfiguration: adaptive vs static plans (BERT-base)"),
