@@ -34,6 +34,11 @@ static void usage(FILE *f) {
           "                           one; default: no gRPC); same models, queue, limits,\n"
           "                           tokens (authorization metadata) and TLS as HTTP\n"
           "  --grpc-threads N         threads serving all gRPC calls (default 4)\n"
+          "  --grpc-stream-max-pending N\n"
+          "                           a ModelStreamInfer stream's requests waiting for\n"
+          "                           their answer to be sent, at most (default 64; also\n"
+          "                           at most --max-body-mb of their messages): beyond,\n"
+          "                           the stream is not read until answers go out\n"
           "  --cores LIST             CPUs to use, e.g. 0-7 or 0,2,4 (default: all)\n"
           "  --max-batch B            default max batch size (default 8)\n"
           "  --max-queue-delay-us U   default max queue delay (default 2000)\n"
@@ -123,6 +128,8 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
     cfg->port = (int)pr_cli_parse_long(a, val, 0, 65535);
   } else if (!strcmp(a, "--grpc-port")) {
     cfg->grpc_port = (int)pr_cli_parse_long(a, val, 0, 65535);
+  } else if (!strcmp(a, "--grpc-stream-max-pending")) {
+    cfg->grpc_stream_max_pending = (int)pr_cli_parse_long(a, val, 1, 65536);
   } else if (!strcmp(a, "--grpc-threads")) {
     cfg->grpc_threads = (int)pr_cli_parse_long(a, val, 1, 256);
   } else if (!strcmp(a, "--max-batch")) {

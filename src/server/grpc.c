@@ -12,7 +12,20 @@
  * 3. TAG_SEND: the answer (initial metadata, message, status) went out.
  * 4. TAG_CLOSE: the call is over on the client's side (or cancelled).
  * A call holds one reference per batch of operations in flight and one per
- * handler holding it; the last one frees it. */
+ * handler holding it; the last one frees it.
+ *
+ * A stream (ModelStreamInfer) reads one message at a time: each runs as a
+ * call of its own (a child: no gRPC call, ModelInfer's handler, a
+ * reference to the stream) whose answer joins the stream's queue of
+ * answers, sent one at a time (gRPC takes one message send at a time) in
+ * the order they were answered, wrapped as ModelStreamInferResponse (an
+ * error is that answer's error_message; the stream goes on). The stream
+ * reads the next message only while fewer than stream_max_pending requests
+ * (and stream_max_bytes of their messages) wait for their answer to be
+ * sent. It ends, status OK, once the client closed its side and every
+ * answer went out; on shutdown, once every accepted request is answered
+ * (UNAVAILABLE); cancelled, its answers still to come are dropped. A
+ * stream's state is under its own lock (after g->lock). */
 #define _GNU_SOURCE
 #include "server/grpc.h"
 
@@ -38,7 +51,25 @@
 /* Messages of RPCs other than ModelInfer are small. */
 #define SMALL_MESSAGE_MAX ((size_t)1 << 20)
 
-typedef enum { TAG_NEW, TAG_RECV, TAG_SEND, TAG_CLOSE, TAG_SHUTDOWN } tag_kind_t;
+typedef enum { TAG_NEW, TAG_RECV, TAG_SEND, TAG_CLOSE, TAG_STATUS, TAG_SHUTDOWN } tag_kind_t;
+
+/* An answer waiting to be sent on a stream. */
+typedef struct answer {
+  struct answer *next;
+  grpc_byte_buffer *buf;
+  size_t held; /* its request's bytes */
+} answer_t;
+
+struct pr_grpc_stream {
+  pthread_mutex_t lock;
+  int pending;                     /* requests received whose answer is not sent yet */
+  size_t held;                     /* their messages' bytes */
+  answer_t *head, *tail, *sending; /* queued; the one being sent */
+  bool meta_sent, reading, half_closed, draining, cancelled, finished;
+  bool listed;                   /* in g's list (under g->lock) */
+  pr_grpc_stream_t *prev, *next; /* in g's list of open streams */
+  pr_grpc_call_t *call;
+};
 
 struct pr_grpc {
   pr_service_t *svc;
@@ -54,6 +85,8 @@ struct pr_grpc {
   _Atomic int calls;             /* call objects alive (requested ones too) */
   _Atomic int open;              /* accepted calls not yet freed */
   _Atomic uint64_t received, errors;
+  pr_grpc_stream_t *streams; /* open streams, under lock */
+  _Atomic uint64_t streams_open, stream_messages;
 };
 
 /* ---- calls ---- */
@@ -70,9 +103,12 @@ static pr_grpc_call_t *call_new(pr_grpc_t *g) {
   c->t_recv = (pr_grpc_tag_t){c, TAG_RECV};
   c->t_send = (pr_grpc_tag_t){c, TAG_SEND};
   c->t_close = (pr_grpc_tag_t){c, TAG_CLOSE};
+  c->t_status = (pr_grpc_tag_t){c, TAG_STATUS};
   atomic_fetch_add(&g->calls, 1);
   return c;
 }
+
+static void stream_free(pr_grpc_t *g, pr_grpc_stream_t *st);
 
 void pr_grpc_call_ref(pr_grpc_call_t *c) {
   atomic_fetch_add(&c->refs, 1);
@@ -81,6 +117,8 @@ void pr_grpc_call_ref(pr_grpc_call_t *c) {
 void pr_grpc_call_unref(pr_grpc_call_t *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   pr_grpc_t *g = c->g;
+  if (c->stream) stream_free(g, c->stream);
+  if (c->parent) pr_grpc_call_unref(c->parent); /* a stream's message: its answer is queued */
   if (c->call) {
     grpc_call_unref(c->call);
     atomic_fetch_sub(&g->open, 1);
@@ -103,9 +141,16 @@ static bool start_batch(pr_grpc_call_t *c, const grpc_op *ops, size_t n, pr_grpc
   return false;
 }
 
+static void stream_answer(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body,
+                          size_t len);
+
 void pr_grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body, size_t len) {
   assert(!c->replied); /* one answer a call */
   c->replied = true;
+  if (c->parent) {
+    stream_answer(c, st, msg, body, len);
+    return;
+  }
   int code = pr_proto_grpc_status(st);
   if (code != GRPC_STATUS_OK) atomic_fetch_add(&c->g->errors, 1);
   char clean[1024];
@@ -179,6 +224,8 @@ static const char *authorization(pr_grpc_call_t *c, char *buf, size_t len) {
   return NULL;
 }
 
+static bool stream_start(pr_grpc_t *g, pr_grpc_call_t *c);
+
 static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   if (!ok) { /* the server is shutting down */
     c->call = NULL;
@@ -210,6 +257,8 @@ static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
                                               : "this token may not change the server's state; "
                                                 "an admin token may",
                   NULL, 0);
+  } else if (c->rpc->each) {
+    if (!stream_start(g, c)) pr_grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
   } else {
     grpc_op recv_op = {.op = GRPC_OP_RECV_MESSAGE};
     recv_op.data.recv_message.recv_message = &c->recv;
@@ -219,46 +268,75 @@ static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   pr_grpc_call_unref(c); /* the request's reference */
 }
 
-/* The received message's bytes, counted against the bounds; runs the RPC. */
-static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
-  if (!ok || !c->recv) {
-    pr_grpc_reply(c, PR_ERR_INVALID, "no request message", NULL, 0);
-    return;
-  }
+/* The received message of c (NULL, false: none), its buffer freed. */
+static bool take_message(pr_grpc_call_t *c, grpc_slice *msg) {
   grpc_byte_buffer_reader reader;
-  if (!grpc_byte_buffer_reader_init(&reader, c->recv)) {
-    pr_grpc_reply(c, PR_ERR_INVALID, "cannot read the request message", NULL, 0);
-    return;
-  }
-  grpc_slice msg = grpc_byte_buffer_reader_readall(&reader);
+  if (!c->recv || !grpc_byte_buffer_reader_init(&reader, c->recv)) return false;
+  *msg = grpc_byte_buffer_reader_readall(&reader);
   grpc_byte_buffer_reader_destroy(&reader);
   grpc_byte_buffer_destroy(c->recv);
   c->recv = NULL;
+  return true;
+}
+
+/* Whether message msg of rpc is refused (PR_OK: not): over the size limit,
+ * malformed on the wire (before anything is allocated for it: a message
+ * whose unpacking would cost far more than its size, grpc_codec.h), or
+ * needing more than --max-inflight-mb to decode; why says which. *held:
+ * the message and what unpacking it allocates, held while its handler
+ * runs. */
+static pr_status_t check_message(pr_grpc_t *g, const pr_grpc_rpc_t *rpc, grpc_slice msg,
+                                 size_t *held, char *why, size_t why_len) {
   size_t len = GRPC_SLICE_LENGTH(msg);
-  size_t limit = pr_route_takes_tensors(c->rpc->route) ? g->svc->max_body_bytes : SMALL_MESSAGE_MAX;
-  /* the message and what unpacking it allocates are held while the handler
-   * runs; a message whose unpacking would cost far more than its size, or
-   * that does not parse, is refused from the wire before anything is
-   * allocated for it (grpc_codec.h) */
-  char err[160];
+  size_t limit = pr_route_takes_tensors(rpc->route) ? g->svc->max_body_bytes : SMALL_MESSAGE_MAX;
   size_t cost = 0;
-  int wire = len > limit ? 0
-                         : pr_grpc_wire_check(c->rpc->request, GRPC_SLICE_START_PTR(msg), len,
-                                              &cost, err, sizeof err);
-  size_t held = len + cost;
-  pr_status_t refusal = PR_OK;
-  const char *why = err;
-  if (len > limit)
-    refusal = PR_ERR_TOO_LARGE, why = "request message over the size limit";
-  else if (wire)
-    refusal = PR_ERR_INVALID, why = wire > 0 ? err : "malformed request message";
-  else if (held > g->svc->max_inflight_bytes) {
-    /* never fits, however long the client waits: not a busy server */
-    refusal = PR_ERR_TOO_LARGE;
-    snprintf(err, sizeof err,
-             "the message needs %zu MiB to decode, more than --max-inflight-mb (%zu)", held >> 20,
-             g->svc->max_inflight_bytes >> 20);
+  *held = len;
+  if (len > limit) {
+    snprintf(why, why_len, "request message over the size limit");
+    return PR_ERR_TOO_LARGE;
   }
+  int wire = pr_grpc_wire_check(rpc->request, GRPC_SLICE_START_PTR(msg), len, &cost, why, why_len);
+  if (wire) {
+    if (wire < 0) snprintf(why, why_len, "malformed request message");
+    return PR_ERR_INVALID;
+  }
+  *held = len + cost;
+  if (*held > g->svc->max_inflight_bytes) { /* never fits, however long the client waits */
+    snprintf(why, why_len, "the message needs %zu MiB to decode, more than --max-inflight-mb (%zu)",
+             *held >> 20, g->svc->max_inflight_bytes >> 20);
+    return PR_ERR_TOO_LARGE;
+  }
+  return PR_OK;
+}
+
+/* After a refused message: a large one leaves the slices gRPC read it
+ * into (tens of kilobytes each) free in the arenas of the threads that read
+ * it; they are handed back (100 refused 8 MB messages: resident memory
+ * flat, +60% without; tests/e2e/hostile.py grpc_memory). A trim takes each
+ * arena's lock in turn for 70-240 us here (600 kB to 8 MB messages), a few
+ * percent of what receiving the megabyte or more that triggers it costs,
+ * so a client sending refused messages buys no more than it pays for. A
+ * valid message's slices are reused by the next. */
+static void trim_after_refusal(size_t len) {
+  if (len >= ((size_t)1 << 20)) malloc_trim(0);
+}
+
+static void stream_on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok);
+
+/* The received message's bytes, counted against the bounds; runs the RPC. */
+static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
+  if (c->stream) {
+    stream_on_recv(g, c, ok);
+    return;
+  }
+  grpc_slice msg;
+  if (!ok || !take_message(c, &msg)) {
+    pr_grpc_reply(c, PR_ERR_INVALID, "no request message", NULL, 0);
+    return;
+  }
+  char why[160];
+  size_t held, len = GRPC_SLICE_LENGTH(msg);
+  pr_status_t refusal = check_message(g, c->rpc, msg, &held, why, sizeof why);
   if (refusal)
     pr_grpc_reply(c, refusal, why, NULL, 0);
   else if (!pr_service_reserve(g->svc, held))
@@ -268,15 +346,285 @@ static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
     pr_service_release(g->svc, held);
   }
   grpc_slice_unref(msg);
-  /* a large refused message leaves the slices gRPC read it into (tens of
-   * kilobytes each) free in the arenas of the threads that read it; they are
-   * handed back (100 refused 8 MB messages: resident memory flat, +60%
-   * without; tests/e2e/hostile.py grpc_memory). A trim takes each arena's
-   * lock in turn for 70-240 us here (600 kB to 8 MB messages), a few percent
-   * of what receiving the megabyte or more that triggers it costs, so a
-   * client sending refused messages buys no more than it pays for. A valid
-   * message's slices are reused by the next. */
-  if (refusal && len >= ((size_t)1 << 20)) malloc_trim(0);
+  if (refusal) trim_after_refusal(len);
+}
+
+/* ---- streams (ModelStreamInfer) ---- */
+
+/* Starts reading the next message when the stream may (st->lock held). */
+static void stream_read_locked(pr_grpc_call_t *c) {
+  pr_grpc_stream_t *st = c->stream;
+  pr_grpc_t *g = c->g;
+  if (st->reading || st->half_closed || st->draining || st->cancelled || st->finished ||
+      st->pending >= g->cfg.stream_max_pending || st->held >= g->cfg.stream_max_bytes)
+    return;
+  grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+  op.data.recv_message.recv_message = &c->recv;
+  st->reading = start_batch(c, &op, 1, &c->t_recv);
+}
+
+/* Ends the stream once nothing is left to answer and the client closed its
+ * side (OK) or the server shuts down (UNAVAILABLE) (st->lock held). */
+static void stream_finish_locked(pr_grpc_call_t *c) {
+  pr_grpc_stream_t *st = c->stream;
+  if (st->finished || st->cancelled || st->sending || st->pending > 0 ||
+      !(st->half_closed || st->draining))
+    return;
+  st->finished = true;
+  grpc_status_code code = st->half_closed ? GRPC_STATUS_OK : GRPC_STATUS_UNAVAILABLE;
+  c->status_msg = grpc_slice_from_static_string(
+      st->half_closed ? ""
+                      : "the server is shutting down; every request the stream sent was answered");
+  grpc_op ops[2];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  if (!st->meta_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  st->meta_sent = true;
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.status = code;
+  ops[n++].data.send_status_from_server.status_details = &c->status_msg;
+  start_batch(c, ops, n, &c->t_status);
+}
+
+/* Sends the next queued answer (st->lock held, none being sent). */
+static void stream_send_locked(pr_grpc_call_t *c) {
+  pr_grpc_stream_t *st = c->stream;
+  assert(!st->sending);
+  answer_t *a = st->head;
+  if (!a || st->cancelled) return;
+  st->head = a->next;
+  if (!st->head) st->tail = NULL;
+  grpc_op ops[2];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  if (!st->meta_sent) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].op = GRPC_OP_SEND_MESSAGE;
+  ops[n++].data.send_message.send_message = a->buf;
+  st->sending = a;
+  if (start_batch(c, ops, n, &c->t_send)) {
+    st->meta_sent = true;
+    return;
+  }
+  st->sending = NULL; /* the call is over: the answer is dropped */
+  st->cancelled = true;
+  st->pending--;
+  st->held -= a->held;
+  grpc_byte_buffer_destroy(a->buf);
+  free(a);
+}
+
+/* An answer went out (or the call broke): the next one, more reading, or
+ * the end. */
+static void stream_on_send(pr_grpc_call_t *c, bool ok) {
+  pr_grpc_stream_t *st = c->stream;
+  pthread_mutex_lock(&st->lock);
+  answer_t *a = st->sending;
+  st->sending = NULL;
+  if (a) {
+    st->pending--;
+    st->held -= a->held;
+    grpc_byte_buffer_destroy(a->buf);
+    free(a);
+  }
+  if (!ok) st->cancelled = true;
+  stream_send_locked(c);
+  stream_read_locked(c);
+  stream_finish_locked(c);
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* A length-delimited field: tag (field << 3 | 2), varint length, bytes. */
+static size_t put_field(uint8_t *out, int field, const void *data, size_t len) {
+  size_t n = 0;
+  out[n++] = (uint8_t)(field << 3 | 2);
+  for (size_t v = len;; v >>= 7) {
+    out[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    if (v < 0x80) break;
+  }
+  memcpy(out + n, data, len);
+  return n + len;
+}
+
+/* A stream message's answer (from any thread): wrapped as a
+ * ModelStreamInferResponse (infer_response, field 2, the packed response
+ * as it is; or error_message, field 1) and queued on the stream. */
+static void stream_answer(pr_grpc_call_t *ch, pr_status_t code, const char *msg, uint8_t *body,
+                          size_t len) {
+  pr_grpc_call_t *c = ch->parent;
+  pr_grpc_stream_t *st = c->stream;
+  char clean[1024];
+  if (code) {
+    atomic_fetch_add(&c->g->errors, 1);
+    pr_utf8_sanitize(msg && *msg ? msg : "error", clean, sizeof clean);
+    free(body);
+    body = NULL;
+    len = strlen(clean);
+  }
+  uint8_t *out = malloc(len + 16);
+  answer_t *a = calloc(1, sizeof *a);
+  if (out && a) {
+    size_t n = put_field(out, code ? 1 : 2, code ? (const void *)clean : (const void *)body, len);
+    grpc_slice s = grpc_slice_new(out, n, free);
+    a->buf = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    out = NULL;
+  }
+  free(out);
+  free(body);
+  pthread_mutex_lock(&st->lock);
+  if (!a || !a->buf || st->cancelled || st->finished) { /* dropped: nobody to read it */
+    st->pending--;
+    st->held -= ch->held;
+    if (a && a->buf) grpc_byte_buffer_destroy(a->buf);
+    free(a);
+  } else {
+    a->held = ch->held;
+    if (st->tail)
+      st->tail->next = a;
+    else
+      st->head = a;
+    st->tail = a;
+    if (!st->sending) stream_send_locked(c);
+  }
+  stream_read_locked(c);
+  stream_finish_locked(c);
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* Runs one message of stream c as a call of its own (ModelInfer's
+ * handler), or answers it on the stream when it is refused. */
+static void stream_message(pr_grpc_t *g, pr_grpc_call_t *c, grpc_slice msg) {
+  pr_grpc_stream_t *st = c->stream;
+  pr_grpc_call_t *ch = call_new(g);
+  if (!ch) return; /* out of memory: the message is not answered; the stream goes on */
+  ch->parent = c;
+  pr_grpc_call_ref(c);
+  ch->rpc = pr_grpc_rpc_find(grpc_slice_from_static_string(c->rpc->each));
+  char why[160];
+  size_t len = GRPC_SLICE_LENGTH(msg);
+  pr_status_t refusal = check_message(g, ch->rpc, msg, &ch->held, why, sizeof why);
+  pthread_mutex_lock(&st->lock);
+  st->pending++;
+  st->held += ch->held;
+  bool draining = st->draining;
+  pthread_mutex_unlock(&st->lock);
+  atomic_fetch_add(&g->stream_messages, 1);
+  if (draining)
+    pr_grpc_reply(ch, PR_ERR_BUSY, "the server is shutting down", NULL, 0);
+  else if (refusal)
+    pr_grpc_reply(ch, refusal, why, NULL, 0);
+  else if (!pr_service_reserve(g->svc, ch->held))
+    pr_grpc_reply(ch, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL, 0);
+  else {
+    pr_grpc_rpc_run(ch, GRPC_SLICE_START_PTR(msg), len);
+    pr_service_release(g->svc, ch->held);
+  }
+  pr_grpc_call_unref(ch); /* its creation's reference */
+  if (refusal) trim_after_refusal(len);
+}
+
+static void stream_on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
+  pr_grpc_stream_t *st = c->stream;
+  grpc_slice msg;
+  bool got = ok && take_message(c, &msg);
+  pthread_mutex_lock(&st->lock);
+  st->reading = false;
+  if (!got) st->half_closed = true; /* the client sent its last */
+  pthread_mutex_unlock(&st->lock);
+  if (got) {
+    stream_message(g, c, msg);
+    grpc_slice_unref(msg);
+  }
+  pthread_mutex_lock(&st->lock);
+  stream_read_locked(c);
+  stream_finish_locked(c);
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* Any call is over (its status sent, or cancelled). A stream leaves g's
+ * list (the list's reference goes); cancelled, what is queued goes too. */
+static void on_close(pr_grpc_t *g, pr_grpc_call_t *c) {
+  pthread_mutex_lock(&g->lock);
+  c->closed = true;
+  pr_grpc_stream_t *st = c->stream;
+  bool listed = st && st->listed;
+  if (listed) {
+    if (st->prev)
+      st->prev->next = st->next;
+    else
+      g->streams = st->next;
+    if (st->next) st->next->prev = st->prev;
+    st->listed = false;
+  }
+  pthread_mutex_unlock(&g->lock);
+  if (!st) return;
+  pthread_mutex_lock(&st->lock);
+  if (c->cancelled) {
+    st->cancelled = true;
+    while (st->head) {
+      answer_t *a = st->head;
+      st->head = a->next;
+      st->pending--;
+      st->held -= a->held;
+      grpc_byte_buffer_destroy(a->buf);
+      free(a);
+    }
+    st->tail = NULL;
+  }
+  pthread_mutex_unlock(&st->lock);
+  if (listed) pr_grpc_call_unref(c); /* the list's */
+}
+
+/* Makes c a stream and reads its first message; false when out of memory. */
+static bool stream_start(pr_grpc_t *g, pr_grpc_call_t *c) {
+  pr_grpc_stream_t *st = calloc(1, sizeof *st);
+  if (!st) return false;
+  pthread_mutex_init(&st->lock, NULL);
+  st->call = c;
+  pthread_mutex_lock(&g->lock);
+  c->stream = st;
+  st->draining = g->shutting_down;
+  st->cancelled = c->closed; /* over already (cancelled at once) */
+  if (!c->closed) {          /* listed, with a reference, until the call is over (on_close) */
+    pr_grpc_call_ref(c);
+    st->listed = true;
+    st->next = g->streams;
+    if (g->streams) g->streams->prev = st;
+    g->streams = st;
+  }
+  pthread_mutex_unlock(&g->lock);
+  atomic_fetch_add(&g->streams_open, 1);
+  pthread_mutex_lock(&st->lock);
+  stream_read_locked(c);
+  stream_finish_locked(c); /* shutting down already: it ends at once */
+  pthread_mutex_unlock(&st->lock);
+  return true;
+}
+
+/* The stream of a call being freed (out of g's list already), its answers
+ * gone. */
+static void stream_free(pr_grpc_t *g, pr_grpc_stream_t *st) {
+  atomic_fetch_sub(&g->streams_open, 1);
+  assert(!st->sending);
+  while (st->head) {
+    answer_t *a = st->head;
+    st->head = a->next;
+    grpc_byte_buffer_destroy(a->buf);
+    free(a);
+  }
+  pthread_mutex_destroy(&st->lock);
+  free(st);
+}
+
+/* Shutdown: every open stream reads no more and ends once what it accepted
+ * is answered. g->lock held. */
+static void streams_drain_locked(pr_grpc_t *g) {
+  for (pr_grpc_stream_t *st = g->streams; st; st = st->next) {
+    pthread_mutex_lock(&st->lock); /* the list's reference keeps it */
+    st->draining = true;
+    stream_finish_locked(st->call);
+    pthread_mutex_unlock(&st->lock);
+  }
 }
 
 static void on_event(pr_grpc_t *g, pr_grpc_tag_t *t, bool ok) {
@@ -285,7 +633,10 @@ static void on_event(pr_grpc_t *g, pr_grpc_tag_t *t, bool ok) {
     case TAG_NEW: on_new(g, c, ok); return;
     case TAG_RECV: on_recv(g, c, ok); break;
     case TAG_SEND:
-    case TAG_CLOSE: break;
+      if (c->stream) stream_on_send(c, ok);
+      break;
+    case TAG_CLOSE: on_close(g, c); break;
+    case TAG_STATUS: break;
     case TAG_SHUTDOWN:
       pthread_mutex_lock(&g->lock);
       g->shut_down = true;
@@ -382,6 +733,11 @@ int pr_grpc_port(const pr_grpc_t *g) {
   return g->port;
 }
 
+void pr_grpc_stream_counts(const pr_grpc_t *g, uint64_t *open, uint64_t *messages) {
+  *open = g ? atomic_load(&g->streams_open) : 0;
+  *messages = g ? atomic_load(&g->stream_messages) : 0;
+}
+
 void pr_grpc_counts(const pr_grpc_t *g, uint64_t *calls, uint64_t *errors) {
   *calls = g ? atomic_load(&g->received) : 0;
   *errors = g ? atomic_load(&g->errors) : 0;
@@ -392,6 +748,7 @@ void pr_grpc_shutdown(pr_grpc_t *g) {
   pthread_mutex_lock(&g->lock);
   bool first = !g->shutting_down;
   g->shutting_down = true;
+  streams_drain_locked(g);
   pthread_mutex_unlock(&g->lock);
   if (first) grpc_server_shutdown_and_notify(g->server, g->cq, &g->shutdown_tag);
 }

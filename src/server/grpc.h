@@ -43,6 +43,12 @@ typedef struct {
   int port;         /* 0 picks a free one */
   int threads;      /* completion-queue threads (>= 1) */
   int max_calls;    /* calls open at once; beyond: RESOURCE_EXHAUSTED */
+  /* a ModelStreamInfer stream's requests received and not yet answered
+   * (sent), and their bytes, at most: beyond, the stream reads no more
+   * until answers go out (a client that does not read its answers stops
+   * being read; HTTP/2 flow control then holds it) */
+  int stream_max_pending;
+  size_t stream_max_bytes;
   /* PEM text (NULL cert: plain text); client_ca: mutual TLS */
   const char *tls_cert, *tls_key, *tls_client_ca;
 } pr_grpc_config_t;
@@ -57,6 +63,8 @@ pr_status_t pr_grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grp
 int pr_grpc_port(const pr_grpc_t *g);
 /* Calls received and calls answered with an error (for /metrics). */
 void pr_grpc_counts(const pr_grpc_t *g, uint64_t *calls, uint64_t *errors);
+/* ModelStreamInfer streams open now, and the requests they carried. */
+void pr_grpc_stream_counts(const pr_grpc_t *g, uint64_t *open, uint64_t *messages);
 /* Stops accepting calls; the accepted ones go on (NULL: no-op). */
 void pr_grpc_shutdown(pr_grpc_t *g);
 /* Waits until every accepted call is answered or timeout_s passes (then

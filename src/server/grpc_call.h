@@ -29,7 +29,12 @@ typedef struct {
   pr_route_id_t route;
   const ProtobufCMessageDescriptor *request;
   void (*run)(pr_grpc_call_t *c, ProtobufCMessage *req);
+  /* a stream of requests (ModelStreamInfer): the transport runs each
+   * message as a call of `each` (NULL run) */
+  const char *each;
 } pr_grpc_rpc_t;
+
+typedef struct pr_grpc_stream pr_grpc_stream_t;
 
 struct pr_grpc_call {
   pr_grpc_t *g;
@@ -42,8 +47,14 @@ struct pr_grpc_call {
   grpc_metadata pushback; /* UNAVAILABLE's grpc-retry-pushback-ms (a value slice once set) */
   int cancelled;
   bool replied;
+  bool closed; /* the call is over (TAG_CLOSE), under g's lock */
   const pr_grpc_rpc_t *rpc;
-  pr_grpc_tag_t t_new, t_recv, t_send, t_close;
+  pr_grpc_tag_t t_new, t_recv, t_send, t_close, t_status;
+  /* a stream call's state (grpc.c), or, for one of its messages, the
+   * stream call it answers on (a reference held) and the bytes it holds */
+  pr_grpc_stream_t *stream;
+  pr_grpc_call_t *parent;
+  size_t held;
   _Atomic int refs;
   /* ModelInfer: the request in the scheduler, and how to answer it */
   pr_infer_t inf;

@@ -446,8 +446,11 @@ static void rpc_unload(pr_grpc_call_t *c, ProtobufCMessage *msg) {
 
 /* ---- dispatch ---- */
 
-#define RPC(method, route, type, fn) \
-  { "/inference.GRPCInferenceService/" method, route, &inference__##type##__descriptor, fn }
+#define RPC(method, route_id, type, fn)                                   \
+  {                                                                       \
+    .path = "/inference.GRPCInferenceService/" method, .route = route_id, \
+    .request = &inference__##type##__descriptor, .run = fn                \
+  }
 
 static const pr_grpc_rpc_t rpcs[] = {
     RPC("ServerLive", PR_ROUTE_LIVE, server_live_request, rpc_live),
@@ -456,13 +459,19 @@ static const pr_grpc_rpc_t rpcs[] = {
     RPC("ServerMetadata", PR_ROUTE_SERVER_META, server_metadata_request, rpc_server_meta),
     RPC("ModelMetadata", PR_ROUTE_MODEL_META, model_metadata_request, rpc_model_meta),
     RPC("ModelInfer", PR_ROUTE_INFER, model_infer_request, rpc_infer),
+    {.path = "/inference.GRPCInferenceService/ModelStreamInfer",
+     .route = PR_ROUTE_INFER,
+     .request = &inference__model_infer_request__descriptor,
+     .each = "/inference.GRPCInferenceService/ModelInfer"},
     RPC("ModelConfig", PR_ROUTE_MODEL_CONFIG, model_config_request, rpc_model_config),
     RPC("ModelStatistics", PR_ROUTE_STATS, model_statistics_request, rpc_stats),
     RPC("RepositoryIndex", PR_ROUTE_REPO_INDEX, repository_index_request, rpc_index),
     RPC("RepositoryModelLoad", PR_ROUTE_REPO_LOAD, repository_model_load_request, rpc_load),
     RPC("RepositoryModelUnload", PR_ROUTE_REPO_UNLOAD, repository_model_unload_request, rpc_unload),
-    {"/grpc.health.v1.Health/Check", PR_ROUTE_READY,
-     &grpc__health__v1__health_check_request__descriptor, rpc_health},
+    {.path = "/grpc.health.v1.Health/Check",
+     .route = PR_ROUTE_READY,
+     .request = &grpc__health__v1__health_check_request__descriptor,
+     .run = rpc_health},
 };
 
 const pr_grpc_rpc_t *pr_grpc_rpc_find(grpc_slice method) {

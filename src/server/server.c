@@ -105,6 +105,7 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
                           .connections_limit = s->cfg.max_connections,
                           .models_limit = s->cfg.max_models};
   pr_grpc_counts(s->grpc, &srv.grpc_calls, &srv.grpc_errors);
+  pr_grpc_stream_counts(s->grpc, &srv.grpc_streams, &srv.grpc_stream_messages);
   pr_prom_write(s->svc.models, &srv, f);
   fclose(f);
   return pr_http__reply(cn, PR_OK, text, len, "text/plain; version=0.0.4", 0);
@@ -556,10 +557,13 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
 /* The gRPC front end on cfg's host and grpc_port, sharing s->svc. */
 static pr_status_t start_grpc(pr_server_t *s, const pr_server_config_t *cfg, char *err,
                               size_t err_len) {
-  pr_grpc_config_t g = {.host = cfg->host,
-                        .port = cfg->grpc_port,
-                        .threads = cfg->grpc_threads > 0 ? cfg->grpc_threads : 1,
-                        .max_calls = cfg->max_connections};
+  pr_grpc_config_t g = {
+      .host = cfg->host,
+      .port = cfg->grpc_port,
+      .threads = cfg->grpc_threads > 0 ? cfg->grpc_threads : 1,
+      .max_calls = cfg->max_connections,
+      .stream_max_pending = cfg->grpc_stream_max_pending > 0 ? cfg->grpc_stream_max_pending : 64,
+      .stream_max_bytes = cfg->max_body_bytes};
   pr_tls_pem(s->tls, &g.tls_cert, &g.tls_key, &g.tls_client_ca);
   return pr_grpc_start(&s->svc, &g, &s->grpc, err, err_len);
 }

@@ -10,12 +10,13 @@
 #include "packrat/engine.h"
 
 typedef struct {
-  const char *repository; /* DIR/<model>/<version>/model.onnx or DIR/<model>.onnx */
-  const char *host;       /* default 127.0.0.1 */
-  int port;               /* default 8000; 0 picks a free port */
-  int grpc_port;          /* gRPC (server/grpc.h): -1 none (default), 0 a free port */
-  int grpc_threads;       /* threads serving every gRPC call (default 4) */
-  const int *cpus;        /* CPUs to use (default: every allowed CPU, topology order) */
+  const char *repository;      /* DIR/<model>/<version>/model.onnx or DIR/<model>.onnx */
+  const char *host;            /* default 127.0.0.1 */
+  int port;                    /* default 8000; 0 picks a free port */
+  int grpc_port;               /* gRPC (server/grpc.h): -1 none (default), 0 a free port */
+  int grpc_threads;            /* threads serving every gRPC call (default 4) */
+  int grpc_stream_max_pending; /* a stream's unanswered requests (default 64) */
+  const int *cpus;             /* CPUs to use (default: every allowed CPU, topology order) */
   int n_cpus;
   int max_batch;                  /* default for models without config (default 8) */
   int max_queue_delay_us;         /* default 2000 */

@@ -130,6 +130,27 @@ MLP_BODY = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP
                                    "data": [1, 2, 3, 4]}]}).encode()
 
 
+def grpc_stubs(out):
+    """Generates (into out) and imports the Python stubs of the server's
+    .proto files (protoc and grpc_python_plugin, or grpc_tools when
+    installed): grpc_service_pb2, its _grpc, health_pb2, its _grpc."""
+    import importlib
+    proto = os.path.join(HERE, "..", "..", "src", "server", "proto")
+    os.makedirs(out, exist_ok=True)
+    files = ["grpc_service.proto", "health.proto"]
+    try:
+        importlib.import_module("grpc_tools.protoc")
+        cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{proto}", f"--python_out={out}",
+               f"--grpc_python_out={out}", *files]
+    except ImportError:
+        cmd = ["protoc", f"-I{proto}", f"--python_out={out}", f"--grpc_out={out}",
+               f"--plugin=protoc-gen-grpc={shutil.which('grpc_python_plugin')}", *files]
+    subprocess.run(cmd, check=True, cwd=proto)
+    sys.path.insert(0, out)
+    return [importlib.import_module(m) for m in
+            ("grpc_service_pb2", "grpc_service_pb2_grpc", "health_pb2", "health_pb2_grpc")]
+
+
 def http(url, body=None, timeout=10.0, headers=None):
     """(status, body bytes, headers); status 0 and the error text when no answer came."""
     req = urllib.request.Request(url, data=body, headers=headers or {},

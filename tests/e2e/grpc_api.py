@@ -17,7 +17,6 @@ plain one to the TLS port fails cleanly, a client without a certificate
 
 usage: grpc_api.py PACKRAT
 """
-import importlib
 import json
 import os
 import re
@@ -34,31 +33,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import common as c  # noqa: E402
 
 packrat = sys.argv[1]
-PROTO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "server",
-                     "proto")
 d = c.tmp
 f = lambda n: os.path.join(d, n)  # noqa: E731
 
 
-def stubs():
-    """Generates and imports the Python stubs of the two .proto files."""
-    out = f("stubs")
-    os.makedirs(out, exist_ok=True)
-    files = ["grpc_service.proto", "health.proto"]
-    try:
-        importlib.import_module("grpc_tools.protoc")
-        cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO}", f"--python_out={out}",
-               f"--grpc_python_out={out}", *files]
-    except ImportError:
-        cmd = ["protoc", f"-I{PROTO}", f"--python_out={out}", f"--grpc_out={out}",
-               f"--plugin=protoc-gen-grpc={shutil.which('grpc_python_plugin')}", *files]
-    subprocess.run(cmd, check=True, cwd=PROTO)
-    sys.path.insert(0, out)
-    return [importlib.import_module(m) for m in
-            ("grpc_service_pb2", "grpc_service_pb2_grpc", "health_pb2", "health_pb2_grpc")]
-
-
-pb, pb_grpc, hpb, hpb_grpc = stubs()
+pb, pb_grpc, hpb, hpb_grpc = c.grpc_stubs(f("stubs"))
 
 read_tok, admin_tok = "r-" + secrets.token_hex(16), "a-" + secrets.token_hex(16)
 for name, tok in (("read", read_tok), ("admin", admin_tok)):
@@ -381,7 +360,7 @@ except grpc.RpcError as e:
 c.check("a malformed message: INVALID_ARGUMENT, then still serving",
         code == grpc.StatusCode.INVALID_ARGUMENT and still_serving(), code)
 try:
-    channel.unary_unary("/inference.GRPCInferenceService/ModelStreamInfer")(b"", timeout=10)
+    channel.unary_unary("/inference.GRPCInferenceService/ModelStreamTrace")(b"", timeout=10)
     code = grpc.StatusCode.OK
 except grpc.RpcError as e:
     code = e.code()
