@@ -69,6 +69,7 @@ struct pr_grpc_stream {
   bool listed;                   /* in g's list (under g->lock) */
   pr_grpc_stream_t *prev, *next; /* in g's list of open streams */
   pr_grpc_call_t *call;
+  const pr_grpc_rpc_t *each; /* the RPC each message runs (rpc->each's) */
 };
 
 struct pr_grpc {
@@ -235,10 +236,10 @@ static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   atomic_fetch_add(&g->open, 1);
   atomic_fetch_add(&g->received, 1);
   request_call(g);
+  c->rpc = pr_grpc_rpc_find(c->details.method); /* before on_close can run */
   grpc_op close_op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
   close_op.data.recv_close_on_server.cancelled = &c->cancelled;
   start_batch(c, &close_op, 1, &c->t_close);
-  c->rpc = pr_grpc_rpc_find(c->details.method);
   char token[4200];
   pr_status_t st = PR_OK;
   if (!c->rpc)
@@ -351,6 +352,25 @@ static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
 
 /* ---- streams (ModelStreamInfer) ---- */
 
+/* An answer sent or dropped: the stream holds it no more (st->lock held, or
+ * the stream being freed). */
+static void answer_free(pr_grpc_stream_t *st, answer_t *a) {
+  st->pending--;
+  st->held -= a->held;
+  grpc_byte_buffer_destroy(a->buf);
+  free(a);
+}
+
+/* Drops every answer still queued (st->lock held, or being freed). */
+static void answers_drop(pr_grpc_stream_t *st) {
+  while (st->head) {
+    answer_t *a = st->head;
+    st->head = a->next;
+    answer_free(st, a);
+  }
+  st->tail = NULL;
+}
+
 /* Starts reading the next message when the stream may (st->lock held). */
 static void stream_read_locked(pr_grpc_call_t *c) {
   pr_grpc_stream_t *st = c->stream;
@@ -407,10 +427,7 @@ static void stream_send_locked(pr_grpc_call_t *c) {
   }
   st->sending = NULL; /* the call is over: the answer is dropped */
   st->cancelled = true;
-  st->pending--;
-  st->held -= a->held;
-  grpc_byte_buffer_destroy(a->buf);
-  free(a);
+  answer_free(st, a);
 }
 
 /* An answer went out (or the call broke): the next one, more reading, or
@@ -418,14 +435,8 @@ static void stream_send_locked(pr_grpc_call_t *c) {
 static void stream_on_send(pr_grpc_call_t *c, bool ok) {
   pr_grpc_stream_t *st = c->stream;
   pthread_mutex_lock(&st->lock);
-  answer_t *a = st->sending;
+  if (st->sending) answer_free(st, st->sending);
   st->sending = NULL;
-  if (a) {
-    st->pending--;
-    st->held -= a->held;
-    grpc_byte_buffer_destroy(a->buf);
-    free(a);
-  }
   if (!ok) st->cancelled = true;
   stream_send_locked(c);
   stream_read_locked(c);
@@ -433,16 +444,24 @@ static void stream_on_send(pr_grpc_call_t *c, bool ok) {
   pthread_mutex_unlock(&st->lock);
 }
 
-/* A length-delimited field: tag (field << 3 | 2), varint length, bytes. */
-static size_t put_field(uint8_t *out, int field, const void *data, size_t len) {
+/* A ModelStreamInferResponse of one field (length-delimited): its key
+ * (field << 3 | 2) and varint length in a slice of their own, then the
+ * bytes (taken, freed with the buffer), uncopied. NULL when out of memory. */
+static grpc_byte_buffer *wrap_field(int field, uint8_t *data, size_t len) {
+  if (!data && len) return NULL; /* a copy that failed */
+  uint8_t head[11];
   size_t n = 0;
-  out[n++] = (uint8_t)(field << 3 | 2);
+  head[n++] = (uint8_t)(field << 3 | 2);
   for (size_t v = len;; v >>= 7) {
-    out[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    head[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
     if (v < 0x80) break;
   }
-  memcpy(out + n, data, len);
-  return n + len;
+  grpc_slice parts[2] = {grpc_slice_from_copied_buffer((const char *)head, n),
+                         data ? grpc_slice_new(data, len, free) : grpc_empty_slice()};
+  grpc_byte_buffer *b = grpc_raw_byte_buffer_create(parts, 2);
+  grpc_slice_unref(parts[0]);
+  grpc_slice_unref(parts[1]);
+  return b;
 }
 
 /* A stream message's answer (from any thread): wrapped as a
@@ -452,25 +471,21 @@ static void stream_answer(pr_grpc_call_t *ch, pr_status_t code, const char *msg,
                           size_t len) {
   pr_grpc_call_t *c = ch->parent;
   pr_grpc_stream_t *st = c->stream;
-  char clean[1024];
   if (code) {
     atomic_fetch_add(&c->g->errors, 1);
-    pr_utf8_sanitize(msg && *msg ? msg : "error", clean, sizeof clean);
     free(body);
-    body = NULL;
+    char clean[1024];
+    pr_utf8_sanitize(msg && *msg ? msg : "error", clean, sizeof clean);
     len = strlen(clean);
+    body = (uint8_t *)strdup(clean);
   }
-  uint8_t *out = malloc(len + 16);
   answer_t *a = calloc(1, sizeof *a);
-  if (out && a) {
-    size_t n = put_field(out, code ? 1 : 2, code ? (const void *)clean : (const void *)body, len);
-    grpc_slice s = grpc_slice_new(out, n, free);
-    a->buf = grpc_raw_byte_buffer_create(&s, 1);
-    grpc_slice_unref(s);
-    out = NULL;
+  if (a) {
+    a->held = ch->held;
+    a->buf = wrap_field(code ? 1 : 2, body, len);
+  } else {
+    free(body);
   }
-  free(out);
-  free(body);
   pthread_mutex_lock(&st->lock);
   if (!a || !a->buf || st->cancelled || st->finished) { /* dropped: nobody to read it */
     st->pending--;
@@ -478,7 +493,6 @@ static void stream_answer(pr_grpc_call_t *ch, pr_status_t code, const char *msg,
     if (a && a->buf) grpc_byte_buffer_destroy(a->buf);
     free(a);
   } else {
-    a->held = ch->held;
     if (st->tail)
       st->tail->next = a;
     else
@@ -499,7 +513,7 @@ static void stream_message(pr_grpc_t *g, pr_grpc_call_t *c, grpc_slice msg) {
   if (!ch) return; /* out of memory: the message is not answered; the stream goes on */
   ch->parent = c;
   pr_grpc_call_ref(c);
-  ch->rpc = pr_grpc_rpc_find(grpc_slice_from_static_string(c->rpc->each));
+  ch->rpc = st->each;
   char why[160];
   size_t len = GRPC_SLICE_LENGTH(msg);
   pr_status_t refusal = check_message(g, ch->rpc, msg, &ch->held, why, sizeof why);
@@ -541,9 +555,11 @@ static void stream_on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   pthread_mutex_unlock(&st->lock);
 }
 
-/* Any call is over (its status sent, or cancelled). A stream leaves g's
- * list (the list's reference goes); cancelled, what is queued goes too. */
+/* A call is over (its status sent, or cancelled). A stream leaves g's list
+ * (the list's reference goes); cancelled, what is queued goes too. Only a
+ * stream needs this (c->rpc is set before the close can come). */
 static void on_close(pr_grpc_t *g, pr_grpc_call_t *c) {
+  if (!c->rpc || !c->rpc->each) return;
   pthread_mutex_lock(&g->lock);
   c->closed = true;
   pr_grpc_stream_t *st = c->stream;
@@ -561,15 +577,7 @@ static void on_close(pr_grpc_t *g, pr_grpc_call_t *c) {
   pthread_mutex_lock(&st->lock);
   if (c->cancelled) {
     st->cancelled = true;
-    while (st->head) {
-      answer_t *a = st->head;
-      st->head = a->next;
-      st->pending--;
-      st->held -= a->held;
-      grpc_byte_buffer_destroy(a->buf);
-      free(a);
-    }
-    st->tail = NULL;
+    answers_drop(st);
   }
   pthread_mutex_unlock(&st->lock);
   if (listed) pr_grpc_call_unref(c); /* the list's */
@@ -581,6 +589,8 @@ static bool stream_start(pr_grpc_t *g, pr_grpc_call_t *c) {
   if (!st) return false;
   pthread_mutex_init(&st->lock, NULL);
   st->call = c;
+  st->each = pr_grpc_rpc_find(grpc_slice_from_static_string(c->rpc->each));
+  assert(st->each);
   pthread_mutex_lock(&g->lock);
   c->stream = st;
   st->draining = g->shutting_down;
@@ -606,12 +616,7 @@ static bool stream_start(pr_grpc_t *g, pr_grpc_call_t *c) {
 static void stream_free(pr_grpc_t *g, pr_grpc_stream_t *st) {
   atomic_fetch_sub(&g->streams_open, 1);
   assert(!st->sending);
-  while (st->head) {
-    answer_t *a = st->head;
-    st->head = a->next;
-    grpc_byte_buffer_destroy(a->buf);
-    free(a);
-  }
+  answers_drop(st);
   pthread_mutex_destroy(&st->lock);
   free(st);
 }
@@ -733,14 +738,12 @@ int pr_grpc_port(const pr_grpc_t *g) {
   return g->port;
 }
 
-void pr_grpc_stream_counts(const pr_grpc_t *g, uint64_t *open, uint64_t *messages) {
-  *open = g ? atomic_load(&g->streams_open) : 0;
-  *messages = g ? atomic_load(&g->stream_messages) : 0;
-}
-
-void pr_grpc_counts(const pr_grpc_t *g, uint64_t *calls, uint64_t *errors) {
-  *calls = g ? atomic_load(&g->received) : 0;
-  *errors = g ? atomic_load(&g->errors) : 0;
+pr_grpc_counts_t pr_grpc_counts(const pr_grpc_t *g) {
+  if (!g) return (pr_grpc_counts_t){0};
+  return (pr_grpc_counts_t){.calls = atomic_load(&g->received),
+                            .errors = atomic_load(&g->errors),
+                            .streams = atomic_load(&g->streams_open),
+                            .stream_requests = atomic_load(&g->stream_messages)};
 }
 
 void pr_grpc_shutdown(pr_grpc_t *g) {

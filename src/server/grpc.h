@@ -38,6 +38,9 @@
 
 #include "server/service.h"
 
+/* --grpc-stream-max-pending's default */
+#define PR_GRPC_STREAM_MAX_PENDING 64
+
 typedef struct {
   const char *host; /* IPv4 or IPv6 address */
   int port;         /* 0 picks a free one */
@@ -47,7 +50,7 @@ typedef struct {
    * (sent), and their bytes, at most: beyond, the stream reads no more
    * until answers go out (a client that does not read its answers stops
    * being read; HTTP/2 flow control then holds it) */
-  int stream_max_pending;
+  int stream_max_pending; /* >= 1 (PR_GRPC_STREAM_MAX_PENDING by default) */
   size_t stream_max_bytes;
   /* PEM text (NULL cert: plain text); client_ca: mutual TLS */
   const char *tls_cert, *tls_key, *tls_client_ca;
@@ -61,10 +64,13 @@ pr_status_t pr_grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grp
                           char *err, size_t err_len);
 /* The port bound. */
 int pr_grpc_port(const pr_grpc_t *g);
-/* Calls received and calls answered with an error (for /metrics). */
-void pr_grpc_counts(const pr_grpc_t *g, uint64_t *calls, uint64_t *errors);
-/* ModelStreamInfer streams open now, and the requests they carried. */
-void pr_grpc_stream_counts(const pr_grpc_t *g, uint64_t *open, uint64_t *messages);
+/* For /metrics: calls received, calls (and stream requests) answered with
+ * an error, ModelStreamInfer streams open now and the requests they
+ * carried (all 0 for NULL). */
+typedef struct {
+  uint64_t calls, errors, streams, stream_requests;
+} pr_grpc_counts_t;
+pr_grpc_counts_t pr_grpc_counts(const pr_grpc_t *g);
 /* Stops accepting calls; the accepted ones go on (NULL: no-op). */
 void pr_grpc_shutdown(pr_grpc_t *g);
 /* Waits until every accepted call is answered or timeout_s passes (then

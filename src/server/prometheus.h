@@ -6,12 +6,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "server/grpc.h"
 #include "server/models.h"
 
 typedef struct {
   uint64_t http_requests, http_errors, http_refused; /* refused: over a limit, from the headers */
-  uint64_t grpc_calls, grpc_errors;
-  uint64_t grpc_streams, grpc_stream_messages; /* ModelStreamInfer: open, requests carried */
+  pr_grpc_counts_t grpc;
   uint64_t inflight_bytes, inflight_limit;
   int connections, connections_limit; /* beyond the limit libmicrohttpd refuses (and logs) */
   int models_limit;

@@ -71,6 +71,7 @@ void pr_server_config_default(pr_server_config_t *c) {
   c->port = 8000;
   c->grpc_port = -1;
   c->grpc_threads = 4;
+  c->grpc_stream_max_pending = PR_GRPC_STREAM_MAX_PENDING;
   c->max_batch = 8;
   c->max_queue_delay_us = 2000;
   c->queue_capacity = 0; /* max_connections: a connection's request waits, not refused */
@@ -104,8 +105,7 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
                           .connections = atomic_load(&s->connections),
                           .connections_limit = s->cfg.max_connections,
                           .models_limit = s->cfg.max_models};
-  pr_grpc_counts(s->grpc, &srv.grpc_calls, &srv.grpc_errors);
-  pr_grpc_stream_counts(s->grpc, &srv.grpc_streams, &srv.grpc_stream_messages);
+  srv.grpc = pr_grpc_counts(s->grpc);
   pr_prom_write(s->svc.models, &srv, f);
   fclose(f);
   return pr_http__reply(cn, PR_OK, text, len, "text/plain; version=0.0.4", 0);
@@ -557,13 +557,14 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
 /* The gRPC front end on cfg's host and grpc_port, sharing s->svc. */
 static pr_status_t start_grpc(pr_server_t *s, const pr_server_config_t *cfg, char *err,
                               size_t err_len) {
-  pr_grpc_config_t g = {
-      .host = cfg->host,
-      .port = cfg->grpc_port,
-      .threads = cfg->grpc_threads > 0 ? cfg->grpc_threads : 1,
-      .max_calls = cfg->max_connections,
-      .stream_max_pending = cfg->grpc_stream_max_pending > 0 ? cfg->grpc_stream_max_pending : 64,
-      .stream_max_bytes = cfg->max_body_bytes};
+  pr_grpc_config_t g = {.host = cfg->host,
+                        .port = cfg->grpc_port,
+                        .threads = cfg->grpc_threads > 0 ? cfg->grpc_threads : 1,
+                        .max_calls = cfg->max_connections,
+                        .stream_max_pending = cfg->grpc_stream_max_pending > 0
+                                                  ? cfg->grpc_stream_max_pending
+                                                  : PR_GRPC_STREAM_MAX_PENDING,
+                        .stream_max_bytes = cfg->max_body_bytes};
   pr_tls_pem(s->tls, &g.tls_cert, &g.tls_key, &g.tls_client_ca);
   return pr_grpc_start(&s->svc, &g, &s->grpc, err, err_len);
 }

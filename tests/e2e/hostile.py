@@ -827,22 +827,13 @@ def t_grpc_memory(packrat, models):
     infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer")  # bytes in, bytes out
     model = b"\x0a\x03mlp"  # model_name: mlp
 
-    def send(body, out, i, call=infer):
-        """out[i]: (status code name, details, seconds) of one call of body."""
+    def send(body, out, i, call=infer, streamed=False):
+        """out[i]: (status code name, details, seconds) of one call of body; of a stream
+        carrying body (streamed), ("OK", the answers' bytes, seconds) when it ended OK."""
         t0 = time.time()
         try:
-            call(body, timeout=60)
-            out[i] = ("OK", "", time.time() - t0)
-        except grpc.RpcError as e:
-            out[i] = (e.code().name, e.details() or "", time.time() - t0)
-
-    def send_stream(body, out, i, call):
-        """out[i]: ("OK", the answers' bytes, seconds) of one stream carrying body, or
-        (status code name, details, seconds) when the stream failed."""
-        t0 = time.time()
-        try:
-            answers = list(call(iter([body]), timeout=60))
-            out[i] = ("OK", answers, time.time() - t0)
+            got = list(call(iter([body]), timeout=60)) if streamed else call(body, timeout=60)
+            out[i] = ("OK", got if streamed else "", time.time() - t0)
         except grpc.RpcError as e:
             out[i] = (e.code().name, e.details() or "", time.time() - t0)
 
@@ -860,8 +851,7 @@ def t_grpc_memory(packrat, models):
 
         o = threading.Thread(target=others)
         o.start()
-        ts = [threading.Thread(target=send_stream if streamed else send, args=(body, out, i, call))
-              for i in range(8)]
+        ts = [threading.Thread(target=send, args=(body, out, i, call, streamed)) for i in range(8)]
         for t in ts:
             t.start()
         for t in ts:
