@@ -13,6 +13,9 @@ from the proto (grpcio stubs generated here):
   of 128 KiB, the server reads at most a few requests past the cap however
   many the client tries to send, and its resident memory stays flat; once
   the client reads again, every request is answered;
+- garbage messages on a stream: each answered with an error, the stream
+  going on; a stream the client cancels with requests queued is freed
+  once they are done, and the server goes on;
 - SIGTERM with requests of a stream waiting in the queue: each is
   answered, then the stream ends (UNAVAILABLE) and the server exits 0.
 
@@ -164,6 +167,38 @@ for resp in stream:
     got += not resp.error_message
 c.check(f"read again: every request answered ({got} of {N})", got == N and stream.code() ==
         grpc.StatusCode.OK, stream.code())
+
+# ---- garbage on a stream: each message answered with an error, the stream goes on ----
+raw = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+rng = np.random.default_rng(7)
+junk = [rng.bytes(int(n)) for n in rng.integers(1, 4096, 20)] + [b"\x2a\x00" * 2000]
+got = list(raw(iter(junk + [mlp_req(1).SerializeToString()]), timeout=60))
+answers = [pb.ModelStreamInferResponse.FromString(b) for b in got]
+c.check(f"garbage: every message answered ({len(answers)} of {len(junk) + 1}), the junk with "
+        "errors, the good one after it with its response",
+        len(answers) == len(junk) + 1 and sum(bool(a.error_message) for a in answers) == len(junk)
+        and any(a.infer_response.id == "mlp-1" for a in answers), [a.error_message for a in answers][:4])
+
+# ---- a client that cancels its stream with requests queued ----
+def slow_many():
+    for i in range(16):
+        r = mlp_req(i)
+        r.model_name, r.id = "slow", f"gone-{i}"
+        yield r
+    time.sleep(30)
+
+
+stream = stub.ModelStreamInfer(slow_many(), timeout=60)
+time.sleep(0.3)
+stream.cancel()
+closed = False
+for _ in range(100):  # the stream is freed once its requests are answered (and dropped)
+    if metric(url, "packrat_grpc_streams") == 0:
+        closed = True
+        break
+    time.sleep(0.1)
+c.check("cancelled with requests queued: the stream is gone once they are done", closed)
+c.check("cancelled: the server still answers", stub.ModelInfer(mlp_req(3), timeout=30).id == "mlp-3")
 
 # ---- SIGTERM with a stream's requests in the queue ----
 slow_q = queue.Queue()
