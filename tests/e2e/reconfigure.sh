@@ -2,7 +2,8 @@
 # Online reconfiguration on a real model: ResNet-50 served with plans prepared
 # for batches 1, 2 and 4, pinned to batch 1's plan and handed back to the
 # autoscaler, under an open-loop load that rises then falls. The plan must go
-# up under the rise, and come back down after it where batch 1's plan runs
+# up under the rise (where the profile says a larger batch serves more;
+# elsewhere hold), and come back down after it where batch 1's plan runs
 # other instances than the plan it went up to (on the same instances a light
 # load runs alike whatever the batch, and the autoscaler moves down only to a
 # batch that serves within 5% as much); no request may fail or be lost, and
@@ -54,7 +55,26 @@ ok = {'up': len(up) >= 1,
 sys.exit(0 if ok else 1)
 PY
 }
-check "the plan went up under the rise" "moves up"
+# the rise must raise the plan where a larger batch's plan serves more than
+# batch 1's. Until a plan has run, the autoscaler rates it by the profile
+# scaled by the live plan's measured / predicted (load_latencies): the
+# prepared plans' predicted latencies order them as it does. Where every
+# larger batch serves 5% less or worse (PR_EST_GAIN; seen: ResNet-50 on a
+# 2-core Xeon, 0.99x; here 0.93x to 1.06x from one profile to the next), it
+# must hold batch 1's plan; in the band between, an overload may take the
+# largest batch within 5% of the most (estimator.c), so either is right.
+gain=$(/usr/bin/python3 -c "
+import json
+p = {q['batch']: q['batch'] / q['predicted_latency_ms'] for q in json.load(open('$tmp/plan.json'))['prepared']}
+print('%.3f' % (max(v for b, v in p.items() if b > 1) / p[1]))")
+echo "the profile's gain of batching: ${gain}x batch 1's requests/s"
+if /usr/bin/python3 -c "exit(0 if $gain > 1.0 else 1)"; then
+  check "the plan went up under the rise" "moves up"
+elif /usr/bin/python3 -c "exit(0 if $gain * 1.05 < 1.0 else 1)"; then
+  check "the plan held under the rise (no larger batch serves more here)" "! moves up"
+else
+  echo "a larger batch serves within 5% of batch 1 here: up or held are both the design"
+fi
 check "each switch logged with the model's name" \
   "[ \$(grep -c 'reconfigured' '$tmp/log') = \$(grep -c 'model resnet50 v1: reconfigured' '$tmp/log') ]"
 # a slower machine drains the burst's backlog later than the last phase ends:
