@@ -2,7 +2,7 @@
 # Builds packrat twice (optimized, and with ASan+UBSan) and runs every test
 # in both: unit tests, ONNX conformance, model fidelity, end-to-end. A third
 # build (clang, libFuzzer) builds only the fuzz targets and runs each for
-# 25 s (ctest -L fuzz); a fourth (ThreadSanitizer, OpenMP teams of one)
+# 15 s (ctest -L fuzz); a fourth (ThreadSanitizer, OpenMP teams of one)
 # builds only the server and runs the concurrency tests (ctest -L concurrency)
 # with tests/tsan.supp.
 set -euo pipefail

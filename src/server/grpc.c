@@ -68,6 +68,7 @@ struct pr_grpc_stream {
   bool meta_sent, reading, half_closed, draining, cancelled, finished;
   bool listed;                   /* in g's list (under g->lock) */
   pr_grpc_stream_t *prev, *next; /* in g's list of open streams */
+  pr_grpc_call_t *children;      /* its messages whose requests are live */
   pr_grpc_call_t *call;
   const pr_grpc_rpc_t *each; /* the RPC each message runs (rpc->each's) */
 };
@@ -98,6 +99,7 @@ static pr_grpc_call_t *call_new(pr_grpc_t *g) {
   c->g = g;
   c->svc = g->svc;
   atomic_init(&c->refs, 1);
+  pthread_mutex_init(&c->inf_lock, NULL);
   grpc_call_details_init(&c->details);
   grpc_metadata_array_init(&c->meta);
   c->t_new = (pr_grpc_tag_t){c, TAG_NEW};
@@ -130,6 +132,7 @@ void pr_grpc_call_unref(pr_grpc_call_t *c) {
   if (c->send) grpc_byte_buffer_destroy(c->send);
   grpc_slice_unref(c->status_msg);
   grpc_slice_unref(c->pushback.value);
+  pthread_mutex_destroy(&c->inf_lock);
   free(c);
   atomic_fetch_sub(&g->calls, 1);
 }
@@ -555,11 +558,92 @@ static void stream_on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   pthread_mutex_unlock(&st->lock);
 }
 
-/* A call is over (its status sent, or cancelled). A stream leaves g's list
- * (the list's reference goes); cancelled, what is queued goes too. Only a
- * stream needs this (c->rpc is set before the close can come). */
+/* ---- cancellation ----
+ *
+ * A ModelInfer whose client went away (the call cancelled or past its
+ * deadline, or the stream it came on cancelled) leaves the scheduler's
+ * queue unrun (PR_ERR_CANCELLED, counted); one an instance has taken runs
+ * and its answer is dropped with the call. inf_lock keeps the request
+ * (freed by its completion callback, which marks it over first) while it
+ * is taken out; lock order: a stream's lock, a call's inf_lock, the
+ * scheduler's. */
+
+/* c's client is gone: its request leaves the queue if it still waits. */
+static void infer_cancel(pr_grpc_call_t *c) {
+  pthread_mutex_lock(&c->inf_lock);
+  c->gone = true;
+  pr_sched_t *s = c->inf_live && !c->inf_over ? c->inf.model->sched : NULL;
+  pr_request_t *r = c->inf.req;
+  bool queued = s && pr_sched_unqueue(s, r);
+  pthread_mutex_unlock(&c->inf_lock);
+  if (queued) pr_sched_cancel(s, r); /* runs infer_done; the caller's reference holds c */
+}
+
+void pr_grpc_infer_live(pr_grpc_call_t *c) {
+  pthread_mutex_lock(&c->inf_lock);
+  c->inf_live = !c->inf_over; /* false: answered already */
+  bool live = c->inf_live, gone = c->gone;
+  pthread_mutex_unlock(&c->inf_lock);
+  pr_grpc_stream_t *st = c->parent ? c->parent->stream : NULL;
+  if (live && st) { /* listed while live: a cancelled stream cancels it */
+    pthread_mutex_lock(&st->lock);
+    pthread_mutex_lock(&c->inf_lock);
+    if (!c->inf_over) {
+      c->listed = true;
+      c->sib_next = st->children;
+      if (st->children) st->children->sib_prev = c;
+      st->children = c;
+    }
+    pthread_mutex_unlock(&c->inf_lock);
+    gone |= st->cancelled;
+    pthread_mutex_unlock(&st->lock);
+  }
+  if (live && gone) infer_cancel(c);
+}
+
+void pr_grpc_infer_over(pr_grpc_call_t *c) {
+  pr_grpc_stream_t *st = c->parent ? c->parent->stream : NULL;
+  if (st) pthread_mutex_lock(&st->lock);
+  pthread_mutex_lock(&c->inf_lock);
+  c->inf_over = true;
+  if (c->listed) {
+    if (c->sib_prev)
+      c->sib_prev->sib_next = c->sib_next;
+    else
+      st->children = c->sib_next;
+    if (c->sib_next) c->sib_next->sib_prev = c->sib_prev;
+    c->listed = false;
+  }
+  pthread_mutex_unlock(&c->inf_lock);
+  if (st) pthread_mutex_unlock(&st->lock);
+}
+
+/* A cancelled stream's live requests (st->lock held): each with a
+ * reference, into a new array (*n of them; NULL: none, or no memory,
+ * and they run). */
+static pr_grpc_call_t **children_locked(pr_grpc_stream_t *st, int *n) {
+  *n = 0;
+  for (pr_grpc_call_t *ch = st->children; ch; ch = ch->sib_next) (*n)++;
+  pr_grpc_call_t **all = *n ? malloc(sizeof *all * (size_t)*n) : NULL;
+  if (!all) return *n = 0, NULL;
+  int k = 0;
+  for (pr_grpc_call_t *ch = st->children; ch; ch = ch->sib_next) {
+    pr_grpc_call_ref(ch); /* listed: its request's reference holds it */
+    all[k++] = ch;
+  }
+  return all;
+}
+
+/* A call is over (its status sent, or cancelled). Cancelled, its request
+ * (a ModelInfer) or its stream's leave the queue. A stream leaves g's list
+ * (the list's reference goes); cancelled, what is queued goes too. c->rpc
+ * is set before the close can come. */
 static void on_close(pr_grpc_t *g, pr_grpc_call_t *c) {
-  if (!c->rpc || !c->rpc->each) return;
+  if (!c->rpc) return;
+  if (!c->rpc->each) {
+    if (c->cancelled) infer_cancel(c);
+    return;
+  }
   pthread_mutex_lock(&g->lock);
   c->closed = true;
   pr_grpc_stream_t *st = c->stream;
@@ -574,12 +658,20 @@ static void on_close(pr_grpc_t *g, pr_grpc_call_t *c) {
   }
   pthread_mutex_unlock(&g->lock);
   if (!st) return;
+  pr_grpc_call_t **gone = NULL;
+  int n_gone = 0;
   pthread_mutex_lock(&st->lock);
   if (c->cancelled) {
     st->cancelled = true;
     answers_drop(st);
+    gone = children_locked(st, &n_gone);
   }
   pthread_mutex_unlock(&st->lock);
+  for (int k = 0; k < n_gone; k++) {
+    infer_cancel(gone[k]);
+    pr_grpc_call_unref(gone[k]);
+  }
+  free(gone);
   if (listed) pr_grpc_call_unref(c); /* the list's */
 }
 

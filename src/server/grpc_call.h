@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <grpc/grpc.h>
 #include <protobuf-c/protobuf-c.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -59,6 +60,13 @@ struct pr_grpc_call {
   /* ModelInfer: the request in the scheduler, and how to answer it */
   pr_infer_t inf;
   bool raw;
+  /* cancellation (grpc.c): under inf_lock, whether inf's request is in
+   * the scheduler (live: submitted, not done), done (its answer begun),
+   * and the client gone (the call cancelled, its deadline passed, or its
+   * stream's); a stream's message is listed in its stream while live */
+  pthread_mutex_t inf_lock;
+  bool inf_live, inf_over, gone, listed;
+  pr_grpc_call_t *sib_prev, *sib_next;
   /* repository load/unload: the model's name, copied for the thread */
   char model[256];
 };
@@ -71,6 +79,13 @@ void pr_grpc_call_unref(pr_grpc_call_t *c);
 void pr_grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body, size_t len);
 /* Answers c with the packed message m (status OK). */
 void pr_grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m);
+
+/* ModelInfer's request in the scheduler: pr_grpc_infer_live after its
+ * submit succeeded (the request may be cancelled from then on: at once
+ * when the client went away meanwhile), pr_grpc_infer_over first in its
+ * completion callback (it no longer can). */
+void pr_grpc_infer_live(pr_grpc_call_t *c);
+void pr_grpc_infer_over(pr_grpc_call_t *c);
 
 /* The RPC of a method path, NULL when none. */
 const pr_grpc_rpc_t *pr_grpc_rpc_find(grpc_slice method);

@@ -195,6 +195,7 @@ static pr_status_t encode_pb(pr_infer_t *x, void *arg) {
  * packs the answer and starts its send; the queue threads are not needed. */
 static void infer_done(void *ctx) {
   pr_grpc_call_t *c = ctx;
+  pr_grpc_infer_over(c);
   encoded_t e = {.raw = c->raw};
   const char *why;
   double t_encoded;
@@ -217,7 +218,10 @@ static void rpc_infer(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   pr_grpc_call_ref(c); /* infer_done's; it may run before the submit returns */
   pr_status_t st =
       pr_infer_submit(c->svc, m, decode_pb, &d, infer_done, c, &c->inf, err, sizeof err);
-  if (st == PR_OK) return;
+  if (st == PR_OK) {
+    pr_grpc_infer_live(c);
+    return;
+  }
   pr_models_put(m);
   pr_grpc_reply(c, st, err, NULL, 0);
   pr_grpc_call_unref(c);

@@ -151,6 +151,8 @@ static void on_answered(void *ctx) {
   cn->answered = true;
   bool resume = cn->suspended;
   cn->suspended = false;
+  pr_hangup_remove(s->hangup, cn->watch); /* before the resume: cn may go after it */
+  cn->watch = 0;
   pthread_mutex_unlock(&cn->lock);
   if (!resume) return;
   MHD_resume_connection(c);
@@ -253,9 +255,30 @@ enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
   cn->model_owned = true;
   pthread_mutex_lock(&cn->lock);
   bool now = cn->answered;
-  if (!now) suspend_locked(cn);
+  if (!now) {
+    suspend_locked(cn);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) cn->watch = pr_hangup_add(s->hangup, ci->connect_fd, cn); /* 0: it runs whatever */
+  }
   pthread_mutex_unlock(&cn->lock);
   return now ? infer_finish(cn) : MHD_YES;
+}
+
+/* The hangup watcher's (hangup.h): the client of a suspended infer
+ * connection closed it. Its request leaves the queue if it still waits
+ * there (the watch, removed by on_answered before the resume, keeps cn
+ * and its request), and is completed PR_ERR_CANCELLED after (its answer
+ * resumes the connection, whose 499 goes nowhere); one an instance has
+ * taken runs, and its answer is dropped with the connection. */
+bool pr_http__hangup_take(void *item) {
+  conn_t *cn = item;
+  return pr_sched_unqueue(cn->inf.model->sched, cn->inf.req);
+}
+
+void pr_http__hangup_finish(void *item) {
+  conn_t *cn = item;
+  pr_sched_cancel(cn->inf.model->sched, cn->inf.req);
 }
 
 /* ---- libmicrohttpd callbacks ---- */

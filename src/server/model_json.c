@@ -61,8 +61,9 @@ static json_t *packrat_figures(pr_served_t *m, pr_sched_stats_t *st) {
 
 static json_t *packrat_counts(pr_served_t *m, pr_sched_stats_t *st) {
   return json_pack(
-      "{s:I, s:I, s:f, s:f, s:i, s:I}", "rejected", (json_int_t)atomic_load(&st->rejected),
-      "timeout", (json_int_t)atomic_load(&st->timed_out), "queue_time_ms_total",
+      "{s:I, s:I, s:I, s:f, s:f, s:i, s:I}", "rejected", (json_int_t)atomic_load(&st->rejected),
+      "timeout", (json_int_t)atomic_load(&st->timed_out), "cancelled",
+      (json_int_t)atomic_load(&st->cancelled), "queue_time_ms_total",
       atomic_load(&st->queue_us) / 1e3, "compute_time_ms_total", atomic_load(&st->compute_us) / 1e3,
       "queue_depth", pr_sched_queue_depth(m->sched), "prepared_plans_evicted",
       (json_int_t)atomic_load(&st->plans_evicted));

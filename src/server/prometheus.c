@@ -47,10 +47,12 @@ static void write_requests(FILE *f, const ready_t *r) {
                   {"rejected", offsetof(pr_sched_stats_t, rejected)},
                   {"rejected_queue_full", offsetof(pr_sched_stats_t, rejected_full)},
                   {"rejected_over_timeout", offsetof(pr_sched_stats_t, rejected_late)},
-                  {"timeout", offsetof(pr_sched_stats_t, timed_out)}};
+                  {"timeout", offsetof(pr_sched_stats_t, timed_out)},
+                  {"cancelled", offsetof(pr_sched_stats_t, cancelled)}};
   family(f, "packrat_requests_total", "counter",
          "Inference requests by outcome (rejected: refused at submit, of which "
-         "rejected_queue_full and rejected_over_timeout: a backlog it could not wait out).");
+         "rejected_queue_full and rejected_over_timeout: a backlog it could not wait out; "
+         "cancelled: taken out of the queue unrun, its client gone).");
   for (int i = 0; i < r->n; i++)
     for (size_t k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++)
       fprintf(f, "packrat_requests_total{model=\"%s\",version=\"%s\",outcome=\"%s\"} %llu\n",

@@ -837,6 +837,7 @@ int pr_proto_http_status(pr_status_t st) {
     case PR_ERR_METHOD: return 405;
     case PR_ERR_TOO_LARGE: return 413;
     case PR_ERR_URI_TOO_LONG: return 414;
+    case PR_ERR_CANCELLED: return 499; /* nginx's: the client closed the request */
     case PR_ERR_CODING: return 501;
     case PR_ERR_BUSY: return 503;
     case PR_ERR_TIMEOUT: return 504;
@@ -859,6 +860,7 @@ int pr_proto_grpc_status(pr_status_t st) {
     case PR_ERR_NOMEM: return GRPC_STATUS_RESOURCE_EXHAUSTED;
     case PR_ERR_BUSY: return GRPC_STATUS_UNAVAILABLE;
     case PR_ERR_TIMEOUT: return GRPC_STATUS_DEADLINE_EXCEEDED;
+    case PR_ERR_CANCELLED: return GRPC_STATUS_CANCELLED;
     default: return GRPC_STATUS_INTERNAL; /* PR_ERR_IO, PR_ERR_INTERNAL */
   }
 }

@@ -20,6 +20,7 @@
 #include "runtime/worker.h"
 #include "server/history.h"
 #include "server/sched_internal.h"
+#include "server/status.h"
 
 void pr_sched__timespec_at(struct timespec *ts, double t_mono) {
   /* condition variables here use CLOCK_MONOTONIC */
@@ -93,22 +94,37 @@ void pr_sched__time_out(pr_sched_t *s, pr_request_t *r) {
   complete(r, PR_ERR_TIMEOUT, "request timed out in the queue");
 }
 
-void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
-  if (r->deadline > 0 && !wait_until(r, r->deadline)) {
-    bool queued = false;
-    pr_lock(&s->qlock);
-    for (pr_request_t **at = &s->head, *prev = NULL; *at; prev = *at, at = &(*at)->next) {
-      if (*at != r) continue;
-      *at = r->next;
-      if (s->tail == r) s->tail = prev;
-      pr_sched__unqueued(s, r);
-      queued = true;
-      pr_history_queue(s->history, pr_now(), s->depth);
-      break;
-    }
-    pr_unlock(&s->qlock);
-    if (queued) pr_sched__time_out(s, r);
+/* Unlinks r from the queue if it waits there (qlock held); whether it did. */
+static bool unqueue_locked(pr_sched_t *s, pr_request_t *r) {
+  assert(pr_lock_held(&s->qlock));
+  for (pr_request_t **at = &s->head, *prev = NULL; *at; prev = *at, at = &(*at)->next) {
+    if (*at != r) continue;
+    *at = r->next;
+    if (s->tail == r) s->tail = prev;
+    pr_sched__unqueued(s, r);
+    pr_history_queue(s->history, pr_now(), s->depth);
+    return true;
   }
+  return false;
+}
+
+bool pr_sched_unqueue(pr_sched_t *s, pr_request_t *r) {
+  pr_lock(&s->qlock);
+  bool queued = unqueue_locked(s, r);
+  pr_unlock(&s->qlock);
+  return queued;
+}
+
+void pr_sched_cancel(pr_sched_t *s, pr_request_t *r) {
+  atomic_fetch_add(&s->stats.cancelled, 1);
+  double now = pr_now();
+  pr_history_done(s->history, now, now - r->t_enqueue, false);
+  complete(r, PR_ERR_CANCELLED, "the client went away before the request ran");
+}
+
+void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
+  if (r->deadline > 0 && !wait_until(r, r->deadline) && pr_sched_unqueue(s, r))
+    pr_sched__time_out(s, r);
   pr_request_wait(r);
 }
 

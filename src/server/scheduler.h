@@ -59,7 +59,8 @@ typedef struct pr_request {
   /* bit k: inputs[k].data is borrowed (a view into a buffer its submitter
    * keeps until the request is freed; read only, any alignment), not freed */
   unsigned borrowed;
-  pr_status_t status; /* PR_ERR_TIMEOUT, PR_ERR_BUSY (unloaded), others: the engine's */
+  /* PR_ERR_TIMEOUT, PR_ERR_BUSY (unloaded), PR_ERR_CANCELLED, others: the engine's */
+  pr_status_t status;
   char err[256];
   double t_enqueue, t_start, t_end, deadline;
   double compute_s; /* the session runs of its batch, all chunks (set when done) */
@@ -152,6 +153,8 @@ typedef struct {
   /* rejected: refused at submit, the queue full (rejected_full) or its
    * backlog past the request's timeout (rejected_late, see pr_sched_submit) */
   _Atomic uint64_t success, failed, rejected, rejected_full, rejected_late, timed_out;
+  /* taken out of the queue unrun: the client went away (pr_sched_cancel) */
+  _Atomic uint64_t cancelled;
   /* admission (sched_admit.c): the last submit's estimate of its wait in
    * the queue (us) */
   _Atomic uint64_t admit_wait_us;
@@ -280,6 +283,17 @@ void pr_request_wait(pr_request_t *r);
  * the queue, takes it out and completes it with PR_ERR_TIMEOUT. A request an
  * instance already runs is waited for. Returns when r is complete. */
 void pr_sched_wait(pr_sched_t *s, pr_request_t *r);
+
+/* Cancellation, in two steps, so that a front end can hold the lock that
+ * keeps r alive against its on_done across the first alone (on_done may
+ * free r): pr_sched_unqueue takes r out of the queue if it still waits
+ * there and returns whether it did (false: an instance has taken it, or
+ * it is done; it runs to its end and is answered as usual); after a true,
+ * r is the caller's, no instance will see it, and pr_sched_cancel
+ * completes it with PR_ERR_CANCELLED (counted, on_done called) without
+ * the scheduler's locks held. */
+bool pr_sched_unqueue(pr_sched_t *s, pr_request_t *r);
+void pr_sched_cancel(pr_sched_t *s, pr_request_t *r);
 
 /* The core of an instance of the active plan asleep for work (or for more
  * of its batch), the one on `cpu` (the caller's) when it is; -1 when every

@@ -537,6 +537,9 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
    * forever); so each of its threads may hold them all */
   unsigned mhd_limit =
       (unsigned)cfg->max_connections * (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 1);
+  pr_status_t st =
+      pr_hangup_start(pr_http__hangup_take, pr_http__hangup_finish, &s->hangup, err, err_len);
+  if (st) return st;
   struct MHD_OptionItem tls_opts[5];
   tls_opts[pr_tls_options(s->tls, tls_opts)] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
   s->daemon = MHD_start_daemon(
@@ -794,6 +797,7 @@ void pr_server_stop(pr_server_t *s) {
     if (!pr_grpc_stop(s->grpc, left > 0 ? left : 0)) return; /* calls stuck: exiting */
   }
   if (s->listener) close(pr_listener_stop(s->listener)); /* a start that failed */
+  pr_hangup_stop(s->hangup);                             /* no connection is suspended now */
   pr_models_destroy(s->svc.models);
   pr_auth_free(s->auth);
   pr_tls_free(s->tls);

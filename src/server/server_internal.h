@@ -14,6 +14,7 @@
 #include "server/auth.h"
 #include "server/dashboard.h"
 #include "server/grpc.h"
+#include "server/hangup.h"
 #include "server/listener.h"
 #include "server/router.h"
 #include "server/server.h"
@@ -39,6 +40,7 @@ struct pr_server {
   double started; /* pr_now() at start */
   struct MHD_Daemon *daemon;
   pr_listener_t *listener; /* accepts for the daemon (NULL once draining) */
+  pr_hangup_t *hangup;     /* watches suspended infer connections for their client's close */
   int port;
   _Atomic uint64_t http_requests, http_errors, http_refused;
   _Atomic int in_progress;   /* requests received and not yet answered */
@@ -79,6 +81,7 @@ typedef struct {
    * requests" above): `lock` orders suspend and resume */
   pthread_mutex_t lock;
   bool suspended, answered;
+  uint64_t watch;            /* while suspended for an infer answer: its hangup watch */
   pr_infer_t inf;            /* an infer request in the scheduler (inf.req) */
   pr_served_t *model;        /* the reference held for it */
   bool model_owned;          /* the reference is the request's (with_model leaves it) */
@@ -116,6 +119,9 @@ enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
 enum MHD_Result pr_http__access(void *cls, struct MHD_Connection *c, const char *url,
                                 const char *method, const char *version, const char *upload,
                                 size_t *upload_size, void **con_cls);
+/* The hangup watcher's callbacks (hangup.h) for suspended infer connections. */
+bool pr_http__hangup_take(void *item);
+void pr_http__hangup_finish(void *item);
 void pr_http__completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         enum MHD_RequestTerminationCode t);
 void pr_http__on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,

@@ -13,6 +13,7 @@ enum {
   PR_ERR_CODING = -102,       /* a Transfer-Encoding the server does not implement (501) */
   PR_ERR_UNAUTHORIZED = -103, /* no bearer token, or one that is not known (401) */
   PR_ERR_FORBIDDEN = -104,    /* a known token without the right (403) */
+  PR_ERR_CANCELLED = -105,    /* the client went away before its request ran (499, CANCELLED) */
 };
 
 #endif

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "packrat/engine.h"
 #include "packrat/planner.h"
 #include "server/scheduler.h"
+#include "server/status.h"
 
 #define CLIENTS 4
 #define PER_CLIENT 300
@@ -458,6 +460,132 @@ static void test_batch_runs_in_parts(void **state) {
   pr_engine_model_destroy(m);
 }
 
+static void count_done(void *ctx) {
+  atomic_fetch_add((_Atomic int *)ctx, 1);
+}
+
+/* Requests queued behind a long one on a single instance: those taken out
+ * are completed PR_ERR_CANCELLED without running (the runs count says so),
+ * once each (on_done), and counted; the rest are answered. A request an
+ * instance has taken or answered cannot be taken out. */
+static void test_cancel_queued(void **state) {
+  (void)state;
+  pr_model_t *m = conv_model();
+  pr_sched_config_t cfg = {.max_batch = 16, .queue_capacity = 16, .max_queue_delay_s = 0.0001};
+  pr_sched_t *s = plan_sched(m, "1x1", &cfg);
+  pr_sched_stats_t *st = pr_sched_stats(s);
+  _Atomic int dones = 0;
+  pr_request_t *big = conv_request(16, 0.25f), *q[6];
+  big->on_done = count_done, big->on_done_ctx = &dones;
+  assert_int_equal(pr_sched_submit(s, big), PR_OK);
+  for (int i = 0; i < 6; i++) {
+    q[i] = conv_request(1, (float)(i * 1000));
+    q[i]->on_done = count_done, q[i]->on_done_ctx = &dones;
+    assert_int_equal(pr_sched_submit(s, q[i]), PR_OK);
+  }
+  /* the last ones first: they wait behind the others whatever the
+   * instance has taken meanwhile (16 runs of one row for the big one) */
+  for (int i = 5; i >= 1; i -= 2) {
+    assert_true(pr_sched_unqueue(s, q[i]));
+    assert_false(pr_sched_unqueue(s, q[i])); /* out already */
+    pr_sched_cancel(s, q[i]);
+    assert_true(q[i]->done);
+    assert_int_equal(q[i]->status, PR_ERR_CANCELLED);
+    assert_null(q[i]->outputs[0].data);
+  }
+  assert_int_equal(atomic_load(&st->cancelled), 3);
+  pr_sched_wait(s, big);
+  check_conv_answer(big);
+  for (int i = 0; i < 6; i += 2) {
+    pr_sched_wait(s, q[i]);
+    check_conv_answer(q[i]);
+    assert_false(pr_sched_unqueue(s, q[i])); /* answered */
+  }
+  assert_int_equal(atomic_load(&dones), 7);
+  assert_int_equal(atomic_load(&st->executions), 16 + 3);
+  assert_int_equal(atomic_load(&st->success), 4);
+  assert_int_equal(pr_sched_queue_depth(s), 0);
+  pr_request_free(big);
+  for (int i = 0; i < 6; i++) pr_request_free(q[i]);
+  pr_sched_destroy(s);
+  pr_engine_model_destroy(m);
+}
+
+typedef struct {
+  pr_sched_t *s;
+  pr_request_t **reqs;
+  int n;
+  _Atomic int *submitted;
+  int cancelled;
+} canceller_t;
+
+/* Takes out every other request as soon as it is submitted. */
+static void *canceller_main(void *arg) {
+  canceller_t *c = arg;
+  for (int i = 1; i < c->n; i += 2) {
+    while (atomic_load(c->submitted) <= i) sched_yield();
+    if (pr_sched_unqueue(c->s, c->reqs[i])) {
+      pr_sched_cancel(c->s, c->reqs[i]);
+      c->cancelled++;
+    }
+  }
+  return NULL;
+}
+
+/* A canceller racing two instances: every request completes exactly once,
+ * answered (its rows negated) or cancelled unrun, and the counts add up. */
+static void test_cancel_races_instances(void **state) {
+  (void)state;
+  pr_model_t *m = neg_model();
+  enum { N = 2000 };
+  pr_sched_config_t cfg = {.max_batch = 4, .queue_capacity = N, .max_queue_delay_s = 0.0002};
+  int cpus[256];
+  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  pr_sched_t *s = plan_sched(m, n_cpus >= 2 ? "1x4,1x4" : "1x4", &cfg);
+  pr_request_t **reqs = calloc(N, sizeof *reqs);
+  _Atomic int dones = 0, submitted = 0;
+  canceller_t c = {.s = s, .reqs = reqs, .n = N, .submitted = &submitted};
+  for (int i = 0; i < N; i++) {
+    reqs[i] = pr_request_new();
+    reqs[i]->rows = 1;
+    reqs[i]->inputs[0] = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {1, 4}};
+    reqs[i]->inputs[0].data = malloc(4 * sizeof(float));
+    for (int k = 0; k < 4; k++) ((float *)reqs[i]->inputs[0].data)[k] = (float)(i + k);
+    reqs[i]->on_done = count_done, reqs[i]->on_done_ctx = &dones;
+  }
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, canceller_main, &c), 0);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(pr_sched_submit(s, reqs[i]), PR_OK);
+    atomic_store(&submitted, i + 1);
+  }
+  pthread_join(t, NULL);
+  int ok = 0, cancelled = 0;
+  for (int i = 0; i < N; i++) {
+    pr_sched_wait(s, reqs[i]);
+    if (reqs[i]->status == PR_ERR_CANCELLED) {
+      assert_true(i % 2 == 1);
+      cancelled++;
+      continue;
+    }
+    assert_int_equal(reqs[i]->status, PR_OK);
+    for (int k = 0; k < 4; k++)
+      assert_true(((float *)reqs[i]->outputs[0].data)[k] == -(float)(i + k));
+    ok++;
+  }
+  pr_sched_stats_t *st = pr_sched_stats(s);
+  assert_int_equal(cancelled, c.cancelled);
+  assert_int_equal(ok + cancelled, N);
+  assert_int_equal(atomic_load(&st->cancelled), (uint64_t)cancelled);
+  assert_int_equal(atomic_load(&st->success), (uint64_t)ok);
+  assert_int_equal(atomic_load(&st->rows_executed), (uint64_t)ok);
+  assert_int_equal(atomic_load(&dones), N);
+  pr_sched_destroy(s);
+  for (int i = 0; i < N; i++) pr_request_free(reqs[i]);
+  free(reqs);
+  pr_engine_model_destroy(m);
+}
+
 /* x[batch, d1, 4] -> Neg: d1 is sized by each request. */
 static pr_model_t *neg_seq_model(void) {
   const int64_t xd[3] = {-1, -1, 4};
@@ -786,6 +914,8 @@ int main(void) {
                                      cmocka_unit_test(test_replan_under_submits),
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
                                      cmocka_unit_test(test_batch_runs_in_parts),
+                                     cmocka_unit_test(test_cancel_queued),
+                                     cmocka_unit_test(test_cancel_races_instances),
                                      cmocka_unit_test(test_first_pass_not_measured),
                                      cmocka_unit_test(test_inputs_read_in_place_or_copied),
                                      cmocka_unit_test(test_batches_group_shapes),

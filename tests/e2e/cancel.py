@@ -1,0 +1,232 @@
+#!/usr/bin/python3
+"""Requests whose client went away leave the queue without running.
+
+One instance (plan 1x256) of the chain model (about 52 MFLOP a row), each
+request 64 rows: a batch holds one request and runs for a while. Eight
+requests that stay (4 REST, 4 gRPC) are queued first, then eight that go
+away while they wait behind them: 3 REST connections the client closes, 2
+gRPC calls it cancels, 1 gRPC call whose deadline passes, and one gRPC
+stream of 2 requests it cancels. Then:
+
+- every request that stayed is answered 200 / OK with the model's output;
+- the model's execution count rose by 8 (one per request that stayed:
+  none of the others ran) and its inference count by 8 * 256 rows;
+- packrat_requests_total{outcome="cancelled"} counts the 8 that went, the
+  successes the 8 that stayed (the blocker too), nothing failed or timed out;
+- the queue is empty after, and the server answers the next request.
+
+With --http-only (the TSan build: Debian's gRPC is not instrumented), the
+same over REST alone: the blocker and the seven that stay are REST
+requests, the eight that go REST connections the client closes.
+
+usage: cancel.py PACKRAT [--http-only]
+"""
+import json
+import os
+import queue
+import re
+import socket
+import sys
+import threading
+import time
+
+import grpc
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
+import common as c  # noqa: E402
+
+packrat = sys.argv[1]
+GRPC = "--http-only" not in sys.argv[2:]
+d = c.tmp
+if GRPC:
+    pb, pb_grpc, _, _ = c.grpc_stubs(os.path.join(d, "stubs"))
+ROWS = 64
+BIG = 4096
+repo = c.make_repo(os.path.join(d, "models"), "chain",
+                   {"max_batch_size": BIG, "plan": f"1x{ROWS}", "max_queue_delay_us": 0},
+                   model="chain")
+log = os.path.join(d, "serve.log")
+http_port = c.free_port()
+p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(http_port),
+             *(["--grpc-port", "0"] if GRPC else [])], log)
+url = f"http://127.0.0.1:{http_port}"
+m = None
+for _ in range(1200):
+    m = re.search(rb"ready: .*gRPC[^:]*: [^ ]*:(\d+)" if GRPC else rb"ready: http", open(log, "rb").read())
+    if m or p.poll() is not None:
+        break
+    time.sleep(0.1)
+if not c.check("server ready", m is not None, open(log, "rb").read()[-800:]):
+    c.finish()
+if GRPC:
+    channel = grpc.insecure_channel(f"127.0.0.1:{int(m.group(1))}",
+                                    options=[("grpc.max_receive_message_length", 64 << 20)])
+    stub = pb_grpc.GRPCInferenceServiceStub(channel)
+
+# bodies in the binary extension: no JSON floats to print or parse
+
+
+def grpc_req(i, rows=ROWS):
+    req = pb.ModelInferRequest(model_name="chain", id=f"r{i}")
+    req.inputs.add(name="x", datatype="FP32", shape=[rows, 512])
+    req.raw_input_contents.append(np.full((rows, 512), 0.01, dtype=np.float32).tobytes())
+    return req
+
+
+def body(rows):
+    x = np.full((rows, 512), 0.01, dtype=np.float32)
+    head = json.dumps({"inputs": [{"name": "x", "shape": [rows, 512], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    return head + x.tobytes(), {"Inference-Header-Content-Length": str(len(head)),
+                                "Content-Type": "application/octet-stream"}
+
+
+BODY, BIN = body(ROWS)
+
+
+def infer(rows=ROWS):
+    b, h = (BODY, BIN) if rows == ROWS else body(rows)
+    return c.http(url + "/v2/models/chain/infer", b, timeout=300, headers=h)
+
+
+def data(answer):
+    return np.array(json.loads(answer)["outputs"][0]["data"], dtype=np.float32)
+
+
+def metrics():
+    return c.http(url + "/metrics")[1].decode()
+
+
+def metric(text, name, **labels):
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def outcome(text, o):
+    return metric(text, "packrat_requests_total", model="chain", outcome=o)
+
+
+def stats():
+    s = json.loads(c.http(url + "/v2/models/chain/stats")[1])["model_stats"][0]
+    return s["execution_count"], s["inference_count"]
+
+
+def depth():
+    return metric(metrics(), "packrat_queue_depth", model="chain") or 0
+
+
+def wait_depth(n, seconds=60):
+    t = time.time()
+    while depth() < n and time.time() - t < seconds:
+        time.sleep(0.01)
+    return depth() >= n
+
+
+# the reference answer, and the counts before
+status, ref_body, _ = infer()
+c.check("a first request answered", status == 200, ref_body[:300])
+ref = data(ref_body)
+before = metrics()
+exec0, inf0 = stats()
+
+# the blocker, then seven that stay: 4 REST (threads), 3 gRPC (futures)
+rest_answers = queue.Queue()
+
+
+def rest_one(rows=ROWS):
+    rest_answers.put(infer(rows))
+
+
+if GRPC:
+    blocker = stub.ModelInfer.future(grpc_req(99, BIG), timeout=300)
+else:
+    blocker = threading.Thread(target=rest_one, args=(BIG,))
+    blocker.start()
+time.sleep(0.3)
+c.check("the blocker runs (not done yet)", not blocker.done() if GRPC else blocker.is_alive())
+keep_threads = [threading.Thread(target=rest_one) for _ in range(4 if GRPC else 7)]
+for t in keep_threads:
+    t.start()
+keep_futures = [stub.ModelInfer.future(grpc_req(i), timeout=120) for i in range(3)] if GRPC else []
+c.check("the seven that stay are queued behind it", wait_depth(7), depth())
+
+# eight that go away, queued behind them
+socks = []
+for _ in range(3 if GRPC else 8):
+    s = socket.create_connection(("127.0.0.1", http_port))
+    s.sendall(b"POST /v2/models/chain/infer HTTP/1.1\r\nHost: x\r\n"
+              + "".join(f"{k}: {v}\r\n" for k, v in BIN.items()).encode()
+              + b"Content-Length: " + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
+    socks.append(s)
+if GRPC:
+    gone_futures = [stub.ModelInfer.future(grpc_req(10 + i), timeout=120) for i in range(2)]
+    late = stub.ModelInfer.future(grpc_req(20), timeout=0.5)
+    stream_q = queue.Queue()
+
+    def stream_requests():
+        for i in range(2):
+            yield grpc_req(30 + i)
+        stream_q.get()  # keeps the client's side open until cancelled
+
+    stream = stub.ModelStreamInfer(stream_requests(), timeout=120)
+c.check("the eight that go are queued behind them", wait_depth(15), depth())
+for s in socks:
+    s.close()
+if GRPC:
+    for f in gone_futures:
+        f.cancel()
+    stream.cancel()
+    stream_q.put(None)
+    try:
+        late.result()
+        late_code = grpc.StatusCode.OK
+    except grpc.RpcError as e:
+        late_code = e.code()
+    c.check("the call past its deadline: DEADLINE_EXCEEDED",
+            late_code == grpc.StatusCode.DEADLINE_EXCEEDED, late_code)
+
+# the eight that stayed are answered with the model's output
+for t in keep_threads + ([] if GRPC else [blocker]):
+    t.join()
+rest = [rest_answers.get() for _ in range(len(keep_threads) + (0 if GRPC else 1))]
+row = ref.reshape(ROWS, 512)[0]
+c.check("the REST requests that stayed: 200 with the model's output",
+        all(st == 200 and np.allclose(data(b).reshape(-1, 512), row) for st, b, _ in rest),
+        [(st, b[:200]) for st, b, _ in rest if st != 200])
+if GRPC:
+    big = np.frombuffer(blocker.result().raw_output_contents[0], dtype=np.float32)
+    c.check("the blocker: OK with the model's output", np.allclose(big.reshape(BIG, 512), row))
+    outs = [np.frombuffer(f.result().raw_output_contents[0], dtype=np.float32)
+            for f in keep_futures]
+    c.check("the gRPC requests that stayed: OK with the model's output",
+            all(np.allclose(o, ref) for o in outs))
+
+# the counts: only the eight that stayed ran
+t0 = time.time()
+while time.time() - t0 < 30:
+    after = metrics()
+    if (outcome(after, "cancelled") or 0) - (outcome(before, "cancelled") or 0) >= 8 and depth() == 0:
+        break
+    time.sleep(0.1)
+exec1, inf1 = stats()
+c.check("the execution count rose by the blocker's 64 runs and 7", exec1 - exec0 == BIG // ROWS + 7,
+        (exec0, exec1))
+c.check("the inference count by their rows", inf1 - inf0 == BIG + 7 * ROWS, (inf0, inf1))
+delta = {o: (outcome(after, o) or 0) - (outcome(before, o) or 0)
+         for o in ("success", "cancelled", "failure", "timeout")}
+c.check('packrat_requests_total: 8 cancelled, 8 success, no failure or timeout',
+        delta == {"success": 8, "cancelled": 8, "failure": 0, "timeout": 0}, delta)
+c.check("the queue is empty", depth() == 0, depth())
+stat = json.loads(c.http(url + "/v2/models/chain/stats")[1])["model_stats"][0]
+c.check("the model's stats count the cancelled", stat.get("packrat", {}).get("cancelled") == 8,
+        stat.get("packrat"))
+status, body, _ = infer()
+c.check("the next request is answered", status == 200, body[:200])
+if GRPC:
+    channel.close()
+p.terminate()
+c.check("the server exits 0 on SIGTERM", p.wait(60) == 0)
+c.finish()
