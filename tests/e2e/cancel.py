@@ -1,16 +1,17 @@
 #!/usr/bin/python3
 """Requests whose client went away leave the queue without running.
 
-One instance (plan 1x256) of the chain model (about 52 MFLOP a row), each
-request 64 rows: a batch holds one request and runs for a while. Eight
-requests that stay (4 REST, 4 gRPC) are queued first, then eight that go
-away while they wait behind them: 3 REST connections the client closes, 2
-gRPC calls it cancels, 1 gRPC call whose deadline passes, and one gRPC
-stream of 2 requests it cancels. Then:
+One instance (plan 1x64) of the chain model (about 52 MFLOP a row): a
+request of 64 rows fills a batch alone. A blocker of 4096 rows (64 runs of
+64, about a second of work here) holds the instance once it runs; behind
+it wait seven requests that stay (4 REST, 3 gRPC), then eight that go away
+while they wait: 3 REST connections the client closes, 2 gRPC calls it
+cancels, 1 gRPC call whose deadline passes, and one gRPC stream of 2
+requests it cancels. Then:
 
 - every request that stayed is answered 200 / OK with the model's output;
-- the model's execution count rose by 8 (one per request that stayed:
-  none of the others ran) and its inference count by 8 * 256 rows;
+- the model's execution count rose by 64 + 7 (none of the others ran) and
+  its inference count by the rows of those that stayed;
 - packrat_requests_total{outcome="cancelled"} counts the 8 that went, the
   successes the 8 that stayed (the blocker too), nothing failed or timed out;
 - the queue is empty after, and the server answers the next request.
@@ -57,7 +58,11 @@ for _ in range(1200):
     if m or p.poll() is not None:
         break
     time.sleep(0.1)
-if not c.check("server ready", m is not None, open(log, "rb").read()[-800:]):
+t0 = time.time()
+while m and c.http(url + "/v2/models/chain/ready")[0] != 200 and time.time() - t0 < 120:
+    time.sleep(0.1)
+if not c.check("server and model ready", m is not None and
+               c.http(url + "/v2/models/chain/ready")[0] == 200, open(log, "rb").read()[-800:]):
     c.finish()
 if GRPC:
     channel = grpc.insecure_channel(f"127.0.0.1:{int(m.group(1))}",
@@ -145,8 +150,11 @@ if GRPC:
 else:
     blocker = threading.Thread(target=rest_one, args=(BIG,))
     blocker.start()
-time.sleep(0.3)
-c.check("the blocker runs (not done yet)", not blocker.done() if GRPC else blocker.is_alive())
+t0 = time.time()  # its body is read and parsed first (slow under a sanitizer)
+while stats()[0] == exec0 and time.time() - t0 < 120:
+    time.sleep(0.01)
+c.check("the blocker runs (not done yet)", stats()[0] > exec0 and
+        (not blocker.done() if GRPC else blocker.is_alive()))
 keep_threads = [threading.Thread(target=rest_one) for _ in range(4 if GRPC else 7)]
 for t in keep_threads:
     t.start()
