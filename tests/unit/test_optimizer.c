@@ -249,6 +249,7 @@ static void brute_joint(const pr_joint_model_t *ms, const double *ref, int n, in
     if (b) *best = cur;
     return;
   }
+  if (k >= MAXM || T > MAXT) return; /* check_joint's bounds: never */
   int lo = ms[k].min_cores > 1 ? ms[k].min_cores : 1;
   int hi = ms[k].max_cores && ms[k].max_cores < T ? ms[k].max_cores : T;
   for (int c = lo; c <= hi && used + c <= T; c++) {
@@ -262,6 +263,7 @@ static void brute_joint(const pr_joint_model_t *ms, const double *ref, int n, in
 static void check_joint(pr_joint_model_t *ms, int n, int T) {
   pr_plan_t *plan = malloc(sizeof *plan);
   double ref[MAXM];
+  if (n > MAXM || T > MAXT) fail_msg("at most %d models on %d cores", MAXM, MAXT);
   for (int k = 0; k < n; k++) {
     for (int c = 0; c <= T; c++)
       jf[k][c] = c && pr_plan_optimize(ms[k].profile, ms[k].batch, c, plan) == PR_OK
