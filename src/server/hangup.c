@@ -47,7 +47,7 @@ static slot_t *slot_of(pr_hangup_t *h, uint64_t w) {
 /* Frees a slot (lock held): its generation moves on. */
 static void release(pr_hangup_t *h, slot_t *sl) {
   sl->item = NULL;
-  sl->gen++;
+  if (!++sl->gen) sl->gen = 1; /* a watch is never 0 */
   sl->next_free = h->free_head;
   h->free_head = (int)(sl - h->slots);
 }

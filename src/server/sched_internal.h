@@ -45,6 +45,11 @@ typedef struct {
   double size_ms[PR_WORKER_MAX_SIZES];
   int size_runs[PR_WORKER_MAX_SIZES];
   bool idle; /* qlock: asleep for work or for more of its batch (pr_sched_home_cpu) */
+  /* qlock: requests a take found past their deadline (linked by next),
+   * timed out by the worker once it has let qlock go: a completion
+   * callback (on_done) never runs under qlock, since the front ends take
+   * qlock under the locks it takes (pr_sched_unqueue) */
+  pr_request_t *expired;
 } worker_t;
 
 typedef struct {
@@ -109,6 +114,13 @@ struct pr_sched {
  * requests, so a request wakes them alone, not every prepared config's. */
 static inline void pr_sched__wake(pr_sched_t *s, int c) {
   if (c >= 0 && c < PR_SCHED_MAX_CONFIGS) pthread_cond_broadcast(&s->work[c]);
+}
+
+/* Puts r (unlinked, past its deadline) on w's list to time out after
+ * qlock (held). */
+static inline void pr_sched__expired(worker_t *w, pr_request_t *r) {
+  r->next = w->expired;
+  w->expired = r;
 }
 
 /* Counts r out of the queue (qlock held; r already unlinked). */

@@ -90,7 +90,7 @@ static int take_same(worker_t *w, pr_request_t **reqs, int n, int *rows, double 
     if (n > 0 && *rows + r->rows > w->batch) break; /* first in, first out within a shape */
     unlink_after(s, prev, r);
     if (r->deadline > 0 && pr_now() > r->deadline) {
-      pr_sched__time_out(s, r);
+      pr_sched__expired(w, r);
       continue;
     }
     reqs[n++] = r;

@@ -438,7 +438,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
       if (!s->head) s->tail = NULL;
       pr_sched__unqueued(s, r);
       if (r->deadline > 0 && pr_now() > r->deadline) {
-        pr_sched__time_out(s, r);
+        pr_sched__expired(w, r);
         continue;
       }
       reqs[n++] = r;
@@ -527,9 +527,18 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     }
     int rows = 0;
     int n = s->cfg.n_dyn ? pr_sched__take_shaped(w, batch, &rows) : take_batch(w, batch, &rows);
-    if (!n) continue;
-    if (s->head) pr_sched__wake(s, w->config); /* more work for another instance */
+    pr_request_t *expired = w->expired;
+    w->expired = NULL;
+    if (n && s->head) pr_sched__wake(s, w->config); /* more work for another instance */
     pr_unlock(&s->qlock);
+    for (pr_request_t *r = expired, *next; r; r = next) {
+      next = r->next;
+      pr_sched__time_out(s, r);
+    }
+    if (!n) {
+      pr_lock(&s->qlock);
+      continue;
+    }
     double now = pr_now();
     for (int i = 0; i < n; i++) {
       batch[i]->t_start = now;

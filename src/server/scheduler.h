@@ -29,7 +29,9 @@
  * number of clients, destroy); `qlock` guards the queue, the active index,
  * the configs' flags and the stop flags; each request has its own lock/cond
  * for its completion. Clients submit from any thread; instance threads own
- * their sessions. Lock order: admin, qlock, a request's. The autoscaler
+ * their sessions. Lock order: admin, qlock, a request's; a request's
+ * on_done never runs under qlock (the front ends take qlock, to cancel,
+ * under the locks their on_done takes). The autoscaler
  * thread takes qlock only, so admin may join it. With a timeout, a reaper
  * thread (qlock only) fails the requests whose deadline passes in the
  * queue, so a request times out with nobody waiting on it (the HTTP front
