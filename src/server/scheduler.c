@@ -87,11 +87,17 @@ static bool wait_until(pr_request_t *r, double until) {
   return done;
 }
 
-void pr_sched__time_out(pr_sched_t *s, pr_request_t *r) {
-  atomic_fetch_add(&s->stats.timed_out, 1);
+/* Completes r, out of the queue and never run, with st (counted in *count). */
+static void complete_unrun(pr_sched_t *s, pr_request_t *r, _Atomic uint64_t *count, pr_status_t st,
+                           const char *msg) {
+  atomic_fetch_add(count, 1);
   double now = pr_now();
   pr_history_done(s->history, now, now - r->t_enqueue, false);
-  complete(r, PR_ERR_TIMEOUT, "request timed out in the queue");
+  complete(r, st, msg);
+}
+
+void pr_sched__time_out(pr_sched_t *s, pr_request_t *r) {
+  complete_unrun(s, r, &s->stats.timed_out, PR_ERR_TIMEOUT, "request timed out in the queue");
 }
 
 /* Unlinks r from the queue if it waits there (qlock held); whether it did. */
@@ -116,10 +122,8 @@ bool pr_sched_unqueue(pr_sched_t *s, pr_request_t *r) {
 }
 
 void pr_sched_cancel(pr_sched_t *s, pr_request_t *r) {
-  atomic_fetch_add(&s->stats.cancelled, 1);
-  double now = pr_now();
-  pr_history_done(s->history, now, now - r->t_enqueue, false);
-  complete(r, PR_ERR_CANCELLED, "the client went away before the request ran");
+  complete_unrun(s, r, &s->stats.cancelled, PR_ERR_CANCELLED,
+                 "the client went away before the request ran");
 }
 
 void pr_sched_wait(pr_sched_t *s, pr_request_t *r) {
