@@ -462,15 +462,25 @@ int pr_models__collect(pr_models_t *ms, pr_served_t *join, pr_served_t **part,
                        pr_joint_model_t *jm) {
   assert(pr_lock_held(&ms->admin));
   int n = 0;
+  bool joined = false;
   pr_rwlock_rdlock(&ms->lock);
+  /* in the registry's order, join in its place (a reload's new copy, not
+   * listed yet, last): the same models give the same division whichever
+   * of them joins (pr_models_load_all) */
   for (int i = 0; i < ms->n_models && n < PR_JOINT_MAX_MODELS - 1; i++) {
     pr_served_t *x = ms->models[i];
     bool replaced = join && x != join && !strcmp(x->entry.name, join->entry.name) &&
                     !strcmp(x->entry.version, join->entry.version);
-    if (x->state == PR_MODEL_READY && divided(x) && !replaced) part[n++] = x;
+    bool in = x->state == PR_MODEL_READY || (x->state == PR_MODEL_LOADING && x->prepared);
+    if (x == join) {
+      part[n++] = join;
+      joined = true;
+    } else if (in && divided(x) && !replaced) {
+      part[n++] = x;
+    }
   }
   pr_rwlock_unlock(&ms->lock);
-  if (join) part[n++] = join;
+  if (join && !joined) part[n++] = join;
   for (int k = 0; k < n; k++) {
     const pr_model_config_t *c = &part[k]->cfg;
     int b = part[k] != join && part[k]->share_batch > 0 ? part[k]->share_batch : c->max_batch;
@@ -503,8 +513,8 @@ void pr_models__apply(pr_models_t *ms, pr_served_t **part, const pr_joint_model_
            x->entry.name, x->entry.version, shares[k].first_core,
            shares[k].first_core + shares[k].cores - 1, pr_models__cores(ms), shares[k].latency_ms,
            jm[k].batch, shares[k].score, x->cfg.latency_target_ms > 0 ? "target" : "best alone",
-           moved && x != join ? ": moving" : "");
-    if (moved && x != join) replan(x, why);
+           moved && x != join && x->sched ? ": moving" : "");
+    if (moved && x != join && x->sched) replan(x, why); /* not one still to be planned */
   }
 }
 
@@ -599,7 +609,19 @@ static void redivide(pr_models_t *ms, const char *name, const char *what) {
     pr_log(PR_LOG_ERROR, "after model %s %s: %s", name, what, err);
 }
 
-static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t err_len) {
+/* A load between its profiles and its scheduler: what the scheduler is
+ * made with. */
+typedef struct {
+  pr_session_options_t base;
+  pr_sched_config_t sc;
+  const char *names[8];
+  int64_t values[8];
+} load_t;
+
+/* A load's first part: its config, engine model, inputs and profiles.
+ * admin held. */
+static pr_status_t load_prepare(pr_models_t *ms, pr_served_t *m, load_t *x, char *err,
+                                size_t err_len) {
   assert(pr_lock_held(&ms->admin));
   pr_model_config_t *c = &m->cfg;
   *c = ms->cfg.defaults;
@@ -615,27 +637,36 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
   if (c->default_priority < 1) c->default_priority = (c->priority_levels + 1) / 2; /* the middle */
   pr_status_t st = pr_engine_model_load_file(m->entry.path, &m->model, err, err_len);
   if (st) return st;
-  pr_session_options_t base = pr_session_options_default();
-  base.precision = c->precision;
-  const char *names[8];
-  int64_t values[8];
-  for (int i = 0; i < c->n_dims; i++) names[i] = c->dim_names[i], values[i] = c->dim_values[i];
-  base.n_dims = c->n_dims;
-  base.dim_names = names;
-  base.dim_values = values;
-  pr_sched_config_t sc = {.max_batch = c->max_batch,
-                          .queue_capacity = c->queue_capacity,
-                          .max_queue_delay_s = c->max_queue_delay_us * 1e-6,
-                          .timeout_s = c->request_timeout_s,
-                          .max_plans = ms->cfg.max_plans,
-                          .priority_levels = c->priority_levels,
-                          .default_priority = c->default_priority,
-                          .cache_sessions = c->cache_sessions,
-                          .cache_bytes = (size_t)c->cache_bytes};
-  snprintf(sc.who, sizeof sc.who, "model %s v%s: ", m->entry.name, m->entry.version);
-  if ((st = dynamic_dims(m, &sc, err, err_len)) || (st = describe_io(m, &base, err, err_len)))
+  pr_session_options_t *base = &x->base;
+  *base = pr_session_options_default();
+  base->precision = c->precision;
+  for (int i = 0; i < c->n_dims; i++)
+    x->names[i] = c->dim_names[i], x->values[i] = c->dim_values[i];
+  base->n_dims = c->n_dims;
+  base->dim_names = x->names;
+  base->dim_values = x->values;
+  x->sc = (pr_sched_config_t){.max_batch = c->max_batch,
+                              .queue_capacity = c->queue_capacity,
+                              .max_queue_delay_s = c->max_queue_delay_us * 1e-6,
+                              .timeout_s = c->request_timeout_s,
+                              .max_plans = ms->cfg.max_plans,
+                              .priority_levels = c->priority_levels,
+                              .default_priority = c->default_priority,
+                              .cache_sessions = c->cache_sessions,
+                              .cache_bytes = (size_t)c->cache_bytes};
+  pr_sched_config_t *sc = &x->sc;
+  snprintf(sc->who, sizeof sc->who, "model %s v%s: ", m->entry.name, m->entry.version);
+  if ((st = dynamic_dims(m, sc, err, err_len)) || (st = describe_io(m, base, err, err_len)))
     return st;
   mark_dynamic(m);
+  return get_profiles(ms, m, base, sc, err, err_len);
+}
+
+/* A load's second part: its share of the cores, its plans, its scheduler.
+ * admin held. */
+static pr_status_t load_finish(pr_models_t *ms, pr_served_t *m, load_t *x, char *err,
+                               size_t err_len) {
+  assert(pr_lock_held(&ms->admin));
   int max_plans = ms->cfg.max_plans;
   pr_plan_t *plans = calloc((size_t)max_plans, sizeof *plans);
   int *buckets = calloc((size_t)max_plans, sizeof *buckets);
@@ -648,20 +679,28 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
   char why[600];
   snprintf(why, sizeof why, "cores re-divided: model %s v%s loads", m->entry.name,
            m->entry.version);
-  if (!(st = get_profiles(ms, m, &base, &sc, err, err_len)) &&
-      !(st = divide(ms, m, why, err, err_len)))
-    n_plans = make_plans(m, plans, buckets, &active, err, err_len);
+  pr_status_t st = divide(ms, m, why, err, err_len);
+  if (!st) n_plans = make_plans(m, plans, buckets, &active, err, err_len);
   if (n_plans < 0) {
     free(plans);
     free(buckets);
     return st ? st : PR_ERR_INVALID;
   }
-  base.batch = 1;
-  st = pr_sched_create(m->model, plans, buckets, n_plans, active, ms->cpus, ms->n_cpus, &base, &sc,
-                       &m->sched, err, err_len);
+  x->base.batch = 1;
+  st = pr_sched_create(m->model, plans, buckets, n_plans, active, ms->cpus, ms->n_cpus, &x->base,
+                       &x->sc, &m->sched, err, err_len);
   free(buckets);
-  if (!st && n_plans > 1) pr_sched_set_auto(m->sched, true, c->estimator, 1.0);
+  if (!st && n_plans > 1) pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0);
   free(plans);
+  return st;
+}
+
+static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t err_len) {
+  load_t *x = calloc(1, sizeof *x);
+  if (!x) return PR_ERR_NOMEM;
+  pr_status_t st = load_prepare(ms, m, x, err, err_len);
+  if (!st) st = load_finish(ms, m, x, err, err_len);
+  free(x);
   return st;
 }
 
@@ -841,6 +880,86 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
   }
   pr_unlock(&ms->admin);
   return first;
+}
+
+/* The end of a load that began with load_prepare (m LOADING): ready, or
+ * unavailable with err. admin held. */
+static void load_settle(pr_models_t *ms, pr_served_t *m, pr_status_t st, const char *err) {
+  assert(pr_lock_held(&ms->admin));
+  if (st) unload_locked(ms, m); /* what was made of it; no request holds it */
+  pr_rwlock_wrlock(&ms->lock);
+  assert(m->state == PR_MODEL_LOADING);
+  m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
+  m->prepared = false;
+  pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason);
+  bool was_divided = m->divided;
+  if (st) m->divided = false;
+  pr_rwlock_unlock(&ms->lock);
+  if (st) pr_log(PR_LOG_ERROR, "model %s: version %s: %s", m->entry.name, m->entry.version, err);
+  if (st && was_divided) redivide(ms, m->entry.name, "failed to load");
+}
+
+void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
+  enum { MAX_PENDING = 256 };
+  struct {
+    pr_served_t *m;
+    load_t *x;
+  } pending[MAX_PENDING];
+  int n_pending = 0;
+  pr_lock(&ms->admin);
+  /* every version's profiles first (each takes part in the division from
+   * then on), then each one's plans on the division of them all */
+  for (int i = 0; i < n; i++) {
+    pr_repo_entry_t top, want[PR_REPO_MAX_VERSIONS];
+    char e[1024];
+    bool policy_ok;
+    int k = pr_repo_find(ms->repository, names[i], &top)
+                ? (pr_errf(e, sizeof e, "no model '%s' in the repository", names[i]), -1)
+                : wanted_versions(ms, &top, want, &policy_ok, e, sizeof e);
+    if (k <= 0) pr_log(PR_LOG_ERROR, "model %s: %s", names[i], e);
+    for (int v = 0; v < k; v++) {
+      pr_rwlock_wrlock(&ms->lock);
+      pr_status_t st;
+      pr_served_t *m = find_locked(ms, want[v].name, want[v].version);
+      bool fresh = !m || m->state == PR_MODEL_UNAVAILABLE;
+      if (fresh && !m) m = new_slot_locked(ms, &st, e, sizeof e);
+      if (!fresh || !m ||
+          n_pending == MAX_PENDING) { /* loaded already, or no room: one at a time */
+        pr_rwlock_unlock(&ms->lock);
+        if (!m) {
+          pr_log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
+        } else if (load_version(ms, &want[v], e, sizeof e)) {
+          pr_log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
+        }
+        continue;
+      }
+      assert(atomic_load(&m->refs) == 0);
+      m->state = PR_MODEL_LOADING;
+      m->entry = want[v];
+      pr_rwlock_unlock(&ms->lock);
+      pr_log(PR_LOG_INFO, "loading model %s version %s from %s", want[v].name, want[v].version,
+             want[v].path);
+      load_t *x = calloc(1, sizeof *x);
+      st = x ? load_prepare(ms, m, x, e, sizeof e) : PR_ERR_NOMEM;
+      if (st) {
+        free(x);
+        load_settle(ms, m, st, x ? e : "out of memory");
+        continue;
+      }
+      pr_rwlock_wrlock(&ms->lock);
+      m->prepared = true;
+      pr_rwlock_unlock(&ms->lock);
+      pending[n_pending].m = m;
+      pending[n_pending++].x = x;
+    }
+  }
+  for (int i = 0; i < n_pending; i++) {
+    char e[1024] = "";
+    pr_status_t st = load_finish(ms, pending[i].m, pending[i].x, e, sizeof e);
+    free(pending[i].x);
+    load_settle(ms, pending[i].m, st, e);
+  }
+  pr_unlock(&ms->admin);
 }
 
 pr_status_t pr_models_unload(pr_models_t *ms, const char *name) {

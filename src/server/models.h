@@ -50,6 +50,10 @@ typedef struct {
   bool divided;
   pr_joint_share_t share;
   int share_batch; /* the batch the share was planned for */
+  /* loading with the others of the startup scan (pr_models_load_all): its
+   * profiles are in and it takes part in the division, its plans and
+   * scheduler are still to come (admin held throughout) */
+  bool prepared;
   pr_proto_model_t proto;
   _Atomic int refs;
 } pr_served_t;
@@ -77,6 +81,11 @@ void pr_models_destroy(pr_models_t *ms);
  * max_models (versions) reached; others: a version's load failed (it stays
  * known, unavailable, with the reason; the other versions load). */
 pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t err_len);
+/* The startup scan's loads: every version of every model named (as
+ * pr_models_load each), the cores divided once among them all before any
+ * is planned, so that none is planned again for the next one; errors are
+ * logged per model. */
+void pr_models_load_all(pr_models_t *ms, const char *const *names, int n);
 /* Unloads every ready version of `name`; PR_ERR_NOT_FOUND when none is. */
 pr_status_t pr_models_unload(pr_models_t *ms, const char *name);
 

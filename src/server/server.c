@@ -634,13 +634,16 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
            n);
   pr_log(PR_LOG_INFO, "kernels: %s (%s), linear MatMul on %s", pr_engine_backend_version(),
          pr_engine_isa(), pr_engine_matmul_kernel());
-  for (int i = 0; i < n && cfg->load_all; i++) {
+  /* every model at once: the cores are divided once among them all */
+  const char **names = cfg->load_all && n > 0 ? malloc(sizeof *names * (size_t)n) : NULL;
+  for (int i = 0; names && i < n; i++) names[i] = entries[i].name;
+  if (names) pr_models_load_all(s->svc.models, names, n);
+  for (int i = 0; !names && i < n && cfg->load_all; i++) { /* out of memory: one at a time */
     char e[1024];
-    pr_log(PR_LOG_INFO, "loading model %s version %s from %s", entries[i].name, entries[i].version,
-           entries[i].path);
     if (pr_models_load(s->svc.models, entries[i].name, e, sizeof e))
       pr_log(PR_LOG_ERROR, "model %s: %s", entries[i].name, e);
   }
+  free(names);
   free(entries);
   if ((st = listen_on(s, cfg, err, err_len))) {
     pr_server_stop(s);

@@ -4,7 +4,8 @@ server.
 
 - Two models loaded together own disjoint cores (GET /v2/plan, each model's
   plan): every instance on its model's share, no core in two shares, every
-  core in one.
+  core in one; the startup divided the cores once, neither model planned
+  again for the other.
 - Under a steady load on model a, b is unloaded (a's share grows to every
   core) and loaded again (a's share shrinks back): a switches each time,
   logged with the reason, and no request of a fails.
@@ -38,6 +39,13 @@ p = c.spawn([packrat, "serve", "--model-repository", repo, "--http-port", str(po
 url = f"http://127.0.0.1:{port}"
 if not c.check("server ready", c.wait_ready(url, p, 180)):
     c.finish()
+# the startup scan divides the cores once, among both, before either is
+# planned: neither is planned again for the other
+startup = open(log).read()
+c.check("the startup plans each model once (no re-division, no model moving)",
+        "re-divided" not in startup and ": moving" not in startup
+        and len(re.findall(r"model [ab] v1: cores \d+\.\.\d+ of", startup)) >= 2,
+        startup[-1500:])
 
 
 def get(path):
