@@ -773,6 +773,23 @@ static pr_served_t *new_slot_locked(pr_models_t *ms, pr_status_t *st, char *err,
   return m;
 }
 
+/* The end of a load (m LOADING): ready, or, on an error, what was made of
+ * it freed (no request holds it), unavailable with err (any bytes), and
+ * the others re-divided where they had shrunk for it. admin held. */
+static void load_settle(pr_models_t *ms, pr_served_t *m, pr_status_t st, const char *err) {
+  assert(pr_lock_held(&ms->admin));
+  if (st) unload_locked(ms, m);
+  pr_rwlock_wrlock(&ms->lock);
+  assert(m->state == PR_MODEL_LOADING);
+  m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
+  m->prepared = false;
+  pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason);
+  bool was_divided = m->divided;
+  if (st) m->divided = false;
+  pr_rwlock_unlock(&ms->lock);
+  if (st && was_divided) redivide(ms, m->entry.name, "failed to load");
+}
+
 /* Loads (or reloads) one version. admin held. */
 static pr_status_t load_version(pr_models_t *ms, const pr_repo_entry_t *entry, char *err,
                                 size_t err_len) {
@@ -794,15 +811,7 @@ static pr_status_t load_version(pr_models_t *ms, const pr_repo_entry_t *entry, c
   m->entry = *entry; /* lookups read it under the lock; no request holds m */
   pr_rwlock_unlock(&ms->lock);
   st = load_model(ms, m, err, err_len);
-  if (st) unload_locked(ms, m); /* what was made of it; no request holds it */
-  pr_rwlock_wrlock(&ms->lock);
-  assert(m->state == PR_MODEL_LOADING); /* admin held throughout */
-  m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
-  pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason); /* engine text may hold any bytes */
-  bool was_divided = m->divided;
-  if (st) m->divided = false;
-  pr_rwlock_unlock(&ms->lock);
-  if (st && was_divided) redivide(ms, entry->name, "failed to load"); /* the others shrank for it */
+  load_settle(ms, m, st, err);
   return st;
 }
 
@@ -882,23 +891,6 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
   return first;
 }
 
-/* The end of a load that began with load_prepare (m LOADING): ready, or
- * unavailable with err. admin held. */
-static void load_settle(pr_models_t *ms, pr_served_t *m, pr_status_t st, const char *err) {
-  assert(pr_lock_held(&ms->admin));
-  if (st) unload_locked(ms, m); /* what was made of it; no request holds it */
-  pr_rwlock_wrlock(&ms->lock);
-  assert(m->state == PR_MODEL_LOADING);
-  m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
-  m->prepared = false;
-  pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason);
-  bool was_divided = m->divided;
-  if (st) m->divided = false;
-  pr_rwlock_unlock(&ms->lock);
-  if (st) pr_log(PR_LOG_ERROR, "model %s: version %s: %s", m->entry.name, m->entry.version, err);
-  if (st && was_divided) redivide(ms, m->entry.name, "failed to load");
-}
-
 void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
   enum { MAX_PENDING = 256 };
   struct {
@@ -944,6 +936,8 @@ void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
       if (st) {
         free(x);
         load_settle(ms, m, st, x ? e : "out of memory");
+        pr_log(PR_LOG_ERROR, "model %s: version %s: %s", m->entry.name, m->entry.version,
+               m->reason);
         continue;
       }
       pr_rwlock_wrlock(&ms->lock);
@@ -958,6 +952,9 @@ void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
     pr_status_t st = load_finish(ms, pending[i].m, pending[i].x, e, sizeof e);
     free(pending[i].x);
     load_settle(ms, pending[i].m, st, e);
+    if (st)
+      pr_log(PR_LOG_ERROR, "model %s: version %s: %s", pending[i].m->entry.name,
+             pending[i].m->entry.version, pending[i].m->reason);
   }
   pr_unlock(&ms->admin);
 }
