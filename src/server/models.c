@@ -914,15 +914,15 @@ void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
       pr_status_t st;
       pr_served_t *m = find_locked(ms, want[v].name, want[v].version);
       bool fresh = !m || m->state == PR_MODEL_UNAVAILABLE;
-      if (fresh && !m) m = new_slot_locked(ms, &st, e, sizeof e);
-      if (!fresh || !m ||
-          n_pending == MAX_PENDING) { /* loaded already, or no room: one at a time */
+      if (!fresh || n_pending == MAX_PENDING) { /* loaded already, or a full list: alone */
         pr_rwlock_unlock(&ms->lock);
-        if (!m) {
+        if (load_version(ms, &want[v], e, sizeof e))
           pr_log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
-        } else if (load_version(ms, &want[v], e, sizeof e)) {
-          pr_log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
-        }
+        continue;
+      }
+      if (!m && !(m = new_slot_locked(ms, &st, e, sizeof e))) {
+        pr_rwlock_unlock(&ms->lock);
+        pr_log(PR_LOG_WARN, "model %s version %s not loaded: %s", want[v].name, want[v].version, e);
         continue;
       }
       assert(atomic_load(&m->refs) == 0);
