@@ -14,7 +14,10 @@ requests it cancels. Then:
   its inference count by the rows of those that stayed;
 - packrat_requests_total{outcome="cancelled"} counts the 8 that went, the
   successes the 8 that stayed (the blocker too), nothing failed or timed out;
-- the queue is empty after, and the server answers the next request.
+- the queue is empty after, and the server answers the next request;
+- churn: 60 clients that send and close within 50 ms beside 4 that stay:
+  each request queued answered or cancelled, none failed; then SIGTERM amid more
+  of both: those that stayed are answered (or refused 503), exit 0.
 
 With --http-only (the TSan build: Debian's gRPC is not instrumented), the
 same over REST alone: the blocker and the seven that stay are REST
@@ -233,8 +236,53 @@ c.check("the model's stats count the cancelled", stat.get("packrat", {}).get("ca
         stat.get("packrat"))
 status, body, _ = infer()
 c.check("the next request is answered", status == 200, body[:200])
+
+# churn: 60 REST clients that send a request and close after 0..50 ms,
+# beside 4 that stay, then SIGTERM with more of both under way: every
+# request that stayed is answered, each that went is answered or
+# cancelled (never failed), and the server exits 0
+before = metrics()
+churn_ok = queue.Queue()
+
+
+def churner(i):
+    s = socket.create_connection(("127.0.0.1", http_port))
+    s.sendall(b"POST /v2/models/chain/infer HTTP/1.1\r\nHost: x\r\n"
+              + "".join(f"{k}: {v}\r\n" for k, v in BIN.items()).encode()
+              + b"Content-Length: " + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
+    time.sleep((i % 6) * 0.01)
+    s.close()
+
+
+stayers = [threading.Thread(target=lambda: churn_ok.put(infer()[0])) for _ in range(4)]
+churners = [threading.Thread(target=churner, args=(i,)) for i in range(60)]
+for t in stayers + churners:
+    t.start()
+for t in stayers + churners:
+    t.join()
+t0 = time.time()
+while depth() > 0 and time.time() - t0 < 60:
+    time.sleep(0.05)
+after = metrics()
+delta = {o: (outcome(after, o) or 0) - (outcome(before, o) or 0)
+         for o in ("success", "cancelled", "failure", "timeout")}
+stay = [churn_ok.get() for _ in range(4)]
+c.check("churn: the 4 that stayed answered 200", stay == [200] * 4, stay)
+# (a client that closes before its body is in never got a request queued)
+c.check("churn: every request queued answered or cancelled, none failed",
+        4 < delta["success"] + delta["cancelled"] <= 64 and delta["failure"] == 0
+        and delta["timeout"] == 0 and delta["cancelled"] > 0, delta)
+late_stay = [threading.Thread(target=lambda: churn_ok.put(infer()[0])) for _ in range(2)]
+late_go = [threading.Thread(target=churner, args=(i,)) for i in range(20)]
+for t in late_stay + late_go:
+    t.start()
+time.sleep(0.02)
 if GRPC:
     channel.close()
 p.terminate()
+for t in late_stay + late_go:
+    t.join()
+c.check("SIGTERM amid the churn: the requests that stayed answered 200 or refused 503",
+        all(churn_ok.get() in (200, 503) for _ in late_stay))
 c.check("the server exits 0 on SIGTERM", p.wait(60) == 0)
 c.finish()
