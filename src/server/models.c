@@ -790,26 +790,38 @@ static void load_settle(pr_models_t *ms, pr_served_t *m, pr_status_t st, const c
   if (st && was_divided) redivide(ms, m->entry.name, "failed to load");
 }
 
-/* Loads (or reloads) one version. admin held. */
-static pr_status_t load_version(pr_models_t *ms, const pr_repo_entry_t *entry, char *err,
-                                size_t err_len) {
+/* The slot a load of `entry` takes (*out): the known version's, LOADING
+ * from here, or, when that one is ready, it (*ready: a reload is due); or
+ * a new one; an error (logged) when there is no room. admin held. */
+static pr_status_t begin_load(pr_models_t *ms, const pr_repo_entry_t *entry, pr_served_t **out,
+                              bool *ready, char *err, size_t err_len) {
   assert(pr_lock_held(&ms->admin));
   pr_rwlock_wrlock(&ms->lock);
   pr_served_t *m = find_locked(ms, entry->name, entry->version);
-  pr_status_t st;
+  pr_status_t st = PR_OK;
   if (!m && !(m = new_slot_locked(ms, &st, err, err_len))) {
     pr_rwlock_unlock(&ms->lock);
     pr_log(PR_LOG_WARN, "model %s version %s not loaded: %s", entry->name, entry->version, err);
     return st;
   }
-  if (m->state == PR_MODEL_READY) {
-    pr_rwlock_unlock(&ms->lock);
-    return reload_locked(ms, m, entry, err, err_len);
+  *out = m;
+  *ready = m->state == PR_MODEL_READY;
+  if (!*ready) {
+    assert(atomic_load(&m->refs) == 0); /* not ready: no request holds it */
+    m->state = PR_MODEL_LOADING;
+    m->entry = *entry; /* lookups read it under the lock; no request holds m */
   }
-  assert(atomic_load(&m->refs) == 0); /* not ready: no request holds it */
-  m->state = PR_MODEL_LOADING;
-  m->entry = *entry; /* lookups read it under the lock; no request holds m */
   pr_rwlock_unlock(&ms->lock);
+  return PR_OK;
+}
+
+/* Loads (or reloads) one version. admin held. */
+static pr_status_t load_version(pr_models_t *ms, const pr_repo_entry_t *entry, char *err,
+                                size_t err_len) {
+  pr_served_t *m;
+  bool ready;
+  pr_status_t st = begin_load(ms, entry, &m, &ready, err, err_len);
+  if (st || ready) return st ? st : reload_locked(ms, m, entry, err, err_len);
   st = load_model(ms, m, err, err_len);
   load_settle(ms, m, st, err);
   return st;
@@ -910,32 +922,25 @@ void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
                 : wanted_versions(ms, &top, want, &policy_ok, e, sizeof e);
     if (k <= 0) pr_log(PR_LOG_ERROR, "model %s: %s", names[i], e);
     for (int v = 0; v < k; v++) {
-      pr_rwlock_wrlock(&ms->lock);
-      pr_status_t st;
-      pr_served_t *m = find_locked(ms, want[v].name, want[v].version);
-      bool fresh = !m || m->state == PR_MODEL_UNAVAILABLE;
-      if (!fresh || n_pending == MAX_PENDING) { /* loaded already, or a full list: alone */
-        pr_rwlock_unlock(&ms->lock);
+      if (n_pending == MAX_PENDING) { /* a full list: alone */
         if (load_version(ms, &want[v], e, sizeof e))
           pr_log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
         continue;
       }
-      if (!m && !(m = new_slot_locked(ms, &st, e, sizeof e))) {
-        pr_rwlock_unlock(&ms->lock);
-        pr_log(PR_LOG_WARN, "model %s version %s not loaded: %s", want[v].name, want[v].version, e);
-        continue;
-      }
-      assert(atomic_load(&m->refs) == 0);
-      m->state = PR_MODEL_LOADING;
-      m->entry = want[v];
-      pr_rwlock_unlock(&ms->lock);
+      pr_served_t *m = NULL;
+      bool ready = false;
+      pr_status_t st = begin_load(ms, &want[v], &m, &ready, e, sizeof e);
+      if (!st && ready)
+        st = reload_locked(ms, m, &want[v], e, sizeof e); /* loaded already: alone */
+      if (st) pr_log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
+      if (st || ready) continue;
       pr_log(PR_LOG_INFO, "loading model %s version %s from %s", want[v].name, want[v].version,
              want[v].path);
       load_t *x = calloc(1, sizeof *x);
       st = x ? load_prepare(ms, m, x, e, sizeof e) : PR_ERR_NOMEM;
       if (st) {
-        free(x);
         load_settle(ms, m, st, x ? e : "out of memory");
+        free(x);
         pr_log(PR_LOG_ERROR, "model %s: version %s: %s", m->entry.name, m->entry.version,
                m->reason);
         continue;
