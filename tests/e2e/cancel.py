@@ -98,6 +98,15 @@ def infer(rows=ROWS):
     return c.http(url + "/v2/models/chain/infer", b, timeout=300, headers=h)
 
 
+def raw_request():
+    """A socket that has sent an infer request (read by nobody here)."""
+    s = socket.create_connection(("127.0.0.1", http_port))
+    s.sendall(b"POST /v2/models/chain/infer HTTP/1.1\r\nHost: x\r\n"
+              + "".join(f"{k}: {v}\r\n" for k, v in BIN.items()).encode()
+              + b"Content-Length: " + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
+    return s
+
+
 def data(answer):
     return np.array(json.loads(answer)["outputs"][0]["data"], dtype=np.float32)
 
@@ -167,11 +176,7 @@ c.check("the seven that stay are queued behind it", wait_depth(7), depth())
 # eight that go away, queued behind them
 socks = []
 for _ in range(3 if GRPC else 8):
-    s = socket.create_connection(("127.0.0.1", http_port))
-    s.sendall(b"POST /v2/models/chain/infer HTTP/1.1\r\nHost: x\r\n"
-              + "".join(f"{k}: {v}\r\n" for k, v in BIN.items()).encode()
-              + b"Content-Length: " + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
-    socks.append(s)
+    socks.append(raw_request())
 if GRPC:
     gone_futures = [stub.ModelInfer.future(grpc_req(10 + i), timeout=120) for i in range(2)]
     late = stub.ModelInfer.future(grpc_req(20), timeout=0.5)
@@ -246,10 +251,7 @@ churn_ok = queue.Queue()
 
 
 def churner(i):
-    s = socket.create_connection(("127.0.0.1", http_port))
-    s.sendall(b"POST /v2/models/chain/infer HTTP/1.1\r\nHost: x\r\n"
-              + "".join(f"{k}: {v}\r\n" for k, v in BIN.items()).encode()
-              + b"Content-Length: " + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
+    s = raw_request()
     time.sleep((i % 6) * 0.01)
     s.close()
 
