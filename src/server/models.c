@@ -796,6 +796,8 @@ static void load_settle(pr_models_t *ms, pr_served_t *m, pr_status_t st, const c
 static pr_status_t begin_load(pr_models_t *ms, const pr_repo_entry_t *entry, pr_served_t **out,
                               bool *ready, char *err, size_t err_len) {
   assert(pr_lock_held(&ms->admin));
+  *out = NULL;
+  *ready = false;
   pr_rwlock_wrlock(&ms->lock);
   pr_served_t *m = find_locked(ms, entry->name, entry->version);
   pr_status_t st = PR_OK;
