@@ -18,32 +18,6 @@
 #include "base/util.h"
 #include "engine/ops/ops.h"
 
-static int only_consumer(pr_compile_t *c, int value, int from) {
-  if (c->v[value].n_uses != 1 || c->v[value].is_graph_output) return -1;
-  for (int i = from + 1; i < c->n_nodes; i++) {
-    pr_node_t *n = &c->nodes[i];
-    if (n->dead) continue;
-    for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] == value) return i;
-  }
-  return -1;
-}
-
-int pr_fuse_only_consumer(pr_compile_t *c, int value, int from) {
-  return only_consumer(c, value, from);
-}
-
-static bool scalar_const(pr_compile_t *c, int value, float *out) {
-  pr_value_t *v = &c->v[value];
-  if (!v->is_const || v->dtype != PR_DTYPE_FLOAT || pr_value_numel(v) != 1) return false;
-  *out = *(const float *)v->data;
-  return true;
-}
-
-bool pr_fuse_scalar_const(pr_compile_t *c, int value, float *out) {
-  return scalar_const(c, value, out);
-}
-
 static bool all_const(pr_compile_t *c, const pr_node_t *n, int from, int to) {
   for (int k = from; k < to; k++)
     if (k >= n->n_in || n->in[k] < 0 || !c->v[n->in[k]].is_const) return false;
@@ -88,7 +62,8 @@ static int other_input(const pr_node_t *n, int value);
 static bool scalar_linear(pr_compile_t *c, const pr_node_t *n, int x, float *a, float *b) {
   const char *op = n->op->name;
   float s;
-  if (n->n_in != 2 || c->v[x].dtype != PR_DTYPE_FLOAT || !scalar_const(c, other_input(n, x), &s))
+  if (n->n_in != 2 || c->v[x].dtype != PR_DTYPE_FLOAT ||
+      !pr_fuse_scalar_const(c, other_input(n, x), &s))
     return false;
   bool first = n->in[0] == x;
   if (!strcmp(op, "Mul"))
@@ -255,7 +230,7 @@ static void fuse_pad(pr_compile_t *c, int pi) {
   }
   for (int k = 0; k < 2 * rank; k++)
     if (pads[k] < 0 || ((k % rank) < 2 && pads[k])) return;
-  int ci = only_consumer(c, pad->out[0], pi);
+  int ci = pr_fuse_only_consumer(c, pad->out[0], pi);
   if (ci < 0) return;
   pr_node_t *cons = &c->nodes[ci];
   if (cons->in[0] != pad->out[0] || cons->pad_fused) return;
@@ -288,7 +263,7 @@ static void fuse_pad(pr_compile_t *c, int pi) {
  * y = Div(d, Sqrt(Add(v, eps))) [ * gamma ] [ + beta ] */
 
 static int consumer_of(pr_compile_t *c, int value, int from, const char *op) {
-  int k = only_consumer(c, value, from);
+  int k = pr_fuse_only_consumer(c, value, from);
   return k >= 0 && !strcmp(c->nodes[k].op->name, op) ? k : -1;
 }
 
@@ -355,11 +330,12 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
     if (!strcmp(n->op->name, "Div") && n->in[0] == d) idiv = k;
   }
   float two, eps;
-  if (ip < 0 || idiv < 0 || !scalar_const(c, c->nodes[ip].in[1], &two) || two != 2.f) return PR_OK;
-  int i2 = only_consumer(c, c->nodes[ip].out[0], ip);
+  if (ip < 0 || idiv < 0 || !pr_fuse_scalar_const(c, c->nodes[ip].in[1], &two) || two != 2.f)
+    return PR_OK;
+  int i2 = pr_fuse_only_consumer(c, c->nodes[ip].out[0], ip);
   if (i2 < 0 || !last_axis_mean(c, &c->nodes[i2])) return PR_OK;
   int ia = consumer_of(c, c->nodes[i2].out[0], i2, "Add");
-  if (ia < 0 || !scalar_const(c, other_input(&c->nodes[ia], c->nodes[i2].out[0]), &eps))
+  if (ia < 0 || !pr_fuse_scalar_const(c, other_input(&c->nodes[ia], c->nodes[i2].out[0]), &eps))
     return PR_OK;
   int isq = consumer_of(c, c->nodes[ia].out[0], ia, "Sqrt");
   if (isq < 0 || c->nodes[idiv].in[1] != c->nodes[isq].out[0] ||
@@ -367,12 +343,12 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
     return PR_OK;
   /* optional affine tail */
   int last = idiv, gamma = -1, beta = -1, used_mul = -1;
-  int im = only_consumer(c, c->nodes[idiv].out[0], idiv);
+  int im = pr_fuse_only_consumer(c, c->nodes[idiv].out[0], idiv);
   if (im >= 0 && !strcmp(c->nodes[im].op->name, "Mul") &&
       per_channel_const(c, other_input(&c->nodes[im], c->nodes[idiv].out[0]), len)) {
     gamma = other_input(&c->nodes[im], c->nodes[idiv].out[0]);
     last = used_mul = im;
-    int ib = only_consumer(c, c->nodes[im].out[0], im);
+    int ib = pr_fuse_only_consumer(c, c->nodes[im].out[0], im);
     if (ib >= 0 && !strcmp(c->nodes[ib].op->name, "Add") &&
         per_channel_const(c, other_input(&c->nodes[ib], c->nodes[im].out[0]), len)) {
       beta = other_input(&c->nodes[ib], c->nodes[im].out[0]);
@@ -409,8 +385,8 @@ static int with_const(pr_compile_t *c, int k, const char *op, float want) {
   if (k < 0 || strcmp(c->nodes[k].op->name, op)) return -1;
   pr_node_t *n = &c->nodes[k];
   float v;
-  if (scalar_const(c, n->in[1], &v) && near(v, want)) return n->in[0];
-  if (strcmp(op, "Div") && scalar_const(c, n->in[0], &v) && near(v, want)) return n->in[1];
+  if (pr_fuse_scalar_const(c, n->in[1], &v) && near(v, want)) return n->in[0];
+  if (strcmp(op, "Div") && pr_fuse_scalar_const(c, n->in[0], &v) && near(v, want)) return n->in[1];
   return -1;
 }
 
@@ -445,7 +421,7 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
       pr_node_t *cn = &c->nodes[ic];
       if (!strcmp(cn->op->name, "Pow")) {
         float three;
-        found = cn->in[0] == x && scalar_const(c, cn->in[1], &three) && three == 3.f;
+        found = cn->in[0] == x && pr_fuse_scalar_const(c, cn->in[1], &three) && three == 3.f;
         if (found) chain[n_chain++] = it, chain[n_chain++] = ic;
       } else if (!strcmp(cn->op->name, "Mul")) {
         int sq = cn->in[0] == x ? cn->in[1] : cn->in[1] == x ? cn->in[0] : -1;
@@ -459,11 +435,11 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
   }
   /* Add(., 1) -> Mul(x, .) -> Mul(., 0.5) */
   int out = c->nodes[ie].out[0];
-  int i1 = only_consumer(c, out, ie);
+  int i1 = pr_fuse_only_consumer(c, out, ie);
   if (with_const(c, i1, "Add", 1.f) != out) return;
-  int o1 = c->nodes[i1].out[0], i2 = only_consumer(c, o1, i1);
+  int o1 = c->nodes[i1].out[0], i2 = pr_fuse_only_consumer(c, o1, i1);
   if (i2 < 0 || strcmp(c->nodes[i2].op->name, "Mul") || other_input(&c->nodes[i2], o1) != x) return;
-  int o2 = c->nodes[i2].out[0], i3 = only_consumer(c, o2, i2);
+  int o2 = c->nodes[i2].out[0], i3 = pr_fuse_only_consumer(c, o2, i2);
   if (with_const(c, i3, "Mul", 0.5f) != o2) return;
   if (c->v[x].dtype != PR_DTYPE_FLOAT) return;
   assert(n_chain <= (int)(sizeof chain / sizeof chain[0]));
@@ -491,7 +467,7 @@ static void fuse_hardswish(pr_compile_t *c, int ia) {
   int clipped = c->nodes[ic].out[0];
   int im = consumer_of(c, clipped, ic, "Mul");
   if (im < 0 || other_input(&c->nodes[im], clipped) != x) return;
-  int prod = c->nodes[im].out[0], is = only_consumer(c, prod, im);
+  int prod = c->nodes[im].out[0], is = pr_fuse_only_consumer(c, prod, im);
   if (with_const(c, is, "Div", 6.f) != prod && with_const(c, is, "Mul", 1.f / 6.f) != prod) return;
   pr_node_t *h = &c->nodes[is];
   int y = h->out[0], *ins = h->in, *outs = h->out; /* room for X */
@@ -587,14 +563,14 @@ static int trace_view(pr_compile_t *c, int value, int64_t *off, int64_t *st) {
 static int attn_scores(pr_compile_t *c, int i1, float *scale, int *mask, int *dead, int *n_dead) {
   const pr_value_t *sv = &c->v[c->nodes[i1].out[0]];
   float k;
-  int cur = c->nodes[i1].out[0], ni = only_consumer(c, cur, i1);
+  int cur = c->nodes[i1].out[0], ni = pr_fuse_only_consumer(c, cur, i1);
   *scale = 1.f;
   *mask = -1;
   if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Div") && c->nodes[ni].in[0] == cur &&
-      scalar_const(c, c->nodes[ni].in[1], &k) && k != 0.f) {
+      pr_fuse_scalar_const(c, c->nodes[ni].in[1], &k) && k != 0.f) {
     *scale = 1.f / k;
   } else if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Mul") &&
-             scalar_const(c, other_input(&c->nodes[ni], cur), &k)) {
+             pr_fuse_scalar_const(c, other_input(&c->nodes[ni], cur), &k)) {
     *scale = k;
   } else {
     ni = -2;
@@ -602,9 +578,9 @@ static int attn_scores(pr_compile_t *c, int i1, float *scale, int *mask, int *de
   if (ni >= 0) {
     dead[(*n_dead)++] = ni;
     cur = c->nodes[ni].out[0];
-    ni = only_consumer(c, cur, ni);
+    ni = pr_fuse_only_consumer(c, cur, ni);
   } else {
-    ni = only_consumer(c, cur, i1);
+    ni = pr_fuse_only_consumer(c, cur, i1);
   }
   if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Add")) {
     int m = other_input(&c->nodes[ni], cur);
@@ -617,7 +593,7 @@ static int attn_scores(pr_compile_t *c, int i1, float *scale, int *mask, int *de
     *mask = m;
     dead[(*n_dead)++] = ni;
     cur = c->nodes[ni].out[0];
-    ni = only_consumer(c, cur, ni);
+    ni = pr_fuse_only_consumer(c, cur, ni);
   }
   if (ni < 0 || strcmp(c->nodes[ni].op->name, "Softmax") ||
       pr_axis(pr_attr_int(c->nodes[ni].m, "axis", c->opset >= 13 ? -1 : 1), 4) != 3)
@@ -638,7 +614,7 @@ static void fuse_attention(pr_compile_t *c, int i1) {
   if (ni < 0) return;
   dead[n_dead++] = ni;
   int cur = c->nodes[ni].out[0];
-  int i2 = only_consumer(c, cur, ni);
+  int i2 = pr_fuse_only_consumer(c, cur, ni);
   if (i2 < 0 || strcmp(c->nodes[i2].op->name, "MatMul") || c->nodes[i2].in[0] != cur) return;
   const pr_value_t *vv = &c->v[c->nodes[i2].in[1]];
   if (vv->rank != 4 || vv->dims[0] != B || vv->dims[1] != H || vv->dims[2] != Sk) return;
@@ -647,7 +623,7 @@ static void fuse_attention(pr_compile_t *c, int i1) {
   pr_attn_t a = {.B = B, .H = H, .Sq = Sq, .Sk = Sk, .D = D, .Dv = Dv, .scale = scale};
   int out = c->nodes[i2].out[0], last = i2;
   row_major_strides(&c->v[out], a.st[4]);
-  int it = only_consumer(c, out, i2);
+  int it = pr_fuse_only_consumer(c, out, i2);
   const int64_t *perm;
   if (it >= 0 && !strcmp(c->nodes[it].op->name, "Transpose") &&
       pr_attr_ints(c->nodes[it].m, "perm", &perm) == 4 && perm[0] == 0 && perm[1] == 2 &&
@@ -706,7 +682,7 @@ pr_status_t pr_fuse(pr_compile_t *c) {
     int ci = i;
     for (;;) {
       pr_node_t *conv = &c->nodes[ci];
-      int next = only_consumer(c, conv->out[0], ci);
+      int next = pr_fuse_only_consumer(c, conv->out[0], ci);
       if (next < 0) break;
       pr_node_t *cons = &c->nodes[next];
       const char *op = cons->op->name;

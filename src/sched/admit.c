@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 #include "base/lock.h"
-#include "server/sched_internal.h"
+#include "sched/internal.h"
 
 /* The active config's rows per second: each instance's batch over its
  * measured pass at that batch (pass_ms), else over its planned latency; 0

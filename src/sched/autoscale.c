@@ -16,8 +16,8 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "packrat/estimator.h"
-#include "server/history.h"
-#include "server/sched_internal.h"
+#include "sched/history.h"
+#include "sched/internal.h"
 
 /* ---- autoscaler ---- */
 
@@ -321,4 +321,30 @@ bool pr_sched_auto(pr_sched_t *s) {
   bool on = s->auto_on;
   pr_unlock(&s->qlock);
   return on;
+}
+
+/* ---- the hand controls, which stop the autoscaler while plans change ---- */
+
+pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  pr_lock(&s->admin);
+  /* the autoscaler stops first, so it switches nowhere while plans change */
+  bool was_auto = pr_sched_auto(s);
+  pr_sched__set_auto_locked(s, false, 0, 0);
+  pr_status_t st = pr_sched__pin_locked(s, plan, err, err_len);
+  if (st && was_auto) pr_sched__set_auto_locked(s, true, s->estimator, s->window_s); /* as it was */
+  pr_unlock(&s->admin);
+  return st;
+}
+
+pr_status_t pr_sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *buckets, int n,
+                            int active, const char *why, char *err, size_t err_len) {
+  pr_status_t st = pr_sched__replan_check(s, plans, n, active, err, err_len);
+  if (st) return st;
+  pr_lock(&s->admin);
+  bool was_auto = pr_sched_auto(s), pinned;
+  pr_sched__set_auto_locked(s, false, 0, 0);
+  st = pr_sched__replan_locked(s, plans, buckets, n, active, why, &pinned, err, err_len);
+  if (was_auto && !pinned) pr_sched__set_auto_locked(s, true, s->estimator, s->window_s);
+  pr_unlock(&s->admin);
+  return st;
 }

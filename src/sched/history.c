@@ -1,6 +1,6 @@
 /* Per-second samples and reconfigurations of one model. See history.h for
  * the design and the locking (one leaf mutex). */
-#include "server/history.h"
+#include "sched/history.h"
 
 #include <assert.h>
 #include <math.h>

@@ -20,8 +20,8 @@
  * - Locking: one mutex (`lock`) guards everything. It is a leaf: nothing
  *   else is taken while it is held, so a caller may hold its own locks (the
  *   scheduler records under its queue lock) while calling in. */
-#ifndef PR_SERVER_HISTORY_H
-#define PR_SERVER_HISTORY_H
+#ifndef PR_SCHED_HISTORY_H
+#define PR_SCHED_HISTORY_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,12 +1,12 @@
 /* The scheduler's internals, shared by its files: scheduler.c (the queue,
  * requests, instance workers, the reaper, create and destroy),
- * sched_admit.c (admission: the queue's bound and the wait estimate),
- * sched_plans.c (prepared configs: add, evict, retire, switch, pin),
- * sched_shapes.c (batches of one shape, the shape cache) and autoscale.c
+ * admit.c (admission: the queue's bound and the wait estimate),
+ * plans.c (prepared configs: add, evict, retire, switch, pin),
+ * shapes.c (batches of one shape, the shape cache) and autoscale.c
  * (the autoscaler thread). Nothing outside them includes this; the locking
  * rules are in scheduler.h. */
-#ifndef PR_SERVER_SCHED_INTERNAL_H
-#define PR_SERVER_SCHED_INTERNAL_H
+#ifndef PR_SCHED_INTERNAL_H
+#define PR_SCHED_INTERNAL_H
 
 #include <assert.h>
 #include <pthread.h>
@@ -16,8 +16,8 @@
 #include "packrat/estimator.h"
 #include "runtime/shape_cache.h"
 #include "runtime/worker.h"
-#include "server/history.h"
-#include "server/scheduler.h"
+#include "sched/history.h"
+#include "sched/scheduler.h"
 
 /* Requests one instance takes for one batch, at most. */
 #define PR_SCHED_MAX_BATCH_REQUESTS 1024
@@ -130,25 +130,35 @@ static inline void pr_sched__unqueued(pr_sched_t *s, const pr_request_t *r) {
   assert(s->depth >= 0 && s->level_rows[r->priority] >= 0);
 }
 
-/* An absolute CLOCK_MONOTONIC time for the condition variables here. */
+/* The files below call only the ones listed before them: request.c,
+ * admit.c, shapes.c, queue.c, worker.c, plans.c, autoscale.c,
+ * scheduler.c. */
+
+/* request.c: an absolute CLOCK_MONOTONIC time for the condition variables
+ * here, and such a variable. */
 void pr_sched__timespec_at(struct timespec *ts, double t_mono);
 void pr_sched__cond_init_monotonic(pthread_cond_t *c);
-/* The worker thread's body (pr_worker_start's callback). */
-void pr_sched__worker_main(pr_worker_t *pw, void *ctx);
-/* Why the autoscaler chose its target, by pr_est_reason_t ("" for the
- * estimate itself): in its log lines and switch reasons. */
-extern const char *const pr_sched__auto_why[PR_EST_REASONS];
-/* Starts or stops the autoscaler thread (admin held). */
-pr_status_t pr_sched__set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
-/* sched_admit.c: whether r, its deadline set from timeout (0: none), may
+/* Completes r with st (message msg; NULL: none) and calls its on_done,
+ * after which r may be gone. Never under qlock. */
+void pr_sched__complete(pr_request_t *r, pr_status_t st, const char *msg);
+/* Waits until r is done or the monotonic time `until`; returns done. */
+bool pr_sched__wait_until(pr_request_t *r, double until);
+
+/* admit.c: whether r, its deadline set from timeout (0: none), may
  * join the queue: PR_OK, or PR_ERR_BUSY with r->err and r->retry_after_s
  * (see pr_sched_submit). qlock held. */
 pr_status_t pr_sched__admit_locked(pr_sched_t *s, pr_request_t *r, double timeout);
-/* Completes r with PR_ERR_TIMEOUT (r out of the queue). */
+
+/* queue.c: completes r with PR_ERR_TIMEOUT (r out of the queue). */
 void pr_sched__time_out(pr_sched_t *s, pr_request_t *r);
-/* sched_shapes.c: with dynamic dims, takes a batch of requests of one
+/* Puts reqs[0..n) back, in order, at the front of their priority levels
+ * (qlock held): they were at the queue's head when taken. */
+void pr_sched__requeue_front(pr_sched_t *s, pr_request_t **reqs, int n);
+/* The reaper thread's body (arg: the scheduler). */
+void *pr_sched__reaper_main(void *arg);
+/* shapes.c: with dynamic dims, takes a batch of requests of one
  * shape, the queue head's (qlock held, the queue not empty); as
- * take_batch. */
+ * worker.c's take_batch. */
 int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out);
 /* Whether r's inputs have w's config's prepared shape past axis 0. */
 bool pr_sched__prepared_shape(const worker_t *w, const pr_request_t *r);
@@ -163,9 +173,28 @@ pr_status_t pr_sched__warm(worker_t *w);
 pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, int rows,
                                            pr_status_t *st, char *err, size_t err_len);
 
-/* Prepares a config for plan at bucket's shape (-1: the prepared one;
- * admin held); its index, or < 0 with err. */
+/* worker.c: the worker thread's body (pr_worker_start's callback). */
+void pr_sched__worker_main(pr_worker_t *pw, void *ctx);
+
+/* plans.c: prepares a config for plan at bucket's shape (-1: the prepared
+ * one; admin held); its index, or < 0 with err. */
 int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, int bucket, char *err,
                               size_t err_len);
+/* pr_sched_pin and pr_sched_replan (scheduler.h) with admin held and the
+ * autoscaler stopped, which autoscale.c's public forms see to; replan
+ * takes plans that replan_check accepted and tells in *pinned whether a
+ * plan set by hand stays live (the autoscaler then stays off). */
+pr_status_t pr_sched__replan_check(pr_sched_t *s, const pr_plan_t *plans, int n, int active,
+                                   char *err, size_t err_len);
+pr_status_t pr_sched__pin_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
+pr_status_t pr_sched__replan_locked(pr_sched_t *s, const pr_plan_t *plans, const int *buckets,
+                                    int n, int active, const char *why, bool *pinned, char *err,
+                                    size_t err_len);
+
+/* autoscale.c: why the autoscaler chose its target, by pr_est_reason_t
+ * ("" for the estimate itself): in its log lines and switch reasons. */
+extern const char *const pr_sched__auto_why[PR_EST_REASONS];
+/* Starts or stops the autoscaler thread (admin held). */
+pr_status_t pr_sched__set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s);
 
 #endif

@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "sched/metrics.h"
 
 #include <math.h>
 

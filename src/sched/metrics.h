@@ -1,7 +1,7 @@
 /* Counters and histograms for Prometheus, lock-free (C11 atomics): any thread
  * may observe, the /metrics handler reads. */
-#ifndef PR_SERVER_METRICS_H
-#define PR_SERVER_METRICS_H
+#ifndef PR_SCHED_METRICS_H
+#define PR_SCHED_METRICS_H
 
 #include <stdatomic.h>
 #include <stdint.h>

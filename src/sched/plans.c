@@ -11,7 +11,7 @@
 #include "base/lock.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "server/sched_internal.h"
+#include "sched/internal.h"
 
 /* Retires config c: its workers leave (after the batch they hold), are
  * joined, and their sessions freed; the slot becomes free. admin held, and c
@@ -290,11 +290,8 @@ pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
   return PR_OK;
 }
 
-pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  pr_lock(&s->admin);
-  /* the autoscaler stops first, so it switches nowhere while plans change */
-  bool was_auto = pr_sched_auto(s);
-  pr_sched__set_auto_locked(s, false, 0, 0);
+pr_status_t pr_sched__pin_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  assert(pr_lock_held(&s->admin));
   int old = pr_sched_active(s);
   int idx = pr_sched__add_plan_locked(s, plan, -1, err, err_len);
   pr_status_t st =
@@ -307,8 +304,6 @@ pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t
       drop_new(s, idx, err, err_len);
     st = PR_ERR_BUSY;
   }
-  if (st && was_auto) pr_sched__set_auto_locked(s, true, s->estimator, s->window_s); /* as it was */
-  pr_unlock(&s->admin);
   return st;
 }
 
@@ -319,8 +314,8 @@ static int in_set(const config_t *cfg, const pr_plan_t *plans, const int *bucket
   return -1;
 }
 
-pr_status_t pr_sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *buckets, int n,
-                            int active, const char *why, char *err, size_t err_len) {
+pr_status_t pr_sched__replan_check(pr_sched_t *s, const pr_plan_t *plans, int n, int active,
+                                   char *err, size_t err_len) {
   if (n < 1 || n >= s->cfg.max_plans || active < 0 || active >= n) {
     pr_errf(err, err_len, "1 to %d plans, the active one among them", s->cfg.max_plans - 1);
     return PR_ERR_INVALID;
@@ -330,13 +325,17 @@ pr_status_t pr_sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *bu
       if (!(plans[i].latency_ms > 0)) pr_errf(err, err_len, "plan %d has no planned latency", i);
       return PR_ERR_INVALID;
     }
-  pr_lock(&s->admin);
-  bool was_auto = pr_sched_auto(s);
-  pr_sched__set_auto_locked(s, false, 0, 0);
+  return PR_OK;
+}
+
+pr_status_t pr_sched__replan_locked(pr_sched_t *s, const pr_plan_t *plans, const int *buckets,
+                                    int n, int active, const char *why, bool *pinned_out, char *err,
+                                    size_t err_len) {
+  assert(pr_lock_held(&s->admin));
   pr_lock(&s->qlock);
   const config_t *live = &s->configs[s->active];
-  bool pinned = !live->planned;          /* a plan set by hand stays live */
-  for (int i = 0; i < n && !pinned; i++) /* the new set's plan for the live one's batch */
+  bool pinned = *pinned_out = !live->planned; /* a plan set by hand stays live */
+  for (int i = 0; i < n && !pinned; i++)      /* the new set's plan for the live one's batch */
     if (plans[i].batch == live->plan.batch && (buckets ? buckets[i] : -1) == live->bucket)
       active = i;
   /* the old planned configs that leave: unswitchable from here on */
@@ -374,7 +373,5 @@ pr_status_t pr_sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *bu
            s->cfg.who, err);
   else if (pinned)
     pr_log(PR_LOG_INFO, "%splans re-made (%s); the plan set by hand stays live", s->cfg.who, why);
-  if (was_auto && !pinned) pr_sched__set_auto_locked(s, true, s->estimator, s->window_s);
-  pr_unlock(&s->admin);
   return st;
 }

@@ -39,8 +39,8 @@
  * history (history.h: per-second samples, reconfigurations, for the
  * dashboard) has its own lock, a leaf taken under qlock or none. Each
  * instance's measured latencies are atomics its worker alone writes. */
-#ifndef PR_SERVER_SCHEDULER_H
-#define PR_SERVER_SCHEDULER_H
+#ifndef PR_SCHED_SCHEDULER_H
+#define PR_SCHED_SCHEDULER_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -49,41 +49,9 @@
 #include "packrat/engine.h"
 #include "packrat/planner.h"
 #include "runtime/shape_cache.h"
-#include "server/history.h"
-#include "server/metrics.h"
-
-#define PR_SCHED_MAX_IO 32
-
-typedef struct pr_request {
-  int rows;                             /* batch dimension of this request's inputs */
-  pr_tensor_t inputs[PR_SCHED_MAX_IO];  /* owned */
-  pr_tensor_t outputs[PR_SCHED_MAX_IO]; /* owned, filled on success */
-  /* bit k: inputs[k].data is borrowed (a view into a buffer its submitter
-   * keeps until the request is freed; read only, any alignment), not freed */
-  unsigned borrowed;
-  /* PR_ERR_TIMEOUT, PR_ERR_BUSY (unloaded), PR_ERR_CANCELLED, others: the engine's */
-  pr_status_t status;
-  char err[256];
-  double t_enqueue, t_start, t_end, deadline;
-  double compute_s; /* the session runs of its batch, all chunks (set when done) */
-  /* set before submitting: the queue's priority level (1 is served first;
-   * 0: the model's default level) and this request's own queue timeout
-   * (0: the model's; the earlier of the two applies) */
-  int priority;
-  double timeout_s;
-  /* set by a refused submit (PR_ERR_BUSY): when a retry may be served, in
-   * seconds from now (the Retry-After an HTTP answer carries) */
-  double retry_after_s;
-  bool done;
-  /* optional: called once when the request is done (answered, failed or
-   * timed out), from the thread that finished it, after which the
-   * scheduler no longer touches the request; set before submitting */
-  void (*on_done)(void *ctx);
-  void *on_done_ctx;
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  struct pr_request *next;
-} pr_request_t;
+#include "sched/history.h"
+#include "sched/metrics.h"
+#include "sched/request.h"
 
 /* A dim of the model's inputs that requests may size (the config's range
  * or list): its name and where it first appears (input, axis >= 1). */
@@ -157,7 +125,7 @@ typedef struct {
   _Atomic uint64_t success, failed, rejected, rejected_full, rejected_late, timed_out;
   /* taken out of the queue unrun: the client went away (pr_sched_cancel) */
   _Atomic uint64_t cancelled;
-  /* admission (sched_admit.c): the last submit's estimate of its wait in
+  /* admission (admit.c): the last submit's estimate of its wait in
    * the queue (us) */
   _Atomic uint64_t admit_wait_us;
   _Atomic uint64_t success_ns, failed_ns; /* enqueue to answer, summed */
@@ -254,9 +222,6 @@ bool pr_sched_auto(pr_sched_t *s);
 /* Stops taking requests, finishes every queued one, joins the instances. */
 void pr_sched_destroy(pr_sched_t *s);
 
-pr_request_t *pr_request_new(void);
-void pr_request_free(pr_request_t *r);
-
 /* Queues r (inputs filled, rows set) behind the requests of its priority
  * level and of every level before it. Returns PR_OK, PR_ERR_INVALID for a
  * priority beyond the levels, or PR_ERR_BUSY (r->err says why,
@@ -279,8 +244,6 @@ pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
 /* The live plan's rows per second, as pr_sched_submit's estimate uses it
  * (0: unknown). */
 double pr_sched_service_rate(pr_sched_t *s);
-/* Waits for r to complete. */
-void pr_request_wait(pr_request_t *r);
 /* Waits for r until its deadline (none: forever); then, if r still waits in
  * the queue, takes it out and completes it with PR_ERR_TIMEOUT. A request an
  * instance already runs is waited for. Returns when r is complete. */

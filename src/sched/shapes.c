@@ -1,6 +1,6 @@
 /* Requests of many shapes (a model whose dims take a range or a list of
  * sizes): batching by shape, the sessions of other shapes, the shapes
- * served. See scheduler.h for the locking rules; sched_internal.h for how
+ * served. See scheduler.h for the locking rules; internal.h for how
  * the scheduler's files share its state.
  *
  * Notes on the design:
@@ -28,7 +28,7 @@
 #include "base/lock.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "server/sched_internal.h"
+#include "sched/internal.h"
 
 static bool same_shape(const pr_sched_t *s, const pr_request_t *a, const pr_request_t *b) {
   for (int k = 0; k < s->n_in; k++) {

@@ -30,9 +30,9 @@
 #include <stdint.h>
 
 #include "packrat/planner.h"
-#include "server/history.h"
+#include "sched/history.h"
+#include "sched/scheduler.h"
 #include "server/models.h"
-#include "server/scheduler.h"
 
 /* The embedded files. */
 typedef enum { PR_DASH_PAGE, PR_DASH_SCRIPT, PR_DASH_STYLE, PR_DASH_N_ASSETS } pr_dash_asset_id_t;

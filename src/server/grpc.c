@@ -76,6 +76,8 @@ struct pr_grpc_stream {
 struct pr_grpc {
   pr_service_t *svc;
   pr_grpc_config_t cfg;
+  const pr_grpc_rpc_t *rpcs; /* the handlers' table (grpc_rpc.c) */
+  int n_rpcs;
   grpc_server *server;
   grpc_completion_queue *cq;
   pthread_t *threads;
@@ -201,6 +203,25 @@ void pr_grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m) {
   pr_grpc_reply(c, PR_OK, NULL, buf, len);
 }
 
+/* The RPC of a method path, NULL when none. */
+static const pr_grpc_rpc_t *rpc_find(const pr_grpc_t *g, grpc_slice method) {
+  for (int i = 0; i < g->n_rpcs; i++)
+    if (!grpc_slice_str_cmp(method, g->rpcs[i].path)) return &g->rpcs[i];
+  return NULL;
+}
+
+/* Unpacks the message (len bytes, passed by pr_grpc_wire_check) and runs
+ * c's RPC on it. */
+static void rpc_run(pr_grpc_call_t *c, const uint8_t *msg, size_t len) {
+  ProtobufCMessage *req = protobuf_c_message_unpack(c->rpc->request, NULL, len, msg);
+  if (!req) {
+    pr_grpc_reply(c, PR_ERR_INVALID, "malformed request message", NULL, 0);
+    return;
+  }
+  c->rpc->run(c, req);
+  protobuf_c_message_free_unpacked(req, NULL);
+}
+
 /* ---- the steps of a call ---- */
 
 static void request_call(pr_grpc_t *g) {
@@ -239,7 +260,7 @@ static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   atomic_fetch_add(&g->open, 1);
   atomic_fetch_add(&g->received, 1);
   request_call(g);
-  c->rpc = pr_grpc_rpc_find(c->details.method); /* before on_close can run */
+  c->rpc = rpc_find(g, c->details.method); /* before on_close can run */
   grpc_op close_op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
   close_op.data.recv_close_on_server.cancelled = &c->cancelled;
   start_batch(c, &close_op, 1, &c->t_close);
@@ -250,7 +271,7 @@ static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   else if (atomic_load(&g->open) > g->cfg.max_calls)
     st = PR_ERR_NOMEM;
   else
-    st = pr_auth_check(g->svc->auth, pr_route_access(c->rpc->route),
+    st = pr_auth_check(g->svc->auth, g->svc->routes[c->rpc->route].access,
                        authorization(c, token, sizeof token));
   if (st) {
     pr_grpc_reply(c, st,
@@ -292,7 +313,8 @@ static bool take_message(pr_grpc_call_t *c, grpc_slice *msg) {
 static pr_status_t check_message(pr_grpc_t *g, const pr_grpc_rpc_t *rpc, grpc_slice msg,
                                  size_t *held, char *why, size_t why_len) {
   size_t len = GRPC_SLICE_LENGTH(msg);
-  size_t limit = pr_route_takes_tensors(rpc->route) ? g->svc->max_body_bytes : SMALL_MESSAGE_MAX;
+  size_t limit = (g->svc->routes[rpc->route].flags & PR_ROUTE_TENSORS) ? g->svc->max_body_bytes
+                                                                       : SMALL_MESSAGE_MAX;
   size_t cost = 0;
   *held = len;
   if (len > limit) {
@@ -346,7 +368,7 @@ static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   else if (!pr_service_reserve(g->svc, held))
     pr_grpc_reply(c, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL, 0);
   else {
-    pr_grpc_rpc_run(c, GRPC_SLICE_START_PTR(msg), len);
+    rpc_run(c, GRPC_SLICE_START_PTR(msg), len);
     pr_service_release(g->svc, held);
   }
   grpc_slice_unref(msg);
@@ -533,7 +555,7 @@ static void stream_message(pr_grpc_t *g, pr_grpc_call_t *c, grpc_slice msg) {
   else if (!pr_service_reserve(g->svc, ch->held))
     pr_grpc_reply(ch, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL, 0);
   else {
-    pr_grpc_rpc_run(ch, GRPC_SLICE_START_PTR(msg), len);
+    rpc_run(ch, GRPC_SLICE_START_PTR(msg), len);
     pr_service_release(g->svc, ch->held);
   }
   pr_grpc_call_unref(ch); /* its creation's reference */
@@ -681,7 +703,7 @@ static bool stream_start(pr_grpc_t *g, pr_grpc_call_t *c) {
   if (!st) return false;
   pthread_mutex_init(&st->lock, NULL);
   st->call = c;
-  st->each = pr_grpc_rpc_find(grpc_slice_from_static_string(c->rpc->each));
+  st->each = rpc_find(g, grpc_slice_from_static_string(c->rpc->each));
   assert(st->each);
   pthread_mutex_lock(&g->lock);
   c->stream = st;
@@ -795,13 +817,16 @@ static pr_status_t bind_server(pr_grpc_t *g, char *err, size_t err_len) {
   return PR_OK;
 }
 
-pr_status_t pr_grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
-                          char *err, size_t err_len) {
+pr_status_t pr_grpc__serve(pr_service_t *svc, const pr_grpc_config_t *cfg,
+                           const pr_grpc_rpc_t *rpcs, int n_rpcs, pr_grpc_t **out, char *err,
+                           size_t err_len) {
   *out = NULL;
   pr_grpc_t *g = calloc(1, sizeof *g);
   if (!g) return PR_ERR_NOMEM;
   g->svc = svc;
   g->cfg = *cfg;
+  g->rpcs = rpcs;
+  g->n_rpcs = n_rpcs;
   g->shutdown_tag = (pr_grpc_tag_t){NULL, TAG_SHUTDOWN};
   pthread_mutex_init(&g->lock, NULL);
   grpc_init();

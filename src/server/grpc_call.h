@@ -87,10 +87,12 @@ void pr_grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m);
 void pr_grpc_infer_live(pr_grpc_call_t *c);
 void pr_grpc_infer_over(pr_grpc_call_t *c);
 
-/* The RPC of a method path, NULL when none. */
-const pr_grpc_rpc_t *pr_grpc_rpc_find(grpc_slice method);
-/* Unpacks the message (len bytes, passed by pr_grpc_wire_check) and runs
- * c's RPC on it. */
-void pr_grpc_rpc_run(pr_grpc_call_t *c, const uint8_t *msg, size_t len);
+/* The transport's start (grpc.c), which pr_grpc_start (grpc_rpc.c) calls
+ * with its table of RPCs: a call of a method path not in rpcs[0..n_rpcs)
+ * is answered UNIMPLEMENTED. The handlers call the transport (above),
+ * never the other way but through this table. */
+pr_status_t pr_grpc__serve(pr_service_t *svc, const pr_grpc_config_t *cfg,
+                           const pr_grpc_rpc_t *rpcs, int n_rpcs, pr_grpc_t **out, char *err,
+                           size_t err_len);
 
 #endif

@@ -478,18 +478,7 @@ static const pr_grpc_rpc_t rpcs[] = {
      .run = rpc_health},
 };
 
-const pr_grpc_rpc_t *pr_grpc_rpc_find(grpc_slice method) {
-  for (size_t i = 0; i < sizeof rpcs / sizeof rpcs[0]; i++)
-    if (!grpc_slice_str_cmp(method, rpcs[i].path)) return &rpcs[i];
-  return NULL;
-}
-
-void pr_grpc_rpc_run(pr_grpc_call_t *c, const uint8_t *msg, size_t len) {
-  ProtobufCMessage *req = protobuf_c_message_unpack(c->rpc->request, NULL, len, msg);
-  if (!req) {
-    pr_grpc_reply(c, PR_ERR_INVALID, "malformed request message", NULL, 0);
-    return;
-  }
-  c->rpc->run(c, req);
-  protobuf_c_message_free_unpacked(req, NULL);
+pr_status_t pr_grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
+                          char *err, size_t err_len) {
+  return pr_grpc__serve(svc, cfg, rpcs, (int)(sizeof rpcs / sizeof rpcs[0]), out, err, err_len);
 }

@@ -306,14 +306,14 @@ static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const c
  * limits before any body byte is read. */
 static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, const char *method,
                        const char *url) {
-  cn->route_status = pr_route_match(method, url, &cn->route);
+  cn->route_status = pr_route_match(s->svc.routes, PR_ROUTE_COUNT, method, url, &cn->route);
   if (!pr_tls_client_ok(s->tls, c)) {
     refuse(s, cn, PR_ERR_FORBIDDEN, "a client certificate that --tls-client-ca signed is required");
     return;
   }
   if (cn->route_status == PR_OK) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    pr_status_t st = pr_auth_check(s->auth, pr_route_access(cn->route.id), h);
+    pr_status_t st = pr_auth_check(s->auth, cn->route.row->access, h);
     if (st) {
       refuse(s, cn, st,
              st == PR_ERR_UNAUTHORIZED
@@ -322,7 +322,7 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
       return;
     }
   }
-  cn->limit = cn->route_status == PR_OK && pr_route_takes_tensors(cn->route.id)
+  cn->limit = cn->route_status == PR_OK && (cn->route.row->flags & PR_ROUTE_TENSORS)
                   ? s->cfg.max_body_bytes
                   : ADMIN_BODY_MAX;
   const char *hl =
@@ -416,7 +416,7 @@ static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
 
 static void *deferred_main(void *arg) {
   conn_t *cn = arg;
-  if (pr_http__handlers[cn->route.id](cn->s, cn->c, cn) != MHD_YES && !cn->resp)
+  if (cn->route.row->handler(cn->s, cn->c, cn) != MHD_YES && !cn->resp)
     pr_http__reply_static(cn, PR_ERR_NOMEM, "{\"error\":\"out of memory\"}");
   atomic_fetch_sub(&cn->s->admin_threads, 1);
   on_answered(cn);
@@ -510,7 +510,7 @@ enum MHD_Result pr_http__access(void *cls, struct MHD_Connection *c, const char 
   if (atomic_load(&s->closing))
     r = pr_http__reply_error(cn, PR_ERR_BUSY, "the server is shutting down");
   else
-    r = pr_route_is_slow(cn->route.id) ? defer(s, cn) : pr_http__handlers[cn->route.id](s, c, cn);
+    r = (cn->route.row->flags & PR_ROUTE_SLOW) ? defer(s, cn) : cn->route.row->handler(s, c, cn);
   atomic_fetch_sub(&s->entering, 1);
   return r;
 }

@@ -26,9 +26,9 @@
 #include "packrat/buckets.h"
 #include "packrat/engine.h"
 #include "packrat/planner.h"
+#include "sched/scheduler.h"
 #include "server/protocol.h"
 #include "server/repository.h"
-#include "server/scheduler.h"
 
 typedef enum { PR_MODEL_UNAVAILABLE = 0, PR_MODEL_LOADING, PR_MODEL_READY } pr_model_state_t;
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "packrat/estimator.h"
-#include "server/metrics.h"
+#include "sched/metrics.h"
 
 typedef struct {
   pr_served_t **list;

@@ -18,26 +18,6 @@
 #include "base/text.h"
 #include "base/util.h"
 
-static const struct {
-  const char *name;
-  pr_dtype_t dt;
-} types[] = {{"BOOL", PR_DTYPE_BOOL},     {"UINT8", PR_DTYPE_UINT8},   {"UINT16", PR_DTYPE_UINT16},
-             {"UINT32", PR_DTYPE_UINT32}, {"UINT64", PR_DTYPE_UINT64}, {"INT8", PR_DTYPE_INT8},
-             {"INT16", PR_DTYPE_INT16},   {"INT32", PR_DTYPE_INT32},   {"INT64", PR_DTYPE_INT64},
-             {"FP16", PR_DTYPE_FLOAT16},  {"FP32", PR_DTYPE_FLOAT},    {"FP64", PR_DTYPE_DOUBLE}};
-
-const char *pr_proto_datatype(pr_dtype_t dt) {
-  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-    if (types[i].dt == dt) return types[i].name;
-  return "BYTES";
-}
-
-pr_dtype_t pr_proto_dtype(const char *name) {
-  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-    if (!strcmp(types[i].name, name)) return types[i].dt;
-  return PR_DTYPE_UNDEFINED;
-}
-
 /* ---- request parsing ---- */
 
 /* Where a JSON value sits in an infer request. */

@@ -28,7 +28,7 @@
 #include <stddef.h>
 
 #include "packrat/engine.h"
-#include "server/scheduler.h"
+#include "sched/scheduler.h"
 #include "server/status.h"
 
 /* A dim requests may size (the config's range or list): name, bounds, and

@@ -1,7 +1,9 @@
 /* The checks of an infer request against its model that every wire format
  * shares (protocol.h: JSON and the binary extension in protocol.c,
  * protobuf in grpc_codec.c), so that a request is taken or refused with
- * the same message whatever its format. Pure: no I/O, no threads. */
+ * the same message whatever its format; and the datatype names they all
+ * use. Pure: no I/O, no threads. protocol.c calls these, never the other
+ * way. */
 #include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,6 +13,27 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "server/protocol.h"
+
+/* The protocol's datatype names (every wire format's). */
+static const struct {
+  const char *name;
+  pr_dtype_t dt;
+} types[] = {{"BOOL", PR_DTYPE_BOOL},     {"UINT8", PR_DTYPE_UINT8},   {"UINT16", PR_DTYPE_UINT16},
+             {"UINT32", PR_DTYPE_UINT32}, {"UINT64", PR_DTYPE_UINT64}, {"INT8", PR_DTYPE_INT8},
+             {"INT16", PR_DTYPE_INT16},   {"INT32", PR_DTYPE_INT32},   {"INT64", PR_DTYPE_INT64},
+             {"FP16", PR_DTYPE_FLOAT16},  {"FP32", PR_DTYPE_FLOAT},    {"FP64", PR_DTYPE_DOUBLE}};
+
+const char *pr_proto_datatype(pr_dtype_t dt) {
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (types[i].dt == dt) return types[i].name;
+  return "BYTES";
+}
+
+pr_dtype_t pr_proto_dtype(const char *name) {
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (!strcmp(types[i].name, name)) return types[i].dt;
+  return PR_DTYPE_UNDEFINED;
+}
 
 void pr_proto_dim_allowed(const pr_proto_dim_t *d, char *buf, size_t len) {
   if (!d->n_list) {

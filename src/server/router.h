@@ -1,10 +1,10 @@
-/* The HTTP routes: one table of {method, pattern, route}, matched against a
- * request's method and path. Pure: no I/O, no allocation. Patterns are
- * '/'-separated segments; "{m}" captures a model name, "{v}" a version.
- * HEAD matches every GET route (libmicrohttpd sends the headers only). */
+/* The HTTP routes: a table of one row per route (method, path pattern,
+ * access class, flags, handler), and the matcher of a request's method and
+ * path against such a table. Pure: no I/O, no allocation. */
 #ifndef PR_SERVER_ROUTER_H
 #define PR_SERVER_ROUTER_H
 
+#include <microhttpd.h>
 #include <stddef.h>
 
 #include "server/status.h"
@@ -36,30 +36,54 @@ typedef enum {
 /* Who may call a route (server/auth.h): anyone, holders of a read token,
  * holders of an admin token. */
 typedef enum { PR_ACCESS_OPEN, PR_ACCESS_READ, PR_ACCESS_ADMIN } pr_route_access_t;
-pr_route_access_t pr_route_access(pr_route_id_t id);
+
+/* What else a route's row says of it. */
+enum {
+  PR_ROUTE_HEAD = 1,    /* a GET route HEAD matches too (libmicrohttpd sends the headers only) */
+  PR_ROUTE_TENSORS = 2, /* its body is tensor data (bounded by the body limit), not small JSON */
+  PR_ROUTE_SLOW =
+      4, /* its handler may take long (a load, a plan's sessions): off the HTTP threads */
+};
+
+struct pr_server;
+struct pr_http_conn;
+typedef enum MHD_Result (*pr_route_handler_fn)(struct pr_server *s, struct MHD_Connection *c,
+                                               struct pr_http_conn *cn);
+
+/* One row per route: everything the front ends know of it. The pattern is
+ * '/'-separated segments, "{m}" capturing a model name and "{v}" a
+ * version; a part in brackets is optional ("/v2/models/{m}[/versions/{v}]"
+ * matches both forms). The server's table (server.c) is indexed by
+ * pr_route_id_t; gRPC reads a method's access and flags from its REST
+ * twin's row. */
+typedef struct {
+  const char *method, *pattern;
+  pr_route_access_t access;
+  unsigned flags;
+  pr_route_handler_fn handler; /* the HTTP handler (NULL in a table of tests) */
+} pr_route_row_t;
+
+/* The server's routes, in pr_route_id_t order (server.c). */
+extern const pr_route_row_t pr_http_routes[PR_ROUTE_COUNT];
 
 #define PR_ROUTE_MAX_SEGMENTS 8
 
 typedef struct {
-  pr_route_id_t id;
+  pr_route_id_t id; /* the row's index */
+  const pr_route_row_t *row;
   const char *model;   /* "{m}", NULL when the route has none */
   const char *version; /* "{v}", NULL when not given */
   char buf[2048];      /* the path's segments, NUL-separated; model/version point here */
 } pr_route_t;
 
-/* Matches method and path (already percent-decoded, no query). Returns PR_OK
- * with *out filled, PR_ERR_NOT_FOUND when no route has that path (nor any
- * path of more than PR_ROUTE_MAX_SEGMENTS segments), PR_ERR_METHOD when a
- * route has the path but not the method, PR_ERR_URI_TOO_LONG when the path
- * is longer than out->buf. */
-pr_status_t pr_route_match(const char *method, const char *path, pr_route_t *out);
-
-/* Whether a route's request body is tensor data (bounded by the body limit);
- * other routes take small JSON bodies only. */
-int pr_route_takes_tensors(pr_route_id_t id);
-
-/* Whether a route's handler may take long (loading a model, preparing a
- * plan's sessions): it runs off the HTTP threads. */
-int pr_route_is_slow(pr_route_id_t id);
+/* Matches method and path (already percent-decoded, no query) against
+ * rows[0..n): where several rows match the path, the one with the fewest
+ * captures ("/v2/models/stats" before "/v2/models/{m}"), then the first.
+ * Returns PR_OK with *out filled, PR_ERR_NOT_FOUND when no row has that
+ * path (nor any path of more than PR_ROUTE_MAX_SEGMENTS segments),
+ * PR_ERR_METHOD when a row has the path but not the method, and
+ * PR_ERR_URI_TOO_LONG when the path is longer than out->buf. */
+pr_status_t pr_route_match(const pr_route_row_t *rows, int n, const char *method, const char *path,
+                           pr_route_t *out);
 
 #endif

@@ -456,30 +456,39 @@ static enum MHD_Result h_dash_state(pr_server_t *s, struct MHD_Connection *c, co
   return reply_dash(cn, r, "application/json", PR_DASH_CACHE_STATE);
 }
 
-const pr_http__handler_fn pr_http__handlers[] = {
-    [PR_ROUTE_METRICS] = h_metrics,
-    [PR_ROUTE_SERVER_META] = h_server_meta,
-    [PR_ROUTE_LIVE] = h_live,
-    [PR_ROUTE_READY] = h_ready,
-    [PR_ROUTE_REPO_INDEX] = h_repo_index,
-    [PR_ROUTE_REPO_LOAD] = h_repo_load,
-    [PR_ROUTE_REPO_UNLOAD] = h_repo_unload,
-    [PR_ROUTE_MODEL_META] = h_model_meta,
-    [PR_ROUTE_MODEL_READY] = h_model_ready,
-    [PR_ROUTE_INFER] = h_infer,
-    [PR_ROUTE_STATS] = h_stats,
-    [PR_ROUTE_STATS_ALL] = h_stats_all,
-    [PR_ROUTE_MODEL_CONFIG] = h_config,
-    [PR_ROUTE_PLAN_GET] = h_plan_get,
-    [PR_ROUTE_PLAN_POST] = h_plan_post,
-    [PR_ROUTE_HOST_PLAN] = h_host_plan,
-    [PR_ROUTE_DASH_PAGE] = h_dash_file,
-    [PR_ROUTE_DASH_SCRIPT] = h_dash_file,
-    [PR_ROUTE_DASH_STYLE] = h_dash_file,
-    [PR_ROUTE_DASH_STATE] = h_dash_state,
+/* One row per route (router.h): the access check (http.c, grpc.c), the
+ * body limit, whether it runs off the HTTP threads, HEAD, and the handler
+ * are read from here and nowhere else. */
+#define R(id, method, pattern, access, flags, handler) \
+  [id] = {method, pattern, PR_ACCESS_##access, flags, handler}
+#define GET PR_ROUTE_HEAD
+const pr_route_row_t pr_http_routes[PR_ROUTE_COUNT] = {
+    R(PR_ROUTE_METRICS, "GET", "/metrics", READ, GET, h_metrics),
+    R(PR_ROUTE_SERVER_META, "GET", "/v2", READ, GET, h_server_meta),
+    R(PR_ROUTE_LIVE, "GET", "/v2/health/live", OPEN, GET, h_live),
+    R(PR_ROUTE_READY, "GET", "/v2/health/ready", OPEN, GET, h_ready),
+    R(PR_ROUTE_REPO_INDEX, "POST", "/v2/repository/index", READ, 0, h_repo_index),
+    R(PR_ROUTE_REPO_LOAD, "POST", "/v2/repository/models/{m}/load", ADMIN, PR_ROUTE_SLOW,
+      h_repo_load),
+    R(PR_ROUTE_REPO_UNLOAD, "POST", "/v2/repository/models/{m}/unload", ADMIN, PR_ROUTE_SLOW,
+      h_repo_unload),
+    R(PR_ROUTE_MODEL_META, "GET", "/v2/models/{m}[/versions/{v}]", READ, GET, h_model_meta),
+    R(PR_ROUTE_MODEL_READY, "GET", "/v2/models/{m}[/versions/{v}]/ready", OPEN, GET, h_model_ready),
+    R(PR_ROUTE_INFER, "POST", "/v2/models/{m}[/versions/{v}]/infer", READ, PR_ROUTE_TENSORS,
+      h_infer),
+    R(PR_ROUTE_STATS, "GET", "/v2/models/{m}[/versions/{v}]/stats", READ, GET, h_stats),
+    R(PR_ROUTE_STATS_ALL, "GET", "/v2/models/stats", READ, GET, h_stats_all),
+    R(PR_ROUTE_MODEL_CONFIG, "GET", "/v2/models/{m}[/versions/{v}]/config", READ, GET, h_config),
+    R(PR_ROUTE_PLAN_GET, "GET", "/v2/models/{m}/plan", READ, GET, h_plan_get),
+    R(PR_ROUTE_PLAN_POST, "POST", "/v2/models/{m}/plan", ADMIN, PR_ROUTE_SLOW, h_plan_post),
+    R(PR_ROUTE_HOST_PLAN, "GET", "/v2/plan", READ, GET, h_host_plan),
+    R(PR_ROUTE_DASH_PAGE, "GET", "/", OPEN, GET, h_dash_file),
+    R(PR_ROUTE_DASH_SCRIPT, "GET", "/dashboard/app.js", OPEN, GET, h_dash_file),
+    R(PR_ROUTE_DASH_STYLE, "GET", "/dashboard/style.css", OPEN, GET, h_dash_file),
+    R(PR_ROUTE_DASH_STATE, "GET", "/dashboard/state", READ, GET, h_dash_state),
 };
-_Static_assert(sizeof pr_http__handlers / sizeof pr_http__handlers[0] == PR_ROUTE_COUNT,
-               "a handler per route");
+#undef GET
+#undef R
 
 /* cfg's host (an IPv4 or IPv6 address) and port as a socket address. */
 static pr_status_t parse_host(pr_server_t *s, const pr_server_config_t *cfg, char *err,
@@ -615,6 +624,7 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
   snprintf(s->repository, sizeof s->repository, "%s", cfg->repository);
   s->cfg.repository = s->repository;
   s->svc.auth = s->auth;
+  s->svc.routes = pr_http_routes;
   s->svc.repository = s->repository;
   s->svc.max_models = cfg->max_models;
   s->svc.max_body_bytes = cfg->max_body_bytes;

@@ -62,7 +62,7 @@ struct pr_server {
 
 /* ---- per-request state ---- */
 
-typedef struct {
+typedef struct pr_http_conn {
   pr_server_t *s;
   struct MHD_Connection *c;
   pr_route_t route;
@@ -92,11 +92,6 @@ typedef struct {
   struct MHD_Response *resp; /* the deferred handler's answer */
   unsigned resp_code;
 } conn_t;
-
-typedef enum MHD_Result (*pr_http__handler_fn)(pr_server_t *s, struct MHD_Connection *c,
-                                               conn_t *cn);
-/* server.c: the handler of each route (pr_route_id_t order). */
-extern const pr_http__handler_fn pr_http__handlers[];
 
 /* ---- http.c ---- */
 

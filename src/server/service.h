@@ -25,10 +25,14 @@
 #include "server/auth.h"
 #include "server/models.h"
 #include "server/protocol.h"
+#include "server/router.h"
 
 typedef struct {
   pr_models_t *models;
   const pr_auth_t *auth; /* NULL: no tokens */
+  /* the routes, one row per route (router.h, server.c's): HTTP matches
+   * them, gRPC reads its RPCs' REST twins' access and flags */
+  const pr_route_row_t *routes;
   const char *repository;
   int max_models;
   size_t max_body_bytes;     /* an infer request's body or message */

@@ -6,6 +6,7 @@
 #define PR_SERVER_STATUS_H
 
 #include "packrat/engine.h"
+#include "sched/request.h" /* PR_ERR_CANCELLED (-105) */
 
 enum {
   PR_ERR_METHOD = -100,       /* the path is routed, not for this method (405) */
@@ -13,7 +14,6 @@ enum {
   PR_ERR_CODING = -102,       /* a Transfer-Encoding the server does not implement (501) */
   PR_ERR_UNAUTHORIZED = -103, /* no bearer token, or one that is not known (401) */
   PR_ERR_FORBIDDEN = -104,    /* a known token without the right (403) */
-  PR_ERR_CANCELLED = -105,    /* the client went away before its request ran (499, CANCELLED) */
 };
 
 #endif

@@ -31,7 +31,7 @@ import common as c  # noqa: E402
 
 packrat, kind, conf_path = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3]
 opt = lambda k, d: float(sys.argv[sys.argv.index(k) + 1]) if k in sys.argv else d  # noqa: E731
-rate, duration = opt("--rate", 60.0), opt("--duration", 22.0)
+rate, duration = opt("--rate", 60.0), opt("--duration", 15.0)
 t_sigterm_at, t_sigkill_at = duration * 0.25, duration * 0.55
 
 # three servers, a fixed plan (no profiling), batching with a 50 ms queue delay

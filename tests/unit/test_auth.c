@@ -92,19 +92,26 @@ static void test_classes(void **state) {
   pr_auth_free(a);
 }
 
-/* every route has a class; the ones that change state are admin */
+/* every route has a class and a handler; the ones that change state are
+ * admin; HEAD only where GET */
 static void test_route_classes(void **state) {
-  assert_int_equal(pr_route_access(PR_ROUTE_LIVE), PR_ACCESS_OPEN);
-  assert_int_equal(pr_route_access(PR_ROUTE_READY), PR_ACCESS_OPEN);
-  assert_int_equal(pr_route_access(PR_ROUTE_INFER), PR_ACCESS_READ);
-  assert_int_equal(pr_route_access(PR_ROUTE_METRICS), PR_ACCESS_READ);
-  assert_int_equal(pr_route_access(PR_ROUTE_DASH_STATE), PR_ACCESS_READ);
-  assert_int_equal(pr_route_access(PR_ROUTE_REPO_LOAD), PR_ACCESS_ADMIN);
-  assert_int_equal(pr_route_access(PR_ROUTE_REPO_UNLOAD), PR_ACCESS_ADMIN);
-  assert_int_equal(pr_route_access(PR_ROUTE_PLAN_POST), PR_ACCESS_ADMIN);
-  for (int r = 0; r < PR_ROUTE_COUNT; r++)
-    if (pr_route_is_slow((pr_route_id_t)r)) /* the calls that change state */
-      assert_int_equal(pr_route_access((pr_route_id_t)r), PR_ACCESS_ADMIN);
+  assert_int_equal(pr_http_routes[PR_ROUTE_LIVE].access, PR_ACCESS_OPEN);
+  assert_int_equal(pr_http_routes[PR_ROUTE_READY].access, PR_ACCESS_OPEN);
+  assert_int_equal(pr_http_routes[PR_ROUTE_INFER].access, PR_ACCESS_READ);
+  assert_int_equal(pr_http_routes[PR_ROUTE_METRICS].access, PR_ACCESS_READ);
+  assert_int_equal(pr_http_routes[PR_ROUTE_DASH_STATE].access, PR_ACCESS_READ);
+  assert_int_equal(pr_http_routes[PR_ROUTE_REPO_LOAD].access, PR_ACCESS_ADMIN);
+  assert_int_equal(pr_http_routes[PR_ROUTE_REPO_UNLOAD].access, PR_ACCESS_ADMIN);
+  assert_int_equal(pr_http_routes[PR_ROUTE_PLAN_POST].access, PR_ACCESS_ADMIN);
+  for (int r = 0; r < PR_ROUTE_COUNT; r++) {
+    const pr_route_row_t *row = &pr_http_routes[r];
+    assert_non_null(row->method); /* a row for every id */
+    assert_non_null(row->pattern);
+    assert_non_null(row->handler);
+    if (row->flags & PR_ROUTE_SLOW) /* the calls that change state */
+      assert_int_equal(row->access, PR_ACCESS_ADMIN);
+    assert_int_equal(!!(row->flags & PR_ROUTE_HEAD), !strcmp(row->method, "GET"));
+  }
 }
 
 int main(void) {

@@ -262,18 +262,23 @@ static void test_topology_cores(void **state) {
 
 static void test_routes(void **state) {
   pr_route_t r;
-  assert_int_equal(pr_route_match("GET", "/", &r), PR_OK);
+  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/", &r), PR_OK);
   assert_int_equal(r.id, PR_ROUTE_DASH_PAGE);
-  assert_int_equal(pr_route_match("HEAD", "/", &r), PR_OK);
-  assert_int_equal(pr_route_match("GET", "/dashboard/state", &r), PR_OK);
+  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "HEAD", "/", &r), PR_OK);
+  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/state", &r),
+                   PR_OK);
   assert_int_equal(r.id, PR_ROUTE_DASH_STATE);
-  assert_int_equal(pr_route_match("GET", "/dashboard/app.js", &r), PR_OK);
+  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/app.js", &r),
+                   PR_OK);
   assert_int_equal(r.id, PR_ROUTE_DASH_SCRIPT);
-  assert_int_equal(pr_route_match("GET", "/dashboard/style.css", &r), PR_OK);
+  assert_int_equal(
+      pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/style.css", &r), PR_OK);
   assert_int_equal(r.id, PR_ROUTE_DASH_STYLE);
-  assert_int_equal(pr_route_match("POST", "/", &r), PR_ERR_METHOD);
-  assert_int_equal(pr_route_match("GET", "/dashboard/other.js", &r), PR_ERR_NOT_FOUND);
-  assert_int_equal(pr_route_match("GET", "/dashboard", &r), PR_ERR_NOT_FOUND);
+  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "POST", "/", &r), PR_ERR_METHOD);
+  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/other.js", &r),
+                   PR_ERR_NOT_FOUND);
+  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard", &r),
+                   PR_ERR_NOT_FOUND);
 }
 
 static void test_files_self_contained(void **state) {

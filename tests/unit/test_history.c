@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "base/text.h"
-#include "server/history.h"
+#include "sched/history.h"
 
 static pr_history_t *h;
 

@@ -219,7 +219,7 @@ static void test_status_map_and_error(void **s) {
 
 /* The HTTP status of matching method and path. */
 static int route(const char *method, const char *path, pr_route_t *r) {
-  return pr_proto_http_status(pr_route_match(method, path, r));
+  return pr_proto_http_status(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, method, path, r));
 }
 
 static void test_router(void **s) {
@@ -245,8 +245,36 @@ static void test_router(void **s) {
   long_path[0] = '/';
   long_path[sizeof long_path - 1] = 0;
   assert_int_equal(route("GET", long_path, &r), 414);
-  assert_true(pr_route_takes_tensors(PR_ROUTE_INFER) &&
-              !pr_route_takes_tensors(PR_ROUTE_PLAN_POST));
+  assert_true((pr_http_routes[PR_ROUTE_INFER].flags & PR_ROUTE_TENSORS) &&
+              !(pr_http_routes[PR_ROUTE_PLAN_POST].flags & PR_ROUTE_TENSORS));
+  /* a literal segment before a capture, whatever the rows' order */
+  assert_int_equal(route("GET", "/v2/models/stats", &r), 200);
+  assert_int_equal(r.id, PR_ROUTE_STATS_ALL);
+  assert_int_equal(route("GET", "/v2/models/statsx", &r), 200);
+  assert_int_equal(r.id, PR_ROUTE_MODEL_META);
+  assert_int_equal(route("GET", "/v2/models/m/versions/2", &r), 200);
+  assert_int_equal(r.id, PR_ROUTE_MODEL_META);
+  assert_string_equal(r.version, "2");
+  assert_int_equal(route("GET", "/v2/models/m/versions", &r), 404); /* the group is whole or none */
+  assert_int_equal(route("HEAD", "/v2/models/m/plan", &r), 200);
+  assert_int_equal(r.id, PR_ROUTE_PLAN_GET);
+  assert_int_equal(route("HEAD", "/v2/repository/index", &r), 405); /* HEAD only where GET */
+  /* a table of its own: rows in any order, the bracketed part optional */
+  static const pr_route_row_t rows[] = {
+      {"GET", "/a/{m}[/b/{v}]", PR_ACCESS_OPEN, 0, NULL},
+      {"GET", "/a/x", PR_ACCESS_READ, 0, NULL},
+      {"PUT", "/c", PR_ACCESS_ADMIN, 0, NULL},
+  };
+  assert_int_equal(pr_route_match(rows, 3, "GET", "/a/x", &r), PR_OK);
+  assert_int_equal(r.id, 1);
+  assert_ptr_equal(r.row, &rows[1]);
+  assert_int_equal(pr_route_match(rows, 3, "GET", "/a/y/b/7", &r), PR_OK);
+  assert_int_equal(r.id, 0);
+  assert_string_equal(r.model, "y");
+  assert_string_equal(r.version, "7");
+  assert_int_equal(pr_route_match(rows, 3, "HEAD", "/a/y", &r), PR_ERR_METHOD);
+  assert_int_equal(pr_route_match(rows, 3, "GET", "/c", &r), PR_ERR_METHOD);
+  assert_int_equal(pr_route_match(rows, 3, "PUT", "/c", &r), PR_OK);
 }
 
 int main(void) {

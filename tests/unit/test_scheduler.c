@@ -26,7 +26,7 @@
 #include "model_builder.h"
 #include "packrat/engine.h"
 #include "packrat/planner.h"
-#include "server/scheduler.h"
+#include "sched/scheduler.h"
 #include "server/status.h"
 
 #define CLIENTS 4
