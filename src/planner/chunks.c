@@ -17,6 +17,7 @@
  *   team's start, the answers), so a model of microseconds is not split,
  *   and rows a session holds exactly run there. The largest run goes first:
  *   most requests are answered soonest. */
+#include <assert.h>
 #include <stdbool.h>
 
 #include "packrat/planner.h"
@@ -40,6 +41,7 @@ int pr_plan_next_chunk(const int *sizes, const double *ms, int n, int rows) {
   double cost[PR_CHUNK_MAX_ROWS + 1];
   int runs[PR_CHUNK_MAX_ROWS + 1], big[PR_CHUNK_MAX_ROWS + 1];
   cost[0] = 0, runs[0] = 0, big[0] = -1;
+  assert(rows >= 1 && rows <= PR_CHUNK_MAX_ROWS); /* the tables' bound */
   for (int r = 1; r <= rows; r++) {
     cost[r] = -1;
     for (int i = 0; i < n; i++) {
@@ -52,6 +54,7 @@ int pr_plan_next_chunk(const int *sizes, const double *ms, int n, int rows) {
       cost[r] = c, runs[r] = k;
       big[r] = big[rest] > i ? big[rest] : i;
     }
+    assert(cost[r] > 0 && runs[r] >= 1 && big[r] >= 0 && big[r] < n); /* every r is reachable */
   }
   if (sizes[one] >= rows && cost[rows] >= PR_CHUNK_GAIN * (ms[one] + PR_CHUNK_RUN_MS))
     return fallback;

@@ -1,5 +1,6 @@
 #include "packrat/estimator.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -47,6 +48,7 @@ static int paper_update(pr_estimator_t *e, const pr_est_window_t *w) {
     for (int j = 0; j < e->n_hist; j++) count += e->hist[j] == v;
     if (count > best_count || (count == best_count && v == e->target)) best = v, best_count = count;
   }
+  assert(e->n_hist >= 1 && e->n_hist <= h && e->pos >= 0 && e->pos < h);
   e->target = best;
   return e->target;
 }
@@ -272,7 +274,15 @@ static int backlog_guard(pr_estimator_t *e, const pr_est_window_t *w, int before
   return want;
 }
 
+/* A batch the estimator may name: a power of two in [min_batch, max_batch]. */
+static bool valid_batch(const pr_estimator_t *e, int b) {
+  return b >= e->min_batch && b <= e->max_batch && (b & (b - 1)) == 0;
+}
+
 int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w) {
+  assert(e && w && w->n_samples >= 0);
+  assert(valid_batch(e, e->min_batch) && valid_batch(e, e->max_batch));
+  assert(valid_batch(e, e->target));
   int before = e->target;
   int want = e->kind == PR_EST_RATE ? rate_update(e, w) : paper_update(e, w);
   e->target = backlog_guard(e, w, before, want);
@@ -285,6 +295,7 @@ int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w) {
     e->pending_count =
         held && e->kind == PR_EST_RATE ? windows_for(e, want, w->arrivals_per_s) - 1 : 0;
   }
+  assert(valid_batch(e, want) && valid_batch(e, e->target));
   return e->target;
 }
 

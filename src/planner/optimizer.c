@@ -101,6 +101,7 @@ out:
 
 /* c_L for column c: fewest threads whose prefix-min latency is <= L, 0 if none. */
 static int min_threads(const index_t *ix, int c, double L) {
+  assert(c >= 0 && c < ix->n_cols && ix->col_start[c] < ix->col_start[c + 1]);
   int lo = ix->col_start[c], hi = ix->col_start[c + 1] - 1, ans = -1;
   while (lo <= hi) { /* pmin is non-increasing */
     int mid = (lo + hi) / 2;
@@ -125,6 +126,7 @@ typedef struct {
 static void set_costs(const index_t *ix, double L, knap_t *k) {
   for (int b = 0; b <= k->B; b++) k->cost[b] = INF32;
   for (int c = 0; c < ix->n_cols; c++) {
+    assert(ix->col_b[c] >= 1 && ix->col_b[c] <= k->B && (!c || ix->col_b[c] > ix->col_b[c - 1]));
     int t = min_threads(ix, c, L);
     if (t) k->cost[ix->col_b[c]] = t;
   }
@@ -151,6 +153,7 @@ static int min_total_threads(const index_t *ix, double L, knap_t *k) {
       }
     }
     f[j] = best > INF32 ? INF32 : best;
+    assert(f[j] >= 1); /* j requests take an instance at least */
   }
   return f[k->B];
 }
@@ -171,6 +174,7 @@ static void final_pass(const index_t *ix, double L, knap_t *k) {
     }
     k->g[j] = best;
     k->choice[j] = arg;
+    assert(best >= INF || (arg >= 1 && arg <= j)); /* reachable: the last instance's batch */
   }
 }
 
@@ -230,7 +234,9 @@ pr_status_t pr_plan_optimize(const pr_profile_t *p, int B, int T, pr_plan_t *pla
   st = PR_ERR_NOT_FOUND;
   if (best < 0) goto out;
   final_pass(&ix, best, &k);
+  assert(k.g[B] < INT64_MAX / 4 && (int)(k.g[B] >> 21) <= T); /* L was feasible */
   for (int j = B; j > 0; j -= k.choice[j]) {
+    assert(k.choice[j] >= 1 && k.choice[j] <= j && k.cost[k.choice[j]] < INF32);
     if (plan->n_instances == PR_PLAN_MAX_INSTANCES) {
       st = PR_ERR_INVALID;
       goto out;
@@ -239,6 +245,7 @@ pr_status_t pr_plan_optimize(const pr_profile_t *p, int B, int T, pr_plan_t *pla
     in->threads = k.cost[k.choice[j]];
     in->batch = k.choice[j];
     in->latency_ms = pr_profile_latency(p, in->threads, in->batch);
+    assert(in->latency_ms >= 0 && in->latency_ms <= best); /* a profiled point within L */
   }
   qsort(plan->instances, (size_t)plan->n_instances, sizeof plan->instances[0], cmp_instance);
   int core = 0;

@@ -14,6 +14,7 @@
  *   measures only the missing columns) take the slowdown that the cached
  *   profile measured at the same thread count (pr_profile_apply_corun).
  * - All pure: no I/O, no clock. */
+#include <assert.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,8 @@ int pr_profile_missing(const pr_profile_t *p, int cores, const int *need, int n_
 }
 
 pr_status_t pr_profile_merge(const pr_profile_t *base, const pr_profile_t *add, pr_profile_t *out) {
+  assert(add && out && add != out && base != out);
+  assert(add->n_points >= 0 && (!base || base->n_points >= 0));
   memset(out, 0, sizeof *out);
   int n_base = base ? base->n_points : 0;
   size_t total = (size_t)n_base + (size_t)add->n_points;
@@ -61,11 +64,13 @@ pr_status_t pr_profile_merge(const pr_profile_t *base, const pr_profile_t *add, 
     if (!has_point(add, q->threads, q->batch)) out->points[out->n_points++] = *q;
   }
   for (int i = 0; i < add->n_points; i++) out->points[out->n_points++] = add->points[i];
+  assert((size_t)out->n_points <= total);
   out->n_suspicious = pr_profile_assess(out, out->tolerance, NULL, 0);
   return PR_OK;
 }
 
 void pr_profile_apply_corun(const pr_profile_t *ref, pr_profile_t *p) {
+  assert(ref && p && ref != p);
   for (int i = 0; i < p->n_points; i++) {
     pr_profile_point_t *q = &p->points[i];
     double factor = 1.0;
@@ -76,6 +81,7 @@ void pr_profile_apply_corun(const pr_profile_t *ref, pr_profile_t *p) {
         break;
       }
     }
+    assert(factor >= 1.0); /* co-running slows, never speeds */
     q->latency_ms = q->isolated_ms * factor;
     q->p90_ms *= factor;
   }

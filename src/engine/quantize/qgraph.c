@@ -230,15 +230,6 @@ pr_status_t pr_qz_node_set_int(Onnx__NodeProto *n, const char *name, int64_t v) 
   return PR_OK;
 }
 
-pr_status_t pr_qz_node_set_ints(Onnx__NodeProto *n, const char *name, int count, const int64_t *v) {
-  pr_qz_node_drop_attr(n, name);
-  Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-  if (!a || !(a->ints = malloc(sizeof(int64_t) * ((size_t)count + 1)))) return PR_ERR_NOMEM;
-  if (count) memcpy(a->ints, v, sizeof(int64_t) * (size_t)count);
-  a->n_ints = (size_t)count;
-  return PR_OK;
-}
-
 pr_status_t pr_qz_node_set_input(Onnx__NodeProto *n, int k, const char *name) {
   char *s = strdup(name);
   if (!s) return PR_ERR_NOMEM;

@@ -69,9 +69,8 @@ pr_status_t pr_qz_list_push(Onnx__NodeProto ***list, size_t *n, size_t *cap, Onn
 /* A node op(in...) -> out... ; n_in entries of in may be "" (absent). */
 Onnx__NodeProto *pr_qz_node_new(const char *op, const char *name, int n_in, const char *const *in,
                                 int n_out, const char *const *out);
-/* Adds an INT attribute or an INTS one; PR_ERR_NOMEM. */
+/* Adds an INT attribute; PR_ERR_NOMEM. */
 pr_status_t pr_qz_node_set_int(Onnx__NodeProto *n, const char *name, int64_t v);
-pr_status_t pr_qz_node_set_ints(Onnx__NodeProto *n, const char *name, int count, const int64_t *v);
 /* Replaces input k's name (the old one freed); PR_ERR_NOMEM. */
 pr_status_t pr_qz_node_set_input(Onnx__NodeProto *n, int k, const char *name);
 /* Appends an input; PR_ERR_NOMEM. */

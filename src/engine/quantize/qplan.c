@@ -6,12 +6,6 @@
 
 #include "base/log.h"
 
-static const char *const KIND_NAMES[PR_QZ_KINDS] = {"Conv", "MatMul", "Gemm", "Add"};
-
-const char *pr_qz_kind_name(pr_qz_kind_t k) {
-  return k < PR_QZ_KINDS ? KIND_NAMES[k] : "?";
-}
-
 static bool is_op(const Onnx__NodeProto *n, const char *op) {
   return (!n->domain || !n->domain[0] || !strcmp(n->domain, "ai.onnx")) && !strcmp(n->op_type, op);
 }

@@ -86,7 +86,5 @@ static inline bool pr_qz_op_live(const pr_qz_op_t *op) {
 void pr_qz_plan_recount(pr_qz_plan_t *plan);
 /* Counts of the ops left per kind (PR_QZ_KINDS entries). */
 void pr_qz_plan_counts(const pr_qz_plan_t *plan, int *counts);
-/* "Conv", "MatMul", "Gemm", "Add". */
-const char *pr_qz_kind_name(pr_qz_kind_t k);
 
 #endif
