@@ -275,7 +275,7 @@ static int backlog_guard(pr_estimator_t *e, const pr_est_window_t *w, int before
 }
 
 /* A batch the estimator may name: a power of two in [min_batch, max_batch]. */
-static bool valid_batch(const pr_estimator_t *e, int b) {
+static inline bool valid_batch(const pr_estimator_t *e, int b) {
   return b >= e->min_batch && b <= e->max_batch && (b & (b - 1)) == 0;
 }
 
