@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/lock.h"
+#include "base/util.h"
 #include "packrat/estimator.h"
 #include "runtime/shape_cache.h"
 #include "runtime/worker.h"
@@ -143,6 +144,28 @@ void pr_sched__cond_init_monotonic(pthread_cond_t *c);
 void pr_sched__complete(pr_request_t *r, pr_status_t st, const char *msg);
 /* Waits until r is done or the monotonic time `until`; returns done. */
 bool pr_sched__wait_until(pr_request_t *r, double until);
+
+/* The batch-fill wait of both takes (worker.c's take_batch, shapes.c's
+ * take_shaped), qlock held: with n requests of `rows` rows held, the first
+ * queued at first_t, the earliest deadline among them `deadline` (0:
+ * none), whether w should wait for more of its batch; if so it has waited
+ * (until the max queue delay after first_t, never past the deadline, or a
+ * wake-up) and true is returned. The queue's depth is recorded first. */
+static inline bool pr_sched__wait_for_more(worker_t *w, int n, int rows, double first_t,
+                                           double deadline) {
+  pr_sched_t *s = w->s;
+  pr_history_queue(s->history, pr_now(), s->depth);
+  if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) return false;
+  double until = first_t + s->cfg.max_queue_delay_s;
+  if (deadline > 0 && deadline < until) until = deadline;
+  if (pr_now() >= until) return false;
+  struct timespec ts;
+  pr_sched__timespec_at(&ts, until);
+  w->idle = true; /* asleep for more of its batch: a hand-off may come to its core */
+  pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
+  w->idle = false;
+  return true;
+}
 
 /* admit.c: whether r, its deadline set from timeout (0: none), may
  * join the queue: PR_OK, or PR_ERR_BUSY with r->err and r->retry_after_s

@@ -133,16 +133,7 @@ int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out) {
   double first_t = s->head->t_enqueue, deadline = 0; /* earliest of the requests held */
   for (;;) {
     n = take_same(w, reqs, n, &rows, &deadline);
-    pr_history_queue(s->history, pr_now(), s->depth);
-    if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) break;
-    double until = first_t + s->cfg.max_queue_delay_s;
-    if (deadline > 0 && deadline < until) until = deadline;
-    if (pr_now() >= until) break;
-    struct timespec ts;
-    pr_sched__timespec_at(&ts, until);
-    w->idle = true;
-    pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
-    w->idle = false;
+    if (!pr_sched__wait_for_more(w, n, rows, first_t, deadline)) break;
   }
   if (n) record_shape(s, reqs, n, rows);
   *rows_out = rows;

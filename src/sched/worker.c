@@ -318,16 +318,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
       rows += r->rows;
       if (r->deadline > 0 && (deadline == 0 || r->deadline < deadline)) deadline = r->deadline;
     }
-    pr_history_queue(s->history, pr_now(), s->depth);
-    if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) break;
-    double until = first_t + s->cfg.max_queue_delay_s;
-    if (deadline > 0 && deadline < until) until = deadline;
-    if (pr_now() >= until) break;
-    struct timespec ts;
-    pr_sched__timespec_at(&ts, until);
-    w->idle = true; /* asleep for more of its batch: a hand-off may come to its core */
-    pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
-    w->idle = false;
+    if (!pr_sched__wait_for_more(w, n, rows, first_t, deadline)) break;
     if (s->head && rows + s->head->rows > w->batch) break;
   }
   /* of a batch that would run in parts (next_chunk), only the requests of
