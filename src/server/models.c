@@ -17,6 +17,7 @@
 #include "base/topology.h"
 #include "base/util.h"
 #include "packrat/buckets.h"
+#include "packrat/policy.h"
 #include "packrat/profiler.h"
 #include "server/models_internal.h"
 
@@ -272,34 +273,38 @@ static void mark_dynamic(pr_served_t *m) {
   }
 }
 
-/* Inserts b into the ascending batches[0..n) unless there; the new n. */
-static int add_batch(int *batches, int n, int b) {
-  int i = 0;
-  while (i < n && batches[i] < b) i++;
-  if (i < n && batches[i] == b) return n;
-  memmove(batches + i + 1, batches + i, sizeof *batches * (size_t)(n - i));
-  batches[i] = b;
-  return n + 1;
+/* m's plan policy (packrat/policy.h); dim: room for its dynamic dim. */
+static pr_policy_t policy_of(const pr_models_t *ms, const pr_served_t *m, int n_dyn,
+                             pr_bucket_dim_t *dim) {
+  const pr_model_config_t *c = &m->cfg;
+  pr_policy_t p = {.fixed_plan = strcmp(c->plan, "auto") ? c->plan : NULL,
+                   .follow_load = c->autoscale,
+                   .min_batch = c->min_batch,
+                   .max_batch = c->max_batch,
+                   .max_plans = ms->cfg.max_plans};
+  if (n_dyn == 1) {
+    int i = 0;
+    while (c->dim_kind[i] == PR_DIM_FIXED) i++; /* the dynamic one */
+    *dim = (pr_bucket_dim_t){.min = c->dim_min[i],
+                             .max = c->dim_max[i],
+                             .profile_at = c->dim_values[i],
+                             .list = c->dim_list[i],
+                             .n_list = c->dim_kind[i] == PR_DIM_LIST ? c->dim_n_list[i] : 0};
+    p.dynamic_dim = dim;
+  }
+  return p;
 }
 
 /* The model's profile on the server's cores at base's dims: the cached
- * one, or measured (and cached when the profiler judges it sound); coarse
- * (lo: the smallest planned batch): only the batches plans use, the powers
- * of two up to the max batch and the planned batches lo, 2 lo, ..., max. */
+ * one, or measured (and cached when the profiler judges it sound); coarse:
+ * only at the batches the policy plans with. */
 static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
-                               int max_threads, bool coarse, int lo, pr_profile_t *prof, char *err,
-                               size_t err_len) {
-  int batches[64], n = 0, max = m->cfg.max_batch;
-  for (int b = 1; coarse && n < 31; b *= 2) { /* powers of two: 1 << 20 at most */
-    n = add_batch(batches, n, b < max ? b : max);
-    if (b >= max) break;
-  }
-  for (int b = lo; coarse && n < 62; b *= 2) {
-    n = add_batch(batches, n, b < max ? b : max);
-    if (b >= max) break;
-  }
+                               const pr_policy_t *policy, bool coarse, pr_profile_t *prof,
+                               char *err, size_t err_len) {
+  int batches[64];
+  int n = coarse ? pr_policy_profile_batches(policy, batches, 64) : 0;
   pr_profile_source_t src = {.model_name = m->entry.name,
-                             .cores = max_threads,
+                             .cores = pr_models__cores(ms),
                              .max_batch = m->cfg.max_batch,
                              .batches = batches,
                              .n_batches = n,
@@ -310,81 +315,28 @@ static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session
   return pr_profile_get(m->model, base, &src, prof, NULL, 0, err, err_len);
 }
 
-/* The shape buckets (sc->n_buckets 0: none): with plans from a profile
- * that follow the load and exactly one dynamic dim, that dim's buckets
- * (packrat/buckets.h), as many as the prepared plans allow (a plan per
- * bucket and batch, and one slot free for a plan pinned by hand); at least
- * two, else none (one plan shape, profile_at). */
-static void choose_buckets(const pr_model_config_t *c, int n_batches, int max_plans,
-                           pr_sched_config_t *sc) {
-  sc->n_buckets = 0;
-  if (strcmp(c->plan, "auto") || !c->autoscale || sc->n_dyn != 1) return;
-  int i = 0;
-  while (c->dim_kind[i] == PR_DIM_FIXED) i++; /* the dynamic one */
-  pr_bucket_dim_t d = {.min = c->dim_min[i],
-                       .max = c->dim_max[i],
-                       .profile_at = c->dim_values[i],
-                       .list = c->dim_list[i],
-                       .n_list = c->dim_kind[i] == PR_DIM_LIST ? c->dim_n_list[i] : 0};
-  long long sizes[PR_BUCKETS_MAX];
-  int n = pr_buckets_choose(&d, (max_plans - 1) / n_batches, sizes);
-  if (n < 2) return;
-  sc->n_buckets = n;
-  sc->bucket_dim = 0;
-  memcpy(sc->bucket_sizes, sizes, sizeof sizes);
-}
-
-/* The smallest batch planned for. */
-static int lowest_batch(const pr_model_config_t *c) {
-  return c->autoscale ? (c->min_batch > 0 ? c->min_batch : 1) : c->max_batch;
-}
-
 int pr_models__cores(const pr_models_t *ms) {
   int cores = pr_topology_num_cores();
   return ms->n_cpus < cores ? ms->n_cpus : cores;
 }
 
-/* Plans for batches lo, 2 lo, ... up to the max batch from prof on the
- * share's cores into plans[n..] (bucket k each); the new n, or -1 with
- * err. */
-static int plan_batches(const pr_model_config_t *c, const pr_profile_t *prof,
-                        const pr_joint_share_t *share, int k, pr_plan_t *plans, int *buckets, int n,
-                        char *err, size_t err_len) {
-  for (int b = lowest_batch(c);; b *= 2) {
-    int batch = b < c->max_batch ? b : c->max_batch;
-    if (pr_plan_optimize(prof, batch, share->cores, &plans[n])) {
-      pr_errf(err, err_len, "no plan for batch %d on %d cores", batch, share->cores);
-      return -1;
-    }
-    pr_plan_offset(&plans[n], share->first_core);
-    buckets[n++] = k;
-    if (b >= c->max_batch) return n;
-  }
-}
-
-/* The profiles plans are made from: one per shape bucket when the model
- * has them (the profile_at bucket's on the full grid, in m->profile, the
- * others' on the batches plans use, in m->bucket_profiles), else one at
- * base's shapes; none with a fixed plan. PR_OK, or an error with err. */
+/* The profiles plans are made from: one per shape bucket when the policy
+ * gives buckets (the profile_at bucket's on the full grid, in m->profile,
+ * the others' on the batches plans use, in m->bucket_profiles), else one
+ * at base's shapes; none with a fixed plan. Sets sc's buckets. PR_OK, or
+ * an error with err. */
 static pr_status_t get_profiles(pr_models_t *ms, pr_served_t *m, const pr_session_options_t *base,
                                 pr_sched_config_t *sc, char *err, size_t err_len) {
   pr_model_config_t *c = &m->cfg;
   m->n_buckets = m->at_bucket = 0;
-  if (strcmp(c->plan, "auto")) return PR_OK;
-  int lo = lowest_batch(c), n_batches = 0;
-  for (int b = lo;; b *= 2) {
-    n_batches++;
-    if (b >= c->max_batch) break;
-  }
-  int max_plans = ms->cfg.max_plans;
-  if (n_batches + 1 > max_plans) { /* one slot stays for a plan pinned by hand */
-    pr_errf(err, err_len,
-            "batches %d..%d need %d prepared plans and one stays free for a pinned plan, over "
-            "the limit of %d (raise --max-prepared-plans or min_batch_size)",
-            lo, c->max_batch, n_batches, max_plans);
-    return PR_ERR_INVALID;
-  }
-  choose_buckets(c, n_batches, max_plans, sc);
+  sc->n_buckets = 0;
+  pr_bucket_dim_t dyn;
+  pr_policy_t policy = policy_of(ms, m, sc->n_dyn, &dyn);
+  if (policy.fixed_plan) return PR_OK;
+  pr_status_t st = pr_policy_check(&policy, err, err_len);
+  if (st) return st;
+  sc->n_buckets = pr_policy_buckets(&policy, sc->bucket_sizes);
+  sc->bucket_dim = 0;
   int n_sets = sc->n_buckets ? sc->n_buckets : 1, dim = 0;
   int64_t values[8];
   memcpy(values, base->dim_values, sizeof(int64_t) * (size_t)base->n_dims);
@@ -406,35 +358,26 @@ static pr_status_t get_profiles(pr_models_t *ms, pr_served_t *m, const pr_sessio
              c->dim_names[dim], sc->bucket_sizes[k],
              at ? "profile_at: the full grid" : "the planned batches");
     }
-    pr_status_t st = get_profile(ms, m, &opts, pr_models__cores(ms), !at, lo,
-                                 at ? &m->profile : &m->bucket_profiles[k], err, err_len);
+    st = get_profile(ms, m, &opts, &policy, !at, at ? &m->profile : &m->bucket_profiles[k], err,
+                     err_len);
     if (st) return st;
   }
   return PR_OK;
 }
 
-/* The plans to prepare on m's share: the fixed one, or one per power-of-two
- * batch from the min batch up to the max (and the max itself) when
- * following the load, else the max batch's; with shape buckets, those
- * batches' plans for each bucket from its profile. buckets[i]: plans[i]'s
- * bucket (-1: none). The active one is the max batch's at profile_at.
+/* The plans to prepare on m's share (pr_policy_plans: buckets[i] is
+ * plans[i]'s bucket, *active the one to start on) into plans[0..cap).
  * Returns how many, or -1 with err. */
-static int make_plans(pr_served_t *m, pr_plan_t *plans, int *buckets, int *active, char *err,
-                      size_t err_len) {
-  pr_model_config_t *c = &m->cfg;
-  *active = 0;
-  buckets[0] = -1;
-  if (strcmp(c->plan, "auto"))
-    return pr_plan_parse(c->plan, NULL, &plans[0], err, err_len) == PR_OK ? 1 : -1;
-  int n = 0;
-  for (int k = 0; k < (m->n_buckets ? m->n_buckets : 1) && n >= 0; k++) {
-    int first = n;
-    bool at = k == m->at_bucket;
-    n = plan_batches(c, at ? &m->profile : &m->bucket_profiles[k], &m->share, m->n_buckets ? k : -1,
-                     plans, buckets, n, err, err_len);
-    if (at && n > first) *active = n - 1;
-  }
-  return n;
+static int make_plans(const pr_models_t *ms, const pr_served_t *m, pr_plan_t *plans, int *buckets,
+                      int cap, int *active, char *err, size_t err_len) {
+  const pr_profile_t *profiles[PR_BUCKETS_MAX];
+  int n = m->n_buckets ? m->n_buckets : 1;
+  for (int k = 0; k < n; k++)
+    profiles[k] = k == m->at_bucket ? &m->profile : &m->bucket_profiles[k];
+  pr_bucket_dim_t dyn; /* buckets are chosen already: not needed here */
+  pr_policy_t policy = policy_of(ms, m, 0, &dyn);
+  return pr_policy_plans(&policy, profiles, n, m->at_bucket, m->share.first_core, m->share.cores,
+                         plans, buckets, cap, active, err, err_len);
 }
 
 /* Whether m takes part in the division of the cores. */
@@ -444,12 +387,13 @@ static bool divided(const pr_served_t *m) {
 
 /* Re-plans ready model m on its (new) share: plans for every batch there,
  * switched to without a pause. admin held. */
-static void replan(pr_served_t *m, const char *why) {
+static void replan(const pr_models_t *ms, pr_served_t *m, const char *why) {
   int max_plans = PR_SCHED_MAX_CONFIGS, active;
   pr_plan_t *plans = calloc((size_t)max_plans, sizeof *plans);
   int *buckets = calloc((size_t)max_plans, sizeof *buckets);
   char err[512] = "out of memory";
-  int n = plans && buckets ? make_plans(m, plans, buckets, &active, err, sizeof err) : -1;
+  int n = plans && buckets ? make_plans(ms, m, plans, buckets, max_plans, &active, err, sizeof err)
+                           : -1;
   if (n < 0 || pr_sched_replan(m->sched, plans, buckets, n, active, why, err, sizeof err))
     pr_log(PR_LOG_ERROR, "model %s v%s: no plans on cores %d..%d (%s); it serves on as it was",
            m->entry.name, m->entry.version, m->share.first_core,
@@ -514,7 +458,7 @@ void pr_models__apply(pr_models_t *ms, pr_served_t **part, const pr_joint_model_
            shares[k].first_core + shares[k].cores - 1, pr_models__cores(ms), shares[k].latency_ms,
            jm[k].batch, shares[k].score, x->cfg.latency_target_ms > 0 ? "target" : "best alone",
            moved && x != join && x->sched ? ": moving" : "");
-    if (moved && x != join && x->sched) replan(x, why); /* not one still to be planned */
+    if (moved && x != join && x->sched) replan(ms, x, why); /* not one still to be planned */
   }
 }
 
@@ -680,7 +624,7 @@ static pr_status_t load_finish(pr_models_t *ms, pr_served_t *m, load_t *x, char 
   snprintf(why, sizeof why, "cores re-divided: model %s v%s loads", m->entry.name,
            m->entry.version);
   pr_status_t st = divide(ms, m, why, err, err_len);
-  if (!st) n_plans = make_plans(m, plans, buckets, &active, err, err_len);
+  if (!st) n_plans = make_plans(ms, m, plans, buckets, max_plans, &active, err, err_len);
   if (n_plans < 0) {
     free(plans);
     free(buckets);
