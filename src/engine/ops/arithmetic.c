@@ -55,7 +55,7 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
       b = f;
     }
     if (a->dtype != b->dtype || a->dtype != PR_DTYPE_FLOAT) {
-      return pr_infer_broadcast(c, n, a, b, a->dtype);
+      return pr_shape_broadcast(c, n, a, b, a->dtype);
     }
   }
   if (a->dtype != b->dtype)
@@ -74,7 +74,7 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
     case PR_DTYPE_UINT64: break;
     default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
-  return pr_infer_broadcast(c, n, a, b, a->dtype);
+  return pr_shape_broadcast(c, n, a, b, a->dtype);
 }
 
 /* Inputs 0 and 1 of n made row-major, and the walk over the output: strides
@@ -470,7 +470,7 @@ static pr_status_t infer_rows(pr_compile_t *c, pr_node_t *n) {
       return pr_fail(c, n, PR_ERR_INVALID, "Mod of %s needs fmod=1", pr_dtype_name(a->dtype));
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
-  pr_status_t st = pr_infer_broadcast(c, n, a, b, a->dtype);
+  pr_status_t st = pr_shape_broadcast(c, n, a, b, a->dtype);
   if (st || !prelu) return st;
   /* PRelu: the slope broadcasts to X (unidirectional) */
   a = pr_in(c, n, 0);

@@ -24,7 +24,7 @@ void pr_run_copy(pr_exec_t *x, pr_node_t *n) {
   pr_copy(o->ptr, pr_xin(x, n, 0), o->nbytes, x->threads);
 }
 
-pr_status_t pr_infer_same(pr_compile_t *c, pr_node_t *n) {
+pr_status_t pr_shape_same(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr_in(c, n, 0);
   if (!a) return pr_fail(c, n, PR_ERR_INVALID, "missing input");
   pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, a->dims);
@@ -57,7 +57,7 @@ int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *
   return 0;
 }
 
-pr_status_t pr_infer_broadcast(pr_compile_t *c, pr_node_t *n, const pr_value_t *a,
+pr_status_t pr_shape_broadcast(pr_compile_t *c, pr_node_t *n, const pr_value_t *a,
                                const pr_value_t *b, pr_dtype_t dtype) {
   int r;
   int64_t d[PR_MAX_RANK];

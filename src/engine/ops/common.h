@@ -10,6 +10,7 @@
 
 #include "base/fp16.h"
 #include "engine/graph.h"
+#include "engine/ops/intmath.h"
 
 /* Below this many elements one thread is faster than a parallel loop. */
 #define PR_PAR_MIN 16384
@@ -24,7 +25,7 @@ static inline int pr_axis(int64_t axis, int rank) {
 int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o);
 
 /* Output 0 of n: element type dtype, the shapes of a and b broadcast. */
-pr_status_t pr_infer_broadcast(pr_compile_t *c, pr_node_t *n, const pr_value_t *a,
+pr_status_t pr_shape_broadcast(pr_compile_t *c, pr_node_t *n, const pr_value_t *a,
                                const pr_value_t *b, pr_dtype_t dtype);
 
 /* Inputs from..n_in-1 of n, all of input from's element type, broadcast
@@ -83,6 +84,26 @@ static inline void pr_store_real(void *p, pr_dtype_t t, int64_t i, double v) {
     ((uint16_t *)p)[i] = pr_float_to_half((float)v);
 }
 
+/* Stores v as element i of a numeric tensor of type t: floats rounded,
+ * integers truncated toward zero and saturated to the type's range, NaN
+ * to 0 (pr_sat_int). Bool and other types are not numeric: an assert. */
+static inline void pr_store_double(void *p, pr_dtype_t t, int64_t i, double v) {
+  switch (t) {
+    case PR_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
+    case PR_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
+    case PR_DTYPE_FLOAT16: ((uint16_t *)p)[i] = pr_float_to_half((float)v); break;
+    case PR_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)pr_sat_int(v, INT8_MIN, INT8_MAX); break;
+    case PR_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)pr_sat_int(v, INT16_MIN, INT16_MAX); break;
+    case PR_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)pr_sat_int(v, INT32_MIN, INT32_MAX); break;
+    case PR_DTYPE_INT64: ((int64_t *)p)[i] = pr_sat_i64(v); break;
+    case PR_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)pr_sat_int(v, 0, UINT8_MAX); break;
+    case PR_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)pr_sat_int(v, 0, UINT16_MAX); break;
+    case PR_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)pr_sat_int(v, 0, UINT32_MAX); break;
+    case PR_DTYPE_UINT64: ((uint64_t *)p)[i] = pr_sat_u64(v); break;
+    default: assert(0 && "pr_store_double: element type");
+  }
+}
+
 /* Element i of a tensor of type t as a double (integers, bool, floats,
  * float16). Inline: kernels call it per element. */
 static inline double pr_load_double(const void *p, pr_dtype_t t, int64_t i) {
@@ -121,7 +142,7 @@ static inline int64_t pr_load_int64(const void *p, pr_dtype_t t, int64_t i) {
 }
 
 /* Output 0 of n: input 0's element type and shape. */
-pr_status_t pr_infer_same(pr_compile_t *c, pr_node_t *n);
+pr_status_t pr_shape_same(pr_compile_t *c, pr_node_t *n);
 /* Same rank and dims (element types not compared). */
 bool pr_same_shape(const pr_value_t *a, const pr_value_t *b);
 

@@ -108,7 +108,7 @@ static pr_status_t infer_unary_types(pr_compile_t *c, pr_node_t *n, unary_types_
   pr_dtype_t t = a ? a->dtype : PR_DTYPE_UNDEFINED;
   if (!unary_type_ok(t, set))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(t));
-  return pr_infer_same(c, n);
+  return pr_shape_same(c, n);
 }
 static pr_status_t infer_real_same(pr_compile_t *c, pr_node_t *n) {
   return infer_unary_types(c, n, TYPES_REAL);
@@ -541,7 +541,7 @@ static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
     if (b && (b->dtype != a->dtype || pr_value_numel(b) != 1))
       return pr_fail(c, n, PR_ERR_INVALID, "bound %d must be a scalar of the input's type", k);
   }
-  return pr_infer_same(c, n);
+  return pr_shape_same(c, n);
 }
 
 /* bound k (1: lo, 2: hi) of s from data, one element of type t */

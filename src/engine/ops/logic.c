@@ -21,7 +21,7 @@ static pr_status_t infer_compare(pr_compile_t *c, pr_node_t *n) {
       !strcmp(n->op->name, "And") || !strcmp(n->op->name, "Or") || !strcmp(n->op->name, "Xor");
   if (logic && a->dtype != PR_DTYPE_BOOL)
     return pr_fail(c, n, PR_ERR_INVALID, "inputs must be BOOL");
-  return pr_infer_broadcast(c, n, a, b, PR_DTYPE_BOOL);
+  return pr_shape_broadcast(c, n, a, b, PR_DTYPE_BOOL);
 }
 
 static void run_compare(pr_exec_t *x, pr_node_t *n) {

@@ -66,13 +66,6 @@ static pr_status_t infer_loss(pr_compile_t *c, pr_node_t *n) {
   return PR_OK;
 }
 
-static void store(void *p, pr_dtype_t t, int64_t i, double v) {
-  if (t == PR_DTYPE_DOUBLE)
-    ((double *)p)[i] = v;
-  else
-    ((float *)p)[i] = (float)v;
-}
-
 /* The loss from log-probabilities lp (read through load) of shape
  * (N, C, inner): shared by both operators. */
 static void nll(pr_exec_t *x, pr_node_t *n, const void *lp, pr_dtype_t lt) {
@@ -98,11 +91,11 @@ static void nll(pr_exec_t *x, pr_node_t *n, const void *lp, pr_dtype_t lt) {
         wt = w ? pr_load_double(w, sv->dtype, label) : 1.0;
         loss = -pr_load_double(lp, lt, (i * C + label) * inner + j) * wt;
       }
-      if (r == RED_NONE) store(out, ov->dtype, at, loss);
+      if (r == RED_NONE) pr_store_real(out, ov->dtype, at, loss);
       sum += loss, wsum += wt;
     }
-  if (r == RED_SUM) store(out, ov->dtype, 0, sum);
-  if (r == RED_MEAN) store(out, ov->dtype, 0, sum / wsum);
+  if (r == RED_SUM) pr_store_real(out, ov->dtype, 0, sum);
+  if (r == RED_MEAN) pr_store_real(out, ov->dtype, 0, sum / wsum);
 }
 
 static void run_nll(pr_exec_t *x, pr_node_t *n) {
@@ -159,7 +152,7 @@ static void run_sce(pr_exec_t *x, pr_node_t *n) {
     }
   if (n->n_out > 1 && n->out[1] >= 0) {
     void *o = pr_xout(x, n, 1);
-    for (int64_t i = 0, e = N * C * inner; i < e; i++) store(o, sv->dtype, i, lp[i]);
+    for (int64_t i = 0, e = N * C * inner; i < e; i++) pr_store_real(o, sv->dtype, i, lp[i]);
   }
   nll(x, n, lp, PR_DTYPE_DOUBLE);
 }

@@ -16,12 +16,11 @@
 
 #include "base/util.h"
 #include "engine/ops/dnnl_util.h"
+#include "engine/ops/matmul_shape.h"
 #include "engine/ops/sgemm.h"
 
 typedef struct {
-  int64_t M, N, K, batch;
-  int rank;
-  int64_t bdims[PR_MAX_RANK], sa[PR_MAX_RANK], sb[PR_MAX_RANK]; /* batch dims, matrix strides */
+  pr_mm_shape_t mm; /* the product's geometry */
   /* linear kernel */
   bool linear;
   pr_dtype_t dtype;
@@ -59,41 +58,7 @@ static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s
     default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
   s->dtype = a->dtype;
-  if (a->rank < 1 || b->rank < 1) return pr_fail(c, n, PR_ERR_INVALID, "scalar input");
-  int64_t ad[PR_MAX_RANK + 1], bd[PR_MAX_RANK + 1];
-  int ra = a->rank, rb = b->rank;
-  memcpy(ad, a->dims, sizeof(int64_t) * (size_t)ra);
-  memcpy(bd, b->dims, sizeof(int64_t) * (size_t)rb);
-  bool a1 = ra == 1, b1 = rb == 1;
-  if (a1) ad[1] = ad[0], ad[0] = 1, ra = 2;
-  if (b1) bd[1] = 1, rb = 2;
-  s->M = ad[ra - 2], s->K = ad[ra - 1], s->N = bd[rb - 1];
-  if (bd[rb - 2] != s->K)
-    return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)s->K,
-                   (long long)bd[rb - 2]);
-  int r;
-  int64_t batch[PR_MAX_RANK];
-  if (pr_broadcast_shape(ra - 2, ad, rb - 2, bd, &r, batch) < 0)
-    return pr_fail(c, n, PR_ERR_INVALID, "batch dimensions do not broadcast");
-  s->rank = r;
-  s->batch = 1;
-  int64_t ea = s->M * s->K, eb = s->K * s->N;
-  for (int k = r - 1; k >= 0; k--) {
-    int ka = k - (r - (ra - 2)), kb = k - (r - (rb - 2));
-    int64_t da = ka >= 0 ? ad[ka] : 1, db = kb >= 0 ? bd[kb] : 1;
-    s->bdims[k] = batch[k];
-    s->sa[k] = da == 1 ? 0 : ea;
-    s->sb[k] = db == 1 ? 0 : eb;
-    ea *= da;
-    eb *= db;
-    s->batch *= batch[k];
-  }
-  int j = 0;
-  for (int k = 0; k < r; k++) od[j++] = batch[k];
-  if (!a1) od[j++] = s->M;
-  if (!b1) od[j++] = s->N;
-  *ro = j;
-  return PR_OK;
+  return pr_mm_shape(c, n, a, b, &s->mm, ro, od);
 }
 
 static pr_status_t infer_matmul(pr_compile_t *c, pr_node_t *n) {
@@ -102,9 +67,8 @@ static pr_status_t infer_matmul(pr_compile_t *c, pr_node_t *n) {
   int64_t d[PR_MAX_RANK + 2];
   pr_status_t st = matmul_shape(c, n, &s, &r, d);
   if (st) return st;
-  if (r > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK);
   pr_value_set_shape(pr_out(c, n, 0), s.dtype, r, d);
-  n->flops = 2.0 * (double)s.batch * (double)s.M * (double)s.N * (double)s.K;
+  n->flops = 2.0 * (double)s.mm.batch * (double)s.mm.M * (double)s.mm.N * (double)s.mm.K;
   return PR_OK;
 }
 
@@ -229,10 +193,10 @@ static pr_status_t prepare_matmul(pr_compile_t *c, pr_node_t *n) {
  * integer sum in uint64_t wraps, and its low bits are the wrapped result). */
 #define MATMUL_PLAIN(sfx, T, ACC)                                                         \
   static void matmul_##sfx(const matmul_state_t *s, const T *a, const T *b, T *o) {       \
-    int64_t M = s->M, N = s->N, K = s->K;                                                 \
-    for (int64_t i = 0; i < s->batch; i++) {                                              \
-      const T *pa = a + pr_bcast_offset(i, s->rank, s->bdims, s->sa);                     \
-      const T *pb = b + pr_bcast_offset(i, s->rank, s->bdims, s->sb);                     \
+    int64_t M = s->mm.M, N = s->mm.N, K = s->mm.K;                                        \
+    for (int64_t i = 0; i < s->mm.batch; i++) {                                           \
+      const T *pa = a + pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sa);            \
+      const T *pb = b + pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sb);            \
       T *po = o + i * M * N;                                                              \
       for (int64_t m = 0; m < M; m++)                                                     \
         for (int64_t j = 0; j < N; j++) {                                                 \
@@ -273,7 +237,7 @@ static void run_matmul(pr_exec_t *x, pr_node_t *n) {
     if (s->own) {
       pr_sgemm_epi_t epi = s->epi;
       if (s->bias) epi.bias = pr_xin(x, n, 2);
-      int64_t K = s->K, N = s->N;
+      int64_t K = s->mm.K, N = s->mm.N;
       pr_sgemm_packed(s->rows, N, K, pr_xin(x, n, 0), K, s->w_buf, pr_xout(x, n, 0), N, &epi,
                       x->threads);
       return;
@@ -284,17 +248,18 @@ static void run_matmul(pr_exec_t *x, pr_node_t *n) {
   const float *a = pr_xin(x, n, 0), *b = pr_xin(x, n, 1);
   float *o = pr_xout(x, n, 0);
   bool tall = true; /* b shared by every batch entry, a's entries stacked in order */
-  for (int k = 0; k < s->rank; k++) tall &= s->bdims[k] == 1 || (s->sb[k] == 0 && s->sa[k] != 0);
+  for (int k = 0; k < s->mm.rank; k++)
+    tall &= s->mm.bdims[k] == 1 || (s->mm.sb[k] == 0 && s->mm.sa[k] != 0);
   if (tall) { /* one sgemm over the stacked rows of a */
-    int64_t rows = s->M * s->batch;
-    dnnl_sgemm('N', 'N', rows, s->N, s->K, 1.f, a, s->K, b, s->N, 0.f, o, s->N);
+    int64_t rows = s->mm.M * s->mm.batch;
+    dnnl_sgemm('N', 'N', rows, s->mm.N, s->mm.K, 1.f, a, s->mm.K, b, s->mm.N, 0.f, o, s->mm.N);
     return;
   }
-  for (int64_t i = 0; i < s->batch; i++) {
-    int64_t oa = pr_bcast_offset(i, s->rank, s->bdims, s->sa);
-    int64_t ob = pr_bcast_offset(i, s->rank, s->bdims, s->sb);
-    dnnl_sgemm('N', 'N', s->M, s->N, s->K, 1.f, a + oa, s->K, b + ob, s->N, 0.f,
-               o + i * s->M * s->N, s->N);
+  for (int64_t i = 0; i < s->mm.batch; i++) {
+    int64_t oa = pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sa);
+    int64_t ob = pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sb);
+    dnnl_sgemm('N', 'N', s->mm.M, s->mm.N, s->mm.K, 1.f, a + oa, s->mm.K, b + ob, s->mm.N, 0.f,
+               o + i * s->mm.M * s->mm.N, s->mm.N);
   }
 }
 

@@ -19,6 +19,7 @@
 
 #include "base/util.h"
 #include "engine/ops/dnnl_util.h"
+#include "engine/ops/matmul_shape.h"
 #include "engine/ops/quant_util.h"
 
 typedef struct {
@@ -30,9 +31,7 @@ static const qmm_io_t INTEGER_IO = {0, -1, 2, 1, -1, 3, -1, -1, -1};
 
 typedef struct {
   qmm_io_t io;
-  int64_t M, N, K, batch;
-  int rank;
-  int64_t bdims[PR_MAX_RANK], sa[PR_MAX_RANK], sb[PR_MAX_RANK];
+  pr_mm_shape_t mm; /* the product's geometry */
   int64_t n_sb, n_zb;
   bool dnnl;
   pr_dnnl_prim_t prim;
@@ -61,36 +60,7 @@ static pr_status_t qmm_shape(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, int 
   if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs A and B");
   if (!pr_is_q8(a->dtype) || !pr_is_q8(b->dtype))
     return pr_fail(c, n, PR_ERR_UNSUPPORTED, "A and B of types UINT8 or INT8");
-  if (a->rank < 1 || b->rank < 1) return pr_fail(c, n, PR_ERR_INVALID, "scalar input");
-  int64_t ad[PR_MAX_RANK + 1], bd[PR_MAX_RANK + 1];
-  int ra = a->rank, rb = b->rank;
-  memcpy(ad, a->dims, sizeof(int64_t) * (size_t)ra);
-  memcpy(bd, b->dims, sizeof(int64_t) * (size_t)rb);
-  bool a1 = ra == 1, b1 = rb == 1;
-  if (a1) ad[1] = ad[0], ad[0] = 1, ra = 2;
-  if (b1) bd[1] = 1, rb = 2;
-  s->M = ad[ra - 2], s->K = ad[ra - 1], s->N = bd[rb - 1];
-  if (bd[rb - 2] != s->K) return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ");
-  int64_t batch[PR_MAX_RANK];
-  if (pr_broadcast_shape(ra - 2, ad, rb - 2, bd, &s->rank, batch) < 0)
-    return pr_fail(c, n, PR_ERR_INVALID, "batch dimensions do not broadcast");
-  s->batch = 1;
-  int64_t ea = s->M * s->K, eb = s->K * s->N;
-  for (int k = s->rank - 1; k >= 0; k--) {
-    int ka = k - (s->rank - (ra - 2)), kb = k - (s->rank - (rb - 2));
-    int64_t da = ka >= 0 ? ad[ka] : 1, db = kb >= 0 ? bd[kb] : 1;
-    s->bdims[k] = batch[k];
-    s->sa[k] = da == 1 ? 0 : ea;
-    s->sb[k] = db == 1 ? 0 : eb;
-    ea *= da, eb *= db;
-    s->batch *= batch[k];
-  }
-  int j = 0;
-  for (int k = 0; k < s->rank; k++) od[j++] = batch[k];
-  if (!a1) od[j++] = s->M;
-  if (!b1) od[j++] = s->N;
-  *ro = j;
-  return j > PR_MAX_RANK ? pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK) : PR_OK;
+  return pr_mm_shape(c, n, a, b, &s->mm, ro, od);
 }
 
 static pr_status_t check_params(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, pr_dtype_t *out) {
@@ -98,7 +68,7 @@ static pr_status_t check_params(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, p
   pr_value_t *a = pr_in(c, n, io->a), *b = pr_in(c, n, io->b), *bias = param(c, n, io->bias);
   int64_t one;
   bool ql = io->sa >= 0;
-  int64_t cols = pr_in(c, n, io->b)->rank >= 2 ? s->N : 0;
+  int64_t cols = pr_in(c, n, io->b)->rank >= 2 ? s->mm.N : 0;
   pr_status_t st = pr_quant_param(c, n, io->za, true, a->dtype, 0, false, &one);
   if (!st) st = pr_quant_param(c, n, io->zb, true, b->dtype, cols, false, &s->n_zb);
   if (!st && ql) st = pr_quant_param(c, n, io->sa, false, 0, 0, true, &one);
@@ -107,8 +77,8 @@ static pr_status_t check_params(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, p
   if (!st && ql) st = pr_quant_param(c, n, io->zy, true, 0, 0, false, &one);
   if (st) return st;
   if (bias && ((bias->dtype != PR_DTYPE_INT32 && bias->dtype != PR_DTYPE_FLOAT) ||
-               pr_value_numel(bias) != s->N))
-    return pr_fail(c, n, PR_ERR_INVALID, "bias of %lld elements", (long long)s->N);
+               pr_value_numel(bias) != s->mm.N))
+    return pr_fail(c, n, PR_ERR_INVALID, "bias of %lld elements", (long long)s->mm.N);
   pr_value_t *zy = param(c, n, io->zy);
   *out = !ql ? PR_DTYPE_INT32 : zy ? zy->dtype : PR_DTYPE_UINT8;
   return PR_OK;
@@ -127,7 +97,7 @@ static pr_status_t infer_qmm(pr_compile_t *c, pr_node_t *n) {
   if (!st) st = check_params(c, n, &s, &t);
   if (st) return st;
   pr_value_set_shape(pr_out(c, n, 0), t, r, d);
-  n->flops = 2.0 * (double)s.batch * (double)s.M * (double)s.N * (double)s.K;
+  n->flops = 2.0 * (double)s.mm.batch * (double)s.mm.M * (double)s.mm.N * (double)s.mm.K;
   return PR_OK;
 }
 
@@ -141,8 +111,8 @@ static bool dnnl_fits(pr_compile_t *c, const pr_node_t *n, const qmm_state_t *s)
     const pr_value_t *v = param(c, n, ks[i]);
     if (v && !v->is_const) return false;
   }
-  return pr_in(c, n, io->b)->rank == 2 && pr_in(c, n, io->a)->rank >= 2 && s->K > 0 && s->N > 0 &&
-         pr_value_numel(pr_in(c, n, io->a)) > 0;
+  return pr_in(c, n, io->b)->rank == 2 && pr_in(c, n, io->a)->rank >= 2 && s->mm.K > 0 &&
+         s->mm.N > 0 && pr_value_numel(pr_in(c, n, io->a)) > 0;
 }
 
 /* MatMulInteger's attributes: a's zero point at run time (when it has
@@ -164,8 +134,9 @@ static pr_status_t qmm_pd(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, dnnl_me
   const qmm_io_t *io = &s->io;
   const pr_value_t *a = pr_in(c, n, io->a), *za = param(c, n, io->za), *o = pr_out(c, n, 0);
   const pr_value_t *zy = param(c, n, io->zy), *sb = param(c, n, io->sb);
-  int64_t rows = pr_value_numel(a) / s->K;
-  dnnl_dims_t ad = {rows, s->K}, wd = {s->K, s->N}, od = {rows, s->N}, bd = {1, s->N};
+  int64_t rows = pr_value_numel(a) / s->mm.K;
+  dnnl_dims_t ad = {rows, s->mm.K}, wd = {s->mm.K, s->mm.N}, od = {rows, s->mm.N},
+              bd = {1, s->mm.N};
   /* mds: src, weights (any), weights plain, dst, bias */
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[0], 2, ad, pr_dnnl_type(a->dtype), dnnl_ab));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&mds[1], 2, wd, dnnl_s8, dnnl_format_tag_any));
@@ -196,8 +167,8 @@ static pr_status_t qmm_pd(pr_compile_t *c, pr_node_t *n, qmm_state_t *s, dnnl_me
 static pr_status_t make_bias(pr_compile_t *c, pr_node_t *n, qmm_state_t *s) {
   const pr_value_t *b = param(c, n, s->io.bias);
   if (!b) return PR_OK;
-  if (!(s->bias = pr_aligned_alloc(sizeof(float) * (size_t)s->N))) return PR_ERR_NOMEM;
-  for (int64_t j = 0; j < s->N; j++)
+  if (!(s->bias = pr_aligned_alloc(sizeof(float) * (size_t)s->mm.N))) return PR_ERR_NOMEM;
+  for (int64_t j = 0; j < s->mm.N; j++)
     s->bias[j] = b->dtype == PR_DTYPE_FLOAT ? ((const float *)b->data)[j]
                                             : (float)((const int32_t *)b->data)[j];
   return PR_OK;
@@ -211,13 +182,13 @@ static pr_status_t make_weights(pr_compile_t *c, pr_node_t *n, qmm_state_t *s,
   const pr_value_t *b = pr_in(c, n, s->io.b), *zb = param(c, n, s->io.zb);
   *fits = true;
   if ((s->w_buf = pr_dnnl_weights_cached(c, n, 2, w_md, &s->w_cache))) return PR_OK;
-  int64_t numel = s->K * s->N;
+  int64_t numel = s->mm.K * s->mm.N;
   int8_t *w8 = pr_aligned_alloc((size_t)numel);
   if (!w8) return PR_ERR_NOMEM;
   /* per column: transpose the test (row k of N elements, zp j) */
-  for (int64_t k = 0; k < s->K && *fits; k++)
-    for (int64_t j = 0; j < s->N && *fits; j++) {
-      int64_t i = k * s->N + j;
+  for (int64_t k = 0; k < s->mm.K && *fits; k++)
+    for (int64_t j = 0; j < s->mm.N && *fits; j++) {
+      int64_t i = k * s->mm.N + j;
       const void *zp = zb ? (const char *)zb->data + (s->n_zb > 1 ? j : 0) : NULL;
       *fits = pr_weights_to_s8((const char *)b->data + i, b->dtype, 1, zp,
                                zb ? zb->dtype : b->dtype, 1, 1, w8 + i);
@@ -296,12 +267,12 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qmm_state_t *s) {
   float lo = 0, hi = 0, zy = (float)pr_zp_at(xptr(x, n, io->zy), o->dtype, 0);
   if (sa) pr_q8_range(o->dtype, &lo, &hi);
   float floor_v = n->post.n_eltwise ? 0.f : -INFINITY; /* a fused Relu */
-  int64_t M = s->M, N = s->N, K = s->K;
-#pragma omp parallel for num_threads(x->threads) if (s->batch * M > 1)
-  for (int64_t bm = 0; bm < s->batch * M; bm++) {
+  int64_t M = s->mm.M, N = s->mm.N, K = s->mm.K;
+#pragma omp parallel for num_threads(x->threads) if (s->mm.batch * M > 1)
+  for (int64_t bm = 0; bm < s->mm.batch * M; bm++) {
     int64_t i = bm / M, m = bm % M;
-    int64_t oa = pr_bcast_offset(i, s->rank, s->bdims, s->sa) + m * K;
-    int64_t ob = pr_bcast_offset(i, s->rank, s->bdims, s->sb);
+    int64_t oa = pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sa) + m * K;
+    int64_t ob = pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sb);
     for (int64_t j = 0; j < N; j++) {
       int32_t zbj = pr_zp_at(zb, bv->dtype, s->n_zb > 1 ? j : 0);
       int64_t sum = 0; /* wrapped to int32 below, as ONNX Runtime's accumulator */

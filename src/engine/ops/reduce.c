@@ -199,23 +199,6 @@ static inline void next_off(const pr_value_t *a, const reduce_state_t *s, int64_
   }
 }
 
-static void store_real(void *p, pr_dtype_t t, int64_t i, double v) {
-  switch (t) {
-    case PR_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
-    case PR_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case PR_DTYPE_FLOAT16: ((uint16_t *)p)[i] = pr_float_to_half((float)v); break;
-    case PR_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)pr_sat_int(v, INT8_MIN, INT8_MAX); break;
-    case PR_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)pr_sat_int(v, INT16_MIN, INT16_MAX); break;
-    case PR_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)pr_sat_int(v, INT32_MIN, INT32_MAX); break;
-    case PR_DTYPE_INT64: ((int64_t *)p)[i] = pr_sat_i64(v); break;
-    case PR_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)pr_sat_int(v, 0, UINT8_MAX); break;
-    case PR_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)pr_sat_int(v, 0, UINT16_MAX); break;
-    case PR_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)pr_sat_int(v, 0, UINT32_MAX); break;
-    case PR_DTYPE_UINT64: ((uint64_t *)p)[i] = pr_sat_u64(v); break;
-    default: assert(0 && "reduce: element type");
-  }
-}
-
 /* Integers truncated to the type (two's complement wrap). */
 static void store_int(void *p, pr_dtype_t t, int64_t i, uint64_t v) {
   switch (t) {
@@ -273,7 +256,7 @@ static void reduce_real(const reduce_state_t *s, const pr_value_t *a, const pr_v
       case R_LOG_SUM_EXP: v = mx[i] + log(v); break;
       default: break;
     }
-    store_real(o->ptr, o->dtype, i, v);
+    pr_store_double(o->ptr, o->dtype, i, v);
   }
 }
 

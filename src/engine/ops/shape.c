@@ -189,7 +189,7 @@ const pr_op_t pr_op_identity = {.name = "Identity",
                                 .attrs = "",
                                 .min_opset = 1,
                                 .max_inputs = 1,
-                                .infer = pr_infer_same,
+                                .infer = pr_shape_same,
                                 .run = pr_run_copy,
                                 .view = true};
 
@@ -208,7 +208,7 @@ static pr_status_t infer_dropout(pr_compile_t *c, pr_node_t *n) {
     if (training && r != 0.f)
       return pr_fail(c, n, PR_ERR_UNSUPPORTED, "training mode (random dropout) is not inference");
   }
-  pr_status_t st = pr_infer_same(c, n);
+  pr_status_t st = pr_shape_same(c, n);
   pr_value_t *mask = pr_out(c, n, 1);
   if (!st && mask)
     pr_value_set_shape(mask, PR_DTYPE_BOOL, pr_in(c, n, 0)->rank, pr_in(c, n, 0)->dims);

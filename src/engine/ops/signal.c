@@ -19,23 +19,6 @@ static bool is_real_type(pr_dtype_t t) {
   return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE;
 }
 
-/* Store v as element i of a numeric tensor of type t (C conversion). */
-static void store_as(void *p, pr_dtype_t t, int64_t i, double v) {
-  switch (t) {
-    case PR_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
-    case PR_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case PR_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case PR_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case PR_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case PR_DTYPE_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case PR_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case PR_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case PR_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case PR_DTYPE_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    default: break;
-  }
-}
-
 static bool output_type_ok(pr_dtype_t t) {
   return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || pr_is_integer(t);
 }
@@ -190,8 +173,8 @@ static void run_dft(pr_exec_t *x, pr_node_t *n) {
       dft_line(&s->tw, s->line, s->res, s->n_out, inverse);
       for (int64_t f = 0; f < s->n_out; f++) {
         int64_t at = ((o * s->n_out + f) * inner + i) * 2;
-        store_as(ov->ptr, ov->dtype, at, s->res[2 * f]);
-        store_as(ov->ptr, ov->dtype, at + 1, s->res[2 * f + 1]);
+        pr_store_double(ov->ptr, ov->dtype, at, s->res[2 * f]);
+        pr_store_double(ov->ptr, ov->dtype, at + 1, s->res[2 * f + 1]);
       }
     }
 }
@@ -290,7 +273,7 @@ static void run_stft(pr_exec_t *x, pr_node_t *n) {
       }
       dft_line(&s->tw, s->line, s->res, s->bins, false);
       for (int64_t k = 0; k < 2 * s->bins; k++)
-        store_as(ov->ptr, ov->dtype, (b * s->frames + f) * s->bins * 2 + k, s->res[k]);
+        pr_store_double(ov->ptr, ov->dtype, (b * s->frames + f) * s->bins * 2 + k, s->res[k]);
     }
 }
 
@@ -327,7 +310,7 @@ static void run_window(pr_exec_t *x, pr_node_t *n, window_t w) {
   double N = (double)(pr_attr_int(n->m, "periodic", 1) ? size : size - 1);
   for (int64_t k = 0; k < size; k++) {
     double a = 2.0 * M_PI * (double)k / N;
-    store_as(o->ptr, o->dtype, k, w.a0 - w.a1 * cos(a) + w.a2 * cos(2 * a));
+    pr_store_double(o->ptr, o->dtype, k, w.a0 - w.a1 * cos(a) + w.a2 * cos(2 * a));
   }
 }
 
@@ -408,7 +391,7 @@ static void run_mel(pr_exec_t *x, pr_node_t *n) {
   const mel_t *p = n->state;
   const pr_value_t *o = &x->v[n->out[0]];
   int64_t rows = o->dims[0], M = p->mel_bins;
-  for (int64_t i = 0; i < rows * M; i++) store_as(o->ptr, o->dtype, i, 0);
+  for (int64_t i = 0; i < rows * M; i++) pr_store_double(o->ptr, o->dtype, i, 0);
   double lo = 2595.0 * log10(1.0 + p->lower / 700.0), hi = 2595.0 * log10(1.0 + p->upper / 700.0);
   double step = (hi - lo) / (double)(M + 2);
   int64_t bins[3];
@@ -419,15 +402,17 @@ static void run_mel(pr_exec_t *x, pr_node_t *n) {
     }
     int64_t left = bins[0], center = bins[1], right = bins[2];
     if (center == left) {
-      if (center >= 0 && center < rows) store_as(o->ptr, o->dtype, center * M + m, 1.0);
+      if (center >= 0 && center < rows) pr_store_double(o->ptr, o->dtype, center * M + m, 1.0);
     } else {
       for (int64_t j = left; j <= center; j++)
         if (j >= 0 && j < rows)
-          store_as(o->ptr, o->dtype, j * M + m, (double)(j - left) / (double)(center - left));
+          pr_store_double(o->ptr, o->dtype, j * M + m,
+                          (double)(j - left) / (double)(center - left));
     }
     for (int64_t j = center; j < right; j++)
       if (j >= 0 && j < rows)
-        store_as(o->ptr, o->dtype, j * M + m, (double)(right - j) / (double)(right - center));
+        pr_store_double(o->ptr, o->dtype, j * M + m,
+                        (double)(right - j) / (double)(right - center));
   }
 }
 
