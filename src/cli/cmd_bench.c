@@ -44,7 +44,7 @@ typedef struct {
   int concurrency;
   double rate, duration;
   bool json, binary, busy_poll;
-  pr_load_phase_t phases[MAX_PHASES];
+  pr_loadgen_phase_t phases[MAX_PHASES];
   int n_phases;
 } bench_args_t;
 
@@ -153,7 +153,7 @@ static int parse_args(bench_args_t *b, int argc, char **argv) {
     return 2;
   }
   if (!b->schedule && b->rate > 0) {
-    b->phases[0] = (pr_load_phase_t){.rate = b->rate, .seconds = b->duration};
+    b->phases[0] = (pr_loadgen_phase_t){.rate = b->rate, .seconds = b->duration};
     b->n_phases = 1;
   } else if (!b->schedule && !b->concurrency) {
     b->concurrency = 1;
@@ -165,8 +165,8 @@ static int parse_args(bench_args_t *b, int argc, char **argv) {
 static void report_phases(bench_args_t *b, json_t *o) {
   json_t *ph = json_array();
   for (int i = 0; i < b->n_phases; i++) {
-    pr_load_phase_t *p = &b->phases[i];
-    json_t *pj = pr_load_result_json(&p->res, p->seconds);
+    pr_loadgen_phase_t *p = &b->phases[i];
+    json_t *pj = pr_loadgen_result_json(&p->res, p->seconds);
     json_object_set_new(pj, "rate", json_real(p->rate));
     json_array_append_new(ph, pj);
     printf(
@@ -180,7 +180,7 @@ static void report_phases(bench_args_t *b, json_t *o) {
   json_object_set_new(o, "phases", ph);
 }
 
-static void report(bench_args_t *b, pr_load_t *lg, pr_load_result_t *all, double elapsed,
+static void report(bench_args_t *b, pr_loadgen_t *lg, pr_loadgen_result_t *all, double elapsed,
                    json_t *o) {
   printf(
       "%llu requests in %.1f s: %llu errors, %.1f req/s; latency p50 %.1f ms, p90 %.1f ms, p99 "
@@ -212,29 +212,29 @@ static void report(bench_args_t *b, pr_load_t *lg, pr_load_result_t *all, double
 }
 
 /* Sends the load and reports it; returns the exit status. */
-static int bench(bench_args_t *b, pr_load_t *lg) {
+static int bench(bench_args_t *b, pr_loadgen_t *lg) {
   char base[1024];
   snprintf(base, sizeof base, "%s", b->url);
   size_t bl = strlen(base);
   while (bl && base[bl - 1] == '/') base[--bl] = 0;
-  if (b->token_file && pr_load_set_token(&lg->rq, b->token_file)) return 1;
-  if (pr_load_request_build(base, b->model, b->input, b->binary, &lg->rq)) return 1;
-  double reconf0 = pr_load_scrape_reconfigurations(base);
-  pr_load_result_t all = {0};
-  pr_load_grpc_t g = {0};
+  if (b->token_file && pr_loadgen_set_token(&lg->rq, b->token_file)) return 1;
+  if (pr_loadgen_request_build(base, b->model, b->input, b->binary, &lg->rq)) return 1;
+  double reconf0 = pr_loadgen_scrape_reconfigurations(base);
+  pr_loadgen_result_t all = {0};
+  pr_loadgen_grpc_t g = {0};
   bool grpc = b->protocol && !strcmp(b->protocol, "grpc");
-  if (grpc && pr_load_grpc_build(&lg->rq, b->model, b->grpc_address, &g)) return 1;
+  if (grpc && pr_loadgen_grpc_build(&lg->rq, b->model, b->grpc_address, &g)) return 1;
   double t0 = pr_now();
   if (grpc)
-    pr_load_grpc_closed(&g, b->concurrency, t0 + b->duration, &all);
+    pr_loadgen_grpc_closed(&g, b->concurrency, t0 + b->duration, &all);
   else if (b->concurrency)
-    pr_load_closed(lg, b->concurrency, t0 + b->duration, &all);
+    pr_loadgen_closed(lg, b->concurrency, t0 + b->duration, &all);
   else
-    pr_load_open(lg, b->phases, b->n_phases, &all);
-  pr_load_grpc_free(&g);
+    pr_loadgen_open(lg, b->phases, b->n_phases, &all);
+  pr_loadgen_grpc_free(&g);
   double elapsed = pr_now() - t0;
-  double reconf1 = pr_load_scrape_reconfigurations(base);
-  json_t *o = pr_load_result_json(&all, elapsed);
+  double reconf1 = pr_loadgen_scrape_reconfigurations(base);
+  json_t *o = pr_loadgen_result_json(&all, elapsed);
   json_object_set_new(o, "mode", json_string(b->concurrency ? "closed" : "open"));
   json_object_set_new(o, "protocol", json_string(grpc ? "grpc" : "rest"));
   if (b->concurrency) json_object_set_new(o, "concurrency", json_integer(b->concurrency));
@@ -249,7 +249,7 @@ static int bench(bench_args_t *b, pr_load_t *lg) {
 
 int pr_cli_bench(int argc, char **argv) {
   bench_args_t *b = malloc(sizeof *b);
-  pr_load_t *lg = calloc(1, sizeof *lg);
+  pr_loadgen_t *lg = calloc(1, sizeof *lg);
   int rc = b && lg ? parse_args(b, argc, argv) : 1;
   if (rc < 0 && b->expect) {
     char err[512] = "";
@@ -266,7 +266,7 @@ int pr_cli_bench(int argc, char **argv) {
     rc = bench(b, lg);
     curl_global_cleanup();
   }
-  if (lg) pr_load_free(lg);
+  if (lg) pr_loadgen_free(lg);
   free(lg);
   free(b);
   return rc;

@@ -1,5 +1,5 @@
 /* The load generator of packrat bench (loadgen.h): the request, closed and
- * open loops on libcurl, response checks. All state is in pr_load_t and
+ * open loops on libcurl, response checks. All state is in pr_loadgen_t and
  * the loops' own structs: no globals. */
 #include "cli/loadgen.h"
 
@@ -17,7 +17,7 @@
 
 #define MAX_INFLIGHT 4096
 
-void pr_load_result_add(pr_load_result_t *r, double ms, long status) {
+void pr_loadgen_result_add(pr_loadgen_result_t *r, double ms, long status) {
   r->requests++;
   if (status == 200) {
     if (r->n == r->cap) {
@@ -40,13 +40,13 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static double pct(const pr_load_result_t *r, double p) {
+static double pct(const pr_loadgen_result_t *r, double p) {
   if (!r->n) return 0;
   size_t i = (size_t)ceil(p * (double)r->n);
   return r->lat[i ? i - 1 : 0];
 }
 
-json_t *pr_load_result_json(pr_load_result_t *r, double seconds) {
+json_t *pr_loadgen_result_json(pr_loadgen_result_t *r, double seconds) {
   if (r->n) qsort(r->lat, r->n, sizeof *r->lat, cmp_double); /* a phase may send nothing */
   return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "requests",
                    (json_int_t)r->requests, "errors", (json_int_t)r->errors, "duration_s", seconds,
@@ -210,7 +210,7 @@ static int add_inputs(body_build_t *b, json_t *m, const pr_tensor_t *given) {
 
 /* rq's body (JSON header, then the binary tail), URL and headers. */
 static void finish_request(const char *base, const char *model, const body_build_t *b,
-                           pr_load_request_t *rq) {
+                           pr_loadgen_request_t *rq) {
   char *js = json_dumps(b->req, JSON_COMPACT);
   rq->json_len = strlen(js);
   rq->len = rq->json_len + b->bin_len;
@@ -234,7 +234,7 @@ static void finish_request(const char *base, const char *model, const body_build
   }
 }
 
-int pr_load_set_token(pr_load_request_t *rq, const char *path) {
+int pr_loadgen_set_token(pr_loadgen_request_t *rq, const char *path) {
   void *text;
   size_t len;
   if (pr_read_file(path, &text, &len, 513)) {
@@ -255,8 +255,8 @@ int pr_load_set_token(pr_load_request_t *rq, const char *path) {
   return 0;
 }
 
-int pr_load_request_build(const char *base, const char *model, const char *input_file, bool binary,
-                          pr_load_request_t *rq) {
+int pr_loadgen_request_build(const char *base, const char *model, const char *input_file,
+                             bool binary, pr_loadgen_request_t *rq) {
   json_t *m = model_metadata(base, model, rq->authorization);
   if (!m) return -1;
   pr_tensor_t given = {0};
@@ -286,7 +286,7 @@ typedef struct {
   size_t len, cap;
   char hlen[32];      /* Inference-Header-Content-Length of the response */
   double retry_after; /* its Retry-After in seconds (0: none) */
-  pr_load_t *lg;
+  pr_loadgen_t *lg;
 } body_t;
 
 static size_t body_write(char *p, size_t size, size_t n, void *ud) {
@@ -377,7 +377,7 @@ static long checked_status(long status, body_t *b) {
   return status;
 }
 
-static CURL *make_easy(const pr_load_request_t *rq) {
+static CURL *make_easy(const pr_loadgen_request_t *rq) {
   CURL *c = curl_easy_init();
   curl_easy_setopt(c, CURLOPT_URL, rq->url);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, rq->body);
@@ -391,12 +391,6 @@ static CURL *make_easy(const pr_load_request_t *rq) {
 }
 
 /* ---- closed loop ---- */
-
-typedef struct {
-  pr_load_t *lg;
-  double until;
-  pr_load_result_t res;
-} closed_t;
 
 /* One request on c through the multi handle m, polling its socket
  * without ever sleeping (--busy-poll): the thread stays on its CPU, so
@@ -415,10 +409,11 @@ static CURLcode perform_polling(CURLM *m, CURL *c) {
 }
 
 static void *closed_main(void *arg) {
-  closed_t *w = arg;
-  CURL *c = make_easy(&w->lg->rq);
-  CURLM *m = w->lg->busy_poll ? curl_multi_init() : NULL;
-  body_t body = {.lg = w->lg};
+  pr_loadgen_worker_t *w = arg;
+  pr_loadgen_t *lg = w->ctx;
+  CURL *c = make_easy(&lg->rq);
+  CURLM *m = lg->busy_poll ? curl_multi_init() : NULL;
+  body_t body = {.lg = lg};
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &body);
   while (pr_now() < w->until) {
@@ -427,14 +422,14 @@ static void *closed_main(void *arg) {
     CURLcode cc = m ? perform_polling(m, c) : curl_easy_perform(c);
     long status = 0;
     if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    pr_load_result_add(&w->res, (pr_now() - t0) * 1e3, checked_status(status, &body));
+    pr_loadgen_result_add(&w->res, (pr_now() - t0) * 1e3, checked_status(status, &body));
     /* a 503 says when to come back: a client that resends at once only
      * adds refusals to the server's load */
     if (status == 503) {
       double wait = body.retry_after > 0 ? body.retry_after : 1, left = w->until - pr_now();
       if (wait > left) wait = left;
       if (wait > 0) nanosleep(&(struct timespec){(time_t)wait, (long)(fmod(wait, 1) * 1e9)}, NULL);
-      atomic_fetch_add(&w->lg->backoffs, 1);
+      atomic_fetch_add(&lg->backoffs, 1);
     }
   }
   free(body.buf);
@@ -443,8 +438,8 @@ static void *closed_main(void *arg) {
   return NULL;
 }
 
-void pr_load_result_merge(pr_load_result_t *dst, pr_load_result_t *src) {
-  for (size_t k = 0; k < src->n; k++) pr_load_result_add(dst, src->lat[k], 200);
+void pr_loadgen_result_merge(pr_loadgen_result_t *dst, pr_loadgen_result_t *src) {
+  for (size_t k = 0; k < src->n; k++) pr_loadgen_result_add(dst, src->lat[k], 200);
   /* the adds counted src's successes; its other counts go over as they are */
   dst->requests += src->requests - src->n;
   dst->errors += src->errors;
@@ -453,22 +448,26 @@ void pr_load_result_merge(pr_load_result_t *dst, pr_load_result_t *src) {
   src->lat = NULL;
 }
 
-void pr_load_closed(pr_load_t *lg, int concurrency, double until, pr_load_result_t *all) {
-  closed_t *w = calloc((size_t)concurrency, sizeof *w);
-  pthread_t *th = calloc((size_t)concurrency, sizeof *th);
+void pr_loadgen_threads(int n, void *(*fn)(void *), void *ctx, double until,
+                        pr_loadgen_result_t *all) {
+  pr_loadgen_worker_t *w = calloc((size_t)n, sizeof *w);
+  pthread_t *th = calloc((size_t)n, sizeof *th);
   int started = 0;
-  for (int i = 0; w && th && i < concurrency; i++) {
-    w[i].lg = lg;
-    w[i].until = until;
-    if (pthread_create(&th[i], NULL, closed_main, &w[i])) break;
+  for (int i = 0; w && th && i < n; i++) {
+    w[i] = (pr_loadgen_worker_t){.ctx = ctx, .until = until};
+    if (pthread_create(&th[i], NULL, fn, &w[i])) break;
     started++;
   }
   for (int i = 0; i < started; i++) {
     pthread_join(th[i], NULL);
-    pr_load_result_merge(all, &w[i].res);
+    pr_loadgen_result_merge(all, &w[i].res);
   }
   free(w);
   free(th);
+}
+
+void pr_loadgen_closed(pr_loadgen_t *lg, int concurrency, double until, pr_loadgen_result_t *all) {
+  pr_loadgen_threads(concurrency, closed_main, lg, until, all);
 }
 
 /* ---- open loop ---- */
@@ -481,7 +480,8 @@ static double exp_gap(unsigned long long *seed) {
   return -log(u);
 }
 
-void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_result_t *all) {
+void pr_loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
+                     pr_loadgen_result_t *all) {
   CURLM *multi = curl_multi_init();
   curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1024L);
   unsigned long long seed = 0x9e3779b97f4a7c15ull;
@@ -522,7 +522,7 @@ void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_
         curl_multi_add_handle(multi, c);
         inflight++;
       } else {
-        pr_load_result_add(&phases[phase].res, 0, 0); /* client saturated: counted as an error */
+        pr_loadgen_result_add(&phases[phase].res, 0, 0); /* client saturated: counted as an error */
       }
       next += exp_gap(&seed) / phases[phase].rate;
     }
@@ -540,8 +540,8 @@ void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_
       if (msg->data.result == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
       double ms = (pr_now() - tag->sched) * 1e3;
       status = checked_status(status, &tag->body);
-      pr_load_result_add(&phases[tag->phase].res, ms, status);
-      pr_load_result_add(all, ms, status);
+      pr_loadgen_result_add(&phases[tag->phase].res, ms, status);
+      pr_loadgen_result_add(all, ms, status);
       free(tag->body.buf);
       free(tag);
       curl_multi_remove_handle(multi, c);
@@ -556,7 +556,7 @@ void pr_load_open(pr_load_t *lg, pr_load_phase_t *phases, int n_phases, pr_load_
 }
 
 /* packrat_reconfigurations_total from /metrics (summed), or -1. */
-double pr_load_scrape_reconfigurations(const char *base) {
+double pr_loadgen_scrape_reconfigurations(const char *base) {
   char url[2048];
   snprintf(url, sizeof url, "%s/metrics", base);
   char *text;
@@ -572,7 +572,7 @@ double pr_load_scrape_reconfigurations(const char *base) {
   return total;
 }
 
-void pr_load_free(pr_load_t *lg) {
+void pr_loadgen_free(pr_loadgen_t *lg) {
   free(lg->rq.body);
   curl_slist_free_all(lg->rq.headers);
   pr_engine_tensor_free(&lg->expect);

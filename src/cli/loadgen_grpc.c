@@ -7,7 +7,6 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +20,7 @@
 
 /* The request's JSON header and binary tail, as a packed ModelInferRequest.
  * 0, or -1 after a message. */
-static int pack_request(const pr_load_request_t *rq, const char *model, pr_load_grpc_t *g) {
+static int pack_request(const pr_loadgen_request_t *rq, const char *model, pr_loadgen_grpc_t *g) {
   json_t *h = json_loadb(rq->body, rq->json_len, 0, NULL);
   json_t *ins = json_object_get(h, "inputs");
   size_t n = json_array_size(ins), off = rq->json_len;
@@ -67,7 +66,7 @@ static int pack_request(const pr_load_request_t *rq, const char *model, pr_load_
 
 /* One ModelInfer call: the gRPC status (and the response checked to hold
  * outputs); `transport` (-1) when no status came. */
-static long call_once(grpc_channel *ch, grpc_completion_queue *cq, const pr_load_grpc_t *g) {
+static long call_once(grpc_channel *ch, grpc_completion_queue *cq, const pr_loadgen_grpc_t *g) {
   gpr_timespec deadline =
       gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(120, GPR_TIMESPAN));
   grpc_call *call =
@@ -125,22 +124,22 @@ static long call_once(grpc_channel *ch, grpc_completion_queue *cq, const pr_load
   return result;
 }
 
+/* What every gRPC worker shares. */
 typedef struct {
-  const pr_load_grpc_t *g;
+  const pr_loadgen_grpc_t *g;
   grpc_channel *ch;
-  double until;
-  pr_load_result_t res;
-} grpc_worker_t;
+} grpc_shared_t;
 
 static void *grpc_main(void *arg) {
-  grpc_worker_t *w = arg;
+  pr_loadgen_worker_t *w = arg;
+  const grpc_shared_t *sh = w->ctx;
   grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
   while (pr_now() < w->until) {
     double t0 = pr_now();
-    long st = call_once(w->ch, cq, w->g);
+    long st = call_once(sh->ch, cq, sh->g);
     /* as an HTTP status for the result's classes: OK 200, else 500, no
      * status at all "transport" */
-    pr_load_result_add(&w->res, (pr_now() - t0) * 1e3, st == 0 ? 200 : st > 0 ? 500 : 0);
+    pr_loadgen_result_add(&w->res, (pr_now() - t0) * 1e3, st == 0 ? 200 : st > 0 ? 500 : 0);
     /* UNAVAILABLE is the server's back-pressure (HTTP's 503): back off a
      * second, as the HTTP loop does without a Retry-After */
     if (st == GRPC_STATUS_UNAVAILABLE && pr_now() + 1 < w->until)
@@ -154,39 +153,27 @@ static void *grpc_main(void *arg) {
   return NULL;
 }
 
-int pr_load_grpc_build(const pr_load_request_t *rq, const char *model, const char *address,
-                       pr_load_grpc_t *g) {
+int pr_loadgen_grpc_build(const pr_loadgen_request_t *rq, const char *model, const char *address,
+                          pr_loadgen_grpc_t *g) {
   memset(g, 0, sizeof *g);
   snprintf(g->address, sizeof g->address, "%s", address);
   memcpy(g->authorization, rq->authorization, sizeof g->authorization);
   return pack_request(rq, model, g);
 }
 
-void pr_load_grpc_closed(const pr_load_grpc_t *g, int concurrency, double until,
-                         pr_load_result_t *all) {
+void pr_loadgen_grpc_closed(const pr_loadgen_grpc_t *g, int concurrency, double until,
+                            pr_loadgen_result_t *all) {
   grpc_init();
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   grpc_channel *ch = grpc_channel_create(g->address, creds, NULL);
   grpc_channel_credentials_release(creds);
-  grpc_worker_t *w = calloc((size_t)concurrency, sizeof *w);
-  pthread_t *th = calloc((size_t)concurrency, sizeof *th);
-  int started = 0;
-  for (int i = 0; w && th && i < concurrency; i++) {
-    w[i] = (grpc_worker_t){.g = g, .ch = ch, .until = until};
-    if (pthread_create(&th[i], NULL, grpc_main, &w[i])) break;
-    started++;
-  }
-  for (int i = 0; i < started; i++) {
-    pthread_join(th[i], NULL);
-    pr_load_result_merge(all, &w[i].res);
-  }
-  free(w);
-  free(th);
+  grpc_shared_t sh = {.g = g, .ch = ch};
+  pr_loadgen_threads(concurrency, grpc_main, &sh, until, all);
   grpc_channel_destroy(ch);
   grpc_shutdown();
 }
 
-void pr_load_grpc_free(pr_load_grpc_t *g) {
+void pr_loadgen_grpc_free(pr_loadgen_grpc_t *g) {
   free(g->msg);
   g->msg = NULL;
 }
