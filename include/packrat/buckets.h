@@ -38,6 +38,8 @@
 
 #include <stdint.h>
 
+#pragma GCC visibility push(default) /* the public API: exported */
+
 #define PR_BUCKETS_MAX 4
 #define PR_BUCKET_QUANTILE 0.9
 #define PR_BUCKET_DOWN_WINDOWS 3
@@ -80,5 +82,7 @@ int pr_bucket_wanted(const pr_bucket_ctl_t *c, const uint64_t *counts);
 /* Feeds one window's arrivals per bucket (n entries); returns the bucket to
  * plan for (c->current). */
 int pr_bucket_ctl_update(pr_bucket_ctl_t *c, const uint64_t *counts);
+
+#pragma GCC visibility pop
 
 #endif

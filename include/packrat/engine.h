@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#pragma GCC visibility push(default) /* the public API: exported */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -238,4 +240,6 @@ void pr_engine_tensor_free(pr_tensor_t *t);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif

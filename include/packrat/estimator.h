@@ -39,6 +39,8 @@
 
 #include <stdbool.h>
 
+#pragma GCC visibility push(default) /* the public API: exported */
+
 typedef enum { PR_EST_PAPER = 0, PR_EST_RATE = 1 } pr_estimator_kind_t;
 
 #define PR_EST_MAX_HISTORY 64
@@ -105,5 +107,7 @@ int pr_estimator_update(pr_estimator_t *e, const pr_est_window_t *w);
  * of the window (bench/adaptive.py: 2 s on batch 1 at 0.9x of batch 8's
  * capacity, p99 1.30x the static plan's). */
 bool pr_estimator_overrun(const pr_estimator_t *e, const pr_est_window_t *w, unsigned long arrived);
+
+#pragma GCC visibility pop
 
 #endif

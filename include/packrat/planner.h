@@ -10,6 +10,8 @@
 
 #include "packrat/engine.h"
 
+#pragma GCC visibility push(default) /* the public API: exported */
+
 /* One measured configuration of a single instance. */
 typedef struct {
   int threads;
@@ -168,5 +170,7 @@ bool pr_plan_same_instances(const pr_plan_t *a, const pr_plan_t *b);
 int pr_plan_next_chunk(const int *sizes, const double *ms, int n, int rows);
 
 void pr_profile_free(pr_profile_t *profile);
+
+#pragma GCC visibility pop
 
 #endif

@@ -30,6 +30,8 @@
 #include "packrat/buckets.h"
 #include "packrat/planner.h"
 
+#pragma GCC visibility push(default) /* the public API: exported */
+
 typedef struct {
   const char *fixed_plan; /* a plan spec served as written, or NULL: plans from profiles */
   bool follow_load;       /* a plan per batch from min_batch up (else the max batch's) */
@@ -68,5 +70,7 @@ int pr_policy_profile_batches(const pr_policy_t *p, int *batches, int cap);
 int pr_policy_plans(const pr_policy_t *p, const pr_profile_t *const *profiles, int n_profiles,
                     int at_bucket, int first_core, int cores, pr_plan_t *plans, int *buckets,
                     int cap, int *active, char *err, size_t err_len);
+
+#pragma GCC visibility pop
 
 #endif

@@ -8,6 +8,8 @@
 
 #include "packrat/planner.h"
 
+#pragma GCC visibility push(default) /* the public API: exported */
+
 /* Part of the profile cache key: a release whose engine speed changes gets a
  * new one, so that cached profiles from an older engine are not reused. */
 #define PR_VERSION "0.2.0"
@@ -210,5 +212,7 @@ typedef struct {
 pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
                            const pr_profile_source_t *src, pr_profile_t *out, char *cache_path,
                            size_t cache_len, char *err, size_t err_len);
+
+#pragma GCC visibility pop
 
 #endif

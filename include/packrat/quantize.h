@@ -35,6 +35,8 @@
 
 #include "packrat/engine.h"
 
+#pragma GCC visibility push(default) /* the public API: exported */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -164,4 +166,6 @@ pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif

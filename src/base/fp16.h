@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float pr_half_to_float(uint16_t h) {
+static inline float pr__half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
   if (exp == 0) {
     if (!man) {
@@ -29,7 +29,7 @@ static inline float pr_half_to_float(uint16_t h) {
   return f;
 }
 
-static inline uint16_t pr_float_to_half(float f) {
+static inline uint16_t pr__float_to_half(float f) {
   uint32_t x;
   memcpy(&x, &f, sizeof x);
   uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, man = x & 0x7fffff;
@@ -52,9 +52,9 @@ static inline uint16_t pr_float_to_half(float f) {
 /* Double to half, rounded once: to float with round-to-odd (the sticky bit
  * kept in the last place), then to half to nearest even; float's 13 extra
  * bits make that exact (no double rounding). */
-static inline uint16_t pr_double_to_half(double d) {
+static inline uint16_t pr__double_to_half(double d) {
   float f = (float)d;
-  if (f != f || f - f != 0) return pr_float_to_half(f); /* NaN, or beyond float */
+  if (f != f || f - f != 0) return pr__float_to_half(f); /* NaN, or beyond float */
   if ((double)f != d) {
     uint32_t x;
     memcpy(&x, &f, sizeof x);
@@ -62,7 +62,7 @@ static inline uint16_t pr_double_to_half(double d) {
     x |= 1;                             /* odd: not exact */
     memcpy(&f, &x, sizeof f);
   }
-  return pr_float_to_half(f);
+  return pr__float_to_half(f);
 }
 
 #endif

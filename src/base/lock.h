@@ -25,14 +25,14 @@ typedef struct {
 #endif
 } pr_lock_t;
 
-static inline void pr_lock_init(pr_lock_t *l) {
+static inline void pr__lock_init(pr_lock_t *l) {
   pthread_mutex_init(&l->m, NULL);
 #ifndef NDEBUG
   l->held = false;
 #endif
 }
 
-static inline void pr_lock_destroy(pr_lock_t *l) {
+static inline void pr__lock_destroy(pr_lock_t *l) {
   pthread_mutex_destroy(&l->m);
 }
 
@@ -54,19 +54,19 @@ static inline void pr_lock__release(pr_lock_t *l) {
 #endif
 }
 
-static inline void pr_lock(pr_lock_t *l) {
+static inline void pr__lock(pr_lock_t *l) {
   pthread_mutex_lock(&l->m);
   pr_lock__mine(l);
 }
 
-static inline void pr_unlock(pr_lock_t *l) {
+static inline void pr__unlock(pr_lock_t *l) {
   pr_lock__release(l);
   pthread_mutex_unlock(&l->m);
 }
 
 /* True when the calling thread holds l (always true in NDEBUG builds: for
  * assert only). */
-static inline bool pr_lock_held(pr_lock_t *l) {
+static inline bool pr__lock_held(pr_lock_t *l) {
 #ifndef NDEBUG
   return l->held && pthread_equal(l->owner, pthread_self());
 #else
@@ -75,14 +75,15 @@ static inline bool pr_lock_held(pr_lock_t *l) {
 #endif
 }
 
-static inline void pr_lock_wait(pr_lock_t *l, pthread_cond_t *c) {
+static inline void pr__lock_wait(pr_lock_t *l, pthread_cond_t *c) {
   pr_lock__release(l);
   pthread_cond_wait(c, &l->m);
   pr_lock__mine(l);
 }
 
 /* Returns pthread_cond_timedwait's result (ETIMEDOUT when `until` passed). */
-static inline int pr_lock_timedwait(pr_lock_t *l, pthread_cond_t *c, const struct timespec *until) {
+static inline int pr__lock_timedwait(pr_lock_t *l, pthread_cond_t *c,
+                                     const struct timespec *until) {
   pr_lock__release(l);
   int rc = pthread_cond_timedwait(c, &l->m, until);
   pr_lock__mine(l);
@@ -98,7 +99,7 @@ typedef struct {
 #endif
 } pr_rwlock_t;
 
-static inline void pr_rwlock_init(pr_rwlock_t *l) {
+static inline void pr__rwlock_init(pr_rwlock_t *l) {
   pthread_rwlock_init(&l->rw, NULL);
 #ifndef NDEBUG
   l->write_held = false;
@@ -106,18 +107,18 @@ static inline void pr_rwlock_init(pr_rwlock_t *l) {
 #endif
 }
 
-static inline void pr_rwlock_destroy(pr_rwlock_t *l) {
+static inline void pr__rwlock_destroy(pr_rwlock_t *l) {
   pthread_rwlock_destroy(&l->rw);
 }
 
-static inline void pr_rwlock_rdlock(pr_rwlock_t *l) {
+static inline void pr__rwlock_rdlock(pr_rwlock_t *l) {
   pthread_rwlock_rdlock(&l->rw);
 #ifndef NDEBUG
   atomic_fetch_add(&l->readers, 1);
 #endif
 }
 
-static inline void pr_rwlock_wrlock(pr_rwlock_t *l) {
+static inline void pr__rwlock_wrlock(pr_rwlock_t *l) {
   pthread_rwlock_wrlock(&l->rw);
 #ifndef NDEBUG
   l->writer = pthread_self();
@@ -127,7 +128,7 @@ static inline void pr_rwlock_wrlock(pr_rwlock_t *l) {
 
 /* True when the calling thread holds l for writing (true in NDEBUG builds:
  * for assert only). */
-static inline bool pr_rwlock_write_held(pr_rwlock_t *l) {
+static inline bool pr__rwlock_write_held(pr_rwlock_t *l) {
 #ifndef NDEBUG
   return l->write_held && pthread_equal(l->writer, pthread_self());
 #else
@@ -139,18 +140,18 @@ static inline bool pr_rwlock_write_held(pr_rwlock_t *l) {
 /* True when the calling thread holds l for writing or some thread holds it
  * for reading (true in NDEBUG builds: for assert only, by a thread that
  * claims to hold l). */
-static inline bool pr_rwlock_held(pr_rwlock_t *l) {
+static inline bool pr__rwlock_held(pr_rwlock_t *l) {
 #ifndef NDEBUG
-  return pr_rwlock_write_held(l) || atomic_load(&l->readers) > 0;
+  return pr__rwlock_write_held(l) || atomic_load(&l->readers) > 0;
 #else
   (void)l;
   return true;
 #endif
 }
 
-static inline void pr_rwlock_unlock(pr_rwlock_t *l) {
+static inline void pr__rwlock_unlock(pr_rwlock_t *l) {
 #ifndef NDEBUG
-  if (pr_rwlock_write_held(l)) {
+  if (pr__rwlock_write_held(l)) {
     l->write_held = false;
   } else {
     int was = atomic_fetch_sub(&l->readers, 1);

@@ -13,13 +13,13 @@ static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 static _Atomic int min_level = PR_LOG_INFO;
 static _Atomic int json_lines = 0;
 
-void pr_log_set_json(int on) {
+void pr__log_set_json(int on) {
   json_lines = on;
 }
 
 static void init_level(void);
 
-void pr_log_set_level(pr_log_level_t level) {
+void pr__log_set_level(pr_log_level_t level) {
   pthread_once(&level_once, init_level);
   min_level = (int)level;
 }
@@ -36,7 +36,7 @@ static void init_level(void) {
   }
 }
 
-void pr_log(pr_log_level_t level, const char *fmt, ...) {
+void pr__log(pr_log_level_t level, const char *fmt, ...) {
   static const char *names[] = {"debug", "info", "warn", "error"};
   pthread_once(&level_once, init_level);
   if ((int)level < min_level) return;
@@ -71,7 +71,7 @@ void pr_log(pr_log_level_t level, const char *fmt, ...) {
   fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", when, names[level], esc);
 }
 
-void pr_errf(char *buf, size_t len, const char *fmt, ...) {
+void pr__errf(char *buf, size_t len, const char *fmt, ...) {
   if (!buf || !len) return;
   va_list ap;
   va_start(ap, fmt);

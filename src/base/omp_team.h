@@ -8,7 +8,7 @@
 
 #include <omp.h>
 
-static inline void pr_omp_team(int threads) {
+static inline void pr__omp_team(int threads) {
 #ifdef PR_SERIAL_OMP
   (void)threads;
   omp_set_num_threads(1);
@@ -19,7 +19,7 @@ static inline void pr_omp_team(int threads) {
 
 /* Ends the calling thread's OpenMP team threads (its next parallel region
  * starts new ones): OpenMP 5's omp_pause_resource_all, soft. */
-static inline void pr_omp_release(void) {
+static inline void pr__omp_release(void) {
 #ifndef PR_SERIAL_OMP
   omp_pause_resource_all(omp_pause_soft);
 #endif

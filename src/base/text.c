@@ -27,7 +27,7 @@ static size_t seq_len(const unsigned char *s, size_t n) {
   return len;
 }
 
-bool pr_utf8_valid(const char *s, size_t len) {
+bool pr__utf8_valid(const char *s, size_t len) {
   const unsigned char *p = (const unsigned char *)s;
   for (size_t i = 0; i < len;) {
     size_t k = seq_len(p + i, len - i);
@@ -37,7 +37,7 @@ bool pr_utf8_valid(const char *s, size_t len) {
   return true;
 }
 
-char *pr_utf8_sanitize(const char *s, char *out, size_t out_len) {
+char *pr__utf8_sanitize(const char *s, char *out, size_t out_len) {
   const unsigned char *p = (const unsigned char *)s;
   size_t n = strlen(s), o = 0;
   for (size_t i = 0; i < n;) {

@@ -69,31 +69,31 @@ static void init(void) {
   if (n_cores < 1) n_cores = 1;
 }
 
-int pr_topology_cpu_order(int *cpus, int max) {
+int pr__topology_cpu_order(int *cpus, int max) {
   pthread_once(&once, init);
   int n = n_order < max ? n_order : max;
   memcpy(cpus, order, sizeof(int) * (size_t)n);
   return n;
 }
 
-int pr_topology_core_of(int cpu, int *thread) {
+int pr__topology_core_of(int cpu, int *thread) {
   pthread_once(&once, init);
   bool known = cpu >= 0 && cpu < MAX_CPUS && core_of[cpu] >= 0;
   if (thread) *thread = known ? thread_of[cpu] : -1;
   return known ? core_of[cpu] : -1;
 }
 
-int pr_topology_num_cores(void) {
+int pr__topology_num_cores(void) {
   pthread_once(&once, init);
   return n_cores;
 }
 
-const char *pr_topology_cpu_name(void) {
+const char *pr__topology_cpu_name(void) {
   pthread_once(&once, init);
   return cpu_name;
 }
 
-int pr_topology_pin(const int *cpus, int n) {
+int pr__topology_pin(const int *cpus, int n) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int i = 0; i < n; i++)

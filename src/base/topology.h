@@ -6,21 +6,21 @@
  * max), ordered so that consecutive ranges make good instances: the first
  * hardware thread of every physical core (cores in NUMA and package order),
  * then the second hardware threads, and so on. Returns the count, or -1. */
-int pr_topology_cpu_order(int *cpus, int max);
+int pr__topology_cpu_order(int *cpus, int max);
 
 /* The physical core of CPU `cpu` (OS index: hwloc's logical index of the
- * core, the order pr_topology_cpu_order takes cores in), and in *thread (may
+ * core, the order pr__topology_cpu_order takes cores in), and in *thread (may
  * be NULL) which hardware thread of that core it is (0 the first); -1 (both)
  * for a CPU this process may not use. */
-int pr_topology_core_of(int cpu, int *thread);
+int pr__topology_core_of(int cpu, int *thread);
 
 /* Number of physical cores this process may use (>= 1). */
-int pr_topology_num_cores(void);
+int pr__topology_num_cores(void);
 
 /* Human-readable CPU model name ("unknown" if not found). */
-const char *pr_topology_cpu_name(void);
+const char *pr__topology_cpu_name(void);
 
 /* Pin the calling thread to the given CPUs; returns 0 or -1. */
-int pr_topology_pin(const int *cpus, int n);
+int pr__topology_pin(const int *cpus, int n);
 
 #endif

@@ -7,34 +7,34 @@
 #include <string.h>
 #include <time.h>
 
-void *pr_aligned_alloc(size_t len) {
+void *pr__aligned_alloc(size_t len) {
   size_t rounded = (len + PR_ALIGN - 1) / PR_ALIGN * PR_ALIGN;
   if (rounded < len) return NULL;
   if (rounded == 0) rounded = PR_ALIGN;
   return aligned_alloc(PR_ALIGN, rounded);
 }
 
-void *pr_aligned_calloc(size_t len) {
-  void *p = pr_aligned_alloc(len);
+void *pr__aligned_calloc(size_t len) {
+  void *p = pr__aligned_alloc(len);
   if (p) memset(p, 0, len ? len : 1);
   return p;
 }
 
-void pr_free(void *p) {
+void pr__free(void *p) {
   free(p);
 }
 
-char *pr_strdup(const char *s) {
+char *pr__strdup(const char *s) {
   return s ? strdup(s) : NULL;
 }
 
-double pr_now(void) {
+double pr__now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int pr_read_file(const char *path, void **data, size_t *len, size_t max_len) {
+int pr__read_file(const char *path, void **data, size_t *len, size_t max_len) {
   FILE *f = fopen(path, "rb");
   if (!f) return -1;
   if (fseek(f, 0, SEEK_END) != 0) goto fail;
@@ -61,7 +61,7 @@ fail:
   return -1;
 }
 
-void pr_sha256_hex(const void *data, size_t len, char out[65]) {
+void pr__sha256_hex(const void *data, size_t len, char out[65]) {
   struct sha256_ctx ctx;
   uint8_t digest[SHA256_DIGEST_SIZE];
   sha256_init(&ctx);
@@ -70,7 +70,7 @@ void pr_sha256_hex(const void *data, size_t len, char out[65]) {
   for (int i = 0; i < SHA256_DIGEST_SIZE; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
 }
 
-void pr_dirname(const char *path, char *out, size_t len) {
+void pr__dirname(const char *path, char *out, size_t len) {
   snprintf(out, len, "%s", path);
   char *slash = strrchr(out, '/');
   if (slash == out)

@@ -7,30 +7,30 @@
 
 #define PR_ALIGN 64
 
-/* 64-byte aligned allocation of at least len bytes (len 0 allowed); free with pr_free. */
-void *pr_aligned_alloc(size_t len);
-void *pr_aligned_calloc(size_t len);
-void pr_free(void *p);
-char *pr_strdup(const char *s);
+/* 64-byte aligned allocation of at least len bytes (len 0 allowed); free with pr__free. */
+void *pr__aligned_alloc(size_t len);
+void *pr__aligned_calloc(size_t len);
+void pr__free(void *p);
+char *pr__strdup(const char *s);
 
 /* Checked multiply/add: return 0 on success, -1 on overflow. */
-static inline int pr_mul_size(size_t a, size_t b, size_t *out) {
+static inline int pr__mul_size(size_t a, size_t b, size_t *out) {
   return __builtin_mul_overflow(a, b, out) ? -1 : 0;
 }
-static inline int pr_add_size(size_t a, size_t b, size_t *out) {
+static inline int pr__add_size(size_t a, size_t b, size_t *out) {
   return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
 
 /* Monotonic clock in seconds. */
-double pr_now(void);
+double pr__now(void);
 
 /* Read a whole file into a malloc'd buffer; returns 0 or -1 (errno set). */
-int pr_read_file(const char *path, void **data, size_t *len, size_t max_len);
+int pr__read_file(const char *path, void **data, size_t *len, size_t max_len);
 
 /* The folder part of path ("." when it has none) into out. */
-void pr_dirname(const char *path, char *out, size_t len);
+void pr__dirname(const char *path, char *out, size_t len);
 
 /* SHA-256 of data as 64 lowercase hex chars + NUL. */
-void pr_sha256_hex(const void *data, size_t len, char out[65]);
+void pr__sha256_hex(const void *data, size_t len, char out[65]);
 
 #endif

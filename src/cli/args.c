@@ -8,7 +8,7 @@
 
 #include "packrat/engine.h"
 
-long pr_cli_parse_long(const char *flag, const char *val, long min, long max) {
+long pr__cli_parse_long(const char *flag, const char *val, long min, long max) {
   if (!val) {
     fprintf(stderr, "packrat: %s needs a value\n", flag);
     exit(2);
@@ -24,7 +24,7 @@ long pr_cli_parse_long(const char *flag, const char *val, long min, long max) {
   return v;
 }
 
-double pr_cli_parse_double(const char *flag, const char *val, double min, double max) {
+double pr__cli_parse_double(const char *flag, const char *val, double min, double max) {
   if (!val) {
     fprintf(stderr, "packrat: %s needs a value\n", flag);
     exit(2);
@@ -39,7 +39,7 @@ double pr_cli_parse_double(const char *flag, const char *val, double min, double
   return v;
 }
 
-int pr_cli_parse_batches(const char *flag, const char *val, int *out, int max) {
+int pr__cli_parse_batches(const char *flag, const char *val, int *out, int max) {
   if (!val || !*val) {
     fprintf(stderr, "packrat: %s needs a list of batch sizes (e.g. 1,2,4,8,16)\n", flag);
     exit(2);
@@ -55,7 +55,7 @@ int pr_cli_parse_batches(const char *flag, const char *val, int *out, int max) {
     }
     memcpy(item, p, len);
     item[len] = 0;
-    int b = (int)pr_cli_parse_long(flag, item, 1, 1 << 20), k = n;
+    int b = (int)pr__cli_parse_long(flag, item, 1, 1 << 20), k = n;
     while (k > 0 && out[k - 1] > b) k--; /* insertion, ascending */
     if (k == 0 || out[k - 1] != b) {
       memmove(out + k + 1, out + k, (size_t)(n - k) * sizeof *out);
@@ -67,7 +67,7 @@ int pr_cli_parse_batches(const char *flag, const char *val, int *out, int max) {
   return n;
 }
 
-void pr_cli_parse_dim(const char *flag, const char *val, pr_cli_dims_t *d) {
+void pr__cli_parse_dim(const char *flag, const char *val, pr_cli_dims_t *d) {
   const char *eq = val ? strchr(val, '=') : NULL;
   if (!eq || eq == val || (size_t)(eq - val) >= sizeof d->names[0]) {
     fprintf(stderr, "packrat: %s needs NAME=N (a name of at most %zu characters)\n", flag,
@@ -81,16 +81,16 @@ void pr_cli_parse_dim(const char *flag, const char *val, pr_cli_dims_t *d) {
   int i = d->n++;
   snprintf(d->names[i], sizeof d->names[i], "%.*s", (int)(eq - val), val);
   d->name_ptrs[i] = d->names[i];
-  d->values[i] = pr_cli_parse_long(flag, eq + 1, 1, 1L << 30);
+  d->values[i] = pr__cli_parse_long(flag, eq + 1, 1, 1L << 30);
 }
 
-void pr_cli_dims_apply(const pr_cli_dims_t *d, pr_session_options_t *opt) {
+void pr__cli_dims_apply(const pr_cli_dims_t *d, pr_session_options_t *opt) {
   opt->n_dims = d->n;
   opt->dim_names = d->n ? d->name_ptrs : NULL;
   opt->dim_values = d->n ? d->values : NULL;
 }
 
-int pr_cli_parse_precision(const char *flag, const char *val) {
+int pr__cli_parse_precision(const char *flag, const char *val) {
   int p = pr_precision_parse(val);
   if (p < 0) {
     fprintf(stderr, "packrat: %s must be fp32 or bf16, got '%s'\n", flag, val ? val : "nothing");

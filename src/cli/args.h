@@ -9,16 +9,16 @@
 #include "packrat/engine.h"
 
 /* Parse a positive integer flag value; exits with a message when invalid. */
-long pr_cli_parse_long(const char *flag, const char *val, long min, long max);
+long pr__cli_parse_long(const char *flag, const char *val, long min, long max);
 /* Parse a number flag value in [min, max]; exits with a message when invalid. */
-double pr_cli_parse_double(const char *flag, const char *val, double min, double max);
+double pr__cli_parse_double(const char *flag, const char *val, double min, double max);
 /* Parse a comma-separated list of batch sizes (each 1..1<<20) into out,
  * sorted ascending and deduplicated; returns the count. Exits with a message
  * when the list is empty, has more than max entries or a bad entry. */
-int pr_cli_parse_batches(const char *flag, const char *val, int *out, int max);
+int pr__cli_parse_batches(const char *flag, const char *val, int *out, int max);
 /* --precision's value: PR_PRECISION_FP32 or _BF16 ("fp32", "bf16"); exits 2
  * with a message on anything else. */
-int pr_cli_parse_precision(const char *flag, const char *val);
+int pr__cli_parse_precision(const char *flag, const char *val);
 
 /* --dim NAME=N: values of named symbolic dimensions other than the batch. */
 #define PR_CLI_MAX_DIMS 8
@@ -29,9 +29,9 @@ typedef struct {
   int64_t values[PR_CLI_MAX_DIMS];
 } pr_cli_dims_t;
 /* Adds NAME=N from val to d; exits with a message when invalid. */
-void pr_cli_parse_dim(const char *flag, const char *val, pr_cli_dims_t *d);
+void pr__cli_parse_dim(const char *flag, const char *val, pr_cli_dims_t *d);
 /* Points opt's dim_names/dim_values at d (d must stay in place while opt is used). */
-void pr_cli_dims_apply(const pr_cli_dims_t *d, pr_session_options_t *opt);
+void pr__cli_dims_apply(const pr_cli_dims_t *d, pr_session_options_t *opt);
 #define PR_CLI_DIM_HELP \
   "  --dim NAME=N        value of the named symbolic dimension NAME (repeatable)\n"
 

@@ -66,7 +66,7 @@ static int parse_flag(bench_args_t *b, int argc, char **argv, int *i) {
   } else if (str && val) {
     *str = val, (*i)++;
   } else if (!strcmp(a, "--concurrency")) {
-    b->concurrency = (int)pr_cli_parse_long(a, val, 1, 1024), (*i)++;
+    b->concurrency = (int)pr__cli_parse_long(a, val, 1, 1024), (*i)++;
   } else if (!strcmp(a, "--rate") && val) {
     b->rate = atof(val), (*i)++;
     if (!(b->rate > 0 && b->rate <= 1e6))
@@ -166,7 +166,7 @@ static void report_phases(bench_args_t *b, json_t *o) {
   json_t *ph = json_array();
   for (int i = 0; i < b->n_phases; i++) {
     pr_loadgen_phase_t *p = &b->phases[i];
-    json_t *pj = pr_loadgen_result_json(&p->res, p->seconds);
+    json_t *pj = pr__loadgen_result_json(&p->res, p->seconds);
     json_object_set_new(pj, "rate", json_real(p->rate));
     json_array_append_new(ph, pj);
     printf(
@@ -217,24 +217,24 @@ static int bench(bench_args_t *b, pr_loadgen_t *lg) {
   snprintf(base, sizeof base, "%s", b->url);
   size_t bl = strlen(base);
   while (bl && base[bl - 1] == '/') base[--bl] = 0;
-  if (b->token_file && pr_loadgen_set_token(&lg->rq, b->token_file)) return 1;
-  if (pr_loadgen_request_build(base, b->model, b->input, b->binary, &lg->rq)) return 1;
-  double reconf0 = pr_loadgen_scrape_reconfigurations(base);
+  if (b->token_file && pr__loadgen_set_token(&lg->rq, b->token_file)) return 1;
+  if (pr__loadgen_request_build(base, b->model, b->input, b->binary, &lg->rq)) return 1;
+  double reconf0 = pr__loadgen_scrape_reconfigurations(base);
   pr_loadgen_result_t all = {0};
   pr_loadgen_grpc_t g = {0};
   bool grpc = b->protocol && !strcmp(b->protocol, "grpc");
-  if (grpc && pr_loadgen_grpc_build(&lg->rq, b->model, b->grpc_address, &g)) return 1;
-  double t0 = pr_now();
+  if (grpc && pr__loadgen_grpc_build(&lg->rq, b->model, b->grpc_address, &g)) return 1;
+  double t0 = pr__now();
   if (grpc)
-    pr_loadgen_grpc_closed(&g, b->concurrency, t0 + b->duration, &all);
+    pr__loadgen_grpc_closed(&g, b->concurrency, t0 + b->duration, &all);
   else if (b->concurrency)
-    pr_loadgen_closed(lg, b->concurrency, t0 + b->duration, &all);
+    pr__loadgen_closed(lg, b->concurrency, t0 + b->duration, &all);
   else
-    pr_loadgen_open(lg, b->phases, b->n_phases, &all);
-  pr_loadgen_grpc_free(&g);
-  double elapsed = pr_now() - t0;
-  double reconf1 = pr_loadgen_scrape_reconfigurations(base);
-  json_t *o = pr_loadgen_result_json(&all, elapsed);
+    pr__loadgen_open(lg, b->phases, b->n_phases, &all);
+  pr__loadgen_grpc_free(&g);
+  double elapsed = pr__now() - t0;
+  double reconf1 = pr__loadgen_scrape_reconfigurations(base);
+  json_t *o = pr__loadgen_result_json(&all, elapsed);
   json_object_set_new(o, "mode", json_string(b->concurrency ? "closed" : "open"));
   json_object_set_new(o, "protocol", json_string(grpc ? "grpc" : "rest"));
   if (b->concurrency) json_object_set_new(o, "concurrency", json_integer(b->concurrency));
@@ -247,7 +247,7 @@ static int bench(bench_args_t *b, pr_loadgen_t *lg) {
   return 0;
 }
 
-int pr_cli_bench(int argc, char **argv) {
+int pr__cli_bench(int argc, char **argv) {
   bench_args_t *b = malloc(sizeof *b);
   pr_loadgen_t *lg = calloc(1, sizeof *lg);
   int rc = b && lg ? parse_args(b, argc, argv) : 1;
@@ -266,7 +266,7 @@ int pr_cli_bench(int argc, char **argv) {
     rc = bench(b, lg);
     curl_global_cleanup();
   }
-  if (lg) pr_loadgen_free(lg);
+  if (lg) pr__loadgen_free(lg);
   free(lg);
   free(b);
   return rc;

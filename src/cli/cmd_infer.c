@@ -252,7 +252,7 @@ static bool read_tensor_input(const char *path, input_t *in) {
     fprintf(stderr, "packrat infer: %s\n", err);
     return false;
   }
-  snprintf(in->datatype, sizeof in->datatype, "%s", pr_proto_datatype(t.dtype));
+  snprintf(in->datatype, sizeof in->datatype, "%s", pr__proto_datatype(t.dtype));
   in->rank = t.rank;
   memcpy(in->dims, t.dims, sizeof in->dims);
   in->data = json_array();
@@ -408,9 +408,9 @@ static int parse_args(infer_args_t *a, int argc, char **argv) {
         return fprintf(stderr, "packrat infer: at most %d --input\n", MAX_INPUTS - 1), 2;
       *dst = val, i++;
     } else if (!strcmp(f, "--top-k")) {
-      a->top_k = (int)pr_cli_parse_long(f, val, 1, 1000), i++;
+      a->top_k = (int)pr__cli_parse_long(f, val, 1, 1000), i++;
     } else if (!strcmp(f, "--timeout")) {
-      a->timeout_s = pr_cli_parse_long(f, val, 1, 86400), i++;
+      a->timeout_s = pr__cli_parse_long(f, val, 1, 86400), i++;
     } else if (!strcmp(f, "--full")) {
       a->full = true;
     } else {
@@ -454,7 +454,7 @@ out:
   return rc;
 }
 
-int pr_cli_infer(int argc, char **argv) {
+int pr__cli_infer(int argc, char **argv) {
   infer_args_t a;
   int rc = parse_args(&a, argc, argv);
   if (rc >= 0) return rc;

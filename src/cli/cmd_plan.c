@@ -81,8 +81,8 @@ static int parse_list(const char *flag, const char *val, double *out, double min
     }
     memcpy(item, p, len);
     item[len] = 0;
-    out[n++] = integers ? (double)pr_cli_parse_long(flag, item, (long)min, (long)max)
-                        : pr_cli_parse_double(flag, item, min, max);
+    out[n++] = integers ? (double)pr__cli_parse_long(flag, item, (long)min, (long)max)
+                        : pr__cli_parse_double(flag, item, min, max);
     if (!p[len]) return n;
     p += len + 1;
   }
@@ -104,7 +104,7 @@ static int parse_args(plan_args_t *a, int argc, char **argv) {
     } else if (!strcmp(f, "--target-ms")) {
       a->n_targets = parse_list(f, val, a->targets, 0, 1e7, false), i++;
     } else if (!strcmp(f, "--cores")) {
-      a->cores = (int)pr_cli_parse_long(f, val, 1, 4096), i++;
+      a->cores = (int)pr__cli_parse_long(f, val, 1, 4096), i++;
     } else if (!strcmp(f, "--profile")) {
       if (!val) return fprintf(stderr, "packrat plan: --profile needs a value\n"), 2;
       if (a->n_profiles == MAX_JOINT)
@@ -118,9 +118,9 @@ static int parse_args(plan_args_t *a, int argc, char **argv) {
     } else if (!strcmp(f, "--reprofile")) {
       a->reprofile = true;
     } else if (!strcmp(f, "--dim")) {
-      pr_cli_parse_dim(f, val, &a->dims), i++;
+      pr__cli_parse_dim(f, val, &a->dims), i++;
     } else if (!strcmp(f, "--precision")) {
-      a->precision = pr_cli_parse_precision(f, val), i++;
+      a->precision = pr__cli_parse_precision(f, val), i++;
     } else if (f[0] == '-' || a->model_path) {
       fprintf(stderr, "packrat plan: unexpected argument '%s'\n", f);
       usage(stderr);
@@ -175,7 +175,7 @@ static bool get_profile(const plan_args_t *a, pr_profile_t *p) {
                              .write_cache = true,
                              .dims = &a->dims,
                              .precision = a->precision};
-  int rc = pr_cli_get_profile(m, a->model_path, &o, p, cache, sizeof cache);
+  int rc = pr__cli_get_profile(m, a->model_path, &o, p, cache, sizeof cache);
   pr_engine_model_destroy(m);
   return rc == 0;
 }
@@ -243,9 +243,9 @@ static int plan_and_report(const plan_args_t *a, const pr_profile_t *p) {
   }
   rep->batch = a->batch;
   rep->cores = a->cores ? a->cores : p->cores;
-  double t0 = pr_now();
+  double t0 = pr__now();
   pr_status_t st = pr_plan_optimize(p, a->batch, rep->cores, plan);
-  rep->solve_ms = (pr_now() - t0) * 1e3;
+  rep->solve_ms = (pr__now() - t0) * 1e3;
   if (st) {
     fprintf(stderr, "packrat plan: %s\n",
             st == PR_ERR_NOT_FOUND
@@ -253,11 +253,11 @@ static int plan_and_report(const plan_args_t *a, const pr_profile_t *p) {
                 : "invalid batch or core count");
   } else {
     rep->fat_ms = pr_profile_latency(p, rep->cores, a->batch);
-    rep->n_cpus = pr_topology_cpu_order(rep->cpus, 4096);
+    rep->n_cpus = pr__topology_cpu_order(rep->cpus, 4096);
     print_plan(rep, p, plan);
     char err[1024];
     pr_cli_plot_opts_t po = {.threads = rep->cores, .plan = plan, .fat_ms = rep->fat_ms};
-    if (a->plot && !pr_cli_plot_svg(a->plot, p, &po, err, sizeof err)) {
+    if (a->plot && !pr__cli_plot_svg(a->plot, p, &po, err, sizeof err)) {
       fprintf(stderr, "packrat plan: %s\n", err);
       st = PR_ERR_IO;
     }
@@ -283,14 +283,14 @@ static int joint_plan(const plan_args_t *a, pr_profile_t *ps) {
                                .weight = a->n_weights ? a->weights[k] : 1,
                                .target_ms = a->n_targets ? a->targets[k] : 0};
   char err[1024];
-  double t0 = pr_now();
+  double t0 = pr__now();
   pr_status_t st = pr_plan_joint(jm, n, T, sh, err, sizeof err);
-  double solve_ms = (pr_now() - t0) * 1e3;
+  double solve_ms = (pr__now() - t0) * 1e3;
   if (st) {
     fprintf(stderr, "packrat plan: %s\n", err);
     return 1;
   }
-  int cpus[4096], n_cpus = pr_topology_cpu_order(cpus, 4096);
+  int cpus[4096], n_cpus = pr__topology_cpu_order(cpus, 4096);
   double worst = 0, sum = 0;
   for (int k = 0; k < n; k++) worst = sh[k].score > worst ? sh[k].score : worst, sum += sh[k].score;
   printf("joint plan of %d models on %d cores: worst slowdown %.2fx, sum %.2f; solved in %.3f ms\n",
@@ -326,7 +326,7 @@ static int joint_plan(const plan_args_t *a, pr_profile_t *ps) {
                           "score", sh[k].score, "instances", insts));
   }
   int rc = plans ? 0 : 1;
-  if (plans && a->plot && !pr_cli_plot_joint_svg(a->plot, ps, plans, n, T, err, sizeof err)) {
+  if (plans && a->plot && !pr__cli_plot_joint_svg(a->plot, ps, plans, n, T, err, sizeof err)) {
     fprintf(stderr, "packrat plan: %s\n", err);
     rc = 1;
   }
@@ -344,7 +344,7 @@ static int joint_plan(const plan_args_t *a, pr_profile_t *ps) {
   return rc;
 }
 
-int pr_cli_plan(int argc, char **argv) {
+int pr__cli_plan(int argc, char **argv) {
   plan_args_t a;
   int rc = parse_args(&a, argc, argv);
   if (rc >= 0) return rc;

@@ -100,7 +100,7 @@ static void only_grid(pr_profile_t *p, int max_batch, const int *batches, int n_
   p->n_points = n;
 }
 
-int pr_cli_profile(int argc, char **argv) {
+int pr__cli_profile(int argc, char **argv) {
   const char *model_path = NULL, *out_path = NULL, *check_path = NULL, *plot_path = NULL;
   pr_cli_dims_t dims = {0};
   int batches[64];
@@ -112,13 +112,13 @@ int pr_cli_profile(int argc, char **argv) {
       usage(stdout);
       return 0;
     } else if (!strcmp(a, "--cores")) {
-      o.cores = (int)pr_cli_parse_long(a, val, 1, 4096), i++;
+      o.cores = (int)pr__cli_parse_long(a, val, 1, 4096), i++;
     } else if (!strcmp(a, "--max-batch")) {
-      o.max_batch = (int)pr_cli_parse_long(a, val, 1, 1 << 16), i++;
+      o.max_batch = (int)pr__cli_parse_long(a, val, 1, 1 << 16), i++;
     } else if (!strcmp(a, "--batches")) {
-      o.n_batches = pr_cli_parse_batches(a, val, batches, 64), o.batches = batches, i++;
+      o.n_batches = pr__cli_parse_batches(a, val, batches, 64), o.batches = batches, i++;
     } else if (!strcmp(a, "--point-budget")) {
-      o.point_s = pr_cli_parse_double(a, val, 0.001, 3600), i++;
+      o.point_s = pr__cli_parse_double(a, val, 0.001, 3600), i++;
     } else if (!strcmp(a, "--out")) {
       if (!val) return fprintf(stderr, "packrat profile: --out needs a value\n"), 2;
       out_path = val, i++;
@@ -131,9 +131,9 @@ int pr_cli_profile(int argc, char **argv) {
     } else if (!strcmp(a, "--no-cache") || !strcmp(a, "--reprofile")) {
       o.read_cache = false;
     } else if (!strcmp(a, "--dim")) {
-      pr_cli_parse_dim(a, val, &dims), i++;
+      pr__cli_parse_dim(a, val, &dims), i++;
     } else if (!strcmp(a, "--precision")) {
-      o.precision = pr_cli_parse_precision(a, val), i++;
+      o.precision = pr__cli_parse_precision(a, val), i++;
     } else if (a[0] == '-' || model_path) {
       fprintf(stderr, "packrat profile: unexpected argument '%s'\n", a);
       usage(stderr);
@@ -158,11 +158,11 @@ int pr_cli_profile(int argc, char **argv) {
     return 1;
   }
   pr_profile_t p;
-  int rc = pr_cli_get_profile(m, model_path, &o, &p, cache, sizeof cache);
+  int rc = pr__cli_get_profile(m, model_path, &o, &p, cache, sizeof cache);
   if (rc == 0) {
     only_grid(&p, o.max_batch, o.batches, o.n_batches);
     pr_cli_plot_opts_t po = {.threads = p.cores, .log_y = true};
-    if (plot_path && !pr_cli_plot_svg(plot_path, &p, &po, err, sizeof err)) {
+    if (plot_path && !pr__cli_plot_svg(plot_path, &p, &po, err, sizeof err)) {
       fprintf(stderr, "packrat profile: %s\n", err);
       rc = 1;
     } else if (out_path && pr_profile_save(&p, out_path, err, sizeof err)) {

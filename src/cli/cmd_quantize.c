@@ -129,7 +129,7 @@ static int parse_accuracy_flag(quantize_args_t *a, const char *f, const char *va
     if (!parse_number(val, 0, false, 100, &a->opt.accuracy))
       return fprintf(stderr, "packrat quantize: --accuracy is a percentage, 0 < A <= 100\n"), 2;
   } else if (!strcmp(f, "--holdout")) {
-    a->holdout = pr_cli_parse_long(f, val, 1, MAX_SAMPLES);
+    a->holdout = pr__cli_parse_long(f, val, 1, MAX_SAMPLES);
   } else if (!strcmp(f, "--metric")) {
     static const char *const METRICS[] = {"range", "argmax", "ctc"}; /* pr_quantize_metric_t */
     int m = 0;
@@ -195,7 +195,7 @@ static int parse_flag(quantize_args_t *a, const char *f, const char *val) {
       return fprintf(stderr, "packrat quantize: at most %d --exclude\n", MAX_EXCLUDE), 2;
     a->exclude[a->opt.n_exclude++] = val;
   } else {
-    a->opt.threads = (int)pr_cli_parse_long(f, val, 1, 1024);
+    a->opt.threads = (int)pr__cli_parse_long(f, val, 1, 1024);
   }
   return -1;
 }
@@ -506,7 +506,7 @@ static void print_report(const quantize_args_t *a, const pr_quantize_report_t *r
   json_decref(o);
 }
 
-int pr_cli_quantize(int argc, char **argv) {
+int pr__cli_quantize(int argc, char **argv) {
   quantize_args_t a;
   int rc = parse_args(&a, argc, argv);
   if (rc >= 0) return rc;

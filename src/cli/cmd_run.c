@@ -163,7 +163,7 @@ static pr_status_t plan_from_file(const char *path, pr_plan_t *plan, char *err, 
          *insts = root ? json_object_get(root, "instances") : NULL;
   if (!json_is_array(insts) || !json_array_size(insts)) {
     json_decref(root);
-    pr_errf(err, len, "%s: no plan (expected the JSON line of 'packrat plan --json')", path);
+    pr__errf(err, len, "%s: no plan (expected the JSON line of 'packrat plan --json')", path);
     return PR_ERR_INVALID;
   }
   char spec[60000] = "";
@@ -194,13 +194,13 @@ static pr_status_t resolve_plan(pr_plan_t *plan, pr_model_t *model, const char *
                                 .precision = opt->precision};
     pr_profile_t p;
     char cache[4096];
-    if (pr_cli_get_profile(model, model_path, &po, &p, cache, sizeof cache)) {
-      pr_errf(err, len, "no profile");
+    if (pr__cli_get_profile(model, model_path, &po, &p, cache, sizeof cache)) {
+      pr__errf(err, len, "no profile");
       return PR_ERR_INVALID;
     }
     st = pr_plan_optimize(&p, (int)opt->batch, p.cores, plan);
     pr_profile_free(&p);
-    if (st) pr_errf(err, len, "no plan for batch %lld from the profile", (long long)opt->batch);
+    if (st) pr__errf(err, len, "no plan for batch %lld from the profile", (long long)opt->batch);
     return st;
   }
   if ((st = plan_from_file(plan_arg, plan, err, len)) == PR_ERR_NOT_FOUND)
@@ -217,12 +217,12 @@ static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *mod
   pr_status_t st = resolve_plan(r->plan, model, model_path, opt, dims, plan_arg, err, len);
   if (st) return st;
   if (r->plan->batch != opt->batch) {
-    pr_errf(err, len, "the plan's batches add up to %d, the batch is %lld", r->plan->batch,
-            (long long)opt->batch);
+    pr__errf(err, len, "the plan's batches add up to %d, the batch is %lld", r->plan->batch,
+             (long long)opt->batch);
     return PR_ERR_INVALID;
   }
   int cpus[4096];
-  int n_cpus = pr_topology_cpu_order(cpus, 4096);
+  int n_cpus = pr__topology_cpu_order(cpus, 4096);
   int n = r->plan->n_instances;
   pr_instance_spec_t *specs = calloc((size_t)(n > 0 ? n : 1), sizeof *specs);
   if (!specs) return PR_ERR_NOMEM;
@@ -230,24 +230,24 @@ static pr_status_t runner_create(runner_t *r, pr_model_t *model, const char *mod
     specs[k] = (pr_instance_spec_t){.threads = r->plan->instances[k].threads,
                                     .batch = r->plan->instances[k].batch,
                                     .first_core = r->plan->instances[k].first_core};
-  st = pr_instances_create(model, specs, n, cpus, n_cpus, opt, &r->instances, err, len);
+  st = pr__instances_create(model, specs, n, cpus, n_cpus, opt, &r->instances, err, len);
   free(specs);
   return st;
 }
 
 static pr_status_t runner_run(runner_t *r, const pr_tensor_t *in, int n_in, pr_tensor_t *out,
                               int n_out, char *err, size_t len) {
-  if (r->instances) return pr_instances_run(r->instances, in, n_in, out, n_out, err, len);
+  if (r->instances) return pr__instances_run(r->instances, in, n_in, out, n_out, err, len);
   return pr_engine_session_run(r->session, in, n_in, out, n_out, err, len);
 }
 
 static pr_status_t runner_input(runner_t *r, int i, pr_tensor_info_t *info) {
-  if (r->instances) return pr_instances_input(r->instances, i, info);
+  if (r->instances) return pr__instances_input(r->instances, i, info);
   return pr_engine_session_input(r->session, i, info);
 }
 
 static void runner_destroy(runner_t *r) {
-  pr_instances_destroy(r->instances);
+  pr__instances_destroy(r->instances);
   pr_engine_session_destroy(r->session);
   free(r->plan);
 }
@@ -296,15 +296,15 @@ static int parse_flag(run_args_t *a, int argc, char **argv, int *i) {
     usage(stdout);
     return 0;
   } else if (!strcmp(f, "--threads")) {
-    a->threads = (int)pr_cli_parse_long(f, val, 1, 1024);
+    a->threads = (int)pr__cli_parse_long(f, val, 1, 1024);
   } else if (!strcmp(f, "--batch")) {
-    a->batch = pr_cli_parse_long(f, val, 1, 1 << 20);
+    a->batch = pr__cli_parse_long(f, val, 1, 1 << 20);
   } else if (!strcmp(f, "--precision")) {
-    a->precision = pr_cli_parse_precision(f, val);
+    a->precision = pr__cli_parse_precision(f, val);
   } else if (!strcmp(f, "--repeat")) {
-    a->repeat = (int)pr_cli_parse_long(f, val, 1, 1000000);
+    a->repeat = (int)pr__cli_parse_long(f, val, 1, 1000000);
   } else if (!strcmp(f, "--warmup")) {
-    a->warmup = (int)pr_cli_parse_long(f, val, 0, 1000000);
+    a->warmup = (int)pr__cli_parse_long(f, val, 0, 1000000);
   } else if (!strcmp(f, "--input")) {
     if (!add_named_input(a, val)) return 2;
   } else if (!strcmp(f, "--input-dir")) {
@@ -318,7 +318,7 @@ static int parse_flag(run_args_t *a, int argc, char **argv, int *i) {
     }
     if (!(a->plans[a->n_plans++] = string_value(f, val))) return 2;
   } else if (!strcmp(f, "--dim")) {
-    pr_cli_parse_dim(f, val, &a->dims);
+    pr__cli_parse_dim(f, val, &a->dims);
   } else {
     takes_value = false;
     if (!strcmp(f, "--json")) {
@@ -427,7 +427,7 @@ static bool random_inputs(runner_t *run, int n_in, pr_tensor_t *inputs) {
     inputs[i].rank = info.rank;
     memcpy(inputs[i].dims, info.dims, sizeof info.dims);
     inputs[i].data =
-        pr_aligned_alloc((size_t)pr_tensor_numel(&inputs[i]) * pr_dtype_size(info.dtype));
+        pr__aligned_alloc((size_t)pr_tensor_numel(&inputs[i]) * pr_dtype_size(info.dtype));
     if (!inputs[i].data) return false;
     fill_random(&inputs[i], &seed);
   }
@@ -460,7 +460,7 @@ static bool prepare(const run_args_t *a, pr_model_t *model, runner_t *run, pr_te
     opt.input_shapes = shapes;
   } else {
     opt.batch = a->batch;
-    pr_cli_dims_apply(&a->dims, &opt);
+    pr__cli_dims_apply(&a->dims, &opt);
   }
   char err[1024];
   if (runner_create(run, model, a->model_path, &opt, &a->dims, plan_arg, err, sizeof err)) {
@@ -479,12 +479,12 @@ static bool time_runs(const run_args_t *a, runner_t *run, const pr_tensor_t *inp
   char err[1024];
   for (int i = 0; i < a->warmup + a->repeat; i++) {
     if (i == a->warmup && run->session) pr_engine_session_kernel_reset(run->session);
-    double t0 = pr_now();
+    double t0 = pr__now();
     if (runner_run(run, inputs, n_in, outputs, n_out, err, sizeof err)) {
       fprintf(stderr, "packrat run: %s\n", err);
       return false;
     }
-    if (i >= a->warmup) times[i - a->warmup] = (pr_now() - t0) * 1e3;
+    if (i >= a->warmup) times[i - a->warmup] = (pr__now() - t0) * 1e3;
   }
   return true;
 }
@@ -603,9 +603,9 @@ static int run_model(const run_args_t *a, pr_model_t *model) {
   int rc = 1;
   pr_tensor_t *outputs = calloc((size_t)n_out + 1, sizeof *outputs);
   double *times = calloc((size_t)a->repeat, sizeof *times);
-  double t0 = pr_now();
+  double t0 = pr__now();
   bool ready = outputs && times && prepare(a, model, &run, inputs, a->plan_arg, true);
-  double prepare_ms = (pr_now() - t0) * 1e3;
+  double prepare_ms = (pr__now() - t0) * 1e3;
   if (ready && time_runs(a, &run, inputs, n_in, outputs, n_out, times) &&
       (!a->output_dir || write_outputs(a->output_dir, model, outputs, n_out))) {
     run_summary_t sum;
@@ -647,12 +647,12 @@ static int compare_plans(const run_args_t *a, pr_model_t *model) {
   for (int r = -a->warmup; ok && r < a->repeat; r++)
     for (int j = 0; ok && j < n; j++) {
       int k = r < 0 ? j : (r + j) % n; /* rotates: no plan always runs first */
-      double t0 = pr_now();
+      double t0 = pr__now();
       if (runner_run(&runs[k], inputs, n_in, NULL, 0, err, sizeof err)) {
         fprintf(stderr, "packrat run: plan %s: %s\n", a->plans[k], err);
         ok = false;
       } else if (r >= 0) {
-        times[(size_t)k * (size_t)a->repeat + (size_t)r] = (pr_now() - t0) * 1e3;
+        times[(size_t)k * (size_t)a->repeat + (size_t)r] = (pr__now() - t0) * 1e3;
       }
     }
   if (ok) {
@@ -698,7 +698,7 @@ static int compare_plans(const run_args_t *a, pr_model_t *model) {
   return rc;
 }
 
-int pr_cli_run(int argc, char **argv) {
+int pr__cli_run(int argc, char **argv) {
   run_args_t a;
   int rc = parse_args(&a, argc, argv);
   if (rc < 0) {

@@ -125,37 +125,37 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
   } else if (!strcmp(a, "--host") && val) {
     cfg->host = val;
   } else if (!strcmp(a, "--http-port")) {
-    cfg->port = (int)pr_cli_parse_long(a, val, 0, 65535);
+    cfg->port = (int)pr__cli_parse_long(a, val, 0, 65535);
   } else if (!strcmp(a, "--grpc-port")) {
-    cfg->grpc_port = (int)pr_cli_parse_long(a, val, 0, 65535);
+    cfg->grpc_port = (int)pr__cli_parse_long(a, val, 0, 65535);
   } else if (!strcmp(a, "--grpc-stream-max-pending")) {
-    cfg->grpc_stream_max_pending = (int)pr_cli_parse_long(a, val, 1, 65536);
+    cfg->grpc_stream_max_pending = (int)pr__cli_parse_long(a, val, 1, 65536);
   } else if (!strcmp(a, "--grpc-threads")) {
-    cfg->grpc_threads = (int)pr_cli_parse_long(a, val, 1, 256);
+    cfg->grpc_threads = (int)pr__cli_parse_long(a, val, 1, 256);
   } else if (!strcmp(a, "--max-batch")) {
-    cfg->max_batch = (int)pr_cli_parse_long(a, val, 1, 4096);
+    cfg->max_batch = (int)pr__cli_parse_long(a, val, 1, 4096);
   } else if (!strcmp(a, "--max-queue-delay-us")) {
-    cfg->max_queue_delay_us = (int)pr_cli_parse_long(a, val, 0, 10000000);
+    cfg->max_queue_delay_us = (int)pr__cli_parse_long(a, val, 0, 10000000);
   } else if (!strcmp(a, "--max-body-mb")) {
-    cfg->max_body_bytes = (size_t)pr_cli_parse_long(a, val, 1, 4096) << 20;
+    cfg->max_body_bytes = (size_t)pr__cli_parse_long(a, val, 1, 4096) << 20;
   } else if (!strcmp(a, "--max-inflight-mb")) {
-    cfg->max_inflight_bytes = (size_t)pr_cli_parse_long(a, val, 1, 1 << 20) << 20;
+    cfg->max_inflight_bytes = (size_t)pr__cli_parse_long(a, val, 1, 1 << 20) << 20;
   } else if (!strcmp(a, "--max-models")) {
-    cfg->max_models = (int)pr_cli_parse_long(a, val, 1, 4096);
+    cfg->max_models = (int)pr__cli_parse_long(a, val, 1, 4096);
   } else if (!strcmp(a, "--balance-window-s")) {
-    cfg->balance_window_s = pr_cli_parse_double(a, val, 0, 3600);
+    cfg->balance_window_s = pr__cli_parse_double(a, val, 0, 3600);
   } else if (!strcmp(a, "--max-prepared-plans")) {
-    cfg->max_prepared_plans = (int)pr_cli_parse_long(a, val, 2, 64);
+    cfg->max_prepared_plans = (int)pr__cli_parse_long(a, val, 2, 64);
   } else if (!strcmp(a, "--max-connections")) {
-    cfg->max_connections = (int)pr_cli_parse_long(a, val, 1, 1000000);
+    cfg->max_connections = (int)pr__cli_parse_long(a, val, 1, 1000000);
   } else if (!strcmp(a, "--max-connections-per-client")) {
-    cfg->max_connections_per_client = (int)pr_cli_parse_long(a, val, 0, 1000000);
+    cfg->max_connections_per_client = (int)pr__cli_parse_long(a, val, 0, 1000000);
   } else if (!strcmp(a, "--http-threads")) {
-    cfg->http_threads = (int)pr_cli_parse_long(a, val, 1, 256);
+    cfg->http_threads = (int)pr__cli_parse_long(a, val, 1, 256);
   } else if (!strcmp(a, "--idle-timeout-s")) {
-    cfg->idle_timeout_s = (int)pr_cli_parse_long(a, val, 1, 86400);
+    cfg->idle_timeout_s = (int)pr__cli_parse_long(a, val, 1, 86400);
   } else if (!strcmp(a, "--shutdown-timeout-s")) {
-    cfg->shutdown_timeout_s = (int)pr_cli_parse_long(a, val, 1, 86400);
+    cfg->shutdown_timeout_s = (int)pr__cli_parse_long(a, val, 1, 86400);
   } else if (!strcmp(a, "--tls-cert") && val) {
     cfg->tls_cert_file = val;
   } else if (!strcmp(a, "--tls-key") && val) {
@@ -167,9 +167,9 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
   } else if (!strcmp(a, "--admin-token-file") && val) {
     cfg->admin_token_file = val;
   } else if (!strcmp(a, "--queue-capacity")) {
-    cfg->queue_capacity = (int)pr_cli_parse_long(a, val, 1, 10000000);
+    cfg->queue_capacity = (int)pr__cli_parse_long(a, val, 1, 10000000);
   } else if (!strcmp(a, "--request-timeout-ms")) {
-    cfg->request_timeout_s = (double)pr_cli_parse_long(a, val, 1, 86400000) / 1000.0;
+    cfg->request_timeout_s = (double)pr__cli_parse_long(a, val, 1, 86400000) / 1000.0;
   } else if (!strcmp(a, "--cores") && val) {
     cfg->n_cpus = parse_cpus(val, cpus, 4096);
     if (cfg->n_cpus <= 0) {
@@ -188,7 +188,7 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
       fprintf(stderr, "packrat serve: --log-format is text or json\n");
       return 2;
     }
-    pr_log_set_json(!strcmp(val, "json"));
+    pr__log_set_json(!strcmp(val, "json"));
   } else {
     fprintf(stderr, "packrat serve: unexpected argument '%s'\n", a);
     usage(stderr);
@@ -212,8 +212,8 @@ static void raise_file_limit(int max_connections) {
   }
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
       rl.rlim_cur < (rlim_t)max_connections + 64)
-    pr_log(PR_LOG_WARN, "open-file limit %llu: fewer than --max-connections %d fit",
-           (unsigned long long)rl.rlim_cur, max_connections);
+    pr__log(PR_LOG_WARN, "open-file limit %llu: fewer than --max-connections %d fit",
+            (unsigned long long)rl.rlim_cur, max_connections);
 }
 
 /* Signals: a thread waits for SIGINT/SIGTERM (blocked in every thread).
@@ -236,8 +236,8 @@ static void *signal_main(void *arg) {
   sigwait(&sigs.set, &sig);
   pthread_mutex_lock(&sigs.lock);
   if (!sigs.listening) {
-    pr_log(PR_LOG_INFO, "%s while starting: exiting (no request was accepted)",
-           sig == SIGINT ? "SIGINT" : "SIGTERM");
+    pr__log(PR_LOG_INFO, "%s while starting: exiting (no request was accepted)",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
     _exit(0);
   }
   sigs.sig = sig;
@@ -261,41 +261,41 @@ static int serve(pr_server_config_t *cfg) {
   pthread_t t;
   sem_init(&sigs.got, 0, 0);
   if (pthread_create(&t, NULL, signal_main, NULL)) {
-    pr_log(PR_LOG_ERROR, "cannot start the signal thread");
+    pr__log(PR_LOG_ERROR, "cannot start the signal thread");
     return 1;
   }
   pthread_detach(t);
   cfg->before_listen = before_listen;
-  if (pr_server_start(cfg, &s, err, sizeof err)) {
-    pr_log(PR_LOG_ERROR, "%s", err);
+  if (pr__server_start(cfg, &s, err, sizeof err)) {
+    pr__log(PR_LOG_ERROR, "%s", err);
     return 1;
   }
   char desc[8192];
-  pr_server_describe(s, desc, sizeof desc);
+  pr__server_describe(s, desc, sizeof desc);
   char *save = NULL;
   for (char *line = strtok_r(desc, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-    pr_log(PR_LOG_INFO, "%s", line);
+    pr__log(PR_LOG_INFO, "%s", line);
   char url_host[80]; /* an IPv6 address goes in brackets in a URL */
   snprintf(url_host, sizeof url_host, strchr(cfg->host, ':') ? "[%s]" : "%s", cfg->host);
   char grpc[128] = "";
-  if (pr_server_grpc_port(s) >= 0)
+  if (pr__server_grpc_port(s) >= 0)
     snprintf(grpc, sizeof grpc, ", gRPC%s: %s:%d", cfg->tls_cert_file ? " (TLS)" : "", url_host,
-             pr_server_grpc_port(s));
-  pr_log(PR_LOG_INFO,
-         "ready: %s://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics%s)",
-         cfg->tls_cert_file ? "https" : "http", url_host, pr_server_port(s), grpc);
+             pr__server_grpc_port(s));
+  pr__log(PR_LOG_INFO,
+          "ready: %s://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics%s)",
+          cfg->tls_cert_file ? "https" : "http", url_host, pr__server_port(s), grpc);
   while (sem_wait(&sigs.got) && errno == EINTR) {
   }
-  pr_log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",
-         sigs.sig == SIGINT ? "SIGINT" : "SIGTERM");
-  pr_server_stop(s);
-  pr_log(PR_LOG_INFO, "stopped");
+  pr__log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",
+          sigs.sig == SIGINT ? "SIGINT" : "SIGTERM");
+  pr__server_stop(s);
+  pr__log(PR_LOG_INFO, "stopped");
   return 0;
 }
 
-int pr_cli_serve(int argc, char **argv) {
+int pr__cli_serve(int argc, char **argv) {
   pr_server_config_t cfg;
-  pr_server_config_default(&cfg);
+  pr__server_config_default(&cfg);
   for (int i = 1; i < argc; i++) {
     int rc = parse_flag(&cfg, argc, argv, &i);
     if (rc >= 0) return rc;

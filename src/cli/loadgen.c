@@ -17,7 +17,7 @@
 
 #define MAX_INFLIGHT 4096
 
-void pr_loadgen_result_add(pr_loadgen_result_t *r, double ms, long status) {
+void pr__loadgen_result_add(pr_loadgen_result_t *r, double ms, long status) {
   r->requests++;
   if (status == 200) {
     if (r->n == r->cap) {
@@ -46,7 +46,7 @@ static double pct(const pr_loadgen_result_t *r, double p) {
   return r->lat[i ? i - 1 : 0];
 }
 
-json_t *pr_loadgen_result_json(pr_loadgen_result_t *r, double seconds) {
+json_t *pr__loadgen_result_json(pr_loadgen_result_t *r, double seconds) {
   if (r->n) qsort(r->lat, r->n, sizeof *r->lat, cmp_double); /* a phase may send nothing */
   return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "requests",
                    (json_int_t)r->requests, "errors", (json_int_t)r->errors, "duration_s", seconds,
@@ -168,7 +168,7 @@ typedef struct {
 static void add_input(body_build_t *b, const char *name, const pr_tensor_t *t) {
   json_t *js = json_array();
   for (int d = 0; d < t->rank; d++) json_array_append_new(js, json_integer(t->dims[d]));
-  json_t *ji = json_pack("{s:s, s:s, s:o}", "name", name, "datatype", pr_proto_datatype(t->dtype),
+  json_t *ji = json_pack("{s:s, s:s, s:o}", "name", name, "datatype", pr__proto_datatype(t->dtype),
                          "shape", js);
   size_t nbytes = (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
   if (b->binary) {
@@ -191,7 +191,7 @@ static int add_inputs(body_build_t *b, json_t *m, const pr_tensor_t *given) {
   unsigned seed = 7;
   json_array_foreach(json_object_get(m, "inputs"), i, in) {
     const char *dt = json_string_value(json_object_get(in, "datatype"));
-    pr_tensor_t t = {.dtype = pr_proto_dtype(dt ? dt : "")};
+    pr_tensor_t t = {.dtype = pr__proto_dtype(dt ? dt : "")};
     json_t *shape = json_object_get(in, "shape");
     if (!pr_dtype_size(t.dtype) || !json_is_array(shape)) {
       fprintf(stderr, "packrat bench: input %zu has an unsupported datatype\n", i);
@@ -234,10 +234,10 @@ static void finish_request(const char *base, const char *model, const body_build
   }
 }
 
-int pr_loadgen_set_token(pr_loadgen_request_t *rq, const char *path) {
+int pr__loadgen_set_token(pr_loadgen_request_t *rq, const char *path) {
   void *text;
   size_t len;
-  if (pr_read_file(path, &text, &len, 513)) {
+  if (pr__read_file(path, &text, &len, 513)) {
     fprintf(stderr, "packrat bench: cannot read the token file %s (at most 512 bytes)\n", path);
     return -1;
   }
@@ -255,8 +255,8 @@ int pr_loadgen_set_token(pr_loadgen_request_t *rq, const char *path) {
   return 0;
 }
 
-int pr_loadgen_request_build(const char *base, const char *model, const char *input_file,
-                             bool binary, pr_loadgen_request_t *rq) {
+int pr__loadgen_request_build(const char *base, const char *model, const char *input_file,
+                              bool binary, pr_loadgen_request_t *rq) {
   json_t *m = model_metadata(base, model, rq->authorization);
   if (!m) return -1;
   pr_tensor_t given = {0};
@@ -416,17 +416,17 @@ static void *closed_main(void *arg) {
   body_t body = {.lg = lg};
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &body);
-  while (pr_now() < w->until) {
-    double t0 = pr_now();
+  while (pr__now() < w->until) {
+    double t0 = pr__now();
     body.retry_after = 0;
     CURLcode cc = m ? perform_polling(m, c) : curl_easy_perform(c);
     long status = 0;
     if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    pr_loadgen_result_add(&w->res, (pr_now() - t0) * 1e3, checked_status(status, &body));
+    pr__loadgen_result_add(&w->res, (pr__now() - t0) * 1e3, checked_status(status, &body));
     /* a 503 says when to come back: a client that resends at once only
      * adds refusals to the server's load */
     if (status == 503) {
-      double wait = body.retry_after > 0 ? body.retry_after : 1, left = w->until - pr_now();
+      double wait = body.retry_after > 0 ? body.retry_after : 1, left = w->until - pr__now();
       if (wait > left) wait = left;
       if (wait > 0) nanosleep(&(struct timespec){(time_t)wait, (long)(fmod(wait, 1) * 1e9)}, NULL);
       atomic_fetch_add(&lg->backoffs, 1);
@@ -438,8 +438,8 @@ static void *closed_main(void *arg) {
   return NULL;
 }
 
-void pr_loadgen_result_merge(pr_loadgen_result_t *dst, pr_loadgen_result_t *src) {
-  for (size_t k = 0; k < src->n; k++) pr_loadgen_result_add(dst, src->lat[k], 200);
+void pr__loadgen_result_merge(pr_loadgen_result_t *dst, pr_loadgen_result_t *src) {
+  for (size_t k = 0; k < src->n; k++) pr__loadgen_result_add(dst, src->lat[k], 200);
   /* the adds counted src's successes; its other counts go over as they are */
   dst->requests += src->requests - src->n;
   dst->errors += src->errors;
@@ -448,8 +448,8 @@ void pr_loadgen_result_merge(pr_loadgen_result_t *dst, pr_loadgen_result_t *src)
   src->lat = NULL;
 }
 
-void pr_loadgen_threads(int n, void *(*fn)(void *), void *ctx, double until,
-                        pr_loadgen_result_t *all) {
+void pr__loadgen_threads(int n, void *(*fn)(void *), void *ctx, double until,
+                         pr_loadgen_result_t *all) {
   pr_loadgen_worker_t *w = calloc((size_t)n, sizeof *w);
   pthread_t *th = calloc((size_t)n, sizeof *th);
   int started = 0;
@@ -460,14 +460,14 @@ void pr_loadgen_threads(int n, void *(*fn)(void *), void *ctx, double until,
   }
   for (int i = 0; i < started; i++) {
     pthread_join(th[i], NULL);
-    pr_loadgen_result_merge(all, &w[i].res);
+    pr__loadgen_result_merge(all, &w[i].res);
   }
   free(w);
   free(th);
 }
 
-void pr_loadgen_closed(pr_loadgen_t *lg, int concurrency, double until, pr_loadgen_result_t *all) {
-  pr_loadgen_threads(concurrency, closed_main, lg, until, all);
+void pr__loadgen_closed(pr_loadgen_t *lg, int concurrency, double until, pr_loadgen_result_t *all) {
+  pr__loadgen_threads(concurrency, closed_main, lg, until, all);
 }
 
 /* ---- open loop ---- */
@@ -480,12 +480,12 @@ static double exp_gap(unsigned long long *seed) {
   return -log(u);
 }
 
-void pr_loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
-                     pr_loadgen_result_t *all) {
+void pr__loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
+                      pr_loadgen_result_t *all) {
   CURLM *multi = curl_multi_init();
   curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1024L);
   unsigned long long seed = 0x9e3779b97f4a7c15ull;
-  double start = pr_now(), next = start, phase_end = start;
+  double start = pr__now(), next = start, phase_end = start;
   int phase = 0;
   phase_end = start + phases[0].seconds;
   int inflight = 0;
@@ -496,7 +496,7 @@ void pr_loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
   } tag_t;
   next += exp_gap(&seed) / phases[0].rate;
   for (;;) {
-    double now = pr_now();
+    double now = pr__now();
     while (phase < n_phases && (next <= now || phase_end <= now)) {
       if (next >= phase_end) {
         /* a gap drawn at this phase's rate ran past its end: the next phase
@@ -522,7 +522,8 @@ void pr_loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
         curl_multi_add_handle(multi, c);
         inflight++;
       } else {
-        pr_loadgen_result_add(&phases[phase].res, 0, 0); /* client saturated: counted as an error */
+        pr__loadgen_result_add(&phases[phase].res, 0,
+                               0); /* client saturated: counted as an error */
       }
       next += exp_gap(&seed) / phases[phase].rate;
     }
@@ -538,17 +539,17 @@ void pr_loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
       curl_easy_getinfo(c, CURLINFO_PRIVATE, (char **)&tag);
       long status = 0;
       if (msg->data.result == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-      double ms = (pr_now() - tag->sched) * 1e3;
+      double ms = (pr__now() - tag->sched) * 1e3;
       status = checked_status(status, &tag->body);
-      pr_loadgen_result_add(&phases[tag->phase].res, ms, status);
-      pr_loadgen_result_add(all, ms, status);
+      pr__loadgen_result_add(&phases[tag->phase].res, ms, status);
+      pr__loadgen_result_add(all, ms, status);
       free(tag->body.buf);
       free(tag);
       curl_multi_remove_handle(multi, c);
       curl_easy_cleanup(c);
       inflight--;
     }
-    double wait = phase < n_phases ? (next < phase_end ? next : phase_end) - pr_now() : 0.05;
+    double wait = phase < n_phases ? (next < phase_end ? next : phase_end) - pr__now() : 0.05;
     int ms = wait <= 0 ? 0 : wait > 0.05 ? 50 : (int)(wait * 1e3);
     curl_multi_poll(multi, NULL, 0, ms, NULL);
   }
@@ -556,7 +557,7 @@ void pr_loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
 }
 
 /* packrat_reconfigurations_total from /metrics (summed), or -1. */
-double pr_loadgen_scrape_reconfigurations(const char *base) {
+double pr__loadgen_scrape_reconfigurations(const char *base) {
   char url[2048];
   snprintf(url, sizeof url, "%s/metrics", base);
   char *text;
@@ -572,7 +573,7 @@ double pr_loadgen_scrape_reconfigurations(const char *base) {
   return total;
 }
 
-void pr_loadgen_free(pr_loadgen_t *lg) {
+void pr__loadgen_free(pr_loadgen_t *lg) {
   free(lg->rq.body);
   curl_slist_free_all(lg->rq.headers);
   pr_engine_tensor_free(&lg->expect);

@@ -1,7 +1,7 @@
 /* The load generator behind packrat bench.
  *
- * Closed loop (pr_loadgen_closed): C threads, each sends its next request when
- * the previous one is answered. Open loop (pr_loadgen_open): Poisson arrivals
+ * Closed loop (pr__loadgen_closed): C threads, each sends its next request when
+ * the previous one is answered. Open loop (pr__loadgen_open): Poisson arrivals
  * at each phase's rate from one thread driving libcurl's multi interface;
  * latency is measured from each request's scheduled arrival, so a slow
  * server cannot hide queueing by slowing the client down.
@@ -32,7 +32,7 @@ typedef struct {
   char *body;
   size_t len, json_len;
   struct curl_slist *headers;
-  char authorization[600]; /* "Bearer TOKEN" (pr_loadgen_set_token), "" for none */
+  char authorization[600]; /* "Bearer TOKEN" (pr__loadgen_set_token), "" for none */
 } pr_loadgen_request_t;
 
 typedef struct {
@@ -55,21 +55,21 @@ typedef struct {
 /* Builds the request for model at base (http://host:port) from the model's
  * metadata and input_file (NULL: zeros), JSON or binary. 0, or 1 after a
  * message on stderr. */
-int pr_loadgen_request_build(const char *base, const char *model, const char *input_file,
-                             bool binary, pr_loadgen_request_t *rq);
+int pr__loadgen_request_build(const char *base, const char *model, const char *input_file,
+                              bool binary, pr_loadgen_request_t *rq);
 
 /* Sends `Authorization: Bearer <token>` (REST, the metadata GET included)
  * or the same `authorization` metadata (gRPC) with every request: the
  * token is the first line of path (at most 512 bytes). Call before
- * pr_loadgen_request_build. 0, or -1 after a message on stderr. */
-int pr_loadgen_set_token(pr_loadgen_request_t *rq, const char *path);
+ * pr__loadgen_request_build. 0, or -1 after a message on stderr. */
+int pr__loadgen_set_token(pr_loadgen_request_t *rq, const char *path);
 
-void pr_loadgen_result_add(pr_loadgen_result_t *r, double ms, long status);
+void pr__loadgen_result_add(pr_loadgen_result_t *r, double ms, long status);
 /* {requests, errors, duration_s, throughput_rps, p50/p90/p99/max/mean_ms} (sorts r). */
-json_t *pr_loadgen_result_json(pr_loadgen_result_t *r, double seconds);
+json_t *pr__loadgen_result_json(pr_loadgen_result_t *r, double seconds);
 
 /* Adds src's latencies and counts to dst, and frees src's latencies. */
-void pr_loadgen_result_merge(pr_loadgen_result_t *dst, pr_loadgen_result_t *src);
+void pr__loadgen_result_merge(pr_loadgen_result_t *dst, pr_loadgen_result_t *src);
 
 /* One thread of a closed loop: ctx is what every thread shares, res its
  * own result. */
@@ -82,18 +82,18 @@ typedef struct {
 /* Runs n threads of fn, each on its own pr_loadgen_worker_t (ctx shared,
  * until the monotonic end), joins them and merges their results into all.
  * The closed loops of both protocols run on it. */
-void pr_loadgen_threads(int n, void *(*fn)(void *), void *ctx, double until,
-                        pr_loadgen_result_t *all);
+void pr__loadgen_threads(int n, void *(*fn)(void *), void *ctx, double until,
+                         pr_loadgen_result_t *all);
 
 /* Closed loop with `concurrency` threads until the monotonic time `until`
  * (lg->busy_poll: each spins on its socket instead of sleeping in poll). */
-void pr_loadgen_closed(pr_loadgen_t *lg, int concurrency, double until, pr_loadgen_result_t *all);
+void pr__loadgen_closed(pr_loadgen_t *lg, int concurrency, double until, pr_loadgen_result_t *all);
 /* Open loop through the phases in order; each phase's result and all. */
-void pr_loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
-                     pr_loadgen_result_t *all);
+void pr__loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases,
+                      pr_loadgen_result_t *all);
 
 /* packrat_reconfigurations_total from base's /metrics (summed), or -1. */
-double pr_loadgen_scrape_reconfigurations(const char *base);
+double pr__loadgen_scrape_reconfigurations(const char *base);
 
 /* The same request over gRPC (loadgen_grpc.c): a packed KServe v2
  * ModelInferRequest with raw_input_contents made from the binary REST
@@ -106,16 +106,16 @@ typedef struct {
 } pr_loadgen_grpc_t;
 
 /* 0, or -1 after a message on stderr. rq must be the binary request. */
-int pr_loadgen_grpc_build(const pr_loadgen_request_t *rq, const char *model, const char *address,
-                          pr_loadgen_grpc_t *g);
+int pr__loadgen_grpc_build(const pr_loadgen_request_t *rq, const char *model, const char *address,
+                           pr_loadgen_grpc_t *g);
 /* Closed loop over gRPC: `concurrency` threads on one channel, each one
  * call at a time, until `until`. An answer counts when its status is OK and
  * it decodes with outputs (non-OK statuses count as 5xx, none as transport). */
-void pr_loadgen_grpc_closed(const pr_loadgen_grpc_t *g, int concurrency, double until,
-                            pr_loadgen_result_t *all);
-void pr_loadgen_grpc_free(pr_loadgen_grpc_t *g);
+void pr__loadgen_grpc_closed(const pr_loadgen_grpc_t *g, int concurrency, double until,
+                             pr_loadgen_result_t *all);
+void pr__loadgen_grpc_free(pr_loadgen_grpc_t *g);
 
 /* Frees the request and the expected tensor. */
-void pr_loadgen_free(pr_loadgen_t *lg);
+void pr__loadgen_free(pr_loadgen_t *lg);
 
 #endif

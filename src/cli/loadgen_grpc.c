@@ -134,15 +134,15 @@ static void *grpc_main(void *arg) {
   pr_loadgen_worker_t *w = arg;
   const grpc_shared_t *sh = w->ctx;
   grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-  while (pr_now() < w->until) {
-    double t0 = pr_now();
+  while (pr__now() < w->until) {
+    double t0 = pr__now();
     long st = call_once(sh->ch, cq, sh->g);
     /* as an HTTP status for the result's classes: OK 200, else 500, no
      * status at all "transport" */
-    pr_loadgen_result_add(&w->res, (pr_now() - t0) * 1e3, st == 0 ? 200 : st > 0 ? 500 : 0);
+    pr__loadgen_result_add(&w->res, (pr__now() - t0) * 1e3, st == 0 ? 200 : st > 0 ? 500 : 0);
     /* UNAVAILABLE is the server's back-pressure (HTTP's 503): back off a
      * second, as the HTTP loop does without a Retry-After */
-    if (st == GRPC_STATUS_UNAVAILABLE && pr_now() + 1 < w->until)
+    if (st == GRPC_STATUS_UNAVAILABLE && pr__now() + 1 < w->until)
       nanosleep(&(struct timespec){1, 0}, NULL);
   }
   grpc_completion_queue_shutdown(cq);
@@ -153,27 +153,27 @@ static void *grpc_main(void *arg) {
   return NULL;
 }
 
-int pr_loadgen_grpc_build(const pr_loadgen_request_t *rq, const char *model, const char *address,
-                          pr_loadgen_grpc_t *g) {
+int pr__loadgen_grpc_build(const pr_loadgen_request_t *rq, const char *model, const char *address,
+                           pr_loadgen_grpc_t *g) {
   memset(g, 0, sizeof *g);
   snprintf(g->address, sizeof g->address, "%s", address);
   memcpy(g->authorization, rq->authorization, sizeof g->authorization);
   return pack_request(rq, model, g);
 }
 
-void pr_loadgen_grpc_closed(const pr_loadgen_grpc_t *g, int concurrency, double until,
-                            pr_loadgen_result_t *all) {
+void pr__loadgen_grpc_closed(const pr_loadgen_grpc_t *g, int concurrency, double until,
+                             pr_loadgen_result_t *all) {
   grpc_init();
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   grpc_channel *ch = grpc_channel_create(g->address, creds, NULL);
   grpc_channel_credentials_release(creds);
   grpc_shared_t sh = {.g = g, .ch = ch};
-  pr_loadgen_threads(concurrency, grpc_main, &sh, until, all);
+  pr__loadgen_threads(concurrency, grpc_main, &sh, until, all);
   grpc_channel_destroy(ch);
   grpc_shutdown();
 }
 
-void pr_loadgen_grpc_free(pr_loadgen_grpc_t *g) {
+void pr__loadgen_grpc_free(pr_loadgen_grpc_t *g) {
   free(g->msg);
   g->msg = NULL;
 }

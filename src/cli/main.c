@@ -56,13 +56,13 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "run") || !strcmp(argv[1], "profile") || !strcmp(argv[1], "plan") ||
       !strcmp(argv[1], "serve") || !strcmp(argv[1], "quantize"))
     settle_openmp(argv);
-  if (!strcmp(argv[1], "run")) return pr_cli_run(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "profile")) return pr_cli_profile(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "plan")) return pr_cli_plan(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "serve")) return pr_cli_serve(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "bench")) return pr_cli_bench(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "infer")) return pr_cli_infer(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "quantize")) return pr_cli_quantize(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "run")) return pr__cli_run(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "profile")) return pr__cli_profile(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "plan")) return pr__cli_plan(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "serve")) return pr__cli_serve(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "bench")) return pr__cli_bench(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "infer")) return pr__cli_infer(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "quantize")) return pr__cli_quantize(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
     return version();
   fprintf(stderr, "packrat: unknown command '%s'\n", argv[1]);

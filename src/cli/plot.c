@@ -201,8 +201,8 @@ static void title(plot_t *pl, const pr_profile_t *p, const pr_cli_plot_opts_t *o
           LEFT, o->threads);
 }
 
-bool pr_cli_plot_svg(const char *path, const pr_profile_t *p, const pr_cli_plot_opts_t *o,
-                     char *err, size_t err_len) {
+bool pr__cli_plot_svg(const char *path, const pr_profile_t *p, const pr_cli_plot_opts_t *o,
+                      char *err, size_t err_len) {
   plot_t pl = {.f = fopen(path, "w"), .max_b = 1, .log_y = o->log_y};
   if (!pl.f) {
     snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
@@ -236,8 +236,8 @@ bool pr_cli_plot_svg(const char *path, const pr_profile_t *p, const pr_cli_plot_
 
 /* ---- the joint plan: the cores coloured by model, one box per core ---- */
 
-bool pr_cli_plot_joint_svg(const char *path, const pr_profile_t *ps, const pr_plan_t *plans, int n,
-                           int cores, char *err, size_t err_len) {
+bool pr__cli_plot_joint_svg(const char *path, const pr_profile_t *ps, const pr_plan_t *plans, int n,
+                            int cores, char *err, size_t err_len) {
   static const char *const colours[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
                                         "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
   FILE *f = fopen(path, "w");

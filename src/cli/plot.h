@@ -23,15 +23,15 @@ typedef struct {
  * part that matters. Log y: every point in range. The plot says that the
  * latencies include the co-running slowdown. Returns false with a message
  * in err when the file cannot be written. */
-bool pr_cli_plot_svg(const char *path, const pr_profile_t *p, const pr_cli_plot_opts_t *o,
-                     char *err, size_t err_len);
+bool pr__cli_plot_svg(const char *path, const pr_profile_t *p, const pr_cli_plot_opts_t *o,
+                      char *err, size_t err_len);
 
 /* Writes the joint plan of n models (plans[k] on their cores, in the order
  * of the cores plans use) to path: one box per core, coloured by model,
  * shaded by instance, each instance's batch on its first core; unassigned
  * cores grey. Returns false with a message in err when the file cannot be
  * written. */
-bool pr_cli_plot_joint_svg(const char *path, const pr_profile_t *ps, const pr_plan_t *plans, int n,
-                           int cores, char *err, size_t err_len);
+bool pr__cli_plot_joint_svg(const char *path, const pr_profile_t *ps, const pr_plan_t *plans, int n,
+                            int cores, char *err, size_t err_len);
 
 #endif

@@ -6,13 +6,13 @@
 
 #include "base/topology.h"
 
-int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_profile_opts_t *o,
-                       pr_profile_t *out, char *cache_path, size_t cache_len) {
+int pr__cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_profile_opts_t *o,
+                        pr_profile_t *out, char *cache_path, size_t cache_len) {
   int cpus[4096];
-  int n_cpus = pr_topology_cpu_order(cpus, 4096);
-  int cores = o->cores > 0 ? o->cores : pr_topology_num_cores();
+  int n_cpus = pr__topology_cpu_order(cpus, 4096);
+  int cores = o->cores > 0 ? o->cores : pr__topology_num_cores();
   pr_session_options_t base = pr_session_options_default();
-  if (o->dims) pr_cli_dims_apply(o->dims, &base);
+  if (o->dims) pr__cli_dims_apply(o->dims, &base);
   base.precision = o->precision;
   pr_profile_source_t src = {.model_name = model_path,
                              .cores = cores,

@@ -29,7 +29,7 @@ typedef struct {
  * a suspicious profile, a cache that cannot be written: warnings, not
  * errors). Returns 0, or -1 when the profile could not be had (message on
  * stderr). */
-int pr_cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_profile_opts_t *o,
-                       pr_profile_t *out, char *cache_path, size_t cache_len);
+int pr__cli_get_profile(pr_model_t *model, const char *model_path, const pr_cli_profile_opts_t *o,
+                        pr_profile_t *out, char *cache_path, size_t cache_len);
 
 #endif

@@ -1,20 +1,20 @@
 /* Session compiler: the passes that turn a model's graph into kernels, and
  * the helpers every op's infer and prepare use.
  *
- *   1. shapes (pr_compile_infer): every node's outputs inferred in order;
+ *   1. shapes (pr__compile_infer): every node's outputs inferred in order;
  *      nodes whose inputs are all constant run now (constant folding, shape
  *      subgraphs included);
- *   2. fusions (fuse.c), then dead-node removal (pr_compile_remove_dead);
- *   3. prepare (pr_compile_prepare): kernels created in order; oneDNN kernels
+ *   2. fusions (fuse.c), then dead-node removal (pr__compile_remove_dead);
+ *   3. prepare (pr__compile_prepare): kernels created in order; oneDNN kernels
  *      choose their layouts and reorders are inserted where a consumer needs
- *      another layout (pr_require_plain, pr_require_md).
+ *      another layout (pr__require_plain, pr__require_md).
  * Memory planning follows in memplan.c.
  *
  * Notes on the design:
  * - All compile state lives in pr_compile_t and is passed explicitly; the
  *   prepare pass builds its new node list in c->build.
  * - While the prepare pass runs (c->values_fixed), the value array never
- *   moves: ops hold value pointers across pr_require_md/plain, so the array
+ *   moves: ops hold value pointers across pr__require_md/plain, so the array
  *   is reserved up front for every reorder that pass can add.
  */
 #include <assert.h>
@@ -30,52 +30,52 @@
 
 /* ---- helpers shared with ops ---- */
 
-const char *pr_mnode_name(const pr_mnode_t *m) {
+const char *pr__mnode_name(const pr_mnode_t *m) {
   return m ? m->name : "(internal)";
 }
-const char *pr_node_name(const pr_node_t *n) {
-  return pr_mnode_name(n->m);
+const char *pr__node_name(const pr_node_t *n) {
+  return pr__mnode_name(n->m);
 }
 
-pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...) {
+pr_status_t pr__fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (n)
-    pr_errf(c->err, c->err_len, "node '%s' (%s): %s", pr_node_name(n), n->op->name, msg);
+    pr__errf(c->err, c->err_len, "node '%s' (%s): %s", pr__node_name(n), n->op->name, msg);
   else
-    pr_errf(c->err, c->err_len, "%s", msg);
+    pr__errf(c->err, c->err_len, "%s", msg);
   return st;
 }
 
-pr_status_t pr_need_values(pr_compile_t *c, const pr_node_t *n, const char *fmt, ...) {
+pr_status_t pr__need_values(pr_compile_t *c, const pr_node_t *n, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   c->needs_values = true;
-  return pr_fail(c, n, PR_ERR_UNSUPPORTED, "%s", msg);
+  return pr__fail(c, n, PR_ERR_UNSUPPORTED, "%s", msg);
 }
 
-int64_t pr_value_numel(const pr_value_t *v) {
+int64_t pr__value_numel(const pr_value_t *v) {
   int64_t n = 1;
   for (int k = 0; k < v->rank; k++) n *= v->dims[k];
   return n;
 }
 
-void pr_value_set_shape(pr_value_t *v, pr_dtype_t dtype, int rank, const int64_t *dims) {
+void pr__value_set_shape(pr_value_t *v, pr_dtype_t dtype, int rank, const int64_t *dims) {
   assert(rank >= 0 && rank <= PR_MAX_RANK);
   v->dtype = dtype;
   v->rank = rank;
   for (int k = 0; k < rank; k++) v->dims[k] = dims[k];
 }
 
-int pr_const_ints(const pr_value_t *v, int64_t *vals, int max) {
+int pr__const_ints(const pr_value_t *v, int64_t *vals, int max) {
   if (!v || !v->is_const || v->rank > 1) return -1;
-  int64_t n = pr_value_numel(v);
+  int64_t n = pr__value_numel(v);
   if (n > max) return -1;
   for (int64_t i = 0; i < n; i++) {
     if (v->dtype == PR_DTYPE_INT64)
@@ -88,7 +88,7 @@ int pr_const_ints(const pr_value_t *v, int64_t *vals, int max) {
   return (int)n;
 }
 
-pr_status_t pr_plain_md(const pr_value_t *v, dnnl_memory_desc_t *md) {
+pr_status_t pr__plain_md(const pr_value_t *v, dnnl_memory_desc_t *md) {
   dnnl_dims_t dims;
   int rank = v->rank ? v->rank : 1;
   if (rank > 6) return PR_ERR_UNSUPPORTED;
@@ -115,8 +115,8 @@ static bool reserve_values(pr_compile_t *c, int cap) {
   return true;
 }
 
-pr_status_t pr_node_io(pr_compile_t *c, pr_node_t *n, int n_in, const int *ins, int n_out,
-                       const int *outs) {
+pr_status_t pr__node_io(pr_compile_t *c, pr_node_t *n, int n_in, const int *ins, int n_out,
+                        const int *outs) {
   assert(n_in >= 0 && n_out >= 0);
   if (c->n_io == c->cap_io) {
     int cap = c->cap_io ? c->cap_io * 2 : 256;
@@ -139,9 +139,9 @@ pr_status_t pr_node_io(pr_compile_t *c, pr_node_t *n, int n_in, const int *ins, 
   return PR_OK;
 }
 
-int pr_compile_add_value(pr_compile_t *c) {
+int pr__compile_add_value(pr_compile_t *c) {
   if (c->n_values == c->cap_values) {
-    /* the reservation of pr_compile_prepare covers every value that pass adds */
+    /* the reservation of pr__compile_prepare covers every value that pass adds */
     assert(!c->values_fixed);
     if (c->values_fixed || !reserve_values(c, c->cap_values ? c->cap_values * 2 : 64)) return -1;
   }
@@ -192,7 +192,7 @@ static pr_status_t fold_buffers(pr_compile_t *c) {
     for (int k = 0; k < b->n_out; k++) {
       pr_value_t *o = b->out[k] >= 0 ? &c->v[b->out[k]] : NULL;
       if (!o || o->data) continue;
-      if (!(o->data = pr_aligned_calloc(o->nbytes))) return PR_ERR_NOMEM;
+      if (!(o->data = pr__aligned_calloc(o->nbytes))) return PR_ERR_NOMEM;
       o->owns_data = true;
     }
   }
@@ -220,8 +220,8 @@ static pr_status_t fold_node(pr_compile_t *c, pr_node_t *n) {
   if (!(c->build.plain_of = malloc(sizeof(int) * (size_t)c->cap_values))) return PR_ERR_NOMEM;
   for (int i = 0; i < c->cap_values; i++) c->build.plain_of[i] = -1;
   for (int k = 0; k < n->n_in; k++) {
-    pr_value_t *v = pr_in(c, n, k);
-    if (v && v->dtype == PR_DTYPE_FLOAT && !v->opaque) pr_plain_md(v, &v->md);
+    pr_value_t *v = pr__in(c, n, k);
+    if (v && v->dtype == PR_DTYPE_FLOAT && !v->opaque) pr__plain_md(v, &v->md);
   }
   c->values_fixed = true;
   pr_status_t st = prepare_node(c, *n);
@@ -240,13 +240,13 @@ static pr_status_t fold_node(pr_compile_t *c, pr_node_t *n) {
     pr_value_t *o = &c->v[n->out[k]];
     if (plain[k] >= 0) { /* take the row-major copy's data */
       pr_value_t *p = &c->v[plain[k]];
-      pr_free(o->data);
+      pr__free(o->data);
       o->data = p->data;
       p->data = NULL;
       p->owns_data = false;
       o->opaque = false;
       o->nbytes = p->nbytes;
-      pr_plain_md(o, &o->md);
+      pr__plain_md(o, &o->md);
     }
     o->is_const = true;
     o->kind = PR_VAL_CONST;
@@ -257,7 +257,7 @@ static pr_status_t fold_node(pr_compile_t *c, pr_node_t *n) {
     if (b->op->destroy && b->state) b->op->destroy(b->state);
   }
   for (int i = first_new; i < c->n_values; i++) /* the reorders' scratch values */
-    if (c->v[i].owns_data) pr_free(c->v[i].data), c->v[i].data = NULL, c->v[i].owns_data = false;
+    if (c->v[i].owns_data) pr__free(c->v[i].data), c->v[i].data = NULL, c->v[i].owns_data = false;
   free(plain);
   free(c->build.nodes);
   free(c->build.plain_of);
@@ -268,41 +268,42 @@ static pr_status_t fold_node(pr_compile_t *c, pr_node_t *n) {
 
 /* Checks the shape op->infer gave output k of node i and sizes it. */
 static pr_status_t check_output(pr_compile_t *c, pr_node_t *n, int i, int k) {
-  pr_value_t *o = pr_out(c, n, k);
+  pr_value_t *o = pr__out(c, n, k);
   if (!o) return PR_OK;
   if (o->rank < 0 || !pr_dtype_size(o->dtype))
-    return pr_fail(c, n, PR_ERR_INTERNAL, "output %d shape not inferred", k);
+    return pr__fail(c, n, PR_ERR_INTERNAL, "output %d shape not inferred", k);
   size_t numel = 1;
   for (int d = 0; d < o->rank; d++)
-    if (o->dims[d] < 0 || pr_mul_size(numel, (size_t)o->dims[d], &numel))
-      return pr_fail(c, n, PR_ERR_INVALID, "output %d has an invalid shape", k);
-  if (pr_mul_size(numel, pr_dtype_size(o->dtype), &o->nbytes) || o->nbytes > c->max_bytes)
-    return pr_fail(c, n, PR_ERR_NOMEM, "output %d needs %zu bytes, over the session's limit of %zu",
-                   k, o->nbytes, c->max_bytes);
+    if (o->dims[d] < 0 || pr__mul_size(numel, (size_t)o->dims[d], &numel))
+      return pr__fail(c, n, PR_ERR_INVALID, "output %d has an invalid shape", k);
+  if (pr__mul_size(numel, pr_dtype_size(o->dtype), &o->nbytes) || o->nbytes > c->max_bytes)
+    return pr__fail(c, n, PR_ERR_NOMEM,
+                    "output %d needs %zu bytes, over the session's limit of %zu", k, o->nbytes,
+                    c->max_bytes);
   o->producer = i;
   return PR_OK;
 }
 
-pr_status_t pr_compile_infer(pr_compile_t *c) {
+pr_status_t pr__compile_infer(pr_compile_t *c) {
   pr_status_t st;
   for (int i = 0; i < c->n_nodes; i++) {
     pr_node_t *n = &c->nodes[i];
     bool all_const = true;
     /* every operator here but the control ones reads its first input */
     if ((n->n_in < 1 || n->in[0] < 0) && !n->op->first_optional)
-      return pr_fail(c, n, PR_ERR_INVALID, "the first input is missing");
+      return pr__fail(c, n, PR_ERR_INVALID, "the first input is missing");
     if (n->n_out >= 1 && n->out[0] < 0) {
       /* an omitted first output (RNN's Y when only Y_h is wanted) gets a
        * scratch value: every later pass relies on output 0 */
-      int idx = pr_compile_add_value(c);
+      int idx = pr__compile_add_value(c);
       if (idx < 0) return PR_ERR_NOMEM;
       n->out[0] = idx;
     }
-    if (n->n_out < 1) return pr_fail(c, n, PR_ERR_INVALID, "the first output is missing");
+    if (n->n_out < 1) return pr__fail(c, n, PR_ERR_INVALID, "the first output is missing");
     for (int k = 0; k < n->n_in; k++) {
-      pr_value_t *v = pr_in(c, n, k);
+      pr_value_t *v = pr__in(c, n, k);
       if (!v) continue;
-      if (v->rank < 0) return pr_fail(c, n, PR_ERR_INVALID, "input %d has no shape", k);
+      if (v->rank < 0) return pr__fail(c, n, PR_ERR_INVALID, "input %d has no shape", k);
       all_const &= v->is_const;
     }
     for (int k = 0; k < n->n_out; k++)
@@ -318,7 +319,7 @@ pr_status_t pr_compile_infer(pr_compile_t *c) {
 
 /* ---- 2. liveness and dead-node removal ---- */
 
-void pr_compile_count_uses(pr_compile_t *c) {
+void pr__compile_count_uses(pr_compile_t *c) {
   for (int i = 0; i < c->n_values; i++) c->v[i].n_uses = 0, c->v[i].last_use = -1;
   for (int i = 0; i < c->n_nodes; i++) {
     pr_node_t *n = &c->nodes[i];
@@ -330,11 +331,11 @@ void pr_compile_count_uses(pr_compile_t *c) {
     if (c->v[i].is_graph_output) c->v[i].n_uses++, c->v[i].last_use = INT_MAX;
 }
 
-void pr_compile_remove_dead(pr_compile_t *c) {
+void pr__compile_remove_dead(pr_compile_t *c) {
   bool changed = true;
   while (changed) {
     changed = false;
-    pr_compile_count_uses(c);
+    pr__compile_count_uses(c);
     for (int i = c->n_nodes - 1; i >= 0; i--) {
       pr_node_t *n = &c->nodes[i];
       if (n->dead) continue;
@@ -353,23 +354,23 @@ void pr_compile_remove_dead(pr_compile_t *c) {
 /* A new value holding src in layout md (row-major when NULL), made by a
  * reorder node appended to the build list; its index, or -1 with *st set. */
 static int reorder_value(pr_compile_t *c, int src, const dnnl_memory_desc_t *md, pr_status_t *st) {
-  int idx = pr_compile_add_value(c);
-  if (idx < 0) { /* cannot happen: pr_compile_prepare reserved the values */
+  int idx = pr__compile_add_value(c);
+  if (idx < 0) { /* cannot happen: pr__compile_prepare reserved the values */
     *st = PR_ERR_INTERNAL;
     return -1;
   }
   assert(idx < c->cap_values);
   c->build.plain_of[idx] = -1;
   pr_value_t *v = &c->v[idx], *s = &c->v[src];
-  pr_value_set_shape(v, s->dtype, s->rank, s->dims);
+  pr__value_set_shape(v, s->dtype, s->rank, s->dims);
   v->opaque = md != NULL;
   if (md)
     v->md = *md;
   else
-    pr_plain_md(v, &v->md);
+    pr__plain_md(v, &v->md);
   v->nbytes = dnnl_memory_desc_get_size(&v->md);
-  pr_node_t r = {.op = &pr_op_reorder};
-  if ((*st = pr_node_io(c, &r, 1, &src, 1, &idx)) || (*st = r.op->prepare(c, &r))) return -1;
+  pr_node_t r = {.op = &pr__op_reorder};
+  if ((*st = pr__node_io(c, &r, 1, &src, 1, &idx)) || (*st = r.op->prepare(c, &r))) return -1;
   v->producer = c->build.n;
   if (add_node(&c->build.nodes, &c->build.n, &c->build.cap, &r) < 0) {
     *st = PR_ERR_NOMEM;
@@ -378,7 +379,7 @@ static int reorder_value(pr_compile_t *c, int src, const dnnl_memory_desc_t *md,
   return idx;
 }
 
-pr_status_t pr_require_plain(pr_compile_t *c, pr_node_t *n, int k) {
+pr_status_t pr__require_plain(pr_compile_t *c, pr_node_t *n, int k) {
   assert(k >= 0 && k < n->n_in);
   int src = n->in[k];
   if (src < 0 || !c->v[src].opaque) return PR_OK;
@@ -393,7 +394,7 @@ pr_status_t pr_require_plain(pr_compile_t *c, pr_node_t *n, int k) {
   return PR_OK;
 }
 
-pr_status_t pr_require_md(pr_compile_t *c, pr_node_t *n, int k, const dnnl_memory_desc_t *md) {
+pr_status_t pr__require_md(pr_compile_t *c, pr_node_t *n, int k, const dnnl_memory_desc_t *md) {
   assert(k >= 0 && k < n->n_in && n->in[k] >= 0);
   int src = n->in[k];
   if (dnnl_memory_desc_equal(&c->v[src].md, md)) return PR_OK;
@@ -404,7 +405,7 @@ pr_status_t pr_require_md(pr_compile_t *c, pr_node_t *n, int k, const dnnl_memor
   return PR_OK;
 }
 
-/* Ops keep value pointers across pr_require_md/plain, so the value array
+/* Ops keep value pointers across pr__require_md/plain, so the value array
  * must not move in the prepare pass: reserve a reorder per input twice over
  * (the generic pass before prepare, and the op's own request) and one per
  * graph output. */
@@ -419,7 +420,7 @@ static pr_status_t begin_prepare(pr_compile_t *c, int n_outputs) {
   c->values_fixed = true;
   for (int i = 0; i < c->n_values; i++) {
     pr_value_t *v = &c->v[i];
-    if (v->rank >= 0 && !v->opaque) pr_plain_md(v, &v->md); /* types oneDNN has */
+    if (v->rank >= 0 && !v->opaque) pr__plain_md(v, &v->md); /* types oneDNN has */
   }
   return PR_OK;
 }
@@ -428,10 +429,10 @@ static pr_status_t begin_prepare(pr_compile_t *c, int n_outputs) {
 static pr_status_t prepare_node(pr_compile_t *c, pr_node_t n) {
   pr_status_t st = PR_OK;
   if (!n.op->accepts_opaque)
-    for (int k = 0; k < n.n_in && !st; k++) st = pr_require_plain(c, &n, k);
+    for (int k = 0; k < n.n_in && !st; k++) st = pr__require_plain(c, &n, k);
   if (!st && n.op->prepare) st = n.op->prepare(c, &n);
   for (int k = 0; k < n.n_out && !st; k++) {
-    pr_value_t *o = pr_out(c, &n, k);
+    pr_value_t *o = pr__out(c, &n, k);
     if (!o) continue;
     if (o->opaque) o->nbytes = dnnl_memory_desc_get_size(&o->md);
     o->producer = c->build.n;
@@ -461,7 +462,7 @@ static pr_status_t plain_outputs(pr_compile_t *c, int *out_vals, int n_outputs) 
   return PR_OK;
 }
 
-pr_status_t pr_compile_prepare(pr_compile_t *c, int *out_vals, int n_outputs) {
+pr_status_t pr__compile_prepare(pr_compile_t *c, int *out_vals, int n_outputs) {
   pr_status_t st = begin_prepare(c, n_outputs);
   for (int i = 0; i < c->n_nodes && !st; i++)
     if (!c->nodes[i].dead) st = prepare_node(c, c->nodes[i]);

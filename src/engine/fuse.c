@@ -28,7 +28,7 @@ static bool all_const(pr_compile_t *c, const pr_node_t *n, int from, int to) {
  * weights and bias when it prepares them (once per model, shared). */
 static pr_status_t fold_bn(pr_compile_t *c, pr_node_t *conv, pr_node_t *bn) {
   if (!all_const(c, conv, 1, conv->n_in) || !all_const(c, bn, 1, 5)) return PR_OK;
-  if (pr_attr_int(bn->m, "training_mode", 0)) return PR_OK; /* batch statistics */
+  if (pr__attr_int(bn->m, "training_mode", 0)) return PR_OK; /* batch statistics */
   conv->bn = bn->m;
   for (int k = 0; k < 4; k++) conv->bn_in[k] = bn->in[k + 1];
   conv->out[0] = bn->out[0];
@@ -42,14 +42,14 @@ static pr_status_t fold_bn(pr_compile_t *c, pr_node_t *conv, pr_node_t *bn) {
 static bool clip_bounds(pr_compile_t *c, const pr_node_t *clip, float *lo, float *hi) {
   *lo = -INFINITY, *hi = INFINITY;
   if (c->opset < 11) {
-    *lo = pr_attr_float(clip->m, "min", -3.402823e+38f);
-    *hi = pr_attr_float(clip->m, "max", 3.402823e+38f);
+    *lo = pr__attr_float(clip->m, "min", -3.402823e+38f);
+    *hi = pr__attr_float(clip->m, "max", 3.402823e+38f);
     return *lo <= *hi;
   }
   for (int k = 1; k < clip->n_in; k++) {
     if (clip->in[k] < 0) continue;
     const pr_value_t *b = &c->v[clip->in[k]];
-    if (!b->is_const || b->dtype != PR_DTYPE_FLOAT || pr_value_numel(b) != 1) return false;
+    if (!b->is_const || b->dtype != PR_DTYPE_FLOAT || pr__value_numel(b) != 1) return false;
     *(k == 1 ? lo : hi) = *(const float *)b->data;
   }
   return *lo <= *hi;
@@ -63,7 +63,7 @@ static bool scalar_linear(pr_compile_t *c, const pr_node_t *n, int x, float *a, 
   const char *op = n->op->name;
   float s;
   if (n->n_in != 2 || c->v[x].dtype != PR_DTYPE_FLOAT ||
-      !pr_fuse_scalar_const(c, other_input(n, x), &s))
+      !pr__fuse_scalar_const(c, other_input(n, x), &s))
     return false;
   bool first = n->in[0] == x;
   if (!strcmp(op, "Mul"))
@@ -121,7 +121,7 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
   if (!strcmp(op, "Relu"))
     alg[0] = dnnl_eltwise_relu;
   else if (!strcmp(op, "LeakyRelu"))
-    alg[0] = dnnl_eltwise_relu, alpha[0] = pr_attr_float(act->m, "alpha", 0.01f);
+    alg[0] = dnnl_eltwise_relu, alpha[0] = pr__attr_float(act->m, "alpha", 0.01f);
   else if (!strcmp(op, "Sigmoid"))
     alg[0] = dnnl_eltwise_logistic;
   else if (!strcmp(op, "Tanh"))
@@ -135,8 +135,8 @@ static bool fuse_act(pr_compile_t *c, pr_node_t *conv, pr_node_t *act) {
   else if (!strcmp(op, "SiLU"))
     alg[0] = dnnl_eltwise_swish, alpha[0] = 1.f;
   else if (!strcmp(op, "HardSigmoid")) {
-    alg[0] = dnnl_eltwise_linear, alpha[0] = pr_attr_float(act->m, "alpha", 0.2f);
-    beta[0] = pr_attr_float(act->m, "beta", 0.5f);
+    alg[0] = dnnl_eltwise_linear, alpha[0] = pr__attr_float(act->m, "alpha", 0.2f);
+    beta[0] = pr__attr_float(act->m, "beta", 0.5f);
     alg[1] = dnnl_eltwise_clip_v2, alpha[1] = 0.f, beta[1] = 1.f;
     cnt = 2;
   } else if (!strcmp(op, "Clip") && c->v[act->in[0]].dtype == PR_DTYPE_FLOAT) {
@@ -173,7 +173,7 @@ static bool same_shape(const pr_value_t *a, const pr_value_t *b) {
 static int fuse_add(pr_compile_t *c, int ci, int ai) {
   pr_node_t *conv = &c->nodes[ci], *add = &c->nodes[ai];
   if (conv->post.sum || conv->n_in > 3) return ci; /* X, W[, B]: room for B and the addend */
-  if (!strcmp(conv->op->name, "Conv") && pr_conv_window_in_padding(c, conv)) return ci;
+  if (!strcmp(conv->op->name, "Conv") && pr__conv_window_in_padding(c, conv)) return ci;
   int mine = conv->out[0];
   int other = add->in[0] == mine ? add->in[1] : add->in[0];
   if (other == mine || !same_shape(&c->v[other], &c->v[mine])) return ci;
@@ -197,7 +197,7 @@ static bool fuse_bias(pr_compile_t *c, pr_node_t *mm, pr_node_t *add) {
   int mine = mm->out[0], other = other_input(add, mine);
   const pr_value_t *b = &c->v[other], *o = &c->v[mine];
   int64_t N = o->dims[o->rank - 1];
-  if (other == mine || !b->is_const || b->dtype != PR_DTYPE_FLOAT || pr_value_numel(b) != N ||
+  if (other == mine || !b->is_const || b->dtype != PR_DTYPE_FLOAT || pr__value_numel(b) != N ||
       b->rank > o->rank || (b->rank && b->dims[b->rank - 1] != N) ||
       !same_shape(&c->v[add->out[0]], o))
     return false;
@@ -214,23 +214,24 @@ static void fuse_pad(pr_compile_t *c, int pi) {
   pr_value_t *x = &c->v[pad->in[0]];
   int rank = x->rank, sp = rank - 2;
   if (sp < 1 || sp > 3 || x->dtype != PR_DTYPE_FLOAT) return;
-  if (strcmp(pr_attr_string(pad->m, "mode", "constant"), "constant")) return;
+  if (strcmp(pr__attr_string(pad->m, "mode", "constant"), "constant")) return;
   int64_t pads[2 * PR_MAX_RANK];
   if (c->opset < 11) {
     const int64_t *p;
-    if (pr_attr_ints(pad->m, "pads", &p) != 2 * rank || pr_attr_float(pad->m, "value", 0.f) != 0.f)
+    if (pr__attr_ints(pad->m, "pads", &p) != 2 * rank ||
+        pr__attr_float(pad->m, "value", 0.f) != 0.f)
       return;
     memcpy(pads, p, sizeof(int64_t) * (size_t)(2 * rank));
   } else {
     if (pad->n_in > 3 && pad->in[3] >= 0) return;
-    if (pr_const_ints(pr_in(c, pad, 1), pads, 2 * PR_MAX_RANK) != 2 * rank) return;
-    pr_value_t *cv = pr_in(c, pad, 2);
+    if (pr__const_ints(pr__in(c, pad, 1), pads, 2 * PR_MAX_RANK) != 2 * rank) return;
+    pr_value_t *cv = pr__in(c, pad, 2);
     if (cv && (!cv->is_const || cv->dtype != PR_DTYPE_FLOAT || *(const float *)cv->data != 0.f))
       return;
   }
   for (int k = 0; k < 2 * rank; k++)
     if (pads[k] < 0 || ((k % rank) < 2 && pads[k])) return;
-  int ci = pr_fuse_only_consumer(c, pad->out[0], pi);
+  int ci = pr__fuse_only_consumer(c, pad->out[0], pi);
   if (ci < 0) return;
   pr_node_t *cons = &c->nodes[ci];
   if (cons->in[0] != pad->out[0] || cons->pad_fused) return;
@@ -238,17 +239,17 @@ static void fuse_pad(pr_compile_t *c, int pi) {
   if (!strcmp(op, "AveragePool")) {
     /* ceil mode: a last window may start in the Pad's zeros, which it may
      * not in padding, and the average would count the part past the end */
-    if (pr_attr_int(cons->m, "ceil_mode", 0)) return;
+    if (pr__attr_int(cons->m, "ceil_mode", 0)) return;
     /* its own pads must be zero unless they already count in the average */
     const int64_t *own;
-    int cnt = pr_attr_ints(cons->m, "pads", &own);
+    int cnt = pr__attr_ints(cons->m, "pads", &own);
     bool own_zero = true;
     for (int k = 0; k < cnt; k++) own_zero &= own[k] == 0;
-    if (!own_zero && !pr_attr_int(cons->m, "count_include_pad", 0)) return;
+    if (!own_zero && !pr__attr_int(cons->m, "count_include_pad", 0)) return;
   } else if (strcmp(op, "Conv")) {
     return;
   }
-  if (strcmp(pr_attr_string(cons->m, "auto_pad", "NOTSET"), "NOTSET")) return;
+  if (strcmp(pr__attr_string(cons->m, "auto_pad", "NOTSET"), "NOTSET")) return;
   for (int k = 0; k < sp; k++) {
     cons->pad_add[k] = pads[k + 2];
     cons->pad_add[k + sp] = pads[k + 2 + rank];
@@ -263,24 +264,24 @@ static void fuse_pad(pr_compile_t *c, int pi) {
  * y = Div(d, Sqrt(Add(v, eps))) [ * gamma ] [ + beta ] */
 
 static int consumer_of(pr_compile_t *c, int value, int from, const char *op) {
-  int k = pr_fuse_only_consumer(c, value, from);
+  int k = pr__fuse_only_consumer(c, value, from);
   return k >= 0 && !strcmp(c->nodes[k].op->name, op) ? k : -1;
 }
 
 /* reduces exactly the last axis, keeping it */
 static bool last_axis_mean(pr_compile_t *c, pr_node_t *n) {
-  if (strcmp(n->op->name, "ReduceMean") || pr_attr_int(n->m, "keepdims", 1) != 1) return false;
+  if (strcmp(n->op->name, "ReduceMean") || pr__attr_int(n->m, "keepdims", 1) != 1) return false;
   int rank = c->v[n->in[0]].rank;
   int64_t axes[PR_MAX_RANK];
   int na;
   if (c->opset >= 18) {
-    na = n->n_in > 1 && n->in[1] >= 0 ? pr_const_ints(&c->v[n->in[1]], axes, PR_MAX_RANK) : -1;
+    na = n->n_in > 1 && n->in[1] >= 0 ? pr__const_ints(&c->v[n->in[1]], axes, PR_MAX_RANK) : -1;
   } else {
     const int64_t *v;
-    na = pr_attr_ints(n->m, "axes", &v);
+    na = pr__attr_ints(n->m, "axes", &v);
     for (int i = 0; i < na && i < PR_MAX_RANK; i++) axes[i] = v[i];
   }
-  return na == 1 && pr_axis(axes[0], rank) == rank - 1;
+  return na == 1 && pr__axis(axes[0], rank) == rank - 1;
 }
 
 /* the operand of a binary node that is not `value` */
@@ -289,10 +290,10 @@ static int other_input(const pr_node_t *n, int value) {
 }
 
 static int new_ln_const(pr_compile_t *c, int64_t len, float fill) {
-  int idx = pr_compile_add_value(c);
+  int idx = pr__compile_add_value(c);
   if (idx < 0) return -1;
   pr_value_t *v = &c->v[idx];
-  pr_value_set_shape(v, PR_DTYPE_FLOAT, 1, &len);
+  pr__value_set_shape(v, PR_DTYPE_FLOAT, 1, &len);
   v->data = malloc(sizeof(float) * (size_t)len);
   if (!v->data) return -1;
   for (int64_t i = 0; i < len; i++) ((float *)v->data)[i] = fill;
@@ -306,7 +307,7 @@ static int new_ln_const(pr_compile_t *c, int64_t len, float fill) {
 static bool per_channel_const(pr_compile_t *c, int value, int64_t len) {
   pr_value_t *v = &c->v[value];
   if (!v->is_const || v->dtype != PR_DTYPE_FLOAT) return false;
-  int64_t n = pr_value_numel(v);
+  int64_t n = pr__value_numel(v);
   return n == len && v->rank >= 1 && v->dims[v->rank - 1] == len;
 }
 
@@ -330,12 +331,12 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
     if (!strcmp(n->op->name, "Div") && n->in[0] == d) idiv = k;
   }
   float two, eps;
-  if (ip < 0 || idiv < 0 || !pr_fuse_scalar_const(c, c->nodes[ip].in[1], &two) || two != 2.f)
+  if (ip < 0 || idiv < 0 || !pr__fuse_scalar_const(c, c->nodes[ip].in[1], &two) || two != 2.f)
     return PR_OK;
-  int i2 = pr_fuse_only_consumer(c, c->nodes[ip].out[0], ip);
+  int i2 = pr__fuse_only_consumer(c, c->nodes[ip].out[0], ip);
   if (i2 < 0 || !last_axis_mean(c, &c->nodes[i2])) return PR_OK;
   int ia = consumer_of(c, c->nodes[i2].out[0], i2, "Add");
-  if (ia < 0 || !pr_fuse_scalar_const(c, other_input(&c->nodes[ia], c->nodes[i2].out[0]), &eps))
+  if (ia < 0 || !pr__fuse_scalar_const(c, other_input(&c->nodes[ia], c->nodes[i2].out[0]), &eps))
     return PR_OK;
   int isq = consumer_of(c, c->nodes[ia].out[0], ia, "Sqrt");
   if (isq < 0 || c->nodes[idiv].in[1] != c->nodes[isq].out[0] ||
@@ -343,12 +344,12 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
     return PR_OK;
   /* optional affine tail */
   int last = idiv, gamma = -1, beta = -1, used_mul = -1;
-  int im = pr_fuse_only_consumer(c, c->nodes[idiv].out[0], idiv);
+  int im = pr__fuse_only_consumer(c, c->nodes[idiv].out[0], idiv);
   if (im >= 0 && !strcmp(c->nodes[im].op->name, "Mul") &&
       per_channel_const(c, other_input(&c->nodes[im], c->nodes[idiv].out[0]), len)) {
     gamma = other_input(&c->nodes[im], c->nodes[idiv].out[0]);
     last = used_mul = im;
-    int ib = pr_fuse_only_consumer(c, c->nodes[im].out[0], im);
+    int ib = pr__fuse_only_consumer(c, c->nodes[im].out[0], im);
     if (ib >= 0 && !strcmp(c->nodes[ib].op->name, "Add") &&
         per_channel_const(c, other_input(&c->nodes[ib], c->nodes[im].out[0]), len)) {
       beta = other_input(&c->nodes[ib], c->nodes[im].out[0]);
@@ -363,8 +364,8 @@ static pr_status_t fuse_layer_norm(pr_compile_t *c, int i1) {
   int dead[] = {i1, is, ip, i2, ia, isq, idiv, used_mul, last};
   for (size_t k = 0; k < sizeof dead / sizeof dead[0]; k++)
     if (dead[k] >= 0) c->nodes[dead[k]].dead = true;
-  *out = (pr_node_t){.op = &pr_op_layer_norm_fused};
-  if (pr_node_io(c, out, 3, (const int[]){x, gamma, beta}, 1, &y)) return PR_ERR_NOMEM;
+  *out = (pr_node_t){.op = &pr__op_layer_norm_fused};
+  if (pr__node_io(c, out, 3, (const int[]){x, gamma, beta}, 1, &y)) return PR_ERR_NOMEM;
   out->post.alpha[0] = eps; /* the fused kernel reads epsilon here (no model node) */
   out->dead = false;
   return PR_OK;
@@ -385,8 +386,8 @@ static int with_const(pr_compile_t *c, int k, const char *op, float want) {
   if (k < 0 || strcmp(c->nodes[k].op->name, op)) return -1;
   pr_node_t *n = &c->nodes[k];
   float v;
-  if (pr_fuse_scalar_const(c, n->in[1], &v) && near(v, want)) return n->in[0];
-  if (strcmp(op, "Div") && pr_fuse_scalar_const(c, n->in[0], &v) && near(v, want)) return n->in[1];
+  if (pr__fuse_scalar_const(c, n->in[1], &v) && near(v, want)) return n->in[0];
+  if (strcmp(op, "Div") && pr__fuse_scalar_const(c, n->in[0], &v) && near(v, want)) return n->in[1];
   return -1;
 }
 
@@ -421,7 +422,7 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
       pr_node_t *cn = &c->nodes[ic];
       if (!strcmp(cn->op->name, "Pow")) {
         float three;
-        found = cn->in[0] == x && pr_fuse_scalar_const(c, cn->in[1], &three) && three == 3.f;
+        found = cn->in[0] == x && pr__fuse_scalar_const(c, cn->in[1], &three) && three == 3.f;
         if (found) chain[n_chain++] = it, chain[n_chain++] = ic;
       } else if (!strcmp(cn->op->name, "Mul")) {
         int sq = cn->in[0] == x ? cn->in[1] : cn->in[1] == x ? cn->in[0] : -1;
@@ -435,11 +436,11 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
   }
   /* Add(., 1) -> Mul(x, .) -> Mul(., 0.5) */
   int out = c->nodes[ie].out[0];
-  int i1 = pr_fuse_only_consumer(c, out, ie);
+  int i1 = pr__fuse_only_consumer(c, out, ie);
   if (with_const(c, i1, "Add", 1.f) != out) return;
-  int o1 = c->nodes[i1].out[0], i2 = pr_fuse_only_consumer(c, o1, i1);
+  int o1 = c->nodes[i1].out[0], i2 = pr__fuse_only_consumer(c, o1, i1);
   if (i2 < 0 || strcmp(c->nodes[i2].op->name, "Mul") || other_input(&c->nodes[i2], o1) != x) return;
-  int o2 = c->nodes[i2].out[0], i3 = pr_fuse_only_consumer(c, o2, i2);
+  int o2 = c->nodes[i2].out[0], i3 = pr__fuse_only_consumer(c, o2, i2);
   if (with_const(c, i3, "Mul", 0.5f) != o2) return;
   if (c->v[x].dtype != PR_DTYPE_FLOAT) return;
   assert(n_chain <= (int)(sizeof chain / sizeof chain[0]));
@@ -448,7 +449,7 @@ static void fuse_gelu(pr_compile_t *c, int ie) {
   int y = c->nodes[i3].out[0];
   pr_node_t *g = &c->nodes[i3];
   int *ins = g->in, *outs = g->out; /* the Mul's arrays: room for X */
-  *g = (pr_node_t){.op = is_erf ? &pr_op_gelu_erf : &pr_op_gelu_tanh, .in = ins, .out = outs};
+  *g = (pr_node_t){.op = is_erf ? &pr__op_gelu_erf : &pr__op_gelu_tanh, .in = ins, .out = outs};
   g->n_in = g->n_out = 1;
   g->in[0] = x;
   g->out[0] = y;
@@ -467,12 +468,12 @@ static void fuse_hardswish(pr_compile_t *c, int ia) {
   int clipped = c->nodes[ic].out[0];
   int im = consumer_of(c, clipped, ic, "Mul");
   if (im < 0 || other_input(&c->nodes[im], clipped) != x) return;
-  int prod = c->nodes[im].out[0], is = pr_fuse_only_consumer(c, prod, im);
+  int prod = c->nodes[im].out[0], is = pr__fuse_only_consumer(c, prod, im);
   if (with_const(c, is, "Div", 6.f) != prod && with_const(c, is, "Mul", 1.f / 6.f) != prod) return;
   pr_node_t *h = &c->nodes[is];
   int y = h->out[0], *ins = h->in, *outs = h->out; /* room for X */
   c->nodes[ia].dead = c->nodes[ic].dead = c->nodes[im].dead = true;
-  *h = (pr_node_t){.op = &pr_op_hard_swish, .in = ins, .out = outs, .m = NULL};
+  *h = (pr_node_t){.op = &pr__op_hard_swish, .in = ins, .out = outs, .m = NULL};
   h->n_in = h->n_out = 1;
   h->in[0] = x;
   h->out[0] = y;
@@ -489,7 +490,7 @@ static void fuse_silu(pr_compile_t *c, int is) {
   pr_node_t *m = &c->nodes[im];
   int y = m->out[0], *ins = m->in, *outs = m->out; /* the Mul's arrays: room for X */
   sg->dead = true;
-  *m = (pr_node_t){.op = &pr_op_silu, .in = ins, .out = outs};
+  *m = (pr_node_t){.op = &pr__op_silu, .in = ins, .out = outs};
   m->n_in = m->n_out = 1;
   m->in[0] = x;
   m->out[0] = y;
@@ -515,7 +516,7 @@ static int trace_view(pr_compile_t *c, int value, int64_t *off, int64_t *st) {
   int it = producer_node(c, value);
   const int64_t *perm;
   if (it < 0 || strcmp(c->nodes[it].op->name, "Transpose") ||
-      pr_attr_ints(c->nodes[it].m, "perm", &perm) != 4)
+      pr__attr_ints(c->nodes[it].m, "perm", &perm) != 4)
     return value;
   int u = c->nodes[it].in[0], ir = producer_node(c, u), src = u;
   int64_t ust[4], uoff = 0;
@@ -533,7 +534,7 @@ static int trace_view(pr_compile_t *c, int value, int64_t *off, int64_t *st) {
       int is = producer_node(c, xi);
       const pr_node_t *sp = is >= 0 ? &c->nodes[is] : NULL;
       if (sp && !strcmp(sp->op->name, "Split") && c->v[sp->in[0]].rank == 3 &&
-          pr_axis(pr_attr_int(sp->m, "axis", 0), 3) == 2) {
+          pr__axis(pr__attr_int(sp->m, "axis", 0), 3) == 2) {
         int64_t acc = 0;
         for (int k = 0; k < sp->n_out; k++) {
           if (sp->out[k] == xi) {
@@ -563,14 +564,14 @@ static int trace_view(pr_compile_t *c, int value, int64_t *off, int64_t *st) {
 static int attn_scores(pr_compile_t *c, int i1, float *scale, int *mask, int *dead, int *n_dead) {
   const pr_value_t *sv = &c->v[c->nodes[i1].out[0]];
   float k;
-  int cur = c->nodes[i1].out[0], ni = pr_fuse_only_consumer(c, cur, i1);
+  int cur = c->nodes[i1].out[0], ni = pr__fuse_only_consumer(c, cur, i1);
   *scale = 1.f;
   *mask = -1;
   if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Div") && c->nodes[ni].in[0] == cur &&
-      pr_fuse_scalar_const(c, c->nodes[ni].in[1], &k) && k != 0.f) {
+      pr__fuse_scalar_const(c, c->nodes[ni].in[1], &k) && k != 0.f) {
     *scale = 1.f / k;
   } else if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Mul") &&
-             pr_fuse_scalar_const(c, other_input(&c->nodes[ni], cur), &k)) {
+             pr__fuse_scalar_const(c, other_input(&c->nodes[ni], cur), &k)) {
     *scale = k;
   } else {
     ni = -2;
@@ -578,9 +579,9 @@ static int attn_scores(pr_compile_t *c, int i1, float *scale, int *mask, int *de
   if (ni >= 0) {
     dead[(*n_dead)++] = ni;
     cur = c->nodes[ni].out[0];
-    ni = pr_fuse_only_consumer(c, cur, ni);
+    ni = pr__fuse_only_consumer(c, cur, ni);
   } else {
-    ni = pr_fuse_only_consumer(c, cur, i1);
+    ni = pr__fuse_only_consumer(c, cur, i1);
   }
   if (ni >= 0 && !strcmp(c->nodes[ni].op->name, "Add")) {
     int m = other_input(&c->nodes[ni], cur);
@@ -593,10 +594,10 @@ static int attn_scores(pr_compile_t *c, int i1, float *scale, int *mask, int *de
     *mask = m;
     dead[(*n_dead)++] = ni;
     cur = c->nodes[ni].out[0];
-    ni = pr_fuse_only_consumer(c, cur, ni);
+    ni = pr__fuse_only_consumer(c, cur, ni);
   }
   if (ni < 0 || strcmp(c->nodes[ni].op->name, "Softmax") ||
-      pr_axis(pr_attr_int(c->nodes[ni].m, "axis", c->opset >= 13 ? -1 : 1), 4) != 3)
+      pr__axis(pr__attr_int(c->nodes[ni].m, "axis", c->opset >= 13 ? -1 : 1), 4) != 3)
     return -1;
   return ni;
 }
@@ -614,7 +615,7 @@ static void fuse_attention(pr_compile_t *c, int i1) {
   if (ni < 0) return;
   dead[n_dead++] = ni;
   int cur = c->nodes[ni].out[0];
-  int i2 = pr_fuse_only_consumer(c, cur, ni);
+  int i2 = pr__fuse_only_consumer(c, cur, ni);
   if (i2 < 0 || strcmp(c->nodes[i2].op->name, "MatMul") || c->nodes[i2].in[0] != cur) return;
   const pr_value_t *vv = &c->v[c->nodes[i2].in[1]];
   if (vv->rank != 4 || vv->dims[0] != B || vv->dims[1] != H || vv->dims[2] != Sk) return;
@@ -623,10 +624,10 @@ static void fuse_attention(pr_compile_t *c, int i1) {
   pr_attn_t a = {.B = B, .H = H, .Sq = Sq, .Sk = Sk, .D = D, .Dv = Dv, .scale = scale};
   int out = c->nodes[i2].out[0], last = i2;
   row_major_strides(&c->v[out], a.st[4]);
-  int it = pr_fuse_only_consumer(c, out, i2);
+  int it = pr__fuse_only_consumer(c, out, i2);
   const int64_t *perm;
   if (it >= 0 && !strcmp(c->nodes[it].op->name, "Transpose") &&
-      pr_attr_ints(c->nodes[it].m, "perm", &perm) == 4 && perm[0] == 0 && perm[1] == 2 &&
+      pr__attr_ints(c->nodes[it].m, "perm", &perm) == 4 && perm[0] == 0 && perm[1] == 2 &&
       perm[2] == 1 && perm[3] == 3) {
     /* written straight as [B, Sq, H, Dv] */
     out = c->nodes[it].out[0];
@@ -636,15 +637,15 @@ static void fuse_attention(pr_compile_t *c, int i1) {
   int src[3];
   for (int k = 0; k < 3; k++)
     src[k] = trace_view(c, k < 2 ? m1->in[k] : c->nodes[i2].in[1], &a.off[k], a.st[k]);
-  if (mask >= 0) pr_bcast_strides(&c->v[mask], 4, sv->dims, a.st[3]);
+  if (mask >= 0) pr__bcast_strides(&c->v[mask], 4, sv->dims, a.st[3]);
   char t;
   int64_t ld;
-  if (!pr_attn_operand(Sq, D, a.st[0][2], a.st[0][3], &t, &ld) ||
-      !pr_attn_operand(D, Sk, a.st[1][2], a.st[1][3], &t, &ld) ||
-      !pr_attn_operand(Sk, Dv, a.st[2][2], a.st[2][3], &t, &ld))
+  if (!pr__attn_operand(Sq, D, a.st[0][2], a.st[0][3], &t, &ld) ||
+      !pr__attn_operand(D, Sk, a.st[1][2], a.st[1][3], &t, &ld) ||
+      !pr__attn_operand(Sk, Dv, a.st[2][2], a.st[2][3], &t, &ld))
     return;
-  pr_node_t fused = {.op = &pr_op_attention, .attn = a};
-  if (pr_node_io(c, &fused, 4, (const int[]){src[0], src[1], src[2], mask}, 1, &out))
+  pr_node_t fused = {.op = &pr__op_attention, .attn = a};
+  if (pr__node_io(c, &fused, 4, (const int[]){src[0], src[1], src[2], mask}, 1, &out))
     return; /* no memory: the pattern stays unfused, which is still right */
   assert(n_dead <= (int)(sizeof dead / sizeof dead[0]));
   for (int d = 0; d < n_dead; d++) c->nodes[dead[d]].dead = true;
@@ -652,7 +653,7 @@ static void fuse_attention(pr_compile_t *c, int i1) {
   c->v[out].producer = last;
 }
 
-pr_status_t pr_fuse(pr_compile_t *c) {
+pr_status_t pr__fuse(pr_compile_t *c) {
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead &&
         (!strcmp(c->nodes[i].op->name, "Erf") || !strcmp(c->nodes[i].op->name, "Tanh")))
@@ -661,10 +662,10 @@ pr_status_t pr_fuse(pr_compile_t *c) {
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Add")) fuse_hardswish(c, i);
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Sigmoid")) fuse_silu(c, i);
-  pr_compile_count_uses(c); /* a fused HardSwish's or SiLU's X lost its other reader */
+  pr__compile_count_uses(c); /* a fused HardSwish's or SiLU's X lost its other reader */
   /* after those: a written-out activation between DequantizeLinear and
    * QuantizeLinear is one node by now (fewer nodes to tabulate) */
-  pr_status_t qst = pr_fuse_qdq(c);
+  pr_status_t qst = pr__fuse_qdq(c);
   if (qst) return qst;
   for (int i = 0; i < c->n_nodes; i++)
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "ReduceMean")) {
@@ -677,12 +678,12 @@ pr_status_t pr_fuse(pr_compile_t *c) {
     if (!c->nodes[i].dead && !strcmp(c->nodes[i].op->name, "Pad")) fuse_pad(c, i);
   for (int i = 0; i < c->n_nodes; i++) {
     if (c->nodes[i].dead) continue;
-    bool linear = pr_matmul_is_linear(c, &c->nodes[i]);
+    bool linear = pr__matmul_is_linear(c, &c->nodes[i]);
     if (!linear && strcmp(c->nodes[i].op->name, "Conv")) continue;
     int ci = i;
     for (;;) {
       pr_node_t *conv = &c->nodes[ci];
-      int next = pr_fuse_only_consumer(c, conv->out[0], ci);
+      int next = pr__fuse_only_consumer(c, conv->out[0], ci);
       if (next < 0) break;
       pr_node_t *cons = &c->nodes[next];
       const char *op = cons->op->name;

@@ -58,9 +58,9 @@ static bool dq_params(pr_compile_t *c, int k, bool want_const_input, qdq_t *d) {
   d->zp = n->n_in > 2 ? n->in[2] : -1;
   if (!c->v[d->scale].is_const || !const_or_absent(c, d->zp)) return false;
   if (want_const_input && !c->v[d->q].is_const) return false;
-  d->count = pr_value_numel(&c->v[d->scale]);
+  d->count = pr__value_numel(&c->v[d->scale]);
   const pr_value_t *q = &c->v[d->q];
-  d->axis = d->count > 1 ? pr_axis(pr_attr_int(n->m, "axis", 1), q->rank) : -1;
+  d->axis = d->count > 1 ? pr__axis(pr__attr_int(n->m, "axis", 1), q->rank) : -1;
   return true;
 }
 
@@ -69,7 +69,7 @@ static bool dq_params(pr_compile_t *c, int k, bool want_const_input, qdq_t *d) {
 static bool act_dq(pr_compile_t *c, int value, qdq_t *d) {
   int p = c->v[value].producer;
   if (p < 0 || p >= c->n_nodes || c->nodes[p].dead || !dq_params(c, p, false, d)) return false;
-  return d->count == 1 && pr_is_q8(c->v[d->q].dtype);
+  return d->count == 1 && pr__is_q8(c->v[d->q].dtype);
 }
 
 /* The folded DequantizeLinear of constant `value` (the weights or bias). */
@@ -83,15 +83,15 @@ static bool const_dq(pr_compile_t *c, int value, qdq_t *d) {
  * appended to relu): its index, or -1. */
 static int end_q(pr_compile_t *c, int value, int from, int *relu) {
   *relu = -1;
-  int k = pr_fuse_only_consumer(c, value, from);
+  int k = pr__fuse_only_consumer(c, value, from);
   if (k >= 0 && is_op(&c->nodes[k], "Relu")) {
     *relu = k;
-    k = pr_fuse_only_consumer(c, c->nodes[k].out[0], k);
+    k = pr__fuse_only_consumer(c, c->nodes[k].out[0], k);
   }
   if (k < 0 || !is_op(&c->nodes[k], "QuantizeLinear")) return -1;
   const pr_node_t *q = &c->nodes[k];
   int zp = q->n_in > 2 ? q->in[2] : -1;
-  if (!c->v[q->in[1]].is_const || pr_value_numel(&c->v[q->in[1]]) != 1 || !const_or_absent(c, zp))
+  if (!c->v[q->in[1]].is_const || pr__value_numel(&c->v[q->in[1]]) != 1 || !const_or_absent(c, zp))
     return -1;
   return k;
 }
@@ -100,11 +100,11 @@ static int end_q(pr_compile_t *c, int value, int from, int *relu) {
  * zeros); its index or -1. */
 static int new_const(pr_compile_t *c, pr_dtype_t t, int rank, const int64_t *dims,
                      const void *data) {
-  int idx = pr_compile_add_value(c);
+  int idx = pr__compile_add_value(c);
   if (idx < 0) return -1;
   pr_value_t *v = &c->v[idx];
-  pr_value_set_shape(v, t, rank, dims);
-  v->nbytes = (size_t)pr_value_numel(v) * pr_dtype_size(t);
+  pr__value_set_shape(v, t, rank, dims);
+  v->nbytes = (size_t)pr__value_numel(v) * pr_dtype_size(t);
   if (!(v->data = calloc(1, v->nbytes ? v->nbytes : 1))) return -1;
   if (data) memcpy(v->data, data, v->nbytes);
   v->is_const = v->owns_data = true;
@@ -122,9 +122,9 @@ static bool int32_bias(pr_compile_t *c, int b, int64_t N, float sx, int sw, int 
       c->v[d.q].dims[0] != N)
     return false;
   const float *bs = c->v[d.scale].data, *swf = c->v[sw].data;
-  int64_t nsw = pr_value_numel(&c->v[sw]);
+  int64_t nsw = pr__value_numel(&c->v[sw]);
   for (int64_t j = 0; j < N; j++) {
-    if (d.zp >= 0 && pr_zp_at(c->v[d.zp].data, PR_DTYPE_INT32, d.count > 1 ? j : 0)) return false;
+    if (d.zp >= 0 && pr__zp_at(c->v[d.zp].data, PR_DTYPE_INT32, d.count > 1 ? j : 0)) return false;
     if (bs[d.count > 1 ? j : 0] != sx * swf[nsw > 1 ? j : 0]) return false;
   }
   *q = d.q;
@@ -139,14 +139,14 @@ static bool int32_bias(pr_compile_t *c, int b, int64_t N, float sx, int sw, int 
 static int fused_bias(pr_compile_t *c, int b, int64_t N, float sx, int sw, float beta) {
   if (b < 0) return -1;
   const pr_value_t *bv = &c->v[b];
-  if (pr_value_numel(bv) != N || (bv->rank && bv->dims[bv->rank - 1] != N)) return -2;
+  if (pr__value_numel(bv) != N || (bv->rank && bv->dims[bv->rank - 1] != N)) return -2;
   int q;
   if (beta == 1.f && int32_bias(c, b, N, sx, sw, &q)) return q;
   if (bv->dtype != PR_DTYPE_FLOAT) return -2;
   int idx = new_const(c, PR_DTYPE_FLOAT, 1, &N, NULL);
   if (idx < 0) return -2;
   const float *bf = c->v[b].data, *swf = c->v[sw].data;
-  int64_t nsw = pr_value_numel(&c->v[sw]);
+  int64_t nsw = pr__value_numel(&c->v[sw]);
   float *out = c->v[idx].data;
   for (int64_t j = 0; j < N; j++) out[j] = beta * bf[j] / (sx * swf[nsw > 1 ? j : 0]);
   return idx;
@@ -159,7 +159,7 @@ static pr_status_t replace(pr_compile_t *c, int qi, const pr_op_t *op, const pr_
                            const int *ins, int relu, const int *dead, int n_dead) {
   pr_node_t fused = {.op = op, .m = m};
   int out = c->nodes[qi].out[0];
-  if (pr_node_io(c, &fused, 9, ins, 1, &out)) return PR_ERR_NOMEM;
+  if (pr__node_io(c, &fused, 9, ins, 1, &out)) return PR_ERR_NOMEM;
   if (relu >= 0) {
     fused.post.n_eltwise = 1;
     fused.post.alg[0] = dnnl_eltwise_relu;
@@ -178,7 +178,7 @@ static pr_status_t fold_conv(pr_compile_t *c, int ci) {
   qdq_t x, w;
   if (!act_dq(c, conv->in[0], &x) || !const_dq(c, conv->in[1], &w)) return PR_OK;
   const pr_value_t *wq = &c->v[w.q];
-  if (!pr_is_q8(wq->dtype) || (w.count > 1 && (w.axis != 0 || w.count != wq->dims[0])))
+  if (!pr__is_q8(wq->dtype) || (w.count > 1 && (w.axis != 0 || w.count != wq->dims[0])))
     return PR_OK;
   int relu, qi = end_q(c, conv->out[0], ci, &relu);
   if (qi < 0) return PR_OK;
@@ -192,7 +192,7 @@ static pr_status_t fold_conv(pr_compile_t *c, int ci) {
   int ins[9] = {x.q, x.scale, x.zp, w.q, w.scale, w.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1,
                 bias};
   int dead[] = {ci, relu};
-  return replace(c, qi, &pr_op_qlinear_conv, conv->m, ins, relu, dead, 2);
+  return replace(c, qi, &pr__op_qlinear_conv, conv->m, ins, relu, dead, 2);
 }
 
 /* ---- MatMul and Gemm ---- */
@@ -203,7 +203,7 @@ static pr_status_t fold_conv(pr_compile_t *c, int ci) {
 static bool matmul_weights(pr_compile_t *c, int value, bool trans, qdq_t *w, int *wq) {
   if (!const_dq(c, value, w)) return false;
   const pr_value_t *v = &c->v[w->q];
-  if (!pr_is_q8(v->dtype) || v->rank != 2) return false;
+  if (!pr__is_q8(v->dtype) || v->rank != 2) return false;
   int n_axis = trans ? 0 : 1;
   if (w->count > 1 && (w->axis != n_axis || w->count != v->dims[n_axis])) return false;
   *wq = w->q;
@@ -222,12 +222,12 @@ static bool matmul_weights(pr_compile_t *c, int value, bool trans, qdq_t *w, int
 /* After a MatMul: an Add of a constant of N values (the bias); its node
  * index and the constant, or -1. */
 static int bias_add(pr_compile_t *c, int mi, int64_t N, int *b) {
-  int out = c->nodes[mi].out[0], k = pr_fuse_only_consumer(c, out, mi);
+  int out = c->nodes[mi].out[0], k = pr__fuse_only_consumer(c, out, mi);
   if (k < 0 || !is_op(&c->nodes[k], "Add")) return -1;
   const pr_node_t *a = &c->nodes[k];
   int other = a->in[0] == out ? a->in[1] : a->in[0];
   const pr_value_t *v = &c->v[other], *o = &c->v[out];
-  if (other == out || !v->is_const || pr_value_numel(v) != N || v->rank > o->rank ||
+  if (other == out || !v->is_const || pr__value_numel(v) != N || v->rank > o->rank ||
       (v->rank && v->dims[v->rank - 1] != N))
     return -1;
   *b = other;
@@ -237,9 +237,9 @@ static int bias_add(pr_compile_t *c, int mi, int64_t N, int *b) {
 static pr_status_t fold_matmul(pr_compile_t *c, int mi) {
   const pr_node_t *mm = &c->nodes[mi];
   bool gemm = is_op(mm, "Gemm");
-  bool trans = gemm && pr_attr_int(mm->m, "transB", 0);
-  float beta = gemm ? pr_attr_float(mm->m, "beta", 1.f) : 1.f;
-  if (gemm && (pr_attr_int(mm->m, "transA", 0) || pr_attr_float(mm->m, "alpha", 1.f) != 1.f))
+  bool trans = gemm && pr__attr_int(mm->m, "transB", 0);
+  float beta = gemm ? pr__attr_float(mm->m, "beta", 1.f) : 1.f;
+  if (gemm && (pr__attr_int(mm->m, "transA", 0) || pr__attr_float(mm->m, "alpha", 1.f) != 1.f))
     return PR_OK;
   qdq_t a, w;
   int wq, b = gemm && mm->n_in > 2 ? mm->in[2] : -1, ai = -1;
@@ -257,7 +257,7 @@ static pr_status_t fold_matmul(pr_compile_t *c, int mi) {
   const pr_node_t *q = &c->nodes[qi];
   int ins[9] = {a.q, a.scale, a.zp, wq, w.scale, w.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1, bias};
   int dead[] = {mi, ai, relu};
-  return replace(c, qi, &pr_op_qlinear_matmul, c->nodes[mi].m, ins, relu, dead, 3);
+  return replace(c, qi, &pr__op_qlinear_matmul, c->nodes[mi].m, ins, relu, dead, 3);
 }
 
 /* ---- Add: DequantizeLinear(a) + DequantizeLinear(b) [-> Relu] ->
@@ -278,10 +278,10 @@ static pr_status_t fold_add(pr_compile_t *c, int ai) {
   const pr_node_t *q = &c->nodes[qi];
   pr_dtype_t t = c->v[q->out[0]].dtype;
   if (va->dtype != t || vb->dtype != t) return PR_OK; /* one type, one layout for all three */
-  pr_node_t fused = {.op = &pr_op_qlinear_add, .m = add->m};
+  pr_node_t fused = {.op = &pr__op_qlinear_add, .m = add->m};
   int ins[8] = {a.q, a.scale, a.zp, b.q, b.scale, b.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1};
   int out = q->out[0];
-  if (pr_node_io(c, &fused, 8, ins, 1, &out)) return PR_ERR_NOMEM;
+  if (pr__node_io(c, &fused, 8, ins, 1, &out)) return PR_ERR_NOMEM;
   if (relu >= 0) {
     fused.post.n_eltwise = 1;
     fused.post.alg[0] = dnnl_eltwise_relu;
@@ -311,7 +311,7 @@ static bool eval_scalar_binary(pr_compile_t *c, const pr_node_t *n, int x, float
   const char *op = n->op->name;
   if (n->n_in != 2 || n->in[0] == n->in[1] || c->v[x].dtype != PR_DTYPE_FLOAT) return false;
   bool first = n->in[0] == x;
-  if (!pr_fuse_scalar_const(c, n->in[first ? 1 : 0], &s)) return false;
+  if (!pr__fuse_scalar_const(c, n->in[first ? 1 : 0], &s)) return false;
   if (!strcmp(op, "Mul"))
     for (int64_t i = 0; i < len; i++) v[i] = first ? v[i] * s : s * v[i];
   else if (!strcmp(op, "Add"))
@@ -336,7 +336,7 @@ static pr_status_t fold_lut(pr_compile_t *c, int qi) {
   const pr_node_t *q = &c->nodes[qi];
   int yzp = q->n_in > 2 ? q->in[2] : -1;
   pr_dtype_t yt = c->v[q->out[0]].dtype;
-  if (!pr_is_q8(yt) || !c->v[q->in[1]].is_const || pr_value_numel(&c->v[q->in[1]]) != 1 ||
+  if (!pr__is_q8(yt) || !c->v[q->in[1]].is_const || pr__value_numel(&c->v[q->in[1]]) != 1 ||
       !const_or_absent(c, yzp) || c->v[q->in[0]].dtype != PR_DTYPE_FLOAT)
     return PR_OK;
   /* from the QuantizeLinear back to a DequantizeLinear, each value read
@@ -346,7 +346,7 @@ static pr_status_t fold_lut(pr_compile_t *c, int qi) {
   while (!act_dq(c, v, &x)) {
     int p = c->v[v].producer;
     if (p < 0 || p >= c->n_nodes || c->nodes[p].dead || n == LUT_MAX_CHAIN ||
-        pr_fuse_only_consumer(c, v, p) != reader)
+        pr__fuse_only_consumer(c, v, p) != reader)
       return PR_OK;
     chain[n++] = reader = p;
     v = chain_input(c, &c->nodes[p]);
@@ -356,7 +356,7 @@ static pr_status_t fold_lut(pr_compile_t *c, int qi) {
   /* each 8-bit input through the chain */
   float vals[256], sx = *(const float *)c->v[x.scale].data;
   pr_dtype_t xt = c->v[x.q].dtype;
-  int32_t xzp = pr_zp_at(x.zp >= 0 ? c->v[x.zp].data : NULL, xt, 0);
+  int32_t xzp = pr__zp_at(x.zp >= 0 ? c->v[x.zp].data : NULL, xt, 0);
   for (int j = 0; j < 256; j++) {
     int32_t qv = xt == PR_DTYPE_UINT8 ? j : (int8_t)(uint8_t)j;
     vals[j] = (float)(qv - xzp) * sx;
@@ -365,23 +365,23 @@ static pr_status_t fold_lut(pr_compile_t *c, int qi) {
     const pr_node_t *e = &c->nodes[chain[k]];
     int in = k == n - 1 ? v : c->nodes[chain[k + 1]].out[0];
     if (e->n_out != 1 ||
-        (!eval_scalar_binary(c, e, in, vals, 256) && !pr_unary_eval(c, e, vals, 256)))
+        (!eval_scalar_binary(c, e, in, vals, 256) && !pr__unary_eval(c, e, vals, 256)))
       return PR_OK;
   }
   float sy = *(const float *)c->v[q->in[1]].data, lo, hi;
-  float zy = (float)pr_zp_at(yzp >= 0 ? c->v[yzp].data : NULL, yt, 0);
-  pr_q8_range(yt, &lo, &hi);
+  float zy = (float)pr__zp_at(yzp >= 0 ? c->v[yzp].data : NULL, yt, 0);
+  pr__q8_range(yt, &lo, &hi);
   uint8_t table[256];
   for (int j = 0; j < 256; j++) {
-    int t = (int)pr_quantize(vals[j] / sy, zy, lo, hi);
+    int t = (int)pr__quantize(vals[j] / sy, zy, lo, hi);
     table[j] = yt == PR_DTYPE_UINT8 ? (uint8_t)t : (uint8_t)(int8_t)t;
   }
   int64_t dims = 256;
   int tbl = new_const(c, yt, 1, &dims, table);
   if (tbl < 0) return PR_ERR_NOMEM;
-  pr_node_t fused = {.op = &pr_op_qlookup, .m = c->nodes[qi].m};
+  pr_node_t fused = {.op = &pr__op_qlookup, .m = c->nodes[qi].m};
   int ins[2] = {x.q, tbl}, out = c->nodes[qi].out[0];
-  if (pr_node_io(c, &fused, 2, ins, 1, &out)) return PR_ERR_NOMEM;
+  if (pr__node_io(c, &fused, 2, ins, 1, &out)) return PR_ERR_NOMEM;
   for (int k = 0; k < n; k++) c->nodes[chain[k]].dead = true;
   if (c->v[v].n_uses == 1 && !c->v[v].is_graph_output) c->nodes[dq].dead = true;
   c->nodes[qi] = fused;
@@ -389,7 +389,7 @@ static pr_status_t fold_lut(pr_compile_t *c, int qi) {
   return PR_OK;
 }
 
-pr_status_t pr_fuse_qdq(pr_compile_t *c) {
+pr_status_t pr__fuse_qdq(pr_compile_t *c) {
   pr_status_t st = PR_OK;
   for (int i = 0; i < c->n_nodes && !st; i++) {
     const pr_node_t *n = &c->nodes[i];
@@ -401,10 +401,10 @@ pr_status_t pr_fuse_qdq(pr_compile_t *c) {
     else if (is_op(n, "Add"))
       st = fold_add(c, i);
   }
-  pr_compile_count_uses(c);
+  pr__compile_count_uses(c);
   /* then the QuantizeLinear nodes no int8 kernel took */
   for (int i = 0; i < c->n_nodes && !st; i++)
     if (!c->nodes[i].dead && is_op(&c->nodes[i], "QuantizeLinear")) st = fold_lut(c, i);
-  pr_compile_count_uses(c);
+  pr__compile_count_uses(c);
   return st;
 }

@@ -155,7 +155,7 @@ typedef struct pr_node {
   const pr_mnode_t *m; /* attributes and name; NULL for compiler-made nodes */
   int n_in, n_out;
   /* value indices (-1: an omitted optional input or output), in arrays made
-   * by pr_node_io: any count, with room for PR_NODE_SPARE_IN more inputs
+   * by pr__node_io: any count, with room for PR_NODE_SPARE_IN more inputs
    * that fusions append */
   int *in, *out;
   bool dead;
@@ -180,14 +180,14 @@ typedef struct pr_node {
 typedef struct pr_compile {
   pr_model_t *model;
   /* values; while `values_fixed` (the prepare pass, where ops hold value
-   * pointers across pr_require_md/plain) the array never moves: it was
+   * pointers across pr__require_md/plain) the array never moves: it was
    * reserved for every reorder that pass can add */
   pr_value_t *v;
   int n_values, cap_values;
   bool values_fixed;
   pr_node_t *nodes;
   int n_nodes, cap_nodes;
-  /* every node's in/out arrays (pr_node_io), freed with the session */
+  /* every node's in/out arrays (pr__node_io), freed with the session */
   int **io;
   int n_io, cap_io;
   /* the prepare pass (compile.c) builds the new node list here, reorders
@@ -205,7 +205,7 @@ typedef struct pr_compile {
   bool concat_views; /* the memory plan may lay Concat inputs in their output (fusion on) */
   bool bf16;         /* convolutions and linear MatMuls take bf16 weights and activations */
   /* an op refused because a value it needs is known only at run time
-   * (pr_need_values): the session takes the dynamic path (session.c) */
+   * (pr__need_values): the session takes the dynamic path (session.c) */
   bool needs_values;
   dnnl_engine_t engine;
   char *err;
@@ -244,80 +244,80 @@ typedef struct pr_op {
  * variant, md) with a reference taken, or NULL. put: insert buf (owned by the
  * cache from now on) and take a reference; when another session inserted the
  * same key first, buf is freed and the existing buffer returned. */
-void *pr_wcache_get(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md);
-void *pr_wcache_put(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md,
-                    void *buf);
-void pr_wcache_release(pr_model_t *m, void *buf);
+void *pr__wcache_get(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md);
+void *pr__wcache_put(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md,
+                     void *buf);
+void pr__wcache_release(pr_model_t *m, void *buf);
 
 /* Registry. */
-const pr_op_t *pr_op_find(const char *name);
+const pr_op_t *pr__op_find(const char *name);
 /* Internal op that converts an opaque value to row-major. */
-extern const pr_op_t pr_op_reorder;
+extern const pr_op_t pr__op_reorder;
 
 /* Attribute access on a node (m may be NULL: defaults). */
-const pr_attr_t *pr_attr_find(const pr_mnode_t *m, const char *name);
-int64_t pr_attr_int(const pr_mnode_t *m, const char *name, int64_t def);
-float pr_attr_float(const pr_mnode_t *m, const char *name, float def);
-const char *pr_attr_string(const pr_mnode_t *m, const char *name, const char *def);
+const pr_attr_t *pr__attr_find(const pr_mnode_t *m, const char *name);
+int64_t pr__attr_int(const pr_mnode_t *m, const char *name, int64_t def);
+float pr__attr_float(const pr_mnode_t *m, const char *name, float def);
+const char *pr__attr_string(const pr_mnode_t *m, const char *name, const char *def);
 /* ints attribute: returns count (0 when absent) and sets *vals. */
-int pr_attr_ints(const pr_mnode_t *m, const char *name, const int64_t **vals);
-int pr_attr_floats(const pr_mnode_t *m, const char *name, const float **vals);
+int pr__attr_ints(const pr_mnode_t *m, const char *name, const int64_t **vals);
+int pr__attr_floats(const pr_mnode_t *m, const char *name, const float **vals);
 /* String k of a strings attribute, or NULL when out of range or not strings. */
-const char *pr_attr_strings_at(const pr_attr_t *a, int k);
+const char *pr__attr_strings_at(const pr_attr_t *a, int k);
 
-/* Compile helpers (compile.c). pr_in/pr_out: value k of n, NULL when absent
- * (compile time); pr_xin/pr_xout: its buffer in a run, for a k the op
+/* Compile helpers (compile.c). pr__in/pr__out: value k of n, NULL when absent
+ * (compile time); pr__xin/pr__xout: its buffer in a run, for a k the op
  * requires (called once per kernel run, never per element). */
-pr_status_t pr_fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...)
+pr_status_t pr__fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* pr_fail for an op that needs the data of an input known only at run
+/* pr__fail for an op that needs the data of an input known only at run
  * time (a shape, k, a condition, a subgraph's inputs): marks c so that the
  * session runs on its dynamic path, where every value is known. */
-pr_status_t pr_need_values(pr_compile_t *c, const pr_node_t *n, const char *fmt, ...)
+pr_status_t pr__need_values(pr_compile_t *c, const pr_node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Fusions append at most this many inputs to a node (a conv's bias slot
  * and its residual addend). */
 #define PR_NODE_SPARE_IN 2
 /* Gives n fresh in/out arrays owned by c: n_in inputs (+ PR_NODE_SPARE_IN
  * of room) and n_out outputs, copied from ins/outs (NULL: all -1). */
-pr_status_t pr_node_io(pr_compile_t *c, pr_node_t *n, int n_in, const int *ins, int n_out,
-                       const int *outs);
-static inline pr_value_t *pr_in(pr_compile_t *c, const pr_node_t *n, int k) {
+pr_status_t pr__node_io(pr_compile_t *c, pr_node_t *n, int n_in, const int *ins, int n_out,
+                        const int *outs);
+static inline pr_value_t *pr__in(pr_compile_t *c, const pr_node_t *n, int k) {
   assert(k >= 0 && (k >= n->n_in || n->in[k] < c->n_values));
   return (k < n->n_in && n->in[k] >= 0) ? &c->v[n->in[k]] : NULL;
 }
-static inline pr_value_t *pr_out(pr_compile_t *c, const pr_node_t *n, int k) {
+static inline pr_value_t *pr__out(pr_compile_t *c, const pr_node_t *n, int k) {
   assert(k >= 0 && (k >= n->n_out || n->out[k] < c->n_values));
   return (k < n->n_out && n->out[k] >= 0) ? &c->v[n->out[k]] : NULL;
 }
-static inline void *pr_xin(pr_exec_t *x, const pr_node_t *n, int k) {
+static inline void *pr__xin(pr_exec_t *x, const pr_node_t *n, int k) {
   assert(k >= 0 && k < n->n_in && n->in[k] >= 0);
   return x->v[n->in[k]].ptr;
 }
-static inline void *pr_xout(pr_exec_t *x, const pr_node_t *n, int k) {
+static inline void *pr__xout(pr_exec_t *x, const pr_node_t *n, int k) {
   assert(k >= 0 && k < n->n_out && n->out[k] >= 0);
   return x->v[n->out[k]].ptr;
 }
-int64_t pr_value_numel(const pr_value_t *v);
-void pr_value_set_shape(pr_value_t *v, pr_dtype_t dtype, int rank, const int64_t *dims);
+int64_t pr__value_numel(const pr_value_t *v);
+void pr__value_set_shape(pr_value_t *v, pr_dtype_t dtype, int rank, const int64_t *dims);
 /* Read a constant int64/int32 1-D input into vals (at most max); returns count or -1. */
-int pr_const_ints(const pr_value_t *v, int64_t *vals, int max);
+int pr__const_ints(const pr_value_t *v, int64_t *vals, int max);
 /* Row-major oneDNN descriptor of a float value. */
-pr_status_t pr_plain_md(const pr_value_t *v, dnnl_memory_desc_t *md);
+pr_status_t pr__plain_md(const pr_value_t *v, dnnl_memory_desc_t *md);
 /* Add a value / node to the compile graph; returns its index or -1. */
-int pr_compile_add_value(pr_compile_t *c);
+int pr__compile_add_value(pr_compile_t *c);
 /* During prepare: make input k of n row-major (or of layout md), inserting a
  * reorder node before n when needed; rewires n->in[k]. */
-pr_status_t pr_require_plain(pr_compile_t *c, pr_node_t *n, int k);
-pr_status_t pr_require_md(pr_compile_t *c, pr_node_t *n, int k, const dnnl_memory_desc_t *md);
-const char *pr_node_name(const pr_node_t *n);
-const char *pr_mnode_name(const pr_mnode_t *m);
+pr_status_t pr__require_plain(pr_compile_t *c, pr_node_t *n, int k);
+pr_status_t pr__require_md(pr_compile_t *c, pr_node_t *n, int k, const dnnl_memory_desc_t *md);
+const char *pr__node_name(const pr_node_t *n);
+const char *pr__mnode_name(const pr_mnode_t *m);
 
-#define PR_DNNL(c, n, call)                                                           \
-  do {                                                                                \
-    dnnl_status_t st_ = (call);                                                       \
-    if (st_ != dnnl_success)                                                          \
-      return pr_fail((c), (n), PR_ERR_INTERNAL, "oneDNN %s failed (%d)", #call, st_); \
+#define PR_DNNL(c, n, call)                                                            \
+  do {                                                                                 \
+    dnnl_status_t st_ = (call);                                                        \
+    if (st_ != dnnl_success)                                                           \
+      return pr__fail((c), (n), PR_ERR_INTERNAL, "oneDNN %s failed (%d)", #call, st_); \
   } while (0)
 
 #endif

@@ -19,11 +19,11 @@
 static pr_status_t tensor_to_float(pr_tensor_t *t) {
   if (!t || t->dtype != PR_DTYPE_FLOAT16) return PR_OK;
   int64_t n = pr_tensor_numel(t);
-  float *f = pr_aligned_alloc(sizeof(float) * (size_t)(n ? n : 1));
+  float *f = pr__aligned_alloc(sizeof(float) * (size_t)(n ? n : 1));
   if (!f) return PR_ERR_NOMEM;
   const uint16_t *h = t->data;
-  for (int64_t i = 0; i < n; i++) f[i] = pr_half_to_float(h[i]);
-  pr_free(t->data);
+  for (int64_t i = 0; i < n; i++) f[i] = pr__half_to_float(h[i]);
+  pr__free(t->data);
   t->data = f;
   t->dtype = PR_DTYPE_FLOAT;
   return PR_OK;
@@ -65,9 +65,9 @@ static int add_edge_value(pr_model_t *m, int v, pr_dtype_t dtype) {
   memcpy(e->dims, src->dims, sizeof e->dims);
   e->dtype = dtype;
   e->defined = true;
-  if (!(e->name = pr_strdup(src->name))) return -1;
+  if (!(e->name = pr__strdup(src->name))) return -1;
   for (int k = 0; k < PR_MAX_RANK; k++)
-    if (src->dim_names[k] && !(e->dim_names[k] = pr_strdup(src->dim_names[k]))) return -1;
+    if (src->dim_names[k] && !(e->dim_names[k] = pr__strdup(src->dim_names[k]))) return -1;
   return m->n_values++;
 }
 
@@ -82,8 +82,8 @@ static pr_status_t insert_cast(pr_model_t *m, int at, int from, int to, pr_dtype
   memset(n, 0, sizeof *n);
   char name[512];
   snprintf(name, sizeof name, "%s (as %s)", m->values[to].name, pr_dtype_name(dtype));
-  n->name = pr_strdup(name);
-  n->op_type = pr_strdup("Cast");
+  n->name = pr__strdup(name);
+  n->op_type = pr__strdup("Cast");
   n->in = malloc(sizeof(int));
   n->out = malloc(sizeof(int));
   n->attrs = calloc(1, sizeof *n->attrs);
@@ -93,12 +93,12 @@ static pr_status_t insert_cast(pr_model_t *m, int at, int from, int to, pr_dtype
   n->out[0] = to;
   n->attrs[0].type = PR_ATTR_INT;
   n->attrs[0].i = dtype;
-  if (!(n->attrs[0].name = pr_strdup("to"))) return PR_ERR_NOMEM;
-  n->op = pr_op_find("Cast");
+  if (!(n->attrs[0].name = pr__strdup("to"))) return PR_ERR_NOMEM;
+  n->op = pr__op_find("Cast");
   return n->op ? PR_OK : PR_ERR_INTERNAL;
 }
 
-pr_status_t pr_half_edges(pr_model_t *m, const pr_dtype_t *out_types) {
+pr_status_t pr__half_edges(pr_model_t *m, const pr_dtype_t *out_types) {
   if (!uses_half(m, out_types)) return PR_OK;
   pr_status_t st;
   for (int i = 0; i < m->n_values; i++)

@@ -8,6 +8,6 @@
  * out_types holds each graph output's declared type) to compute in float32
  * with Casts at its float16 inputs and outputs; other models are left as
  * they are. */
-pr_status_t pr_half_edges(pr_model_t *m, const pr_dtype_t *out_types);
+pr_status_t pr__half_edges(pr_model_t *m, const pr_dtype_t *out_types);
 
 #endif

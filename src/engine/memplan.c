@@ -36,7 +36,7 @@ typedef struct {
   size_t top;
 } arena_t;
 
-int pr_memplan_root(const pr_compile_t *c, int v) {
+int pr__memplan_root(const pr_compile_t *c, int v) {
   assert(v >= 0 && v < c->n_values);
   while (c->v[v].alias_of >= 0) v = c->v[v].alias_of;
   return v;
@@ -48,15 +48,15 @@ static int alias_source(pr_compile_t *c, const pr_node_t *n, int i, const int *r
   int out0 = n->n_out ? n->out[0] : -1;
   if (n->post.sum) {
     int addend = n->in[n->n_in - 1];
-    int r = pr_memplan_root(c, addend);
+    int r = pr__memplan_root(c, addend);
     bool also_read = false; /* the kernel must not write over its own source */
     for (int k = 0; k < n->n_in - 1; k++)
-      also_read |= n->in[k] >= 0 && pr_memplan_root(c, n->in[k]) == r;
+      also_read |= n->in[k] >= 0 && pr__memplan_root(c, n->in[k]) == r;
     if (c->v[r].kind == PR_VAL_TEMP && root_last[r] == i && c->v[out0].kind == PR_VAL_TEMP &&
         c->v[addend].nbytes == c->v[out0].nbytes && !also_read)
       return addend;
   } else if (in0 >= 0 && out0 >= 0 && c->v[out0].kind == PR_VAL_TEMP) {
-    int r = pr_memplan_root(c, in0);
+    int r = pr__memplan_root(c, in0);
     if (n->op->view && !c->v[in0].opaque && !c->v[out0].opaque) return in0;
     if (n->op->inplace && c->v[r].kind == PR_VAL_TEMP && root_last[r] == i &&
         c->v[in0].nbytes == c->v[out0].nbytes && c->v[in0].opaque == c->v[out0].opaque)
@@ -99,7 +99,7 @@ static void plan_aliases(pr_compile_t *c, int *root_last) {
     int out0 = n->n_out ? n->out[0] : -1;
     int alias_src = alias_source(c, n, i, root_last);
     if (alias_src >= 0 && out0 >= 0 && c->v[out0].kind == PR_VAL_TEMP) {
-      int r = pr_memplan_root(c, alias_src);
+      int r = pr__memplan_root(c, alias_src);
       c->v[out0].alias_of = r;
       if (c->v[out0].last_use > root_last[r]) root_last[r] = c->v[out0].last_use;
     }
@@ -170,7 +170,7 @@ static bool free_dead_roots(pr_compile_t *c, arena_t *a, int *root_last, int i) 
   for (int k = 0; k < n->n_in + n->n_out; k++) {
     int val = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
     if (val < 0) continue;
-    int r = pr_memplan_root(c, val);
+    int r = pr__memplan_root(c, val);
     pr_value_t *v = &c->v[r];
     if (v->kind != PR_VAL_TEMP || root_last[r] != i) continue;
     root_last[r] = -2; /* freed */
@@ -191,7 +191,7 @@ static pr_status_t place_values(pr_compile_t *c, int *root_last, size_t *top) {
     for (int k = 0; k < n->n_out; k++) {
       int o = n->out[k];
       if (o < 0) continue;
-      int r = pr_memplan_root(c, o);
+      int r = pr__memplan_root(c, o);
       pr_value_t *v = &c->v[r];
       if (v->kind != PR_VAL_TEMP || placed[r]) continue;
       placed[r] = true;
@@ -208,8 +208,8 @@ static pr_status_t place_values(pr_compile_t *c, int *root_last, size_t *top) {
   return PR_OK;
 }
 
-pr_status_t pr_memplan(pr_compile_t *c, size_t *arena_bytes) {
-  pr_compile_count_uses(c);
+pr_status_t pr__memplan(pr_compile_t *c, size_t *arena_bytes) {
+  pr__compile_count_uses(c);
   int *root_last = malloc(sizeof(int) * ((size_t)c->n_values + 1));
   if (!root_last) return PR_ERR_NOMEM;
   for (int i = 0; i < c->n_values; i++) root_last[i] = c->v[i].last_use;
@@ -219,13 +219,14 @@ pr_status_t pr_memplan(pr_compile_t *c, size_t *arena_bytes) {
   free(root_last);
   if (st) return st;
   if (top > c->max_bytes)
-    return pr_fail(c, NULL, PR_ERR_NOMEM,
-                   "intermediate buffers need %zu bytes, over the limit of %zu", top, c->max_bytes);
+    return pr__fail(c, NULL, PR_ERR_NOMEM,
+                    "intermediate buffers need %zu bytes, over the limit of %zu", top,
+                    c->max_bytes);
   *arena_bytes = top;
   return PR_OK;
 }
 
-void pr_memplan_bind(pr_compile_t *c, void *arena) {
+void pr__memplan_bind(pr_compile_t *c, void *arena) {
   for (int i = 0; i < c->n_values; i++) {
     pr_value_t *v = &c->v[i];
     if (v->is_const)
@@ -235,7 +236,7 @@ void pr_memplan_bind(pr_compile_t *c, void *arena) {
   }
 }
 
-void pr_memplan_bind_aliases(pr_compile_t *c) {
+void pr__memplan_bind_aliases(pr_compile_t *c) {
   for (int i = 0; i < c->n_values; i++) {
     if (c->v[i].alias_of < 0) continue;
     size_t off = 0;

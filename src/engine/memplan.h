@@ -7,12 +7,12 @@
 
 /* Sets alias_of and arena offset of every TEMP value of the prepared graph;
  * *arena_bytes: the arena size (at most c->max_bytes). */
-pr_status_t pr_memplan(pr_compile_t *c, size_t *arena_bytes);
+pr_status_t pr__memplan(pr_compile_t *c, size_t *arena_bytes);
 /* Points constants at their data and TEMP roots into arena. */
-void pr_memplan_bind(pr_compile_t *c, void *arena);
+void pr__memplan_bind(pr_compile_t *c, void *arena);
 /* Points every alias at its root's buffer (after inputs are bound). */
-void pr_memplan_bind_aliases(pr_compile_t *c);
+void pr__memplan_bind_aliases(pr_compile_t *c);
 /* The value that owns v's bytes. */
-int pr_memplan_root(const pr_compile_t *c, int v);
+int pr__memplan_root(const pr_compile_t *c, int v);
 
 #endif

@@ -44,13 +44,13 @@ void pr_engine_model_destroy(pr_model_t *m) {
   free(m->inputs);
   free(m->outputs);
   free(m->outer_slot);
-  for (int i = 0; i < m->n_cache; i++) pr_free(m->cache[i].buf);
+  for (int i = 0; i < m->n_cache; i++) pr__free(m->cache[i].buf);
   free(m->cache);
   pthread_mutex_destroy(&m->cache_lock);
   free(m);
 }
 
-void *pr_wcache_get(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md) {
+void *pr__wcache_get(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md) {
   void *buf = NULL;
   pthread_mutex_lock(&m->cache_lock);
   for (int i = 0; i < m->n_cache && !buf; i++) {
@@ -64,11 +64,11 @@ void *pr_wcache_get(pr_model_t *m, const void *node, int variant, const dnnl_mem
   return buf;
 }
 
-void *pr_wcache_put(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md,
-                    void *buf) {
-  void *have = pr_wcache_get(m, node, variant, md);
+void *pr__wcache_put(pr_model_t *m, const void *node, int variant, const dnnl_memory_desc_t *md,
+                     void *buf) {
+  void *have = pr__wcache_get(m, node, variant, md);
   if (have) {
-    pr_free(buf);
+    pr__free(buf);
     return have;
   }
   pthread_mutex_lock(&m->cache_lock);
@@ -77,7 +77,7 @@ void *pr_wcache_put(pr_model_t *m, const void *node, int variant, const dnnl_mem
     pr_wcache_entry_t *nc = realloc(m->cache, sizeof *nc * (size_t)cap);
     if (!nc) {
       pthread_mutex_unlock(&m->cache_lock);
-      pr_free(buf);
+      pr__free(buf);
       return NULL;
     }
     m->cache = nc;
@@ -96,14 +96,14 @@ size_t pr_engine_model_shared_weight_bytes(pr_model_t *m) {
   return total;
 }
 
-void pr_wcache_release(pr_model_t *m, void *buf) {
+void pr__wcache_release(pr_model_t *m, void *buf) {
   if (!buf) return;
   pthread_mutex_lock(&m->cache_lock);
   for (int i = 0; i < m->n_cache; i++) {
     if (m->cache[i].buf != buf) continue;
     assert(m->cache[i].refs > 0);
     if (--m->cache[i].refs == 0) {
-      pr_free(buf);
+      pr__free(buf);
       m->cache[i] = m->cache[--m->n_cache];
     }
     break;

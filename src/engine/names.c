@@ -10,17 +10,17 @@ static uint64_t hash(const char *s) {
   return h;
 }
 
-void pr_names_init(pr_names_t *t) {
+void pr__names_init(pr_names_t *t) {
   memset(t, 0, sizeof *t);
 }
 
-void pr_names_free(pr_names_t *t) {
+void pr__names_free(pr_names_t *t) {
   free(t->keys);
   free(t->vals);
   memset(t, 0, sizeof *t);
 }
 
-int pr_names_get(const pr_names_t *t, const char *key) {
+int pr__names_get(const pr_names_t *t, const char *key) {
   if (!t->cap) return -1;
   for (size_t i = hash(key) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
     if (!t->keys[i]) return -1;
@@ -52,7 +52,7 @@ static int grow(pr_names_t *t) {
   return 0;
 }
 
-int pr_names_put(pr_names_t *t, const char *key, int val) {
+int pr__names_put(pr_names_t *t, const char *key, int val) {
   if ((t->len + 1) * 2 > t->cap && grow(t) < 0) return -1;
   size_t i = hash(key) & (t->cap - 1);
   while (t->keys[i] && strcmp(t->keys[i], key)) i = (i + 1) & (t->cap - 1);

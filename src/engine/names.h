@@ -10,11 +10,11 @@ typedef struct {
   size_t cap, len;
 } pr_names_t;
 
-void pr_names_init(pr_names_t *t);
-void pr_names_free(pr_names_t *t);
+void pr__names_init(pr_names_t *t);
+void pr__names_free(pr_names_t *t);
 /* Returns the value for key or -1. */
-int pr_names_get(const pr_names_t *t, const char *key);
+int pr__names_get(const pr_names_t *t, const char *key);
 /* Inserts (key must outlive the map); returns 0 or -1 on allocation failure. */
-int pr_names_put(pr_names_t *t, const char *key, int val);
+int pr__names_put(pr_names_t *t, const char *key, int val);
 
 #endif

@@ -38,7 +38,7 @@ typedef struct loader {
 static pr_status_t load_graph(loader_t *L, const Onnx__GraphProto *g);
 
 static int value_index(loader_t *L, const char *name, int create) {
-  int idx = pr_names_get(&L->names, name);
+  int idx = pr__names_get(&L->names, name);
   if (idx >= 0 || !create) return idx;
   pr_model_t *m = L->m;
   pr_mvalue_t *nv = realloc(m->values, sizeof *nv * (size_t)(m->n_values + 1));
@@ -46,9 +46,9 @@ static int value_index(loader_t *L, const char *name, int create) {
   m->values = nv;
   pr_mvalue_t *v = &m->values[m->n_values];
   memset(v, 0, sizeof *v);
-  v->name = pr_strdup(name);
+  v->name = pr__strdup(name);
   v->rank = -1;
-  if (!v->name || pr_names_put(&L->names, v->name, m->n_values) < 0) return -1;
+  if (!v->name || pr__names_put(&L->names, v->name, m->n_values) < 0) return -1;
   return m->n_values++;
 }
 
@@ -100,7 +100,7 @@ static int outer_value(loader_t *L, const char *name) {
  * enclosing scope. */
 static pr_status_t load_subgraph(loader_t *L, const Onnx__GraphProto *g, pr_model_t **out) {
   if (L->depth + 1 >= MAX_GRAPH_DEPTH) {
-    pr_errf(L->err, L->err_len, "subgraphs nested deeper than %d", MAX_GRAPH_DEPTH);
+    pr__errf(L->err, L->err_len, "subgraphs nested deeper than %d", MAX_GRAPH_DEPTH);
     return PR_ERR_UNSUPPORTED;
   }
   pr_model_t *m = calloc(1, sizeof *m);
@@ -114,9 +114,9 @@ static pr_status_t load_subgraph(loader_t *L, const Onnx__GraphProto *g, pr_mode
                 .err_len = L->err_len,
                 .parent = L,
                 .depth = L->depth + 1};
-  pr_names_init(&S.names);
+  pr__names_init(&S.names);
   pr_status_t st = load_graph(&S, g);
-  pr_names_free(&S.names);
+  pr__names_free(&S.names);
   free(S.implicit);
   if (st) {
     pr_engine_model_destroy(m);
@@ -131,14 +131,14 @@ static pr_status_t read_value_info(loader_t *L, const Onnx__ValueInfoProto *vi, 
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return PR_OK; /* no type given */
   if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
-    pr_errf(L->err, L->err_len, "value '%s': only tensor types are supported", vi->name);
+    pr__errf(L->err, L->err_len, "value '%s': only tensor types are supported", vi->name);
     return PR_ERR_UNSUPPORTED;
   }
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   if (tt->has_elem_type) v->dtype = (pr_dtype_t)tt->elem_type;
   if (!tt->shape) return PR_OK;
   if (tt->shape->n_dim > PR_MAX_RANK) {
-    pr_errf(L->err, L->err_len, "value '%s': rank over %d", vi->name, PR_MAX_RANK);
+    pr__errf(L->err, L->err_len, "value '%s': rank over %d", vi->name, PR_MAX_RANK);
     return PR_ERR_UNSUPPORTED;
   }
   v->rank = (int)tt->shape->n_dim;
@@ -148,7 +148,7 @@ static pr_status_t read_value_info(loader_t *L, const Onnx__ValueInfoProto *vi, 
     if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
       v->dims[k] = d->dim_value;
     else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
-      v->dim_names[k] = pr_strdup(d->dim_param);
+      v->dim_names[k] = pr__strdup(d->dim_param);
   }
   return PR_OK;
 }
@@ -159,7 +159,8 @@ static pr_status_t convert_strings(loader_t *L, const Onnx__NodeProto *np,
   size_t total = 1;
   for (size_t k = 0; k < ap->n_strings; k++) {
     if (ap->strings[k].len && memchr(ap->strings[k].data, 0, ap->strings[k].len)) {
-      pr_errf(L->err, L->err_len, "node '%s': attribute '%s' holds a NUL byte", np->name, ap->name);
+      pr__errf(L->err, L->err_len, "node '%s': attribute '%s' holds a NUL byte", np->name,
+               ap->name);
       return PR_ERR_INVALID;
     }
     total += ap->strings[k].len + 1;
@@ -178,7 +179,7 @@ static pr_status_t convert_strings(loader_t *L, const Onnx__NodeProto *np,
 
 static pr_status_t convert_attr(loader_t *L, const Onnx__NodeProto *np,
                                 const Onnx__AttributeProto *ap, pr_attr_t *a) {
-  a->name = pr_strdup(ap->name ? ap->name : "");
+  a->name = pr__strdup(ap->name ? ap->name : "");
   a->type = ap->has_type ? (int)ap->type : 0;
   if (!a->type) { /* old files: infer from the populated field */
     if (ap->n_ints)
@@ -219,22 +220,22 @@ static pr_status_t convert_attr(loader_t *L, const Onnx__NodeProto *np,
       break;
     case PR_ATTR_TENSOR:
       if (!ap->t) {
-        pr_errf(L->err, L->err_len, "node '%s': attribute '%s' has no tensor", np->name, ap->name);
+        pr__errf(L->err, L->err_len, "node '%s': attribute '%s' has no tensor", np->name, ap->name);
         return PR_ERR_INVALID;
       }
-      return pr_tensor_from_proto(ap->t, L->base_dir, &a->t, L->err, L->err_len);
+      return pr__tensor_from_proto(ap->t, L->base_dir, &a->t, L->err, L->err_len);
     case PR_ATTR_STRINGS: return convert_strings(L, np, ap, a);
     case PR_ATTR_GRAPH:
       if (!ap->g) {
-        pr_errf(L->err, L->err_len, "node '%s': attribute '%s' has no graph", np->name, ap->name);
+        pr__errf(L->err, L->err_len, "node '%s': attribute '%s' has no graph", np->name, ap->name);
         return PR_ERR_INVALID;
       }
       return load_subgraph(L, ap->g, &a->g);
     case PR_ATTR_FLOAT:
     case PR_ATTR_INT: break;
     default:
-      pr_errf(L->err, L->err_len, "node '%s' (%s): attribute '%s' of type %d not supported",
-              np->name ? np->name : "", np->op_type, ap->name, a->type);
+      pr__errf(L->err, L->err_len, "node '%s' (%s): attribute '%s' of type %d not supported",
+               np->name ? np->name : "", np->op_type, ap->name, a->type);
       return PR_ERR_UNSUPPORTED;
   }
   return PR_OK;
@@ -243,7 +244,7 @@ static pr_status_t convert_attr(loader_t *L, const Onnx__NodeProto *np,
 /* Constant nodes become initializers of their output. */
 static pr_status_t load_constant(loader_t *L, const Onnx__NodeProto *np, int out_idx) {
   if (np->n_attribute != 1) {
-    pr_errf(L->err, L->err_len, "node '%s' (Constant): needs exactly one attribute", np->name);
+    pr__errf(L->err, L->err_len, "node '%s' (Constant): needs exactly one attribute", np->name);
     return PR_ERR_INVALID;
   }
   const Onnx__AttributeProto *ap = np->attribute[0];
@@ -252,7 +253,7 @@ static pr_status_t load_constant(loader_t *L, const Onnx__NodeProto *np, int out
   const char *an = ap->name ? ap->name : "";
   if (!strcmp(an, "value")) {
     if (!ap->t) goto bad;
-    pr_status_t st = pr_tensor_from_proto(ap->t, L->base_dir, &t, L->err, L->err_len);
+    pr_status_t st = pr__tensor_from_proto(ap->t, L->base_dir, &t, L->err, L->err_len);
     if (st) return st;
   } else if (!strcmp(an, "value_float") || !strcmp(an, "value_int")) {
     int is_f = an[6] == 'f';
@@ -260,7 +261,7 @@ static pr_status_t load_constant(loader_t *L, const Onnx__NodeProto *np, int out
     if (!t) return PR_ERR_NOMEM;
     t->dtype = is_f ? PR_DTYPE_FLOAT : PR_DTYPE_INT64;
     t->rank = 0;
-    t->data = pr_aligned_alloc(8);
+    t->data = pr__aligned_alloc(8);
     if (!t->data) {
       free(t);
       return PR_ERR_NOMEM;
@@ -277,14 +278,15 @@ static pr_status_t load_constant(loader_t *L, const Onnx__NodeProto *np, int out
     t->dtype = is_f ? PR_DTYPE_FLOAT : PR_DTYPE_INT64;
     t->rank = 1;
     t->dims[0] = (int64_t)n;
-    t->data = pr_aligned_alloc(n * 8 + 8);
+    t->data = pr__aligned_alloc(n * 8 + 8);
     if (!t->data) {
       free(t);
       return PR_ERR_NOMEM;
     }
     if (n) memcpy(t->data, is_f ? (void *)ap->floats : (void *)ap->ints, n * (is_f ? 4 : 8));
   } else {
-    pr_errf(L->err, L->err_len, "node '%s' (Constant): attribute '%s' not supported", np->name, an);
+    pr__errf(L->err, L->err_len, "node '%s' (Constant): attribute '%s' not supported", np->name,
+             an);
     return PR_ERR_UNSUPPORTED;
   }
   v->init = t;
@@ -294,7 +296,7 @@ static pr_status_t load_constant(loader_t *L, const Onnx__NodeProto *np, int out
   memcpy(v->dims, t->dims, sizeof v->dims);
   return PR_OK;
 bad:
-  pr_errf(L->err, L->err_len, "node '%s' (Constant): malformed", np->name);
+  pr__errf(L->err, L->err_len, "node '%s' (Constant): malformed", np->name);
   return PR_ERR_INVALID;
 }
 
@@ -326,14 +328,14 @@ static pr_status_t check_node_attrs(loader_t *L, const pr_mnode_t *n) {
       p = e + 1;
     }
     if (!found) {
-      pr_errf(L->err, L->err_len, "node '%s' (%s): attribute '%s' not supported", pr_mnode_name(n),
-              n->op_type, an);
+      pr__errf(L->err, L->err_len, "node '%s' (%s): attribute '%s' not supported",
+               pr__mnode_name(n), n->op_type, an);
       return PR_ERR_UNSUPPORTED;
     }
   }
   if (op->max_inputs && n->n_in > op->max_inputs) {
-    pr_errf(L->err, L->err_len, "node '%s' (%s): %d inputs, at most %d allowed", pr_mnode_name(n),
-            n->op_type, n->n_in, op->max_inputs);
+    pr__errf(L->err, L->err_len, "node '%s' (%s): %d inputs, at most %d allowed", pr__mnode_name(n),
+             n->op_type, n->n_in, op->max_inputs);
     return PR_ERR_INVALID;
   }
   if (op->check) return op->check(n, L->m->opset, L->err, L->err_len);
@@ -351,7 +353,7 @@ static pr_status_t read_opset(loader_t *L, const Onnx__ModelProto *mp) {
   /* each node's operator version is then checked against what its kernel
    * implements (pr_op_t.min_opset, its attributes and inputs) */
   if (m->opset < 1 || m->opset > PR_MAX_OPSET) {
-    pr_errf(L->err, L->err_len, "opset %d not supported (1 to %d are)", m->opset, PR_MAX_OPSET);
+    pr__errf(L->err, L->err_len, "opset %d not supported (1 to %d are)", m->opset, PR_MAX_OPSET);
     return PR_ERR_UNSUPPORTED;
   }
   return PR_OK;
@@ -363,17 +365,17 @@ static pr_status_t load_initializers(loader_t *L, const Onnx__GraphProto *g) {
   for (size_t i = 0; i < g->n_initializer; i++) {
     Onnx__TensorProto *tp = g->initializer[i]; /* the loader's: its bytes may be taken */
     if (!tp->name || !*tp->name) {
-      pr_errf(L->err, L->err_len, "initializer %zu has no name", i);
+      pr__errf(L->err, L->err_len, "initializer %zu has no name", i);
       return PR_ERR_INVALID;
     }
     int idx = value_index(L, tp->name, 1);
     if (idx < 0) return PR_ERR_NOMEM;
     if (m->values[idx].init) {
-      pr_errf(L->err, L->err_len, "initializer '%s' defined twice", tp->name);
+      pr__errf(L->err, L->err_len, "initializer '%s' defined twice", tp->name);
       return PR_ERR_INVALID;
     }
     pr_tensor_t *t;
-    if ((st = pr_tensor_from_proto(tp, L->base_dir, &t, L->err, L->err_len))) return st;
+    if ((st = pr__tensor_from_proto(tp, L->base_dir, &t, L->err, L->err_len))) return st;
     pr_mvalue_t *v = &m->values[idx];
     v->init = t;
     v->defined = true;
@@ -382,7 +384,7 @@ static pr_status_t load_initializers(loader_t *L, const Onnx__GraphProto *g) {
     memcpy(v->dims, t->dims, sizeof v->dims);
   }
   if (g->n_sparse_initializer) {
-    pr_errf(L->err, L->err_len, "sparse initializers not supported");
+    pr__errf(L->err, L->err_len, "sparse initializers not supported");
     return PR_ERR_UNSUPPORTED;
   }
   return PR_OK;
@@ -397,7 +399,7 @@ static pr_status_t load_inputs(loader_t *L, const Onnx__GraphProto *g) {
   for (size_t i = 0; i < g->n_input; i++) {
     const Onnx__ValueInfoProto *vi = g->input[i];
     if (!vi->name || !*vi->name) {
-      pr_errf(L->err, L->err_len, "graph input %zu has no name", i);
+      pr__errf(L->err, L->err_len, "graph input %zu has no name", i);
       return PR_ERR_INVALID;
     }
     int idx = value_index(L, vi->name, 1);
@@ -405,7 +407,7 @@ static pr_status_t load_inputs(loader_t *L, const Onnx__GraphProto *g) {
     if (m->values[idx].init) continue;
     for (int k = 0; k < m->n_inputs; k++)
       if (m->inputs[k] == idx) {
-        pr_errf(L->err, L->err_len, "graph input '%s' listed twice", vi->name);
+        pr__errf(L->err, L->err_len, "graph input '%s' listed twice", vi->name);
         return PR_ERR_INVALID;
       }
     if ((st = read_value_info(L, vi, idx))) return st;
@@ -413,12 +415,12 @@ static pr_status_t load_inputs(loader_t *L, const Onnx__GraphProto *g) {
      * runs) */
     bool body = L->parent != NULL;
     if (!pr_dtype_size(m->values[idx].dtype) && !(body && !m->values[idx].dtype)) {
-      pr_errf(L->err, L->err_len, "graph input '%s': element type %d not supported", vi->name,
-              m->values[idx].dtype);
+      pr__errf(L->err, L->err_len, "graph input '%s': element type %d not supported", vi->name,
+               m->values[idx].dtype);
       return PR_ERR_UNSUPPORTED;
     }
     if (m->values[idx].rank < 0 && !body) {
-      pr_errf(L->err, L->err_len, "graph input '%s' has no shape", vi->name);
+      pr__errf(L->err, L->err_len, "graph input '%s' has no shape", vi->name);
       return PR_ERR_UNSUPPORTED;
     }
     m->values[idx].defined = true;
@@ -432,11 +434,11 @@ static pr_status_t load_inputs(loader_t *L, const Onnx__GraphProto *g) {
 static pr_status_t check_node_proto(loader_t *L, const Onnx__NodeProto *np, const char *nm,
                                     const char *ot) {
   if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx")) {
-    pr_errf(L->err, L->err_len, "node '%s' (%s): domain '%s' not supported", nm, ot, np->domain);
+    pr__errf(L->err, L->err_len, "node '%s' (%s): domain '%s' not supported", nm, ot, np->domain);
     return PR_ERR_UNSUPPORTED;
   }
   if (np->n_input > INT_MAX / 8 || np->n_output > INT_MAX / 8) {
-    pr_errf(L->err, L->err_len, "node '%s' (%s): too many inputs or outputs", nm, ot);
+    pr__errf(L->err, L->err_len, "node '%s' (%s): too many inputs or outputs", nm, ot);
     return PR_ERR_INVALID;
   }
   for (size_t k = 0; k < np->n_input; k++) {
@@ -445,8 +447,8 @@ static pr_status_t check_node_proto(loader_t *L, const Onnx__NodeProto *np, cons
     int idx = value_index(L, in, 0);
     if (idx < 0 || !L->m->values[idx].defined) idx = outer_value(L, in);
     if (idx < 0) {
-      pr_errf(L->err, L->err_len, "node '%s' (%s): input '%s' is not defined before it", nm, ot,
-              in);
+      pr__errf(L->err, L->err_len, "node '%s' (%s): input '%s' is not defined before it", nm, ot,
+               in);
       return PR_ERR_INVALID;
     }
   }
@@ -455,13 +457,13 @@ static pr_status_t check_node_proto(loader_t *L, const Onnx__NodeProto *np, cons
 
 static pr_status_t add_constant(loader_t *L, const Onnx__NodeProto *np, const char *nm) {
   if (np->n_output != 1 || !np->output[0] || !*np->output[0]) {
-    pr_errf(L->err, L->err_len, "node '%s' (Constant): needs one output", nm);
+    pr__errf(L->err, L->err_len, "node '%s' (Constant): needs one output", nm);
     return PR_ERR_INVALID;
   }
   int idx = value_index(L, np->output[0], 1);
   if (idx < 0) return PR_ERR_NOMEM;
   if (L->m->values[idx].init) {
-    pr_errf(L->err, L->err_len, "value '%s' defined twice", np->output[0]);
+    pr__errf(L->err, L->err_len, "value '%s' defined twice", np->output[0]);
     return PR_ERR_INVALID;
   }
   return load_constant(L, np, idx);
@@ -480,7 +482,7 @@ static pr_status_t link_node(loader_t *L, const Onnx__NodeProto *np, pr_mnode_t 
     }
     int idx = value_index(L, on, 0);
     if (idx >= 0) {
-      pr_errf(L->err, L->err_len, "node '%s' (%s): output '%s' defined twice", nm, ot, on);
+      pr__errf(L->err, L->err_len, "node '%s' (%s): output '%s' defined twice", nm, ot, on);
       return PR_ERR_INVALID;
     }
     if ((idx = value_index(L, on, 1)) < 0) return PR_ERR_NOMEM;
@@ -509,8 +511,8 @@ static pr_status_t add_node(loader_t *L, const Onnx__NodeProto *np, const char *
   pr_model_t *m = L->m;
   pr_status_t st;
   pr_mnode_t *n = &m->nodes[m->n_nodes];
-  n->name = pr_strdup(nm);
-  n->op_type = pr_strdup(ot);
+  n->name = pr__strdup(nm);
+  n->op_type = pr__strdup(ot);
   n->in = calloc(np->n_input + 1, sizeof(int));
   n->out = calloc(np->n_output + 1, sizeof(int));
   n->attrs = calloc(np->n_attribute + 1, sizeof *n->attrs);
@@ -527,16 +529,16 @@ static pr_status_t add_node(loader_t *L, const Onnx__NodeProto *np, const char *
   }
   if ((st = add_implicit(L, n))) return st;
   if ((st = link_node(L, np, n, nm, ot))) return st;
-  n->op = pr_op_find(ot);
+  n->op = pr__op_find(ot);
   if (!n->op) {
-    pr_errf(L->err, L->err_len, "node '%s': operator %s not supported", nm, ot);
+    pr__errf(L->err, L->err_len, "node '%s': operator %s not supported", nm, ot);
     return PR_ERR_UNSUPPORTED;
   }
   if (m->opset < n->op->min_opset) {
-    pr_errf(L->err, L->err_len,
-            "node '%s' (%s): the version of %s in opset %d is not implemented (opset %d and later "
-            "are)",
-            nm, ot, ot, m->opset, n->op->min_opset);
+    pr__errf(L->err, L->err_len,
+             "node '%s' (%s): the version of %s in opset %d is not implemented (opset %d and later "
+             "are)",
+             nm, ot, ot, m->opset, n->op->min_opset);
     return PR_ERR_UNSUPPORTED;
   }
   return check_node_attrs(L, n);
@@ -570,20 +572,20 @@ static pr_status_t load_outputs(loader_t *L, const Onnx__GraphProto *g) {
     int idx = vi->name ? value_index(L, vi->name, 0) : -1;
     if (idx < 0 && vi->name) idx = outer_value(L, vi->name);
     if (idx < 0) {
-      pr_errf(L->err, L->err_len, "graph output '%s' is not produced by the graph",
-              vi->name ? vi->name : "");
+      pr__errf(L->err, L->err_len, "graph output '%s' is not produced by the graph",
+               vi->name ? vi->name : "");
       return PR_ERR_INVALID;
     }
     if (vi->type && vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
         vi->type->value_case != ONNX__TYPE_PROTO__VALUE__NOT_SET) {
-      pr_errf(L->err, L->err_len, "graph output '%s': only tensor types are supported", vi->name);
+      pr__errf(L->err, L->err_len, "graph output '%s': only tensor types are supported", vi->name);
       return PR_ERR_UNSUPPORTED;
     }
     if (m->values[idx].rank < 0 && (st = read_value_info(L, vi, idx))) return st;
     m->outputs[m->n_outputs++] = idx;
   }
   if (!m->n_outputs) {
-    pr_errf(L->err, L->err_len, "graph has no outputs");
+    pr__errf(L->err, L->err_len, "graph has no outputs");
     return PR_ERR_INVALID;
   }
   return PR_OK;
@@ -600,7 +602,7 @@ static pr_status_t load_graph(loader_t *L, const Onnx__GraphProto *g) {
 static pr_status_t build(loader_t *L, const Onnx__ModelProto *mp) {
   const Onnx__GraphProto *g = mp->graph;
   if (!g) {
-    pr_errf(L->err, L->err_len, "model has no graph");
+    pr__errf(L->err, L->err_len, "model has no graph");
     return PR_ERR_INVALID;
   }
   pr_status_t st;
@@ -614,22 +616,22 @@ static pr_status_t build(loader_t *L, const Onnx__ModelProto *mp) {
         tp->tensor_type->has_elem_type)
       out_types[i] = (pr_dtype_t)tp->tensor_type->elem_type;
   }
-  st = pr_half_edges(L->m, out_types);
+  st = pr__half_edges(L->m, out_types);
   free(out_types);
-  if (st) pr_errf(L->err, L->err_len, "float16 model: out of memory");
+  if (st) pr__errf(L->err, L->err_len, "float16 model: out of memory");
   return st;
 }
 
 pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char *base_dir,
                                         pr_model_t **out, char *err, size_t err_len) {
   if (!data || !out) {
-    pr_errf(err, err_len, "no model data");
+    pr__errf(err, err_len, "no model data");
     return PR_ERR_INVALID;
   }
   *out = NULL;
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
   if (!mp) {
-    pr_errf(err, err_len, "not a valid ONNX model (protobuf parse failed)");
+    pr__errf(err, err_len, "not a valid ONNX model (protobuf parse failed)");
     return PR_ERR_INVALID;
   }
   pr_model_t *m = calloc(1, sizeof *m);
@@ -639,16 +641,16 @@ pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char
   }
   pthread_mutex_init(&m->cache_lock, NULL);
   loader_t L = {.m = m, .base_dir = base_dir, .err = err, .err_len = err_len};
-  pr_names_init(&L.names);
+  pr__names_init(&L.names);
   pr_status_t st = build(&L, mp);
-  pr_names_free(&L.names);
+  pr__names_free(&L.names);
   free(L.implicit);
   onnx__model_proto__free_unpacked(mp, NULL);
   if (st) {
     pr_engine_model_destroy(m);
     return st;
   }
-  pr_sha256_hex(data, len, m->sha256);
+  pr__sha256_hex(data, len, m->sha256);
   *out = m;
   return PR_OK;
 }
@@ -657,12 +659,12 @@ pr_status_t pr_engine_model_load_file(const char *path, pr_model_t **out, char *
                                       size_t err_len) {
   void *data;
   size_t len;
-  if (pr_read_file(path, &data, &len, PR_MAX_MODEL_BYTES) < 0) {
-    pr_errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
+  if (pr__read_file(path, &data, &len, PR_MAX_MODEL_BYTES) < 0) {
+    pr__errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
     return PR_ERR_IO;
   }
   char dir[4096];
-  pr_dirname(path, dir, sizeof dir);
+  pr__dirname(path, dir, sizeof dir);
   pr_status_t st = pr_engine_model_load_memory(data, len, dir, out, err, err_len);
   free(data);
   return st;

@@ -11,7 +11,7 @@
  *
  * The dynamic path: when an op needs the data of a value known only at run
  * time to know a shape (Range of run-time bounds, NonZero, a Reshape of a
- * computed shape, If/Loop/Scan: pr_need_values), the session is made
+ * computed shape, If/Loop/Scan: pr__need_values), the session is made
  * dynamic instead: it keeps its inputs' shapes, and each run compiles the
  * model with every input fixed to that run's data, so every node folds
  * (compile.c runs all-constant nodes) and every shape is known; the run's
@@ -65,16 +65,16 @@ static pr_status_t resolve_input(pr_compile_t *c, const pr_session_options_t *op
     const pr_tensor_info_t *in = &opt->input_shapes[i];
     if (mv->rank < 0) { /* a subgraph's input: its node gives the shape */
       if (in->rank < 0 || in->rank > PR_MAX_RANK)
-        return pr_fail(c, NULL, PR_ERR_INVALID, "input '%s': rank %d", mv->name, in->rank);
+        return pr__fail(c, NULL, PR_ERR_INVALID, "input '%s': rank %d", mv->name, in->rank);
       v->rank = in->rank;
     } else if (in->rank != mv->rank)
-      return pr_fail(c, NULL, PR_ERR_INVALID, "input '%s': rank %d given, model has %d", mv->name,
-                     in->rank, mv->rank);
+      return pr__fail(c, NULL, PR_ERR_INVALID, "input '%s': rank %d given, model has %d", mv->name,
+                      in->rank, mv->rank);
     for (int k = 0; k < v->rank; k++) {
       if (in->dims[k] < 0 || (mv->rank >= 0 && mv->dims[k] >= 0 && in->dims[k] != mv->dims[k]))
-        return pr_fail(c, NULL, PR_ERR_INVALID,
-                       "input '%s': dimension %d is %lld, model needs %lld", mv->name, k,
-                       (long long)in->dims[k], (long long)(mv->rank >= 0 ? mv->dims[k] : -1));
+        return pr__fail(c, NULL, PR_ERR_INVALID,
+                        "input '%s': dimension %d is %lld, model needs %lld", mv->name, k,
+                        (long long)in->dims[k], (long long)(mv->rank >= 0 ? mv->dims[k] : -1));
       v->dims[k] = in->dims[k];
     }
     return PR_OK;
@@ -90,8 +90,9 @@ static pr_status_t resolve_input(pr_compile_t *c, const pr_session_options_t *op
         val = opt->dim_values[j];
     if (val < 0 && k == 0) val = opt->batch;
     if (val < 1)
-      return pr_fail(c, NULL, PR_ERR_INVALID, "input '%s': no value for symbolic dimension %d (%s)",
-                     mv->name, k, mv->dim_names[k] ? mv->dim_names[k] : "unnamed");
+      return pr__fail(c, NULL, PR_ERR_INVALID,
+                      "input '%s': no value for symbolic dimension %d (%s)", mv->name, k,
+                      mv->dim_names[k] ? mv->dim_names[k] : "unnamed");
     v->dims[k] = val;
   }
   return PR_OK;
@@ -104,9 +105,9 @@ void pr_engine_session_destroy(pr_session_t *s) {
   for (int i = 0; i < c->n_nodes; i++)
     if (c->nodes[i].state && c->nodes[i].op->destroy) c->nodes[i].op->destroy(c->nodes[i].state);
   for (int i = 0; i < c->n_values; i++)
-    if (c->v[i].owns_data) pr_free(c->v[i].data);
+    if (c->v[i].owns_data) pr__free(c->v[i].data);
   if (s->out_bufs)
-    for (int i = 0; i < s->n_outputs; i++) pr_free(s->out_bufs[i]);
+    for (int i = 0; i < s->n_outputs; i++) pr__free(s->out_bufs[i]);
   free(s->out_bufs);
   free(s->in_vals);
   free(s->out_vals);
@@ -115,7 +116,7 @@ void pr_engine_session_destroy(pr_session_t *s) {
   free(c->nodes);
   for (int i = 0; i < c->n_io; i++) free(c->io[i]);
   free(c->io);
-  pr_free(s->arena);
+  pr__free(s->arena);
   if (s->stream) dnnl_stream_destroy(s->stream);
   if (c->engine) dnnl_engine_destroy(c->engine);
   free(s);
@@ -128,7 +129,7 @@ static bool has_depthwise_conv(const pr_model_t *m) {
     const pr_mnode_t *n = &m->nodes[i];
     if (strcmp(n->op_type, "Conv") || n->n_in < 2 || n->in[1] < 0) continue;
     const pr_tensor_t *w = m->values[n->in[1]].init;
-    if (w && w->rank >= 3 && w->dims[1] == 1 && pr_attr_int(n, "group", 1) > 1) return true;
+    if (w && w->rank >= 3 && w->dims[1] == 1 && pr__attr_int(n, "group", 1) > 1) return true;
   }
   return false;
 }
@@ -153,21 +154,21 @@ static int conv_block_for(const pr_model_t *m, const pr_session_options_t *opt) 
 
 static pr_status_t check_options(const pr_session_options_t *opt, char *err, size_t err_len) {
   if (opt->threads < 1 || opt->threads > 1024) {
-    pr_errf(err, err_len, "threads must be 1..1024, got %d", opt->threads);
+    pr__errf(err, err_len, "threads must be 1..1024, got %d", opt->threads);
     return PR_ERR_INVALID;
   }
   if (opt->batch < 1 || opt->batch > (1 << 20)) {
-    pr_errf(err, err_len, "batch must be 1..%d, got %lld", 1 << 20, (long long)opt->batch);
+    pr__errf(err, err_len, "batch must be 1..%d, got %lld", 1 << 20, (long long)opt->batch);
     return PR_ERR_INVALID;
   }
   if (!pr_precision_name(opt->precision)) {
-    pr_errf(err, err_len, "precision must be fp32 or bf16, got %d", opt->precision);
+    pr__errf(err, err_len, "precision must be fp32 or bf16, got %d", opt->precision);
     return PR_ERR_INVALID;
   }
   if (opt->precision == PR_PRECISION_BF16 && !pr_engine_bf16_native()) {
-    pr_errf(err, err_len,
-            "bf16 needs a CPU with native bf16 (AVX512_BF16 or AMX); this one runs %s: use fp32",
-            pr_engine_isa());
+    pr__errf(err, err_len,
+             "bf16 needs a CPU with native bf16 (AVX512_BF16 or AMX); this one runs %s: use fp32",
+             pr_engine_isa());
     return PR_ERR_UNSUPPORTED;
   }
   return PR_OK;
@@ -193,7 +194,7 @@ int pr_engine_bf16_native(void) {
 /* One compile value per model value; initializers are constants (borrowed). */
 static pr_status_t copy_values(pr_compile_t *c, const pr_model_t *m) {
   for (int i = 0; i < m->n_values; i++) {
-    int idx = pr_compile_add_value(c);
+    int idx = pr__compile_add_value(c);
     if (idx < 0) return PR_ERR_NOMEM;
     assert(idx == i);
     pr_value_t *v = &c->v[idx];
@@ -201,11 +202,11 @@ static pr_status_t copy_values(pr_compile_t *c, const pr_model_t *m) {
     v->name = mv->name;
     v->rank = -1;
     if (mv->init) {
-      pr_value_set_shape(v, mv->init->dtype, mv->init->rank, mv->init->dims);
+      pr__value_set_shape(v, mv->init->dtype, mv->init->rank, mv->init->dims);
       v->is_const = true;
       v->kind = PR_VAL_CONST;
       v->data = mv->init->data;
-      v->nbytes = (size_t)pr_value_numel(v) * pr_dtype_size(v->dtype);
+      v->nbytes = (size_t)pr__value_numel(v) * pr_dtype_size(v->dtype);
     }
   }
   return PR_OK;
@@ -223,23 +224,23 @@ static pr_status_t bind_input(pr_session_t *s, const pr_session_options_t *opt, 
   v->kind = PR_VAL_INPUT;
   if (!mv->dtype) { /* a subgraph's input of no declared type takes its node's */
     if (!opt->input_shapes || !pr_dtype_size(opt->input_shapes[i].dtype))
-      return pr_fail(c, NULL, PR_ERR_INVALID, "input '%s' has no element type", mv->name);
+      return pr__fail(c, NULL, PR_ERR_INVALID, "input '%s' has no element type", mv->name);
     v->dtype = opt->input_shapes[i].dtype;
   }
   if ((st = resolve_input(c, opt, i, v, mv))) return st;
   size_t numel = 1;
   for (int k = 0; k < v->rank; k++)
-    if (pr_mul_size(numel, (size_t)v->dims[k], &numel))
-      return pr_fail(c, NULL, PR_ERR_INVALID, "input '%s' too large", mv->name);
+    if (pr__mul_size(numel, (size_t)v->dims[k], &numel))
+      return pr__fail(c, NULL, PR_ERR_INVALID, "input '%s' too large", mv->name);
   v->nbytes = numel * pr_dtype_size(v->dtype);
   if (v->nbytes > c->max_bytes)
-    return pr_fail(c, NULL, PR_ERR_NOMEM, "input '%s' needs %zu bytes, over the limit", mv->name,
-                   v->nbytes);
+    return pr__fail(c, NULL, PR_ERR_NOMEM, "input '%s' needs %zu bytes, over the limit", mv->name,
+                    v->nbytes);
   s->in_vals[i] = idx;
   if (!opt->input_values || !opt->input_values[i]) return PR_OK;
   if (!opt->input_shapes)
-    return pr_fail(c, NULL, PR_ERR_INVALID, "input_values needs input_shapes");
-  v->data = pr_aligned_alloc(v->nbytes);
+    return pr__fail(c, NULL, PR_ERR_INVALID, "input_values needs input_shapes");
+  v->data = pr__aligned_alloc(v->nbytes);
   if (!v->data) return PR_ERR_NOMEM;
   memcpy(v->data, opt->input_values[i], v->nbytes);
   v->owns_data = true;
@@ -258,7 +259,7 @@ static pr_status_t copy_nodes(pr_compile_t *c, const pr_model_t *m) {
     pr_node_t *n = &c->nodes[c->n_nodes++];
     n->op = mn->op;
     n->m = mn;
-    pr_status_t st = pr_node_io(c, n, mn->n_in, mn->in, mn->n_out, mn->out);
+    pr_status_t st = pr__node_io(c, n, mn->n_in, mn->in, mn->n_out, mn->out);
     if (st) return st;
   }
   return PR_OK;
@@ -292,35 +293,35 @@ static pr_status_t load_graph(pr_session_t *s, const pr_session_options_t *opt) 
 static pr_status_t compile(pr_session_t *s, const pr_session_options_t *opt) {
   pr_compile_t *c = &s->c;
   pr_status_t st;
-  if ((st = pr_compile_infer(c))) return st;
+  if ((st = pr__compile_infer(c))) return st;
   for (int i = 0; i < s->n_outputs; i++)
     if (c->v[s->out_vals[i]].rank < 0)
-      return pr_fail(c, NULL, PR_ERR_INVALID, "graph output %d is never computed", i);
-  pr_compile_remove_dead(c);
+      return pr__fail(c, NULL, PR_ERR_INVALID, "graph output %d is never computed", i);
+  pr__compile_remove_dead(c);
   if (!opt->disable_fusion) {
-    pr_compile_count_uses(c);
-    if ((st = pr_fuse(c))) return st;
-    pr_compile_remove_dead(c);
+    pr__compile_count_uses(c);
+    if ((st = pr__fuse(c))) return st;
+    pr__compile_remove_dead(c);
   }
-  if ((st = pr_compile_prepare(c, s->out_vals, s->n_outputs))) return st;
+  if ((st = pr__compile_prepare(c, s->out_vals, s->n_outputs))) return st;
   for (int i = 0; i < c->n_nodes; i++) s->flops += c->nodes[i].flops;
   c->concat_views = !opt->disable_fusion;
-  return pr_memplan(c, &s->arena_size);
+  return pr__memplan(c, &s->arena_size);
 }
 
 /* The arena and the output buffers, and every value's pointer into them. */
 static pr_status_t allocate_buffers(pr_session_t *s) {
   pr_compile_t *c = &s->c;
-  s->arena = pr_aligned_calloc(s->arena_size);
+  s->arena = pr__aligned_calloc(s->arena_size);
   if (!s->arena) return PR_ERR_NOMEM;
-  pr_memplan_bind(c, s->arena);
+  pr__memplan_bind(c, s->arena);
   for (int i = 0; i < s->n_outputs; i++) {
     pr_value_t *v = &c->v[s->out_vals[i]];
-    s->out_bufs[i] = pr_aligned_calloc(v->nbytes);
+    s->out_bufs[i] = pr__aligned_calloc(v->nbytes);
     if (!s->out_bufs[i]) return PR_ERR_NOMEM;
     if (v->kind == PR_VAL_OUTPUT && !v->is_const) v->ptr = s->out_bufs[i];
   }
-  pr_memplan_bind_aliases(c);
+  pr__memplan_bind_aliases(c);
   return PR_OK;
 }
 
@@ -348,7 +349,7 @@ static pr_session_t *session_begin(pr_model_t *m, const pr_session_options_t *op
   c->err_len = err_len;
   c->conv_block = conv_block_for(m, opt);
   c->bf16 = opt->precision == PR_PRECISION_BF16;
-  pr_omp_team(opt->threads);
+  pr__omp_team(opt->threads);
   *st = PR_OK;
 #ifdef PR_NO_DNNL_CACHE
   /* the ThreadSanitizer build: oneDNN's primitive cache hands a thread the
@@ -361,7 +362,7 @@ static pr_session_t *session_begin(pr_model_t *m, const pr_session_options_t *op
 #endif
   if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&s->stream, c->engine, dnnl_stream_default_flags) != dnnl_success)
-    *st = pr_fail(c, NULL, PR_ERR_INTERNAL, "oneDNN engine creation failed");
+    *st = pr__fail(c, NULL, PR_ERR_INTERNAL, "oneDNN engine creation failed");
   if (!*st) *st = load_graph(s, opt);
   if (*st) {
     pr_engine_session_destroy(s);
@@ -421,7 +422,7 @@ pr_status_t pr_engine_session_kernel(const pr_session_t *s, int i, pr_kernel_inf
   if (!s || i < 0 || i >= s->c.n_nodes || !info) return PR_ERR_INVALID;
   const pr_node_t *n = &s->c.nodes[i];
   info->op = n->op->name;
-  info->node = pr_node_name(n);
+  info->node = pr__node_name(n);
   info->impl = n->impl;
   info->flops = n->flops;
   info->seconds = s->kernel_seconds ? s->kernel_seconds[i] : 0;
@@ -483,14 +484,14 @@ static pr_status_t bind_run_input(pr_session_t *s, int i, const pr_tensor_t *t, 
                             (long long)v->dims[k]);
     for (int k = 0; k < t->rank && k < PR_MAX_RANK; k++)
       b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", k ? "," : "", (long long)t->dims[k]);
-    pr_errf(err, err_len, "input '%s': expected %s [%s], got %s [%s]", v->name,
-            pr_dtype_name(v->dtype), want, pr_dtype_name(t->dtype), got);
+    pr__errf(err, err_len, "input '%s': expected %s [%s], got %s [%s]", v->name,
+             pr_dtype_name(v->dtype), want, pr_dtype_name(t->dtype), got);
     return PR_ERR_INVALID;
   }
   if (v->is_const) {
     if (memcmp(v->data, t->data, v->nbytes)) {
-      pr_errf(err, err_len, "input '%s' differs from the value fixed when the session was made",
-              v->name);
+      pr__errf(err, err_len, "input '%s' differs from the value fixed when the session was made",
+               v->name);
       return PR_ERR_INVALID;
     }
     return PR_OK;
@@ -504,10 +505,10 @@ static void run_kernels(pr_session_t *s) {
   pr_exec_t x = {.v = c->v, .threads = c->threads, .engine = c->engine, .stream = s->stream};
   if (s->kernel_seconds) {
     for (int i = 0; i < c->n_nodes; i++) {
-      double t0 = pr_now();
+      double t0 = pr__now();
       c->nodes[i].op->run(&x, &c->nodes[i]);
       dnnl_stream_wait(s->stream);
-      s->kernel_seconds[i] += pr_now() - t0;
+      s->kernel_seconds[i] += pr__now() - t0;
     }
     s->runs++;
   } else {
@@ -550,7 +551,7 @@ pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, in
   pr_compile_t *c = &s->c;
   if (n_inputs != s->n_inputs || (n_outputs && n_outputs != s->n_outputs) ||
       (n_inputs && !inputs)) {
-    pr_errf(err, err_len, "expected %d inputs and %d outputs", s->n_inputs, s->n_outputs);
+    pr__errf(err, err_len, "expected %d inputs and %d outputs", s->n_inputs, s->n_outputs);
     return PR_ERR_INVALID;
   }
   for (int i = 0; i < n_inputs; i++) {
@@ -558,8 +559,8 @@ pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, in
     if (st) return st;
   }
   if (s->dynamic) return run_dynamic(s, inputs, n_inputs, outputs, n_outputs, err, err_len);
-  pr_memplan_bind_aliases(c);
-  pr_omp_team(c->threads);
+  pr__memplan_bind_aliases(c);
+  pr__omp_team(c->threads);
   run_kernels(s);
   for (int i = 0; i < s->n_outputs; i++) {
     pr_value_t *v = &c->v[s->out_vals[i]];
@@ -604,7 +605,7 @@ const char *pr_engine_isa(void) {
 }
 
 const char *pr_engine_matmul_kernel(void) {
-  return pr_sgemm_isa_fits() ? "packrat_avx2" : "onednn";
+  return pr__sgemm_isa_fits() ? "packrat_avx2" : "onednn";
 }
 
 const char *pr_engine_backend_version(void) {

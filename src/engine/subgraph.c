@@ -17,7 +17,7 @@
 #include "base/util.h"
 #include "engine/subgraph.h"
 
-pr_results_t *pr_results_new(int n) {
+pr_results_t *pr__results_new(int n) {
   pr_results_t *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->t = calloc((size_t)n + 1, sizeof *r->t);
@@ -29,7 +29,7 @@ pr_results_t *pr_results_new(int n) {
   return r;
 }
 
-void pr_results_destroy(void *state) {
+void pr__results_destroy(void *state) {
   pr_results_t *r = state;
   if (!r) return;
   for (int k = 0; k < r->n; k++) pr_engine_tensor_free(&r->t[k]);
@@ -37,14 +37,14 @@ void pr_results_destroy(void *state) {
   free(r);
 }
 
-void pr_results_shapes(pr_compile_t *c, pr_node_t *n, const pr_results_t *r) {
+void pr__results_shapes(pr_compile_t *c, pr_node_t *n, const pr_results_t *r) {
   for (int k = 0; k < n->n_out && k < r->n; k++) {
-    pr_value_t *o = pr_out(c, n, k);
-    if (o) pr_value_set_shape(o, r->t[k].dtype, r->t[k].rank, r->t[k].dims);
+    pr_value_t *o = pr__out(c, n, k);
+    if (o) pr__value_set_shape(o, r->t[k].dtype, r->t[k].rank, r->t[k].dims);
   }
 }
 
-void pr_results_run(pr_exec_t *x, pr_node_t *n) {
+void pr__results_run(pr_exec_t *x, pr_node_t *n) {
   const pr_results_t *r = n->state;
   for (int k = 0; k < n->n_out && k < r->n; k++) {
     if (n->out[k] < 0) continue;
@@ -53,28 +53,28 @@ void pr_results_run(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-pr_tensor_t pr_value_tensor(const pr_value_t *v) {
+pr_tensor_t pr__value_tensor(const pr_value_t *v) {
   pr_tensor_t t = {.dtype = v->dtype, .rank = v->rank, .data = v->data};
   for (int k = 0; k < v->rank; k++) t.dims[k] = v->dims[k];
   return t;
 }
 
-pr_status_t pr_tensor_copy(const pr_tensor_t *t, pr_tensor_t *out) {
+pr_status_t pr__tensor_copy(const pr_tensor_t *t, pr_tensor_t *out) {
   size_t bytes = (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
   *out = *t;
-  out->data = pr_aligned_alloc(bytes);
+  out->data = pr__aligned_alloc(bytes);
   if (!out->data) return PR_ERR_NOMEM;
   if (bytes) memcpy(out->data, t->data, bytes);
   return PR_OK;
 }
 
-void pr_subgraph_outer(pr_compile_t *c, const pr_node_t *n, const pr_model_t *body,
-                       pr_tensor_t *in) {
+void pr__subgraph_outer(pr_compile_t *c, const pr_node_t *n, const pr_model_t *body,
+                        pr_tensor_t *in) {
   int base = n->m->n_in - n->m->n_implicit;
   for (int j = 0; j < body->n_inputs - body->n_formal; j++) {
     int slot = body->outer_slot[j];
     assert(slot >= 0 && slot < n->m->n_implicit);
-    in[body->n_formal + j] = pr_value_tensor(pr_in(c, n, base + slot));
+    in[body->n_formal + j] = pr__value_tensor(pr__in(c, n, base + slot));
   }
 }
 
@@ -103,8 +103,8 @@ static pr_status_t body_session(pr_compile_t *c, pr_model_t *body, const pr_tens
   return st;
 }
 
-pr_status_t pr_subgraph_run(pr_compile_t *c, const pr_node_t *n, pr_model_t *body,
-                            const pr_tensor_t *in, pr_tensor_t *out) {
+pr_status_t pr__subgraph_run(pr_compile_t *c, const pr_node_t *n, pr_model_t *body,
+                             const pr_tensor_t *in, pr_tensor_t *out) {
   pr_session_t *s = NULL;
   pr_tensor_t *got = calloc((size_t)body->n_outputs + 1, sizeof *got);
   if (!got) return PR_ERR_NOMEM;
@@ -112,12 +112,12 @@ pr_status_t pr_subgraph_run(pr_compile_t *c, const pr_node_t *n, pr_model_t *bod
   if (!st)
     st = pr_engine_session_run(s, in, body->n_inputs, got, body->n_outputs, c->err, c->err_len);
   for (int k = 0; k < body->n_outputs; k++) memset(&out[k], 0, sizeof out[k]);
-  for (int k = 0; !st && k < body->n_outputs; k++) st = pr_tensor_copy(&got[k], &out[k]);
+  for (int k = 0; !st && k < body->n_outputs; k++) st = pr__tensor_copy(&got[k], &out[k]);
   if (st) {
     for (int k = 0; k < body->n_outputs; k++) pr_engine_tensor_free(&out[k]);
     char msg[512];
     snprintf(msg, sizeof msg, "%s", c->err ? c->err : "");
-    st = pr_fail(c, n, st, "subgraph: %s", msg);
+    st = pr__fail(c, n, st, "subgraph: %s", msg);
   }
   pr_engine_session_destroy(s);
   free(got);

@@ -64,7 +64,7 @@ int64_t pr_tensor_numel(const pr_tensor_t *t) {
 
 void pr_engine_tensor_free(pr_tensor_t *t) {
   if (!t) return;
-  pr_free(t->data);
+  pr__free(t->data);
   t->data = NULL;
 }
 
@@ -106,33 +106,33 @@ static pr_status_t open_external(decode_t *L, const Onnx__TensorProto *tp, const
   char shown[160], base[PATH_MAX], joined[2 * PATH_MAX], real[PATH_MAX];
   safe_text(location, shown, sizeof shown);
   if (location[0] == '/' || has_dotdot_component(location)) {
-    pr_errf(L->err, L->err_len,
-            "tensor '%s': external data location '%s' is refused (absolute or with a '..' "
-            "component)",
-            tp->name, shown);
+    pr__errf(L->err, L->err_len,
+             "tensor '%s': external data location '%s' is refused (absolute or with a '..' "
+             "component)",
+             tp->name, shown);
     return PR_ERR_INVALID;
   }
   const char *dir = L->base_dir ? L->base_dir : ".";
   if (!realpath(dir, base)) {
-    pr_errf(L->err, L->err_len, "tensor '%s': cannot resolve the model's folder: %s", tp->name,
-            strerror(errno));
+    pr__errf(L->err, L->err_len, "tensor '%s': cannot resolve the model's folder: %s", tp->name,
+             strerror(errno));
     return PR_ERR_IO;
   }
   if ((size_t)snprintf(joined, sizeof joined, "%s/%s", base, location) >= sizeof joined) {
-    pr_errf(L->err, L->err_len, "tensor '%s': external data location '%s' too long", tp->name,
-            shown);
+    pr__errf(L->err, L->err_len, "tensor '%s': external data location '%s' too long", tp->name,
+             shown);
     return PR_ERR_INVALID;
   }
   if (!realpath(joined, real)) {
-    pr_errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,
-            strerror(errno));
+    pr__errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,
+             strerror(errno));
     return PR_ERR_IO;
   }
   size_t bl = strlen(base);
   if (strncmp(real, base, bl) || (base[bl - 1] != '/' && real[bl] != '/')) {
-    pr_errf(L->err, L->err_len,
-            "tensor '%s': external data location '%s' resolves outside the model's folder",
-            tp->name, shown);
+    pr__errf(L->err, L->err_len,
+             "tensor '%s': external data location '%s' resolves outside the model's folder",
+             tp->name, shown);
     return PR_ERR_INVALID;
   }
   /* the resolved path has no symlinks; O_NOFOLLOW refuses one swapped in
@@ -141,8 +141,8 @@ static pr_status_t open_external(decode_t *L, const Onnx__TensorProto *tp, const
   int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-    pr_errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,
-            fd < 0 ? strerror(errno) : "not a regular file");
+    pr__errf(L->err, L->err_len, "tensor '%s': cannot open external data '%s': %s", tp->name, shown,
+             fd < 0 ? strerror(errno) : "not a regular file");
     if (fd >= 0) close(fd);
     return fd < 0 ? PR_ERR_IO : PR_ERR_INVALID;
   }
@@ -168,11 +168,11 @@ static pr_status_t load_external(decode_t *L, const Onnx__TensorProto *tp, void 
       length = atoll(val);
   }
   if (!location || !*location) {
-    pr_errf(L->err, L->err_len, "tensor '%s': external data without a location", tp->name);
+    pr__errf(L->err, L->err_len, "tensor '%s': external data without a location", tp->name);
     return PR_ERR_INVALID;
   }
   if (offset < 0 || (length >= 0 && (size_t)length != nbytes)) {
-    pr_errf(L->err, L->err_len, "tensor '%s': external data offset/length invalid", tp->name);
+    pr__errf(L->err, L->err_len, "tensor '%s': external data offset/length invalid", tp->name);
     return PR_ERR_INVALID;
   }
   FILE *f;
@@ -183,7 +183,7 @@ static pr_status_t load_external(decode_t *L, const Onnx__TensorProto *tp, void 
   if (!ok) {
     char shown[160];
     safe_text(location, shown, sizeof shown);
-    pr_errf(L->err, L->err_len, "tensor '%s': external data '%s' too short", tp->name, shown);
+    pr__errf(L->err, L->err_len, "tensor '%s': external data '%s' too short", tp->name, shown);
     return PR_ERR_IO;
   }
   return PR_OK;
@@ -240,14 +240,14 @@ static size_t decode_typed(const Onnx__TensorProto *tp, pr_tensor_t *t, size_t n
 static pr_status_t decode_raw(Onnx__TensorProto *tp, pr_tensor_t *t, size_t nbytes,
                               const char *name, char *err, size_t err_len) {
   if (tp->raw_data.len != nbytes) {
-    pr_errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
-            tp->raw_data.len, nbytes);
+    pr__errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
+             tp->raw_data.len, nbytes);
     return PR_ERR_INVALID;
   }
   if (nbytes && ((uintptr_t)tp->raw_data.data % 16) == 0) {
     /* take protobuf-c's copy of the bytes instead of copying them again
      * (both come from malloc): halves the peak memory of a load */
-    pr_free(t->data);
+    pr__free(t->data);
     t->data = tp->raw_data.data;
     tp->raw_data.data = NULL;
     tp->raw_data.len = 0;
@@ -265,15 +265,15 @@ static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_
   pr_dtype_t dt = (pr_dtype_t)tp->data_type;
   size_t esize = pr_dtype_size(dt);
   if (!esize) {
-    pr_errf(err, err_len, "tensor '%s': element type %d not supported", name, tp->data_type);
+    pr__errf(err, err_len, "tensor '%s': element type %d not supported", name, tp->data_type);
     return PR_ERR_UNSUPPORTED;
   }
   if (tp->n_dims > PR_MAX_RANK) {
-    pr_errf(err, err_len, "tensor '%s': rank %zu over %d", name, tp->n_dims, PR_MAX_RANK);
+    pr__errf(err, err_len, "tensor '%s': rank %zu over %d", name, tp->n_dims, PR_MAX_RANK);
     return PR_ERR_UNSUPPORTED;
   }
   if (tp->segment) {
-    pr_errf(err, err_len, "tensor '%s': segmented tensors not supported", name);
+    pr__errf(err, err_len, "tensor '%s': segmented tensors not supported", name);
     return PR_ERR_UNSUPPORTED;
   }
   pr_tensor_t *t = calloc(1, sizeof *t);
@@ -282,15 +282,15 @@ static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_
   t->rank = (int)tp->n_dims;
   *numel = 1;
   for (size_t i = 0; i < tp->n_dims; i++) {
-    if (tp->dims[i] < 0 || pr_mul_size(*numel, (size_t)tp->dims[i], numel)) {
-      pr_errf(err, err_len, "tensor '%s': bad dimension %lld", name, (long long)tp->dims[i]);
+    if (tp->dims[i] < 0 || pr__mul_size(*numel, (size_t)tp->dims[i], numel)) {
+      pr__errf(err, err_len, "tensor '%s': bad dimension %lld", name, (long long)tp->dims[i]);
       free(t);
       return PR_ERR_INVALID;
     }
     t->dims[i] = tp->dims[i];
   }
-  if (pr_mul_size(*numel, esize, nbytes) || *nbytes > PR_MAX_MODEL_BYTES) {
-    pr_errf(err, err_len, "tensor '%s': too large", name);
+  if (pr__mul_size(*numel, esize, nbytes) || *nbytes > PR_MAX_MODEL_BYTES) {
+    pr__errf(err, err_len, "tensor '%s': too large", name);
     free(t);
     return PR_ERR_INVALID;
   }
@@ -303,14 +303,14 @@ static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_
                  tp->n_uint64_data + tp->n_string_data;
   if (!external && (tp->has_raw_data ? tp->raw_data.len < *nbytes : typed < *numel)) {
     if (tp->has_raw_data)
-      pr_errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
-              tp->raw_data.len, *nbytes);
+      pr__errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
+               tp->raw_data.len, *nbytes);
     else
-      pr_errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, typed, *numel);
+      pr__errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, typed, *numel);
     free(t);
     return PR_ERR_INVALID;
   }
-  t->data = pr_aligned_calloc(*nbytes);
+  t->data = pr__aligned_calloc(*nbytes);
   if (!t->data) {
     free(t);
     return PR_ERR_NOMEM;
@@ -319,8 +319,8 @@ static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_
   return PR_OK;
 }
 
-pr_status_t pr_tensor_from_proto(Onnx__TensorProto *tp, const char *base_dir, pr_tensor_t **out,
-                                 char *err, size_t err_len) {
+pr_status_t pr__tensor_from_proto(Onnx__TensorProto *tp, const char *base_dir, pr_tensor_t **out,
+                                  char *err, size_t err_len) {
   decode_t L = {.base_dir = base_dir, .err = err, .err_len = err_len};
   const char *name = tp->name ? tp->name : "";
   pr_tensor_t *t;
@@ -334,7 +334,7 @@ pr_status_t pr_tensor_from_proto(Onnx__TensorProto *tp, const char *base_dir, pr
   } else {
     size_t have = decode_typed(tp, t, numel, nbytes);
     if (have != numel) {
-      pr_errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, have, numel);
+      pr__errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, have, numel);
       st = PR_ERR_INVALID;
     }
   }
@@ -384,7 +384,7 @@ static pr_status_t read_npy(const unsigned char *buf, size_t len, pr_tensor_t *o
   d++;
   char endian = *d;
   if (endian == '>') {
-    pr_errf(err, err_len, "npy: big-endian data not supported");
+    pr__errf(err, err_len, "npy: big-endian data not supported");
     return PR_ERR_UNSUPPORTED;
   }
   if (endian == '<' || endian == '|' || endian == '=') d++;
@@ -392,7 +392,7 @@ static pr_status_t read_npy(const unsigned char *buf, size_t len, pr_tensor_t *o
   for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
     if (!strncmp(d, npy_types[i].descr, 2) && d[2] == '\'') dt = npy_types[i].dt;
   if (dt == PR_DTYPE_UNDEFINED) {
-    pr_errf(err, err_len, "npy: element type not supported");
+    pr__errf(err, err_len, "npy: element type not supported");
     return PR_ERR_UNSUPPORTED;
   }
   f = strchr(f + 15, ':');
@@ -400,7 +400,7 @@ static pr_status_t read_npy(const unsigned char *buf, size_t len, pr_tensor_t *o
   while (*++f == ' ') {
   }
   if (!strncmp(f, "True", 4)) {
-    pr_errf(err, err_len, "npy: Fortran order not supported");
+    pr__errf(err, err_len, "npy: Fortran order not supported");
     return PR_ERR_UNSUPPORTED;
   }
   s = strchr(s, '(');
@@ -414,26 +414,26 @@ static pr_status_t read_npy(const unsigned char *buf, size_t len, pr_tensor_t *o
     if (*s == ')') break;
     if (!isdigit((unsigned char)*s)) goto bad;
     if (out->rank >= PR_MAX_RANK) {
-      pr_errf(err, err_len, "npy: rank over %d", PR_MAX_RANK);
+      pr__errf(err, err_len, "npy: rank over %d", PR_MAX_RANK);
       return PR_ERR_UNSUPPORTED;
     }
     char *e;
     long long v = strtoll(s, &e, 10);
-    if (v < 0 || pr_mul_size(numel, (size_t)v, &numel)) goto bad;
+    if (v < 0 || pr__mul_size(numel, (size_t)v, &numel)) goto bad;
     out->dims[out->rank++] = v;
     s = e;
   }
   size_t nbytes;
-  if (pr_mul_size(numel, pr_dtype_size(dt), &nbytes) || nbytes != len - hoff - hlen) {
-    pr_errf(err, err_len, "npy: data size does not match the shape");
+  if (pr__mul_size(numel, pr_dtype_size(dt), &nbytes) || nbytes != len - hoff - hlen) {
+    pr__errf(err, err_len, "npy: data size does not match the shape");
     return PR_ERR_INVALID;
   }
-  out->data = pr_aligned_alloc(nbytes);
+  out->data = pr__aligned_alloc(nbytes);
   if (!out->data) return PR_ERR_NOMEM;
   memcpy(out->data, buf + hoff + hlen, nbytes);
   return PR_OK;
 bad:
-  pr_errf(err, err_len, "npy: malformed header");
+  pr__errf(err, err_len, "npy: malformed header");
   return PR_ERR_INVALID;
 }
 
@@ -442,8 +442,8 @@ pr_status_t pr_engine_tensor_read_file(const char *path, pr_tensor_t *out, char 
   if (name_out) *name_out = NULL;
   void *buf;
   size_t len;
-  if (pr_read_file(path, &buf, &len, MAX_TENSOR_FILE) < 0) {
-    pr_errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
+  if (pr__read_file(path, &buf, &len, MAX_TENSOR_FILE) < 0) {
+    pr__errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
     return PR_ERR_IO;
   }
   pr_status_t st;
@@ -452,18 +452,18 @@ pr_status_t pr_engine_tensor_read_file(const char *path, pr_tensor_t *out, char 
   } else {
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
     if (!tp) {
-      pr_errf(err, err_len, "%s: neither a TensorProto nor a .npy file", path);
+      pr__errf(err, err_len, "%s: neither a TensorProto nor a .npy file", path);
       free(buf);
       return PR_ERR_INVALID;
     }
     char dir[4096];
-    pr_dirname(path, dir, sizeof dir);
+    pr__dirname(path, dir, sizeof dir);
     pr_tensor_t *t = NULL;
-    st = pr_tensor_from_proto(tp, dir, &t, err, err_len);
+    st = pr__tensor_from_proto(tp, dir, &t, err, err_len);
     if (!st) {
       *out = *t;
       free(t);
-      if (name_out && tp->name && *tp->name) *name_out = pr_strdup(tp->name);
+      if (name_out && tp->name && *tp->name) *name_out = pr__strdup(tp->name);
     }
     onnx__tensor_proto__free_unpacked(tp, NULL);
   }

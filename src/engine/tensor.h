@@ -13,7 +13,7 @@ typedef struct Onnx__TensorProto Onnx__TensorProto;
  * raw_data when it is 16-byte aligned (the tensor's data becomes that
  * buffer and tp is left without raw_data: a load's peak memory halves), so
  * a caller that still needs tp's bytes passes a copy. */
-pr_status_t pr_tensor_from_proto(Onnx__TensorProto *tp, const char *base_dir, pr_tensor_t **out,
-                                 char *err, size_t err_len);
+pr_status_t pr__tensor_from_proto(Onnx__TensorProto *tp, const char *base_dir, pr_tensor_t **out,
+                                  char *err, size_t err_len);
 
 #endif

@@ -83,18 +83,18 @@ static pr_status_t prepare(const pr_joint_model_t *models, int n, int T, model_t
     if (!in->profile || in->batch < 1 || in->batch > (1 << 20) || !(in->weight >= 0) ||
         !isfinite(in->weight) || in->min_cores < 0 || in->max_cores < 0 || !(in->target_ms >= 0) ||
         !isfinite(in->target_ms)) {
-      pr_errf(err, err_len,
-              "model %d: a batch of at least 1, a weight, bounds and a target of at "
-              "least 0 are required",
-              k);
+      pr__errf(err, err_len,
+               "model %d: a batch of at least 1, a weight, bounds and a target of at "
+               "least 0 are required",
+               k);
       return PR_ERR_INVALID;
     }
     m->lo = in->min_cores > 1 ? in->min_cores : 1;
     m->hi = in->max_cores && in->max_cores < T ? in->max_cores : T;
     m->w = in->weight > 0 ? in->weight : 1;
     if (m->lo > m->hi) {
-      pr_errf(err, err_len, "model %d: min cores %d over its max %d (the server has %d)", k, m->lo,
-              m->hi, T);
+      pr__errf(err, err_len, "model %d: min cores %d over its max %d (the server has %d)", k, m->lo,
+               m->hi, T);
       return PR_ERR_INVALID;
     }
   }
@@ -105,8 +105,8 @@ static pr_status_t prepare(const pr_joint_model_t *models, int n, int T, model_t
     pr_status_t st = pr_plan_latency_by_cores(models[k].profile, models[k].batch, T, m->f);
     if (st) return st;
     if (!isfinite(m->f[m->hi])) {
-      pr_errf(err, err_len, "model %d: no plan for batch %d on %d cores (its profile)", k,
-              models[k].batch, m->hi);
+      pr__errf(err, err_len, "model %d: no plan for batch %d on %d cores (its profile)", k,
+               models[k].batch, m->hi);
       return PR_ERR_NOT_FOUND;
     }
     m->ref = models[k].target_ms > 0 ? models[k].target_ms : m->f[T];
@@ -122,7 +122,7 @@ static double min_max_score(const model_t *ms, int n, int T, char *err, size_t e
   for (int k = 0; k < n; k++) count += (size_t)(ms[k].hi - ms[k].lo + 1);
   double *cand = malloc(sizeof(double) * count);
   if (!cand) {
-    pr_errf(err, err_len, "out of memory");
+    pr__errf(err, err_len, "out of memory");
     return -1;
   }
   size_t m = 0;
@@ -145,10 +145,10 @@ static double min_max_score(const model_t *ms, int n, int T, char *err, size_t e
   if (best < 0) {
     long total = 0;
     for (int k = 0; k < n; k++) total += need(&ms[k], INFINITY);
-    pr_errf(err, err_len,
-            "the models need %ld cores at least (each its batch's smallest plan and "
-            "its min cores), the server has %d",
-            total, T);
+    pr__errf(err, err_len,
+             "the models need %ld cores at least (each its batch's smallest plan and "
+             "its min cores), the server has %d",
+             total, T);
   }
   return best;
 }
@@ -203,7 +203,7 @@ pr_status_t pr_plan_joint(const pr_joint_model_t *models, int n, int T, pr_joint
                           char *err, size_t err_len) {
   if (err_len) err[0] = 0;
   if (!models || !shares || n < 1 || n > PR_JOINT_MAX_MODELS || T < 1 || T > 65536) {
-    pr_errf(err, err_len, "1 to %d models and 1 to 65536 cores", PR_JOINT_MAX_MODELS);
+    pr__errf(err, err_len, "1 to %d models and 1 to 65536 cores", PR_JOINT_MAX_MODELS);
     return PR_ERR_INVALID;
   }
   model_t *ms = calloc((size_t)n, sizeof *ms);

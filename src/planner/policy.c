@@ -37,10 +37,10 @@ pr_status_t pr_policy_check(const pr_policy_t *p, char *err, size_t err_len) {
   if (p->fixed_plan) return PR_OK;
   int n = pr_policy_n_batches(p);
   if (n + 1 <= p->max_plans) return PR_OK;
-  pr_errf(err, err_len,
-          "batches %d..%d need %d prepared plans and one stays free for a pinned plan, over "
-          "the limit of %d (raise --max-prepared-plans or min_batch_size)",
-          pr_policy_lowest_batch(p), p->max_batch, n, p->max_plans);
+  pr__errf(err, err_len,
+           "batches %d..%d need %d prepared plans and one stays free for a pinned plan, over "
+           "the limit of %d (raise --max-prepared-plans or min_batch_size)",
+           pr_policy_lowest_batch(p), p->max_batch, n, p->max_plans);
   return PR_ERR_INVALID;
 }
 
@@ -78,11 +78,11 @@ int pr_policy_plans(const pr_policy_t *p, const pr_profile_t *const *profiles, i
     for (int b = pr_policy_lowest_batch(p);; b *= 2) {
       int batch = b < p->max_batch ? b : p->max_batch;
       if (n == cap) {
-        pr_errf(err, err_len, "more than %d plans to prepare", cap);
+        pr__errf(err, err_len, "more than %d plans to prepare", cap);
         return -1;
       }
       if (pr_plan_optimize(profiles[k], batch, cores, &plans[n])) {
-        pr_errf(err, err_len, "no plan for batch %d on %d cores", batch, cores);
+        pr__errf(err, err_len, "no plan for batch %d on %d cores", batch, cores);
         return -1;
       }
       pr_plan_offset(&plans[n], first_core);

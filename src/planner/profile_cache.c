@@ -42,17 +42,17 @@ typedef struct {
 
 static void log_progress(void *ctx, int done, int total, const pr_profile_point_t *p) {
   progress_log_t *pl = ctx;
-  double now = pr_now(), spent = now - pl->start_s;
+  double now = pr__now(), spent = now - pl->start_s;
   int tenth = total > 0 ? done * 10 / total : 10;
   if (done < total && tenth == pl->last_tenth && now - pl->last_s < PROGRESS_EVERY_S) return;
   pl->last_tenth = tenth;
   pl->last_s = now;
   double left = done > 0 ? spent / done * (total - done) : 0;
-  pr_log(PR_LOG_INFO,
-         "model %s: profiled %d/%d points (%d%%), %.1f s elapsed, about %.0f s left "
-         "(last: threads %d batch %d: %.3f ms)",
-         pl->model_name, done, total, total > 0 ? 100 * done / total : 100, spent, left, p->threads,
-         p->batch, p->latency_ms);
+  pr__log(PR_LOG_INFO,
+          "model %s: profiled %d/%d points (%d%%), %.1f s elapsed, about %.0f s left "
+          "(last: threads %d batch %d: %.3f ms)",
+          pl->model_name, done, total, total > 0 ? 100 * done / total : 100, spent, left,
+          p->threads, p->batch, p->latency_ms);
 }
 
 /* The cached profile at path when it is this model's on this machine and
@@ -62,7 +62,7 @@ static bool load_cached(const char *path, const char *sha, int cores, pr_profile
   if (!path[0] || access(path, R_OK) != 0 || pr_profile_load(path, out, err, sizeof err))
     return false;
   /* grid of 1: any batch coverage; a suspicious profile does not match */
-  bool ok = pr_profile_matches(out, sha, pr_topology_cpu_name(), cores, 0);
+  bool ok = pr_profile_matches(out, sha, pr__topology_cpu_name(), cores, 0);
   if (!ok) pr_profile_free(out);
   return ok;
 }
@@ -85,7 +85,7 @@ static void batch_text(const int *b, int n, char *buf, size_t len) {
 static pr_status_t measure(pr_model_t *model, const pr_session_options_t *base,
                            const pr_profile_source_t *src, const int *batches, int n_batches,
                            bool corun, pr_profile_t *out, char *err, size_t err_len) {
-  progress_log_t pl = {.model_name = src->model_name, .start_s = pr_now(), .last_tenth = 0};
+  progress_log_t pl = {.model_name = src->model_name, .start_s = pr__now(), .last_tenth = 0};
   pl.last_s = pl.start_s;
   pr_profile_options_t po = {.max_threads = src->cores,
                              .max_batch = src->max_batch,
@@ -109,11 +109,11 @@ static pr_status_t complete(pr_model_t *model, const pr_session_options_t *base,
                             char *err, size_t err_len) {
   char list[512];
   batch_text(missing, n_missing, list, sizeof list);
-  pr_log(PR_LOG_INFO,
-         "model %s: the cached profile %s lacks batch%s %s on threads 1..%d: measuring only "
-         "those (%d points)",
-         src->model_name, path, n_missing > 1 ? "es" : "", list, src->cores,
-         n_missing * src->cores);
+  pr__log(PR_LOG_INFO,
+          "model %s: the cached profile %s lacks batch%s %s on threads 1..%d: measuring only "
+          "those (%d points)",
+          src->model_name, path, n_missing > 1 ? "es" : "", list, src->cores,
+          n_missing * src->cores);
   pr_profile_t part;
   /* a completion takes the cached profile's slowdown */
   pr_status_t st = measure(model, base, src, missing, n_missing, false, &part, err, err_len);
@@ -144,8 +144,8 @@ static void save(const pr_profile_source_t *src, const pr_session_options_t *bas
   }
   char saved[4096];
   if (pr_profile_cache_save(keep, base, saved, sizeof saved) == PR_OK) {
-    pr_log(PR_LOG_INFO, "model %s: profile cached in %s (%d points%s)", src->model_name, saved,
-           keep->n_points, keep == p ? "" : ", merged with the points already cached");
+    pr__log(PR_LOG_INFO, "model %s: profile cached in %s (%d points%s)", src->model_name, saved,
+            keep->n_points, keep == p ? "" : ", merged with the points already cached");
     snprintf(cache_path, cache_len, "%s", saved);
   }
   if (keep != p) pr_profile_free(&merged);
@@ -159,16 +159,16 @@ pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
   if (!cache_path || !cache_len) cache_path = dummy, cache_len = sizeof dummy;
   cache_path[0] = 0;
   if (src->cores < 1 || src->cores > src->n_cpus) {
-    pr_errf(err, err_len, "%d cores requested, %d available", src->cores, src->n_cpus);
+    pr__errf(err, err_len, "%d cores requested, %d available", src->cores, src->n_cpus);
     return PR_ERR_INVALID;
   }
   const char *sha = pr_engine_model_sha256(model);
   /* a cache path that cannot be made is "" (never a stale buffer) */
   char path[4096] = "";
   if ((src->read_cache || src->write_cache) &&
-      pr_profile_cache_path(sha, pr_topology_cpu_name(), src->cores, base, path, sizeof path))
-    pr_log(PR_LOG_WARN, "model %s: no profile cache directory; profiles are not kept",
-           src->model_name);
+      pr_profile_cache_path(sha, pr__topology_cpu_name(), src->cores, base, path, sizeof path))
+    pr__log(PR_LOG_WARN, "model %s: no profile cache directory; profiles are not kept",
+            src->model_name);
   pr_profile_t cached;
   bool have = load_cached(path, sha, src->cores, &cached);
   int need[64], missing[64];
@@ -178,8 +178,8 @@ pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
   int n_missing = have ? pr_profile_missing(&cached, src->cores, need, n_need, missing, 64) : 0;
   pr_status_t st;
   if (have && src->read_cache && n_missing == 0) {
-    pr_log(PR_LOG_INFO, "model %s: reusing the cached profile %s (%d points, threads 1..%d)",
-           src->model_name, path, cached.n_points, src->cores);
+    pr__log(PR_LOG_INFO, "model %s: reusing the cached profile %s (%d points, threads 1..%d)",
+            src->model_name, path, cached.n_points, src->cores);
     announce(src, path);
     snprintf(cache_path, cache_len, "%s", path);
     *out = cached;
@@ -189,9 +189,9 @@ pr_status_t pr_profile_get(pr_model_t *model, const pr_session_options_t *base,
   if (have && src->read_cache) {
     st = complete(model, base, src, &cached, path, missing, n_missing, out, err, err_len);
   } else {
-    pr_log(PR_LOG_INFO, "model %s: profiling on %d cores, batches up to %d (%d points)%s",
-           src->model_name, src->cores, need[n_need - 1], n_need * src->cores,
-           have ? "; the cached points not measured again are kept" : "");
+    pr__log(PR_LOG_INFO, "model %s: profiling on %d cores, batches up to %d (%d points)%s",
+            src->model_name, src->cores, need[n_need - 1], n_need * src->cores,
+            have ? "; the cached points not measured again are kept" : "");
     st = measure(model, base, src, src->n_batches > 0 ? need : NULL,
                  src->n_batches > 0 ? n_need : 0, true, out, err, err_len);
   }

@@ -48,25 +48,25 @@ static json_t *profile_json(const pr_profile_t *p) {
 
 pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, size_t err_len) {
   if (!path || !*path) {
-    pr_errf(err, err_len, "no file to save the profile to");
+    pr__errf(err, err_len, "no file to save the profile to");
     return PR_ERR_INVALID;
   }
   char tmp[4096];
   int w = snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
   if (w < 0 || (size_t)w >= sizeof tmp) {
-    pr_errf(err, err_len, "cannot write %.200s...: path too long", path);
+    pr__errf(err, err_len, "cannot write %.200s...: path too long", path);
     return PR_ERR_INVALID;
   }
   json_t *root = profile_json(p);
   if (!root) {
-    pr_errf(err, err_len, "cannot write %s: out of memory", path);
+    pr__errf(err, err_len, "cannot write %s: out of memory", path);
     return PR_ERR_NOMEM;
   }
   int fd = mkstemp(tmp), e = 0;
   if (fd < 0) {
     e = errno;
     json_decref(root);
-    pr_errf(err, err_len, "cannot write %s: %s", path, strerror(e));
+    pr__errf(err, err_len, "cannot write %s: %s", path, strerror(e));
     return PR_ERR_IO;
   }
   fchmod(fd, 0644); /* mkstemp's 0600 would hide the profile from other users */
@@ -80,7 +80,7 @@ pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, 
   if (!e && rename(tmp, path)) e = errno;
   if (e) {
     unlink(tmp);
-    pr_errf(err, err_len, "cannot write %s: %s", path, strerror(e));
+    pr__errf(err, err_len, "cannot write %s: %s", path, strerror(e));
     return PR_ERR_IO;
   }
   return PR_OK;
@@ -91,7 +91,7 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
   json_error_t je;
   json_t *root = json_load_file(path, 0, &je);
   if (!root) {
-    pr_errf(err, err_len, "%s: %s (line %d)", path, je.text, je.line);
+    pr__errf(err, err_len, "%s: %s (line %d)", path, je.text, je.line);
     return errno == ENOENT ? PR_ERR_IO : PR_ERR_INVALID;
   }
   pr_status_t st = PR_ERR_INVALID;
@@ -105,7 +105,7 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
                      &suspicious, "points", &pts) ||
       !json_is_array(pts) || cores < 1 || json_array_size(pts) > 10000000 ||
       !(tolerance >= 0 && tolerance < 1)) {
-    pr_errf(err, err_len, "%s: not a packrat profile (needs cores and points)", path);
+    pr__errf(err, err_len, "%s: not a packrat profile (needs cores and points)", path);
     goto out;
   }
   snprintf(p->model, sizeof p->model, "%s", model);
@@ -130,10 +130,10 @@ pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t
                        &runs, "spread", &spread, "remeasured", &remeasured) ||
         t < 1 || b < 1 || !(lat >= 0) || !isfinite(lat) || runs < 0 || !(spread >= 0) ||
         !isfinite(spread) || remeasured < -1 || remeasured > 1) {
-      pr_errf(err, err_len,
-              "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0 (and runs >= 0, "
-              "spread >= 0, remeasured -1..1 when given)",
-              path, i);
+      pr__errf(err, err_len,
+               "%s: point %zu needs threads >= 1, batch >= 1, latency_ms >= 0 (and runs >= 0, "
+               "spread >= 0, remeasured -1..1 when given)",
+               path, i);
       pr_profile_free(p);
       goto out;
     }
@@ -160,13 +160,13 @@ static pr_status_t cache_file(const char *sha256, const char *cpu, const char *i
                               size_t why_len) {
   if (path && len) path[0] = 0;
   if (!path || !len || !sha256 || !cpu) {
-    pr_errf(why, why_len, "no buffer for the cache path");
+    pr__errf(why, why_len, "no buffer for the cache path");
     return PR_ERR_INVALID;
   }
   /* the file name holds the hash: it must be one, so that it names nothing else */
   for (int i = 0; i < 16; i++)
     if (!sha256[i] || !strchr("0123456789abcdef", sha256[i])) {
-      pr_errf(why, why_len, "no model hash to name the cache file by");
+      pr__errf(why, why_len, "no model hash to name the cache file by");
       return PR_ERR_INVALID;
     }
   char dir[3072];
@@ -180,7 +180,7 @@ static pr_status_t cache_file(const char *sha256, const char *cpu, const char *i
   else
     w = snprintf(dir, sizeof dir, "%s/.cache/packrat", home && *home ? home : "/tmp");
   if (w < 0 || (size_t)w >= sizeof dir) {
-    pr_errf(why, why_len, "the cache folder's name is too long");
+    pr__errf(why, why_len, "the cache folder's name is too long");
     return PR_ERR_INVALID;
   }
   /* mkdir -p */
@@ -192,11 +192,11 @@ static pr_status_t cache_file(const char *sha256, const char *cpu, const char *i
     }
   struct stat sb;
   if (mkdir(dir, 0755) && errno != EEXIST) {
-    pr_errf(why, why_len, "cannot create the cache folder %s: %s", dir, strerror(errno));
+    pr__errf(why, why_len, "cannot create the cache folder %s: %s", dir, strerror(errno));
     return PR_ERR_IO;
   }
   if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
-    pr_errf(why, why_len, "the cache folder %s is not a folder", dir);
+    pr__errf(why, why_len, "the cache folder %s is not a folder", dir);
     return PR_ERR_IO;
   }
   char cpu_hash[65];
@@ -210,11 +210,11 @@ static pr_status_t cache_file(const char *sha256, const char *cpu, const char *i
   for (int i = 0; base && i < base->n_dims && off < sizeof key; i++)
     off += (size_t)snprintf(key + off, sizeof key - off, "|%s=%lld", base->dim_names[i],
                             (long long)base->dim_values[i]);
-  pr_sha256_hex(key, strlen(key), cpu_hash);
+  pr__sha256_hex(key, strlen(key), cpu_hash);
   w = snprintf(path, len, "%s/profile-%.16s-%dc-%.8s.json", dir, sha256, cores, cpu_hash);
   if (w < 0 || (size_t)w >= len) {
     path[0] = 0;
-    pr_errf(why, why_len, "the cache path does not fit in %zu bytes", len);
+    pr__errf(why, why_len, "the cache path does not fit in %zu bytes", len);
     return PR_ERR_INVALID;
   }
   return PR_OK;
@@ -229,8 +229,8 @@ pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_option
                                   char *path, size_t len) {
   if (path && len) path[0] = 0;
   if (p->n_suspicious) {
-    pr_log(PR_LOG_INFO, "profile of %s: %d suspicious points, not cached", p->model,
-           p->n_suspicious);
+    pr__log(PR_LOG_INFO, "profile of %s: %d suspicious points, not cached", p->model,
+            p->n_suspicious);
     return PR_ERR_INVALID;
   }
   char file[4096], why[512];
@@ -238,7 +238,7 @@ pr_status_t pr_profile_cache_save(const pr_profile_t *p, const pr_session_option
                               why, sizeof why);
   if (!st) st = pr_profile_save(p, file, why, sizeof why);
   if (st) {
-    pr_log(PR_LOG_WARN, "profile of %s not cached: %s", p->model, why);
+    pr__log(PR_LOG_WARN, "profile of %s not cached: %s", p->model, why);
     return st;
   }
   if (path && len && strlen(file) < len) memcpy(path, file, strlen(file) + 1);

@@ -106,14 +106,14 @@ static pr_status_t timed_run(point_job_t *j, pr_worker_t *w, int run, double *ms
   if (o->measure_run) {
     *ms = o->measure_run(o->measure_ctx, j->threads, j->batch, j->pass, run);
     if (*ms >= 0 && isfinite(*ms)) return PR_OK;
-    pr_errf(j->err, sizeof j->err, "the measure hook failed");
+    pr__errf(j->err, sizeof j->err, "the measure hook failed");
     return PR_ERR_INTERNAL;
   }
   pr_worker_session_t *z = &w->sizes[0];
-  double t0 = pr_now();
+  double t0 = pr__now();
   pr_status_t st =
       pr_engine_session_run(z->session, z->in, w->n_in, NULL, 0, j->err, sizeof j->err);
-  *ms = (pr_now() - t0) * 1e3;
+  *ms = (pr__now() - t0) * 1e3;
   return st;
 }
 
@@ -121,11 +121,11 @@ static pr_status_t timed_run(point_job_t *j, pr_worker_t *w, int run, double *ms
  * (threads, batch) with inputs, a warm-up run, then timed runs until stable. */
 static void measure_point(point_job_t *j, pr_worker_t *w) {
   if (w) {
-    if ((j->status = pr_worker_prepare(w, j->batch, true))) {
+    if ((j->status = pr__worker_prepare(w, j->batch, true))) {
       snprintf(j->err, sizeof j->err, "%s", w->err);
       return;
     }
-    pr_worker_fill_inputs(w, &w->sizes[0]);
+    pr__worker_fill_inputs(w, &w->sizes[0]);
     pr_worker_session_t *z = &w->sizes[0];
     if ((j->status =
              pr_engine_session_run(z->session, z->in, w->n_in, NULL, 0, j->err, sizeof j->err)))
@@ -179,17 +179,17 @@ static pr_status_t measure_one(const profiler_t *pf, int t, int b, int pass,
     pr_worker_t *w = malloc(sizeof *w);
     if (!w) return PR_ERR_NOMEM;
     job.status =
-        pr_worker_init(w, 0, pf->model, pf->opt->cpus, t, pf->base, job.err, sizeof job.err);
-    if (!job.status && pr_worker_start(w, measure_point_main, &job)) {
+        pr__worker_init(w, 0, pf->model, pf->opt->cpus, t, pf->base, job.err, sizeof job.err);
+    if (!job.status && pr__worker_start(w, measure_point_main, &job)) {
       free(w);
-      pr_errf(err, err_len, "cannot start a profiling thread");
+      pr__errf(err, err_len, "cannot start a profiling thread");
       return PR_ERR_INTERNAL;
     }
-    pr_worker_join(w);
+    pr__worker_join(w);
     free(w);
   }
   if (job.status) {
-    pr_errf(err, err_len, "threads %d batch %d: %s", t, b, job.err);
+    pr__errf(err, err_len, "threads %d batch %d: %s", t, b, job.err);
     return job.status;
   }
   *point = job.point;
@@ -216,16 +216,16 @@ static void corun_main(pr_worker_t *w, void *arg) {
   int go = *j->go;
   pthread_mutex_unlock(j->go_lock);
   if (go < 0) return;
-  w->status = pr_worker_prepare(w, j->batch, true);
+  w->status = pr__worker_prepare(w, j->batch, true);
   pr_worker_session_t *z = w->status ? NULL : &w->sizes[0];
-  if (z) pr_worker_fill_inputs(w, z);
+  if (z) pr__worker_fill_inputs(w, z);
   /* every thread takes part in every barrier, even after a failure */
   for (int r = 0; r <= CORUN_RUNS; r++) {
     pthread_barrier_wait(j->barrier);
-    double t0 = pr_now();
+    double t0 = pr__now();
     if (!w->status)
       w->status = pr_engine_session_run(z->session, z->in, w->n_in, NULL, 0, w->err, sizeof w->err);
-    j->times[r] = (pr_now() - t0) * 1e3;
+    j->times[r] = (pr__now() - t0) * 1e3;
   }
 }
 
@@ -245,8 +245,8 @@ static double corun_latency(pr_model_t *model, const pr_session_options_t *base,
   for (int i = 0; i < k; i++) {
     jobs[i] = (corun_job_t){
         .batch = b, .barrier = &barrier, .go_lock = &go_lock, .go_cond = &go_cond, .go = &go};
-    if (pr_worker_init(&ws[i], i, model, cpus + i * t, t, base, err, err_len) ||
-        pr_worker_start(&ws[i], corun_main, &jobs[i]))
+    if (pr__worker_init(&ws[i], i, model, cpus + i * t, t, base, err, err_len) ||
+        pr__worker_start(&ws[i], corun_main, &jobs[i]))
       break;
     started++;
   }
@@ -257,16 +257,16 @@ static double corun_latency(pr_model_t *model, const pr_session_options_t *base,
   double all[64 * CORUN_RUNS];
   int n = 0;
   for (int i = 0; i < started; i++) {
-    pr_worker_join(&ws[i]);
+    pr__worker_join(&ws[i]);
     if (ws[i].status && result == -1) {
-      pr_errf(err, err_len, "%s", ws[i].err);
+      pr__errf(err, err_len, "%s", ws[i].err);
       result = -2;
     }
     for (int r = 1; r <= CORUN_RUNS && n < 64 * CORUN_RUNS; r++) all[n++] = jobs[i].times[r];
   }
   pthread_barrier_destroy(&barrier);
   if (started < k) {
-    pr_errf(err, err_len, "cannot start co-running instances");
+    pr__errf(err, err_len, "cannot start co-running instances");
     goto out;
   }
   if (result == -2) {
@@ -368,8 +368,8 @@ static void log_issues(pr_log_level_t level, const pr_profile_t *p, double tol, 
     off += (size_t)snprintf(text + off, sizeof text - off, "%sthreads %d batch %d: %s",
                             i ? "; " : "", is[i].threads, is[i].batch, why);
   }
-  pr_log(level, "profile of %s: %d of %d points suspicious (%s%s), %s", p->model, n, p->n_points,
-         text, n > 3 ? "; ..." : "", what);
+  pr__log(level, "profile of %s: %d of %d points suspicious (%s%s), %s", p->model, n, p->n_points,
+          text, n > 3 ? "; ..." : "", what);
 }
 
 /* The re-measure policy: measures the suspicious points of p (and the
@@ -427,7 +427,7 @@ static int batch_list(const pr_profile_options_t *o, int grid[64], char *err, si
   int n = 0;
   for (int i = 0; i < o->n_batches && i < 64; i++) {
     if (o->batches[i] < 1) {
-      pr_errf(err, err_len, "profile batch sizes must be >= 1");
+      pr__errf(err, err_len, "profile batch sizes must be >= 1");
       return -1;
     }
     grid[n++] = o->batches[i];
@@ -441,8 +441,8 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   memset(out, 0, sizeof *out);
   if (o->max_threads < 1 || o->max_threads > o->n_cpus || o->max_batch < 1 ||
       (!model && !o->measure_run)) {
-    pr_errf(err, err_len, "profile needs a model, 1 <= threads <= %d CPUs and a batch >= 1",
-            o->n_cpus);
+    pr__errf(err, err_len, "profile needs a model, 1 <= threads <= %d CPUs and a batch >= 1",
+             o->n_cpus);
     return PR_ERR_INVALID;
   }
   int grid[64], n_grid = batch_list(o, grid, err, err_len);
@@ -453,7 +453,7 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   snprintf(out->model, sizeof out->model, "%s", model_name ? model_name : "");
   snprintf(out->model_sha256, sizeof out->model_sha256, "%s",
            model ? pr_engine_model_sha256(model) : "");
-  snprintf(out->cpu, sizeof out->cpu, "%s", pr_topology_cpu_name());
+  snprintf(out->cpu, sizeof out->cpu, "%s", pr__topology_cpu_name());
   snprintf(out->isa, sizeof out->isa, "%s", pr_engine_isa());
   out->cores = o->max_threads;
   pr_session_options_t b = base ? *base : pr_session_options_default();
@@ -486,8 +486,8 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
   /* slowdown with neighbours busy, measured at a mid-grid batch */
   int b_ref = grid[n_grid - 1] < 4 ? grid[n_grid - 1] : 4;
   if (o->max_threads >= 2)
-    pr_log(PR_LOG_INFO, "profile of %s: measuring the slowdown of co-running instances",
-           out->model);
+    pr__log(PR_LOG_INFO, "profile of %s: measuring the slowdown of co-running instances",
+            out->model);
   double factor = 1.0;
   for (int t = 1; t <= o->max_threads / 2 && t <= 64; t++) {
     int k = o->max_threads / t;
@@ -498,8 +498,8 @@ pr_status_t pr_profile_measure(pr_model_t *model, const char *model_name,
       return PR_ERR_INTERNAL;
     }
     factor = co / iso > 1.0 ? co / iso : 1.0;
-    pr_log(PR_LOG_DEBUG, "profile: %d instances of %d threads co-running: %.1f%% slower", k, t,
-           100 * (factor - 1));
+    pr__log(PR_LOG_DEBUG, "profile: %d instances of %d threads co-running: %.1f%% slower", k, t,
+            100 * (factor - 1));
     for (int i = 0; i < out->n_points; i++)
       if (out->points[i].threads == t) {
         out->points[i].latency_ms = out->points[i].isolated_ms * factor;

@@ -66,7 +66,7 @@ static void run_job(instance_t *in) {
 static void instance_main(pr_worker_t *w, void *ctx) {
   instance_t *in = ctx;
   struct pr_instances *x = in->x;
-  w->status = pr_worker_prepare(w, in->batch, false);
+  w->status = pr__worker_prepare(w, in->batch, false);
   pthread_mutex_lock(&x->lock);
   x->started++;
   pthread_cond_broadcast(&x->done);
@@ -86,7 +86,7 @@ static void instance_main(pr_worker_t *w, void *ctx) {
 static pr_status_t check_specs(const pr_instance_spec_t *specs, int n, int n_cpus, char *err,
                                size_t err_len) {
   if (n < 1) {
-    pr_errf(err, err_len, "no instances");
+    pr__errf(err, err_len, "no instances");
     return PR_ERR_INVALID;
   }
   int need = 0;
@@ -94,13 +94,13 @@ static pr_status_t check_specs(const pr_instance_spec_t *specs, int n, int n_cpu
     const pr_instance_spec_t *pi = &specs[k];
     if (pi->threads < 1 || pi->threads > PR_WORKER_MAX_THREADS || pi->batch < 1 ||
         pi->first_core < 0) {
-      pr_errf(err, err_len, "instance %d: bad threads or batch", k);
+      pr__errf(err, err_len, "instance %d: bad threads or batch", k);
       return PR_ERR_INVALID;
     }
     if (pi->first_core + pi->threads > need) need = pi->first_core + pi->threads;
   }
   if (need > n_cpus) {
-    pr_errf(err, err_len, "plan needs %d cores, %d available", need, n_cpus);
+    pr__errf(err, err_len, "plan needs %d cores, %d available", need, n_cpus);
     return PR_ERR_INVALID;
   }
   return PR_OK;
@@ -119,10 +119,10 @@ static pr_status_t start_all(pr_instances_t *x, pr_model_t *model, const pr_inst
     in->batch = specs[k].batch;
     in->row_start = row;
     row += specs[k].batch;
-    st = pr_worker_init(&in->w, k, model, cpus + specs[k].first_core, specs[k].threads, base, err,
-                        err_len);
-    if (!st && (st = pr_worker_start(&in->w, instance_main, in)))
-      pr_errf(err, err_len, "cannot start instance thread");
+    st = pr__worker_init(&in->w, k, model, cpus + specs[k].first_core, specs[k].threads, base, err,
+                         err_len);
+    if (!st && (st = pr__worker_start(&in->w, instance_main, in)))
+      pr__errf(err, err_len, "cannot start instance thread");
     if (!st) x->n++;
   }
   x->batch = row;
@@ -131,7 +131,7 @@ static pr_status_t start_all(pr_instances_t *x, pr_model_t *model, const pr_inst
   pthread_mutex_unlock(&x->lock);
   for (int k = 0; k < x->n && !st; k++)
     if (x->inst[k].w.status) {
-      pr_errf(err, err_len, "instance %d: %s", k, x->inst[k].w.err);
+      pr__errf(err, err_len, "instance %d: %s", k, x->inst[k].w.err);
       st = x->inst[k].w.status;
     }
   return st;
@@ -151,8 +151,8 @@ static pr_status_t whole_shapes(pr_instances_t *x, char *err, size_t err_len) {
         pr_engine_session_output(session, i - x->n_in, &info);
       pr_tensor_info_t *whole = i < x->n_in ? &x->in_info[i] : &x->out_info[i - x->n_in];
       if (info.rank < 1 || info.dims[0] != in->batch) {
-        pr_errf(err, err_len, "%s '%s' has no batch axis to split",
-                i < x->n_in ? "input" : "output", info.name);
+        pr__errf(err, err_len, "%s '%s' has no batch axis to split",
+                 i < x->n_in ? "input" : "output", info.name);
         return PR_ERR_UNSUPPORTED;
       }
       info.dims[0] = x->batch;
@@ -163,7 +163,7 @@ static pr_status_t whole_shapes(pr_instances_t *x, char *err, size_t err_len) {
       bool same = info.rank == whole->rank && info.dtype == whole->dtype;
       for (int d = 1; same && d < info.rank; d++) same = info.dims[d] == whole->dims[d];
       if (!same) {
-        pr_errf(err, err_len, "instances disagree on the shape of '%s'", info.name);
+        pr__errf(err, err_len, "instances disagree on the shape of '%s'", info.name);
         return PR_ERR_UNSUPPORTED;
       }
     }
@@ -171,13 +171,13 @@ static pr_status_t whole_shapes(pr_instances_t *x, char *err, size_t err_len) {
   return PR_OK;
 }
 
-pr_status_t pr_instances_create(pr_model_t *model, const pr_instance_spec_t *specs, int n,
-                                const int *cpus, int n_cpus, const pr_session_options_t *base,
-                                pr_instances_t **out, char *err, size_t err_len) {
+pr_status_t pr__instances_create(pr_model_t *model, const pr_instance_spec_t *specs, int n,
+                                 const int *cpus, int n_cpus, const pr_session_options_t *base,
+                                 pr_instances_t **out, char *err, size_t err_len) {
   *out = NULL;
   int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
   if (n_in > MAX_IO || n_out > MAX_IO) {
-    pr_errf(err, err_len, "model not supported (%d inputs, %d outputs)", n_in, n_out);
+    pr__errf(err, err_len, "model not supported (%d inputs, %d outputs)", n_in, n_out);
     return PR_ERR_INVALID;
   }
   pr_status_t st = check_specs(specs, n, n_cpus, err, err_len);
@@ -197,31 +197,31 @@ pr_status_t pr_instances_create(pr_model_t *model, const pr_instance_spec_t *spe
   if (!st) st = start_all(x, model, specs, cpus, base, err, err_len);
   if (!st) st = whole_shapes(x, err, err_len);
   for (int o = 0; o < n_out && !st; o++)
-    if (!(x->out_buf[o] = pr_aligned_alloc(row_bytes(&x->out_info[o]) * (size_t)x->batch)))
+    if (!(x->out_buf[o] = pr__aligned_alloc(row_bytes(&x->out_info[o]) * (size_t)x->batch)))
       st = PR_ERR_NOMEM;
   if (st) {
-    pr_instances_destroy(x);
+    pr__instances_destroy(x);
     return st;
   }
   *out = x;
   return PR_OK;
 }
 
-pr_status_t pr_instances_input(const pr_instances_t *x, int i, pr_tensor_info_t *info) {
+pr_status_t pr__instances_input(const pr_instances_t *x, int i, pr_tensor_info_t *info) {
   if (!x || i < 0 || i >= x->n_in) return PR_ERR_INVALID;
   *info = x->in_info[i];
   return PR_OK;
 }
 
-pr_status_t pr_instances_run(pr_instances_t *x, const pr_tensor_t *inputs, int n_inputs,
-                             pr_tensor_t *outputs, int n_outputs, char *err, size_t err_len) {
+pr_status_t pr__instances_run(pr_instances_t *x, const pr_tensor_t *inputs, int n_inputs,
+                              pr_tensor_t *outputs, int n_outputs, char *err, size_t err_len) {
   if (n_inputs != x->n_in || (n_outputs && n_outputs != x->n_out)) {
-    pr_errf(err, err_len, "expected %d inputs and %d outputs", x->n_in, x->n_out);
+    pr__errf(err, err_len, "expected %d inputs and %d outputs", x->n_in, x->n_out);
     return PR_ERR_INVALID;
   }
   for (int i = 0; i < n_inputs; i++)
     if (inputs[i].rank < 1 || inputs[i].dims[0] != x->batch) {
-      pr_errf(err, err_len, "input %d: batch must be %d", i, x->batch);
+      pr__errf(err, err_len, "input %d: batch must be %d", i, x->batch);
       return PR_ERR_INVALID;
     }
   pthread_mutex_lock(&x->lock);
@@ -233,7 +233,7 @@ pr_status_t pr_instances_run(pr_instances_t *x, const pr_tensor_t *inputs, int n
   pthread_mutex_unlock(&x->lock);
   for (int k = 0; k < x->n; k++)
     if (x->inst[k].w.status) {
-      pr_errf(err, err_len, "instance %d: %s", k, x->inst[k].w.err);
+      pr__errf(err, err_len, "instance %d: %s", k, x->inst[k].w.err);
       return x->inst[k].w.status;
     }
   for (int o = 0; o < n_outputs; o++) {
@@ -247,14 +247,14 @@ pr_status_t pr_instances_run(pr_instances_t *x, const pr_tensor_t *inputs, int n
   return PR_OK;
 }
 
-void pr_instances_destroy(pr_instances_t *x) {
+void pr__instances_destroy(pr_instances_t *x) {
   if (!x) return;
   pthread_mutex_lock(&x->lock);
   for (int k = 0; k < x->n; k++) x->inst[k].quit = true;
   pthread_cond_broadcast(&x->wake);
   pthread_mutex_unlock(&x->lock);
-  for (int k = 0; k < x->n; k++) pr_worker_join(&x->inst[k].w);
-  for (int o = 0; o < MAX_IO; o++) pr_free(x->out_buf[o]);
+  for (int k = 0; k < x->n; k++) pr__worker_join(&x->inst[k].w);
+  for (int o = 0; o < MAX_IO; o++) pr__free(x->out_buf[o]);
   free(x->inst);
   pthread_mutex_destroy(&x->lock);
   pthread_cond_destroy(&x->wake);

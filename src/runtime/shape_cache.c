@@ -30,8 +30,8 @@ struct pr_shape_cache {
   entry_t *entries; /* max_sessions slots */
 };
 
-pr_shape_cache_t *pr_shape_cache_create(int max_sessions, size_t max_bytes,
-                                        pr_shape_cache_stats_t *stats) {
+pr_shape_cache_t *pr__shape_cache_create(int max_sessions, size_t max_bytes,
+                                         pr_shape_cache_stats_t *stats) {
   if (max_sessions < 1 || max_bytes < 1) return NULL;
   pr_shape_cache_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
@@ -60,13 +60,13 @@ static int make_key(const pr_tensor_t *shapes, int n, int64_t *key) {
 static size_t entry_bytes(const pr_worker_t *w, const pr_worker_session_t *z) {
   size_t bytes = pr_engine_session_arena_bytes(z->session);
   for (int i = 0; z->in && i < w->n_in; i++)
-    bytes += pr_worker_row_bytes(&z->in[i]) * (size_t)z->rows;
+    bytes += pr__worker_row_bytes(&z->in[i]) * (size_t)z->rows;
   return bytes;
 }
 
 static void evict(pr_shape_cache_t *c, pr_worker_t *w, entry_t *e) {
   assert(e->used && c->count > 0 && c->bytes >= e->bytes);
-  pr_worker_session_free(w, &e->z);
+  pr__worker_session_free(w, &e->z);
   c->bytes -= e->bytes;
   c->count--;
   memset(e, 0, sizeof *e);
@@ -109,10 +109,10 @@ static entry_t *insert(pr_shape_cache_t *c, pr_worker_t *w, const pr_tensor_t *s
     info[i].rank = shapes[i].rank;
     memcpy(info[i].dims, shapes[i].dims, sizeof info[i].dims);
   }
-  double t0 = pr_now();
+  double t0 = pr__now();
   pr_worker_session_t z;
-  if ((*st = pr_worker_compile(w, info, rows, true, &z))) return NULL;
-  *compile_s = pr_now() - t0;
+  if ((*st = pr__worker_compile(w, info, rows, true, &z))) return NULL;
+  *compile_s = pr__now() - t0;
   if (c->stats) atomic_fetch_add(&c->stats->compile_ns, (uint64_t)(*compile_s * 1e9));
   size_t bytes = entry_bytes(w, &z);
   make_room(c, w, bytes);
@@ -128,9 +128,9 @@ static entry_t *insert(pr_shape_cache_t *c, pr_worker_t *w, const pr_tensor_t *s
   return e;
 }
 
-pr_worker_session_t *pr_shape_cache_get(pr_shape_cache_t *c, pr_worker_t *w,
-                                        const pr_tensor_t *shapes, int rows, double *compile_s,
-                                        pr_status_t *st) {
+pr_worker_session_t *pr__shape_cache_get(pr_shape_cache_t *c, pr_worker_t *w,
+                                         const pr_tensor_t *shapes, int rows, double *compile_s,
+                                         pr_status_t *st) {
   int64_t key[KEY_DIMS];
   int key_len = make_key(shapes, w->n_in, key);
   *compile_s = 0;
@@ -146,8 +146,8 @@ pr_worker_session_t *pr_shape_cache_get(pr_shape_cache_t *c, pr_worker_t *w,
   return e ? &e->z : NULL;
 }
 
-pr_status_t pr_shape_cache_warm(pr_shape_cache_t *c, pr_worker_t *w, const pr_tensor_t *shapes,
-                                int rows) {
+pr_status_t pr__shape_cache_warm(pr_shape_cache_t *c, pr_worker_t *w, const pr_tensor_t *shapes,
+                                 int rows) {
   int64_t key[KEY_DIMS];
   int key_len = make_key(shapes, w->n_in, key);
   pr_status_t st = PR_OK;
@@ -156,18 +156,18 @@ pr_status_t pr_shape_cache_warm(pr_shape_cache_t *c, pr_worker_t *w, const pr_te
   return st;
 }
 
-int pr_shape_cache_count(const pr_shape_cache_t *c) {
+int pr__shape_cache_count(const pr_shape_cache_t *c) {
   return c->count;
 }
 
-size_t pr_shape_cache_bytes(const pr_shape_cache_t *c) {
+size_t pr__shape_cache_bytes(const pr_shape_cache_t *c) {
   return c->bytes;
 }
 
-void pr_shape_cache_destroy(pr_shape_cache_t *c, pr_worker_t *w) {
+void pr__shape_cache_destroy(pr_shape_cache_t *c, pr_worker_t *w) {
   if (!c) return;
   for (int i = 0; i < c->max_sessions; i++)
-    if (c->entries[i].used) pr_worker_session_free(w, &c->entries[i].z);
+    if (c->entries[i].used) pr__worker_session_free(w, &c->entries[i].z);
   free(c->entries);
   free(c);
 }

@@ -1,4 +1,4 @@
-/* Admission: whether a request may join the queue (pr_sched_submit's
+/* Admission: whether a request may join the queue (pr__sched_submit's
  * contract in scheduler.h). The queue's bound is its capacity, which
  * defaults to the server's connection limit, so that a connection's request
  * waits rather than being refused; what bounds the wait is the estimate
@@ -23,7 +23,7 @@
  * measured pass at that batch (pass_ms), else over its planned latency; 0
  * when an instance has neither. qlock held. */
 static double service_rate_locked(pr_sched_t *s) {
-  assert(pr_lock_held(&s->qlock));
+  assert(pr__lock_held(&s->qlock));
   const config_t *cfg = &s->configs[s->active];
   double rate = 0;
   for (int k = 0; k < cfg->n_workers; k++) {
@@ -36,15 +36,15 @@ static double service_rate_locked(pr_sched_t *s) {
   return rate;
 }
 
-double pr_sched_service_rate(pr_sched_t *s) {
-  pr_lock(&s->qlock);
+double pr__sched_service_rate(pr_sched_t *s) {
+  pr__lock(&s->qlock);
   double rate = service_rate_locked(s);
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return rate;
 }
 
 pr_status_t pr_sched__admit_locked(pr_sched_t *s, pr_request_t *r, double timeout) {
-  assert(pr_lock_held(&s->qlock));
+  assert(pr__lock_held(&s->qlock));
   double rate = service_rate_locked(s);
   /* the rows ahead must be taken before r is: its wait in the queue (the
    * batches running now are not counted: at most one batch more) */

@@ -34,7 +34,7 @@ typedef struct {
 /* Whether config c is the autoscaler's for bucket (-1: no buckets).
  * qlock held. */
 static bool planned_for(pr_sched_t *s, int c, int bucket) {
-  assert(pr_lock_held(&s->qlock));
+  assert(pr__lock_held(&s->qlock));
   const config_t *cfg = &s->configs[c];
   return cfg->ok && cfg->planned && cfg->bucket == bucket;
 }
@@ -114,14 +114,14 @@ static int bucket_step(pr_sched_t *s, auto_state_t *a) {
   if (b == before) return b;
   uint64_t within = 0;
   for (int k = 0; k <= b; k++) within += counts[k];
-  pr_log(PR_LOG_INFO,
-         "%sautoscaler: shape bucket %s <= %lld (was <= %lld): %llu of the window's %llu requests "
-         "are within it",
-         s->cfg.who, s->cfg.dyn[s->cfg.bucket_dim].name, size[b], size[before],
-         (unsigned long long)within, (unsigned long long)total);
-  pr_lock(&s->qlock);
+  pr__log(PR_LOG_INFO,
+          "%sautoscaler: shape bucket %s <= %lld (was <= %lld): %llu of the window's %llu requests "
+          "are within it",
+          s->cfg.who, s->cfg.dyn[s->cfg.bucket_dim].name, size[b], size[before],
+          (unsigned long long)within, (unsigned long long)total);
+  pr__lock(&s->qlock);
   load_latencies(s, &a->e, b);
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return b;
 }
 
@@ -143,7 +143,7 @@ static bool sample_window(pr_sched_t *s, double window, const pr_estimator_t *e,
   for (int i = 0; i < 20; i++) {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(window / 20 * 1e9)};
     nanosleep(&ts, NULL);
-    pr_lock(&s->qlock);
+    pr__lock(&s->qlock);
     bool stop = s->auto_stop;
     samples[i] = s->depth;
     /* priorities reorder the queue: the oldest may be anywhere (looked for
@@ -151,9 +151,9 @@ static bool sample_window(pr_sched_t *s, double window, const pr_estimator_t *e,
     double first = 0;
     for (const pr_request_t *r = s->head; r && (i == 19 || samples[i] > samples[0]); r = r->next)
       if (first == 0 || r->t_enqueue < first) first = r->t_enqueue;
-    pr_unlock(&s->qlock);
+    pr__unlock(&s->qlock);
     if (stop) return true;
-    double now = pr_now(), elapsed = now - mark->t;
+    double now = pr__now(), elapsed = now - mark->t;
     w->oldest_wait_s = first > 0 ? now - first : 0;
     w->n_samples = i + 1;
     uint64_t arrived = atomic_load(&s->stats.arrivals) - mark->arrivals;
@@ -171,7 +171,7 @@ static bool sample_window(pr_sched_t *s, double window, const pr_estimator_t *e,
  * of depth; the window's samples can miss a short peak). */
 static bool queue_rose(pr_sched_t *s) {
   pr_history_point_t p[3];
-  int n = pr_history_series(s->history, pr_now(), 3, p);
+  int n = pr__history_series(s->history, pr__now(), 3, p);
   for (int i = 1; i < n; i++)
     if (p[i].queue_max > p[i - 1].queue_max) return true;
   return false;
@@ -200,11 +200,11 @@ static void publish_step(pr_sched_t *s, const pr_estimator_t *e, const pr_est_wi
   atomic_store(&st->auto_oldest_us, (uint64_t)(w->oldest_wait_s * 1e6));
   atomic_fetch_add(&st->auto_decisions[e->reason], 1);
   if (e->reason != PR_EST_STEADY)
-    pr_log(e->target != before ? PR_LOG_INFO : PR_LOG_DEBUG,
-           "%sautoscaler: target batch %d, %.1f requests/s capacity (%s; %.1f requests/s, queue "
-           "%d -> %d, oldest %.0f ms)",
-           s->cfg.who, e->target, capacity, pr_sched__auto_why[e->reason], w->arrivals_per_s,
-           n ? w->queue_lengths[0] : 0, queued, w->oldest_wait_s * 1e3);
+    pr__log(e->target != before ? PR_LOG_INFO : PR_LOG_DEBUG,
+            "%sautoscaler: target batch %d, %.1f requests/s capacity (%s; %.1f requests/s, queue "
+            "%d -> %d, oldest %.0f ms)",
+            s->cfg.who, e->target, capacity, pr_sched__auto_why[e->reason], w->arrivals_per_s,
+            n ? w->queue_lengths[0] : 0, queued, w->oldest_wait_s * 1e3);
 }
 
 const char *const pr_sched__auto_why[PR_EST_REASONS] = {
@@ -215,17 +215,17 @@ const char *const pr_sched__auto_why[PR_EST_REASONS] = {
  * and switches to the plan of bucket (-1: no buckets) at the target
  * batch. */
 static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window_t *w, int bucket) {
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   load_latencies(s, e, bucket); /* this window's measurements */
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   int before = e->target, target = pr_estimator_update(e, w);
   publish_step(s, e, w, before);
   int best = -1;
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS && best < 0; c++)
     if (planned_for(s, c, bucket) && s->configs[c].plan.batch == target) best = c;
   bool on = s->auto_on, change = best >= 0 && best != s->active;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   if (on && change) {
     char why[400], shape[96] = "";
     if (bucket >= 0)
@@ -238,7 +238,7 @@ static void autoscale_step(pr_sched_t *s, pr_estimator_t *e, const pr_est_window
              w->queue_lengths[w->n_samples - 1], w->oldest_wait_s * 1e3, e->reason ? "; " : "",
              pr_sched__auto_why[e->reason],
              w->n_samples < 20 ? "; the window cut short: the live plan is overrun" : "");
-    pr_sched_switch(s, best, why);
+    pr__sched_switch(s, best, why);
   }
 }
 
@@ -248,7 +248,7 @@ static void *auto_main(void *arg) {
   pr_estimator_t *e = &a.e;
   /* the configs' planned batches, powers of two, ascending */
   int lo = 1 << 30, hi = 1;
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
     if (!s->configs[c].ok || !s->configs[c].planned) continue;
     int b = s->configs[c].plan.batch;
@@ -268,8 +268,8 @@ static void *auto_main(void *arg) {
   }
   load_latencies(s, e, bucket);
   e->target = s->configs[s->active].plan.batch;
-  pr_unlock(&s->qlock);
-  mark_t mark = {pr_now(), atomic_load(&s->stats.arrivals)};
+  pr__unlock(&s->qlock);
+  mark_t mark = {pr__now(), atomic_load(&s->stats.arrivals)};
   for (;;) {
     int samples[20];
     pr_est_window_t w = {0};
@@ -282,12 +282,12 @@ static void *auto_main(void *arg) {
 /* set_auto with admin held. Following the load needs two planned configs
  * (made by the optimizer, their latencies known). */
 pr_status_t pr_sched__set_auto_locked(pr_sched_t *s, bool on, int estimator, double window_s) {
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   int planned = 0;
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
     planned += s->configs[c].ok && s->configs[c].planned;
   if (on && planned < 2) {
-    pr_unlock(&s->qlock);
+    pr__unlock(&s->qlock);
     return PR_ERR_INVALID;
   }
   bool running = s->auto_running;
@@ -299,52 +299,52 @@ pr_status_t pr_sched__set_auto_locked(pr_sched_t *s, bool on, int estimator, dou
     s->auto_running = pthread_create(&s->auto_thread, NULL, auto_main, s) == 0;
   }
   if (!on && running) s->auto_stop = true;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   if (!on && running) {
     pthread_join(s->auto_thread, NULL);
-    pr_lock(&s->qlock);
+    pr__lock(&s->qlock);
     s->auto_running = false;
-    pr_unlock(&s->qlock);
+    pr__unlock(&s->qlock);
   }
   return PR_OK;
 }
 
-pr_status_t pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
-  pr_lock(&s->admin);
+pr_status_t pr__sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s) {
+  pr__lock(&s->admin);
   pr_status_t st = pr_sched__set_auto_locked(s, on, estimator, window_s);
-  pr_unlock(&s->admin);
+  pr__unlock(&s->admin);
   return st;
 }
 
-bool pr_sched_auto(pr_sched_t *s) {
-  pr_lock(&s->qlock);
+bool pr__sched_auto(pr_sched_t *s) {
+  pr__lock(&s->qlock);
   bool on = s->auto_on;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return on;
 }
 
 /* ---- the hand controls, which stop the autoscaler while plans change ---- */
 
-pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  pr_lock(&s->admin);
+pr_status_t pr__sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  pr__lock(&s->admin);
   /* the autoscaler stops first, so it switches nowhere while plans change */
-  bool was_auto = pr_sched_auto(s);
+  bool was_auto = pr__sched_auto(s);
   pr_sched__set_auto_locked(s, false, 0, 0);
   pr_status_t st = pr_sched__pin_locked(s, plan, err, err_len);
   if (st && was_auto) pr_sched__set_auto_locked(s, true, s->estimator, s->window_s); /* as it was */
-  pr_unlock(&s->admin);
+  pr__unlock(&s->admin);
   return st;
 }
 
-pr_status_t pr_sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *buckets, int n,
-                            int active, const char *why, char *err, size_t err_len) {
+pr_status_t pr__sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *buckets, int n,
+                             int active, const char *why, char *err, size_t err_len) {
   pr_status_t st = pr_sched__replan_check(s, plans, n, active, err, err_len);
   if (st) return st;
-  pr_lock(&s->admin);
-  bool was_auto = pr_sched_auto(s), pinned;
+  pr__lock(&s->admin);
+  bool was_auto = pr__sched_auto(s), pinned;
   pr_sched__set_auto_locked(s, false, 0, 0);
   st = pr_sched__replan_locked(s, plans, buckets, n, active, why, &pinned, err, err_len);
   if (was_auto && !pinned) pr_sched__set_auto_locked(s, true, s->estimator, s->window_s);
-  pr_unlock(&s->admin);
+  pr__unlock(&s->admin);
   return st;
 }

@@ -17,29 +17,29 @@ static int64_t second_of(double now) {
   return now > 0 ? (int64_t)floor(now) : 0;
 }
 
-pr_history_t *pr_history_create(double now) {
+pr_history_t *pr__history_create(double now) {
   pr_history_t *h = calloc(1, sizeof *h);
   if (!h) return NULL;
   h->first_second = second_of(now);
-  pr_lock_init(&h->lock);
+  pr__lock_init(&h->lock);
   for (int i = 0; i < PR_HISTORY_SECONDS; i++) h->seconds[i].second = -1;
   return h;
 }
 
-void pr_history_destroy(pr_history_t *h) {
+void pr__history_destroy(pr_history_t *h) {
   if (!h) return;
-  pr_lock_destroy(&h->lock);
+  pr__lock_destroy(&h->lock);
   free(h);
 }
 
-int pr_history_bucket(double latency_s) {
+int pr__history_bucket(double latency_s) {
   double us = latency_s * 1e6;
   if (!(us > BUCKET_BASE_US)) return 0; /* NaN and negatives too */
   double b = floor(BUCKETS_PER_DOUBLING * log2(us / BUCKET_BASE_US));
   return b >= PR_HISTORY_BUCKETS - 1 ? PR_HISTORY_BUCKETS - 1 : (int)b;
 }
 
-double pr_history_bucket_ms(int bucket) {
+double pr__history_bucket_ms(int bucket) {
   assert(bucket >= 0 && bucket < PR_HISTORY_BUCKETS);
   return BUCKET_BASE_US * 1e-3 * exp2((bucket + 0.5) / BUCKETS_PER_DOUBLING);
 }
@@ -52,7 +52,7 @@ static int slot_index(int64_t second) {
  * older second; NULL for a time older than the slot's (a late caller whose
  * second has left the ring). lock held. */
 static pr_history_second_t *sample(pr_history_t *h, double now) {
-  assert(pr_lock_held(&h->lock));
+  assert(pr__lock_held(&h->lock));
   int64_t sec = second_of(now);
   pr_history_second_t *x = &h->seconds[slot_index(sec)];
   if (x->second > sec) return NULL;
@@ -73,50 +73,50 @@ static void set_queue(pr_history_t *h, pr_history_second_t *x, int depth) {
   if (d > x->queue_max) x->queue_max = d;
 }
 
-void pr_history_arrival(pr_history_t *h, double now, int depth) {
-  pr_lock(&h->lock);
+void pr__history_arrival(pr_history_t *h, double now, int depth) {
+  pr__lock(&h->lock);
   pr_history_second_t *x = sample(h, now);
   if (x) x->arrivals++;
   set_queue(h, x, depth);
-  pr_unlock(&h->lock);
+  pr__unlock(&h->lock);
 }
 
-void pr_history_rejected(pr_history_t *h, double now) {
-  pr_lock(&h->lock);
+void pr__history_rejected(pr_history_t *h, double now) {
+  pr__lock(&h->lock);
   pr_history_second_t *x = sample(h, now);
   if (x) x->rejected++;
-  pr_unlock(&h->lock);
+  pr__unlock(&h->lock);
 }
 
-void pr_history_queue(pr_history_t *h, double now, int depth) {
-  pr_lock(&h->lock);
+void pr__history_queue(pr_history_t *h, double now, int depth) {
+  pr__lock(&h->lock);
   set_queue(h, sample(h, now), depth);
-  pr_unlock(&h->lock);
+  pr__unlock(&h->lock);
 }
 
-void pr_history_done(pr_history_t *h, double now, double latency_s, bool ok) {
-  int b = pr_history_bucket(latency_s);
-  pr_lock(&h->lock);
+void pr__history_done(pr_history_t *h, double now, double latency_s, bool ok) {
+  int b = pr__history_bucket(latency_s);
+  pr__lock(&h->lock);
   pr_history_second_t *x = sample(h, now);
   if (x) {
     x->completed++;
     if (!ok) x->failed++;
     x->latency[b]++;
   }
-  pr_unlock(&h->lock);
+  pr__unlock(&h->lock);
 }
 
-void pr_history_switch(pr_history_t *h, double now, const char *from, const char *to,
-                       const char *why, double duration_ms) {
-  pr_lock(&h->lock);
+void pr__history_switch(pr_history_t *h, double now, const char *from, const char *to,
+                        const char *why, double duration_ms) {
+  pr__lock(&h->lock);
   pr_history_switch_t *e = &h->switches[h->n_switches % PR_HISTORY_SWITCHES];
   e->t = now;
-  pr_utf8_sanitize(from ? from : "", e->from, sizeof e->from);
-  pr_utf8_sanitize(to ? to : "", e->to, sizeof e->to);
-  pr_utf8_sanitize(why ? why : "", e->why, sizeof e->why);
+  pr__utf8_sanitize(from ? from : "", e->from, sizeof e->from);
+  pr__utf8_sanitize(to ? to : "", e->to, sizeof e->to);
+  pr__utf8_sanitize(why ? why : "", e->why, sizeof e->why);
   e->duration_ms = duration_ms;
   h->n_switches++;
-  pr_unlock(&h->lock);
+  pr__unlock(&h->lock);
 }
 
 /* The recorded sample of second sec, or NULL. lock held. */
@@ -142,17 +142,17 @@ static double quantile_ms(const uint32_t *counts, uint64_t n, double q) {
   uint64_t want = (uint64_t)ceil(q * (double)n), seen = 0;
   if (want < 1) want = 1;
   for (int b = 0; b < PR_HISTORY_BUCKETS; b++)
-    if ((seen += counts[b]) >= want) return pr_history_bucket_ms(b);
-  return pr_history_bucket_ms(PR_HISTORY_BUCKETS - 1);
+    if ((seen += counts[b]) >= want) return pr__history_bucket_ms(b);
+  return pr__history_bucket_ms(PR_HISTORY_BUCKETS - 1);
 }
 
-int pr_history_series(pr_history_t *h, double now, int n, pr_history_point_t *out) {
+int pr__history_series(pr_history_t *h, double now, int n, pr_history_point_t *out) {
   if (n > PR_HISTORY_SECONDS) n = PR_HISTORY_SECONDS;
   int64_t last = second_of(now);
   if (last - h->first_second + 1 < n) n = (int)(last - h->first_second + 1);
   if (n < 1) return 0;
   int64_t first = last - n + 1;
-  pr_lock(&h->lock);
+  pr__lock(&h->lock);
   double queue = queue_before(h, first);
   for (int i = 0; i < n; i++) {
     int64_t sec = first + i;
@@ -174,34 +174,34 @@ int pr_history_series(pr_history_t *h, double now, int n, pr_history_point_t *ou
       p->p99_ms = quantile_ms(x->latency, x->completed, 0.99);
     }
   }
-  pr_unlock(&h->lock);
+  pr__unlock(&h->lock);
   return n;
 }
 
-double pr_history_percentile(pr_history_t *h, double now, int n, double q) {
+double pr__history_percentile(pr_history_t *h, double now, int n, double q) {
   if (n > PR_HISTORY_SECONDS) n = PR_HISTORY_SECONDS;
   uint32_t sum[PR_HISTORY_BUCKETS] = {0};
   uint64_t total = 0;
   int64_t last = second_of(now);
-  pr_lock(&h->lock);
+  pr__lock(&h->lock);
   for (int64_t sec = last - n + 1; sec <= last; sec++) {
     const pr_history_second_t *x = recorded(h, sec);
     if (!x) continue;
     for (int b = 0; b < PR_HISTORY_BUCKETS; b++) sum[b] += x->latency[b];
     total += x->completed;
   }
-  pr_unlock(&h->lock);
+  pr__unlock(&h->lock);
   return total ? quantile_ms(sum, total, q) : -1;
 }
 
-int pr_history_switches(pr_history_t *h, pr_history_switch_t *out, int max, uint64_t *total) {
-  pr_lock(&h->lock);
+int pr__history_switches(pr_history_t *h, pr_history_switch_t *out, int max, uint64_t *total) {
+  pr__lock(&h->lock);
   uint64_t n = h->n_switches;
   uint64_t keep = n < PR_HISTORY_SWITCHES ? n : PR_HISTORY_SWITCHES;
   if (max < 0) max = 0;
   if (keep > (uint64_t)max) keep = (uint64_t)max;
   for (uint64_t i = 0; i < keep; i++) out[i] = h->switches[(n - keep + i) % PR_HISTORY_SWITCHES];
-  pr_unlock(&h->lock);
+  pr__unlock(&h->lock);
   if (total) *total = n;
   return (int)keep;
 }

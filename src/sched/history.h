@@ -6,7 +6,7 @@
  * load.
  *
  * Notes on the design:
- * - Time is passed in (monotonic seconds, base/util.h's pr_now): the
+ * - Time is passed in (monotonic seconds, base/util.h's pr__now): the
  *   recording and reading functions are pure apart from the lock, so tests
  *   drive them with made-up clocks. A sample belongs to the second
  *   floor(now); the ring slot of second t is t mod PR_HISTORY_SECONDS, and a
@@ -58,7 +58,7 @@ typedef struct {
   int64_t first_second; /* the second it was created in: the series starts there */
 } pr_history_t;
 
-/* One second of the series, as read (pr_history_series). */
+/* One second of the series, as read (pr__history_series). */
 typedef struct {
   int64_t second;
   double arrivals, completed, failed, rejected; /* per second */
@@ -67,39 +67,39 @@ typedef struct {
 } pr_history_point_t;
 
 /* Allocates an empty history starting at `now`; NULL when out of memory. */
-pr_history_t *pr_history_create(double now);
-/* pr_history_destroy(NULL) is a no-op. */
-void pr_history_destroy(pr_history_t *h);
+pr_history_t *pr__history_create(double now);
+/* pr__history_destroy(NULL) is a no-op. */
+void pr__history_destroy(pr_history_t *h);
 
 /* A request entered the queue, which now holds `depth`. */
-void pr_history_arrival(pr_history_t *h, double now, int depth);
+void pr__history_arrival(pr_history_t *h, double now, int depth);
 /* A request was refused (queue full or stopping). */
-void pr_history_rejected(pr_history_t *h, double now);
+void pr__history_rejected(pr_history_t *h, double now);
 /* Requests left the queue, which now holds `depth`. */
-void pr_history_queue(pr_history_t *h, double now, int depth);
+void pr__history_queue(pr_history_t *h, double now, int depth);
 /* A request completed after latency_s (ok: answered with outputs, else an
  * error, a timeout among them). */
-void pr_history_done(pr_history_t *h, double now, double latency_s, bool ok);
+void pr__history_done(pr_history_t *h, double now, double latency_s, bool ok);
 /* A reconfiguration: from (NULL or "" for the first plan) -> to, why (may be
  * NULL); texts are cut to their fields' sizes on a UTF-8 boundary. */
-void pr_history_switch(pr_history_t *h, double now, const char *from, const char *to,
-                       const char *why, double duration_ms);
+void pr__history_switch(pr_history_t *h, double now, const char *from, const char *to,
+                        const char *why, double duration_ms);
 
 /* The last n seconds up to and including floor(now), oldest first, into out
  * (n <= PR_HISTORY_SECONDS, else cut to it; none before the history's first
  * second); seconds without samples read as zero with the queue depth carried
  * over. Returns how many points. */
-int pr_history_series(pr_history_t *h, double now, int n, pr_history_point_t *out);
+int pr__history_series(pr_history_t *h, double now, int n, pr_history_point_t *out);
 /* Latency percentiles (q in (0, 1]) over the last n seconds up to floor(now)
  * in ms; < 0 when no request completed in them. */
-double pr_history_percentile(pr_history_t *h, double now, int n, double q);
+double pr__history_percentile(pr_history_t *h, double now, int n, double q);
 /* The last reconfigurations (at most max), oldest first; returns how many.
  * *total: how many were recorded since creation (may be NULL). */
-int pr_history_switches(pr_history_t *h, pr_history_switch_t *out, int max, uint64_t *total);
+int pr__history_switches(pr_history_t *h, pr_history_switch_t *out, int max, uint64_t *total);
 
 /* The bucket of a latency in seconds, and a bucket's representative latency
  * in ms (its geometric middle). */
-int pr_history_bucket(double latency_s);
-double pr_history_bucket_ms(int bucket);
+int pr__history_bucket(double latency_s);
+double pr__history_bucket_ms(int bucket);
 
 #endif

@@ -30,7 +30,7 @@ typedef struct {
   /* sessions of other request shapes (dynamic dims only; NULL: none), the
    * worker thread's own */
   pr_shape_cache_t *cache;
-  /* measured by the worker's thread only, read by any (pr_sched_instances) */
+  /* measured by the worker's thread only, read by any (pr__sched_instances) */
   /* EWMA of session runs of the planned batch, its session's first run
    * aside (0: none yet) */
   _Atomic double full_ms;
@@ -45,11 +45,11 @@ typedef struct {
    * (the first is not timed: it touches the session's memory) */
   double size_ms[PR_WORKER_MAX_SIZES];
   int size_runs[PR_WORKER_MAX_SIZES];
-  bool idle; /* qlock: asleep for work or for more of its batch (pr_sched_home_cpu) */
+  bool idle; /* qlock: asleep for work or for more of its batch (pr__sched_home_cpu) */
   /* qlock: requests a take found past their deadline (linked by next),
    * timed out by the worker once it has let qlock go: a completion
    * callback (on_done) never runs under qlock, since the front ends take
-   * qlock under the locks it takes (pr_sched_unqueue) */
+   * qlock under the locks it takes (pr__sched_unqueue) */
   pr_request_t *expired;
 } worker_t;
 
@@ -154,22 +154,22 @@ bool pr_sched__wait_until(pr_request_t *r, double until);
 static inline bool pr_sched__wait_for_more(worker_t *w, int n, int rows, double first_t,
                                            double deadline) {
   pr_sched_t *s = w->s;
-  pr_history_queue(s->history, pr_now(), s->depth);
+  pr__history_queue(s->history, pr__now(), s->depth);
   if (n == 0 || rows >= w->batch || s->stop || s->active != w->config) return false;
   double until = first_t + s->cfg.max_queue_delay_s;
   if (deadline > 0 && deadline < until) until = deadline;
-  if (pr_now() >= until) return false;
+  if (pr__now() >= until) return false;
   struct timespec ts;
   pr_sched__timespec_at(&ts, until);
   w->idle = true; /* asleep for more of its batch: a hand-off may come to its core */
-  pr_lock_timedwait(&s->qlock, &s->work[w->config], &ts);
+  pr__lock_timedwait(&s->qlock, &s->work[w->config], &ts);
   w->idle = false;
   return true;
 }
 
 /* admit.c: whether r, its deadline set from timeout (0: none), may
  * join the queue: PR_OK, or PR_ERR_BUSY with r->err and r->retry_after_s
- * (see pr_sched_submit). qlock held. */
+ * (see pr__sched_submit). qlock held. */
 pr_status_t pr_sched__admit_locked(pr_sched_t *s, pr_request_t *r, double timeout);
 
 /* queue.c: completes r with PR_ERR_TIMEOUT (r out of the queue). */
@@ -196,14 +196,14 @@ pr_status_t pr_sched__warm(worker_t *w);
 pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, int rows,
                                            pr_status_t *st, char *err, size_t err_len);
 
-/* worker.c: the worker thread's body (pr_worker_start's callback). */
+/* worker.c: the worker thread's body (pr__worker_start's callback). */
 void pr_sched__worker_main(pr_worker_t *pw, void *ctx);
 
 /* plans.c: prepares a config for plan at bucket's shape (-1: the prepared
  * one; admin held); its index, or < 0 with err. */
 int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, int bucket, char *err,
                               size_t err_len);
-/* pr_sched_pin and pr_sched_replan (scheduler.h) with admin held and the
+/* pr__sched_pin and pr__sched_replan (scheduler.h) with admin held and the
  * autoscaler stopped, which autoscale.c's public forms see to; replan
  * takes plans that replan_check accepted and tells in *pinned whether a
  * plan set by hand stays live (the autoscaler then stays off). */

@@ -2,18 +2,18 @@
 
 #include <math.h>
 
-const double pr_latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                    0.5,   1,      2.5,   5,    10,    30,   60};
-const int pr_latency_n_bounds = 15;
+const double pr__latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                     0.5,   1,      2.5,   5,    10,    30,   60};
+const int pr__latency_n_bounds = 15;
 /* fine around 0.1 ms, the server's own time per request outside compute */
-const double pr_stage_bounds[] = {0.00001, 0.000025, 0.00005, 0.000075, 0.0001, 0.00015,
-                                  0.0002,  0.00025,  0.0005,  0.001,    0.0025, 0.005,
-                                  0.01,    0.025,    0.1,     1};
-const int pr_stage_n_bounds = 16;
-const double pr_batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-const int pr_batch_n_bounds = 11;
+const double pr__stage_bounds[] = {0.00001, 0.000025, 0.00005, 0.000075, 0.0001, 0.00015,
+                                   0.0002,  0.00025,  0.0005,  0.001,    0.0025, 0.005,
+                                   0.01,    0.025,    0.1,     1};
+const int pr__stage_n_bounds = 16;
+const double pr__batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+const int pr__batch_n_bounds = 11;
 
-void pr_hist_init(pr_hist_t *h, const double *bounds, int n_bounds) {
+void pr__hist_init(pr_hist_t *h, const double *bounds, int n_bounds) {
   h->bounds = bounds;
   h->n_bounds = n_bounds > PR_HIST_BUCKETS ? PR_HIST_BUCKETS : n_bounds;
   for (int i = 0; i <= PR_HIST_BUCKETS; i++) atomic_init(&h->counts[i], 0);
@@ -21,7 +21,7 @@ void pr_hist_init(pr_hist_t *h, const double *bounds, int n_bounds) {
   atomic_init(&h->sum_us, 0);
 }
 
-void pr_hist_observe(pr_hist_t *h, double v) {
+void pr__hist_observe(pr_hist_t *h, double v) {
   int i = 0;
   while (i < h->n_bounds && v > h->bounds[i]) i++;
   atomic_fetch_add(&h->counts[i], 1);
@@ -29,7 +29,7 @@ void pr_hist_observe(pr_hist_t *h, double v) {
   atomic_fetch_add(&h->sum_us, (uint64_t)llround(v * 1e6));
 }
 
-void pr_hist_write(const pr_hist_t *h, FILE *f, const char *name, const char *labels) {
+void pr__hist_write(const pr_hist_t *h, FILE *f, const char *name, const char *labels) {
   uint64_t cum = 0;
   const char *sep = labels && *labels ? "," : "";
   for (int i = 0; i < h->n_bounds; i++) {

@@ -17,18 +17,18 @@ typedef struct {
   _Atomic uint64_t sum_us; /* sum of observed values in micro-units */
 } pr_hist_t;
 
-void pr_hist_init(pr_hist_t *h, const double *bounds, int n_bounds);
-void pr_hist_observe(pr_hist_t *h, double value);
+void pr__hist_init(pr_hist_t *h, const double *bounds, int n_bounds);
+void pr__hist_observe(pr_hist_t *h, double value);
 /* Writes the histogram's _bucket/_sum/_count lines with the given labels. */
-void pr_hist_write(const pr_hist_t *h, FILE *f, const char *name, const char *labels);
+void pr__hist_write(const pr_hist_t *h, FILE *f, const char *name, const char *labels);
 
 /* Bucket bounds in seconds for request latencies, for the stages of a
  * request (10 us up), and for batch sizes. */
-extern const double pr_latency_bounds[];
-extern const int pr_latency_n_bounds;
-extern const double pr_stage_bounds[];
-extern const int pr_stage_n_bounds;
-extern const double pr_batch_bounds[];
-extern const int pr_batch_n_bounds;
+extern const double pr__latency_bounds[];
+extern const int pr__latency_n_bounds;
+extern const double pr__stage_bounds[];
+extern const int pr__stage_n_bounds;
+extern const double pr__batch_bounds[];
+extern const int pr__batch_n_bounds;
 
 #endif

@@ -17,19 +17,19 @@
  * joined, and their sessions freed; the slot becomes free. admin held, and c
  * is not active (the caller made it unswitchable under qlock: ok false). */
 static void retire_config(pr_sched_t *s, int c) {
-  assert(pr_lock_held(&s->admin) && c >= 0 && c < PR_SCHED_MAX_CONFIGS);
+  assert(pr__lock_held(&s->admin) && c >= 0 && c < PR_SCHED_MAX_CONFIGS);
   config_t *cfg = &s->configs[c];
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   assert(s->active != c);
   cfg->retire = true;
   cfg->ok = false;
   pr_sched__wake(s, c);
-  pr_unlock(&s->qlock);
-  for (int k = 0; k < cfg->n_workers; k++) pr_worker_join(&cfg->workers[k].w);
+  pr__unlock(&s->qlock);
+  for (int k = 0; k < cfg->n_workers; k++) pr__worker_join(&cfg->workers[k].w);
   free(cfg->workers);
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   memset(cfg, 0, sizeof *cfg);
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   /* the sessions' arenas were large: give the freed pages back, so that
    * plans coming and going do not grow the resident size */
   malloc_trim(0);
@@ -46,19 +46,19 @@ static bool same_plan(const pr_plan_t *p, const pr_plan_t *q) {
  * unswitchable and retires it; false when there is none. admin held. */
 static bool evict_one(pr_sched_t *s, int keep) {
   int lru = -1;
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
     config_t *cfg = &s->configs[c];
     if (!cfg->ok || cfg->planned || c == s->active || c == keep) continue;
     if (lru < 0 || cfg->last_used < s->configs[lru].last_used) lru = c;
   }
   if (lru >= 0) s->configs[lru].ok = false; /* no switch to it from here on */
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   if (lru < 0) return false;
   char a[256];
   pr_plan_format(&s->configs[lru].plan, a, sizeof a);
-  pr_log(PR_LOG_INFO, "%sevicting prepared plan %s (least recently used; %d plans at most)",
-         s->cfg.who, a, s->cfg.max_plans);
+  pr__log(PR_LOG_INFO, "%sevicting prepared plan %s (least recently used; %d plans at most)",
+          s->cfg.who, a, s->cfg.max_plans);
   retire_config(s, lru);
   atomic_fetch_add(&s->stats.plans_evicted, 1);
   return true;
@@ -67,7 +67,7 @@ static bool evict_one(pr_sched_t *s, int keep) {
 /* The prepared config with plan's instances at bucket's shape, or -1;
  * free_slot receives the first free slot (-1 when none). qlock held. */
 static int find_config(pr_sched_t *s, const pr_plan_t *plan, int bucket, int *free_slot) {
-  assert(pr_lock_held(&s->qlock));
+  assert(pr__lock_held(&s->qlock));
   *free_slot = -1;
   int used = 0;
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) {
@@ -88,14 +88,14 @@ static bool plan_fits(const pr_sched_t *s, const pr_plan_t *plan, char *err, siz
   for (int k = 0; k < plan->n_instances; k++) {
     const pr_plan_instance_t *pi = &plan->instances[k];
     if (pi->threads > PR_WORKER_MAX_THREADS) {
-      pr_errf(err, err_len, "an instance has %d threads, at most %d", pi->threads,
-              PR_WORKER_MAX_THREADS);
+      pr__errf(err, err_len, "an instance has %d threads, at most %d", pi->threads,
+               PR_WORKER_MAX_THREADS);
       return false;
     }
     if (pi->first_core + pi->threads > need) need = pi->first_core + pi->threads;
   }
   if (need > s->n_cpus || plan->n_instances < 1) {
-    pr_errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
+    pr__errf(err, err_len, "plan needs %d cores, %d available", need, s->n_cpus);
     return false;
   }
   return true;
@@ -118,12 +118,12 @@ static void bucket_shape(const pr_sched_t *s, config_t *cfg) {
 /* Starts the workers of config idx (its slot claimed) and waits until each
  * prepared its sessions; false with err when one could not. admin held. */
 static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
-  assert(pr_lock_held(&s->admin));
+  assert(pr__lock_held(&s->admin));
   config_t *cfg = &s->configs[idx];
   const pr_plan_t *plan = &cfg->plan;
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   int started_before = s->started;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   pr_status_t st = PR_OK;
   for (int k = 0; k < plan->n_instances && !st; k++) {
     worker_t *w = &cfg->workers[k];
@@ -131,18 +131,18 @@ static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
     w->s = s;
     w->config = idx;
     w->batch = pi->batch;
-    st = pr_worker_init(&w->w, k, s->model, s->cpus + pi->first_core, pi->threads, &cfg->base, err,
-                        err_len);
-    if (!st && (st = pr_worker_start(&w->w, pr_sched__worker_main, w)))
-      pr_errf(err, err_len, "cannot start an instance thread");
+    st = pr__worker_init(&w->w, k, s->model, s->cpus + pi->first_core, pi->threads, &cfg->base, err,
+                         err_len);
+    if (!st && (st = pr__worker_start(&w->w, pr_sched__worker_main, w)))
+      pr__errf(err, err_len, "cannot start an instance thread");
     if (!st) cfg->n_workers++;
   }
-  pr_lock(&s->qlock);
-  while (s->started < started_before + cfg->n_workers) pr_lock_wait(&s->qlock, &s->qcond);
-  pr_unlock(&s->qlock);
+  pr__lock(&s->qlock);
+  while (s->started < started_before + cfg->n_workers) pr__lock_wait(&s->qlock, &s->qcond);
+  pr__unlock(&s->qlock);
   for (int k = 0; k < cfg->n_workers && !st; k++)
     if ((st = cfg->workers[k].w.status))
-      pr_errf(err, err_len, "instance %d: %s", k, cfg->workers[k].w.err);
+      pr__errf(err, err_len, "instance %d: %s", k, cfg->workers[k].w.err);
   return !st;
 }
 
@@ -154,37 +154,37 @@ static bool start_config(pr_sched_t *s, int idx, char *err, size_t err_len) {
  * will run is compiled here, before the config can be switched to. */
 int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, int bucket, char *err,
                               size_t err_len) {
-  assert(pr_lock_held(&s->admin) && bucket >= -1 && bucket < s->cfg.n_buckets);
+  assert(pr__lock_held(&s->admin) && bucket >= -1 && bucket < s->cfg.n_buckets);
   if (!plan_fits(s, plan, err, err_len)) return -1;
   int idx;
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   int have = find_config(s, plan, bucket, &idx);
-  if (have >= 0) s->configs[have].last_used = pr_now();
-  pr_unlock(&s->qlock);
+  if (have >= 0) s->configs[have].last_used = pr__now();
+  pr__unlock(&s->qlock);
   if (have >= 0) return have;
   worker_t *ws = calloc((size_t)plan->n_instances, sizeof *ws);
   if (!ws) {
-    pr_errf(err, err_len, "out of memory");
+    pr__errf(err, err_len, "out of memory");
     return -1;
   }
   config_t *cfg = &s->configs[idx];
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   cfg->plan = *plan;
   cfg->workers = ws;
   cfg->n_workers = 0;
   cfg->used = true; /* workers check `active`, which is never idx yet */
   cfg->planned = plan->latency_ms > 0;
-  cfg->last_used = pr_now();
+  cfg->last_used = pr__now();
   cfg->bucket = bucket;
   bucket_shape(s, cfg);
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   if (!start_config(s, idx, err, err_len)) {
     retire_config(s, idx);
     return -1;
   }
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   cfg->ok = true;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return idx;
 }
 
@@ -194,9 +194,9 @@ int pr_sched__add_plan_locked(pr_sched_t *s, const pr_plan_t *plan, int bucket, 
 static bool trim_locked(pr_sched_t *s, int keep) {
   for (;;) {
     int used = 0;
-    pr_lock(&s->qlock);
+    pr__lock(&s->qlock);
     for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) used += s->configs[c].used;
-    pr_unlock(&s->qlock);
+    pr__unlock(&s->qlock);
     if (used <= s->cfg.max_plans) return true;
     if (!evict_one(s, keep)) return false;
   }
@@ -204,31 +204,31 @@ static bool trim_locked(pr_sched_t *s, int keep) {
 
 /* Undoes add_plan_locked of a config that never became active. */
 static void drop_new(pr_sched_t *s, int idx, char *err, size_t err_len) {
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   s->configs[idx].ok = false;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   retire_config(s, idx);
-  pr_errf(err, err_len,
-          "%d plans are prepared, the most kept (--max-prepared-plans), and none can be evicted "
-          "(the autoscaler's plans and the active one stay)",
-          s->cfg.max_plans);
+  pr__errf(err, err_len,
+           "%d plans are prepared, the most kept (--max-prepared-plans), and none can be evicted "
+           "(the autoscaler's plans and the active one stay)",
+           s->cfg.max_plans);
 }
 
-int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  pr_lock(&s->admin);
+int pr__sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
+  pr__lock(&s->admin);
   int idx = pr_sched__add_plan_locked(s, plan, -1, err, err_len);
-  if (idx >= 0 && idx != pr_sched_active(s) && !trim_locked(s, idx)) {
+  if (idx >= 0 && idx != pr__sched_active(s) && !trim_locked(s, idx)) {
     drop_new(s, idx, err, err_len);
     idx = -1;
   }
-  pr_unlock(&s->admin);
+  pr__unlock(&s->admin);
   return idx;
 }
 
-int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, long long *sizes, int max, int *active) {
+int pr__sched_snapshot(pr_sched_t *s, pr_plan_t *plans, long long *sizes, int max, int *active) {
   int n = 0;
   *active = -1;
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS && n < max; c++) {
     const config_t *cfg = &s->configs[c];
     if (!cfg->ok) continue;
@@ -236,36 +236,36 @@ int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, long long *sizes, int max
     if (sizes) sizes[n] = cfg->bucket >= 0 ? s->cfg.bucket_sizes[cfg->bucket] : 0;
     plans[n++] = cfg->plan;
   }
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return n;
 }
 
-void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out) {
-  pr_lock(&s->qlock);
+void pr__sched_current_plan(pr_sched_t *s, pr_plan_t *out) {
+  pr__lock(&s->qlock);
   *out = s->configs[s->active].plan;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
 }
 
-int pr_sched_active(pr_sched_t *s) {
-  pr_lock(&s->qlock);
+int pr__sched_active(pr_sched_t *s) {
+  pr__lock(&s->qlock);
   int a = s->active;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return a;
 }
 
-int pr_sched_num_configs(pr_sched_t *s) {
+int pr__sched_num_configs(pr_sched_t *s) {
   int n = 0;
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) n += s->configs[c].ok;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return n;
 }
 
-pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
-  double t0 = pr_now();
-  pr_lock(&s->qlock);
+pr_status_t pr__sched_switch(pr_sched_t *s, int index, const char *why) {
+  double t0 = pr__now();
+  pr__lock(&s->qlock);
   if (index < 0 || index >= PR_SCHED_MAX_CONFIGS || !s->configs[index].ok) {
-    pr_unlock(&s->qlock);
+    pr__unlock(&s->qlock);
     return PR_ERR_INVALID;
   }
   int old = s->active;
@@ -278,29 +278,29 @@ pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why) {
     pr_plan_format(&s->configs[old].plan, a, sizeof a);
     pr_plan_format(&s->configs[index].plan, b, sizeof b);
   }
-  pr_unlock(&s->qlock);
-  double dt = pr_now() - t0;
+  pr__unlock(&s->qlock);
+  double dt = pr__now() - t0;
   if (old != index) {
     atomic_fetch_add(&s->stats.reconfigurations, 1);
-    pr_hist_observe(&s->stats.switch_s, dt);
-    pr_history_switch(s->history, t0, a, b, why, dt * 1e3);
-    pr_log(PR_LOG_INFO, "%sreconfigured %s -> %s (%s) in %.3f ms", s->cfg.who, a, b, why ? why : "",
-           dt * 1e3);
+    pr__hist_observe(&s->stats.switch_s, dt);
+    pr__history_switch(s->history, t0, a, b, why, dt * 1e3);
+    pr__log(PR_LOG_INFO, "%sreconfigured %s -> %s (%s) in %.3f ms", s->cfg.who, a, b,
+            why ? why : "", dt * 1e3);
   }
   return PR_OK;
 }
 
 pr_status_t pr_sched__pin_locked(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len) {
-  assert(pr_lock_held(&s->admin));
-  int old = pr_sched_active(s);
+  assert(pr__lock_held(&s->admin));
+  int old = pr__sched_active(s);
   int idx = pr_sched__add_plan_locked(s, plan, -1, err, err_len);
   pr_status_t st =
-      idx >= 0 ? pr_sched_switch(s, idx, "plan set by hand (POST .../plan)") : PR_ERR_INVALID;
+      idx >= 0 ? pr__sched_switch(s, idx, "plan set by hand (POST .../plan)") : PR_ERR_INVALID;
   /* over the bound: the least recently used pinned plan goes (the one just
    * left included); when none can, the pin is undone */
   if (!st && !trim_locked(s, idx)) {
     /* trim fails only with nothing to evict, so `old` is still prepared */
-    if (pr_sched_switch(s, old, "pin undone: no prepared plan could make room") == PR_OK)
+    if (pr__sched_switch(s, old, "pin undone: no prepared plan could make room") == PR_OK)
       drop_new(s, idx, err, err_len);
     st = PR_ERR_BUSY;
   }
@@ -317,12 +317,12 @@ static int in_set(const config_t *cfg, const pr_plan_t *plans, const int *bucket
 pr_status_t pr_sched__replan_check(pr_sched_t *s, const pr_plan_t *plans, int n, int active,
                                    char *err, size_t err_len) {
   if (n < 1 || n >= s->cfg.max_plans || active < 0 || active >= n) {
-    pr_errf(err, err_len, "1 to %d plans, the active one among them", s->cfg.max_plans - 1);
+    pr__errf(err, err_len, "1 to %d plans, the active one among them", s->cfg.max_plans - 1);
     return PR_ERR_INVALID;
   }
   for (int i = 0; i < n; i++)
     if (!(plans[i].latency_ms > 0) || !plan_fits(s, &plans[i], err, err_len)) {
-      if (!(plans[i].latency_ms > 0)) pr_errf(err, err_len, "plan %d has no planned latency", i);
+      if (!(plans[i].latency_ms > 0)) pr__errf(err, err_len, "plan %d has no planned latency", i);
       return PR_ERR_INVALID;
     }
   return PR_OK;
@@ -331,8 +331,8 @@ pr_status_t pr_sched__replan_check(pr_sched_t *s, const pr_plan_t *plans, int n,
 pr_status_t pr_sched__replan_locked(pr_sched_t *s, const pr_plan_t *plans, const int *buckets,
                                     int n, int active, const char *why, bool *pinned_out, char *err,
                                     size_t err_len) {
-  assert(pr_lock_held(&s->admin));
-  pr_lock(&s->qlock);
+  assert(pr__lock_held(&s->admin));
+  pr__lock(&s->qlock);
   const config_t *live = &s->configs[s->active];
   bool pinned = *pinned_out = !live->planned; /* a plan set by hand stays live */
   for (int i = 0; i < n && !pinned; i++)      /* the new set's plan for the live one's batch */
@@ -348,7 +348,7 @@ pr_status_t pr_sched__replan_locked(pr_sched_t *s, const pr_plan_t *plans, const
     }
   }
   int old = s->active;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   /* parked ones go first, so that the new set fits the bound beside the
    * live one (and the hand-pinned ones, least recently used first) */
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
@@ -356,9 +356,9 @@ pr_status_t pr_sched__replan_locked(pr_sched_t *s, const pr_plan_t *plans, const
   pr_status_t st = PR_OK;
   for (;;) {
     int used = 0;
-    pr_lock(&s->qlock);
+    pr__lock(&s->qlock);
     for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) used += s->configs[c].used;
-    pr_unlock(&s->qlock);
+    pr__unlock(&s->qlock);
     if (used + n <= s->cfg.max_plans || !evict_one(s, old)) break;
   }
   int idx[PR_SCHED_MAX_CONFIGS];
@@ -366,12 +366,12 @@ pr_status_t pr_sched__replan_locked(pr_sched_t *s, const pr_plan_t *plans, const
     if ((idx[i] =
              pr_sched__add_plan_locked(s, &plans[i], buckets ? buckets[i] : -1, err, err_len)) < 0)
       st = PR_ERR_INVALID;
-  if (!st && !pinned) st = pr_sched_switch(s, idx[active], why);
+  if (!st && !pinned) st = pr__sched_switch(s, idx[active], why);
   if (!st && leave[old] && !pinned) retire_config(s, old);
   if (st)
-    pr_log(PR_LOG_ERROR, "%sthe new plans could not all be prepared (%s); the live plan serves on",
-           s->cfg.who, err);
+    pr__log(PR_LOG_ERROR, "%sthe new plans could not all be prepared (%s); the live plan serves on",
+            s->cfg.who, err);
   else if (pinned)
-    pr_log(PR_LOG_INFO, "%splans re-made (%s); the plan set by hand stays live", s->cfg.who, why);
+    pr__log(PR_LOG_INFO, "%splans re-made (%s); the plan set by hand stays live", s->cfg.who, why);
   return st;
 }

@@ -33,7 +33,7 @@ void pr_sched__cond_init_monotonic(pthread_cond_t *c) {
   pthread_condattr_destroy(&ca);
 }
 
-pr_request_t *pr_request_new(void) {
+pr_request_t *pr__request_new(void) {
   pr_request_t *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   pthread_mutex_init(&r->lock, NULL);
@@ -41,11 +41,11 @@ pr_request_t *pr_request_new(void) {
   return r;
 }
 
-void pr_request_free(pr_request_t *r) {
+void pr__request_free(pr_request_t *r) {
   if (!r) return;
   for (int i = 0; i < PR_SCHED_MAX_IO; i++) {
-    if (!(r->borrowed & 1u << i)) pr_free(r->inputs[i].data);
-    pr_free(r->outputs[i].data);
+    if (!(r->borrowed & 1u << i)) pr__free(r->inputs[i].data);
+    pr__free(r->outputs[i].data);
   }
   pthread_mutex_destroy(&r->lock);
   pthread_cond_destroy(&r->cond);
@@ -56,7 +56,7 @@ void pr_sched__complete(pr_request_t *r, pr_status_t st, const char *msg) {
   pthread_mutex_lock(&r->lock);
   r->status = st;
   if (msg) snprintf(r->err, sizeof r->err, "%s", msg);
-  r->t_end = pr_now();
+  r->t_end = pr__now();
   r->done = true;
   void (*cb)(void *) = r->on_done;
   void *ctx = r->on_done_ctx;
@@ -66,7 +66,7 @@ void pr_sched__complete(pr_request_t *r, pr_status_t st, const char *msg) {
   if (cb) cb(ctx);
 }
 
-void pr_request_wait(pr_request_t *r) {
+void pr__request_wait(pr_request_t *r) {
   pthread_mutex_lock(&r->lock);
   while (!r->done) pthread_cond_wait(&r->cond, &r->lock);
   pthread_mutex_unlock(&r->lock);

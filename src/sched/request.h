@@ -48,9 +48,9 @@ typedef struct pr_request {
   struct pr_request *next;
 } pr_request_t;
 
-pr_request_t *pr_request_new(void);
-void pr_request_free(pr_request_t *r);
+pr_request_t *pr__request_new(void);
+void pr__request_free(pr_request_t *r);
 /* Waits for r to complete. */
-void pr_request_wait(pr_request_t *r);
+void pr__request_wait(pr_request_t *r);
 
 #endif

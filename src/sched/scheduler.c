@@ -28,17 +28,17 @@ static pr_status_t check_buckets(const pr_sched_config_t *cfg, const int *bucket
                                  char *err, size_t err_len) {
   if (cfg->n_buckets < 0 || cfg->n_buckets > PR_BUCKETS_MAX ||
       (cfg->n_buckets && (cfg->bucket_dim < 0 || cfg->bucket_dim >= cfg->n_dyn))) {
-    pr_errf(err, err_len, "%d shape buckets of dynamic dim %d", cfg->n_buckets, cfg->bucket_dim);
+    pr__errf(err, err_len, "%d shape buckets of dynamic dim %d", cfg->n_buckets, cfg->bucket_dim);
     return PR_ERR_INVALID;
   }
   for (int k = 0; k < cfg->n_buckets; k++)
     if (cfg->bucket_sizes[k] < 1 || (k && cfg->bucket_sizes[k] <= cfg->bucket_sizes[k - 1])) {
-      pr_errf(err, err_len, "shape bucket sizes must be positive and ascending");
+      pr__errf(err, err_len, "shape bucket sizes must be positive and ascending");
       return PR_ERR_INVALID;
     }
   for (int i = 0; buckets && i < n_plans; i++)
     if (buckets[i] < -1 || buckets[i] >= cfg->n_buckets) {
-      pr_errf(err, err_len, "plan %d: no shape bucket %d", i, buckets[i]);
+      pr__errf(err, err_len, "plan %d: no shape bucket %d", i, buckets[i]);
       return PR_ERR_INVALID;
     }
   return PR_OK;
@@ -48,30 +48,30 @@ static pr_status_t check_create(pr_model_t *model, int n_plans, int *max_plans,
                                 const pr_sched_config_t *cfg, char *err, size_t err_len) {
   int n_in = pr_engine_model_num_inputs(model), n_out = pr_engine_model_num_outputs(model);
   if (n_in > PR_SCHED_MAX_IO || n_out > PR_SCHED_MAX_IO || n_in < 1) {
-    pr_errf(err, err_len, "models with 1 to %d inputs and outputs are served", PR_SCHED_MAX_IO);
+    pr__errf(err, err_len, "models with 1 to %d inputs and outputs are served", PR_SCHED_MAX_IO);
     return PR_ERR_UNSUPPORTED;
   }
   *max_plans = cfg->max_plans > 0 ? cfg->max_plans : PR_SCHED_MAX_CONFIGS - 1;
   if (*max_plans < 2 || *max_plans >= PR_SCHED_MAX_CONFIGS) {
-    pr_errf(err, err_len, "max prepared plans must be 2..%d", PR_SCHED_MAX_CONFIGS - 1);
+    pr__errf(err, err_len, "max prepared plans must be 2..%d", PR_SCHED_MAX_CONFIGS - 1);
     return PR_ERR_INVALID;
   }
   for (int j = 0; j < cfg->n_dyn && j < PR_SCHED_MAX_DYN; j++)
     if (cfg->dyn[j].input < 0 || cfg->dyn[j].input >= n_in || cfg->dyn[j].axis < 1 ||
         cfg->dyn[j].axis >= PR_MAX_RANK) {
-      pr_errf(err, err_len, "dynamic dim %d: no input %d axis %d", j, cfg->dyn[j].input,
-              cfg->dyn[j].axis);
+      pr__errf(err, err_len, "dynamic dim %d: no input %d axis %d", j, cfg->dyn[j].input,
+               cfg->dyn[j].axis);
       return PR_ERR_INVALID;
     }
   for (int k = 0; k < PR_SCHED_MAX_IO; k++)
     for (int d = 0; d < PR_MAX_RANK; d++)
       if (cfg->dyn_of[k][d] > cfg->n_dyn || (cfg->dyn_of[k][d] && (k >= n_in || d == 0))) {
-        pr_errf(err, err_len, "input %d axis %d: no dynamic dim %d", k, d, cfg->dyn_of[k][d]);
+        pr__errf(err, err_len, "input %d axis %d: no dynamic dim %d", k, d, cfg->dyn_of[k][d]);
         return PR_ERR_INVALID;
       }
   if (n_plans < 1 || n_plans > *max_plans) {
-    pr_errf(err, err_len, "%d plans to prepare, between 1 and the limit of %d expected", n_plans,
-            *max_plans);
+    pr__errf(err, err_len, "%d plans to prepare, between 1 and the limit of %d expected", n_plans,
+             *max_plans);
     return PR_ERR_INVALID;
   }
   return PR_OK;
@@ -105,14 +105,14 @@ static pr_status_t probe_inputs(pr_sched_t *s, char *err, size_t err_len) {
   }
   pr_engine_session_destroy(ps);
   if (st) {
-    pr_errf(err, err_len, "every input needs a batch axis");
+    pr__errf(err, err_len, "every input needs a batch axis");
     return st;
   }
   s->base.input_shapes = s->in_info;
   return PR_OK;
 }
 
-const char *const pr_stage_names[PR_STAGE_COUNT] = {
+const char *const pr__stage_names[PR_STAGE_COUNT] = {
 #define PR_STAGE_NAME(name) #name,
     PR_STAGES(PR_STAGE_NAME)
 #undef PR_STAGE_NAME
@@ -120,20 +120,20 @@ const char *const pr_stage_names[PR_STAGE_COUNT] = {
 
 static void init_stats(pr_sched_stats_t *st) {
   for (int k = 0; k < PR_STAGE_COUNT; k++)
-    pr_hist_init(&st->stage[k], pr_stage_bounds, pr_stage_n_bounds);
-  pr_hist_init(&st->overhead_s, pr_stage_bounds, pr_stage_n_bounds);
-  pr_hist_init(&st->request_s, pr_latency_bounds, pr_latency_n_bounds);
-  pr_hist_init(&st->queue_s, pr_latency_bounds, pr_latency_n_bounds);
-  pr_hist_init(&st->compute_s, pr_latency_bounds, pr_latency_n_bounds);
-  pr_hist_init(&st->batch, pr_batch_bounds, pr_batch_n_bounds);
-  pr_hist_init(&st->switch_s, pr_latency_bounds, pr_latency_n_bounds);
-  pr_hist_init(&st->compile_s, pr_latency_bounds, pr_latency_n_bounds);
+    pr__hist_init(&st->stage[k], pr__stage_bounds, pr__stage_n_bounds);
+  pr__hist_init(&st->overhead_s, pr__stage_bounds, pr__stage_n_bounds);
+  pr__hist_init(&st->request_s, pr__latency_bounds, pr__latency_n_bounds);
+  pr__hist_init(&st->queue_s, pr__latency_bounds, pr__latency_n_bounds);
+  pr__hist_init(&st->compute_s, pr__latency_bounds, pr__latency_n_bounds);
+  pr__hist_init(&st->batch, pr__batch_bounds, pr__batch_n_bounds);
+  pr__hist_init(&st->switch_s, pr__latency_bounds, pr__latency_n_bounds);
+  pr__hist_init(&st->compile_s, pr__latency_bounds, pr__latency_n_bounds);
 }
 
-pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int *buckets,
-                            int n_plans, int active, const int *cpus, int n_cpus,
-                            const pr_session_options_t *base, const pr_sched_config_t *cfg,
-                            pr_sched_t **out, char *err, size_t err_len) {
+pr_status_t pr__sched_create(pr_model_t *model, const pr_plan_t *plans, const int *buckets,
+                             int n_plans, int active, const int *cpus, int n_cpus,
+                             const pr_session_options_t *base, const pr_sched_config_t *cfg,
+                             pr_sched_t **out, char *err, size_t err_len) {
   *out = NULL;
   int max_plans;
   pr_status_t st = check_create(model, n_plans, &max_plans, cfg, err, err_len);
@@ -158,8 +158,8 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int
   s->n_out = pr_engine_model_num_outputs(model);
   s->n_cpus = n_cpus < 4096 ? n_cpus : 4096;
   memcpy(s->cpus, cpus, sizeof(int) * (size_t)s->n_cpus);
-  pr_lock_init(&s->admin);
-  pr_lock_init(&s->qlock);
+  pr__lock_init(&s->admin);
+  pr__lock_init(&s->qlock);
   pr_sched__cond_init_monotonic(&s->qcond);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) pr_sched__cond_init_monotonic(&s->work[c]);
   pr_sched__cond_init_monotonic(&s->reap_cond);
@@ -167,39 +167,39 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int
   init_stats(&s->stats);
   s->stats.max_batch = cfg->max_batch > 0 ? cfg->max_batch : 1;
   if (!(s->stats.by_batch = calloc((size_t)s->stats.max_batch + 1, sizeof *s->stats.by_batch))) {
-    pr_sched_destroy(s);
+    pr__sched_destroy(s);
     return PR_ERR_NOMEM;
   }
   s->level_rows = calloc((size_t)s->cfg.priority_levels + 1, sizeof *s->level_rows);
-  if (!s->level_rows || !(s->history = pr_history_create(pr_now()))) {
-    pr_sched_destroy(s);
+  if (!s->level_rows || !(s->history = pr__history_create(pr__now()))) {
+    pr__sched_destroy(s);
     return PR_ERR_NOMEM;
   }
   if ((st = probe_inputs(s, err, err_len))) {
-    pr_sched_destroy(s);
+    pr__sched_destroy(s);
     return st;
   }
   int first = -1;
   for (int i = 0; i < n_plans; i++) {
-    pr_lock(&s->admin);
+    pr__lock(&s->admin);
     int idx = pr_sched__add_plan_locked(s, &plans[i], buckets ? buckets[i] : -1, err, err_len);
-    pr_unlock(&s->admin);
+    pr__unlock(&s->admin);
     if (idx < 0) {
-      pr_sched_destroy(s);
+      pr__sched_destroy(s);
       return PR_ERR_INVALID;
     }
     if (i == active || first < 0) first = idx;
   }
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   s->active = first;
   char spec[PR_HISTORY_PLAN_LEN];
   pr_plan_format(&s->configs[first].plan, spec, sizeof spec);
-  pr_unlock(&s->qlock);
-  pr_history_switch(s->history, pr_now(), NULL, spec, "first plan, at load", 0);
+  pr__unlock(&s->qlock);
+  pr__history_switch(s->history, pr__now(), NULL, spec, "first plan, at load", 0);
   /* always: a request may carry its own timeout */
   if (pthread_create(&s->reaper, NULL, pr_sched__reaper_main, s) != 0) {
-    pr_errf(err, err_len, "cannot start the scheduler's timeout thread");
-    pr_sched_destroy(s);
+    pr__errf(err, err_len, "cannot start the scheduler's timeout thread");
+    pr__sched_destroy(s);
     return PR_ERR_NOMEM;
   }
   s->reaper_running = true;
@@ -207,39 +207,39 @@ pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int
   return PR_OK;
 }
 
-void pr_sched_destroy(pr_sched_t *s) {
+void pr__sched_destroy(pr_sched_t *s) {
   if (!s) return;
-  pr_lock(&s->admin);
+  pr__lock(&s->admin);
   pr_sched__set_auto_locked(s, false, 0, 0);
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   s->stop = true;
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) pr_sched__wake(s, c);
   pthread_cond_broadcast(&s->reap_cond);
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   if (s->reaper_running) pthread_join(s->reaper, NULL);
   /* the active config drains the queue, the others leave at once */
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++)
-    for (int k = 0; k < s->configs[c].n_workers; k++) pr_worker_join(&s->configs[c].workers[k].w);
+    for (int k = 0; k < s->configs[c].n_workers; k++) pr__worker_join(&s->configs[c].workers[k].w);
   /* instances that failed to start leave requests behind: fail them */
   for (pr_request_t *r = s->head, *next; r; r = next) {
     next = r->next;
     pr_sched__complete(r, PR_ERR_BUSY, "model unloaded");
   }
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) free(s->configs[c].workers);
-  pr_unlock(&s->admin);
-  pr_lock_destroy(&s->admin);
-  pr_lock_destroy(&s->qlock);
+  pr__unlock(&s->admin);
+  pr__lock_destroy(&s->admin);
+  pr__lock_destroy(&s->qlock);
   pthread_cond_destroy(&s->qcond);
   for (int c = 0; c < PR_SCHED_MAX_CONFIGS; c++) pthread_cond_destroy(&s->work[c]);
   pthread_cond_destroy(&s->reap_cond);
-  pr_history_destroy(s->history);
+  pr__history_destroy(s->history);
   free(s->stats.by_batch);
   free(s->level_rows);
   free(s);
 }
 
-int pr_sched_home_cpu(pr_sched_t *s, int cpu) {
-  pr_lock(&s->qlock);
+int pr__sched_home_cpu(pr_sched_t *s, int cpu) {
+  pr__lock(&s->qlock);
   const config_t *cfg = &s->configs[s->active];
   int home = -1;
   for (int k = 0; k < cfg->n_workers; k++) {
@@ -247,35 +247,35 @@ int pr_sched_home_cpu(pr_sched_t *s, int cpu) {
     home = cfg->workers[k].w.cpus[0];
     if (home == cpu) break; /* the caller's own */
   }
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return home;
 }
 
-int pr_sched_queue_depth(pr_sched_t *s) {
-  pr_lock(&s->qlock);
+int pr__sched_queue_depth(pr_sched_t *s) {
+  pr__lock(&s->qlock);
   int d = s->depth;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return d;
 }
 
-const int *pr_sched_cpus(const pr_sched_t *s) {
+const int *pr__sched_cpus(const pr_sched_t *s) {
   return s->cpus;
 }
 
-int pr_sched_num_cpus(const pr_sched_t *s) {
+int pr__sched_num_cpus(const pr_sched_t *s) {
   return s->n_cpus;
 }
 
-pr_sched_stats_t *pr_sched_stats(pr_sched_t *s) {
+pr_sched_stats_t *pr__sched_stats(pr_sched_t *s) {
   return &s->stats;
 }
 
-pr_history_t *pr_sched_history(pr_sched_t *s) {
+pr_history_t *pr__sched_history(pr_sched_t *s) {
   return s->history;
 }
 
-int pr_sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out, int max) {
-  pr_lock(&s->qlock);
+int pr__sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out, int max) {
+  pr__lock(&s->qlock);
   assert(s->active >= 0 && s->active < PR_SCHED_MAX_CONFIGS); /* set before s is returned */
   const config_t *cfg = &s->configs[s->active];
   *plan = cfg->plan;
@@ -287,6 +287,6 @@ int pr_sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out,
     out[k].full_ms = atomic_load(&w->full_ms);
     out[k].any_ms = atomic_load(&w->any_ms);
   }
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return n;
 }

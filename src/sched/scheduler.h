@@ -111,7 +111,7 @@ typedef enum {
 #undef PR_STAGE_ENUM
       PR_STAGE_COUNT
 } pr_stage_t;
-extern const char *const pr_stage_names[PR_STAGE_COUNT];
+extern const char *const pr__stage_names[PR_STAGE_COUNT];
 
 /* Executions of one batch size (rows of a session run): how many, and the
  * nanoseconds spent copying inputs in, running, copying outputs out. */
@@ -121,9 +121,9 @@ typedef struct {
 
 typedef struct {
   /* rejected: refused at submit, the queue full (rejected_full) or its
-   * backlog past the request's timeout (rejected_late, see pr_sched_submit) */
+   * backlog past the request's timeout (rejected_late, see pr__sched_submit) */
   _Atomic uint64_t success, failed, rejected, rejected_full, rejected_late, timed_out;
-  /* taken out of the queue unrun: the client went away (pr_sched_cancel) */
+  /* taken out of the queue unrun: the client went away (pr__sched_cancel) */
   _Atomic uint64_t cancelled;
   /* admission (admit.c): the last submit's estimate of its wait in
    * the queue (us) */
@@ -176,16 +176,16 @@ typedef struct pr_sched pr_sched_t;
  * base: shapes of dims other than the batch. buckets (may be NULL: every
  * plan at base's shapes, -1): each plan's shape bucket, an index into
  * cfg->bucket_sizes (planned plans only) or -1. */
-pr_status_t pr_sched_create(pr_model_t *model, const pr_plan_t *plans, const int *buckets,
-                            int n_plans, int active, const int *cpus, int n_cpus,
-                            const pr_session_options_t *base, const pr_sched_config_t *cfg,
-                            pr_sched_t **out, char *err, size_t err_len);
+pr_status_t pr__sched_create(pr_model_t *model, const pr_plan_t *plans, const int *buckets,
+                             int n_plans, int active, const int *cpus, int n_cpus,
+                             const pr_session_options_t *base, const pr_sched_config_t *cfg,
+                             pr_sched_t **out, char *err, size_t err_len);
 
 /* Prepares another instance set at the prepared shape (or finds an
  * identical prepared one), evicting the least recently used inactive one
  * when at the bound; returns its index, or < 0 with err (a failed plan
  * leaves nothing behind). */
-int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
+int pr__sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
 /* Replaces the planned configs (the autoscaler's) by plans[0..n) (each with
  * a planned latency; buckets as in create, may be NULL), as one admin step:
  * the parked old ones are retired, the new ones prepared (an identical one
@@ -194,33 +194,33 @@ int pr_sched_add_plan(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t er
  * A plan set by hand (POST .../plan) stays live. Fewer than max_plans
  * plans. PR_ERR_INVALID for bad plans, or when one cannot be prepared (err;
  * the live plan serves on, with the new plans prepared so far). */
-pr_status_t pr_sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *buckets, int n,
-                            int active, const char *why, char *err, size_t err_len);
+pr_status_t pr__sched_replan(pr_sched_t *s, const pr_plan_t *plans, const int *buckets, int n,
+                             int active, const char *why, char *err, size_t err_len);
 /* Makes config `index` active. Counted and logged when it changes anything.
  * PR_ERR_INVALID for an index that is not a prepared config. */
-pr_status_t pr_sched_switch(pr_sched_t *s, int index, const char *why);
+pr_status_t pr__sched_switch(pr_sched_t *s, int index, const char *why);
 /* Pins a plan by hand, as one admin step: prepares it (as add_plan), stops
  * the autoscaler, switches to it. */
-pr_status_t pr_sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
-int pr_sched_active(pr_sched_t *s);
-int pr_sched_num_configs(pr_sched_t *s);
+pr_status_t pr__sched_pin(pr_sched_t *s, const pr_plan_t *plan, char *err, size_t err_len);
+int pr__sched_active(pr_sched_t *s);
+int pr__sched_num_configs(pr_sched_t *s);
 /* Copies of the prepared configs' plans (at most max, by index) into plans
  * and, when sizes is not NULL, the representative size of each one's shape
  * bucket (0: the prepared shape, no bucket) into sizes; returns how many,
  * *active: the position of the active one among them. */
-int pr_sched_snapshot(pr_sched_t *s, pr_plan_t *plans, long long *sizes, int max, int *active);
+int pr__sched_snapshot(pr_sched_t *s, pr_plan_t *plans, long long *sizes, int max, int *active);
 /* A copy of the active config's plan. */
-void pr_sched_current_plan(pr_sched_t *s, pr_plan_t *out);
+void pr__sched_current_plan(pr_sched_t *s, pr_plan_t *out);
 
 /* Starts the autoscaler: every window_s, the estimator picks a target batch
  * among the configs' planned batches and the scheduler switches to the
  * config planned for it. estimator: 0 paper rule, 1 arrival-rate rule.
- * Stopped by pr_sched_set_auto(s, false) or destroy. Turning it on needs
+ * Stopped by pr__sched_set_auto(s, false) or destroy. Turning it on needs
  * two planned configs (from the optimizer): PR_ERR_INVALID otherwise. */
-pr_status_t pr_sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s);
-bool pr_sched_auto(pr_sched_t *s);
+pr_status_t pr__sched_set_auto(pr_sched_t *s, bool on, int estimator, double window_s);
+bool pr__sched_auto(pr_sched_t *s);
 /* Stops taking requests, finishes every queued one, joins the instances. */
-void pr_sched_destroy(pr_sched_t *s);
+void pr__sched_destroy(pr_sched_t *s);
 
 /* Queues r (inputs filled, rows set) behind the requests of its priority
  * level and of every level before it. Returns PR_OK, PR_ERR_INVALID for a
@@ -235,30 +235,30 @@ void pr_sched_destroy(pr_sched_t *s);
  * planned latency until it has run one; with neither known, only the
  * capacity bounds the queue. On an error r is untouched but for err and
  * retry_after_s, the caller still owns it. */
-pr_status_t pr_sched_submit(pr_sched_t *s, pr_request_t *r);
+pr_status_t pr__sched_submit(pr_sched_t *s, pr_request_t *r);
 /* The share of a request's timeout its estimated wait may take: the
  * estimate is an average, and a request it puts at the deadline would wait
  * only to time out (504) where it could have been told to come back (503,
  * Retry-After). */
 #define PR_SCHED_ADMIT_SHARE 0.9
-/* The live plan's rows per second, as pr_sched_submit's estimate uses it
+/* The live plan's rows per second, as pr__sched_submit's estimate uses it
  * (0: unknown). */
-double pr_sched_service_rate(pr_sched_t *s);
+double pr__sched_service_rate(pr_sched_t *s);
 /* Waits for r until its deadline (none: forever); then, if r still waits in
  * the queue, takes it out and completes it with PR_ERR_TIMEOUT. A request an
  * instance already runs is waited for. Returns when r is complete. */
-void pr_sched_wait(pr_sched_t *s, pr_request_t *r);
+void pr__sched_wait(pr_sched_t *s, pr_request_t *r);
 
 /* Cancellation, in two steps, so that a front end can hold the lock that
  * keeps r alive against its on_done across the first alone (on_done may
- * free r): pr_sched_unqueue takes r out of the queue if it still waits
+ * free r): pr__sched_unqueue takes r out of the queue if it still waits
  * there and returns whether it did (false: an instance has taken it, or
  * it is done; it runs to its end and is answered as usual); after a true,
- * r is the caller's, no instance will see it, and pr_sched_cancel
+ * r is the caller's, no instance will see it, and pr__sched_cancel
  * completes it with PR_ERR_CANCELLED (counted, on_done called) without
  * the scheduler's locks held. */
-bool pr_sched_unqueue(pr_sched_t *s, pr_request_t *r);
-void pr_sched_cancel(pr_sched_t *s, pr_request_t *r);
+bool pr__sched_unqueue(pr_sched_t *s, pr_request_t *r);
+void pr__sched_cancel(pr_sched_t *s, pr_request_t *r);
 
 /* The core of an instance of the active plan asleep for work (or for more
  * of its batch), the one on `cpu` (the caller's) when it is; -1 when every
@@ -267,8 +267,8 @@ void pr_sched_cancel(pr_sched_t *s, pr_request_t *r);
  * before submitting wakes it, and is woken by its answer, on one core,
  * without the cross-core wake-ups that cost tens of microseconds under a
  * hypervisor (bench/wake_floor). */
-int pr_sched_home_cpu(pr_sched_t *s, int cpu);
-int pr_sched_queue_depth(pr_sched_t *s);
+int pr__sched_home_cpu(pr_sched_t *s, int cpu);
+int pr__sched_queue_depth(pr_sched_t *s);
 
 /* What the instances of the active plan measured (each run of its engine
  * session, timed by its own thread). */
@@ -280,21 +280,21 @@ typedef struct {
 
 /* A copy of the active plan into *plan and its instances' measurements (at
  * most max, in the plan's order) into out; returns how many. */
-int pr_sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out, int max);
+int pr__sched_instances(pr_sched_t *s, pr_plan_t *plan, pr_sched_instance_t *out, int max);
 /* The model's recent history (per-second samples, reconfigurations); owned
- * by the scheduler, valid until pr_sched_destroy, thread-safe. */
-pr_history_t *pr_sched_history(pr_sched_t *s);
-const int *pr_sched_cpus(const pr_sched_t *s);
-int pr_sched_num_cpus(const pr_sched_t *s);
-pr_sched_stats_t *pr_sched_stats(pr_sched_t *s);
+ * by the scheduler, valid until pr__sched_destroy, thread-safe. */
+pr_history_t *pr__sched_history(pr_sched_t *s);
+const int *pr__sched_cpus(const pr_sched_t *s);
+int pr__sched_num_cpus(const pr_sched_t *s);
+pr_sched_stats_t *pr__sched_stats(pr_sched_t *s);
 /* The shape buckets' dim (*dim, NULL when none) and representative sizes
  * (*sizes); returns how many (0: none). */
-int pr_sched_buckets(pr_sched_t *s, const pr_sched_dim_t **dim, const long long **sizes);
+int pr__sched_buckets(pr_sched_t *s, const pr_sched_dim_t **dim, const long long **sizes);
 /* The dynamic dims (pr_sched_config_t.dyn) into *dyn; returns how many. */
-int pr_sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn);
+int pr__sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn);
 /* Copies of the shapes served (the first PR_SCHED_MAX_SHAPES distinct
  * ones; *others: requests of shapes beyond them) into out (at most max);
  * returns how many. */
-int pr_sched_shapes(pr_sched_t *s, pr_sched_shape_t *out, int max, uint64_t *others);
+int pr__sched_shapes(pr_sched_t *s, pr_sched_shape_t *out, int max, uint64_t *others);
 
 #endif

@@ -64,7 +64,7 @@ int pr_sched__bucket_of(const pr_sched_t *s, const pr_request_t *r) {
 /* Unlinks r from the queue; prev: the request before it (NULL: r is the
  * head). qlock held. */
 static void unlink_after(pr_sched_t *s, pr_request_t *prev, pr_request_t *r) {
-  assert(pr_lock_held(&s->qlock) && (prev ? prev->next : s->head) == r);
+  assert(pr__lock_held(&s->qlock) && (prev ? prev->next : s->head) == r);
   if (prev)
     prev->next = r->next;
   else
@@ -79,7 +79,7 @@ static void unlink_after(pr_sched_t *s, pr_request_t *prev, pr_request_t *r) {
  * earliest held, 0: none) follow. qlock held. */
 static int take_same(worker_t *w, pr_request_t **reqs, int n, int *rows, double *deadline) {
   pr_sched_t *s = w->s;
-  assert(pr_lock_held(&s->qlock));
+  assert(pr__lock_held(&s->qlock));
   pr_request_t *prev = NULL;
   for (pr_request_t *r = s->head, *next; r && n < PR_SCHED_MAX_BATCH_REQUESTS; r = next) {
     next = r->next;
@@ -89,7 +89,7 @@ static int take_same(worker_t *w, pr_request_t **reqs, int n, int *rows, double 
     }
     if (n > 0 && *rows + r->rows > w->batch) break; /* first in, first out within a shape */
     unlink_after(s, prev, r);
-    if (r->deadline > 0 && pr_now() > r->deadline) {
+    if (r->deadline > 0 && pr__now() > r->deadline) {
       pr_sched__expired(w, r);
       continue;
     }
@@ -103,7 +103,7 @@ static int take_same(worker_t *w, pr_request_t **reqs, int n, int *rows, double 
 
 /* Counts a batch of reqs[0]'s shape in the shapes served. qlock held. */
 static void record_shape(pr_sched_t *s, pr_request_t **reqs, int n, int rows) {
-  assert(pr_lock_held(&s->qlock) && n >= 1);
+  assert(pr__lock_held(&s->qlock) && n >= 1);
   int64_t v[PR_SCHED_MAX_DYN] = {0};
   for (int j = 0; j < s->cfg.n_dyn; j++) {
     const pr_sched_dim_t *d = &s->cfg.dyn[j];
@@ -128,7 +128,7 @@ static void record_shape(pr_sched_t *s, pr_request_t **reqs, int n, int rows) {
 
 int pr_sched__take_shaped(worker_t *w, pr_request_t **reqs, int *rows_out) {
   pr_sched_t *s = w->s;
-  assert(pr_lock_held(&s->qlock) && s->head && s->cfg.n_dyn > 0);
+  assert(pr__lock_held(&s->qlock) && s->head && s->cfg.n_dyn > 0);
   int n = 0, rows = 0;
   double first_t = s->head->t_enqueue, deadline = 0; /* earliest of the requests held */
   for (;;) {
@@ -174,28 +174,28 @@ pr_worker_session_t *pr_sched__session_for(worker_t *w, const pr_request_t *r, i
                                            pr_status_t *st, char *err, size_t err_len) {
   *st = PR_OK;
   if (!w->cache || pr_sched__prepared_shape(w, r)) {
-    pr_worker_session_t *z = pr_worker_session(&w->w, rows);
-    return z ? z : pr_worker_largest(&w->w);
+    pr_worker_session_t *z = pr__worker_session(&w->w, rows);
+    return z ? z : pr__worker_largest(&w->w);
   }
   double compile_s;
   int at = cache_rows(rows, w->batch);
-  pr_worker_session_t *z = pr_shape_cache_get(w->cache, &w->w, r->inputs, at, &compile_s, st);
+  pr_worker_session_t *z = pr__shape_cache_get(w->cache, &w->w, r->inputs, at, &compile_s, st);
   char shape[128] = "";
   if (!z || compile_s > 0) shape_text(r, shape, sizeof shape);
   if (!z) {
-    pr_errf(err, err_len, "no session for inputs of shape [*x%s]: %s", shape, w->w.err);
+    pr__errf(err, err_len, "no session for inputs of shape [*x%s]: %s", shape, w->w.err);
     return NULL;
   }
   if (compile_s > 0) {
-    pr_hist_observe(&w->s->stats.compile_s, compile_s);
-    pr_log(PR_LOG_INFO, "%sinstance %d: compiled a session for shape [%dx%s] in %.3f s",
-           w->s->cfg.who, w->w.index, at, shape, compile_s);
+    pr__hist_observe(&w->s->stats.compile_s, compile_s);
+    pr__log(PR_LOG_INFO, "%sinstance %d: compiled a session for shape [%dx%s] in %.3f s",
+            w->s->cfg.who, w->w.index, at, shape, compile_s);
   }
   if (!rows_scatter(w->s, z)) {
     *st = PR_ERR_UNSUPPORTED;
-    pr_errf(err, err_len,
-            "at this shape the model's outputs do not have the batch as axis 0 (or are known only "
-            "at run time): it cannot be served at this shape");
+    pr__errf(err, err_len,
+             "at this shape the model's outputs do not have the batch as axis 0 (or are known only "
+             "at run time): it cannot be served at this shape");
     return NULL;
   }
   return z;
@@ -226,13 +226,13 @@ pr_status_t pr_sched__warm(worker_t *w) {
     if (shapes_equal(s, shapes, s->configs[w->config].in_info)) continue; /* prepared */
     for (int b = 1;; b = b * 2 < w->batch ? b * 2 : w->batch) {
       if (held++ == s->cfg.cache_sessions) {
-        pr_log(PR_LOG_INFO,
-               "%sinstance %d: the listed sizes need more sessions than the cache holds (%d); the "
-               "rest compile on first use",
-               s->cfg.who, pw->index, s->cfg.cache_sessions);
+        pr__log(PR_LOG_INFO,
+                "%sinstance %d: the listed sizes need more sessions than the cache holds (%d); the "
+                "rest compile on first use",
+                s->cfg.who, pw->index, s->cfg.cache_sessions);
         return PR_OK;
       }
-      pr_status_t st = pr_shape_cache_warm(w->cache, pw, shapes, b);
+      pr_status_t st = pr__shape_cache_warm(w->cache, pw, shapes, b);
       if (st) return st; /* the message is in pw->err */
       if (b == w->batch) break;
     }
@@ -240,22 +240,22 @@ pr_status_t pr_sched__warm(worker_t *w) {
   return PR_OK;
 }
 
-int pr_sched_buckets(pr_sched_t *s, const pr_sched_dim_t **dim, const long long **sizes) {
+int pr__sched_buckets(pr_sched_t *s, const pr_sched_dim_t **dim, const long long **sizes) {
   *dim = s->cfg.n_buckets ? &s->cfg.dyn[s->cfg.bucket_dim] : NULL;
   *sizes = s->cfg.bucket_sizes;
   return s->cfg.n_buckets;
 }
 
-int pr_sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn) {
+int pr__sched_dyn(pr_sched_t *s, const pr_sched_dim_t **dyn) {
   *dyn = s->cfg.dyn;
   return s->cfg.n_dyn;
 }
 
-int pr_sched_shapes(pr_sched_t *s, pr_sched_shape_t *out, int max, uint64_t *others) {
-  pr_lock(&s->qlock);
+int pr__sched_shapes(pr_sched_t *s, pr_sched_shape_t *out, int max, uint64_t *others) {
+  pr__lock(&s->qlock);
   int n = s->n_shapes < max ? s->n_shapes : max;
   memcpy(out, s->shapes, sizeof *out * (size_t)n);
   *others = s->shapes_other;
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   return n;
 }

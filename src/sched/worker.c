@@ -38,7 +38,7 @@ static void gather(const pr_sched_t *s, pr_worker_session_t *z, pr_request_t **r
                    int done, int c) {
   assert(c >= 1 && c <= z->rows);
   for (int k = 0; k < s->n_in; k++) {
-    size_t rb = pr_worker_row_bytes(&z->in[k]);
+    size_t rb = pr__worker_row_bytes(&z->in[k]);
     char *dst = z->in[k].data;
     for (int i = 0, first = 0; i < n; first += reqs[i++]->rows) {
       int lo = first > done ? first : done, hi = first + reqs[i]->rows;
@@ -81,11 +81,11 @@ static void scatter(const pr_sched_t *s, const pr_tensor_t *outs, int z_rows, pr
       /* prepare checked that every output has the session's rows as axis 0 */
       assert(outs[o].rank >= 1 && outs[o].dims[0] == z_rows);
       pr_tensor_t *t = &r->outputs[o];
-      size_t rb = pr_worker_row_bytes(&outs[o]);
+      size_t rb = pr__worker_row_bytes(&outs[o]);
       if (!t->data) {
         *t = outs[o];
         t->dims[0] = r->rows;
-        if (!(t->data = pr_aligned_alloc(rb * (size_t)r->rows))) {
+        if (!(t->data = pr__aligned_alloc(rb * (size_t)r->rows))) {
           rs[i] = PR_ERR_NOMEM;
           break;
         }
@@ -102,9 +102,9 @@ static void complete_batch(pr_sched_t *s, pr_request_t **reqs, int n, pr_status_
                            const char *err, const pr_status_t *rs) {
   for (int i = 0; i < n; i++) {
     pr_status_t r_st = st ? st : rs[i];
-    double now = pr_now();
-    pr_hist_observe(&s->stats.request_s, now - reqs[i]->t_enqueue);
-    pr_history_done(s->history, now, now - reqs[i]->t_enqueue, !r_st);
+    double now = pr__now();
+    pr__hist_observe(&s->stats.request_s, now - reqs[i]->t_enqueue);
+    pr__history_done(s->history, now, now - reqs[i]->t_enqueue, !r_st);
     atomic_fetch_add(r_st ? &s->stats.failed : &s->stats.success, 1);
     atomic_fetch_add(r_st ? &s->stats.failed_ns : &s->stats.success_ns,
                      (uint64_t)((now - reqs[i]->t_enqueue) * 1e9));
@@ -211,7 +211,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   pr_status_t rs[PR_SCHED_MAX_BATCH_REQUESTS] = {0}, st = PR_OK;
   char err[512] = "";
   assert(n >= 1 && n <= PR_SCHED_MAX_BATCH_REQUESTS && rows >= 1);
-  double t0 = pr_now(), compute = 0;
+  double t0 = pr__now(), compute = 0;
   /* first: the first request not answered yet; base: the rows before it */
   int first = 0, base = 0;
   for (int done = 0; done < rows && !st;) {
@@ -222,27 +222,27 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     if (!z) break;
     assert(z->in); /* the prepared ones before the config went live */
     int c = want < z->rows ? want : z->rows;
-    double ta = pr_now();
+    double ta = pr__now();
     const pr_tensor_t *in = z->in;
     if (m == 1 && c == z->rows && done == base && reads_in_place(s, z, rq[0]))
       in = rq[0]->inputs;
     else
       gather(s, z, rq, m, done - base, c);
     pr_tensor_t outs[PR_SCHED_MAX_IO];
-    double tb = pr_now();
+    double tb = pr__now();
     st = pr_engine_session_run(z->session, in, s->n_in, outs, s->n_out, err, sizeof err);
-    double tc = pr_now();
+    double tc = pr__now();
     if (!st) scatter(s, outs, z->rows, rq, m, done - base, c, rs + first);
-    double td = pr_now();
+    double td = pr__now();
     if (!st) {
       bool full = z->rows == w->batch && c == w->batch && !first_run(w, z);
       measured(w, (tc - tb) * 1e3, (td - ta) * 1e3, c, full);
       time_session(w, z, (tc - tb) * 1e3);
     }
-    pr_hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
-    pr_hist_observe(&s->stats.stage[PR_STAGE_compute], tc - tb);
+    pr__hist_observe(&s->stats.stage[PR_STAGE_assemble], tb - ta);
+    pr__hist_observe(&s->stats.stage[PR_STAGE_compute], tc - tb);
     compute += tc - tb;
-    pr_hist_observe(&s->stats.stage[PR_STAGE_scatter], td - tc);
+    pr__hist_observe(&s->stats.stage[PR_STAGE_scatter], td - tc);
     pr_batch_stats_t *bs = &s->stats.by_batch[c < s->stats.max_batch ? c : s->stats.max_batch];
     atomic_fetch_add(&bs->count, 1);
     atomic_fetch_add(&bs->input_ns, (uint64_t)((tb - ta) * 1e9));
@@ -250,7 +250,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     atomic_fetch_add(&bs->output_ns, (uint64_t)((td - tc) * 1e9));
     atomic_fetch_add(&s->stats.executions, 1);
     atomic_fetch_add(&s->stats.rows_executed, (uint64_t)c);
-    pr_hist_observe(&s->stats.batch, c);
+    pr__hist_observe(&s->stats.batch, c);
     done += c;
     if (st || done == rows) break;
     /* the requests whose rows are all in are answered before the next run
@@ -262,8 +262,8 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     complete_batch(s, reqs + first, k - first, PR_OK, "", rs + first);
     first = k, base = end;
   }
-  double t1 = pr_now();
-  pr_hist_observe(&s->stats.compute_s, t1 - t0);
+  double t1 = pr__now();
+  pr__hist_observe(&s->stats.compute_s, t1 - t0);
   atomic_fetch_add(&s->stats.compute_us, (uint64_t)((t1 - t0) * 1e6) * (uint64_t)n);
   for (int i = first; i < n; i++) reqs[i]->compute_s = compute;
   complete_batch(s, reqs + first, n - first, st, err, rs + first);
@@ -275,7 +275,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
  * and the batch itself, each checked to scatter by rows. */
 static pr_status_t prepare_sessions(worker_t *w) {
   pr_worker_t *pw = &w->w;
-  pr_status_t st = pr_worker_prepare_up_to(pw, w->batch, true);
+  pr_status_t st = pr__worker_prepare_up_to(pw, w->batch, true);
   /* outputs are scattered back by rows: each must have the batch axis */
   for (int z = 0; z < pw->n_sizes && !st; z++)
     for (int o = 0; o < w->s->n_out && !st; o++) {
@@ -283,10 +283,10 @@ static pr_status_t prepare_sessions(worker_t *w) {
       int rows = pw->sizes[z].rows;
       pr_engine_session_output(pw->sizes[z].session, o, &info);
       if (info.rank >= 1 && info.dims[0] == rows) continue;
-      pr_errf(pw->err, sizeof pw->err,
-              "output '%s' has no batch axis (at batch %d its first dimension is %lld): only "
-              "models whose every output has the batch as axis 0 are served",
-              info.name, rows, info.rank ? (long long)info.dims[0] : 0LL);
+      pr__errf(pw->err, sizeof pw->err,
+               "output '%s' has no batch axis (at batch %d its first dimension is %lld): only "
+               "models whose every output has the batch as axis 0 are served",
+               info.name, rows, info.rank ? (long long)info.dims[0] : 0LL);
       st = PR_ERR_UNSUPPORTED;
     }
   return st;
@@ -300,7 +300,7 @@ static pr_status_t prepare_sessions(worker_t *w) {
  * all it took had timed out). */
 static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
   pr_sched_t *s = w->s;
-  assert(pr_lock_held(&s->qlock) && s->head);
+  assert(pr__lock_held(&s->qlock) && s->head);
   int n = 0, rows = 0;
   double first_t = s->head->t_enqueue, deadline = 0; /* earliest of the requests held */
   for (;;) {
@@ -310,7 +310,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
       s->head = r->next;
       if (!s->head) s->tail = NULL;
       pr_sched__unqueued(s, r);
-      if (r->deadline > 0 && pr_now() > r->deadline) {
+      if (r->deadline > 0 && pr__now() > r->deadline) {
         pr_sched__expired(w, r);
         continue;
       }
@@ -333,7 +333,7 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
     if (keep < n) {
       pr_sched__requeue_front(s, reqs + keep, n - keep);
       n = keep, rows = kept;
-      pr_history_queue(s->history, pr_now(), s->depth);
+      pr__history_queue(s->history, pr__now(), s->depth);
     }
   }
   *rows_out = rows;
@@ -343,12 +343,12 @@ static int take_batch(worker_t *w, pr_request_t **reqs, int *rows_out) {
 /* Parks pw's team or starts it again, outside qlock (held on entry and on
  * return): the team's threads are made or joined. */
 static void repark(pr_sched_t *s, pr_worker_t *pw, bool park) {
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   if (park)
-    pr_worker_park(pw);
+    pr__worker_park(pw);
   else
-    pr_worker_unpark(pw);
-  pr_lock(&s->qlock);
+    pr__worker_unpark(pw);
+  pr__lock(&s->qlock);
 }
 
 void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
@@ -357,12 +357,12 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
   pw->status = prepare_sessions(w);
   if (!pw->status && s->cfg.n_dyn &&
       !(w->cache =
-            pr_shape_cache_create(s->cfg.cache_sessions, s->cfg.cache_bytes, &s->stats.cache))) {
-    pr_errf(pw->err, sizeof pw->err, "out of memory");
+            pr__shape_cache_create(s->cfg.cache_sessions, s->cfg.cache_bytes, &s->stats.cache))) {
+    pr__errf(pw->err, sizeof pw->err, "out of memory");
     pw->status = PR_ERR_NOMEM;
   }
   if (!pw->status && w->cache) pw->status = pr_sched__warm(w);
-  pr_lock(&s->qlock);
+  pr__lock(&s->qlock);
   s->started++;
   pthread_cond_broadcast(&s->qcond);
   assert(w->config >= 0 && w->config < PR_SCHED_MAX_CONFIGS);
@@ -375,13 +375,13 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
       bool live = s->active == w->config;
       if (live == pw->parked) {
         /* parked while another plan is live (its teams keep libgomp's full
-         * spin: see pr_worker_park), unparked as soon as this one is (a
+         * spin: see pr__worker_park), unparked as soon as this one is (a
          * switch wakes its workers), before its first batch */
         repark(s, pw, !live);
         continue;
       }
       w->idle = true;
-      pr_lock_wait(&s->qlock, &s->work[w->config]);
+      pr__lock_wait(&s->qlock, &s->work[w->config]);
       w->idle = false;
     }
     if (cfg->retire || (s->stop && (!s->head || s->active != w->config))) break;
@@ -394,27 +394,27 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
     pr_request_t *expired = w->expired;
     w->expired = NULL;
     if (n && s->head) pr_sched__wake(s, w->config); /* more work for another instance */
-    pr_unlock(&s->qlock);
+    pr__unlock(&s->qlock);
     for (pr_request_t *r = expired, *next; r; r = next) {
       next = r->next;
       pr_sched__time_out(s, r);
     }
     if (!n) {
-      pr_lock(&s->qlock);
+      pr__lock(&s->qlock);
       continue;
     }
-    double now = pr_now();
+    double now = pr__now();
     for (int i = 0; i < n; i++) {
       batch[i]->t_start = now;
-      pr_hist_observe(&s->stats.queue_s, now - batch[i]->t_enqueue);
-      pr_hist_observe(&s->stats.stage[PR_STAGE_queue], now - batch[i]->t_enqueue);
+      pr__hist_observe(&s->stats.queue_s, now - batch[i]->t_enqueue);
+      pr__hist_observe(&s->stats.stage[PR_STAGE_queue], now - batch[i]->t_enqueue);
       atomic_fetch_add(&s->stats.queue_us, (uint64_t)((now - batch[i]->t_enqueue) * 1e6));
     }
     run_batch(w, batch, n, rows);
-    pr_lock(&s->qlock);
+    pr__lock(&s->qlock);
   }
-  pr_unlock(&s->qlock);
+  pr__unlock(&s->qlock);
   /* on this thread: its sessions hold this thread's OpenMP team */
-  pr_shape_cache_destroy(w->cache, pw);
+  pr__shape_cache_destroy(w->cache, pw);
   w->cache = NULL;
 }

@@ -50,7 +50,7 @@ static int parse_line(char *line, size_t *len) {
 static pr_status_t load_file(const char *path, token_set_t *set, char *err, size_t err_len) {
   FILE *f = fopen(path, "r");
   if (!f) {
-    pr_errf(err, err_len, "cannot read the token file %s", path);
+    pr__errf(err, err_len, "cannot read the token file %s", path);
     return PR_ERR_IO;
   }
   char *line = malloc(TOKEN_MAX + 64);
@@ -61,18 +61,18 @@ static pr_status_t load_file(const char *path, token_set_t *set, char *err, size
     int r = parse_line(line, &len);
     if (r < 0) {
       /* the token itself is never echoed */
-      pr_errf(err, err_len, "%s line %d: a token is %d to %d printable characters, no spaces", path,
-              lineno, TOKEN_MIN, TOKEN_MAX);
+      pr__errf(err, err_len, "%s line %d: a token is %d to %d printable characters, no spaces",
+               path, lineno, TOKEN_MIN, TOKEN_MAX);
       st = PR_ERR_INVALID;
     } else if (r == 1 && set->n == MAX_TOKENS) {
-      pr_errf(err, err_len, "%s: more than %d tokens", path, MAX_TOKENS);
+      pr__errf(err, err_len, "%s: more than %d tokens", path, MAX_TOKENS);
       st = PR_ERR_INVALID;
     } else if (r == 1) {
       digest_of(line, len, set->digest[set->n++]);
     }
   }
   if (st == PR_OK && set->n == 0) {
-    pr_errf(err, err_len, "%s holds no token", path);
+    pr__errf(err, err_len, "%s holds no token", path);
     st = PR_ERR_INVALID;
   }
   if (line) memset(line, 0, TOKEN_MAX + 64);
@@ -81,8 +81,8 @@ static pr_status_t load_file(const char *path, token_set_t *set, char *err, size
   return st;
 }
 
-pr_status_t pr_auth_load(const char *read_file, const char *admin_file, pr_auth_t **out, char *err,
-                         size_t err_len) {
+pr_status_t pr__auth_load(const char *read_file, const char *admin_file, pr_auth_t **out, char *err,
+                          size_t err_len) {
   *out = NULL;
   if (!read_file && !admin_file) return PR_OK;
   pr_auth_t *a = calloc(1, sizeof *a);
@@ -91,14 +91,14 @@ pr_status_t pr_auth_load(const char *read_file, const char *admin_file, pr_auth_
   if (read_file) st = load_file(read_file, &a->read, err, err_len);
   if (!st && admin_file) st = load_file(admin_file, &a->admin, err, err_len);
   if (st) {
-    pr_auth_free(a);
+    pr__auth_free(a);
     return st;
   }
   *out = a;
   return PR_OK;
 }
 
-void pr_auth_free(pr_auth_t *a) {
+void pr__auth_free(pr_auth_t *a) {
   if (!a) return;
   free(a->read.digest);
   free(a->admin.digest);
@@ -116,7 +116,7 @@ static bool in_set(const token_set_t *set, const unsigned char d[SHA256_DIGEST_S
   return found != 0;
 }
 
-pr_status_t pr_auth_check(const pr_auth_t *a, pr_route_access_t need, const char *authorization) {
+pr_status_t pr__auth_check(const pr_auth_t *a, pr_route_access_t need, const char *authorization) {
   if (!a || need == PR_ACCESS_OPEN) return PR_OK;
   const token_set_t *want = need == PR_ACCESS_ADMIN && a->admin.n ? &a->admin : &a->read;
   if (want->n == 0) return PR_OK; /* that class has no token file: open */

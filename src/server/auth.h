@@ -16,7 +16,7 @@
  *   hashed and compared with every stored digest in constant time, so
  *   neither a token's bytes nor its length leak through timing. Tokens are
  *   never logged or echoed in an answer.
- * - Read-only after pr_auth_load: any thread may check. */
+ * - Read-only after pr__auth_load: any thread may check. */
 #ifndef PR_SERVER_AUTH_H
 #define PR_SERVER_AUTH_H
 
@@ -25,14 +25,14 @@
 typedef struct pr_auth pr_auth_t;
 
 /* Loads the token files (either may be NULL). *out is NULL when both are. */
-pr_status_t pr_auth_load(const char *read_file, const char *admin_file, pr_auth_t **out, char *err,
-                         size_t err_len);
-void pr_auth_free(pr_auth_t *a);
+pr_status_t pr__auth_load(const char *read_file, const char *admin_file, pr_auth_t **out, char *err,
+                          size_t err_len);
+void pr__auth_free(pr_auth_t *a);
 
 /* Whether a request with this Authorization header value (may be NULL) may
  * use a route of class `need`: PR_OK, PR_ERR_UNAUTHORIZED (no token, or
  * one that is not known), PR_ERR_FORBIDDEN (a read token on an admin
  * route). A NULL auth allows everything. */
-pr_status_t pr_auth_check(const pr_auth_t *a, pr_route_access_t need, const char *authorization);
+pr_status_t pr__auth_check(const pr_auth_t *a, pr_route_access_t need, const char *authorization);
 
 #endif

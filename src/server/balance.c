@@ -35,8 +35,8 @@ static void balance_step(pr_models_t *ms) {
     pr_served_t *x = part[k];
     all_divided &= x->divided;
     cur[k] = x->share.cores;
-    uint64_t target = atomic_load(&pr_sched_stats(x->sched)->auto_target);
-    if (pr_sched_auto(x->sched) && target >= 1 && target <= (uint64_t)x->cfg.max_batch)
+    uint64_t target = atomic_load(&pr__sched_stats(x->sched)->auto_target);
+    if (pr__sched_auto(x->sched) && target >= 1 && target <= (uint64_t)x->cfg.max_batch)
       jm[k].batch = (int)target;
     size_t off = strlen(loads);
     snprintf(loads + off, sizeof loads - off, "%s%s v%s batch %d", k ? ", " : "", x->entry.name,
@@ -60,13 +60,13 @@ static void balance_step(pr_models_t *ms) {
     new_worst = fmax(new_worst, shares[k].score);
     new_sum += shares[k].score;
   }
-  if (!pr_balance_step(&ms->bal, pr_now(), same, worst, sum, new_worst, new_sum)) return;
+  if (!pr_balance_step(&ms->bal, pr__now(), same, worst, sum, new_worst, new_sum)) return;
   char why[900];
   snprintf(why, sizeof why,
            "cores re-divided: the loads moved (%s); worst slowdown %.2fx -> %.2fx, sum %.2f -> "
            "%.2f",
            loads, worst, new_worst, sum, new_sum);
-  pr_log(PR_LOG_INFO, "%s", why);
+  pr__log(PR_LOG_INFO, "%s", why);
   pr_models__apply(ms, part, jm, shares, n, NULL, why);
   atomic_fetch_add(&ms->core_moves, 1);
 }
@@ -90,9 +90,9 @@ static void *balance_main(void *arg) {
     pthread_cond_timedwait(&ms->bal_cond, &ms->bal_lock, &ts);
     if (ms->bal_stop) break;
     pthread_mutex_unlock(&ms->bal_lock);
-    pr_lock(&ms->admin);
+    pr__lock(&ms->admin);
     balance_step(ms);
-    pr_unlock(&ms->admin);
+    pr__unlock(&ms->admin);
     pthread_mutex_lock(&ms->bal_lock);
   }
   pthread_mutex_unlock(&ms->bal_lock);
@@ -103,7 +103,7 @@ void pr_models__balance_start(pr_models_t *ms, double window_s) {
   pthread_mutex_init(&ms->bal_lock, NULL);
   pthread_cond_init(&ms->bal_cond, NULL);
   ms->bal_stop = false;
-  ms->bal = (pr_balance_t){.last_move = pr_now()};
+  ms->bal = (pr_balance_t){.last_move = pr__now()};
   balance_arg_t *a = malloc(sizeof *a);
   if (window_s <= 0 || !a) {
     free(a);
@@ -112,7 +112,7 @@ void pr_models__balance_start(pr_models_t *ms, double window_s) {
   *a = (balance_arg_t){ms, window_s};
   if (pthread_create(&ms->balancer, NULL, balance_main, a)) {
     free(a);
-    pr_log(PR_LOG_ERROR, "cannot start the balancer thread: cores move on loads and unloads only");
+    pr__log(PR_LOG_ERROR, "cannot start the balancer thread: cores move on loads and unloads only");
     return;
   }
   ms->balancing = true;

@@ -16,14 +16,14 @@
 #include "packrat/profiler.h"
 
 /* made by embed.cmake from src/server/dashboard/ at build time */
-extern const unsigned char *const pr_dash_page_html;
-extern const size_t pr_dash_page_html_len;
-extern const unsigned char *const pr_dash_app_js;
-extern const size_t pr_dash_app_js_len;
-extern const unsigned char *const pr_dash_style_css;
-extern const size_t pr_dash_style_css_len;
+extern const unsigned char *const pr__dash_page_html;
+extern const size_t pr__dash_page_html_len;
+extern const unsigned char *const pr__dash_app_js;
+extern const size_t pr__dash_app_js_len;
+extern const unsigned char *const pr__dash_style_css;
+extern const size_t pr__dash_style_css_len;
 
-const char *const pr_dash_headers[][2] = {
+const char *const pr__dash_headers[][2] = {
     {"Content-Security-Policy",
      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' "
      "data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
@@ -33,16 +33,17 @@ const char *const pr_dash_headers[][2] = {
     {NULL, NULL},
 };
 
-pr_dash_asset_t pr_dash_asset(pr_dash_asset_id_t id) {
+pr_dash_asset_t pr__dash_asset(pr_dash_asset_id_t id) {
   assert(id >= 0 && id < PR_DASH_N_ASSETS);
   switch (id) {
     case PR_DASH_SCRIPT:
-      return (pr_dash_asset_t){pr_dash_app_js, pr_dash_app_js_len,
+      return (pr_dash_asset_t){pr__dash_app_js, pr__dash_app_js_len,
                                "text/javascript; charset=utf-8"};
     case PR_DASH_STYLE:
-      return (pr_dash_asset_t){pr_dash_style_css, pr_dash_style_css_len, "text/css; charset=utf-8"};
+      return (pr_dash_asset_t){pr__dash_style_css, pr__dash_style_css_len,
+                               "text/css; charset=utf-8"};
     default:
-      return (pr_dash_asset_t){pr_dash_page_html, pr_dash_page_html_len,
+      return (pr_dash_asset_t){pr__dash_page_html, pr__dash_page_html_len,
                                "text/html; charset=utf-8"};
   }
 }
@@ -53,7 +54,7 @@ pr_dash_asset_t pr_dash_asset(pr_dash_asset_id_t id) {
  * jansson when dumped. */
 static json_t *text(const char *s) {
   char buf[1024];
-  return json_string(pr_utf8_sanitize(s ? s : "", buf, sizeof buf));
+  return json_string(pr__utf8_sanitize(s ? s : "", buf, sizeof buf));
 }
 
 /* A measured or predicted value: null when unknown (<= 0, NaN, infinite). */
@@ -257,7 +258,7 @@ static json_t *switches_json(const pr_dash_model_t *v, double now_mono, double n
   return arr;
 }
 
-json_t *pr_dash_model_json(const pr_dash_model_t *v, double now_mono, double now_wall) {
+json_t *pr__dash_model_json(const pr_dash_model_t *v, double now_mono, double now_wall) {
   bool ok = true;
   json_t *o = json_object();
   if (!o) return NULL;
@@ -286,7 +287,7 @@ json_t *pr_dash_model_json(const pr_dash_model_t *v, double now_mono, double now
   return NULL;
 }
 
-json_t *pr_dash_machine_json(const pr_dash_machine_t *m) {
+json_t *pr__dash_machine_json(const pr_dash_machine_t *m) {
   bool ok = true;
   json_t *o = json_object(), *cpus = json_array();
   if (!o || !cpus) {
@@ -296,7 +297,7 @@ json_t *pr_dash_machine_json(const pr_dash_machine_t *m) {
   }
   json_t *cores = json_array(), *threads = json_array();
   for (int i = 0; i < m->n_cpus; i++) {
-    int thread, core = pr_topology_core_of(m->cpus[i], &thread);
+    int thread, core = pr__topology_core_of(m->cpus[i], &thread);
     push(cpus, json_integer(m->cpus[i]), &ok);
     if (cores) push(cores, core >= 0 ? json_integer(core) : json_null(), &ok);
     if (threads) push(threads, thread >= 0 ? json_integer(thread) : json_null(), &ok);
@@ -327,24 +328,24 @@ typedef struct {
 struct pr_dash {
   pr_lock_t lock; /* one state at a time: guards x and the last state */
   scratch_t x;
-  char *last; /* the last state made, at last_at (pr_now) */
+  char *last; /* the last state made, at last_at (pr__now) */
   size_t last_len;
   double last_at;
 };
 
-pr_dash_t *pr_dash_create(void) {
+pr_dash_t *pr__dash_create(void) {
   pr_dash_t *d = malloc(sizeof *d);
   if (!d) return NULL;
-  pr_lock_init(&d->lock);
+  pr__lock_init(&d->lock);
   d->last = NULL;
   d->last_len = 0;
   d->last_at = 0;
   return d;
 }
 
-void pr_dash_destroy(pr_dash_t *d) {
+void pr__dash_destroy(pr_dash_t *d) {
   if (!d) return;
-  pr_lock_destroy(&d->lock);
+  pr__lock_destroy(&d->lock);
   free(d->last);
   free(d);
 }
@@ -374,27 +375,27 @@ static void predict(pr_plan_t *p, const pr_profile_t *prof) {
 /* Fills v from a ready model's scheduler and history into x. */
 static void collect_ready(pr_served_t *m, scratch_t *x, double now, pr_dash_model_t *v) {
   pr_sched_t *s = m->sched;
-  v->n_measured = pr_sched_instances(s, &x->plan, x->measured, PR_PLAN_MAX_INSTANCES);
+  v->n_measured = pr__sched_instances(s, &x->plan, x->measured, PR_PLAN_MAX_INSTANCES);
   v->plan = &x->plan;
   v->measured = x->measured;
-  v->cpus = pr_sched_cpus(s);
-  v->n_cpus = pr_sched_num_cpus(s);
+  v->cpus = pr__sched_cpus(s);
+  v->n_cpus = pr__sched_num_cpus(s);
   v->n_prepared =
-      pr_sched_snapshot(s, x->prepared, x->prepared_bucket, PR_SCHED_MAX_CONFIGS, &v->active);
+      pr__sched_snapshot(s, x->prepared, x->prepared_bucket, PR_SCHED_MAX_CONFIGS, &v->active);
   v->prepared = x->prepared;
   v->prepared_bucket = x->prepared_bucket;
   predict(&x->plan, &m->profile);
   for (int c = 0; c < v->n_prepared; c++) predict(&x->prepared[c], &m->profile);
-  v->autoscale = pr_sched_auto(s);
-  v->queue_depth = pr_sched_queue_depth(s);
+  v->autoscale = pr__sched_auto(s);
+  v->queue_depth = pr__sched_queue_depth(s);
   v->profile = &m->profile;
-  pr_history_t *h = pr_sched_history(s);
+  pr_history_t *h = pr__sched_history(s);
   /* complete seconds only: the one under way would read as a dip */
-  v->n_series = pr_history_series(h, now - 1, PR_HISTORY_SECONDS, x->series);
+  v->n_series = pr__history_series(h, now - 1, PR_HISTORY_SECONDS, x->series);
   v->series = x->series;
-  v->p50_ms = pr_history_percentile(h, now - 1, PR_DASH_SUMMARY_S, 0.50);
-  v->p99_ms = pr_history_percentile(h, now - 1, PR_DASH_SUMMARY_S, 0.99);
-  v->n_switches = pr_history_switches(h, x->switches, PR_HISTORY_SWITCHES, &v->switches_total);
+  v->p50_ms = pr__history_percentile(h, now - 1, PR_DASH_SUMMARY_S, 0.50);
+  v->p99_ms = pr__history_percentile(h, now - 1, PR_DASH_SUMMARY_S, 0.99);
+  v->n_switches = pr__history_switches(h, x->switches, PR_HISTORY_SWITCHES, &v->switches_total);
   v->switches = x->switches;
   v->divided = m->divided; /* under the registry's read lock (model_one) */
   v->share_first = m->share.first_core;
@@ -416,7 +417,7 @@ static void model_one(pr_served_t *m, void *ctx) {
                        .p50_ms = -1,
                        .p99_ms = -1};
   if (m->state == PR_MODEL_READY && m->sched) collect_ready(m, c->x, c->now_mono, &v);
-  json_t *o = pr_dash_model_json(&v, c->now_mono, c->now_wall);
+  json_t *o = pr__dash_model_json(&v, c->now_mono, c->now_wall);
   push(c->models, o, &c->ok);
 }
 
@@ -426,7 +427,7 @@ static char *make_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *
   clock_gettime(CLOCK_REALTIME, &wall);
   state_ctx_t c = {.x = &d->x,
                    .models = json_array(),
-                   .now_mono = pr_now(),
+                   .now_mono = pr__now(),
                    .now_wall = (double)wall.tv_sec + wall.tv_nsec * 1e-9,
                    .ok = true};
   json_t *root = json_object(), *server = json_object();
@@ -434,12 +435,12 @@ static char *make_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *
     json_decref(c.models), json_decref(root), json_decref(server);
     return NULL;
   }
-  pr_models_each(ms, model_one, &c);
+  pr__models_each(ms, model_one, &c);
   put(server, "name", json_string("packrat"), &c.ok);
   put(server, "version", json_string(PR_VERSION), &c.ok);
   put(server, "unix_ms", unix_ms(c.now_mono, c.now_mono, c.now_wall), &c.ok);
   put(root, "server", server, &c.ok);
-  put(root, "machine", pr_dash_machine_json(machine), &c.ok);
+  put(root, "machine", pr__dash_machine_json(machine), &c.ok);
   put(root, "models", c.models, &c.ok);
   json_t *limits = json_pack("{s:i, s:i, s:i}", "series_s", PR_HISTORY_SECONDS, "switches",
                              PR_HISTORY_SWITCHES, "summary_s", PR_DASH_SUMMARY_S);
@@ -449,9 +450,9 @@ static char *make_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *
   return out;
 }
 
-char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine) {
-  pr_lock(&d->lock);
-  double now = pr_now();
+char *pr__dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine) {
+  pr__lock(&d->lock);
+  double now = pr__now();
   if (!d->last || now - d->last_at >= PR_DASH_REUSE_S) {
     char *text = make_state(d, ms, machine);
     if (text) {
@@ -463,6 +464,6 @@ char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *mach
   }
   char *out = d->last && now - d->last_at < PR_DASH_REUSE_S ? malloc(d->last_len + 1) : NULL;
   if (out) memcpy(out, d->last, d->last_len + 1);
-  pr_unlock(&d->lock);
+  pr__unlock(&d->lock);
   return out;
 }

@@ -8,14 +8,14 @@
  *
  * Notes on the design:
  * - Every text that reaches the JSON (model names, versions, reasons, plan
- *   specs) goes through pr_utf8_sanitize first and is escaped by jansson;
+ *   specs) goes through pr__utf8_sanitize first and is escaped by jansson;
  *   the page inserts it with textContent only. Numbers that are unknown
  *   (no request completed, nothing measured yet) are null, never NaN.
  * - Everything is bounded: at most the server's models, the history's
  *   seconds and switches (history.h), the plan's instances, the profile's
  *   points.
- * - Encoding (pr_dash_model_json) works on a plain view of one model, so
- *   it is tested without a server; pr_dash_state collects the views from
+ * - Encoding (pr__dash_model_json) works on a plain view of one model, so
+ *   it is tested without a server; pr__dash_state collects the views from
  *   the registry under its read lock.
  * - Locks: pr_dash_t's `lock` serializes the making of states (it guards
  *   the copy room); under it the registry's read lock, and inside that each
@@ -44,12 +44,12 @@ typedef struct {
 } pr_dash_asset_t;
 
 /* The embedded file `id` (a PR_DASH_* below PR_DASH_N_ASSETS). */
-pr_dash_asset_t pr_dash_asset(pr_dash_asset_id_t id);
+pr_dash_asset_t pr__dash_asset(pr_dash_asset_id_t id);
 
 /* Headers every dashboard answer carries (a Content-Security-Policy that
  * allows this origin only, no sniffing, no referrer, no framing), as
  * {name, value} rows ending with {NULL, NULL}. */
-extern const char *const pr_dash_headers[][2];
+extern const char *const pr__dash_headers[][2];
 /* Cache-Control of the embedded files (revalidated: a new binary's page is
  * seen at once) and of the state (never stored). */
 #define PR_DASH_CACHE_ASSET "no-cache"
@@ -95,8 +95,8 @@ typedef struct {
 
 /* JSON of the machine and of one model; now_mono/now_wall (monotonic and
  * Unix seconds) date the series and switches. NULL when out of memory. */
-json_t *pr_dash_machine_json(const pr_dash_machine_t *m);
-json_t *pr_dash_model_json(const pr_dash_model_t *v, double now_mono, double now_wall);
+json_t *pr__dash_machine_json(const pr_dash_machine_t *m);
+json_t *pr__dash_model_json(const pr_dash_model_t *v, double now_mono, double now_wall);
 
 /* The state's maker: the room it copies each model into (about 2 MB: every
  * prepared plan, the history) is allocated once and reused, and its lock
@@ -108,12 +108,12 @@ json_t *pr_dash_model_json(const pr_dash_model_t *v, double now_mono, double now
 typedef struct pr_dash pr_dash_t;
 
 /* NULL when out of memory. */
-pr_dash_t *pr_dash_create(void);
-/* pr_dash_destroy(NULL) is a no-op. */
-void pr_dash_destroy(pr_dash_t *d);
+pr_dash_t *pr__dash_create(void);
+/* pr__dash_destroy(NULL) is a no-op. */
+void pr__dash_destroy(pr_dash_t *d);
 
 /* The whole state as JSON text (malloc'd, the caller frees), or NULL when
  * out of memory. Thread-safe (callers take turns). */
-char *pr_dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine);
+char *pr__dash_state(pr_dash_t *d, pr_models_t *ms, const pr_dash_machine_t *machine);
 
 #endif

@@ -8,7 +8,7 @@
  *    the message never read), RECV_CLOSE_ON_SERVER and RECV_MESSAGE start.
  * 2. TAG_RECV: the message is in; its bytes are counted against the
  *    in-flight bound and the RPC's handler runs with them. It answers at
- *    once (pr_grpc_reply) or later from another thread (infer, admin).
+ *    once (pr__grpc_reply) or later from another thread (infer, admin).
  * 3. TAG_SEND: the answer (initial metadata, message, status) went out.
  * 4. TAG_CLOSE: the call is over on the client's side (or cancelled).
  * A call holds one reference per batch of operations in flight and one per
@@ -115,15 +115,15 @@ static pr_grpc_call_t *call_new(pr_grpc_t *g) {
 
 static void stream_free(pr_grpc_t *g, pr_grpc_stream_t *st);
 
-void pr_grpc_call_ref(pr_grpc_call_t *c) {
+void pr__grpc_call_ref(pr_grpc_call_t *c) {
   atomic_fetch_add(&c->refs, 1);
 }
 
-void pr_grpc_call_unref(pr_grpc_call_t *c) {
+void pr__grpc_call_unref(pr_grpc_call_t *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   pr_grpc_t *g = c->g;
   if (c->stream) stream_free(g, c->stream);
-  if (c->parent) pr_grpc_call_unref(c->parent); /* a stream's message: its answer is queued */
+  if (c->parent) pr__grpc_call_unref(c->parent); /* a stream's message: its answer is queued */
   if (c->call) {
     grpc_call_unref(c->call);
     atomic_fetch_sub(&g->open, 1);
@@ -141,26 +141,26 @@ void pr_grpc_call_unref(pr_grpc_call_t *c) {
 
 /* Starts one batch of ops on c's call, holding a reference for it. */
 static bool start_batch(pr_grpc_call_t *c, const grpc_op *ops, size_t n, pr_grpc_tag_t *tag) {
-  pr_grpc_call_ref(c);
+  pr__grpc_call_ref(c);
   if (grpc_call_start_batch(c->call, ops, n, tag, NULL) == GRPC_CALL_OK) return true;
-  pr_grpc_call_unref(c);
+  pr__grpc_call_unref(c);
   return false;
 }
 
 static void stream_answer(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body,
                           size_t len);
 
-void pr_grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body, size_t len) {
+void pr__grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body, size_t len) {
   assert(!c->replied); /* one answer a call */
   c->replied = true;
   if (c->parent) {
     stream_answer(c, st, msg, body, len);
     return;
   }
-  int code = pr_proto_grpc_status(st);
+  int code = pr__proto_grpc_status(st);
   if (code != GRPC_STATUS_OK) atomic_fetch_add(&c->g->errors, 1);
   char clean[1024];
-  pr_utf8_sanitize(msg ? msg : "", clean, sizeof clean);
+  pr__utf8_sanitize(msg ? msg : "", clean, sizeof clean);
   c->status_msg = grpc_slice_from_copied_string(clean);
   grpc_op ops[3];
   memset(ops, 0, sizeof ops);
@@ -192,15 +192,15 @@ void pr_grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *
   start_batch(c, ops, n, &c->t_send);
 }
 
-void pr_grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m) {
+void pr__grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m) {
   size_t len = protobuf_c_message_get_packed_size(m);
   uint8_t *buf = malloc(len ? len : 1);
   if (!buf) {
-    pr_grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
     return;
   }
   protobuf_c_message_pack(m, buf);
-  pr_grpc_reply(c, PR_OK, NULL, buf, len);
+  pr__grpc_reply(c, PR_OK, NULL, buf, len);
 }
 
 /* The RPC of a method path, NULL when none. */
@@ -210,12 +210,12 @@ static const pr_grpc_rpc_t *rpc_find(const pr_grpc_t *g, grpc_slice method) {
   return NULL;
 }
 
-/* Unpacks the message (len bytes, passed by pr_grpc_wire_check) and runs
+/* Unpacks the message (len bytes, passed by pr__grpc_wire_check) and runs
  * c's RPC on it. */
 static void rpc_run(pr_grpc_call_t *c, const uint8_t *msg, size_t len) {
   ProtobufCMessage *req = protobuf_c_message_unpack(c->rpc->request, NULL, len, msg);
   if (!req) {
-    pr_grpc_reply(c, PR_ERR_INVALID, "malformed request message", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_INVALID, "malformed request message", NULL, 0);
     return;
   }
   c->rpc->run(c, req);
@@ -230,7 +230,7 @@ static void request_call(pr_grpc_t *g) {
   if (grpc_server_request_call(g->server, &c->call, &c->details, &c->meta, g->cq, g->cq,
                                &c->t_new) != GRPC_CALL_OK) {
     c->call = NULL;
-    pr_grpc_call_unref(c);
+    pr__grpc_call_unref(c);
   }
 }
 
@@ -254,7 +254,7 @@ static bool stream_start(pr_grpc_t *g, pr_grpc_call_t *c);
 static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   if (!ok) { /* the server is shutting down */
     c->call = NULL;
-    pr_grpc_call_unref(c);
+    pr__grpc_call_unref(c);
     return;
   }
   atomic_fetch_add(&g->open, 1);
@@ -271,26 +271,26 @@ static void on_new(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   else if (atomic_load(&g->open) > g->cfg.max_calls)
     st = PR_ERR_NOMEM;
   else
-    st = pr_auth_check(g->svc->auth, g->svc->routes[c->rpc->route].access,
-                       authorization(c, token, sizeof token));
+    st = pr__auth_check(g->svc->auth, g->svc->routes[c->rpc->route].access,
+                        authorization(c, token, sizeof token));
   if (st) {
-    pr_grpc_reply(c, st,
-                  st == PR_ERR_METHOD         ? "this method is not served here"
-                  : st == PR_ERR_NOMEM        ? "too many calls at once; retry later"
-                  : st == PR_ERR_UNAUTHORIZED ? "a valid bearer token is required "
-                                                "(authorization: Bearer TOKEN)"
-                                              : "this token may not change the server's state; "
-                                                "an admin token may",
-                  NULL, 0);
+    pr__grpc_reply(c, st,
+                   st == PR_ERR_METHOD         ? "this method is not served here"
+                   : st == PR_ERR_NOMEM        ? "too many calls at once; retry later"
+                   : st == PR_ERR_UNAUTHORIZED ? "a valid bearer token is required "
+                                                 "(authorization: Bearer TOKEN)"
+                                               : "this token may not change the server's state; "
+                                                 "an admin token may",
+                   NULL, 0);
   } else if (c->rpc->each) {
-    if (!stream_start(g, c)) pr_grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
+    if (!stream_start(g, c)) pr__grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
   } else {
     grpc_op recv_op = {.op = GRPC_OP_RECV_MESSAGE};
     recv_op.data.recv_message.recv_message = &c->recv;
     start_batch(c, &recv_op, 1, &c->t_recv);
   }
   memset(token, 0, sizeof token);
-  pr_grpc_call_unref(c); /* the request's reference */
+  pr__grpc_call_unref(c); /* the request's reference */
 }
 
 /* The received message of c (NULL, false: none), its buffer freed. */
@@ -321,7 +321,7 @@ static pr_status_t check_message(pr_grpc_t *g, const pr_grpc_rpc_t *rpc, grpc_sl
     snprintf(why, why_len, "request message over the size limit");
     return PR_ERR_TOO_LARGE;
   }
-  int wire = pr_grpc_wire_check(rpc->request, GRPC_SLICE_START_PTR(msg), len, &cost, why, why_len);
+  int wire = pr__grpc_wire_check(rpc->request, GRPC_SLICE_START_PTR(msg), len, &cost, why, why_len);
   if (wire) {
     if (wire < 0) snprintf(why, why_len, "malformed request message");
     return PR_ERR_INVALID;
@@ -357,19 +357,19 @@ static void on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
   }
   grpc_slice msg;
   if (!ok || !take_message(c, &msg)) {
-    pr_grpc_reply(c, PR_ERR_INVALID, "no request message", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_INVALID, "no request message", NULL, 0);
     return;
   }
   char why[160];
   size_t held, len = GRPC_SLICE_LENGTH(msg);
   pr_status_t refusal = check_message(g, c->rpc, msg, &held, why, sizeof why);
   if (refusal)
-    pr_grpc_reply(c, refusal, why, NULL, 0);
-  else if (!pr_service_reserve(g->svc, held))
-    pr_grpc_reply(c, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL, 0);
+    pr__grpc_reply(c, refusal, why, NULL, 0);
+  else if (!pr__service_reserve(g->svc, held))
+    pr__grpc_reply(c, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL, 0);
   else {
     rpc_run(c, GRPC_SLICE_START_PTR(msg), len);
-    pr_service_release(g->svc, held);
+    pr__service_release(g->svc, held);
   }
   grpc_slice_unref(msg);
   if (refusal) trim_after_refusal(len);
@@ -500,7 +500,7 @@ static void stream_answer(pr_grpc_call_t *ch, pr_status_t code, const char *msg,
     atomic_fetch_add(&c->g->errors, 1);
     free(body);
     char clean[1024];
-    pr_utf8_sanitize(msg && *msg ? msg : "error", clean, sizeof clean);
+    pr__utf8_sanitize(msg && *msg ? msg : "error", clean, sizeof clean);
     len = strlen(clean);
     body = (uint8_t *)strdup(clean);
   }
@@ -537,7 +537,7 @@ static void stream_message(pr_grpc_t *g, pr_grpc_call_t *c, grpc_slice msg) {
   pr_grpc_call_t *ch = call_new(g);
   if (!ch) return; /* out of memory: the message is not answered; the stream goes on */
   ch->parent = c;
-  pr_grpc_call_ref(c);
+  pr__grpc_call_ref(c);
   ch->rpc = st->each;
   char why[160];
   size_t len = GRPC_SLICE_LENGTH(msg);
@@ -549,16 +549,17 @@ static void stream_message(pr_grpc_t *g, pr_grpc_call_t *c, grpc_slice msg) {
   pthread_mutex_unlock(&st->lock);
   atomic_fetch_add(&g->stream_messages, 1);
   if (draining)
-    pr_grpc_reply(ch, PR_ERR_BUSY, "the server is shutting down", NULL, 0);
+    pr__grpc_reply(ch, PR_ERR_BUSY, "the server is shutting down", NULL, 0);
   else if (refusal)
-    pr_grpc_reply(ch, refusal, why, NULL, 0);
-  else if (!pr_service_reserve(g->svc, ch->held))
-    pr_grpc_reply(ch, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL, 0);
+    pr__grpc_reply(ch, refusal, why, NULL, 0);
+  else if (!pr__service_reserve(g->svc, ch->held))
+    pr__grpc_reply(ch, PR_ERR_BUSY, "the server holds too many request bytes; retry later", NULL,
+                   0);
   else {
     rpc_run(ch, GRPC_SLICE_START_PTR(msg), len);
-    pr_service_release(g->svc, ch->held);
+    pr__service_release(g->svc, ch->held);
   }
-  pr_grpc_call_unref(ch); /* its creation's reference */
+  pr__grpc_call_unref(ch); /* its creation's reference */
   if (refusal) trim_after_refusal(len);
 }
 
@@ -596,12 +597,12 @@ static void infer_cancel(pr_grpc_call_t *c) {
   c->gone = true;
   pr_sched_t *s = c->inf_live && !c->inf_over ? c->inf.model->sched : NULL;
   pr_request_t *r = c->inf.req;
-  bool queued = s && pr_sched_unqueue(s, r);
+  bool queued = s && pr__sched_unqueue(s, r);
   pthread_mutex_unlock(&c->inf_lock);
-  if (queued) pr_sched_cancel(s, r); /* runs infer_done; the caller's reference holds c */
+  if (queued) pr__sched_cancel(s, r); /* runs infer_done; the caller's reference holds c */
 }
 
-void pr_grpc_infer_live(pr_grpc_call_t *c) {
+void pr__grpc_infer_live(pr_grpc_call_t *c) {
   pthread_mutex_lock(&c->inf_lock);
   c->inf_live = !c->inf_over; /* false: answered already */
   bool live = c->inf_live, gone = c->gone;
@@ -623,7 +624,7 @@ void pr_grpc_infer_live(pr_grpc_call_t *c) {
   if (live && gone) infer_cancel(c);
 }
 
-void pr_grpc_infer_over(pr_grpc_call_t *c) {
+void pr__grpc_infer_over(pr_grpc_call_t *c) {
   pr_grpc_stream_t *st = c->parent ? c->parent->stream : NULL;
   if (st) pthread_mutex_lock(&st->lock);
   pthread_mutex_lock(&c->inf_lock);
@@ -650,7 +651,7 @@ static pr_grpc_call_t **children_locked(pr_grpc_stream_t *st, int *n) {
   if (!all) return *n = 0, NULL;
   int k = 0;
   for (pr_grpc_call_t *ch = st->children; ch; ch = ch->sib_next) {
-    pr_grpc_call_ref(ch); /* listed: its request's reference holds it */
+    pr__grpc_call_ref(ch); /* listed: its request's reference holds it */
     all[k++] = ch;
   }
   return all;
@@ -691,10 +692,10 @@ static void on_close(pr_grpc_t *g, pr_grpc_call_t *c) {
   pthread_mutex_unlock(&st->lock);
   for (int k = 0; k < n_gone; k++) {
     infer_cancel(gone[k]);
-    pr_grpc_call_unref(gone[k]);
+    pr__grpc_call_unref(gone[k]);
   }
   free(gone);
-  if (listed) pr_grpc_call_unref(c); /* the list's */
+  if (listed) pr__grpc_call_unref(c); /* the list's */
 }
 
 /* Makes c a stream and reads its first message; false when out of memory. */
@@ -710,7 +711,7 @@ static bool stream_start(pr_grpc_t *g, pr_grpc_call_t *c) {
   st->draining = g->shutting_down;
   st->cancelled = c->closed; /* over already (cancelled at once) */
   if (!c->closed) {          /* listed, with a reference, until the call is over (on_close) */
-    pr_grpc_call_ref(c);
+    pr__grpc_call_ref(c);
     st->listed = true;
     st->next = g->streams;
     if (g->streams) g->streams->prev = st;
@@ -762,7 +763,7 @@ static void on_event(pr_grpc_t *g, pr_grpc_tag_t *t, bool ok) {
       pthread_mutex_unlock(&g->lock);
       return;
   }
-  pr_grpc_call_unref(c); /* the batch's reference */
+  pr__grpc_call_unref(c); /* the batch's reference */
 }
 
 static void *queue_main(void *arg) {
@@ -810,8 +811,8 @@ static pr_status_t bind_server(pr_grpc_t *g, char *err, size_t err_len) {
   g->port = creds ? grpc_server_add_http2_port(g->server, addr, creds) : 0;
   if (creds) grpc_server_credentials_release(creds);
   if (g->port <= 0) {
-    pr_errf(err, err_len, "cannot listen for gRPC on %s%s", addr,
-            g->cfg.tls_cert ? " (or the TLS certificate and key do not fit)" : "");
+    pr__errf(err, err_len, "cannot listen for gRPC on %s%s", addr,
+             g->cfg.tls_cert ? " (or the TLS certificate and key do not fit)" : "");
     return PR_ERR_IO;
   }
   return PR_OK;
@@ -834,7 +835,7 @@ pr_status_t pr_grpc__serve(pr_service_t *svc, const pr_grpc_config_t *cfg,
   g->threads = calloc((size_t)cfg->threads, sizeof *g->threads);
   if (!st && !g->threads) st = PR_ERR_NOMEM;
   if (st) {
-    pr_grpc_stop(g, 0);
+    pr__grpc_stop(g, 0);
     return st;
   }
   grpc_server_start(g->server);
@@ -842,20 +843,20 @@ pr_status_t pr_grpc__serve(pr_service_t *svc, const pr_grpc_config_t *cfg,
   for (; g->n_threads < cfg->threads; g->n_threads++)
     if (pthread_create(&g->threads[g->n_threads], NULL, queue_main, g)) break;
   if (!g->n_threads) {
-    pr_grpc_shutdown(g);
-    pr_grpc_stop(g, 0);
-    pr_errf(err, err_len, "cannot start the gRPC threads");
+    pr__grpc_shutdown(g);
+    pr__grpc_stop(g, 0);
+    pr__errf(err, err_len, "cannot start the gRPC threads");
     return PR_ERR_NOMEM;
   }
   *out = g;
   return PR_OK;
 }
 
-int pr_grpc_port(const pr_grpc_t *g) {
+int pr__grpc_port(const pr_grpc_t *g) {
   return g->port;
 }
 
-pr_grpc_counts_t pr_grpc_counts(const pr_grpc_t *g) {
+pr_grpc_counts_t pr__grpc_counts(const pr_grpc_t *g) {
   if (!g) return (pr_grpc_counts_t){0};
   return (pr_grpc_counts_t){.calls = atomic_load(&g->received),
                             .errors = atomic_load(&g->errors),
@@ -863,7 +864,7 @@ pr_grpc_counts_t pr_grpc_counts(const pr_grpc_t *g) {
                             .stream_requests = atomic_load(&g->stream_messages)};
 }
 
-void pr_grpc_shutdown(pr_grpc_t *g) {
+void pr__grpc_shutdown(pr_grpc_t *g) {
   if (!g) return;
   pthread_mutex_lock(&g->lock);
   bool first = !g->shutting_down;
@@ -874,10 +875,10 @@ void pr_grpc_shutdown(pr_grpc_t *g) {
 }
 
 /* Waits until the shutdown tag came (and every call object is gone) or
- * `until` (pr_now()); true when it came. */
+ * `until` (pr__now()); true when it came. */
 static bool wait_shut_down(pr_grpc_t *g, double until) {
   pthread_mutex_lock(&g->lock);
-  while ((!g->shut_down || atomic_load(&g->calls) > 0) && pr_now() < until) {
+  while ((!g->shut_down || atomic_load(&g->calls) > 0) && pr__now() < until) {
     pthread_mutex_unlock(&g->lock);
     usleep(2000);
     pthread_mutex_lock(&g->lock);
@@ -896,7 +897,7 @@ static bool wait_answered(pr_grpc_t *g, double until) {
     bool done = g->shut_down;
     pthread_mutex_unlock(&g->lock);
     if (done) return wait_shut_down(g, until);
-    if (atomic_load(&g->open) == 0 || pr_now() >= until) return false;
+    if (atomic_load(&g->open) == 0 || pr__now() >= until) return false;
     usleep(2000);
   }
 }
@@ -910,21 +911,21 @@ static void drain_inline(pr_grpc_t *g) {
   }
 }
 
-bool pr_grpc_stop(pr_grpc_t *g, double timeout_s) {
+bool pr__grpc_stop(pr_grpc_t *g, double timeout_s) {
   if (!g) return true;
   if (g->server) {
-    pr_grpc_shutdown(g);
+    pr__grpc_shutdown(g);
     if (!g->n_threads) {
       drain_inline(g);
-    } else if (!wait_answered(g, pr_now() + timeout_s)) {
+    } else if (!wait_answered(g, pr__now() + timeout_s)) {
       /* gRPC's shutdown also waits for idle connections to go: once every
        * accepted call is answered (or the time is up), they are closed
        * and what is left is cancelled; a handler still running (a model
        * stuck in a kernel) keeps its call: then everything is left */
       grpc_server_cancel_all_calls(g->server);
-      if (!wait_shut_down(g, pr_now() + 2.0)) {
-        pr_log(PR_LOG_ERROR, "shutdown: %d gRPC call%s still running, not answered",
-               atomic_load(&g->open), atomic_load(&g->open) == 1 ? "" : "s");
+      if (!wait_shut_down(g, pr__now() + 2.0)) {
+        pr__log(PR_LOG_ERROR, "shutdown: %d gRPC call%s still running, not answered",
+                atomic_load(&g->open), atomic_load(&g->open) == 1 ? "" : "s");
         return false;
       }
     }

@@ -23,11 +23,11 @@
  *   before the message is read. TLS and mutual TLS come from the same PEM
  *   files as HTTPS; with a client CA the handshake requires and verifies a
  *   client certificate.
- * - Statuses become gRPC codes in pr_proto_grpc_status (protocol.c) only.
- * - Draining: pr_grpc_shutdown stops accepting calls (new ones fail at
- *   once), accepted ones are answered; pr_grpc_stop waits for them within
+ * - Statuses become gRPC codes in pr__proto_grpc_status (protocol.c) only.
+ * - Draining: pr__grpc_shutdown stops accepting calls (new ones fail at
+ *   once), accepted ones are answered; pr__grpc_stop waits for them within
  *   its bound, then cancels what is left.
- * - Threads and locks: `lock` guards the shutdown flags (pr_grpc_stop
+ * - Threads and locks: `lock` guards the shutdown flags (pr__grpc_stop
  *   polls them); a call's reference count (atomic) frees it once its last
  *   tag and its handler are done. Counters are atomics. */
 #ifndef PR_SERVER_GRPC_H
@@ -60,23 +60,23 @@ typedef struct pr_grpc pr_grpc_t;
 
 /* Starts serving svc over gRPC. PR_ERR_IO when the address cannot be bound,
  * PR_ERR_NOMEM; a message in err. */
-pr_status_t pr_grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
-                          char *err, size_t err_len);
+pr_status_t pr__grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
+                           char *err, size_t err_len);
 /* The port bound. */
-int pr_grpc_port(const pr_grpc_t *g);
+int pr__grpc_port(const pr_grpc_t *g);
 /* For /metrics: calls received, calls (and stream requests) answered with
  * an error, ModelStreamInfer streams open now and the requests they
  * carried (all 0 for NULL). */
 typedef struct {
   uint64_t calls, errors, streams, stream_requests;
 } pr_grpc_counts_t;
-pr_grpc_counts_t pr_grpc_counts(const pr_grpc_t *g);
+pr_grpc_counts_t pr__grpc_counts(const pr_grpc_t *g);
 /* Stops accepting calls; the accepted ones go on (NULL: no-op). */
-void pr_grpc_shutdown(pr_grpc_t *g);
+void pr__grpc_shutdown(pr_grpc_t *g);
 /* Waits until every accepted call is answered or timeout_s passes (then
  * cancels them and waits for their handlers), and frees. Returns false,
  * freeing nothing, when a handler still runs after that (a model stuck in
  * a kernel: the process is exiting). NULL: true. */
-bool pr_grpc_stop(pr_grpc_t *g, double timeout_s);
+bool pr__grpc_stop(pr_grpc_t *g, double timeout_s);
 
 #endif

@@ -23,7 +23,7 @@ typedef struct {
 
 /* One RPC: its method path, the REST route it mirrors (its access class
  * and body limit), the request message it takes, and its handler. The
- * handler answers with pr_grpc_reply* exactly once, now or later from
+ * handler answers with pr__grpc_reply* exactly once, now or later from
  * another thread (holding a reference to the call until it has). */
 typedef struct {
   const char *path;
@@ -71,23 +71,23 @@ struct pr_grpc_call {
   char model[256];
 };
 
-void pr_grpc_call_ref(pr_grpc_call_t *c);
-void pr_grpc_call_unref(pr_grpc_call_t *c);
+void pr__grpc_call_ref(pr_grpc_call_t *c);
+void pr__grpc_call_unref(pr_grpc_call_t *c);
 
 /* Answers c: st and msg (any bytes: sanitized) as the gRPC status; with
  * PR_OK, body (malloc'd, taken, may be NULL for an empty message). */
-void pr_grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body, size_t len);
+void pr__grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body, size_t len);
 /* Answers c with the packed message m (status OK). */
-void pr_grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m);
+void pr__grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m);
 
-/* ModelInfer's request in the scheduler: pr_grpc_infer_live after its
+/* ModelInfer's request in the scheduler: pr__grpc_infer_live after its
  * submit succeeded (the request may be cancelled from then on: at once
- * when the client went away meanwhile), pr_grpc_infer_over first in its
+ * when the client went away meanwhile), pr__grpc_infer_over first in its
  * completion callback (it no longer can). */
-void pr_grpc_infer_live(pr_grpc_call_t *c);
-void pr_grpc_infer_over(pr_grpc_call_t *c);
+void pr__grpc_infer_live(pr_grpc_call_t *c);
+void pr__grpc_infer_over(pr_grpc_call_t *c);
 
-/* The transport's start (grpc.c), which pr_grpc_start (grpc_rpc.c) calls
+/* The transport's start (grpc.c), which pr__grpc_start (grpc_rpc.c) calls
  * with its table of RPCs: a call of a method path not in rpcs[0..n_rpcs)
  * is answered UNIMPLEMENTED. The handlers call the transport (above),
  * never the other way but through this table. */

@@ -117,8 +117,8 @@ static int wire_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, cons
     if (!f) {
       /* protobuf-c keeps each unknown field: an entry and a copy of its value */
       if (++unknown > PR_GRPC_MAX_UNKNOWN) {
-        pr_errf(err, err_len, "%s holds more than %d fields it does not define", d->short_name,
-                PR_GRPC_MAX_UNKNOWN);
+        pr__errf(err, err_len, "%s holds more than %d fields it does not define", d->short_name,
+                 PR_GRPC_MAX_UNKNOWN);
         return 1;
       }
       /* (a length-prefixed one's copy holds its length too) */
@@ -137,9 +137,9 @@ static int wire_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, cons
       continue;
     }
     if (f->type == PROTOBUF_C_TYPE_STRING) {
-      if (memchr(p, 0, n) || !pr_utf8_valid((const char *)p, n)) {
-        pr_errf(err, err_len, "%s.%s must be valid UTF-8 without NUL characters", d->short_name,
-                f->name);
+      if (memchr(p, 0, n) || !pr__utf8_valid((const char *)p, n)) {
+        pr__errf(err, err_len, "%s.%s must be valid UTF-8 without NUL characters", d->short_name,
+                 f->name);
         return 1;
       }
       *cost = add_sat(*cost, chunk(n + 1));
@@ -153,11 +153,11 @@ static int wire_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, cons
       bool repeated = f->label == PROTOBUF_C_LABEL_REPEATED;
       if (++messages[k] > (repeated ? PR_GRPC_MAX_ENTRIES : 1)) {
         if (repeated)
-          pr_errf(err, err_len, "%s.%s holds more than %d entries", d->short_name, f->name,
-                  PR_GRPC_MAX_ENTRIES);
+          pr__errf(err, err_len, "%s.%s holds more than %d entries", d->short_name, f->name,
+                   PR_GRPC_MAX_ENTRIES);
         else
-          pr_errf(err, err_len, "%s.%s is given more than once; send it once", d->short_name,
-                  f->name);
+          pr__errf(err, err_len, "%s.%s is given more than once; send it once", d->short_name,
+                   f->name);
         return 1;
       }
       if (depth >= WIRE_DEPTH) return -1;
@@ -182,13 +182,13 @@ static int wire_walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, cons
   return 0;
 }
 
-int pr_grpc_wire_check(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
-                       size_t *cost, char *err, size_t err_len) {
+int pr__grpc_wire_check(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
+                        size_t *cost, char *err, size_t err_len) {
   *cost = 0;
   int st = wire_walk(d, msg, msg + len, 0, cost, err, err_len);
   if (st == 0 && *cost > PR_GRPC_MAX_EXPANSION * len + ((size_t)64 << 10)) {
-    pr_errf(err, err_len, "%s would take %zu bytes to decode, more than %d times its %zu; refused",
-            d->short_name, *cost, PR_GRPC_MAX_EXPANSION, len);
+    pr__errf(err, err_len, "%s would take %zu bytes to decode, more than %d times its %zu; refused",
+             d->short_name, *cost, PR_GRPC_MAX_EXPANSION, len);
     return 1;
   }
   return st;
@@ -250,11 +250,11 @@ static pr_status_t take_typed(const Inference__InferTensorContents *c, const cha
   size_t count;
   int filled = filled_fields(c, &count);
   if (filled > 1)
-    return pr_errf(err, err_len, "input '%s': contents hold more than one type", name),
+    return pr__errf(err, err_len, "input '%s': contents hold more than one type", name),
            PR_ERR_INVALID;
   if (count != numel)
-    return pr_errf(err, err_len, "input '%s': contents hold %zu values, the shape needs %zu", name,
-                   count, numel),
+    return pr__errf(err, err_len, "input '%s': contents hold %zu values, the shape needs %zu", name,
+                    count, numel),
            PR_ERR_INVALID;
   if (numel == 0) return PR_OK;
   size_t esize = pr_dtype_size(t->dtype);
@@ -268,14 +268,14 @@ static pr_status_t take_typed(const Inference__InferTensorContents *c, const cha
     case PR_DTYPE_INT16:
     case PR_DTYPE_INT32:
       if (!(bad = c->n_int_contents != numel) && take_ints(c->int_contents, numel, t))
-        return pr_errf(err, err_len, "input '%s': a value out of the datatype's range", name),
+        return pr__errf(err, err_len, "input '%s': a value out of the datatype's range", name),
                PR_ERR_INVALID;
       break;
     case PR_DTYPE_UINT8:
     case PR_DTYPE_UINT16:
     case PR_DTYPE_UINT32:
       if (!(bad = c->n_uint_contents != numel) && take_uints(c->uint_contents, numel, t))
-        return pr_errf(err, err_len, "input '%s': a value out of the datatype's range", name),
+        return pr__errf(err, err_len, "input '%s': a value out of the datatype's range", name),
                PR_ERR_INVALID;
       break;
     case PR_DTYPE_INT64:
@@ -292,12 +292,12 @@ static pr_status_t take_typed(const Inference__InferTensorContents *c, const cha
       if (!(bad = c->n_fp64_contents != numel)) memcpy(t->data, c->fp64_contents, numel * esize);
       break;
     default:
-      return pr_errf(err, err_len, "input '%s': FP16 data travels in raw_input_contents only",
-                     name),
+      return pr__errf(err, err_len, "input '%s': FP16 data travels in raw_input_contents only",
+                      name),
              PR_ERR_INVALID;
   }
   if (bad)
-    return pr_errf(err, err_len, "input '%s': contents hold another type than its datatype", name),
+    return pr__errf(err, err_len, "input '%s': contents hold another type than its datatype", name),
            PR_ERR_INVALID;
   return PR_OK;
 }
@@ -306,9 +306,9 @@ static pr_status_t take_typed(const Inference__InferTensorContents *c, const cha
 static pr_status_t take_raw(const ProtobufCBinaryData *raw, const char *name, pr_tensor_t *t,
                             size_t nbytes, char *err, size_t err_len) {
   if (raw->len != nbytes)
-    return pr_errf(err, err_len,
-                   "input '%s': raw_input_contents has %zu bytes, the shape needs %zu", name,
-                   raw->len, nbytes),
+    return pr__errf(err, err_len,
+                    "input '%s': raw_input_contents has %zu bytes, the shape needs %zu", name,
+                    raw->len, nbytes),
            PR_ERR_INVALID;
   if (nbytes) memcpy(t->data, raw->data, nbytes);
   if (t->dtype == PR_DTYPE_BOOL) /* one byte each: any non-zero is true */
@@ -323,22 +323,22 @@ static pr_status_t take_input(const pr_proto_model_t *m, const Inference__ModelI
   const Inference__ModelInferRequest__InferInputTensor *in = req->inputs[i];
   const char *name = in->name;
   if (!name[0] || !in->datatype[0] || !in->n_shape)
-    return pr_errf(err, err_len, "input %zu needs 'name', 'datatype' and a non-empty 'shape'", i),
+    return pr__errf(err, err_len, "input %zu needs 'name', 'datatype' and a non-empty 'shape'", i),
            PR_ERR_INVALID;
   if (in->n_shape > PR_MAX_RANK)
-    return pr_errf(err, err_len, "a shape has more than %d dimensions", PR_MAX_RANK),
+    return pr__errf(err, err_len, "a shape has more than %d dimensions", PR_MAX_RANK),
            PR_ERR_INVALID;
   bool raw = req->n_raw_input_contents > 0;
   if (raw && in->contents)
-    return pr_errf(err, err_len, "input '%s': contents and raw_input_contents both given", name),
+    return pr__errf(err, err_len, "input '%s': contents and raw_input_contents both given", name),
            PR_ERR_INVALID;
   if (!raw && !in->contents)
-    return pr_errf(err, err_len, "input '%s' has no data", name), PR_ERR_INVALID;
+    return pr__errf(err, err_len, "input '%s' has no data", name), PR_ERR_INVALID;
   int k;
   size_t numel, nbytes;
-  pr_status_t st = pr_proto_input_check(m, name, in->datatype, (int)in->n_shape, in->shape, r, &k,
-                                        &numel, &nbytes, err, err_len);
-  if (!st) st = pr_proto_input_alloc(r, k, nbytes, max_bytes, bytes, err, err_len);
+  pr_status_t st = pr__proto_input_check(m, name, in->datatype, (int)in->n_shape, in->shape, r, &k,
+                                         &numel, &nbytes, err, err_len);
+  if (!st) st = pr__proto_input_alloc(r, k, nbytes, max_bytes, bytes, err, err_len);
   if (st) return st;
   if (raw) return take_raw(&req->raw_input_contents[i], name, &r->inputs[k], nbytes, err, err_len);
   return take_typed(in->contents, name, &r->inputs[k], numel, err, err_len);
@@ -367,11 +367,11 @@ static pr_status_t take_params(const Inference__ModelInferRequest *req, pr_proto
     long long v;
     if (!strcmp(key, "priority")) {
       if (!p || uint_param(p, INT_MAX, &v))
-        return pr_errf(err, err_len, "%s", PR_PRIORITY_RANGE), PR_ERR_INVALID;
+        return pr__errf(err, err_len, "%s", PR_PRIORITY_RANGE), PR_ERR_INVALID;
       q->priority = (int)v;
     } else if (!strcmp(key, "timeout")) {
       if (!p || uint_param(p, LLONG_MAX, &v))
-        return pr_errf(err, err_len, "'timeout' must be a non-negative integer (microseconds)"),
+        return pr__errf(err, err_len, "'timeout' must be a non-negative integer (microseconds)"),
                PR_ERR_INVALID;
       q->timeout_us = v;
     }
@@ -379,26 +379,27 @@ static pr_status_t take_params(const Inference__ModelInferRequest *req, pr_proto
   return PR_OK;
 }
 
-pr_status_t pr_grpc_decode_infer(const pr_proto_model_t *m, const Inference__ModelInferRequest *req,
-                                 size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, bool *raw,
-                                 char *err, size_t err_len) {
+pr_status_t pr__grpc_decode_infer(const pr_proto_model_t *m,
+                                  const Inference__ModelInferRequest *req, size_t max_bytes,
+                                  pr_request_t *r, pr_proto_infer_t *q, bool *raw, char *err,
+                                  size_t err_len) {
   memset(q, 0, sizeof *q);
   *raw = req->n_raw_input_contents > 0;
-  if (!pr_utf8_valid(req->id, strlen(req->id)))
-    return pr_errf(err, err_len, "'id' must be valid UTF-8"), PR_ERR_INVALID;
+  if (!pr__utf8_valid(req->id, strlen(req->id)))
+    return pr__errf(err, err_len, "'id' must be valid UTF-8"), PR_ERR_INVALID;
   if (req->id[0] && !(q->id = strdup(req->id)))
-    return pr_errf(err, err_len, "out of memory; retry later"), PR_ERR_BUSY;
+    return pr__errf(err, err_len, "out of memory; retry later"), PR_ERR_BUSY;
   if (req->n_inputs == 0 || req->n_inputs > PR_SCHED_MAX_IO)
-    return pr_errf(err, err_len, "'inputs' must hold 1 to %d tensors", PR_SCHED_MAX_IO),
+    return pr__errf(err, err_len, "'inputs' must hold 1 to %d tensors", PR_SCHED_MAX_IO),
            PR_ERR_INVALID;
   if (*raw && req->n_raw_input_contents != req->n_inputs)
-    return pr_errf(err, err_len, "raw_input_contents has %zu entries for %zu inputs",
-                   req->n_raw_input_contents, req->n_inputs),
+    return pr__errf(err, err_len, "raw_input_contents has %zu entries for %zu inputs",
+                    req->n_raw_input_contents, req->n_inputs),
            PR_ERR_INVALID;
   pr_status_t pst = take_params(req, q, err, err_len);
   if (pst) return pst;
   if (req->n_outputs > PR_SCHED_MAX_IO)
-    return pr_errf(err, err_len, "'outputs' holds more than %d tensors", PR_SCHED_MAX_IO),
+    return pr__errf(err, err_len, "'outputs' holds more than %d tensors", PR_SCHED_MAX_IO),
            PR_ERR_INVALID;
   r->rows = -1;
   size_t bytes = 0;
@@ -406,10 +407,10 @@ pr_status_t pr_grpc_decode_infer(const pr_proto_model_t *m, const Inference__Mod
     pr_status_t st = take_input(m, req, i, max_bytes, &bytes, r, err, err_len);
     if (st) return st;
   }
-  pr_status_t st = pr_proto_inputs_complete(m, r, err, err_len);
+  pr_status_t st = pr__proto_inputs_complete(m, r, err, err_len);
   for (size_t j = 0; !st && j < req->n_outputs; j++) {
     int k;
-    st = pr_proto_output_take(m, req->outputs[j]->name, q, &k, err, err_len);
+    st = pr__proto_output_take(m, req->outputs[j]->name, q, &k, err, err_len);
   }
   return st;
 }
@@ -457,10 +458,10 @@ typedef struct {
   void *owned[PR_SCHED_MAX_IO];
 } response_t;
 
-pr_status_t pr_grpc_encode_infer(const pr_proto_model_t *m, const char *model_name,
-                                 const char *version, const pr_request_t *r,
-                                 const pr_proto_infer_t *q, bool raw, uint8_t **out,
-                                 size_t *out_len) {
+pr_status_t pr__grpc_encode_infer(const pr_proto_model_t *m, const char *model_name,
+                                  const char *version, const pr_request_t *r,
+                                  const pr_proto_infer_t *q, bool raw, uint8_t **out,
+                                  size_t *out_len) {
   int list[PR_SCHED_MAX_IO], n = 0;
   for (int o = 0; o < (q->n_outputs ? q->n_outputs : m->n_outputs); o++)
     list[n++] = q->n_outputs ? q->outputs[o] : o;
@@ -477,7 +478,7 @@ pr_status_t pr_grpc_encode_infer(const pr_proto_model_t *m, const char *model_na
     Inference__ModelInferResponse__InferOutputTensor *o = &x->tensors[i];
     inference__model_infer_response__infer_output_tensor__init(o);
     o->name = (char *)m->outputs[list[i]].name;
-    o->datatype = (char *)pr_proto_datatype(t->dtype);
+    o->datatype = (char *)pr__proto_datatype(t->dtype);
     o->n_shape = (size_t)t->rank;
     o->shape = (int64_t *)t->dims;
     x->list[i] = o;

@@ -4,7 +4,7 @@
  * no threads (fuzzed by tests/fuzz/fuzz_grpc_infer.c).
  *
  * Notes on the design:
- * - Every check against the model is protocol.c's (pr_proto_input_check
+ * - Every check against the model is protocol.c's (pr__proto_input_check
  *   and friends), the same as JSON's: a request is taken or refused, with
  *   the same message, whatever its wire format.
  * - Tensor data comes either all in raw_input_contents (one entry per
@@ -26,12 +26,13 @@
 #include "server/protocol.h"
 
 /* Decodes req's inputs into r->inputs/r->rows and the outputs it asks for
- * into q (pr_proto_parse_infer's contract: tensors at most max_bytes, 0:
+ * into q (pr__proto_parse_infer's contract: tensors at most max_bytes, 0:
  * any; PR_ERR_INVALID or PR_ERR_BUSY with a message in err; release q with
- * pr_proto_infer_clear in every case). *raw: whether the answer goes raw. */
-pr_status_t pr_grpc_decode_infer(const pr_proto_model_t *m, const Inference__ModelInferRequest *req,
-                                 size_t max_bytes, pr_request_t *r, pr_proto_infer_t *q, bool *raw,
-                                 char *err, size_t err_len);
+ * pr__proto_infer_clear in every case). *raw: whether the answer goes raw. */
+pr_status_t pr__grpc_decode_infer(const pr_proto_model_t *m,
+                                  const Inference__ModelInferRequest *req, size_t max_bytes,
+                                  pr_request_t *r, pr_proto_infer_t *q, bool *raw, char *err,
+                                  size_t err_len);
 
 /* The check of a request message msg[0..len) (of descriptor d) on the wire,
  * before protobuf-c unpacks it, so that what a message costs to decode is
@@ -55,14 +56,14 @@ pr_status_t pr_grpc_decode_infer(const pr_proto_model_t *m, const Inference__Mod
 #define PR_GRPC_MAX_ENTRIES 1024
 #define PR_GRPC_MAX_UNKNOWN 64
 #define PR_GRPC_MAX_EXPANSION 16
-int pr_grpc_wire_check(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
-                       size_t *cost, char *err, size_t err_len);
+int pr__grpc_wire_check(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
+                        size_t *cost, char *err, size_t err_len);
 
 /* Packs the ModelInferResponse of a request r that ran (malloc'd into *out,
  * *out_len, the caller's to free). PR_ERR_NOMEM when memory runs out. */
-pr_status_t pr_grpc_encode_infer(const pr_proto_model_t *m, const char *model_name,
-                                 const char *version, const pr_request_t *r,
-                                 const pr_proto_infer_t *q, bool raw, uint8_t **out,
-                                 size_t *out_len);
+pr_status_t pr__grpc_encode_infer(const pr_proto_model_t *m, const char *model_name,
+                                  const char *version, const pr_request_t *r,
+                                  const pr_proto_infer_t *q, bool raw, uint8_t **out,
+                                  size_t *out_len);
 
 #endif

@@ -24,61 +24,61 @@ static _Atomic int admin_threads;
 static void rpc_live(pr_grpc_call_t *c, ProtobufCMessage *req) {
   Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
   r.live = 1;
-  pr_grpc_reply_message(c, &r.base);
+  pr__grpc_reply_message(c, &r.base);
 }
 
 static bool serving(pr_grpc_call_t *c) {
-  return !atomic_load(&c->svc->stopping) && pr_service_ready(c->svc);
+  return !atomic_load(&c->svc->stopping) && pr__service_ready(c->svc);
 }
 
 static void rpc_ready(pr_grpc_call_t *c, ProtobufCMessage *req) {
   Inference__ServerReadyResponse r = INFERENCE__SERVER_READY_RESPONSE__INIT;
   r.ready = serving(c);
-  pr_grpc_reply_message(c, &r.base);
+  pr__grpc_reply_message(c, &r.base);
 }
 
 static void rpc_health(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   const Grpc__Health__V1__HealthCheckRequest *req = (void *)msg;
   if (req->service[0] && strcmp(req->service, "inference.GRPCInferenceService")) {
-    pr_grpc_reply(c, PR_ERR_NOT_FOUND, "unknown service", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_NOT_FOUND, "unknown service", NULL, 0);
     return;
   }
   Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
   r.status = serving(c) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
                         : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
-  pr_grpc_reply_message(c, &r.base);
+  pr__grpc_reply_message(c, &r.base);
 }
 
 static void rpc_model_ready(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   const Inference__ModelReadyRequest *req = (void *)msg;
   pr_status_t st;
   const char *why;
-  pr_served_t *m = pr_service_model(c->svc, req->name, req->version, &st, &why);
+  pr_served_t *m = pr__service_model(c->svc, req->name, req->version, &st, &why);
   if (!m && st == PR_ERR_NOT_FOUND) {
-    pr_grpc_reply(c, st, why, NULL, 0);
+    pr__grpc_reply(c, st, why, NULL, 0);
     return;
   }
   Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
   r.ready = m != NULL; /* known but not ready: false */
-  if (m) pr_models_put(m);
-  pr_grpc_reply_message(c, &r.base);
+  if (m) pr__models_put(m);
+  pr__grpc_reply_message(c, &r.base);
 }
 
 static void rpc_server_meta(pr_grpc_call_t *c, ProtobufCMessage *req) {
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
   r.name = "packrat";
   r.version = PR_VERSION;
-  r.n_extensions = (size_t)pr_service_n_extensions;
-  r.extensions = (char **)pr_service_extensions;
-  pr_grpc_reply_message(c, &r.base);
+  r.n_extensions = (size_t)pr__service_n_extensions;
+  r.extensions = (char **)pr__service_extensions;
+  pr__grpc_reply_message(c, &r.base);
 }
 
 /* The ready model a request names, or NULL after answering the error. */
 static pr_served_t *model_of(pr_grpc_call_t *c, const char *name, const char *version) {
   pr_status_t st;
   const char *why;
-  pr_served_t *m = pr_service_model(c->svc, name, version, &st, &why);
-  if (!m) pr_grpc_reply(c, st, why, NULL, 0);
+  pr_served_t *m = pr__service_model(c->svc, name, version, &st, &why);
+  if (!m) pr__grpc_reply(c, st, why, NULL, 0);
   return m;
 }
 
@@ -88,7 +88,7 @@ static void tensor_meta(const pr_tensor_info_t *t, int n,
   for (int i = 0; i < n; i++) {
     inference__model_metadata_response__tensor_metadata__init(&out[i]);
     out[i].name = (char *)t[i].name;
-    out[i].datatype = (char *)pr_proto_datatype(t[i].dtype);
+    out[i].datatype = (char *)pr__proto_datatype(t[i].dtype);
     out[i].n_shape = (size_t)t[i].rank;
     out[i].shape = (int64_t *)t[i].dims;
     list[i] = &out[i];
@@ -107,7 +107,7 @@ static void rpc_model_meta(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
   pr_version_name_t names[PR_REPO_MAX_VERSIONS];
   char *versions[PR_REPO_MAX_VERSIONS];
-  int n = pr_service_versions(c->svc, m->entry.name, names, PR_REPO_MAX_VERSIONS);
+  int n = pr__service_versions(c->svc, m->entry.name, names, PR_REPO_MAX_VERSIONS);
   for (int i = 0; i < n; i++) versions[i] = names[i];
   r.name = m->entry.name;
   r.n_versions = (size_t)n;
@@ -117,14 +117,14 @@ static void rpc_model_meta(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   r.inputs = in_list;
   r.n_outputs = (size_t)m->proto.n_outputs;
   r.outputs = out_list;
-  pr_grpc_reply_message(c, &r.base);
-  pr_models_put(m);
+  pr__grpc_reply_message(c, &r.base);
+  pr__models_put(m);
 }
 
 /* Triton's DataType of a dtype: TYPE_ and the v2 datatype name. */
 static Inference__DataType data_type(pr_dtype_t dt) {
   char name[32];
-  snprintf(name, sizeof name, "TYPE_%s", pr_proto_datatype(dt));
+  snprintf(name, sizeof name, "TYPE_%s", pr__proto_datatype(dt));
   const ProtobufCEnumValue *v =
       protobuf_c_enum_descriptor_get_value_by_name(&inference__data_type__descriptor, name);
   return v ? (Inference__DataType)v->value : INFERENCE__DATA_TYPE__TYPE_INVALID;
@@ -161,8 +161,8 @@ static void rpc_model_config(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   cfg.output = out_list;
   Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
   r.config = &cfg;
-  pr_grpc_reply_message(c, &r.base);
-  pr_models_put(m);
+  pr__grpc_reply_message(c, &r.base);
+  pr__models_put(m);
 }
 
 /* ---- inference ---- */
@@ -175,7 +175,7 @@ typedef struct {
 static pr_status_t decode_pb(const pr_proto_model_t *m, void *arg, size_t max_bytes,
                              pr_request_t *r, pr_proto_infer_t *q, char *err, size_t err_len) {
   decode_arg_t *d = arg;
-  return pr_grpc_decode_infer(m, d->req, max_bytes, r, q, d->raw, err, err_len);
+  return pr__grpc_decode_infer(m, d->req, max_bytes, r, q, d->raw, err, err_len);
 }
 
 typedef struct {
@@ -187,26 +187,26 @@ typedef struct {
 static pr_status_t encode_pb(pr_infer_t *x, void *arg) {
   encoded_t *e = arg;
   const pr_served_t *m = x->model;
-  return pr_grpc_encode_infer(&m->proto, m->entry.name, m->entry.version, x->req, &x->q, e->raw,
-                              &e->buf, &e->len);
+  return pr__grpc_encode_infer(&m->proto, m->entry.name, m->entry.version, x->req, &x->q, e->raw,
+                               &e->buf, &e->len);
 }
 
 /* The scheduler's completion callback (a worker's or the reaper's thread):
  * packs the answer and starts its send; the queue threads are not needed. */
 static void infer_done(void *ctx) {
   pr_grpc_call_t *c = ctx;
-  pr_grpc_infer_over(c);
+  pr__grpc_infer_over(c);
   encoded_t e = {.raw = c->raw};
   const char *why;
   double t_encoded;
-  pr_status_t st = pr_infer_answer(&c->inf, encode_pb, &e, &why, &t_encoded);
-  pr_grpc_reply(c, st, st ? why : NULL, e.buf, e.len);
+  pr_status_t st = pr__infer_answer(&c->inf, encode_pb, &e, &why, &t_encoded);
+  pr__grpc_reply(c, st, st ? why : NULL, e.buf, e.len);
   if (st == PR_OK) /* the server's own time (gRPC sends the answer on its own threads) */
-    pr_hist_observe(&pr_sched_stats(c->inf.model->sched)->overhead_s,
-                    pr_now() - c->inf.t_parse - c->inf.req->compute_s);
-  pr_infer_release(&c->inf, true);
-  pr_models_put(c->inf.model);
-  pr_grpc_call_unref(c); /* the request's reference */
+    pr__hist_observe(&pr__sched_stats(c->inf.model->sched)->overhead_s,
+                     pr__now() - c->inf.t_parse - c->inf.req->compute_s);
+  pr__infer_release(&c->inf, true);
+  pr__models_put(c->inf.model);
+  pr__grpc_call_unref(c); /* the request's reference */
 }
 
 static void rpc_infer(pr_grpc_call_t *c, ProtobufCMessage *msg) {
@@ -215,16 +215,16 @@ static void rpc_infer(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   if (!m) return;
   decode_arg_t d = {req, &c->raw};
   char err[512];
-  pr_grpc_call_ref(c); /* infer_done's; it may run before the submit returns */
+  pr__grpc_call_ref(c); /* infer_done's; it may run before the submit returns */
   pr_status_t st =
-      pr_infer_submit(c->svc, m, decode_pb, &d, infer_done, c, &c->inf, err, sizeof err);
+      pr__infer_submit(c->svc, m, decode_pb, &d, infer_done, c, &c->inf, err, sizeof err);
   if (st == PR_OK) {
-    pr_grpc_infer_live(c);
+    pr__grpc_infer_live(c);
     return;
   }
-  pr_models_put(m);
-  pr_grpc_reply(c, st, err, NULL, 0);
-  pr_grpc_call_unref(c);
+  pr__models_put(m);
+  pr__grpc_reply(c, st, err, NULL, 0);
+  pr__grpc_call_unref(c);
 }
 
 /* ---- statistics ---- */
@@ -263,14 +263,14 @@ static void batch_one(int batch, pr_duration_t input, pr_duration_t infer, pr_du
 /* Fills x for m; false when out of memory. */
 static bool stats_msg(pr_served_t *m, stats_msg_t *x) {
   pr_model_stats_t s;
-  pr_service_stats(m, &s);
+  pr__service_stats(m, &s);
   size_t cap = (size_t)m->cfg.max_batch + 1;
   x->batch = calloc(cap, sizeof *x->batch);
   x->batch_list = calloc(cap, sizeof *x->batch_list);
   x->batch_d = calloc(3 * cap, sizeof *x->batch_d);
   if (!x->batch || !x->batch_list || !x->batch_d) return false;
   x->cap_batch = cap;
-  pr_service_batch_stats(m, batch_one, x);
+  pr__service_batch_stats(m, batch_one, x);
   inference__infer_statistics__init(&x->is);
   pr_duration_t none = {0, 0};
   x->is.success = duration(&x->d[0], s.success);
@@ -315,12 +315,12 @@ static void reply_stats(pr_grpc_call_t *c, pr_served_t **list, int n) {
   r.n_model_stats = (size_t)n;
   r.model_stats = ms;
   if (ok)
-    pr_grpc_reply_message(c, &r.base);
+    pr__grpc_reply_message(c, &r.base);
   else
-    pr_grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
   for (int i = 0; x && i < n; i++) {
     free(x[i].batch), free(x[i].batch_list), free(x[i].batch_d);
-    pr_models_put(list[i]);
+    pr__models_put(list[i]);
   }
   free(x);
   free(ms);
@@ -336,10 +336,10 @@ static void rpc_stats(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   ready_list_t r = {calloc((size_t)c->svc->max_models + 1, sizeof *r.list), 0,
                     c->svc->max_models + 1};
   if (!r.list) {
-    pr_grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
     return;
   }
-  pr_models_each(c->svc->models, take_ready, &r);
+  pr__models_each(c->svc->models, take_ready, &r);
   reply_stats(c, r.list, r.n);
   free(r.list);
 }
@@ -377,18 +377,18 @@ static void index_one(const char *name, const char *version, const char *state, 
 static void rpc_index(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   const Inference__RepositoryIndexRequest *req = (void *)msg;
   index_msg_t x = {.ready_only = req->ready};
-  pr_status_t st = pr_service_index(c->svc, index_one, &x);
+  pr_status_t st = pr__service_index(c->svc, index_one, &x);
   x.list = calloc(x.n + 1, sizeof *x.list);
   for (size_t i = 0; x.list && i < x.n; i++) x.list[i] = &x.items[i];
   Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
   r.n_models = x.n;
   r.models = x.list;
   if (st)
-    pr_grpc_reply(c, st, "cannot read the model repository", NULL, 0);
+    pr__grpc_reply(c, st, "cannot read the model repository", NULL, 0);
   else if (x.nomem || !x.list)
-    pr_grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_NOMEM, "out of memory", NULL, 0);
   else
-    pr_grpc_reply_message(c, &r.base);
+    pr__grpc_reply_message(c, &r.base);
   for (size_t i = 0; i < 4 * x.n; i++) free(x.text[i]);
   free(x.text), free(x.items), free(x.list);
 }
@@ -398,19 +398,19 @@ static void *admin_main(void *arg) {
   pr_grpc_call_t *c = arg;
   char err[1024];
   bool load = c->rpc->route == PR_ROUTE_REPO_LOAD;
-  pr_status_t st = load ? pr_service_load(c->svc, c->model, err, sizeof err)
-                        : pr_service_unload(c->svc, c->model, err, sizeof err);
+  pr_status_t st = load ? pr__service_load(c->svc, c->model, err, sizeof err)
+                        : pr__service_unload(c->svc, c->model, err, sizeof err);
   if (st) {
-    pr_grpc_reply(c, st, err, NULL, 0);
+    pr__grpc_reply(c, st, err, NULL, 0);
   } else if (load) {
     Inference__RepositoryModelLoadResponse r = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
-    pr_grpc_reply_message(c, &r.base);
+    pr__grpc_reply_message(c, &r.base);
   } else {
     Inference__RepositoryModelUnloadResponse r = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
-    pr_grpc_reply_message(c, &r.base);
+    pr__grpc_reply_message(c, &r.base);
   }
   atomic_fetch_sub(&admin_threads, 1);
-  pr_grpc_call_unref(c);
+  pr__grpc_call_unref(c);
   return NULL;
 }
 
@@ -418,12 +418,12 @@ static void *admin_main(void *arg) {
  * on a detached thread holding a reference to the call. */
 static void rpc_admin(pr_grpc_call_t *c, const char *model) {
   if (strlen(model) >= sizeof c->model) {
-    pr_grpc_reply(c, PR_ERR_NOT_FOUND, "no such model", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_NOT_FOUND, "no such model", NULL, 0);
     return;
   }
   if (atomic_fetch_add(&admin_threads, 1) >= MAX_ADMIN_THREADS) {
     atomic_fetch_sub(&admin_threads, 1);
-    pr_grpc_reply(c, PR_ERR_BUSY, "too many repository calls at once; retry later", NULL, 0);
+    pr__grpc_reply(c, PR_ERR_BUSY, "too many repository calls at once; retry later", NULL, 0);
     return;
   }
   snprintf(c->model, sizeof c->model, "%s", model);
@@ -431,11 +431,11 @@ static void rpc_admin(pr_grpc_call_t *c, const char *model) {
   pthread_t t;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pr_grpc_call_ref(c);
+  pr__grpc_call_ref(c);
   if (pthread_create(&t, &attr, admin_main, c)) {
     atomic_fetch_sub(&admin_threads, 1);
-    pr_grpc_reply(c, PR_ERR_NOMEM, "cannot start a thread for the call", NULL, 0);
-    pr_grpc_call_unref(c);
+    pr__grpc_reply(c, PR_ERR_NOMEM, "cannot start a thread for the call", NULL, 0);
+    pr__grpc_call_unref(c);
   }
   pthread_attr_destroy(&attr);
 }
@@ -478,7 +478,7 @@ static const pr_grpc_rpc_t rpcs[] = {
      .run = rpc_health},
 };
 
-pr_status_t pr_grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
-                          char *err, size_t err_len) {
+pr_status_t pr__grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
+                           char *err, size_t err_len) {
   return pr_grpc__serve(svc, cfg, rpcs, (int)(sizeof rpcs / sizeof rpcs[0]), out, err, err_len);
 }

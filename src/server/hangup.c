@@ -72,8 +72,8 @@ static void *watch_main(void *arg) {
   }
 }
 
-pr_status_t pr_hangup_start(bool (*take)(void *item), void (*finish)(void *item), pr_hangup_t **out,
-                            char *err, size_t err_len) {
+pr_status_t pr__hangup_start(bool (*take)(void *item), void (*finish)(void *item),
+                             pr_hangup_t **out, char *err, size_t err_len) {
   *out = NULL;
   pr_hangup_t *h = calloc(1, sizeof *h);
   if (!h) return PR_ERR_NOMEM;
@@ -86,7 +86,7 @@ pr_status_t pr_hangup_start(bool (*take)(void *item), void (*finish)(void *item)
   struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
   if (h->ep < 0 || h->stop_fd < 0 || epoll_ctl(h->ep, EPOLL_CTL_ADD, h->stop_fd, &ev) ||
       pthread_create(&h->thread, NULL, watch_main, h)) {
-    pr_errf(err, err_len, "cannot start the watcher of idle connections");
+    pr__errf(err, err_len, "cannot start the watcher of idle connections");
     if (h->ep >= 0) close(h->ep);
     if (h->stop_fd >= 0) close(h->stop_fd);
     pthread_mutex_destroy(&h->lock);
@@ -97,7 +97,7 @@ pr_status_t pr_hangup_start(bool (*take)(void *item), void (*finish)(void *item)
   return PR_OK;
 }
 
-uint64_t pr_hangup_add(pr_hangup_t *h, int fd, void *item) {
+uint64_t pr__hangup_add(pr_hangup_t *h, int fd, void *item) {
   pthread_mutex_lock(&h->lock);
   if (h->free_head < 0) {
     int n = h->n_slots ? 2 * h->n_slots : 64;
@@ -127,7 +127,7 @@ uint64_t pr_hangup_add(pr_hangup_t *h, int fd, void *item) {
   return w;
 }
 
-void pr_hangup_remove(pr_hangup_t *h, uint64_t w) {
+void pr__hangup_remove(pr_hangup_t *h, uint64_t w) {
   if (!w) return;
   pthread_mutex_lock(&h->lock);
   slot_t *sl = slot_of(h, w);
@@ -138,7 +138,7 @@ void pr_hangup_remove(pr_hangup_t *h, uint64_t w) {
   pthread_mutex_unlock(&h->lock);
 }
 
-void pr_hangup_stop(pr_hangup_t *h) {
+void pr__hangup_stop(pr_hangup_t *h) {
   if (!h) return;
   uint64_t one = 1;
   if (write(h->stop_fd, &one, sizeof one) == sizeof one) pthread_join(h->thread, NULL);

@@ -36,7 +36,7 @@
 
 /* Counts n more bytes against the in-flight limit; false when over it. */
 static bool reserve(pr_server_t *s, conn_t *cn, size_t n) {
-  if (!pr_service_reserve(&s->svc, n)) return false;
+  if (!pr__service_reserve(&s->svc, n)) return false;
   cn->reserved += n;
   return true;
 }
@@ -45,7 +45,7 @@ static void refuse(pr_server_t *s, conn_t *cn, pr_status_t status, const char *m
   if (cn->refuse_status) return;
   cn->refuse_status = status;
   snprintf(cn->refuse_msg, sizeof cn->refuse_msg, "%s", msg);
-  pr_free(cn->base);
+  pr__free(cn->base);
   cn->body = cn->base = NULL;
   cn->len = cn->cap = 0;
   atomic_fetch_add(&s->http_refused, 1);
@@ -63,7 +63,7 @@ enum MHD_Result pr_http__deliver(conn_t *cn, pr_status_t st, struct MHD_Response
   if (atomic_load(&cn->s->stopping) || cn->framing)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (st == PR_ERR_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-  unsigned code = (unsigned)pr_proto_http_status(st);
+  unsigned code = (unsigned)pr__proto_http_status(st);
   if (code == 503) { /* when to come back: a client that retries at once adds to the load */
     char after[24];
     snprintf(after, sizeof after, "%.0f", cn->retry_after_s > 1 ? ceil(cn->retry_after_s) : 1.0);
@@ -115,7 +115,7 @@ enum MHD_Result pr_http__reply_json(conn_t *cn, pr_status_t st, json_t *o) {
 
 enum MHD_Result pr_http__reply_error(conn_t *cn, pr_status_t st, const char *msg) {
   atomic_fetch_add(&cn->s->http_errors, 1);
-  char *b = pr_proto_error(msg);
+  char *b = pr__proto_error(msg);
   if (!b) return pr_http__reply_static(cn, st, "{\"error\":\"out of memory\"}");
   return pr_http__reply(cn, st, b, strlen(b), "application/json", 0);
 }
@@ -151,7 +151,7 @@ static void on_answered(void *ctx) {
   cn->answered = true;
   bool resume = cn->suspended;
   cn->suspended = false;
-  pr_hangup_remove(s->hangup, cn->watch); /* before the resume: cn may go after it */
+  pr__hangup_remove(s->hangup, cn->watch); /* before the resume: cn may go after it */
   cn->watch = 0;
   pthread_mutex_unlock(&cn->lock);
   if (!resume) return;
@@ -163,7 +163,7 @@ static void on_answered(void *ctx) {
 /* Frees the infer request of cn (the model reference stays until the
  * connection's request completes: its stats count the send). */
 static void infer_release(conn_t *cn) {
-  pr_infer_release(&cn->inf, cn->answered);
+  pr__infer_release(&cn->inf, cn->answered);
 }
 
 /* An encoded answer: the body and, with binary outputs, its JSON part's length. */
@@ -175,8 +175,8 @@ typedef struct {
 static pr_status_t encode_json(pr_infer_t *x, void *arg) {
   http_out_t *o = arg;
   const pr_served_t *m = x->model;
-  return pr_proto_infer_response(&m->proto, m->entry.name, m->entry.version, x->req, &x->q,
-                                 &o->body, &o->len, &o->json_len);
+  return pr__proto_infer_response(&m->proto, m->entry.name, m->entry.version, x->req, &x->q,
+                                  &o->body, &o->len, &o->json_len);
 }
 
 /* The answer to an infer request the scheduler is done with. */
@@ -184,7 +184,7 @@ static enum MHD_Result infer_finish(conn_t *cn) {
   http_out_t out = {0};
   const char *msg;
   double t_encoded;
-  pr_status_t st = pr_infer_answer(&cn->inf, encode_json, &out, &msg, &t_encoded);
+  pr_status_t st = pr__infer_answer(&cn->inf, encode_json, &out, &msg, &t_encoded);
   enum MHD_Result ret;
   if (st != PR_OK) {
     ret = pr_http__reply_error(cn, st, msg);
@@ -207,23 +207,23 @@ typedef struct {
 static pr_status_t decode_json(const pr_proto_model_t *m, void *arg, size_t max_bytes,
                                pr_request_t *r, pr_proto_infer_t *q, char *err, size_t err_len) {
   const http_body_t *b = arg;
-  return pr_proto_parse_infer(m, b->body, b->len, b->json_len, max_bytes, r, q, err, err_len);
+  return pr__proto_parse_infer(m, b->body, b->len, b->json_len, max_bytes, r, q, err, err_len);
 }
 
 /* Moves this (libmicrohttpd pool) thread to the core of a waiting instance
  * of m, if there is one and it is not there yet: the submit then wakes that
  * instance, and the instance's answer this thread, on one core (see
- * pr_sched_home_cpu); it stays there for the requests after, as a
+ * pr__sched_home_cpu); it stays there for the requests after, as a
  * connection's next request most often goes the same way. When every
  * instance is busy the thread gets its cores back: under load, parsing
  * pinned to an instance's first core would hold up that instance's team. */
 static void colocate(const pr_served_t *m) {
   static __thread int here = -1; /* the core this thread is pinned to */
   static __thread cpu_set_t all; /* its cores before */
-  int home = pr_sched_home_cpu(m->sched, sched_getcpu());
+  int home = pr__sched_home_cpu(m->sched, sched_getcpu());
   if (home == here) return;
   if (here < 0 && sched_getaffinity(0, sizeof all, &all)) return;
-  int moved = home >= 0 ? pr_topology_pin(&home, 1) : sched_setaffinity(0, sizeof all, &all);
+  int moved = home >= 0 ? pr__topology_pin(&home, 1) : sched_setaffinity(0, sizeof all, &all);
   if (!moved) here = home;
 }
 
@@ -245,7 +245,7 @@ enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
   /* on_answered may run before the submit returns: it only marks the
    * connection answered then, and it is answered here without suspending */
   pr_status_t st =
-      pr_infer_submit(&s->svc, m, decode_json, &b, on_answered, cn, &cn->inf, err, sizeof err);
+      pr__infer_submit(&s->svc, m, decode_json, &b, on_answered, cn, &cn->inf, err, sizeof err);
   if (st != PR_OK) { /* with_model puts the reference */
     cn->retry_after_s = cn->inf.retry_after_s;
     return pr_http__reply_error(cn, st, err);
@@ -259,7 +259,7 @@ enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
     suspend_locked(cn);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci) cn->watch = pr_hangup_add(s->hangup, ci->connect_fd, cn); /* 0: it runs whatever */
+    if (ci) cn->watch = pr__hangup_add(s->hangup, ci->connect_fd, cn); /* 0: it runs whatever */
   }
   pthread_mutex_unlock(&cn->lock);
   return now ? infer_finish(cn) : MHD_YES;
@@ -273,12 +273,12 @@ enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
  * taken runs, and its answer is dropped with the connection. */
 bool pr_http__hangup_take(void *item) {
   conn_t *cn = item;
-  return pr_sched_unqueue(cn->inf.model->sched, cn->inf.req);
+  return pr__sched_unqueue(cn->inf.model->sched, cn->inf.req);
 }
 
 void pr_http__hangup_finish(void *item) {
   conn_t *cn = item;
-  pr_sched_cancel(cn->inf.model->sched, cn->inf.req);
+  pr__sched_cancel(cn->inf.model->sched, cn->inf.req);
 }
 
 /* ---- libmicrohttpd callbacks ---- */
@@ -306,14 +306,14 @@ static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const c
  * limits before any body byte is read. */
 static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, const char *method,
                        const char *url) {
-  cn->route_status = pr_route_match(s->svc.routes, PR_ROUTE_COUNT, method, url, &cn->route);
-  if (!pr_tls_client_ok(s->tls, c)) {
+  cn->route_status = pr__route_match(s->svc.routes, PR_ROUTE_COUNT, method, url, &cn->route);
+  if (!pr__tls_client_ok(s->tls, c)) {
     refuse(s, cn, PR_ERR_FORBIDDEN, "a client certificate that --tls-client-ca signed is required");
     return;
   }
   if (cn->route_status == PR_OK) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    pr_status_t st = pr_auth_check(s->auth, cn->route.row->access, h);
+    pr_status_t st = pr__auth_check(s->auth, cn->route.row->access, h);
     if (st) {
       refuse(s, cn, st,
              st == PR_ERR_UNAUTHORIZED
@@ -378,10 +378,10 @@ static bool body_room(conn_t *cn, size_t need) {
   size_t cap = need * 2;
   if (cap > cn->limit + 1) cap = cn->limit + 1;
   if (cap < need) cap = need;
-  char *nb = pr_aligned_alloc(cn->pad + cap);
+  char *nb = pr__aligned_alloc(cn->pad + cap);
   if (!nb) return false;
   if (cn->len) memcpy(nb + cn->pad, cn->body, cn->len);
-  pr_free(cn->base);
+  pr__free(cn->base);
   cn->base = nb;
   cn->body = nb + cn->pad;
   cn->cap = cap;
@@ -527,18 +527,18 @@ void pr_http__completed(void *cls, struct MHD_Connection *c, void **con_cls,
     infer_release(cn);
     if (cn->model) {
       if (cn->t_queued > 0 && t == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-        pr_sched_stats_t *stats = pr_sched_stats(cn->model->sched);
-        double now = pr_now();
-        pr_hist_observe(&stats->stage[PR_STAGE_send], now - cn->t_queued);
-        pr_hist_observe(&stats->overhead_s, now - cn->t_parse - cn->compute_s);
+        pr_sched_stats_t *stats = pr__sched_stats(cn->model->sched);
+        double now = pr__now();
+        pr__hist_observe(&stats->stage[PR_STAGE_send], now - cn->t_queued);
+        pr__hist_observe(&stats->overhead_s, now - cn->t_parse - cn->compute_s);
       }
-      pr_models_put(cn->model);
+      pr__models_put(cn->model);
     }
     if (cn->resp) MHD_destroy_response(cn->resp);
     pthread_mutex_destroy(&cn->lock);
-    pr_service_release(&s->svc, cn->reserved);
+    pr__service_release(&s->svc, cn->reserved);
     if (cn->serving) atomic_fetch_sub(&s->serving, 1);
-    pr_free(cn->base);
+    pr__free(cn->base);
     free(cn);
     atomic_fetch_sub(&s->in_progress, 1);
   }

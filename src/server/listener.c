@@ -25,11 +25,11 @@ struct pr_listener {
   void *ctx;
 };
 
-pr_status_t pr_listener_open(const struct sockaddr_storage *addr, pr_listener_t **out, int *port,
-                             char *err, size_t err_len) {
+pr_status_t pr__listener_open(const struct sockaddr_storage *addr, pr_listener_t **out, int *port,
+                              char *err, size_t err_len) {
   *out = NULL;
   pr_listener_t *l = calloc(1, sizeof *l);
-  if (!l) return pr_errf(err, err_len, "out of memory"), PR_ERR_NOMEM;
+  if (!l) return pr__errf(err, err_len, "out of memory"), PR_ERR_NOMEM;
   bool v6 = addr->ss_family == AF_INET6;
   socklen_t len = v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
   int one = 1;
@@ -38,7 +38,7 @@ pr_status_t pr_listener_open(const struct sockaddr_storage *addr, pr_listener_t 
   if (l->fd < 0 || l->stop < 0 || setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
       (v6 && setsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one)) ||
       bind(l->fd, (const struct sockaddr *)addr, len) || listen(l->fd, SOMAXCONN)) {
-    pr_errf(err, err_len, "%s", strerror(errno));
+    pr__errf(err, err_len, "%s", strerror(errno));
     if (l->fd >= 0) close(l->fd);
     if (l->stop >= 0) close(l->stop);
     free(l);
@@ -71,7 +71,7 @@ static void accept_round(pr_listener_t *l) {
        * until a close frees one; a short pause, not a spin */
       static _Atomic int warned;
       if (!atomic_exchange(&warned, 1))
-        pr_log(PR_LOG_WARN, "accept: %s; connections wait in the backlog", strerror(errno));
+        pr__log(PR_LOG_WARN, "accept: %s; connections wait in the backlog", strerror(errno));
       usleep(10000);
     }
     return; /* EAGAIN: the backlog is empty */
@@ -92,16 +92,16 @@ static void *accept_main(void *arg) {
   }
 }
 
-pr_status_t pr_listener_start(pr_listener_t *l,
-                              void (*add)(void *ctx, int fd, const struct sockaddr *a,
-                                          socklen_t len),
-                              bool (*full)(void *ctx), void *ctx) {
+pr_status_t pr__listener_start(pr_listener_t *l,
+                               void (*add)(void *ctx, int fd, const struct sockaddr *a,
+                                           socklen_t len),
+                               bool (*full)(void *ctx), void *ctx) {
   l->add = add, l->full = full, l->ctx = ctx;
   l->running = pthread_create(&l->thread, NULL, accept_main, l) == 0;
   return l->running ? PR_OK : PR_ERR_NOMEM;
 }
 
-int pr_listener_stop(pr_listener_t *l) {
+int pr__listener_stop(pr_listener_t *l) {
   if (!l) return -1;
   if (l->running) {
     uint64_t one = 1;

@@ -24,10 +24,10 @@ static json_t *packrat_counts(pr_served_t *m, pr_sched_stats_t *st);
  * bound are under "other". */
 static json_t *shapes_json(pr_served_t *m) {
   const pr_sched_dim_t *dyn;
-  int n_dyn = pr_sched_dyn(m->sched, &dyn);
+  int n_dyn = pr__sched_dyn(m->sched, &dyn);
   pr_sched_shape_t shapes[PR_SCHED_MAX_SHAPES];
   uint64_t other;
-  int n = pr_sched_shapes(m->sched, shapes, PR_SCHED_MAX_SHAPES, &other);
+  int n = pr__sched_shapes(m->sched, shapes, PR_SCHED_MAX_SHAPES, &other);
   json_t *arr = json_array();
   for (int i = 0; i < n; i++) {
     json_t *dims = json_object();
@@ -65,16 +65,16 @@ static json_t *packrat_counts(pr_served_t *m, pr_sched_stats_t *st) {
       "timeout", (json_int_t)atomic_load(&st->timed_out), "cancelled",
       (json_int_t)atomic_load(&st->cancelled), "queue_time_ms_total",
       atomic_load(&st->queue_us) / 1e3, "compute_time_ms_total", atomic_load(&st->compute_us) / 1e3,
-      "queue_depth", pr_sched_queue_depth(m->sched), "prepared_plans_evicted",
+      "queue_depth", pr__sched_queue_depth(m->sched), "prepared_plans_evicted",
       (json_int_t)atomic_load(&st->plans_evicted));
 }
 
-json_t *pr_model_stats_json(pr_served_t *m) {
-  pr_sched_stats_t *st = pr_sched_stats(m->sched);
+json_t *pr__model_stats_json(pr_served_t *m) {
+  pr_sched_stats_t *st = pr__sched_stats(m->sched);
   pr_model_stats_t x;
-  pr_service_stats(m, &x);
+  pr__service_stats(m, &x);
   json_t *batches = json_array();
-  pr_service_batch_stats(m, batch_one, batches);
+  pr__service_batch_stats(m, batch_one, batches);
   pr_duration_t none = {0, 0};
   json_t *inf = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success",
                           count_ns(x.success), "fail", count_ns(x.fail), "queue", count_ns(x.queue),
@@ -94,7 +94,7 @@ static json_t *tensors(const pr_tensor_info_t *t, int n) {
     json_t *shape = json_array();
     for (int d = 0; d < t[i].rank; d++) json_array_append_new(shape, json_integer(t[i].dims[d]));
     json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "name", t[i].name, "datatype",
-                                         pr_proto_datatype(t[i].dtype), "shape", shape));
+                                         pr__proto_datatype(t[i].dtype), "shape", shape));
   }
   return arr;
 }
@@ -121,7 +121,7 @@ static json_t *dim_json(const pr_model_config_t *c, int i) {
   return list;
 }
 
-json_t *pr_model_config_json(pr_served_t *m) {
+json_t *pr__model_config_json(pr_served_t *m) {
   const pr_model_config_t *c = &m->cfg;
   json_t *dims = json_object();
   for (int i = 0; i < c->n_dims; i++) json_object_set_new(dims, c->dim_names[i], dim_json(c, i));

@@ -14,10 +14,10 @@
  * compute_infer, compute_output, cache_hit, cache_miss} each {count, ns},
  * batch_stats [{batch_size, compute_input, compute_infer, compute_output}]
  * for every batch size that ran; packrat's own figures under "packrat". */
-json_t *pr_model_stats_json(pr_served_t *m);
+json_t *pr__model_stats_json(pr_served_t *m);
 
 /* The configuration m runs with, in config.json's keys (so it can be saved
  * and fed back), with name, platform, inputs and outputs. */
-json_t *pr_model_config_json(pr_served_t *m);
+json_t *pr__model_config_json(pr_served_t *m);
 
 #endif

@@ -21,7 +21,7 @@
 #include "packrat/profiler.h"
 #include "server/models_internal.h"
 
-pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out) {
+pr_status_t pr__models_create(const pr_models_config_t *cfg, pr_models_t **out) {
   *out = NULL;
   pr_models_t *ms = calloc(1, sizeof *ms);
   if (!ms) return PR_ERR_NOMEM;
@@ -36,8 +36,8 @@ pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out) {
   ms->n_cpus = cfg->n_cpus < 4096 ? cfg->n_cpus : 4096;
   memcpy(ms->cpus, cfg->cpus, sizeof(int) * (size_t)ms->n_cpus);
   ms->cfg.cpus = ms->cpus;
-  pr_rwlock_init(&ms->lock);
-  pr_lock_init(&ms->admin);
+  pr__rwlock_init(&ms->lock);
+  pr__lock_init(&ms->admin);
   pr_models__balance_start(ms, cfg->balance_window_s);
   *out = ms;
   return PR_OK;
@@ -47,14 +47,14 @@ pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out) {
  * queue) and frees the model. admin held; the state already keeps new
  * requests out. */
 static void unload_locked(pr_models_t *ms, pr_served_t *m) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   /* waiting for the references while holding `lock` for writing would stall
    * every lookup (only admin holders take it for writing, so reading its
    * writer here is race-free) */
-  assert(!pr_rwlock_write_held(&ms->lock));
+  assert(!pr__rwlock_write_held(&ms->lock));
   while (atomic_load(&m->refs) > 0) usleep(1000);
   assert(atomic_load(&m->refs) == 0);
-  pr_sched_destroy(m->sched);
+  pr__sched_destroy(m->sched);
   m->sched = NULL;
   pr_engine_model_destroy(m->model);
   m->model = NULL;
@@ -76,20 +76,20 @@ static pr_status_t check_io(pr_session_t *probe, int batch, pr_proto_model_t *p,
       else
         pr_engine_session_input(probe, i, &t);
       const char *kind = io ? "output" : "input";
-      if (!pr_utf8_valid(t.name, strlen(t.name))) {
-        pr_errf(err, err_len, "%s %d: its name is not valid UTF-8", kind, i);
+      if (!pr__utf8_valid(t.name, strlen(t.name))) {
+        pr__errf(err, err_len, "%s %d: its name is not valid UTF-8", kind, i);
         return PR_ERR_UNSUPPORTED;
       }
-      if (pr_proto_dtype(pr_proto_datatype(t.dtype)) != t.dtype) {
-        pr_errf(err, err_len, "%s '%s': datatype %s cannot be served", kind, t.name,
-                pr_dtype_name(t.dtype));
+      if (pr__proto_dtype(pr__proto_datatype(t.dtype)) != t.dtype) {
+        pr__errf(err, err_len, "%s '%s': datatype %s cannot be served", kind, t.name,
+                 pr_dtype_name(t.dtype));
         return PR_ERR_UNSUPPORTED;
       }
       if (t.rank < 1 || t.dims[0] != batch) {
-        pr_errf(err, err_len,
-                "%s '%s' has no batch axis (at batch %d its shape starts with %lld): only models "
-                "whose every input and output has the batch as axis 0 are served",
-                kind, t.name, batch, t.rank ? (long long)t.dims[0] : 0LL);
+        pr__errf(err, err_len,
+                 "%s '%s' has no batch axis (at batch %d its shape starts with %lld): only models "
+                 "whose every input and output has the batch as axis 0 are served",
+                 kind, t.name, batch, t.rank ? (long long)t.dims[0] : 0LL);
         return PR_ERR_UNSUPPORTED;
       }
     }
@@ -106,7 +106,7 @@ static pr_status_t describe_io(pr_served_t *m, const pr_session_options_t *base,
   p->n_outputs = pr_engine_model_num_outputs(m->model);
   p->max_batch = m->cfg.max_batch;
   if (p->n_inputs < 1 || p->n_inputs > PR_SCHED_MAX_IO || p->n_outputs > PR_SCHED_MAX_IO) {
-    pr_errf(err, err_len, "models with 1 to %d inputs and outputs are served", PR_SCHED_MAX_IO);
+    pr__errf(err, err_len, "models with 1 to %d inputs and outputs are served", PR_SCHED_MAX_IO);
     return PR_ERR_UNSUPPORTED;
   }
   for (int batch = 2; batch >= 1; batch--) {
@@ -118,9 +118,9 @@ static pr_status_t describe_io(pr_served_t *m, const pr_session_options_t *base,
     if (!st && pr_engine_session_is_dynamic(probe)) {
       /* its output shapes are known only after a run: rows cannot be
        * scattered back by a shape fixed in advance */
-      pr_errf(err, err_len,
-              "the model's shapes depend on values known only at run time (control flow or "
-              "data-dependent shapes): `packrat run` runs it, serving it is not supported yet");
+      pr__errf(err, err_len,
+               "the model's shapes depend on values known only at run time (control flow or "
+               "data-dependent shapes): `packrat run` runs it, serving it is not supported yet");
       st = PR_ERR_UNSUPPORTED;
     }
     if (!st) st = check_io(probe, batch, p, err, err_len);
@@ -168,8 +168,9 @@ static pr_status_t place_dyn(pr_served_t *m, int j, pr_sched_dim_t *sd, char *er
     for (int a = 0; a < t.rank; a++) {
       if (t.dims[a] >= 0 || !t.dim_names[a] || strcmp(t.dim_names[a], name)) continue;
       if (a == 0) {
-        pr_errf(err, err_len, "dims: '%s' is the batch axis of input '%s', not a dim requests size",
-                name, t.name);
+        pr__errf(err, err_len,
+                 "dims: '%s' is the batch axis of input '%s', not a dim requests size", name,
+                 t.name);
         return PR_ERR_INVALID;
       }
       p->dyn_of[k][a] = (unsigned char)(j + 1);
@@ -179,10 +180,10 @@ static pr_status_t place_dyn(pr_served_t *m, int j, pr_sched_dim_t *sd, char *er
   if (sd->input >= 0) return PR_OK;
   char names[512];
   symbolic_names(m->model, names, sizeof names);
-  pr_errf(err, err_len,
-          "dims: '%s' is not a symbolic dimension of the model's inputs (past the batch axis they "
-          "have: %s)",
-          name, names);
+  pr__errf(err, err_len,
+           "dims: '%s' is not a symbolic dimension of the model's inputs (past the batch axis they "
+           "have: %s)",
+           name, names);
   return PR_ERR_INVALID;
 }
 
@@ -196,8 +197,8 @@ static void warn_unknown_fixed(const pr_served_t *m, const char *name) {
     for (int a = 0; a < t.rank; a++)
       if (t.dims[a] < 0 && t.dim_names[a] && !strcmp(t.dim_names[a], name)) return;
   }
-  pr_log(PR_LOG_WARN, "model %s: dims: '%s' names no symbolic dimension of its inputs; ignored",
-         m->entry.name, name);
+  pr__log(PR_LOG_WARN, "model %s: dims: '%s' names no symbolic dimension of its inputs; ignored",
+          m->entry.name, name);
 }
 
 /* The sets of the dynamic dims' sizes to compile ahead: every combination
@@ -316,7 +317,7 @@ static pr_status_t get_profile(pr_models_t *ms, pr_served_t *m, const pr_session
 }
 
 int pr_models__cores(const pr_models_t *ms) {
-  int cores = pr_topology_num_cores();
+  int cores = pr__topology_num_cores();
   return ms->n_cpus < cores ? ms->n_cpus : cores;
 }
 
@@ -345,18 +346,18 @@ static pr_status_t get_profiles(pr_models_t *ms, pr_served_t *m, const pr_sessio
   if (sc->n_buckets) {
     while (c->dim_kind[dim] == PR_DIM_FIXED) dim++;
     m->at_bucket = pr_bucket_of(sc->bucket_sizes, sc->n_buckets, c->dim_values[dim]);
-    pr_log(PR_LOG_INFO, "model %s: %d shape buckets of '%s', planned at sizes %lld..%lld",
-           m->entry.name, sc->n_buckets, c->dim_names[dim], sc->bucket_sizes[0],
-           sc->bucket_sizes[sc->n_buckets - 1]);
+    pr__log(PR_LOG_INFO, "model %s: %d shape buckets of '%s', planned at sizes %lld..%lld",
+            m->entry.name, sc->n_buckets, c->dim_names[dim], sc->bucket_sizes[0],
+            sc->bucket_sizes[sc->n_buckets - 1]);
   }
   m->n_buckets = sc->n_buckets;
   for (int k = 0; k < n_sets; k++) {
     bool at = k == m->at_bucket;
     if (sc->n_buckets) {
       values[dim] = sc->bucket_sizes[k];
-      pr_log(PR_LOG_INFO, "model %s: shape bucket %s <= %lld: its profile (%s)", m->entry.name,
-             c->dim_names[dim], sc->bucket_sizes[k],
-             at ? "profile_at: the full grid" : "the planned batches");
+      pr__log(PR_LOG_INFO, "model %s: shape bucket %s <= %lld: its profile (%s)", m->entry.name,
+              c->dim_names[dim], sc->bucket_sizes[k],
+              at ? "profile_at: the full grid" : "the planned batches");
     }
     st = get_profile(ms, m, &opts, &policy, !at, at ? &m->profile : &m->bucket_profiles[k], err,
                      err_len);
@@ -394,23 +395,23 @@ static void replan(const pr_models_t *ms, pr_served_t *m, const char *why) {
   char err[512] = "out of memory";
   int n = plans && buckets ? make_plans(ms, m, plans, buckets, max_plans, &active, err, sizeof err)
                            : -1;
-  if (n < 0 || pr_sched_replan(m->sched, plans, buckets, n, active, why, err, sizeof err))
-    pr_log(PR_LOG_ERROR, "model %s v%s: no plans on cores %d..%d (%s); it serves on as it was",
-           m->entry.name, m->entry.version, m->share.first_core,
-           m->share.first_core + m->share.cores - 1, err);
+  if (n < 0 || pr__sched_replan(m->sched, plans, buckets, n, active, why, err, sizeof err))
+    pr__log(PR_LOG_ERROR, "model %s v%s: no plans on cores %d..%d (%s); it serves on as it was",
+            m->entry.name, m->entry.version, m->share.first_core,
+            m->share.first_core + m->share.cores - 1, err);
   free(plans);
   free(buckets);
 }
 
 int pr_models__collect(pr_models_t *ms, pr_served_t *join, pr_served_t **part,
                        pr_joint_model_t *jm) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   int n = 0;
   bool joined = false;
-  pr_rwlock_rdlock(&ms->lock);
+  pr__rwlock_rdlock(&ms->lock);
   /* in the registry's order, join in its place (a reload's new copy, not
    * listed yet, last): the same models give the same division whichever
-   * of them joins (pr_models_load_all) */
+   * of them joins (pr__models_load_all) */
   for (int i = 0; i < ms->n_models && n < PR_JOINT_MAX_MODELS - 1; i++) {
     pr_served_t *x = ms->models[i];
     bool replaced = join && x != join && !strcmp(x->entry.name, join->entry.name) &&
@@ -423,7 +424,7 @@ int pr_models__collect(pr_models_t *ms, pr_served_t *join, pr_served_t **part,
       part[n++] = x;
     }
   }
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
   if (join && !joined) part[n++] = join;
   for (int k = 0; k < n; k++) {
     const pr_model_config_t *c = &part[k]->cfg;
@@ -441,23 +442,23 @@ int pr_models__collect(pr_models_t *ms, pr_served_t *join, pr_served_t **part,
 void pr_models__apply(pr_models_t *ms, pr_served_t **part, const pr_joint_model_t *jm,
                       const pr_joint_share_t *shares, int n, const pr_served_t *join,
                       const char *why) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   for (int k = 0; k < n; k++) {
     pr_served_t *x = part[k];
     bool moved = !x->divided || x->share.first_core != shares[k].first_core ||
                  x->share.cores != shares[k].cores;
-    pr_rwlock_wrlock(&ms->lock);
+    pr__rwlock_wrlock(&ms->lock);
     x->divided = true;
     x->share = shares[k];
     x->share_batch = jm[k].batch;
-    pr_rwlock_unlock(&ms->lock);
-    pr_log(moved ? PR_LOG_INFO : PR_LOG_DEBUG,
-           "model %s v%s: cores %d..%d of %d (predicted %.3g ms at batch %d, %.2fx "
-           "its %s)%s",
-           x->entry.name, x->entry.version, shares[k].first_core,
-           shares[k].first_core + shares[k].cores - 1, pr_models__cores(ms), shares[k].latency_ms,
-           jm[k].batch, shares[k].score, x->cfg.latency_target_ms > 0 ? "target" : "best alone",
-           moved && x != join && x->sched ? ": moving" : "");
+    pr__rwlock_unlock(&ms->lock);
+    pr__log(moved ? PR_LOG_INFO : PR_LOG_DEBUG,
+            "model %s v%s: cores %d..%d of %d (predicted %.3g ms at batch %d, %.2fx "
+            "its %s)%s",
+            x->entry.name, x->entry.version, shares[k].first_core,
+            shares[k].first_core + shares[k].cores - 1, pr_models__cores(ms), shares[k].latency_ms,
+            jm[k].batch, shares[k].score, x->cfg.latency_target_ms > 0 ? "target" : "best alone",
+            moved && x != join && x->sched ? ": moving" : "");
     if (moved && x != join && x->sched) replan(ms, x, why); /* not one still to be planned */
   }
 }
@@ -473,10 +474,10 @@ static pr_status_t check_target(pr_models_t *ms, pr_served_t *join, char *err, s
   int T = pr_models__cores(ms);
   if (pr_plan_optimize(&join->profile, join->cfg.max_batch, T, plan) == PR_OK &&
       plan->latency_ms > target) {
-    pr_errf(err, err_len,
-            "\"cores\": \"latency_target_ms\" %g cannot be met: the best plan for batch %d on "
-            "all %d cores takes %.3g ms (its profile)",
-            target, join->cfg.max_batch, T, plan->latency_ms);
+    pr__errf(err, err_len,
+             "\"cores\": \"latency_target_ms\" %g cannot be met: the best plan for batch %d on "
+             "all %d cores takes %.3g ms (its profile)",
+             target, join->cfg.max_batch, T, plan->latency_ms);
     st = PR_ERR_INVALID;
   }
   free(plan);
@@ -491,15 +492,15 @@ static pr_status_t check_target(pr_models_t *ms, pr_served_t *join, char *err, s
  * PR_OK, or an error with err (nothing changed). admin held. */
 static pr_status_t divide(pr_models_t *ms, pr_served_t *join, const char *why, char *err,
                           size_t err_len) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   int T = pr_models__cores(ms);
   pr_status_t st = PR_OK;
   if (join && (!divided(join) || (st = check_target(ms, join, err, err_len)))) {
     if (divided(join)) return st;
-    pr_rwlock_wrlock(&ms->lock);
+    pr__rwlock_wrlock(&ms->lock);
     join->divided = false;
     join->share = (pr_joint_share_t){.first_core = 0, .cores = T};
-    pr_rwlock_unlock(&ms->lock);
+    pr__rwlock_unlock(&ms->lock);
     return PR_OK;
   }
   pr_served_t *part[PR_JOINT_MAX_MODELS];
@@ -521,23 +522,23 @@ static pr_status_t divide(pr_models_t *ms, pr_served_t *join, const char *why, c
                  part[k]->entry.name, part[k]->entry.version, e + strlen(tag));
     }
     if (st != PR_ERR_NOT_FOUND) {
-      pr_errf(err, err_len, "dividing the cores: %s", named);
+      pr__errf(err, err_len, "dividing the cores: %s", named);
       return st;
     }
     /* more models than the cores hold apart: the one loading shares every
      * core (as a model with "share": true), the others stay as they are */
     if (join) {
-      pr_log(PR_LOG_WARN,
-             "model %s v%s: the cores cannot be divided among %d models (%s); it shares every "
-             "core with the others, which slow each other (fewer models, or \"cores\" bounds, "
-             "divide them)",
-             join->entry.name, join->entry.version, n, named);
-      pr_rwlock_wrlock(&ms->lock);
+      pr__log(PR_LOG_WARN,
+              "model %s v%s: the cores cannot be divided among %d models (%s); it shares every "
+              "core with the others, which slow each other (fewer models, or \"cores\" bounds, "
+              "divide them)",
+              join->entry.name, join->entry.version, n, named);
+      pr__rwlock_wrlock(&ms->lock);
       join->divided = false;
       join->share = (pr_joint_share_t){.first_core = 0, .cores = T};
-      pr_rwlock_unlock(&ms->lock);
+      pr__rwlock_unlock(&ms->lock);
     } else {
-      pr_log(PR_LOG_INFO, "the cores stay as they are: %s", named);
+      pr__log(PR_LOG_INFO, "the cores stay as they are: %s", named);
     }
     return PR_OK;
   }
@@ -550,7 +551,7 @@ static void redivide(pr_models_t *ms, const char *name, const char *what) {
   char why[600], err[1024];
   snprintf(why, sizeof why, "cores re-divided: model %s %s", name, what);
   if (divide(ms, NULL, why, err, sizeof err))
-    pr_log(PR_LOG_ERROR, "after model %s %s: %s", name, what, err);
+    pr__log(PR_LOG_ERROR, "after model %s %s: %s", name, what, err);
 }
 
 /* A load between its profiles and its scheduler: what the scheduler is
@@ -566,14 +567,14 @@ typedef struct {
  * admin held. */
 static pr_status_t load_prepare(pr_models_t *ms, pr_served_t *m, load_t *x, char *err,
                                 size_t err_len) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   pr_model_config_t *c = &m->cfg;
   *c = ms->cfg.defaults;
   snprintf(c->plan, sizeof c->plan, "auto");
   c->autoscale = true;
   c->estimator = 1;
   c->n_dims = 0;
-  if (m->entry.config[0] && pr_repo_read_config(m->entry.config, c, err, err_len))
+  if (m->entry.config[0] && pr__repo_read_config(m->entry.config, c, err, err_len))
     return PR_ERR_INVALID;
   if (c->cache_sessions < 1) c->cache_sessions = PR_CACHE_SESSIONS_DEFAULT;
   if (c->cache_bytes < 1) c->cache_bytes = PR_CACHE_MB_DEFAULT << 20;
@@ -610,7 +611,7 @@ static pr_status_t load_prepare(pr_models_t *ms, pr_served_t *m, load_t *x, char
  * admin held. */
 static pr_status_t load_finish(pr_models_t *ms, pr_served_t *m, load_t *x, char *err,
                                size_t err_len) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   int max_plans = ms->cfg.max_plans;
   pr_plan_t *plans = calloc((size_t)max_plans, sizeof *plans);
   int *buckets = calloc((size_t)max_plans, sizeof *buckets);
@@ -631,10 +632,10 @@ static pr_status_t load_finish(pr_models_t *ms, pr_served_t *m, load_t *x, char 
     return st ? st : PR_ERR_INVALID;
   }
   x->base.batch = 1;
-  st = pr_sched_create(m->model, plans, buckets, n_plans, active, ms->cpus, ms->n_cpus, &x->base,
-                       &x->sc, &m->sched, err, err_len);
+  st = pr__sched_create(m->model, plans, buckets, n_plans, active, ms->cpus, ms->n_cpus, &x->base,
+                        &x->sc, &m->sched, err, err_len);
   free(buckets);
-  if (!st && n_plans > 1) pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0);
+  if (!st && n_plans > 1) pr__sched_set_auto(m->sched, true, m->cfg.estimator, 1.0);
   free(plans);
   return st;
 }
@@ -649,7 +650,7 @@ static pr_status_t load_model(pr_models_t *ms, pr_served_t *m, char *err, size_t
 }
 
 static pr_served_t *find_locked(pr_models_t *ms, const char *name, const char *version) {
-  assert(pr_rwlock_held(&ms->lock));
+  assert(pr__rwlock_held(&ms->lock));
   assert(ms->n_models >= 0 && ms->n_models <= ms->cfg.max_models);
   for (int i = 0; i < ms->n_models; i++)
     if (!strcmp(ms->models[i]->entry.name, name) && !strcmp(ms->models[i]->entry.version, version))
@@ -662,14 +663,14 @@ static pr_served_t *find_locked(pr_models_t *ms, const char *name, const char *v
  * held, lock not. */
 static pr_status_t reload_locked(pr_models_t *ms, pr_served_t *m, const pr_repo_entry_t *entry,
                                  char *err, size_t err_len) {
-  assert(pr_lock_held(&ms->admin) && !pr_rwlock_write_held(&ms->lock));
-  pr_rwlock_rdlock(&ms->lock);
+  assert(pr__lock_held(&ms->admin) && !pr__rwlock_write_held(&ms->lock));
+  pr__rwlock_rdlock(&ms->lock);
   int slot = 0;
   while (ms->models[slot] != m) {
     slot++;
     assert(slot < ms->n_models); /* m came from the array */
   }
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
   pr_served_t *n = calloc(1, sizeof *n);
   pr_status_t st = n ? PR_OK : PR_ERR_NOMEM;
   if (n) n->entry = *entry;
@@ -678,16 +679,16 @@ static pr_status_t reload_locked(pr_models_t *ms, pr_served_t *m, const pr_repo_
     bool was_divided = n && n->divided;
     if (n) unload_locked(ms, n);
     free(n);
-    pr_log(PR_LOG_WARN, "model %s version %s: the reload failed, the loaded copy serves on: %s",
-           entry->name, entry->version, err);
+    pr__log(PR_LOG_WARN, "model %s version %s: the reload failed, the loaded copy serves on: %s",
+            entry->name, entry->version, err);
     if (was_divided) redivide(ms, entry->name, "failed to reload");
     return st;
   }
-  pr_rwlock_wrlock(&ms->lock);
+  pr__rwlock_wrlock(&ms->lock);
   assert(ms->models[slot] == m); /* admin held: nobody moved it */
   n->state = PR_MODEL_READY;
   ms->models[slot] = n; /* lookups find the new one from here */
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
   unload_locked(ms, m); /* after the requests that hold the old one */
   free(m);
   return PR_OK;
@@ -697,7 +698,7 @@ static pr_status_t reload_locked(pr_models_t *ms, pr_served_t *m, const pr_repo_
  * or, at the limit, one unloaded or failed and no longer referenced; NULL
  * with err when there is none. */
 static pr_served_t *new_slot_locked(pr_models_t *ms, pr_status_t *st, char *err, size_t err_len) {
-  assert(pr_rwlock_write_held(&ms->lock));
+  assert(pr__rwlock_write_held(&ms->lock));
   *st = PR_ERR_BUSY;
   pr_served_t *m = NULL;
   for (int i = 0; !m && ms->n_models == ms->cfg.max_models && i < ms->n_models; i++) {
@@ -708,12 +709,12 @@ static pr_served_t *new_slot_locked(pr_models_t *ms, pr_status_t *st, char *err,
     }
   }
   if (!m && ms->n_models == ms->cfg.max_models) {
-    pr_errf(err, err_len, "the server holds %d model versions, the most it may (--max-models)",
-            ms->cfg.max_models);
+    pr__errf(err, err_len, "the server holds %d model versions, the most it may (--max-models)",
+             ms->cfg.max_models);
     return NULL;
   }
   if (!m && (m = calloc(1, sizeof *m))) ms->models[ms->n_models++] = m;
-  if (!m) *st = PR_ERR_NOMEM, pr_errf(err, err_len, "out of memory");
+  if (!m) *st = PR_ERR_NOMEM, pr__errf(err, err_len, "out of memory");
   return m;
 }
 
@@ -721,16 +722,16 @@ static pr_served_t *new_slot_locked(pr_models_t *ms, pr_status_t *st, char *err,
  * it freed (no request holds it), unavailable with err (any bytes), and
  * the others re-divided where they had shrunk for it. admin held. */
 static void load_settle(pr_models_t *ms, pr_served_t *m, pr_status_t st, const char *err) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   if (st) unload_locked(ms, m);
-  pr_rwlock_wrlock(&ms->lock);
+  pr__rwlock_wrlock(&ms->lock);
   assert(m->state == PR_MODEL_LOADING);
   m->state = st ? PR_MODEL_UNAVAILABLE : PR_MODEL_READY;
   m->prepared = false;
-  pr_utf8_sanitize(st ? err : "", m->reason, sizeof m->reason);
+  pr__utf8_sanitize(st ? err : "", m->reason, sizeof m->reason);
   bool was_divided = m->divided;
   if (st) m->divided = false;
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
   if (st && was_divided) redivide(ms, m->entry.name, "failed to load");
 }
 
@@ -739,15 +740,15 @@ static void load_settle(pr_models_t *ms, pr_served_t *m, pr_status_t st, const c
  * a new one; an error (logged) when there is no room. admin held. */
 static pr_status_t begin_load(pr_models_t *ms, const pr_repo_entry_t *entry, pr_served_t **out,
                               bool *ready, char *err, size_t err_len) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   *out = NULL;
   *ready = false;
-  pr_rwlock_wrlock(&ms->lock);
+  pr__rwlock_wrlock(&ms->lock);
   pr_served_t *m = find_locked(ms, entry->name, entry->version);
   pr_status_t st = PR_OK;
   if (!m && !(m = new_slot_locked(ms, &st, err, err_len))) {
-    pr_rwlock_unlock(&ms->lock);
-    pr_log(PR_LOG_WARN, "model %s version %s not loaded: %s", entry->name, entry->version, err);
+    pr__rwlock_unlock(&ms->lock);
+    pr__log(PR_LOG_WARN, "model %s version %s not loaded: %s", entry->name, entry->version, err);
     return st;
   }
   *out = m;
@@ -757,7 +758,7 @@ static pr_status_t begin_load(pr_models_t *ms, const pr_repo_entry_t *entry, pr_
     m->state = PR_MODEL_LOADING;
     m->entry = *entry; /* lookups read it under the lock; no request holds m */
   }
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
   return PR_OK;
 }
 
@@ -775,13 +776,13 @@ static pr_status_t load_version(pr_models_t *ms, const pr_repo_entry_t *entry, c
 
 /* Unloads version m (ready). admin held, lock not. */
 static void unload_version(pr_models_t *ms, pr_served_t *m, const char *why) {
-  assert(pr_lock_held(&ms->admin));
-  pr_rwlock_wrlock(&ms->lock);
+  assert(pr__lock_held(&ms->admin));
+  pr__rwlock_wrlock(&ms->lock);
   assert(m->state == PR_MODEL_READY);
   m->state = PR_MODEL_UNAVAILABLE;
   snprintf(m->reason, sizeof m->reason, "%s", why);
   m->divided = false;
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
   unload_locked(ms, m);
 }
 
@@ -790,9 +791,9 @@ static void unload_version(pr_models_t *ms, pr_served_t *m, const char *why) {
 #define MAX_READY (PR_REPO_MAX_VERSIONS * 4)
 static int ready_except(pr_models_t *ms, const char *name, const pr_repo_entry_t *keep, int n_keep,
                         pr_served_t *out[MAX_READY]) {
-  assert(pr_lock_held(&ms->admin));
+  assert(pr__lock_held(&ms->admin));
   int n = 0;
-  pr_rwlock_rdlock(&ms->lock);
+  pr__rwlock_rdlock(&ms->lock);
   for (int i = 0; i < ms->n_models; i++) {
     pr_served_t *m = ms->models[i];
     bool kept = false;
@@ -800,7 +801,7 @@ static int ready_except(pr_models_t *ms, const char *name, const pr_repo_entry_t
     if (!strcmp(m->entry.name, name) && m->state == PR_MODEL_READY && !kept && n < MAX_READY)
       out[n++] = m;
   }
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
   return n;
 }
 
@@ -812,32 +813,32 @@ static int wanted_versions(pr_models_t *ms, const pr_repo_entry_t *top, pr_repo_
                            bool *policy_ok, char *err, size_t err_len) {
   pr_model_config_t c = ms->cfg.defaults;
   char ignored[256];
-  *policy_ok = !top->config[0] || !pr_repo_read_config(top->config, &c, ignored, sizeof ignored);
+  *policy_ok = !top->config[0] || !pr__repo_read_config(top->config, &c, ignored, sizeof ignored);
   if (!*policy_ok) {
     want[0] = *top;
     return 1;
   }
-  int n = pr_repo_versions(ms->repository, top->name, &c.policy, want, PR_REPO_MAX_VERSIONS);
+  int n = pr__repo_versions(ms->repository, top->name, &c.policy, want, PR_REPO_MAX_VERSIONS);
   if (n <= 0)
-    pr_errf(err, err_len, "the version policy of '%s' selects no version in the repository",
-            top->name);
+    pr__errf(err, err_len, "the version policy of '%s' selects no version in the repository",
+             top->name);
   return n;
 }
 
-pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t err_len) {
+pr_status_t pr__models_load(pr_models_t *ms, const char *name, char *err, size_t err_len) {
   pr_repo_entry_t top, want[PR_REPO_MAX_VERSIONS];
-  if (pr_repo_find(ms->repository, name, &top)) {
-    pr_errf(err, err_len, "no model '%s' in the repository", name);
+  if (pr__repo_find(ms->repository, name, &top)) {
+    pr__errf(err, err_len, "no model '%s' in the repository", name);
     return PR_ERR_NOT_FOUND;
   }
-  pr_lock(&ms->admin);
+  pr__lock(&ms->admin);
   bool policy_ok;
   int n = wanted_versions(ms, &top, want, &policy_ok, err, err_len);
   pr_status_t first = n > 0 ? PR_OK : PR_ERR_INVALID;
   for (int i = 0; i < n; i++) {
     char e[1024];
     pr_status_t st = load_version(ms, &want[i], e, sizeof e);
-    if (st && !first) first = st, pr_errf(err, err_len, "version %s: %s", want[i].version, e);
+    if (st && !first) first = st, pr__errf(err, err_len, "version %s: %s", want[i].version, e);
   }
   if (n > 0 && policy_ok) { /* versions the policy no longer selects leave */
     pr_served_t *old[MAX_READY];
@@ -845,32 +846,32 @@ pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t 
     for (int i = 0; i < k; i++) unload_version(ms, old[i], "unloaded: not in the version policy");
     if (k) redivide(ms, name, "versions left (version policy)");
   }
-  pr_unlock(&ms->admin);
+  pr__unlock(&ms->admin);
   return first;
 }
 
-void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
+void pr__models_load_all(pr_models_t *ms, const char *const *names, int n) {
   enum { MAX_PENDING = 256 };
   struct {
     pr_served_t *m;
     load_t *x;
   } pending[MAX_PENDING];
   int n_pending = 0;
-  pr_lock(&ms->admin);
+  pr__lock(&ms->admin);
   /* every version's profiles first (each takes part in the division from
    * then on), then each one's plans on the division of them all */
   for (int i = 0; i < n; i++) {
     pr_repo_entry_t top, want[PR_REPO_MAX_VERSIONS];
     char e[1024];
     bool policy_ok;
-    int k = pr_repo_find(ms->repository, names[i], &top)
-                ? (pr_errf(e, sizeof e, "no model '%s' in the repository", names[i]), -1)
+    int k = pr__repo_find(ms->repository, names[i], &top)
+                ? (pr__errf(e, sizeof e, "no model '%s' in the repository", names[i]), -1)
                 : wanted_versions(ms, &top, want, &policy_ok, e, sizeof e);
-    if (k <= 0) pr_log(PR_LOG_ERROR, "model %s: %s", names[i], e);
+    if (k <= 0) pr__log(PR_LOG_ERROR, "model %s: %s", names[i], e);
     for (int v = 0; v < k; v++) {
       if (n_pending == MAX_PENDING) { /* a full list: alone */
         if (load_version(ms, &want[v], e, sizeof e))
-          pr_log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
+          pr__log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
         continue;
       }
       pr_served_t *m = NULL;
@@ -878,22 +879,22 @@ void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
       pr_status_t st = begin_load(ms, &want[v], &m, &ready, e, sizeof e);
       if (!st && ready)
         st = reload_locked(ms, m, &want[v], e, sizeof e); /* loaded already: alone */
-      if (st) pr_log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
+      if (st) pr__log(PR_LOG_ERROR, "model %s: version %s: %s", want[v].name, want[v].version, e);
       if (st || ready) continue;
-      pr_log(PR_LOG_INFO, "loading model %s version %s from %s", want[v].name, want[v].version,
-             want[v].path);
+      pr__log(PR_LOG_INFO, "loading model %s version %s from %s", want[v].name, want[v].version,
+              want[v].path);
       load_t *x = calloc(1, sizeof *x);
       st = x ? load_prepare(ms, m, x, e, sizeof e) : PR_ERR_NOMEM;
       if (st) {
         load_settle(ms, m, st, x ? e : "out of memory");
         free(x);
-        pr_log(PR_LOG_ERROR, "model %s: version %s: %s", m->entry.name, m->entry.version,
-               m->reason);
+        pr__log(PR_LOG_ERROR, "model %s: version %s: %s", m->entry.name, m->entry.version,
+                m->reason);
         continue;
       }
-      pr_rwlock_wrlock(&ms->lock);
+      pr__rwlock_wrlock(&ms->lock);
       m->prepared = true;
-      pr_rwlock_unlock(&ms->lock);
+      pr__rwlock_unlock(&ms->lock);
       pending[n_pending].m = m;
       pending[n_pending++].x = x;
     }
@@ -904,19 +905,19 @@ void pr_models_load_all(pr_models_t *ms, const char *const *names, int n) {
     free(pending[i].x);
     load_settle(ms, pending[i].m, st, e);
     if (st)
-      pr_log(PR_LOG_ERROR, "model %s: version %s: %s", pending[i].m->entry.name,
-             pending[i].m->entry.version, pending[i].m->reason);
+      pr__log(PR_LOG_ERROR, "model %s: version %s: %s", pending[i].m->entry.name,
+              pending[i].m->entry.version, pending[i].m->reason);
   }
-  pr_unlock(&ms->admin);
+  pr__unlock(&ms->admin);
 }
 
-pr_status_t pr_models_unload(pr_models_t *ms, const char *name) {
-  pr_lock(&ms->admin);
+pr_status_t pr__models_unload(pr_models_t *ms, const char *name) {
+  pr__lock(&ms->admin);
   pr_served_t *ready[MAX_READY];
   int n = ready_except(ms, name, NULL, 0, ready);
   for (int i = 0; i < n; i++) unload_version(ms, ready[i], "unloaded");
   if (n) redivide(ms, name, "unloaded");
-  pr_unlock(&ms->admin);
+  pr__unlock(&ms->admin);
   return n ? PR_OK : PR_ERR_NOT_FOUND;
 }
 
@@ -935,69 +936,69 @@ static pr_served_t *default_version_locked(pr_models_t *ms, const char *name) {
   return best;
 }
 
-pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *version,
-                           pr_status_t *st) {
-  pr_rwlock_rdlock(&ms->lock);
+pr_served_t *pr__models_get(pr_models_t *ms, const char *name, const char *version,
+                            pr_status_t *st) {
+  pr__rwlock_rdlock(&ms->lock);
   pr_served_t *m = version ? find_locked(ms, name, version) : default_version_locked(ms, name);
   *st = PR_ERR_NOT_FOUND;
   if (m && m->state != PR_MODEL_READY) *st = PR_ERR_BUSY, m = NULL;
   if (m) atomic_fetch_add(&m->refs, 1), *st = PR_OK;
   assert(!m || m->state == PR_MODEL_READY);
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
   return m;
 }
 
-void pr_models_put(pr_served_t *m) {
+void pr__models_put(pr_served_t *m) {
   int was = atomic_fetch_sub(&m->refs, 1);
   assert(was > 0);
   (void)was;
 }
 
-void pr_models_share(pr_models_t *ms, const pr_served_t *m, bool *divided,
-                     pr_joint_share_t *share) {
-  pr_rwlock_rdlock(&ms->lock);
+void pr__models_share(pr_models_t *ms, const pr_served_t *m, bool *divided,
+                      pr_joint_share_t *share) {
+  pr__rwlock_rdlock(&ms->lock);
   *divided = m->divided;
   *share = m->share;
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
 }
 
-int pr_models_cores(const pr_models_t *ms) {
+int pr__models_cores(const pr_models_t *ms) {
   return pr_models__cores(ms);
 }
 
-uint64_t pr_models_core_moves(pr_models_t *ms) {
+uint64_t pr__models_core_moves(pr_models_t *ms) {
   return atomic_load(&ms->core_moves);
 }
 
-void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx) {
-  pr_rwlock_rdlock(&ms->lock);
+void pr__models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx) {
+  pr__rwlock_rdlock(&ms->lock);
   for (int i = 0; i < ms->n_models; i++) fn(ms->models[i], ctx);
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
 }
 
-void pr_models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
-                    void *ctx) {
-  pr_rwlock_rdlock(&ms->lock);
+void pr__models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
+                     void *ctx) {
+  pr__rwlock_rdlock(&ms->lock);
   int n = 0;
   for (int i = 0; i < ms->n_models; i++)
     if (!strcmp(ms->models[i]->entry.name, name)) fn(ms->models[i], ctx), n++;
   if (!n) fn(NULL, ctx);
-  pr_rwlock_unlock(&ms->lock);
+  pr__rwlock_unlock(&ms->lock);
 }
 
-void pr_models_destroy(pr_models_t *ms) {
+void pr__models_destroy(pr_models_t *ms) {
   if (!ms) return;
   pr_models__balance_stop(ms); /* before the models leave */
-  pr_lock(&ms->admin);
+  pr__lock(&ms->admin);
   for (int i = 0; i < ms->n_models; i++) {
     pr_served_t *m = ms->models[i];
     if (m->state == PR_MODEL_READY) unload_locked(ms, m);
     assert(atomic_load(&m->refs) == 0); /* the server answered every request */
     free(m);
   }
-  pr_unlock(&ms->admin);
-  pr_rwlock_destroy(&ms->lock);
-  pr_lock_destroy(&ms->admin);
+  pr__unlock(&ms->admin);
+  pr__rwlock_destroy(&ms->lock);
+  pr__lock_destroy(&ms->admin);
   free(ms->models);
   free(ms);
 }

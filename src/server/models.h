@@ -9,8 +9,9 @@
  *   true}) divide the cores among them (pr_plan_joint, each planned for its
  *   max batch): each loads on its share, and a load or unload re-divides,
  *   every model whose share moved switching to plans on its new share
- *   (pr_sched_replan: no request fails). The others run on every core. At most `max_models` entries
- * are known at once (a setting); a load beyond it is refused with PR_ERR_BUSY and the reason.
+ *   (pr__sched_replan: no request fails). The others run on every core. At most `max_models`
+ * entries are known at once (a setting); a load beyond it is refused with PR_ERR_BUSY and the
+ * reason.
  * - Locks: `admin` serializes load and unload (one at a time, any model);
  *   `lock` (a rwlock) guards the array and each entry's state. A request
  *   takes a reference (atomic refs) under the read lock, so unload waits for
@@ -50,7 +51,7 @@ typedef struct {
   bool divided;
   pr_joint_share_t share;
   int share_batch; /* the batch the share was planned for */
-  /* loading with the others of the startup scan (pr_models_load_all): its
+  /* loading with the others of the startup scan (pr__models_load_all): its
    * profiles are in and it takes part in the division, its plans and
    * scheduler are still to come (admin held throughout) */
   bool prepared;
@@ -70,9 +71,9 @@ typedef struct {
 
 typedef struct pr_models pr_models_t;
 
-pr_status_t pr_models_create(const pr_models_config_t *cfg, pr_models_t **out);
+pr_status_t pr__models_create(const pr_models_config_t *cfg, pr_models_t **out);
 /* Unloads every model (answering the requests in flight) and frees. */
-void pr_models_destroy(pr_models_t *ms);
+void pr__models_destroy(pr_models_t *ms);
 
 /* Loads (or reloads) the versions of model `name` that its version policy
  * selects (default: the highest), and unloads its ready versions the
@@ -80,34 +81,36 @@ void pr_models_destroy(pr_models_t *ms);
  * PR_ERR_INVALID: the policy selects no version there; PR_ERR_BUSY:
  * max_models (versions) reached; others: a version's load failed (it stays
  * known, unavailable, with the reason; the other versions load). */
-pr_status_t pr_models_load(pr_models_t *ms, const char *name, char *err, size_t err_len);
+pr_status_t pr__models_load(pr_models_t *ms, const char *name, char *err, size_t err_len);
 /* The startup scan's loads: every version of every model named (as
- * pr_models_load each), the cores divided once among them all before any
+ * pr__models_load each), the cores divided once among them all before any
  * is planned, so that none is planned again for the next one; errors are
  * logged per model. */
-void pr_models_load_all(pr_models_t *ms, const char *const *names, int n);
+void pr__models_load_all(pr_models_t *ms, const char *const *names, int n);
 /* Unloads every ready version of `name`; PR_ERR_NOT_FOUND when none is. */
-pr_status_t pr_models_unload(pr_models_t *ms, const char *name);
+pr_status_t pr__models_unload(pr_models_t *ms, const char *name);
 
 /* The ready model `name` at `version` (NULL: the highest ready version)
  * with a reference taken, or NULL with *st: PR_ERR_NOT_FOUND (unknown model
  * or version) or PR_ERR_BUSY (known, not ready). Release with
- * pr_models_put. */
-pr_served_t *pr_models_get(pr_models_t *ms, const char *name, const char *version, pr_status_t *st);
-void pr_models_put(pr_served_t *m);
+ * pr__models_put. */
+pr_served_t *pr__models_get(pr_models_t *ms, const char *name, const char *version,
+                            pr_status_t *st);
+void pr__models_put(pr_served_t *m);
 
 /* m's share of the cores, read under the lock (a re-division writes it). */
-void pr_models_share(pr_models_t *ms, const pr_served_t *m, bool *divided, pr_joint_share_t *share);
+void pr__models_share(pr_models_t *ms, const pr_served_t *m, bool *divided,
+                      pr_joint_share_t *share);
 /* The cores plans use: the first this many of the server's cpus. */
-int pr_models_cores(const pr_models_t *ms);
+int pr__models_cores(const pr_models_t *ms);
 /* Re-divisions of the cores the balancer made (loads and unloads aside). */
-uint64_t pr_models_core_moves(pr_models_t *ms);
+uint64_t pr__models_core_moves(pr_models_t *ms);
 
 /* Read access to every known model: fn runs under the read lock for each. */
-void pr_models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx);
+void pr__models_each(pr_models_t *ms, void (*fn)(pr_served_t *m, void *ctx), void *ctx);
 /* Each known version of model `name` (any state) under the read lock:
  * fn(NULL) once if none. */
-void pr_models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
-                    void *ctx);
+void pr__models_with(pr_models_t *ms, const char *name, void (*fn)(pr_served_t *m, void *ctx),
+                     void *ctx);
 
 #endif

@@ -36,7 +36,7 @@ typedef struct {
   size_t off;
 } field_family_t;
 
-#define STATS_AT(m, off) ((const char *)pr_sched_stats((m)->sched) + (off))
+#define STATS_AT(m, off) ((const char *)pr__sched_stats((m)->sched) + (off))
 
 static void write_requests(FILE *f, const ready_t *r) {
   static const struct {
@@ -82,8 +82,8 @@ static void write_histograms(FILE *f, const ready_t *r) {
       char labels[200];
       snprintf(labels, sizeof labels, "model=\"%s\",version=\"%s\"", r->list[i]->entry.name,
                r->list[i]->entry.version);
-      pr_hist_write((const pr_hist_t *)STATS_AT(r->list[i], histograms[h].off), f,
-                    histograms[h].name, labels);
+      pr__hist_write((const pr_hist_t *)STATS_AT(r->list[i], histograms[h].off), f,
+                     histograms[h].name, labels);
     }
   }
 }
@@ -96,9 +96,9 @@ static void write_stages(FILE *f, const ready_t *r) {
     for (int k = 0; k < PR_STAGE_COUNT; k++) {
       char labels[200];
       snprintf(labels, sizeof labels, "model=\"%s\",version=\"%s\",stage=\"%s\"",
-               r->list[i]->entry.name, r->list[i]->entry.version, pr_stage_names[k]);
-      pr_hist_write(&pr_sched_stats(r->list[i]->sched)->stage[k], f,
-                    "packrat_request_stage_seconds", labels);
+               r->list[i]->entry.name, r->list[i]->entry.version, pr__stage_names[k]);
+      pr__hist_write(&pr__sched_stats(r->list[i]->sched)->stage[k], f,
+                     "packrat_request_stage_seconds", labels);
     }
 }
 
@@ -110,8 +110,8 @@ static void write_overhead(FILE *f, const ready_t *r) {
     char labels[200];
     snprintf(labels, sizeof labels, "model=\"%s\",version=\"%s\"", r->list[i]->entry.name,
              r->list[i]->entry.version);
-    pr_hist_write(&pr_sched_stats(r->list[i]->sched)->overhead_s, f,
-                  "packrat_request_overhead_seconds", labels);
+    pr__hist_write(&pr__sched_stats(r->list[i]->sched)->overhead_s, f,
+                   "packrat_request_overhead_seconds", labels);
   }
 }
 
@@ -157,18 +157,18 @@ static void write_autoscaler(FILE *f, const ready_t *r) {
       fprintf(
           f, "packrat_autoscaler_decisions_total{model=\"%s\",version=\"%s\",reason=\"%s\"} %llu\n",
           r->list[i]->entry.name, r->list[i]->entry.version, reasons[k],
-          (unsigned long long)atomic_load(&pr_sched_stats(r->list[i]->sched)->auto_decisions[k]));
+          (unsigned long long)atomic_load(&pr__sched_stats(r->list[i]->sched)->auto_decisions[k]));
   family(f, "packrat_bucket_requests_total", "counter",
          "Requests submitted per shape bucket (its representative size), of models with buckets.");
   for (int i = 0; i < r->n; i++) {
     const pr_sched_dim_t *dim;
     const long long *sizes;
-    int n = pr_sched_buckets(r->list[i]->sched, &dim, &sizes);
+    int n = pr__sched_buckets(r->list[i]->sched, &dim, &sizes);
     for (int k = 0; k < n; k++)
       fprintf(
           f, "packrat_bucket_requests_total{model=\"%s\",version=\"%s\",bucket=\"%lld\"} %llu\n",
           r->list[i]->entry.name, r->list[i]->entry.version, sizes[k],
-          (unsigned long long)atomic_load(&pr_sched_stats(r->list[i]->sched)->bucket_arrivals[k]));
+          (unsigned long long)atomic_load(&pr__sched_stats(r->list[i]->sched)->bucket_arrivals[k]));
   }
 }
 
@@ -203,8 +203,8 @@ static const struct {
   const char *name, *help;
   int (*value)(pr_sched_t *s);
 } model_gauges[] = {
-    {"packrat_queue_depth", "Requests waiting.", pr_sched_queue_depth},
-    {"packrat_prepared_plans", "Plans prepared (instances started).", pr_sched_num_configs},
+    {"packrat_queue_depth", "Requests waiting.", pr__sched_queue_depth},
+    {"packrat_prepared_plans", "Plans prepared (instances started).", pr__sched_num_configs},
 };
 
 /* The queue's bounds: the capacity, and the admission estimate (the live
@@ -226,8 +226,8 @@ static void write_admission(FILE *f, const ready_t *r) {
     family(f, names[g], "gauge", helps[g]);
     for (int i = 0; i < r->n; i++) {
       const pr_served_t *m = r->list[i];
-      pr_sched_stats_t *st = pr_sched_stats(m->sched);
-      double rate = pr_sched_service_rate(m->sched), v;
+      pr_sched_stats_t *st = pr__sched_stats(m->sched);
+      double rate = pr__sched_service_rate(m->sched), v;
       double limit = rate * PR_SCHED_ADMIT_SHARE * m->cfg.request_timeout_s;
       v = g == 0   ? m->cfg.queue_capacity
           : g == 1 ? rate
@@ -259,7 +259,7 @@ static const field_family_t instance_gauges[] = {
 /* The current plans' gauges, from one snapshot of each model's plan. */
 static void write_plan_gauges(FILE *f, const ready_t *r) {
   pr_plan_t *plans = r->n ? malloc(sizeof *plans * (size_t)r->n) : NULL;
-  for (int i = 0; plans && i < r->n; i++) pr_sched_current_plan(r->list[i]->sched, &plans[i]);
+  for (int i = 0; plans && i < r->n; i++) pr__sched_current_plan(r->list[i]->sched, &plans[i]);
   family(f, "packrat_plan_instances", "gauge", "Instances of the current plan.");
   for (int i = 0; plans && i < r->n; i++)
     fprintf(f, "packrat_plan_instances{model=\"%s\",version=\"%s\"} %d\n", r->list[i]->entry.name,
@@ -282,14 +282,14 @@ static void write_cores(FILE *f, pr_models_t *ms, const ready_t *r) {
   for (int i = 0; i < r->n; i++) {
     bool divided;
     pr_joint_share_t share;
-    pr_models_share(ms, r->list[i], &divided, &share);
+    pr__models_share(ms, r->list[i], &divided, &share);
     fprintf(f, "packrat_model_cores{model=\"%s\",version=\"%s\",divided=\"%s\"} %d\n",
             r->list[i]->entry.name, r->list[i]->entry.version, divided ? "true" : "false",
             share.cores);
   }
   family(f, "packrat_core_moves_total", "counter",
          "Re-divisions of the cores the balancer made as the loads moved.");
-  fprintf(f, "packrat_core_moves_total %llu\n", (unsigned long long)pr_models_core_moves(ms));
+  fprintf(f, "packrat_core_moves_total %llu\n", (unsigned long long)pr__models_core_moves(ms));
 }
 
 /* ---- server-wide families ---- */
@@ -331,11 +331,11 @@ static void write_server(FILE *f, const pr_prom_server_t *srv, int known) {
   }
 }
 
-void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
+void pr__prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   int known = 0;
-  pr_models_each(ms, count_known, &known);
+  pr__models_each(ms, count_known, &known);
   ready_t r = {calloc((size_t)(known ? known : 1), sizeof(pr_served_t *)), 0, known};
-  if (r.list) pr_models_each(ms, take_ready, &r);
+  if (r.list) pr__models_each(ms, take_ready, &r);
   write_requests(f, &r);
   write_histograms(f, &r);
   write_stages(f, &r);
@@ -346,7 +346,7 @@ void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   write_admission(f, &r);
   write_plan_gauges(f, &r);
   write_cores(f, ms, &r);
-  for (int i = 0; i < r.n; i++) pr_models_put(r.list[i]);
+  for (int i = 0; i < r.n; i++) pr__models_put(r.list[i]);
   free(r.list);
   write_server(f, srv, known);
 }

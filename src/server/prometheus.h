@@ -19,6 +19,6 @@ typedef struct {
 
 /* Writes every metric family to f. Takes a reference on each ready model
  * while writing, so an unload waits. */
-void pr_prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f);
+void pr__prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f);
 
 #endif

@@ -230,7 +230,7 @@ static int store_float(parser_t *p, double d) {
   switch (p->t->dtype) {
     case PR_DTYPE_FLOAT: ((float *)at)[p->pos] = (float)d; break;
     case PR_DTYPE_DOUBLE: ((double *)at)[p->pos] = d; break;
-    case PR_DTYPE_FLOAT16: ((uint16_t *)at)[p->pos] = pr_double_to_half(d); break;
+    case PR_DTYPE_FLOAT16: ((uint16_t *)at)[p->pos] = pr__double_to_half(d); break;
     default: return data_fail(p, "'data' holds a value that does not fit the datatype");
   }
   p->pos++;
@@ -411,7 +411,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t l) {
   parser_t *p = ctx;
   ctx_t c;
   if (!on_scalar(p, &c)) return 0;
-  if (c != C_SKIP && c != C_DATA && (memchr(s, 0, l) || !pr_utf8_valid((const char *)s, l)))
+  if (c != C_SKIP && c != C_DATA && (memchr(s, 0, l) || !pr__utf8_valid((const char *)s, l)))
     return fail(p, "%s must be valid UTF-8 without NUL characters", what(c));
   switch (c) {
     case C_SKIP: return 1;
@@ -570,8 +570,8 @@ static int check_input(parser_t *p, int i, pr_request_t *r) {
     return fail(p, "input %d needs 'name', 'datatype' and a non-empty 'shape'", i), -1;
   const char *name = in->name;
   size_t numel, nbytes;
-  if (pr_proto_input_check(p->m, name, in->dtype, in->rank, in->dims, r, &in->k, &numel, &nbytes,
-                           p->err, p->err_len))
+  if (pr__proto_input_check(p->m, name, in->dtype, in->rank, in->dims, r, &in->k, &numel, &nbytes,
+                            p->err, p->err_len))
     return p->failed = true, -1;
   if (in->has_bsize && in->has_data)
     return fail(p, "input '%s' has both 'data' and binary_data_size", name), -1;
@@ -587,7 +587,7 @@ static int check_input(parser_t *p, int i, pr_request_t *r) {
    * whose bytes are normalized into a copy */
   if (!in->has_data && r->inputs[in->k].dtype != PR_DTYPE_BOOL) return 0;
   pr_status_t st =
-      pr_proto_input_alloc(r, in->k, nbytes, p->max_bytes, &p->bytes, p->err, p->err_len);
+      pr__proto_input_alloc(r, in->k, nbytes, p->max_bytes, &p->bytes, p->err, p->err_len);
   if (st) p->status = st, p->failed = true;
   return st ? -1 : 0;
 }
@@ -620,7 +620,7 @@ static int take_inputs(parser_t *p, const char *body, size_t len, size_t json_le
     bin_off += nbytes;
   }
   if (bin_off != len) return fail(p, "%zu bytes of binary data left over", len - bin_off), -1;
-  if (pr_proto_inputs_complete(m, r, p->err, p->err_len)) return p->failed = true, -1;
+  if (pr__proto_inputs_complete(m, r, p->err, p->err_len)) return p->failed = true, -1;
   return 0;
 }
 
@@ -631,7 +631,7 @@ static int take_outputs(parser_t *p, pr_proto_infer_t *q) {
   for (int o = 0; o < m->n_outputs; o++) q->binary[o] = p->all_binary;
   for (int j = 0; j < p->n_out; j++) {
     int k;
-    if (pr_proto_output_take(m, p->out[j].name, q, &k, p->err, p->err_len))
+    if (pr__proto_output_take(m, p->out[j].name, q, &k, p->err, p->err_len))
       return p->failed = true, -1;
     if (p->out[j].has_bd) q->binary[k] = p->out[j].bd;
   }
@@ -652,9 +652,9 @@ static int parse_body(parser_t *p, const char *body, size_t len, size_t json_len
   return run_pass(p, body, json_len);
 }
 
-pr_status_t pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len,
-                                 size_t json_len, size_t max_bytes, pr_request_t *r,
-                                 pr_proto_infer_t *q, char *err, size_t err_len) {
+pr_status_t pr__proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len,
+                                  size_t json_len, size_t max_bytes, pr_request_t *r,
+                                  pr_proto_infer_t *q, char *err, size_t err_len) {
   memset(q, 0, sizeof *q);
   if (json_len > len) {
     snprintf(err, err_len, "Inference-Header-Content-Length %zu exceeds the body (%zu)", json_len,
@@ -680,7 +680,7 @@ pr_status_t pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, si
   return st;
 }
 
-void pr_proto_infer_clear(pr_proto_infer_t *q) {
+void pr__proto_infer_clear(pr_proto_infer_t *q) {
   free(q->id);
   q->id = NULL;
 }
@@ -725,7 +725,7 @@ static bool gen_data(yajl_gen g, const pr_tensor_t *t) {
       case PR_DTYPE_FLOAT: ok = gen_float(g, ((const float *)d)[i], "%.9g"); break;
       case PR_DTYPE_DOUBLE: ok = gen_float(g, ((const double *)d)[i], "%.17g"); break;
       case PR_DTYPE_FLOAT16:
-        ok = gen_float(g, pr_half_to_float(((const uint16_t *)d)[i]), "%.9g");
+        ok = gen_float(g, pr__half_to_float(((const uint16_t *)d)[i]), "%.9g");
         break;
       case PR_DTYPE_BOOL: ok = GEN_OK(yajl_gen_bool(g, ((const uint8_t *)d)[i] != 0)); break;
       case PR_DTYPE_INT8: ok = gen_int(g, ((const int8_t *)d)[i]); break;
@@ -746,10 +746,10 @@ static size_t tensor_bytes(const pr_tensor_t *t) {
   return (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
 }
 
-pr_status_t pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name,
-                                    const char *version, const pr_request_t *r,
-                                    const pr_proto_infer_t *q, char **out, size_t *out_len,
-                                    size_t *json_len) {
+pr_status_t pr__proto_infer_response(const pr_proto_model_t *m, const char *model_name,
+                                     const char *version, const pr_request_t *r,
+                                     const pr_proto_infer_t *q, char **out, size_t *out_len,
+                                     size_t *json_len) {
   int list[PR_SCHED_MAX_IO], n = 0;
   if (q->n_outputs) {
     memcpy(list, q->outputs, sizeof(int) * (size_t)q->n_outputs);
@@ -769,7 +769,7 @@ pr_status_t pr_proto_infer_response(const pr_proto_model_t *m, const char *model
     int o = list[i];
     const pr_tensor_t *t = &r->outputs[o];
     ok = GEN_OK(yajl_gen_map_open(g)) && gen_text(g, "name") && gen_text(g, m->outputs[o].name) &&
-         gen_text(g, "datatype") && gen_text(g, pr_proto_datatype(t->dtype)) &&
+         gen_text(g, "datatype") && gen_text(g, pr__proto_datatype(t->dtype)) &&
          gen_text(g, "shape") && GEN_OK(yajl_gen_array_open(g));
     for (int d = 0; ok && d < t->rank; d++) ok = gen_int(g, t->dims[d]);
     ok = ok && GEN_OK(yajl_gen_array_close(g));
@@ -806,7 +806,7 @@ pr_status_t pr_proto_infer_response(const pr_proto_model_t *m, const char *model
   return !ok ? PR_ERR_INTERNAL : buf ? PR_OK : PR_ERR_NOMEM;
 }
 
-int pr_proto_http_status(pr_status_t st) {
+int pr__proto_http_status(pr_status_t st) {
   switch (st) {
     case PR_OK: return 200;
     case PR_ERR_INVALID:
@@ -825,7 +825,7 @@ int pr_proto_http_status(pr_status_t st) {
   }
 }
 
-int pr_proto_grpc_status(pr_status_t st) {
+int pr__proto_grpc_status(pr_status_t st) {
   switch (st) {
     case PR_OK: return GRPC_STATUS_OK;
     case PR_ERR_INVALID:
@@ -845,9 +845,9 @@ int pr_proto_grpc_status(pr_status_t st) {
   }
 }
 
-char *pr_proto_error(const char *msg) {
+char *pr__proto_error(const char *msg) {
   char clean[1024];
-  pr_utf8_sanitize(msg ? msg : "", clean, sizeof clean);
+  pr__utf8_sanitize(msg ? msg : "", clean, sizeof clean);
   char *out = NULL;
   yajl_gen g = yajl_gen_alloc(NULL);
   const unsigned char *js;

@@ -19,7 +19,7 @@
  *   half value, exactly), unsigned types as integers up to UINT64_MAX.
  * - Text from the client is UTF-8-validated by the parser (names, ids,
  *   datatypes). Error messages that echo it are cut to the caller's buffer,
- *   possibly inside a character; pr_proto_error replaces what is not UTF-8,
+ *   possibly inside a character; pr__proto_error replaces what is not UTF-8,
  *   so every error body is valid JSON. */
 #ifndef PR_SERVER_PROTOCOL_H
 #define PR_SERVER_PROTOCOL_H
@@ -56,7 +56,7 @@ typedef struct {
 } pr_proto_model_t;
 
 /* "1..512" or "one of 64, 128, 256" into buf. */
-void pr_proto_dim_allowed(const pr_proto_dim_t *d, char *buf, size_t len);
+void pr__proto_dim_allowed(const pr_proto_dim_t *d, char *buf, size_t len);
 
 typedef struct {
   char *id;      /* owned; NULL when the request has none */
@@ -68,8 +68,8 @@ typedef struct {
 } pr_proto_infer_t;
 
 /* v2 datatype name <-> dtype ("FP32" <-> PR_DTYPE_FLOAT). */
-const char *pr_proto_datatype(pr_dtype_t dt);
-pr_dtype_t pr_proto_dtype(const char *datatype);
+const char *pr__proto_datatype(pr_dtype_t dt);
+pr_dtype_t pr__proto_dtype(const char *datatype);
 
 /* Parses an infer request body (json_len: the JSON header's length, the whole
  * body without the binary extension) into r->inputs/r->rows and q, allocating
@@ -79,11 +79,11 @@ pr_dtype_t pr_proto_dtype(const char *datatype);
  * PR_OK; PR_ERR_INVALID for a malformed body or one the model does not take;
  * PR_ERR_BUSY over max_bytes or when the tensors cannot be allocated (retry
  * later); a message in err for every error. Release q with
- * pr_proto_infer_clear in every case. */
-pr_status_t pr_proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len,
-                                 size_t json_len, size_t max_bytes, pr_request_t *r,
-                                 pr_proto_infer_t *q, char *err, size_t err_len);
-void pr_proto_infer_clear(pr_proto_infer_t *q);
+ * pr__proto_infer_clear in every case. */
+pr_status_t pr__proto_parse_infer(const pr_proto_model_t *m, const char *body, size_t len,
+                                  size_t json_len, size_t max_bytes, pr_request_t *r,
+                                  pr_proto_infer_t *q, char *err, size_t err_len);
+void pr__proto_infer_clear(pr_proto_infer_t *q);
 
 /* The error of a "priority" parameter that is no level: negative, not an
  * integer, or past any model's levels (one within range but past the
@@ -100,42 +100,42 @@ void pr_proto_infer_clear(pr_proto_infer_t *q);
  * input: r->rows, -1 before the first). On PR_OK the input is taken:
  * r->inputs[*k] has its dtype, rank and dims (no data yet), *numel and
  * *nbytes its size. PR_ERR_INVALID otherwise. */
-pr_status_t pr_proto_input_check(const pr_proto_model_t *m, const char *name, const char *datatype,
-                                 int rank, const int64_t *dims, pr_request_t *r, int *k,
-                                 size_t *numel, size_t *nbytes, char *err, size_t err_len);
+pr_status_t pr__proto_input_check(const pr_proto_model_t *m, const char *name, const char *datatype,
+                                  int rank, const int64_t *dims, pr_request_t *r, int *k,
+                                  size_t *numel, size_t *nbytes, char *err, size_t err_len);
 /* Allocates input k's nbytes, counted in *bytes against max_bytes (0: no
  * bound): PR_ERR_BUSY over it or out of memory. */
-pr_status_t pr_proto_input_alloc(pr_request_t *r, int k, size_t nbytes, size_t max_bytes,
-                                 size_t *bytes, char *err, size_t err_len);
+pr_status_t pr__proto_input_alloc(pr_request_t *r, int k, size_t nbytes, size_t max_bytes,
+                                  size_t *bytes, char *err, size_t err_len);
 /* PR_ERR_INVALID when a model input was not given. */
-pr_status_t pr_proto_inputs_complete(const pr_proto_model_t *m, const pr_request_t *r, char *err,
-                                     size_t err_len);
+pr_status_t pr__proto_inputs_complete(const pr_proto_model_t *m, const pr_request_t *r, char *err,
+                                      size_t err_len);
 /* Adds the requested output `name` to q (*k: its index in the model);
  * PR_ERR_INVALID for an unknown or repeated one. */
-pr_status_t pr_proto_output_take(const pr_proto_model_t *m, const char *name, pr_proto_infer_t *q,
-                                 int *k, char *err, size_t err_len);
+pr_status_t pr__proto_output_take(const pr_proto_model_t *m, const char *name, pr_proto_infer_t *q,
+                                  int *k, char *err, size_t err_len);
 
 /* Builds the response body (malloc'd into *out, *out_len, the caller's to
  * free); *json_len is the JSON header's length when binary outputs follow,
  * else 0. Returns PR_OK, PR_ERR_NOMEM, or PR_ERR_INTERNAL when the JSON
  * cannot be written (a name that is not valid UTF-8); *out is untouched on
  * error. */
-pr_status_t pr_proto_infer_response(const pr_proto_model_t *m, const char *model_name,
-                                    const char *version, const pr_request_t *r,
-                                    const pr_proto_infer_t *q, char **out, size_t *out_len,
-                                    size_t *json_len);
+pr_status_t pr__proto_infer_response(const pr_proto_model_t *m, const char *model_name,
+                                     const char *version, const pr_request_t *r,
+                                     const pr_proto_infer_t *q, char **out, size_t *out_len,
+                                     size_t *json_len);
 
 /* The HTTP status of a pr_status_t (the engine's and server/status.h's): the
  * one place statuses become HTTP. Unknown statuses are 500. */
-int pr_proto_http_status(pr_status_t st);
+int pr__proto_http_status(pr_status_t st);
 
 /* The gRPC status code (grpc/status.h's grpc_status_code) of a pr_status_t:
- * beside pr_proto_http_status, the one place statuses become gRPC codes.
+ * beside pr__proto_http_status, the one place statuses become gRPC codes.
  * Unknown statuses are INTERNAL. */
-int pr_proto_grpc_status(pr_status_t st);
+int pr__proto_grpc_status(pr_status_t st);
 
 /* {"error": msg} (malloc'd, NULL only when out of memory); msg may hold any
  * bytes: invalid UTF-8 is replaced, so the body is always valid JSON. */
-char *pr_proto_error(const char *msg);
+char *pr__proto_error(const char *msg);
 
 #endif

@@ -23,19 +23,19 @@ static const struct {
              {"INT16", PR_DTYPE_INT16},   {"INT32", PR_DTYPE_INT32},   {"INT64", PR_DTYPE_INT64},
              {"FP16", PR_DTYPE_FLOAT16},  {"FP32", PR_DTYPE_FLOAT},    {"FP64", PR_DTYPE_DOUBLE}};
 
-const char *pr_proto_datatype(pr_dtype_t dt) {
+const char *pr__proto_datatype(pr_dtype_t dt) {
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
     if (types[i].dt == dt) return types[i].name;
   return "BYTES";
 }
 
-pr_dtype_t pr_proto_dtype(const char *name) {
+pr_dtype_t pr__proto_dtype(const char *name) {
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
     if (!strcmp(types[i].name, name)) return types[i].dt;
   return PR_DTYPE_UNDEFINED;
 }
 
-void pr_proto_dim_allowed(const pr_proto_dim_t *d, char *buf, size_t len) {
+void pr__proto_dim_allowed(const pr_proto_dim_t *d, char *buf, size_t len) {
   if (!d->n_list) {
     snprintf(buf, len, "%lld..%lld", d->min, d->max);
     return;
@@ -58,62 +58,63 @@ static pr_status_t check_dyn(const pr_proto_model_t *m, const char *name, int k,
     for (int i = 0; i < x->n_list; i++) ok |= x->list[i] == v;
   }
   char allowed[256];
-  pr_proto_dim_allowed(x, allowed, sizeof allowed);
+  pr__proto_dim_allowed(x, allowed, sizeof allowed);
   if (!ok)
-    return pr_errf(err, err_len, "input '%s': dimension %d ('%s') is %lld, allowed %s", name, d,
-                   x->name, (long long)v, allowed),
+    return pr__errf(err, err_len, "input '%s': dimension %d ('%s') is %lld, allowed %s", name, d,
+                    x->name, (long long)v, allowed),
            PR_ERR_INVALID;
   for (int o = 0; o < m->n_inputs; o++) /* taken inputs have their rank set */
     for (int a = 1; o != k && a < r->inputs[o].rank; a++)
       if (m->dyn_of[o][a] == j + 1 && r->inputs[o].dims[a] != v)
-        return pr_errf(err, err_len,
-                       "input '%s': dimension %d ('%s') is %lld, input '%s' gives it %lld", name, d,
-                       x->name, (long long)v, m->inputs[o].name, (long long)r->inputs[o].dims[a]),
+        return pr__errf(err, err_len,
+                        "input '%s': dimension %d ('%s') is %lld, input '%s' gives it %lld", name,
+                        d, x->name, (long long)v, m->inputs[o].name,
+                        (long long)r->inputs[o].dims[a]),
                PR_ERR_INVALID;
   return PR_OK;
 }
 
-pr_status_t pr_proto_input_check(const pr_proto_model_t *m, const char *name, const char *datatype,
-                                 int rank, const int64_t *dims, pr_request_t *r, int *k,
-                                 size_t *numel, size_t *nbytes, char *err, size_t err_len) {
+pr_status_t pr__proto_input_check(const pr_proto_model_t *m, const char *name, const char *datatype,
+                                  int rank, const int64_t *dims, pr_request_t *r, int *k,
+                                  size_t *numel, size_t *nbytes, char *err, size_t err_len) {
   *k = -1;
   for (int j = 0; j < m->n_inputs; j++)
     if (!strcmp(m->inputs[j].name, name)) *k = j;
-  if (*k < 0) return pr_errf(err, err_len, "model has no input '%s'", name), PR_ERR_INVALID;
+  if (*k < 0) return pr__errf(err, err_len, "model has no input '%s'", name), PR_ERR_INVALID;
   pr_tensor_t *t = &r->inputs[*k];
-  if (t->rank) return pr_errf(err, err_len, "input '%s' given twice", name), PR_ERR_INVALID;
+  if (t->rank) return pr__errf(err, err_len, "input '%s' given twice", name), PR_ERR_INVALID;
   const pr_tensor_info_t *want = &m->inputs[*k];
-  if (pr_proto_dtype(datatype) != want->dtype)
-    return pr_errf(err, err_len, "input '%s': datatype %s, model expects %s", name, datatype,
-                   pr_proto_datatype(want->dtype)),
+  if (pr__proto_dtype(datatype) != want->dtype)
+    return pr__errf(err, err_len, "input '%s': datatype %s, model expects %s", name, datatype,
+                    pr__proto_datatype(want->dtype)),
            PR_ERR_INVALID;
   if (rank != want->rank)
-    return pr_errf(err, err_len, "input '%s': shape has %d dimensions, model expects %d", name,
-                   rank, want->rank),
+    return pr__errf(err, err_len, "input '%s': shape has %d dimensions, model expects %d", name,
+                    rank, want->rank),
            PR_ERR_INVALID;
   size_t n = 1;
   for (int d = 0; d < want->rank; d++) {
     int64_t v = dims[d];
     if (v < 0)
-      return pr_errf(err, err_len, "input '%s': 'shape' must hold non-negative integers", name),
+      return pr__errf(err, err_len, "input '%s': 'shape' must hold non-negative integers", name),
              PR_ERR_INVALID;
     if (d == 0 && (v < 1 || v > m->max_batch))
-      return pr_errf(err, err_len, "input '%s': batch %lld outside 1..%d", name, (long long)v,
-                     m->max_batch),
+      return pr__errf(err, err_len, "input '%s': batch %lld outside 1..%d", name, (long long)v,
+                      m->max_batch),
              PR_ERR_INVALID;
     if (d > 0 && m->dyn_of[*k][d] && check_dyn(m, name, *k, d, v, r, err, err_len))
       return PR_ERR_INVALID;
     if (d > 0 && want->dims[d] >= 0 && v != want->dims[d])
-      return pr_errf(err, err_len, "input '%s': dimension %d is %lld, model expects %lld", name, d,
-                     (long long)v, (long long)want->dims[d]),
+      return pr__errf(err, err_len, "input '%s': dimension %d is %lld, model expects %lld", name, d,
+                      (long long)v, (long long)want->dims[d]),
              PR_ERR_INVALID;
-    if (pr_mul_size(n, (size_t)v, &n))
-      return pr_errf(err, err_len, "input '%s' too large", name), PR_ERR_INVALID;
+    if (pr__mul_size(n, (size_t)v, &n))
+      return pr__errf(err, err_len, "input '%s' too large", name), PR_ERR_INVALID;
   }
   if (r->rows >= 0 && dims[0] != r->rows)
-    return pr_errf(err, err_len, "inputs disagree on the batch size"), PR_ERR_INVALID;
-  if (pr_mul_size(n, pr_dtype_size(want->dtype), nbytes))
-    return pr_errf(err, err_len, "input '%s' too large", name), PR_ERR_INVALID;
+    return pr__errf(err, err_len, "inputs disagree on the batch size"), PR_ERR_INVALID;
+  if (pr__mul_size(n, pr_dtype_size(want->dtype), nbytes))
+    return pr__errf(err, err_len, "input '%s' too large", name), PR_ERR_INVALID;
   r->rows = (int)dims[0];
   t->dtype = want->dtype;
   t->rank = want->rank; /* from here on, the input is taken */
@@ -122,36 +123,36 @@ pr_status_t pr_proto_input_check(const pr_proto_model_t *m, const char *name, co
   return PR_OK;
 }
 
-pr_status_t pr_proto_input_alloc(pr_request_t *r, int k, size_t nbytes, size_t max_bytes,
-                                 size_t *bytes, char *err, size_t err_len) {
+pr_status_t pr__proto_input_alloc(pr_request_t *r, int k, size_t nbytes, size_t max_bytes,
+                                  size_t *bytes, char *err, size_t err_len) {
   *bytes += nbytes;
   if (max_bytes && *bytes > max_bytes)
-    return pr_errf(err, err_len, "the server holds too many request bytes; retry later"),
+    return pr__errf(err, err_len, "the server holds too many request bytes; retry later"),
            PR_ERR_BUSY;
-  if (!(r->inputs[k].data = pr_aligned_alloc(nbytes)))
-    return pr_errf(err, err_len, "out of memory; retry later"), PR_ERR_BUSY;
+  if (!(r->inputs[k].data = pr__aligned_alloc(nbytes)))
+    return pr__errf(err, err_len, "out of memory; retry later"), PR_ERR_BUSY;
   return PR_OK;
 }
 
-pr_status_t pr_proto_inputs_complete(const pr_proto_model_t *m, const pr_request_t *r, char *err,
-                                     size_t err_len) {
+pr_status_t pr__proto_inputs_complete(const pr_proto_model_t *m, const pr_request_t *r, char *err,
+                                      size_t err_len) {
   for (int k = 0; k < m->n_inputs; k++)
     if (!r->inputs[k].data)
-      return pr_errf(err, err_len, "missing input '%s'", m->inputs[k].name), PR_ERR_INVALID;
+      return pr__errf(err, err_len, "missing input '%s'", m->inputs[k].name), PR_ERR_INVALID;
   return PR_OK;
 }
 
-pr_status_t pr_proto_output_take(const pr_proto_model_t *m, const char *name, pr_proto_infer_t *q,
-                                 int *k, char *err, size_t err_len) {
+pr_status_t pr__proto_output_take(const pr_proto_model_t *m, const char *name, pr_proto_infer_t *q,
+                                  int *k, char *err, size_t err_len) {
   *k = -1;
   for (int o = 0; name && o < m->n_outputs; o++)
     if (!strcmp(m->outputs[o].name, name)) *k = o;
   if (*k < 0)
-    return pr_errf(err, err_len, "model has no output '%s'", name ? name : "(unnamed)"),
+    return pr__errf(err, err_len, "model has no output '%s'", name ? name : "(unnamed)"),
            PR_ERR_INVALID;
   for (int i = 0; i < q->n_outputs; i++)
     if (q->outputs[i] == *k)
-      return pr_errf(err, err_len, "output '%s' requested twice", name), PR_ERR_INVALID;
+      return pr__errf(err, err_len, "output '%s' requested twice", name), PR_ERR_INVALID;
   assert(q->n_outputs < PR_SCHED_MAX_IO); /* distinct outputs of the model */
   q->outputs[q->n_outputs++] = *k;
   return PR_OK;

@@ -110,7 +110,7 @@ static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
   return true;
 }
 
-int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total) {
+int pr__repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total) {
   DIR *d = opendir(dir);
   if (!d) return -1;
   int n = 0, all = 0;
@@ -135,7 +135,7 @@ int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total) {
   return n;
 }
 
-int pr_repo_find(const char *dir, const char *name, pr_repo_entry_t *out) {
+int pr__repo_find(const char *dir, const char *name, pr_repo_entry_t *out) {
   char item[PR_NAME_MAX + 8];
   if (!valid_name(name)) return -1;
   /* "m.onnx" names the model "m", not a model of its own */
@@ -152,8 +152,8 @@ static bool policy_takes(const pr_version_policy_t *policy, long number, int ran
   return false;
 }
 
-int pr_repo_versions(const char *dir, const char *name, const pr_version_policy_t *policy,
-                     pr_repo_entry_t *out, int max) {
+int pr__repo_versions(const char *dir, const char *name, const pr_version_policy_t *policy,
+                      pr_repo_entry_t *out, int max) {
   if (!valid_name(name)) return -1;
   if (max > PR_REPO_MAX_VERSIONS) max = PR_REPO_MAX_VERSIONS;
   char p[4096];
@@ -161,7 +161,7 @@ int pr_repo_versions(const char *dir, const char *name, const pr_version_policy_
   version_t vers[PR_REPO_MAX_VERSIONS * 4]; /* SPECIFIC may name old ones */
   int n = list_versions(p, vers, (int)(sizeof vers / sizeof vers[0]));
   if (n == 0) { /* NAME.onnx: version 1 */
-    if (pr_repo_find(dir, name, &out[0])) return -1;
+    if (pr__repo_find(dir, name, &out[0])) return -1;
     return max > 0 && policy_takes(policy, 1, 0) ? 1 : 0;
   }
   int k = 0;
@@ -173,7 +173,7 @@ int pr_repo_versions(const char *dir, const char *name, const pr_version_policy_
 /* Error messages quote outside text (keys, paths) and may be cut to the
  * caller's buffer; the server sends them as JSON, which must be UTF-8: the
  * message is cut on a character boundary and bytes that are not UTF-8 become
- * '?' (pr_utf8_sanitize). */
+ * '?' (pr__utf8_sanitize). */
 static void set_error(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void set_error(char *err, size_t err_len, const char *fmt, ...) {
@@ -182,7 +182,7 @@ static void set_error(char *err, size_t err_len, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
-  if (err_len) pr_utf8_sanitize(raw, err, err_len);
+  if (err_len) pr__utf8_sanitize(raw, err, err_len);
 }
 
 /* ---- config.json: one setter per setting ---- */
@@ -536,8 +536,8 @@ static bool apply_setting(pr_model_config_t *c, const char *key, json_t *v, char
   return false;
 }
 
-int pr_repo_parse_config(const char *text, size_t len, const char *origin, pr_model_config_t *c,
-                         char *err, size_t err_len) {
+int pr__repo_parse_config(const char *text, size_t len, const char *origin, pr_model_config_t *c,
+                          char *err, size_t err_len) {
   json_error_t je;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
@@ -564,18 +564,18 @@ int pr_repo_parse_config(const char *text, size_t len, const char *origin, pr_mo
   return ok ? 0 : -1;
 }
 
-int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len) {
+int pr__repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len) {
   void *text;
   size_t len;
   if (!is_file(path)) { /* a folder or a FIFO (which would block the read) */
     set_error(err, err_len, "%s: not a regular file", path);
     return -1;
   }
-  if (pr_read_file(path, &text, &len, PR_REPO_CONFIG_MAX)) {
+  if (pr__read_file(path, &text, &len, PR_REPO_CONFIG_MAX)) {
     set_error(err, err_len, "%s: %s", path, strerror(errno));
     return -1;
   }
-  int rc = pr_repo_parse_config(text, len, path, c, err, err_len);
+  int rc = pr__repo_parse_config(text, len, path, c, err, err_len);
   free(text);
   return rc;
 }

@@ -18,10 +18,10 @@ typedef struct {
  * each model) and DIR/<model>.onnx (version 1). Returns the count stored (at
  * most max) or -1 when DIR cannot be read; *total (optional): how many models
  * DIR holds, beyond max too. Names are validated: [A-Za-z0-9_.-]. */
-int pr_repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total);
+int pr__repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total);
 /* The entry of one model by name (a folder or NAME.onnx); 0, or -1 when DIR
  * has no such model (or the name is not a valid model name). */
-int pr_repo_find(const char *dir, const char *name, pr_repo_entry_t *out);
+int pr__repo_find(const char *dir, const char *name, pr_repo_entry_t *out);
 
 #define PR_REPO_MAX_VERSIONS 16
 
@@ -36,8 +36,8 @@ typedef struct {
  * (at most max, PR_REPO_MAX_VERSIONS at most); ALL beyond max keeps the
  * highest. Returns how many (0: the policy selects none of those there), or
  * -1 when DIR has no such model. NAME.onnx has version 1 only. */
-int pr_repo_versions(const char *dir, const char *name, const pr_version_policy_t *policy,
-                     pr_repo_entry_t *out, int max);
+int pr__repo_versions(const char *dir, const char *name, const pr_version_policy_t *policy,
+                      pr_repo_entry_t *out, int max);
 
 #define PR_DIMS_MAX 8
 #define PR_DIM_LIST_MAX 16
@@ -92,11 +92,11 @@ typedef struct {
  * the defaults; only the settings present change. Returns 0, or -1 with a
  * message in err that starts with origin (a path or "request"); c may be
  * partly updated on failure. */
-int pr_repo_parse_config(const char *text, size_t len, const char *origin, pr_model_config_t *c,
-                         char *err, size_t err_len);
+int pr__repo_parse_config(const char *text, size_t len, const char *origin, pr_model_config_t *c,
+                          char *err, size_t err_len);
 
 /* Reads path (at most PR_REPO_CONFIG_MAX bytes) and parses it as above. */
 #define PR_REPO_CONFIG_MAX (1 << 20)
-int pr_repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len);
+int pr__repo_read_config(const char *path, pr_model_config_t *c, char *err, size_t err_len);
 
 #endif

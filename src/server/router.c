@@ -50,8 +50,8 @@ static bool same_path(char *pat, char **seg, int n, const char **model, const ch
   return true;
 }
 
-pr_status_t pr_route_match(const pr_route_row_t *rows, int n_rows, const char *method,
-                           const char *path, pr_route_t *out) {
+pr_status_t pr__route_match(const pr_route_row_t *rows, int n_rows, const char *method,
+                            const char *path, pr_route_t *out) {
   size_t len = strlen(path);
   if (len >= sizeof out->buf) return PR_ERR_URI_TOO_LONG;
   memcpy(out->buf, path, len + 1);

@@ -64,7 +64,7 @@ typedef struct {
 } pr_route_row_t;
 
 /* The server's routes, in pr_route_id_t order (server.c). */
-extern const pr_route_row_t pr_http_routes[PR_ROUTE_COUNT];
+extern const pr_route_row_t pr__http_routes[PR_ROUTE_COUNT];
 
 #define PR_ROUTE_MAX_SEGMENTS 8
 
@@ -83,7 +83,7 @@ typedef struct {
  * path (nor any path of more than PR_ROUTE_MAX_SEGMENTS segments),
  * PR_ERR_METHOD when a row has the path but not the method, and
  * PR_ERR_URI_TOO_LONG when the path is longer than out->buf. */
-pr_status_t pr_route_match(const pr_route_row_t *rows, int n, const char *method, const char *path,
-                           pr_route_t *out);
+pr_status_t pr__route_match(const pr_route_row_t *rows, int n, const char *method, const char *path,
+                            pr_route_t *out);
 
 #endif

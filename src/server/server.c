@@ -12,7 +12,7 @@
  *   silent for `idle_timeout_s`. No handler blocks: an infer request
  *   suspends its connection until the scheduler answers, and the slow
  *   admin calls run on threads of their own (http.c, "suspended requests").
- * - Draining (pr_server_stop): new connections are refused, every answer
+ * - Draining (pr__server_stop): new connections are refused, every answer
  *   carries Connection: close, requests that reached the server are
  *   answered, then idle connections close; bounded by
  *   `shutdown_timeout_s`.
@@ -23,7 +23,7 @@
  *   when it is answered. Bodies without a length are counted as they arrive.
  *   Conflicting Content-Length headers are refused (PR_ERR_INVALID, 400).
  * - Every answer's HTTP status comes from a pr_status_t through
- *   pr_proto_http_status (in reply and reply_static); no handler writes an
+ *   pr__proto_http_status (in reply and reply_static); no handler writes an
  *   HTTP code.
  * - Every counter is atomic; handlers share no other state but the model
  *   registry, which has its own locks.
@@ -65,7 +65,7 @@
 #include "server/service.h"
 #include "server/tls.h"
 
-void pr_server_config_default(pr_server_config_t *c) {
+void pr__server_config_default(pr_server_config_t *c) {
   memset(c, 0, sizeof *c);
   c->host = "127.0.0.1";
   c->port = 8000;
@@ -105,16 +105,16 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
                           .connections = atomic_load(&s->connections),
                           .connections_limit = s->cfg.max_connections,
                           .models_limit = s->cfg.max_models};
-  srv.grpc = pr_grpc_counts(s->grpc);
-  pr_prom_write(s->svc.models, &srv, f);
+  srv.grpc = pr__grpc_counts(s->grpc);
+  pr__prom_write(s->svc.models, &srv, f);
   fclose(f);
   return pr_http__reply(cn, PR_OK, text, len, "text/plain; version=0.0.4", 0);
 }
 
 static enum MHD_Result h_server_meta(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   json_t *ext = json_array();
-  for (int i = 0; i < pr_service_n_extensions; i++)
-    json_array_append_new(ext, json_string(pr_service_extensions[i]));
+  for (int i = 0; i < pr__service_n_extensions; i++)
+    json_array_append_new(ext, json_string(pr__service_extensions[i]));
   return pr_http__reply_json(
       cn, PR_OK,
       json_pack("{s:s, s:s, s:o}", "name", "packrat", "version", PR_VERSION, "extensions", ext));
@@ -125,7 +125,7 @@ static enum MHD_Result h_live(pr_server_t *s, struct MHD_Connection *c, conn_t *
 }
 
 static enum MHD_Result h_ready(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  bool ready = pr_service_ready(&s->svc);
+  bool ready = pr__service_ready(&s->svc);
   return pr_http__reply_json(cn, ready ? PR_OK : PR_ERR_BUSY, json_pack("{s:b}", "ready", ready));
 }
 
@@ -137,7 +137,7 @@ static void index_one(const char *name, const char *version, const char *state, 
 
 static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   json_t *arr = json_array();
-  if (pr_service_index(&s->svc, index_one, arr)) {
+  if (pr__service_index(&s->svc, index_one, arr)) {
     json_decref(arr);
     return pr_http__reply_error(cn, PR_ERR_IO, "cannot read the model repository");
   }
@@ -146,14 +146,14 @@ static enum MHD_Result h_repo_index(pr_server_t *s, struct MHD_Connection *c, co
 
 static enum MHD_Result h_repo_load(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   char err[1024];
-  pr_status_t st = pr_service_load(&s->svc, cn->route.model, err, sizeof err);
+  pr_status_t st = pr__service_load(&s->svc, cn->route.model, err, sizeof err);
   if (st) return pr_http__reply_error(cn, st, err);
   return pr_http__reply_json(cn, PR_OK, json_object());
 }
 
 static enum MHD_Result h_repo_unload(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   char err[128];
-  pr_status_t st = pr_service_unload(&s->svc, cn->route.model, err, sizeof err);
+  pr_status_t st = pr__service_unload(&s->svc, cn->route.model, err, sizeof err);
   if (st) return pr_http__reply_error(cn, st, err);
   return pr_http__reply_json(cn, PR_OK, json_object());
 }
@@ -165,17 +165,17 @@ static enum MHD_Result with_model(pr_server_t *s, struct MHD_Connection *c, conn
                                                         conn_t *, pr_served_t *)) {
   pr_status_t st;
   const char *msg;
-  pr_served_t *m = pr_service_model(&s->svc, cn->route.model, cn->route.version, &st, &msg);
+  pr_served_t *m = pr__service_model(&s->svc, cn->route.model, cn->route.version, &st, &msg);
   if (!m) return pr_http__reply_error(cn, st, msg);
   enum MHD_Result ret = fn(s, c, cn, m);
-  if (!cn->model_owned) pr_models_put(m); /* else completed() puts it */
+  if (!cn->model_owned) pr__models_put(m); /* else completed() puts it */
   return ret;
 }
 
 static json_t *tensor_meta(const pr_tensor_info_t *t) {
   json_t *shape = json_array();
   for (int d = 0; d < t->rank; d++) json_array_append_new(shape, json_integer(t->dims[d]));
-  return json_pack("{s:s, s:s, s:o}", "name", t->name, "datatype", pr_proto_datatype(t->dtype),
+  return json_pack("{s:s, s:s, s:o}", "name", t->name, "datatype", pr__proto_datatype(t->dtype),
                    "shape", shape);
 }
 
@@ -183,7 +183,7 @@ static enum MHD_Result model_meta(pr_server_t *s, struct MHD_Connection *c, conn
                                   pr_served_t *m) {
   json_t *ins = json_array(), *outs = json_array(), *versions = json_array();
   pr_version_name_t names[PR_REPO_MAX_VERSIONS];
-  int n = pr_service_versions(&s->svc, m->entry.name, names, PR_REPO_MAX_VERSIONS);
+  int n = pr__service_versions(&s->svc, m->entry.name, names, PR_REPO_MAX_VERSIONS);
   for (int i = 0; i < n; i++) json_array_append_new(versions, json_string(names[i]));
   for (int i = 0; i < m->proto.n_inputs; i++)
     json_array_append_new(ins, tensor_meta(&m->proto.inputs[i]));
@@ -202,11 +202,11 @@ static enum MHD_Result h_model_meta(pr_server_t *s, struct MHD_Connection *c, co
 
 static enum MHD_Result h_model_ready(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   pr_status_t st;
-  pr_served_t *m = pr_models_get(s->svc.models, cn->route.model, cn->route.version, &st);
+  pr_served_t *m = pr__models_get(s->svc.models, cn->route.model, cn->route.version, &st);
   if (m) {
     enum MHD_Result ret =
         pr_http__reply_json(cn, PR_OK, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
-    pr_models_put(m);
+    pr__models_put(m);
     return ret;
   }
   if (st == PR_ERR_NOT_FOUND) return pr_http__reply_error(cn, st, "unknown model or version");
@@ -221,23 +221,23 @@ static enum MHD_Result h_infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
 
 /* Statistics in the extension's schema: {"model_stats": [...]}. */
 static enum MHD_Result stats(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, pr_served_t *m) {
-  json_t *one = pr_model_stats_json(m);
+  json_t *one = pr__model_stats_json(m);
   return pr_http__reply_json(cn, PR_OK, one ? json_pack("{s:[o]}", "model_stats", one) : NULL);
 }
 
 static void stats_one(pr_served_t *m, void *ctx) {
-  if (m->state == PR_MODEL_READY) json_array_append_new(ctx, pr_model_stats_json(m));
+  if (m->state == PR_MODEL_READY) json_array_append_new(ctx, pr__model_stats_json(m));
 }
 
 static enum MHD_Result h_stats_all(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   json_t *arr = json_array();
-  pr_models_each(s->svc.models, stats_one, arr);
+  pr__models_each(s->svc.models, stats_one, arr);
   return pr_http__reply_json(cn, PR_OK, json_pack("{s:o}", "model_stats", arr));
 }
 
 static enum MHD_Result config(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                               pr_served_t *m) {
-  return pr_http__reply_json(cn, PR_OK, pr_model_config_json(m));
+  return pr_http__reply_json(cn, PR_OK, pr__model_config_json(m));
 }
 
 static enum MHD_Result h_config(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -253,7 +253,7 @@ static enum MHD_Result h_stats(pr_server_t *s, struct MHD_Connection *c, conn_t 
 static json_t *bucket_json(pr_served_t *m, long long size) {
   const pr_sched_dim_t *dim;
   const long long *sizes;
-  if (!pr_sched_buckets(m->sched, &dim, &sizes)) return json_null();
+  if (!pr__sched_buckets(m->sched, &dim, &sizes)) return json_null();
   return json_pack("{s:s, s:I}", "dim", dim->name, "size", (json_int_t)size);
 }
 
@@ -267,7 +267,7 @@ static json_t *cores_json(const int *cpus, int first, int n) {
 /* m's share of the cores: {"divided": B, "cores": [...], "planned_batch":
  * its max batch, "predicted_latency_ms", "reference_ms", "score"}. */
 static json_t *share_json(pr_served_t *m, bool divided, const pr_joint_share_t *sh) {
-  const int *cpus = pr_sched_cpus(m->sched);
+  const int *cpus = pr__sched_cpus(m->sched);
   return json_pack("{s:b, s:o, s:i, s:f, s:f, s:f}", "divided", divided, "cores",
                    cores_json(cpus, sh->first_core, sh->cores), "planned_batch",
                    m->share_batch > 0 ? m->share_batch : m->cfg.max_batch, "predicted_latency_ms",
@@ -280,8 +280,8 @@ static json_t *plan_json(pr_served_t *m, bool divided, const pr_joint_share_t *s
   long long sizes[PR_SCHED_MAX_CONFIGS];
   if (!plans) return NULL;
   int active;
-  int n = pr_sched_snapshot(m->sched, plans, sizes, PR_SCHED_MAX_CONFIGS, &active);
-  const int *cpus = pr_sched_cpus(m->sched);
+  int n = pr__sched_snapshot(m->sched, plans, sizes, PR_SCHED_MAX_CONFIGS, &active);
+  const int *cpus = pr__sched_cpus(m->sched);
   const pr_plan_t *p = &plans[active >= 0 ? active : 0];
   json_t *insts = json_array();
   for (int i = 0; i < p->n_instances; i++) {
@@ -306,7 +306,7 @@ static json_t *plan_json(pr_served_t *m, bool divided, const pr_joint_share_t *s
       json_pack("{s:s, s:s, s:s, s:i, s:f, s:b, s:o, s:o, s:o, s:o}", "name", m->entry.name,
                 "version", m->entry.version, "precision", pr_precision_name(m->cfg.precision),
                 "batch", p->batch, "predicted_latency_ms", p->latency_ms, "autoscale",
-                pr_sched_auto(m->sched), "bucket", bucket_json(m, sizes[active >= 0 ? active : 0]),
+                pr__sched_auto(m->sched), "bucket", bucket_json(m, sizes[active >= 0 ? active : 0]),
                 "instances", insts, "prepared", prepared, "share", share_json(m, divided, share));
   free(plans);
   return o;
@@ -316,7 +316,7 @@ static json_t *plan_json(pr_served_t *m, bool divided, const pr_joint_share_t *s
 static json_t *model_plan_json(pr_server_t *s, pr_served_t *m) {
   bool divided;
   pr_joint_share_t share;
-  pr_models_share(s->svc.models, m, &divided, &share);
+  pr__models_share(s->svc.models, m, &divided, &share);
   return plan_json(m, divided, &share);
 }
 
@@ -343,13 +343,13 @@ static void host_one(pr_served_t *m, void *ctx) {
  * ready model's plan and share], "unassigned_cores": [cores no divided
  * model owns]}. */
 static enum MHD_Result h_host_plan(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  int T = pr_models_cores(s->svc.models);
+  int T = pr__models_cores(s->svc.models);
   host_ctx_t h = {.models = json_array(), .used = calloc((size_t)T + 1, sizeof(bool)), .n = T};
   if (!h.used) {
     json_decref(h.models);
     return pr_http__reply_error(cn, PR_ERR_NOMEM, "out of memory");
   }
-  pr_models_each(s->svc.models, host_one, &h);
+  pr__models_each(s->svc.models, host_one, &h);
   json_t *idle = json_array();
   for (int k = 0; k < T; k++)
     if (!h.used[k]) json_array_append_new(idle, json_integer(s->cpus[k]));
@@ -376,7 +376,7 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
     ret = pr_http__reply_error(
         cn, PR_ERR_INVALID, "expected {\"plan\": \"auto\"} or {\"plan\": \"THREADSxBATCH,...\"}");
   } else if (!strcmp(spec, "auto")) {
-    if (pr_sched_set_auto(m->sched, true, m->cfg.estimator, 1.0))
+    if (pr__sched_set_auto(m->sched, true, m->cfg.estimator, 1.0))
       ret = pr_http__reply_error(
           cn, PR_ERR_INVALID,
           "this model has no plans from a profile to follow the load with (its "
@@ -396,7 +396,7 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
         /* a model with a share of the cores pins its plan on its share */
         bool divided;
         pr_joint_share_t share;
-        pr_models_share(s->svc.models, m, &divided, &share);
+        pr__models_share(s->svc.models, m, &divided, &share);
         if (divided && plan->cores > share.cores) {
           snprintf(err, sizeof err,
                    "the plan needs %d cores, the model's share is %d (cores %d..%d of the "
@@ -405,7 +405,7 @@ static enum MHD_Result plan_post(pr_server_t *s, struct MHD_Connection *c, conn_
           st = PR_ERR_INVALID;
         } else {
           if (divided) pr_plan_offset(plan, share.first_core);
-          st = pr_sched_pin(m->sched, plan, err, sizeof err);
+          st = pr__sched_pin(m->sched, plan, err, sizeof err);
         }
       }
     }
@@ -428,27 +428,27 @@ static enum MHD_Result reply_dash(conn_t *cn, struct MHD_Response *r, const char
   if (!r) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", type);
   MHD_add_response_header(r, "Cache-Control", cache);
-  for (int i = 0; pr_dash_headers[i][0]; i++)
-    MHD_add_response_header(r, pr_dash_headers[i][0], pr_dash_headers[i][1]);
+  for (int i = 0; pr__dash_headers[i][0]; i++)
+    MHD_add_response_header(r, pr__dash_headers[i][0], pr__dash_headers[i][1]);
   return pr_http__deliver(cn, PR_OK, r);
 }
 
 static enum MHD_Result h_dash_file(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  pr_dash_asset_t a = pr_dash_asset(cn->route.id == PR_ROUTE_DASH_SCRIPT  ? PR_DASH_SCRIPT
-                                    : cn->route.id == PR_ROUTE_DASH_STYLE ? PR_DASH_STYLE
-                                                                          : PR_DASH_PAGE);
+  pr_dash_asset_t a = pr__dash_asset(cn->route.id == PR_ROUTE_DASH_SCRIPT  ? PR_DASH_SCRIPT
+                                     : cn->route.id == PR_ROUTE_DASH_STYLE ? PR_DASH_STYLE
+                                                                           : PR_DASH_PAGE);
   return reply_dash(cn,
                     MHD_create_response_from_buffer(a.len, (void *)a.data, MHD_RESPMEM_PERSISTENT),
                     a.content_type, PR_DASH_CACHE_ASSET);
 }
 
 static enum MHD_Result h_dash_state(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
-  pr_dash_machine_t mach = {.cpu_name = pr_topology_cpu_name(),
-                            .physical_cores = pr_topology_num_cores(),
+  pr_dash_machine_t mach = {.cpu_name = pr__topology_cpu_name(),
+                            .physical_cores = pr__topology_num_cores(),
                             .cpus = s->cpus,
                             .n_cpus = s->n_cpus,
-                            .uptime_s = pr_now() - s->started};
-  char *text = pr_dash_state(s->dash, s->svc.models, &mach);
+                            .uptime_s = pr__now() - s->started};
+  char *text = pr__dash_state(s->dash, s->svc.models, &mach);
   if (!text) return pr_http__reply_error(cn, PR_ERR_NOMEM, "cannot encode the dashboard state");
   struct MHD_Response *r =
       MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
@@ -462,7 +462,7 @@ static enum MHD_Result h_dash_state(pr_server_t *s, struct MHD_Connection *c, co
 #define R(id, method, pattern, access, flags, handler) \
   [id] = {method, pattern, PR_ACCESS_##access, flags, handler}
 #define GET PR_ROUTE_HEAD
-const pr_route_row_t pr_http_routes[PR_ROUTE_COUNT] = {
+const pr_route_row_t pr__http_routes[PR_ROUTE_COUNT] = {
     R(PR_ROUTE_METRICS, "GET", "/metrics", READ, GET, h_metrics),
     R(PR_ROUTE_SERVER_META, "GET", "/v2", READ, GET, h_server_meta),
     R(PR_ROUTE_LIVE, "GET", "/v2/health/live", OPEN, GET, h_live),
@@ -503,9 +503,9 @@ static pr_status_t parse_host(pr_server_t *s, const pr_server_config_t *cfg, cha
     a6->sin6_family = AF_INET6;
     a6->sin6_port = htons((uint16_t)cfg->port);
   } else {
-    pr_errf(err, err_len,
-            "--host must be an IPv4 or IPv6 address (127.0.0.1, 0.0.0.0, ::1, ::), got '%s'",
-            cfg->host);
+    pr__errf(err, err_len,
+             "--host must be an IPv4 or IPv6 address (127.0.0.1, 0.0.0.0, ::1, ::), got '%s'",
+             cfg->host);
     return PR_ERR_INVALID;
   }
   return PR_OK;
@@ -535,8 +535,8 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
                              size_t err_len) {
   if (cfg->before_listen) cfg->before_listen(cfg->before_listen_ctx);
   char why[256];
-  if (pr_listener_open(&s->addr, &s->listener, &s->port, why, sizeof why)) {
-    pr_errf(err, err_len, "cannot listen on %s port %d: %s", cfg->host, cfg->port, why);
+  if (pr__listener_open(&s->addr, &s->listener, &s->port, why, sizeof why)) {
+    pr__errf(err, err_len, "cannot listen on %s port %d: %s", cfg->host, cfg->port, why);
     return PR_ERR_IO;
   }
   /* the limit on connections is the listener's (at_connection_limit):
@@ -547,20 +547,20 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
   unsigned mhd_limit =
       (unsigned)cfg->max_connections * (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 1);
   pr_status_t st =
-      pr_hangup_start(pr_http__hangup_take, pr_http__hangup_finish, &s->hangup, err, err_len);
+      pr__hangup_start(pr_http__hangup_take, pr_http__hangup_finish, &s->hangup, err, err_len);
   if (st) return st;
   struct MHD_OptionItem tls_opts[5];
-  tls_opts[pr_tls_options(s->tls, tls_opts)] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  tls_opts[pr__tls_options(s->tls, tls_opts)] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
   s->daemon = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-          MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | pr_tls_flags(s->tls),
+          MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | pr__tls_flags(s->tls),
       0, NULL, NULL, pr_http__access, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_THREAD_POOL_SIZE,
       (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED, pr_http__completed, s,
       MHD_OPTION_NOTIFY_CONNECTION, pr_http__on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
       mhd_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
-  if (!s->daemon || pr_listener_start(s->listener, add_connection, at_connection_limit, s)) {
-    pr_errf(err, err_len, "cannot start the HTTP server on %s port %d", cfg->host, cfg->port);
+  if (!s->daemon || pr__listener_start(s->listener, add_connection, at_connection_limit, s)) {
+    pr__errf(err, err_len, "cannot start the HTTP server on %s port %d", cfg->host, cfg->port);
     return PR_ERR_IO;
   }
   return PR_OK;
@@ -577,22 +577,22 @@ static pr_status_t start_grpc(pr_server_t *s, const pr_server_config_t *cfg, cha
                                                   ? cfg->grpc_stream_max_pending
                                                   : PR_GRPC_STREAM_MAX_PENDING,
                         .stream_max_bytes = cfg->max_body_bytes};
-  pr_tls_pem(s->tls, &g.tls_cert, &g.tls_key, &g.tls_client_ca);
-  return pr_grpc_start(&s->svc, &g, &s->grpc, err, err_len);
+  pr__tls_pem(s->tls, &g.tls_cert, &g.tls_key, &g.tls_client_ca);
+  return pr__grpc_start(&s->svc, &g, &s->grpc, err, err_len);
 }
 
-pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
-                            size_t err_len) {
+pr_status_t pr__server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
+                             size_t err_len) {
   *out = NULL;
   pr_server_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   s->cfg = *cfg;
-  s->started = pr_now();
+  s->started = pr__now();
   if (cfg->n_cpus > 0) {
     s->n_cpus = cfg->n_cpus < 4096 ? cfg->n_cpus : 4096;
     memcpy(s->cpus, cfg->cpus, sizeof(int) * (size_t)s->n_cpus);
   } else {
-    s->n_cpus = pr_topology_cpu_order(s->cpus, 4096);
+    s->n_cpus = pr__topology_cpu_order(s->cpus, 4096);
   }
   s->cfg.cpus = s->cpus;
   pr_models_config_t mc = {
@@ -609,70 +609,70 @@ pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, ch
           .request_timeout_s = cfg->request_timeout_s,
           .priority_levels = 10}};
   pr_status_t st = parse_host(s, cfg, err, err_len);
-  if (!st) st = pr_auth_load(cfg->auth_token_file, cfg->admin_token_file, &s->auth, err, err_len);
+  if (!st) st = pr__auth_load(cfg->auth_token_file, cfg->admin_token_file, &s->auth, err, err_len);
   if (!st)
-    st = pr_tls_load(cfg->tls_cert_file, cfg->tls_key_file, cfg->tls_client_ca_file, &s->tls, err,
-                     err_len);
+    st = pr__tls_load(cfg->tls_cert_file, cfg->tls_key_file, cfg->tls_client_ca_file, &s->tls, err,
+                      err_len);
   if (st) {
-    pr_server_stop(s);
+    pr__server_stop(s);
     return st;
   }
-  if (pr_models_create(&mc, &s->svc.models) || !(s->dash = pr_dash_create())) {
-    pr_server_stop(s);
+  if (pr__models_create(&mc, &s->svc.models) || !(s->dash = pr__dash_create())) {
+    pr__server_stop(s);
     return PR_ERR_NOMEM;
   }
   snprintf(s->repository, sizeof s->repository, "%s", cfg->repository);
   s->cfg.repository = s->repository;
   s->svc.auth = s->auth;
-  s->svc.routes = pr_http_routes;
+  s->svc.routes = pr__http_routes;
   s->svc.repository = s->repository;
   s->svc.max_models = cfg->max_models;
   s->svc.max_body_bytes = cfg->max_body_bytes;
   s->svc.max_inflight_bytes = cfg->max_inflight_bytes;
   int cap = cfg->max_models, total = 0;
   pr_repo_entry_t *entries = calloc((size_t)cap, sizeof *entries);
-  int n = entries ? pr_repo_scan(cfg->repository, entries, cap, &total) : -1;
+  int n = entries ? pr__repo_scan(cfg->repository, entries, cap, &total) : -1;
   if (n < 0) {
     free(entries);
-    pr_errf(err, err_len, "cannot read the model repository %s", cfg->repository);
-    pr_server_stop(s);
+    pr__errf(err, err_len, "cannot read the model repository %s", cfg->repository);
+    pr__server_stop(s);
     return PR_ERR_IO;
   }
   if (total > n)
-    pr_log(PR_LOG_ERROR,
-           "the repository holds %d models; %d are served (--max-models), the rest are not", total,
-           n);
-  pr_log(PR_LOG_INFO, "kernels: %s (%s), linear MatMul on %s", pr_engine_backend_version(),
-         pr_engine_isa(), pr_engine_matmul_kernel());
+    pr__log(PR_LOG_ERROR,
+            "the repository holds %d models; %d are served (--max-models), the rest are not", total,
+            n);
+  pr__log(PR_LOG_INFO, "kernels: %s (%s), linear MatMul on %s", pr_engine_backend_version(),
+          pr_engine_isa(), pr_engine_matmul_kernel());
   /* every model at once: the cores are divided once among them all */
   const char **names = cfg->load_all && n > 0 ? malloc(sizeof *names * (size_t)n) : NULL;
   for (int i = 0; names && i < n; i++) names[i] = entries[i].name;
-  if (names) pr_models_load_all(s->svc.models, names, n);
+  if (names) pr__models_load_all(s->svc.models, names, n);
   for (int i = 0; !names && i < n && cfg->load_all; i++) { /* out of memory: one at a time */
     char e[1024];
-    if (pr_models_load(s->svc.models, entries[i].name, e, sizeof e))
-      pr_log(PR_LOG_ERROR, "model %s: %s", entries[i].name, e);
+    if (pr__models_load(s->svc.models, entries[i].name, e, sizeof e))
+      pr__log(PR_LOG_ERROR, "model %s: %s", entries[i].name, e);
   }
   free(names);
   free(entries);
   if ((st = listen_on(s, cfg, err, err_len))) {
-    pr_server_stop(s);
+    pr__server_stop(s);
     return st;
   }
   if (cfg->grpc_port >= 0 && (st = start_grpc(s, cfg, err, err_len))) {
-    pr_server_stop(s);
+    pr__server_stop(s);
     return st;
   }
   *out = s;
   return PR_OK;
 }
 
-int pr_server_port(const pr_server_t *s) {
+int pr__server_port(const pr_server_t *s) {
   return s->port;
 }
 
-int pr_server_grpc_port(const pr_server_t *s) {
-  return s->grpc ? pr_grpc_port(s->grpc) : -1;
+int pr__server_grpc_port(const pr_server_t *s) {
+  return s->grpc ? pr__grpc_port(s->grpc) : -1;
 }
 
 typedef struct {
@@ -690,23 +690,23 @@ static void describe_one(pr_served_t *m, void *ctx) {
   }
   pr_plan_t *p = malloc(sizeof *p);
   if (!p) return;
-  pr_sched_current_plan(m->sched, p);
+  pr__sched_current_plan(m->sched, p);
   char spec[512];
   pr_plan_format(p, spec, sizeof spec);
-  int n = pr_sched_num_configs(m->sched);
-  d->off +=
-      (size_t)snprintf(d->buf + d->off, d->len - d->off,
-                       "model %s v%s: max batch %d, %d plan%s prepared%s, plan %s "
-                       "(predicted %.1f ms per batch)\n",
-                       m->entry.name, m->entry.version, m->cfg.max_batch, n, n > 1 ? "s" : "",
-                       pr_sched_auto(m->sched) ? " (following the load)" : "", spec, p->latency_ms);
+  int n = pr__sched_num_configs(m->sched);
+  d->off += (size_t)snprintf(d->buf + d->off, d->len - d->off,
+                             "model %s v%s: max batch %d, %d plan%s prepared%s, plan %s "
+                             "(predicted %.1f ms per batch)\n",
+                             m->entry.name, m->entry.version, m->cfg.max_batch, n, n > 1 ? "s" : "",
+                             pr__sched_auto(m->sched) ? " (following the load)" : "", spec,
+                             p->latency_ms);
   free(p);
 }
 
-void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
+void pr__server_describe(pr_server_t *s, char *buf, size_t len) {
   buf[0] = 0;
   describe_ctx_t d = {buf, len, 0};
-  pr_models_each(s->svc.models, describe_one, &d);
+  pr__models_each(s->svc.models, describe_one, &d);
 }
 
 /* Connections the kernel completed but no one accepted yet would be reset
@@ -718,7 +718,7 @@ void pr_server_describe(pr_server_t *s, char *buf, size_t len) {
  * then: to a balancer, a connection that failed, which it retries
  * elsewhere) and lets the rest of each handshake through; then every
  * connection that completes is accepted and handed to the daemon, which
- * serves it like any other (pr_server_stop waits for them), until none has
+ * serves it like any other (pr__server_stop waits for them), until none has
  * for DRAIN_SETTLE_MS: a handshake under way ends within a round trip. */
 #define DRAIN_SETTLE_MS 50
 static void adopt_backlog(pr_server_t *s, int fd) {
@@ -731,7 +731,7 @@ static void adopt_backlog(pr_server_t *s, int fd) {
   };
   struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
   if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog))
-    pr_log(PR_LOG_WARN, "draining: cannot filter the listening socket: %s", strerror(errno));
+    pr__log(PR_LOG_WARN, "draining: cannot filter the listening socket: %s", strerror(errno));
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return;
   int n = 0;
@@ -753,10 +753,10 @@ static void adopt_backlog(pr_server_t *s, int fd) {
     struct pollfd p = {fd, POLLIN, 0};
     if (poll(&p, 1, DRAIN_SETTLE_MS) <= 0) break; /* settled */
   }
-  if (n) pr_log(PR_LOG_INFO, "draining: %d connection%s from the backlog", n, n > 1 ? "s" : "");
+  if (n) pr__log(PR_LOG_INFO, "draining: %d connection%s from the backlog", n, n > 1 ? "s" : "");
 }
 
-void pr_server_stop(pr_server_t *s) {
+void pr__server_stop(pr_server_t *s) {
   if (!s) return;
   if (s->daemon) {
     /* stop accepting (new connections are refused at once), answer every
@@ -766,21 +766,21 @@ void pr_server_stop(pr_server_t *s) {
      * keep-alive ones among them) */
     atomic_store(&s->stopping, true);
     atomic_store(&s->svc.stopping, true);
-    pr_grpc_shutdown(s->grpc); /* no new gRPC calls; accepted ones go on */
-    int fd = pr_listener_stop(s->listener);
+    pr__grpc_shutdown(s->grpc); /* no new gRPC calls; accepted ones go on */
+    int fd = pr__listener_stop(s->listener);
     s->listener = NULL;
     if (fd >= 0) {
       adopt_backlog(s, fd);
       close(fd); /* new connections are refused from here on */
     }
-    double t0 = pr_now(), limit = s->cfg.shutdown_timeout_s;
+    double t0 = pr__now(), limit = s->cfg.shutdown_timeout_s;
     for (;;) {
       /* a connection goes handed -> fresh -> in progress, counted in the
        * next before it leaves the one before: read in that order, it is
        * seen in one of them */
       int handed = atomic_load(&s->handed), fresh = atomic_load(&s->fresh);
       int in_progress = atomic_load(&s->in_progress), serving = atomic_load(&s->serving);
-      double t = pr_now() - t0;
+      double t = pr__now() - t0;
       if (t >= limit ||
           !(serving > 0 || ((in_progress > 0 || handed > 0) && t < SHUTDOWN_UPLOAD_GRACE_S) ||
             (fresh > 0 && t < SHUTDOWN_FRESH_GRACE_S)))
@@ -794,26 +794,26 @@ void pr_server_stop(pr_server_t *s) {
     while (atomic_load(&s->entering) > 0) usleep(100);
     /* suspended too: an answer's thread counts its resume off after making it */
     while ((atomic_load(&s->serving) > 0 || atomic_load(&s->suspended) > 0) &&
-           pr_now() - t0 < limit)
+           pr__now() - t0 < limit)
       usleep(1000);
     int waiting = atomic_load(&s->suspended) + atomic_load(&s->admin_threads);
     if (waiting) {
       /* a model stuck in a kernel: libmicrohttpd cannot stop with suspended
        * connections, nor can the models go while their workers run; the
        * process is exiting, so leave them */
-      pr_log(PR_LOG_ERROR, "shutdown: %d request%s still running after %d s, not answered", waiting,
-             waiting > 1 ? "s" : "", s->cfg.shutdown_timeout_s);
+      pr__log(PR_LOG_ERROR, "shutdown: %d request%s still running after %d s, not answered",
+              waiting, waiting > 1 ? "s" : "", s->cfg.shutdown_timeout_s);
       return;
     }
     MHD_stop_daemon(s->daemon);
-    double left = limit - (pr_now() - t0);
-    if (!pr_grpc_stop(s->grpc, left > 0 ? left : 0)) return; /* calls stuck: exiting */
+    double left = limit - (pr__now() - t0);
+    if (!pr__grpc_stop(s->grpc, left > 0 ? left : 0)) return; /* calls stuck: exiting */
   }
-  if (s->listener) close(pr_listener_stop(s->listener)); /* a start that failed */
-  pr_hangup_stop(s->hangup);                             /* no connection is suspended now */
-  pr_models_destroy(s->svc.models);
-  pr_auth_free(s->auth);
-  pr_tls_free(s->tls);
-  pr_dash_destroy(s->dash);
+  if (s->listener) close(pr__listener_stop(s->listener)); /* a start that failed */
+  pr__hangup_stop(s->hangup);                             /* no connection is suspended now */
+  pr__models_destroy(s->svc.models);
+  pr__auth_free(s->auth);
+  pr__tls_free(s->tls);
+  pr__dash_destroy(s->dash);
   free(s);
 }

@@ -32,17 +32,17 @@ typedef struct {
   int max_connections_per_client; /* from one client address (default 0: no limit) */
   int http_threads;               /* threads serving every connection (default 4) */
   /* an HTTP thread moves to the core of the waiting instance it hands an
-   * infer request to (pr_sched_home_cpu), and stays (default true) */
+   * infer request to (pr__sched_home_cpu), and stays (default true) */
   bool http_colocate;
   int idle_timeout_s;             /* a connection silent this long is closed (default 30) */
-  int shutdown_timeout_s;         /* pr_server_stop's bound on draining (default 30) */
+  int shutdown_timeout_s;         /* pr__server_stop's bound on draining (default 30) */
   bool load_all;                  /* load every model at start (default true) */
   const char *auth_token_file;    /* bearer tokens for reads and inference (server/auth.h) */
   const char *admin_token_file;   /* bearer tokens for changes of state */
   const char *tls_cert_file;      /* PEM certificate (chain): HTTPS (server/tls.h) */
   const char *tls_key_file;       /* its PEM private key */
   const char *tls_client_ca_file; /* PEM CA: clients must present a certificate it signed */
-  /* optional: called by pr_server_start once the models are loaded, just
+  /* optional: called by pr__server_start once the models are loaded, just
    * before it listens (from then on a stop must drain, not abandon) */
   void (*before_listen)(void *ctx);
   void *before_listen_ctx;
@@ -50,20 +50,20 @@ typedef struct {
 
 typedef struct pr_server pr_server_t;
 
-void pr_server_config_default(pr_server_config_t *c);
+void pr__server_config_default(pr_server_config_t *c);
 /* Loads the repository's models and starts listening. */
-pr_status_t pr_server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
-                            size_t err_len);
+pr_status_t pr__server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
+                             size_t err_len);
 /* The port actually bound. */
-int pr_server_port(const pr_server_t *s);
+int pr__server_port(const pr_server_t *s);
 /* The gRPC port bound; -1 without gRPC. */
-int pr_server_grpc_port(const pr_server_t *s);
+int pr__server_grpc_port(const pr_server_t *s);
 /* Human-readable summary of each loaded model's plan (for the log). */
-void pr_server_describe(pr_server_t *s, char *buf, size_t len);
+void pr__server_describe(pr_server_t *s, char *buf, size_t len);
 /* Stops accepting connections, answers every accepted request (each answer
  * closes its connection), closes idle ones, frees all; within
  * shutdown_timeout_s (after it, requests still running are left
  * unanswered and their memory is not freed: the process is exiting). */
-void pr_server_stop(pr_server_t *s);
+void pr__server_stop(pr_server_t *s);
 
 #endif

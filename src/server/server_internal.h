@@ -37,7 +37,7 @@ struct pr_server {
   pr_tls_t *tls;                /* NULL: plain HTTP */
   struct sockaddr_storage addr; /* where to listen */
   pr_dash_t *dash;
-  double started; /* pr_now() at start */
+  double started; /* pr__now() at start */
   struct MHD_Daemon *daemon;
   pr_listener_t *listener; /* accepts for the daemon (NULL once draining) */
   pr_hangup_t *hangup;     /* watches suspended infer connections for their client's close */
@@ -66,9 +66,9 @@ typedef struct pr_http_conn {
   pr_server_t *s;
   struct MHD_Connection *c;
   pr_route_t route;
-  pr_status_t route_status;  /* of pr_route_match */
+  pr_status_t route_status;  /* of pr__route_match */
   char *body;                /* base + pad: see body_room */
-  char *base;                /* the allocation (pr_aligned_alloc) */
+  char *base;                /* the allocation (pr__aligned_alloc) */
   size_t len, cap, limit;    /* cap: bytes of body's room */
   size_t pad;                /* puts the body's binary part on a 64-byte line */
   size_t reserved;           /* bytes counted in s->inflight */

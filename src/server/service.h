@@ -42,28 +42,28 @@ typedef struct {
 } pr_service_t;
 
 /* Counts n more bytes against the in-flight bound; false (nothing counted)
- * beyond it. pr_service_release gives them back. */
-bool pr_service_reserve(pr_service_t *svc, size_t n);
-void pr_service_release(pr_service_t *svc, size_t n);
+ * beyond it. pr__service_release gives them back. */
+bool pr__service_reserve(pr_service_t *svc, size_t n);
+void pr__service_release(pr_service_t *svc, size_t n);
 
 /* Ready: every known model is ready or was unloaded on purpose. */
-bool pr_service_ready(pr_service_t *svc);
+bool pr__service_ready(pr_service_t *svc);
 
 /* The ready model `name` (version: NULL or "" for the served one) with a
- * reference taken (pr_models_put), or NULL with *st (PR_ERR_NOT_FOUND,
+ * reference taken (pr__models_put), or NULL with *st (PR_ERR_NOT_FOUND,
  * PR_ERR_BUSY: known, not ready) and a message for the client in *msg. */
-pr_served_t *pr_service_model(pr_service_t *svc, const char *name, const char *version,
-                              pr_status_t *st, const char **msg);
+pr_served_t *pr__service_model(pr_service_t *svc, const char *name, const char *version,
+                               pr_status_t *st, const char **msg);
 
 /* A model version's name (pr_repo_entry_t.version). */
 typedef char pr_version_name_t[32];
 /* Copies of the ready versions of model `name` into out (at most max);
  * returns how many. */
-int pr_service_versions(pr_service_t *svc, const char *name, pr_version_name_t *out, int max);
+int pr__service_versions(pr_service_t *svc, const char *name, pr_version_name_t *out, int max);
 
 /* The server's protocol extensions (ServerMetadata, GET /v2). */
-extern const char *const pr_service_extensions[];
-extern const int pr_service_n_extensions;
+extern const char *const pr__service_extensions[];
+extern const int pr__service_n_extensions;
 
 /* One model of the repository index: its state is READY, LOADING or
  * UNAVAILABLE, with the reason it is not ready. */
@@ -71,14 +71,14 @@ typedef void (*pr_index_fn)(const char *name, const char *version, const char *s
                             const char *reason, void *ctx);
 /* Calls fn for each model of the repository (at most max_models + 64);
  * PR_ERR_IO when the repository cannot be read. */
-pr_status_t pr_service_index(pr_service_t *svc, pr_index_fn fn, void *ctx);
+pr_status_t pr__service_index(pr_service_t *svc, pr_index_fn fn, void *ctx);
 
 /* Loads (or reloads) / unloads a model. Errors: PR_ERR_NOT_FOUND,
  * PR_ERR_BUSY (max_models), PR_ERR_INVALID (a model that cannot be read or
  * run: the repository's fault), others; a message in err. Slow: a load
  * profiles and prepares plans, an unload waits for the requests in flight. */
-pr_status_t pr_service_load(pr_service_t *svc, const char *name, char *err, size_t err_len);
-pr_status_t pr_service_unload(pr_service_t *svc, const char *name, char *err, size_t err_len);
+pr_status_t pr__service_load(pr_service_t *svc, const char *name, char *err, size_t err_len);
+pr_status_t pr__service_unload(pr_service_t *svc, const char *name, char *err, size_t err_len);
 
 /* ---- statistics (the Triton schema's figures, for JSON and protobuf) ---- */
 
@@ -91,19 +91,19 @@ typedef struct {
   pr_duration_t success, fail, queue, compute_input, compute_infer, compute_output;
 } pr_model_stats_t;
 
-void pr_service_stats(pr_served_t *m, pr_model_stats_t *out);
+void pr__service_stats(pr_served_t *m, pr_model_stats_t *out);
 /* fn for every batch size that ran: executions (count), and their time
  * copying inputs in, running, copying outputs out. */
-void pr_service_batch_stats(pr_served_t *m,
-                            void (*fn)(int batch, pr_duration_t input, pr_duration_t infer,
-                                       pr_duration_t output, void *ctx),
-                            void *ctx);
+void pr__service_batch_stats(pr_served_t *m,
+                             void (*fn)(int batch, pr_duration_t input, pr_duration_t infer,
+                                        pr_duration_t output, void *ctx),
+                             void *ctx);
 
 /* ---- inference ---- */
 
 /* Decodes a request of the wire format into r's input tensors and q (the
  * outputs asked for), taking at most max_bytes of tensors (0: any):
- * pr_proto_parse_infer's contract. */
+ * pr__proto_parse_infer's contract. */
 typedef pr_status_t (*pr_infer_decode_fn)(const pr_proto_model_t *m, void *arg, size_t max_bytes,
                                           pr_request_t *r, pr_proto_infer_t *q, char *err,
                                           size_t err_len);
@@ -124,26 +124,26 @@ typedef struct {
  * counts its tensors against the in-flight bound and queues it; on_done(ctx)
  * runs once it is answered, failed or timed out (any thread; possibly before
  * this returns). On PR_OK, *x holds the request and m's reference (release
- * them with pr_infer_release and pr_models_put(x->model)); on error nothing
+ * them with pr__infer_release and pr__models_put(x->model)); on error nothing
  * is held (the caller keeps its reference) and err says why: the decoder's
  * errors, PR_ERR_BUSY (bytes in flight, a full queue, a backlog longer
  * than the request's timeout: x->retry_after_s says when to retry),
  * PR_ERR_INVALID (a
  * priority beyond the model's levels), PR_ERR_NOMEM. The request takes the
  * decoded priority and timeout (q's). */
-pr_status_t pr_infer_submit(pr_service_t *svc, pr_served_t *m, pr_infer_decode_fn decode, void *arg,
-                            void (*on_done)(void *), void *ctx, pr_infer_t *x, char *err,
-                            size_t err_len);
+pr_status_t pr__infer_submit(pr_service_t *svc, pr_served_t *m, pr_infer_decode_fn decode,
+                             void *arg, void (*on_done)(void *), void *ctx, pr_infer_t *x,
+                             char *err, size_t err_len);
 
 /* The answer of a done request: its status (with *msg, the scheduler's
  * message) or, when it ran, encode(x, arg)'s. The stages "resume" (done to
  * taken up) and "encode" are timed into the model's stats; *t_encoded is
  * when the encoding ended. */
-pr_status_t pr_infer_answer(pr_infer_t *x, pr_status_t (*encode)(pr_infer_t *x, void *arg),
-                            void *arg, const char **msg, double *t_encoded);
+pr_status_t pr__infer_answer(pr_infer_t *x, pr_status_t (*encode)(pr_infer_t *x, void *arg),
+                             void *arg, const char **msg, double *t_encoded);
 
 /* Frees the request (waiting for it if the scheduler still holds it) and
  * gives its bytes back; the model reference stays. No-op when none. */
-void pr_infer_release(pr_infer_t *x, bool answered);
+void pr__infer_release(pr_infer_t *x, bool answered);
 
 #endif

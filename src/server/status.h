@@ -1,6 +1,6 @@
 /* Statuses of the HTTP front end, beside the engine's (packrat/engine.h):
  * refusals by the router or the transport before any model sees a request.
- * Like every pr_status_t, they become HTTP codes in pr_proto_http_status
+ * Like every pr_status_t, they become HTTP codes in pr__proto_http_status
  * only. */
 #ifndef PR_SERVER_STATUS_H
 #define PR_SERVER_STATUS_H

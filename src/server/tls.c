@@ -20,7 +20,7 @@ static pr_status_t read_pem(const char *what, const char *path, char **out, char
   if (!path) return PR_OK;
   FILE *f = fopen(path, "rb");
   if (!f) {
-    pr_errf(err, err_len, "cannot read the TLS %s file %s", what, path);
+    pr__errf(err, err_len, "cannot read the TLS %s file %s", what, path);
     return PR_ERR_IO;
   }
   char *buf = malloc(PEM_MAX + 1);
@@ -29,7 +29,7 @@ static pr_status_t read_pem(const char *what, const char *path, char **out, char
   if (!buf) return PR_ERR_NOMEM;
   if (n == 0 || n > PEM_MAX || !strstr(buf, "-----BEGIN ")) {
     free(buf);
-    pr_errf(err, err_len, "the TLS %s file %s is not PEM (or is over 1 MiB)", what, path);
+    pr__errf(err, err_len, "the TLS %s file %s is not PEM (or is over 1 MiB)", what, path);
     return PR_ERR_INVALID;
   }
   buf[n] = 0;
@@ -37,16 +37,16 @@ static pr_status_t read_pem(const char *what, const char *path, char **out, char
   return PR_OK;
 }
 
-pr_status_t pr_tls_load(const char *cert, const char *key, const char *client_ca, pr_tls_t **out,
-                        char *err, size_t err_len) {
+pr_status_t pr__tls_load(const char *cert, const char *key, const char *client_ca, pr_tls_t **out,
+                         char *err, size_t err_len) {
   *out = NULL;
   if (!cert && !key && !client_ca) return PR_OK;
   if (!cert || !key) {
-    pr_errf(err, err_len, "TLS needs both --tls-cert and --tls-key");
+    pr__errf(err, err_len, "TLS needs both --tls-cert and --tls-key");
     return PR_ERR_INVALID;
   }
   if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-    pr_errf(err, err_len, "this libmicrohttpd has no TLS support");
+    pr__errf(err, err_len, "this libmicrohttpd has no TLS support");
     return PR_ERR_UNSUPPORTED;
   }
   pr_tls_t *t = calloc(1, sizeof *t);
@@ -55,14 +55,14 @@ pr_status_t pr_tls_load(const char *cert, const char *key, const char *client_ca
   if (!st) st = read_pem("key", key, &t->key, err, err_len);
   if (!st) st = read_pem("client CA", client_ca, &t->client_ca, err, err_len);
   if (st) {
-    pr_tls_free(t);
+    pr__tls_free(t);
     return st;
   }
   *out = t;
   return PR_OK;
 }
 
-void pr_tls_free(pr_tls_t *t) {
+void pr__tls_free(pr_tls_t *t) {
   if (!t) return;
   if (t->key) memset(t->key, 0, strlen(t->key));
   free(t->cert);
@@ -71,17 +71,17 @@ void pr_tls_free(pr_tls_t *t) {
   free(t);
 }
 
-void pr_tls_pem(const pr_tls_t *t, const char **cert, const char **key, const char **client_ca) {
+void pr__tls_pem(const pr_tls_t *t, const char **cert, const char **key, const char **client_ca) {
   *cert = t ? t->cert : NULL;
   *key = t ? t->key : NULL;
   *client_ca = t ? t->client_ca : NULL;
 }
 
-unsigned pr_tls_flags(const pr_tls_t *t) {
+unsigned pr__tls_flags(const pr_tls_t *t) {
   return t ? MHD_USE_TLS : 0;
 }
 
-int pr_tls_options(const pr_tls_t *t, struct MHD_OptionItem *items) {
+int pr__tls_options(const pr_tls_t *t, struct MHD_OptionItem *items) {
   if (!t) return 0;
   int n = 0;
   items[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, t->cert};
@@ -91,7 +91,7 @@ int pr_tls_options(const pr_tls_t *t, struct MHD_OptionItem *items) {
   return n;
 }
 
-bool pr_tls_client_ok(const pr_tls_t *t, struct MHD_Connection *c) {
+bool pr__tls_client_ok(const pr_tls_t *t, struct MHD_Connection *c) {
   if (!t || !t->client_ca) return true;
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);

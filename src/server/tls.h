@@ -10,7 +10,7 @@
  * - With a client CA, the handshake asks for a client certificate and the
  *   request is refused (403) from its headers, before any body byte, when
  *   none came or GnuTLS cannot verify it against the CA.
- * - Read-only after pr_tls_load: any thread may call pr_tls_client_ok. */
+ * - Read-only after pr__tls_load: any thread may call pr__tls_client_ok. */
 #ifndef PR_SERVER_TLS_H
 #define PR_SERVER_TLS_H
 
@@ -22,20 +22,20 @@
 typedef struct pr_tls pr_tls_t;
 
 /* *out is NULL (plain HTTP) when cert, key and client_ca are all NULL. */
-pr_status_t pr_tls_load(const char *cert, const char *key, const char *client_ca, pr_tls_t **out,
-                        char *err, size_t err_len);
-void pr_tls_free(pr_tls_t *t);
+pr_status_t pr__tls_load(const char *cert, const char *key, const char *client_ca, pr_tls_t **out,
+                         char *err, size_t err_len);
+void pr__tls_free(pr_tls_t *t);
 
 /* The PEM texts (NUL-terminated; client_ca NULL without mutual TLS), for
- * the gRPC front end; valid until pr_tls_free. */
-void pr_tls_pem(const pr_tls_t *t, const char **cert, const char **key, const char **client_ca);
+ * the gRPC front end; valid until pr__tls_free. */
+void pr__tls_pem(const pr_tls_t *t, const char **cert, const char **key, const char **client_ca);
 
 /* The daemon flags TLS adds (0 for NULL). */
-unsigned pr_tls_flags(const pr_tls_t *t);
+unsigned pr__tls_flags(const pr_tls_t *t);
 /* Writes TLS's daemon options into items (room for 4); returns how many. */
-int pr_tls_options(const pr_tls_t *t, struct MHD_OptionItem *items);
+int pr__tls_options(const pr_tls_t *t, struct MHD_OptionItem *items);
 /* Whether a request on connection c may go on: true without mutual TLS,
  * else whether c's client certificate verifies against the CA. */
-bool pr_tls_client_ok(const pr_tls_t *t, struct MHD_Connection *c);
+bool pr__tls_client_ok(const pr_tls_t *t, struct MHD_Connection *c);
 
 #endif

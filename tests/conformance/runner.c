@@ -48,7 +48,7 @@ static double elem(const pr_tensor_t *t, int64_t i) {
   switch (t->dtype) {
     case PR_DTYPE_FLOAT: return ((const float *)t->data)[i];
     case PR_DTYPE_DOUBLE: return ((const double *)t->data)[i];
-    case PR_DTYPE_FLOAT16: return pr_half_to_float(((const uint16_t *)t->data)[i]);
+    case PR_DTYPE_FLOAT16: return pr__half_to_float(((const uint16_t *)t->data)[i]);
     case PR_DTYPE_INT64: return (double)((const int64_t *)t->data)[i];
     case PR_DTYPE_INT32: return ((const int32_t *)t->data)[i];
     case PR_DTYPE_INT16: return ((const int16_t *)t->data)[i];

@@ -1,5 +1,5 @@
 /* libFuzzer target: arbitrary bytes as a model's config.json
- * (pr_repo_parse_config). Parsing must either succeed with settings inside
+ * (pr__repo_parse_config). Parsing must either succeed with settings inside
  * their documented ranges or fail with a message naming the origin that the
  * server can send ({"error": ...}: valid UTF-8). Never a
  * crash, leak or undefined behaviour. FUZZ_VERBOSE=1 in the environment
@@ -37,13 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   snprintf(c.plan, sizeof c.plan, "auto");
   char err[1024]; /* as the server's load endpoint */
   err[0] = '\0';
-  int rc = pr_repo_parse_config((const char *)data, size, "config.json", &c, err, sizeof err);
+  int rc = pr__repo_parse_config((const char *)data, size, "config.json", &c, err, sizeof err);
   if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "fuzz_config: %d %s\n", rc, rc ? err : "");
   if (rc) {
     CHECK(!strncmp(err, "config.json: ", 13) && terminated(err, sizeof err), "error '%s'", err);
-    /* the load endpoint answers {"error": err} (pr_proto_error), which must not fail */
-    char *reply = pr_proto_error(err);
-    CHECK(reply, "pr_proto_error cannot encode the message '%s'", err);
+    /* the load endpoint answers {"error": err} (pr__proto_error), which must not fail */
+    char *reply = pr__proto_error(err);
+    CHECK(reply, "pr__proto_error cannot encode the message '%s'", err);
     free(reply);
     return 0;
   }

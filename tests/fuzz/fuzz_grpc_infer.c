@@ -115,7 +115,7 @@ static void check_response(const pr_proto_model_t *m, const pr_request_t *r,
     const pr_tensor_t *t = &r->outputs[o];
     const Inference__ModelInferResponse__InferOutputTensor *ot = resp->outputs[i];
     CHECK(!strcmp(ot->name, m->outputs[o].name), "output %zu name", i);
-    CHECK(!strcmp(ot->datatype, pr_proto_datatype(t->dtype)), "output %zu datatype", i);
+    CHECK(!strcmp(ot->datatype, pr__proto_datatype(t->dtype)), "output %zu datatype", i);
     CHECK(ot->n_shape == (size_t)t->rank && !memcmp(ot->shape, t->dims, 8 * ot->n_shape),
           "output %zu shape", i);
     if (raw)
@@ -134,8 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   make_model(data[0] & ((1u << N_IO) - 1), &m);
   char why[160] = "";
   size_t cost;
-  int wire = pr_grpc_wire_check(&inference__model_infer_request__descriptor, data + 1, size - 1,
-                                &cost, why, sizeof why);
+  int wire = pr__grpc_wire_check(&inference__model_infer_request__descriptor, data + 1, size - 1,
+                                 &cost, why, sizeof why);
   if (wire == 1) {
     CHECK(why[0], "a message refused on the wire without a reason");
     return 0; /* the server answers INVALID_ARGUMENT */
@@ -150,12 +150,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(pb_counted <= cost, "the unpack took %zu bytes, the wire check said at most %zu",
         pb_counted, cost);
   if (!req) return 0; /* the server answers INVALID_ARGUMENT: malformed message */
-  pr_request_t *r = pr_request_new();
+  pr_request_t *r = pr__request_new();
   pr_proto_infer_t q;
   bool raw;
   char err[512] = "";
-  pr_status_t st = pr_grpc_decode_infer(&m, req, (size_t)64 << 20, r, &q, &raw, err, sizeof err);
-  int code = pr_proto_grpc_status(st);
+  pr_status_t st = pr__grpc_decode_infer(&m, req, (size_t)64 << 20, r, &q, &raw, err, sizeof err);
+  int code = pr__proto_grpc_status(st);
   CHECK(code == GRPC_STATUS_OK || code == GRPC_STATUS_INVALID_ARGUMENT ||
             code == GRPC_STATUS_UNAVAILABLE,
         "status %d", code);
@@ -165,20 +165,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       CHECK(t->data && t->dtype == m.inputs[k].dtype && t->dims[0] == r->rows, "input %d", k);
       pr_tensor_t *o = &r->outputs[k];
       *o = *t;
-      o->data = pr_aligned_alloc(nbytes_of(o) ? nbytes_of(o) : 1);
+      o->data = pr__aligned_alloc(nbytes_of(o) ? nbytes_of(o) : 1);
       CHECK(o->data, "out of memory");
       memcpy(o->data, t->data, nbytes_of(o));
     }
     uint8_t *out = NULL;
     size_t out_len = 0;
-    CHECK(pr_grpc_encode_infer(&m, "fuzz", "1", r, &q, raw, &out, &out_len) == PR_OK, "encode");
+    CHECK(pr__grpc_encode_infer(&m, "fuzz", "1", r, &q, raw, &out, &out_len) == PR_OK, "encode");
     check_response(&m, r, &q, out, out_len);
     free(out);
   } else {
     CHECK(err[0], "an error without a message");
   }
-  pr_proto_infer_clear(&q);
-  pr_request_free(r);
+  pr__proto_infer_clear(&q);
+  pr__request_free(r);
   inference__model_infer_request__free_unpacked(req, &pb_counter);
   return 0;
 }

@@ -134,7 +134,7 @@ static void check_element(const pr_tensor_t *t, int64_t e, const json_t *v, cons
   bool same = t->dtype == PR_DTYPE_DOUBLE ? got == want
               : t->dtype == PR_DTYPE_FLOAT
                   ? (float)got == (float)want
-                  : pr_float_to_half((float)got) == ((const uint16_t *)t->data)[e];
+                  : pr__float_to_half((float)got) == ((const uint16_t *)t->data)[e];
   CHECK(same, "output '%s'[%lld]: %.17g read back as %.17g", name, (long long)e, want, got);
 }
 
@@ -164,7 +164,7 @@ static void check_response(const pr_proto_model_t *m, const pr_request_t *r,
     const char *name = m->outputs[o].name;
     json_t *jo = json_array_get(outs, (size_t)i);
     CHECK(!strcmp(str(json_object_get(jo, "name")), name), "name of %d", i);
-    CHECK(!strcmp(str(json_object_get(jo, "datatype")), pr_proto_datatype(t->dtype)),
+    CHECK(!strcmp(str(json_object_get(jo, "datatype")), pr__proto_datatype(t->dtype)),
           "output '%s': datatype", name);
     json_t *shape = json_object_get(jo, "shape");
     CHECK(json_is_array(shape) && (int)json_array_size(shape) == t->rank, "output '%s': rank",
@@ -203,41 +203,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 3;
   size_t json_len = v ? (v - 1) % (len + 2) : len;
 
-  pr_request_t *r = pr_request_new();
+  pr_request_t *r = pr__request_new();
   pr_proto_infer_t q;
   char err[512];
   err[0] = '\0';
-  int status = pr_proto_http_status(
-      pr_proto_parse_infer(&m, body, len, json_len, (size_t)64 << 20, r, &q, err, sizeof err));
+  int status = pr__proto_http_status(
+      pr__proto_parse_infer(&m, body, len, json_len, (size_t)64 << 20, r, &q, err, sizeof err));
   if (getenv("FUZZ_VERBOSE")) /* say what each input did, when replaying inputs */
     fprintf(stderr, "fuzz_infer: %d %s\n", status, status == 200 ? "" : err);
   CHECK(status == 200 || status == 400 || status == 503, "status %d", status);
   if (status != 200) {
     CHECK(err[0] && memchr(err, '\0', sizeof err), "a 400 without a message");
-    /* the server answers {"error": err} (pr_proto_error), which must not fail */
-    char *reply = pr_proto_error(err);
-    CHECK(reply, "pr_proto_error cannot encode the message '%s'", err);
+    /* the server answers {"error": err} (pr__proto_error), which must not fail */
+    char *reply = pr__proto_error(err);
+    CHECK(reply, "pr__proto_error cannot encode the message '%s'", err);
     free(reply);
-    pr_proto_infer_clear(&q);
-    pr_request_free(r);
+    pr__proto_infer_clear(&q);
+    pr__request_free(r);
     return 0;
   }
   check_request(&m, r);
   for (int k = 0; k < m.n_outputs; k++) {
     pr_tensor_t *o = &r->outputs[k];
     *o = r->inputs[k];
-    o->data = pr_aligned_alloc(nbytes_of(o));
+    o->data = pr__aligned_alloc(nbytes_of(o));
     CHECK(o->data, "out of memory");
     memcpy(o->data, r->inputs[k].data, nbytes_of(o));
   }
   char *out = NULL;
   size_t out_len = 0, out_json_len = 0;
-  status = pr_proto_http_status(
-      pr_proto_infer_response(&m, "fuzz", "1", r, &q, &out, &out_len, &out_json_len));
+  status = pr__proto_http_status(
+      pr__proto_infer_response(&m, "fuzz", "1", r, &q, &out, &out_len, &out_json_len));
   CHECK(status == 200 && out, "response status %d", status);
   check_response(&m, r, &q, out, out_len, out_json_len);
   free(out);
-  pr_proto_infer_clear(&q);
-  pr_request_free(r);
+  pr__proto_infer_clear(&q);
+  pr__request_free(r);
   return 0;
 }

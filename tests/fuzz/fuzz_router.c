@@ -44,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (len) memcpy(path, data + at, len);
   path[len] = 0; /* libmicrohttpd hands the path as a C string */
   pr_route_t r;
-  int st = pr_proto_http_status(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, method, path, &r));
+  int st =
+      pr__proto_http_status(pr__route_match(pr__http_routes, PR_ROUTE_COUNT, method, path, &r));
   CHECK(st == 200 || st == 404 || st == 405 || st == 414, "status %d", st);
   if (st == 200) {
     CHECK(r.id >= 0 && r.id < PR_ROUTE_COUNT, "route id %d", (int)r.id);
@@ -52,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_capture(&r, r.version);
     CHECK(!strcmp(method, "GET") || !strcmp(method, "POST") || !strcmp(method, "HEAD"),
           "matched method %s", method);
-    CHECK(r.row == &pr_http_routes[r.id], "route %d's row", (int)r.id);
+    CHECK(r.row == &pr__http_routes[r.id], "route %d's row", (int)r.id);
     CHECK(!strcmp(method, r.row->method) ||
               (!strcmp(method, "HEAD") && !strcmp(r.row->method, "GET")),
           "%s matched a %s route", method, r.row->method);

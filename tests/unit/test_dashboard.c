@@ -27,7 +27,7 @@ static json_t *round_trip(json_t *o, char **text) {
   *text = json_dumps(o, JSON_COMPACT);
   json_decref(o);
   assert_non_null(*text);
-  assert_true(pr_utf8_valid(*text, strlen(*text)));
+  assert_true(pr__utf8_valid(*text, strlen(*text)));
   json_error_t e;
   json_t *back = json_loads(*text, 0, &e);
   if (!back) fail_msg("not JSON: %s", e.text);
@@ -48,9 +48,9 @@ static void test_untrusted_text(void **state) {
                        .reason = "bad \xc3( bytes </script>",
                        .active = -1};
   char *text;
-  json_t *o = round_trip(pr_dash_model_json(&v, 10, 1e9), &text);
+  json_t *o = round_trip(pr__dash_model_json(&v, 10, 1e9), &text);
   char want[256];
-  pr_utf8_sanitize(evil, want, sizeof want);
+  pr__utf8_sanitize(evil, want, sizeof want);
   assert_string_equal(str(o, "name"), want);             /* the same text, valid UTF-8 */
   assert_non_null(strstr(str(o, "name"), "<img src=x")); /* data, not markup: kept */
   assert_string_equal(str(o, "version"), "1\"");
@@ -125,7 +125,7 @@ static json_t *ready_model(char **text, int first_core_of_second) {
                        .divided = true,
                        .share_first = 1,
                        .share_cores = 2};
-  return round_trip(pr_dash_model_json(&v, 100.0, 1e9), text);
+  return round_trip(pr__dash_model_json(&v, 100.0, 1e9), text);
 }
 
 static void test_ready_model(void **state) {
@@ -199,12 +199,12 @@ static void test_profile_too_sparse(void **state) {
   pr_dash_model_t v = {
       .name = "m", .version = "1", .state = "READY", .active = -1, .profile = &prof};
   char *text;
-  json_t *o = round_trip(pr_dash_model_json(&v, 0, 0), &text);
+  json_t *o = round_trip(pr__dash_model_json(&v, 0, 0), &text);
   assert_true(json_is_null(json_object_get(o, "profile")));
   json_decref(o);
   free(text);
   prof.n_points = 30; /* 30 x 30 cells, 30 of them known */
-  o = round_trip(pr_dash_model_json(&v, 0, 0), &text);
+  o = round_trip(pr__dash_model_json(&v, 0, 0), &text);
   json_t *lat = json_object_get(json_object_get(o, "profile"), "latency_ms");
   assert_int_equal(json_array_size(lat), 30);
   assert_true(json_is_null(json_array_get(json_array_get(lat, 0), 0)));
@@ -218,14 +218,14 @@ static void test_no_models(void **state) {
   pr_models_config_t mc = {
       .repository = "/nonexistent", .cpus = cpus, .n_cpus = 2, .max_models = 4, .max_plans = 4};
   pr_models_t *ms;
-  assert_int_equal(pr_models_create(&mc, &ms), PR_OK);
+  assert_int_equal(pr__models_create(&mc, &ms), PR_OK);
   pr_dash_machine_t mach = {
       .cpu_name = "cpu \"x\"", .physical_cores = 2, .cpus = cpus, .n_cpus = 2, .uptime_s = 1.5};
-  pr_dash_t *d = pr_dash_create();
+  pr_dash_t *d = pr__dash_create();
   assert_non_null(d);
-  char *text = pr_dash_state(d, ms, &mach);
-  pr_dash_destroy(d);
-  pr_dash_destroy(NULL);
+  char *text = pr__dash_state(d, ms, &mach);
+  pr__dash_destroy(d);
+  pr__dash_destroy(NULL);
   assert_non_null(text);
   json_t *o = json_loads(text, 0, NULL);
   assert_non_null(o);
@@ -240,51 +240,53 @@ static void test_no_models(void **state) {
               PR_HISTORY_SECONDS);
   json_decref(o);
   free(text);
-  pr_models_destroy(ms);
+  pr__models_destroy(ms);
 }
 
 /* The cores the machine part shows: every CPU of the order has a core and
  * a thread; first threads are the physical cores; others are unknown. */
 static void test_topology_cores(void **state) {
   int cpus[4096], firsts = 0, thread;
-  int n = pr_topology_cpu_order(cpus, 4096);
+  int n = pr__topology_cpu_order(cpus, 4096);
   assert_true(n >= 1);
   for (int i = 0; i < n; i++) {
-    int core = pr_topology_core_of(cpus[i], &thread);
+    int core = pr__topology_core_of(cpus[i], &thread);
     assert_true(core >= 0 && thread >= 0);
     firsts += thread == 0;
   }
-  assert_int_equal(firsts, pr_topology_num_cores());
-  assert_int_equal(pr_topology_core_of(-1, &thread), -1);
+  assert_int_equal(firsts, pr__topology_num_cores());
+  assert_int_equal(pr__topology_core_of(-1, &thread), -1);
   assert_int_equal(thread, -1);
-  assert_int_equal(pr_topology_core_of(1 << 20, NULL), -1);
+  assert_int_equal(pr__topology_core_of(1 << 20, NULL), -1);
 }
 
 static void test_routes(void **state) {
   pr_route_t r;
-  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/", &r), PR_OK);
+  assert_int_equal(pr__route_match(pr__http_routes, PR_ROUTE_COUNT, "GET", "/", &r), PR_OK);
   assert_int_equal(r.id, PR_ROUTE_DASH_PAGE);
-  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "HEAD", "/", &r), PR_OK);
-  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/state", &r),
+  assert_int_equal(pr__route_match(pr__http_routes, PR_ROUTE_COUNT, "HEAD", "/", &r), PR_OK);
+  assert_int_equal(pr__route_match(pr__http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/state", &r),
                    PR_OK);
   assert_int_equal(r.id, PR_ROUTE_DASH_STATE);
-  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/app.js", &r),
+  assert_int_equal(pr__route_match(pr__http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/app.js", &r),
                    PR_OK);
   assert_int_equal(r.id, PR_ROUTE_DASH_SCRIPT);
   assert_int_equal(
-      pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/style.css", &r), PR_OK);
+      pr__route_match(pr__http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/style.css", &r), PR_OK);
   assert_int_equal(r.id, PR_ROUTE_DASH_STYLE);
-  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "POST", "/", &r), PR_ERR_METHOD);
-  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/other.js", &r),
-                   PR_ERR_NOT_FOUND);
-  assert_int_equal(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, "GET", "/dashboard", &r),
+  assert_int_equal(pr__route_match(pr__http_routes, PR_ROUTE_COUNT, "POST", "/", &r),
+                   PR_ERR_METHOD);
+  assert_int_equal(
+      pr__route_match(pr__http_routes, PR_ROUTE_COUNT, "GET", "/dashboard/other.js", &r),
+      PR_ERR_NOT_FOUND);
+  assert_int_equal(pr__route_match(pr__http_routes, PR_ROUTE_COUNT, "GET", "/dashboard", &r),
                    PR_ERR_NOT_FOUND);
 }
 
 static void test_files_self_contained(void **state) {
   const char *types[] = {"text/html", "text/javascript", "text/css"};
   for (int i = 0; i < PR_DASH_N_ASSETS; i++) {
-    pr_dash_asset_t a = pr_dash_asset((pr_dash_asset_id_t)i);
+    pr_dash_asset_t a = pr__dash_asset((pr_dash_asset_id_t)i);
     assert_true(a.len > 100 && strlen((const char *)a.data) == a.len);
     assert_non_null(strstr(a.content_type, types[i]));
     const char *t = (const char *)a.data;
@@ -301,15 +303,15 @@ static void test_files_self_contained(void **state) {
       assert_null(strstr(http + 1, "http:"));
     }
   }
-  assert_non_null(strstr((const char *)pr_dash_asset(PR_DASH_PAGE).data, "dashboard/app.js"));
+  assert_non_null(strstr((const char *)pr__dash_asset(PR_DASH_PAGE).data, "dashboard/app.js"));
   bool csp = false;
-  for (int i = 0; pr_dash_headers[i][0]; i++)
-    if (!strcmp(pr_dash_headers[i][0], "Content-Security-Policy")) {
+  for (int i = 0; pr__dash_headers[i][0]; i++)
+    if (!strcmp(pr__dash_headers[i][0], "Content-Security-Policy")) {
       csp = true;
-      assert_non_null(strstr(pr_dash_headers[i][1], "default-src 'none'"));
-      assert_non_null(strstr(pr_dash_headers[i][1], "script-src 'self';"));
-      assert_non_null(strstr(pr_dash_headers[i][1], "connect-src 'self';"));
-      assert_null(strstr(pr_dash_headers[i][1], "unsafe"));
+      assert_non_null(strstr(pr__dash_headers[i][1], "default-src 'none'"));
+      assert_non_null(strstr(pr__dash_headers[i][1], "script-src 'self';"));
+      assert_non_null(strstr(pr__dash_headers[i][1], "connect-src 'self';"));
+      assert_null(strstr(pr__dash_headers[i][1], "unsafe"));
     }
   assert_true(csp);
 }

@@ -73,8 +73,8 @@ static void make(req_t *q, bool raw) {
 
 static pr_status_t decode(req_t *q, pr_request_t **r, pr_proto_infer_t *pq, bool *raw, char *err) {
   pr_proto_model_t m = model();
-  *r = pr_request_new();
-  return pr_grpc_decode_infer(&m, &q->req, 0, *r, pq, raw, err, 256);
+  *r = pr__request_new();
+  return pr__grpc_decode_infer(&m, &q->req, 0, *r, pq, raw, err, 256);
 }
 
 static void test_raw_and_typed(void **s) {
@@ -98,7 +98,7 @@ static void test_raw_and_typed(void **s) {
     memcpy(r->outputs[0].data, q.xs, sizeof q.xs);
     uint8_t *buf;
     size_t len;
-    assert_int_equal(pr_grpc_encode_infer(&m, "m", "1", r, &pq, raw, &buf, &len), PR_OK);
+    assert_int_equal(pr__grpc_encode_infer(&m, "m", "1", r, &pq, raw, &buf, &len), PR_OK);
     Inference__ModelInferResponse *resp = inference__model_infer_response__unpack(NULL, len, buf);
     assert_non_null(resp);
     assert_int_equal(resp->n_outputs, 1);
@@ -110,8 +110,8 @@ static void test_raw_and_typed(void **s) {
       assert_memory_equal(resp->outputs[0]->contents->fp32_contents, q.xs, sizeof q.xs);
     inference__model_infer_response__free_unpacked(resp, NULL);
     free(buf);
-    pr_proto_infer_clear(&pq);
-    pr_request_free(r);
+    pr__proto_infer_clear(&pq);
+    pr__request_free(r);
   }
 }
 
@@ -136,8 +136,8 @@ static void test_errors(void **s) {
     char err[256] = "";
     assert_int_equal(decode(&q, &r, &pq, &raw, err), PR_ERR_INVALID);
     assert_true(err[0]);
-    pr_proto_infer_clear(&pq);
-    pr_request_free(r);
+    pr__proto_infer_clear(&pq);
+    pr__request_free(r);
   }
 }
 
@@ -152,7 +152,7 @@ static void test_strings_on_wire(void **s) {
   uint8_t *buf = malloc(len);
   inference__model_infer_request__pack(&q.req, buf);
   size_t cost;
-  assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err),
+  assert_int_equal(pr__grpc_wire_check(d, buf, len, &cost, err, sizeof err),
                    0); /* raw bytes may hold NULs */
   free(buf);
 
@@ -176,7 +176,7 @@ static void test_strings_on_wire(void **s) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = 0;
-    assert_int_equal(pr_grpc_wire_check(d, bad[i].wire, bad[i].len, &cost, err, sizeof err), 1);
+    assert_int_equal(pr__grpc_wire_check(d, bad[i].wire, bad[i].len, &cost, err, sizeof err), 1);
     if (!strstr(err, bad[i].field)) fail_msg("%s: '%s'", bad[i].why, err);
   }
   /* what the check is for: unpacked, the first one names another model */
@@ -187,8 +187,8 @@ static void test_strings_on_wire(void **s) {
 
   /* bytes that do not parse: refused as the unpack would refuse them */
   const uint8_t cut[] = {0x0a, 9, 'm'}, group[] = {0x0b, 0x0c};
-  assert_int_equal(pr_grpc_wire_check(d, cut, sizeof cut, &cost, err, sizeof err), -1);
-  assert_int_equal(pr_grpc_wire_check(d, group, sizeof group, &cost, err, sizeof err), -1);
+  assert_int_equal(pr__grpc_wire_check(d, cut, sizeof cut, &cost, err, sizeof err), -1);
+  assert_int_equal(pr__grpc_wire_check(d, group, sizeof group, &cost, err, sizeof err), -1);
   assert_null(inference__model_infer_request__unpack(NULL, sizeof cut, cut));
   assert_null(inference__model_infer_request__unpack(NULL, sizeof group, group));
 }
@@ -235,7 +235,7 @@ static void test_request_types_fit(void **s) {
     if (ds[i]->n_fields > 64) fail_msg("%s has %u fields", ds[i]->name, ds[i]->n_fields);
     char err[160];
     size_t cost;
-    assert_int_equal(pr_grpc_wire_check(ds[i], (const uint8_t *)"", 0, &cost, err, sizeof err), 0);
+    assert_int_equal(pr__grpc_wire_check(ds[i], (const uint8_t *)"", 0, &cost, err, sizeof err), 0);
   }
 }
 
@@ -273,7 +273,7 @@ static void test_decode_cost(void **s) {
     inference__model_infer_request__pack(&q.req, buf);
     const uint8_t unknown[] = {0xf8, 0x06, 0x05}; /* field 111, the varint 5 */
     memcpy(buf + len, unknown, 3);
-    assert_int_equal(pr_grpc_wire_check(d, buf, len + 3, &cost, err, sizeof err), 0);
+    assert_int_equal(pr__grpc_wire_check(d, buf, len + 3, &cost, err, sizeof err), 0);
     size_t got = unpacked_bytes(d, buf, len + 3);
     if (got > cost)
       fail_msg("raw %d: the unpack took %zu bytes, the check said at most %zu", raw, got, cost);
@@ -290,7 +290,7 @@ static void test_decode_cost(void **s) {
     len = inference__model_infer_request__get_packed_size(&q.req);
     uint8_t *buf = malloc(len);
     inference__model_infer_request__pack(&q.req, buf);
-    assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err), 0);
+    assert_int_equal(pr__grpc_wire_check(d, buf, len, &cost, err, sizeof err), 0);
     size_t got = unpacked_bytes(d, buf, len);
     assert_true(got <= cost);
     assert_true(got >= 8 * 100000);
@@ -301,11 +301,11 @@ static void test_decode_cost(void **s) {
    * (within the check's 64 KiB allowance) unpack within the cost */
   const uint8_t empty_input[] = {0x2a, 0x00};
   uint8_t *buf = repeat(empty_input, 2, 1025, &len);
-  assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
+  assert_int_equal(pr__grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
   assert_non_null(strstr(err, "ModelInferRequest.inputs holds more than 1024"));
-  assert_int_equal(pr_grpc_wire_check(d, buf, len - 2, &cost, err, sizeof err), 1);
+  assert_int_equal(pr__grpc_wire_check(d, buf, len - 2, &cost, err, sizeof err), 1);
   assert_non_null(strstr(err, "more than 16 times"));
-  assert_int_equal(pr_grpc_wire_check(d, buf, 800, &cost, err, sizeof err), 0);
+  assert_int_equal(pr__grpc_wire_check(d, buf, 800, &cost, err, sizeof err), 0);
   size_t got = unpacked_bytes(d, buf, 800);
   if (got > cost)
     fail_msg("400 empty inputs: the unpack took %zu bytes, the check said %zu", got, cost);
@@ -323,22 +323,22 @@ static void test_decode_cost(void **s) {
     uint8_t *input = malloc(len + 3);
     input[0] = 0x2a, input[1] = (uint8_t)(0x80 | (len & 0x7f)), input[2] = (uint8_t)(len >> 7);
     memcpy(input + 3, entries, len);
-    assert_int_equal(pr_grpc_wire_check(d, input, len + 3, &cost, err, sizeof err), 1);
+    assert_int_equal(pr__grpc_wire_check(d, input, len + 3, &cost, err, sizeof err), 1);
     if (!strstr(err, nested[i].field)) fail_msg("'%s' for '%s'", err, nested[i].field);
     free(entries);
     free(input);
   }
   /* 65 unknown fields in one message: refused; 64: the cost bounds them */
   buf = repeat((const uint8_t[]){0xf8, 0x06, 0x01}, 3, 65, &len);
-  assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
+  assert_int_equal(pr__grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
   assert_non_null(strstr(err, "fields it does not define"));
-  assert_int_equal(pr_grpc_wire_check(d, buf, len - 3, &cost, err, sizeof err), 0);
+  assert_int_equal(pr__grpc_wire_check(d, buf, len - 3, &cost, err, sizeof err), 0);
   assert_true(unpacked_bytes(d, buf, len - 3) <= cost);
   free(buf);
   /* model_name sent 100000 times (each "a", 3 bytes, is a 32-byte copy):
    * more than 16 times its size to decode, refused */
   buf = repeat((const uint8_t[]){0x0a, 0x01, 'a'}, 3, 100000, &len);
-  assert_int_equal(pr_grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
+  assert_int_equal(pr__grpc_wire_check(d, buf, len, &cost, err, sizeof err), 1);
   assert_non_null(strstr(err, "more than 16 times"));
   free(buf);
 }

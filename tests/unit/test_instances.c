@@ -48,13 +48,13 @@ static pr_status_t create_for(pr_model_t *m, const pr_plan_t *plan, const int *c
   for (int k = 0; k < plan->n_instances; k++)
     specs[k] = (pr_instance_spec_t){plan->instances[k].threads, plan->instances[k].batch,
                                     plan->instances[k].first_core};
-  return pr_instances_create(m, specs, plan->n_instances, cpus, n_cpus, base, x, err, len);
+  return pr__instances_create(m, specs, plan->n_instances, cpus, n_cpus, base, x, err, len);
 }
 
 static void test_plan_matches_single_session(void **state) {
   pr_model_t *m = small_model();
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   assert_true(n_cpus >= 1);
   const int B = 7;
   float x[7 * 64];
@@ -75,7 +75,7 @@ static void test_plan_matches_single_session(void **state) {
     pr_session_options_t base = pr_session_options_default();
     assert_int_equal(create_for(m, plan, cpus, n_cpus, &base, &x, err, sizeof err), PR_OK);
     for (int rep = 0; rep < 3; rep++) {
-      assert_int_equal(pr_instances_run(x, &in, 1, &out, 1, err, sizeof err), PR_OK);
+      assert_int_equal(pr__instances_run(x, &in, 1, &out, 1, err, sizeof err), PR_OK);
       assert_int_equal(out.dims[0], B);
       assert_int_equal(out.dims[1], 16);
       for (int i = 0; i < B * 16; i++)
@@ -83,8 +83,8 @@ static void test_plan_matches_single_session(void **state) {
     }
     pr_tensor_t wrong = in;
     wrong.dims[0] = B - 1;
-    assert_int_equal(pr_instances_run(x, &wrong, 1, &out, 1, err, sizeof err), PR_ERR_INVALID);
-    pr_instances_destroy(x);
+    assert_int_equal(pr__instances_run(x, &wrong, 1, &out, 1, err, sizeof err), PR_ERR_INVALID);
+    pr__instances_destroy(x);
     free(plan);
   }
   pr_engine_session_destroy(s);
@@ -108,7 +108,7 @@ static void test_bad_plans(void **state) {
 static void test_profile_measure_save_load(void **state) {
   pr_model_t *m = small_model();
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   int T = n_cpus >= 2 ? 2 : 1;
   pr_profile_options_t o = {
       .max_threads = T, .max_batch = 3, .cpus = cpus, .n_cpus = n_cpus, .max_point_s = 0.2};
@@ -123,7 +123,7 @@ static void test_profile_measure_save_load(void **state) {
   /* a profile with points its remeasure did not confirm never matches (it is
    * not cached); whether a run this short on a busy machine has one is
    * chance, so the rest of the match is checked on a copy without them */
-  const char *sha = pr_engine_model_sha256(m), *cpu = pr_topology_cpu_name();
+  const char *sha = pr_engine_model_sha256(m), *cpu = pr__topology_cpu_name();
   pr_profile_t confirmed = p;
   confirmed.n_suspicious = 0;
   assert_true(pr_profile_matches(&confirmed, sha, cpu, T, 3));

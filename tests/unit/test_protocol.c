@@ -37,9 +37,9 @@ static pr_proto_model_t model(void) {
 static int parse(const char *body, size_t len, size_t json_len, pr_request_t **r,
                  pr_proto_infer_t *q, char *err) {
   pr_proto_model_t m = model();
-  *r = pr_request_new();
-  return pr_proto_http_status(
-      pr_proto_parse_infer(&m, body, len, json_len ? json_len : len, 0, *r, q, err, 256));
+  *r = pr__request_new();
+  return pr__proto_http_status(
+      pr__proto_parse_infer(&m, body, len, json_len ? json_len : len, 0, *r, q, err, 256));
 }
 
 static void test_parse_flat_nested_binary(void **s) {
@@ -55,8 +55,8 @@ static void test_parse_flat_nested_binary(void **s) {
   assert_string_equal(q.id, "a");
   assert_true(((float *)r->inputs[0].data)[3] == 4.0f);
   assert_true(((int64_t *)r->inputs[1].data)[0] == INT64_MIN);
-  pr_proto_infer_clear(&q);
-  pr_request_free(r);
+  pr__proto_infer_clear(&q);
+  pr__request_free(r);
   /* binary: x from the bytes after the JSON header */
   char body[512];
   const char *hdr =
@@ -73,8 +73,8 @@ static void test_parse_flat_nested_binary(void **s) {
   memcpy(got, r->inputs[0].data, sizeof got);
   assert_true(isnan(got[0]) && signbit(got[1]));
   assert_true(q.binary[0] && q.n_outputs == 1);
-  pr_proto_infer_clear(&q);
-  pr_request_free(r);
+  pr__proto_infer_clear(&q);
+  pr__request_free(r);
 }
 
 static void test_parse_errors(void **s) {
@@ -109,15 +109,15 @@ static void test_parse_errors(void **s) {
     if (st != 400) fprintf(stderr, "body %zu: status %d\n", i, st);
     assert_int_equal(st, 400);
     assert_true(err[0]);
-    char *e = pr_proto_error(err);
+    char *e = pr__proto_error(err);
     json_error_t je;
     json_t *o = json_loads(e, 0, &je);
     assert_non_null(o);
     assert_string_equal(json_string_value(json_object_get(o, "error")), err);
     json_decref(o);
     free(e);
-    pr_proto_infer_clear(&q);
-    pr_request_free(r);
+    pr__proto_infer_clear(&q);
+    pr__request_free(r);
   }
 }
 
@@ -126,10 +126,10 @@ static void test_response_values(void **s) {
   m.outputs[0] = (pr_tensor_info_t){.name = "f", .dtype = PR_DTYPE_FLOAT, .rank = 2};
   m.outputs[1] = (pr_tensor_info_t){.name = "u", .dtype = PR_DTYPE_UINT64, .rank = 2};
   m.outputs[2] = (pr_tensor_info_t){.name = "h", .dtype = PR_DTYPE_FLOAT16, .rank = 2};
-  pr_request_t *r = pr_request_new();
+  pr_request_t *r = pr__request_new();
   float f[4] = {NAN, INFINITY, -0.0f, 0.1f};
   uint64_t u[1] = {UINT64_MAX};
-  uint16_t h[1] = {pr_float_to_half(-0.6298828125f)};
+  uint16_t h[1] = {pr__float_to_half(-0.6298828125f)};
   void *data[3] = {f, u, h};
   int64_t cols[3] = {4, 1, 1};
   for (int o = 0; o < 3; o++) {
@@ -144,7 +144,7 @@ static void test_response_values(void **s) {
   pr_proto_infer_t q = {.id = strdup("\xc3\xa9t\xc3\xa9")};
   char *out;
   size_t len, jl;
-  assert_int_equal(pr_proto_infer_response(&m, "m", "1", r, &q, &out, &len, &jl), PR_OK);
+  assert_int_equal(pr__proto_infer_response(&m, "m", "1", r, &q, &out, &len, &jl), PR_OK);
   assert_int_equal(jl, 0);
   json_error_t je;
   json_t *o = json_loadb(out, len, JSON_DECODE_INT_AS_REAL, &je); /* UINT64 max */
@@ -160,29 +160,29 @@ static void test_response_values(void **s) {
   /* UINT64 max is past jansson's integers: check the text */
   assert_non_null(strstr(out, "18446744073709551615"));
   json_t *hd = json_object_get(json_array_get(outs, 2), "data");
-  assert_true(pr_float_to_half((float)json_number_value(json_array_get(hd, 0))) == h[0]);
+  assert_true(pr__float_to_half((float)json_number_value(json_array_get(hd, 0))) == h[0]);
   json_decref(o);
   free(out);
-  pr_proto_infer_clear(&q);
-  pr_request_free(r);
+  pr__proto_infer_clear(&q);
+  pr__request_free(r);
 }
 
 static void test_status_map_and_error(void **s) {
-  assert_int_equal(pr_proto_http_status(PR_OK), 200);
-  assert_int_equal(pr_proto_http_status(PR_ERR_INVALID), 400);
-  assert_int_equal(pr_proto_http_status(PR_ERR_UNSUPPORTED), 400);
-  assert_int_equal(pr_proto_http_status(PR_ERR_NOT_FOUND), 404);
-  assert_int_equal(pr_proto_http_status(PR_ERR_BUSY), 503);
-  assert_int_equal(pr_proto_http_status(PR_ERR_TIMEOUT), 504);
-  assert_int_equal(pr_proto_http_status(PR_ERR_NOMEM), 500);
-  assert_int_equal(pr_proto_http_status(PR_ERR_INTERNAL), 500);
-  assert_int_equal(pr_proto_http_status(PR_ERR_IO), 500);
-  assert_int_equal(pr_proto_http_status(PR_ERR_METHOD), 405);
-  assert_int_equal(pr_proto_http_status(PR_ERR_TOO_LARGE), 413);
-  assert_int_equal(pr_proto_http_status(PR_ERR_URI_TOO_LONG), 414);
-  assert_int_equal(pr_proto_http_status(PR_ERR_CODING), 501);
-  assert_int_equal(pr_proto_http_status(PR_ERR_UNAUTHORIZED), 401);
-  assert_int_equal(pr_proto_http_status(PR_ERR_FORBIDDEN), 403);
+  assert_int_equal(pr__proto_http_status(PR_OK), 200);
+  assert_int_equal(pr__proto_http_status(PR_ERR_INVALID), 400);
+  assert_int_equal(pr__proto_http_status(PR_ERR_UNSUPPORTED), 400);
+  assert_int_equal(pr__proto_http_status(PR_ERR_NOT_FOUND), 404);
+  assert_int_equal(pr__proto_http_status(PR_ERR_BUSY), 503);
+  assert_int_equal(pr__proto_http_status(PR_ERR_TIMEOUT), 504);
+  assert_int_equal(pr__proto_http_status(PR_ERR_NOMEM), 500);
+  assert_int_equal(pr__proto_http_status(PR_ERR_INTERNAL), 500);
+  assert_int_equal(pr__proto_http_status(PR_ERR_IO), 500);
+  assert_int_equal(pr__proto_http_status(PR_ERR_METHOD), 405);
+  assert_int_equal(pr__proto_http_status(PR_ERR_TOO_LARGE), 413);
+  assert_int_equal(pr__proto_http_status(PR_ERR_URI_TOO_LONG), 414);
+  assert_int_equal(pr__proto_http_status(PR_ERR_CODING), 501);
+  assert_int_equal(pr__proto_http_status(PR_ERR_UNAUTHORIZED), 401);
+  assert_int_equal(pr__proto_http_status(PR_ERR_FORBIDDEN), 403);
   /* and gRPC's codes, beside them */
   static const struct {
     pr_status_t st;
@@ -206,9 +206,9 @@ static void test_status_map_and_error(void **s) {
       {-999, GRPC_STATUS_INTERNAL},
   };
   for (size_t i = 0; i < sizeof grpc_map / sizeof grpc_map[0]; i++)
-    assert_int_equal(pr_proto_grpc_status(grpc_map[i].st), grpc_map[i].code);
+    assert_int_equal(pr__proto_grpc_status(grpc_map[i].st), grpc_map[i].code);
   /* bytes that are not UTF-8, and a character cut by the end: valid JSON */
-  char *e = pr_proto_error("name \xff\xfe \xc3");
+  char *e = pr__proto_error("name \xff\xfe \xc3");
   json_error_t je;
   json_t *o = json_loads(e, 0, &je);
   assert_non_null(o);
@@ -219,7 +219,7 @@ static void test_status_map_and_error(void **s) {
 
 /* The HTTP status of matching method and path. */
 static int route(const char *method, const char *path, pr_route_t *r) {
-  return pr_proto_http_status(pr_route_match(pr_http_routes, PR_ROUTE_COUNT, method, path, r));
+  return pr__proto_http_status(pr__route_match(pr__http_routes, PR_ROUTE_COUNT, method, path, r));
 }
 
 static void test_router(void **s) {
@@ -245,8 +245,8 @@ static void test_router(void **s) {
   long_path[0] = '/';
   long_path[sizeof long_path - 1] = 0;
   assert_int_equal(route("GET", long_path, &r), 414);
-  assert_true((pr_http_routes[PR_ROUTE_INFER].flags & PR_ROUTE_TENSORS) &&
-              !(pr_http_routes[PR_ROUTE_PLAN_POST].flags & PR_ROUTE_TENSORS));
+  assert_true((pr__http_routes[PR_ROUTE_INFER].flags & PR_ROUTE_TENSORS) &&
+              !(pr__http_routes[PR_ROUTE_PLAN_POST].flags & PR_ROUTE_TENSORS));
   /* a literal segment before a capture, whatever the rows' order */
   assert_int_equal(route("GET", "/v2/models/stats", &r), 200);
   assert_int_equal(r.id, PR_ROUTE_STATS_ALL);
@@ -265,16 +265,16 @@ static void test_router(void **s) {
       {"GET", "/a/x", PR_ACCESS_READ, 0, NULL},
       {"PUT", "/c", PR_ACCESS_ADMIN, 0, NULL},
   };
-  assert_int_equal(pr_route_match(rows, 3, "GET", "/a/x", &r), PR_OK);
+  assert_int_equal(pr__route_match(rows, 3, "GET", "/a/x", &r), PR_OK);
   assert_int_equal(r.id, 1);
   assert_ptr_equal(r.row, &rows[1]);
-  assert_int_equal(pr_route_match(rows, 3, "GET", "/a/y/b/7", &r), PR_OK);
+  assert_int_equal(pr__route_match(rows, 3, "GET", "/a/y/b/7", &r), PR_OK);
   assert_int_equal(r.id, 0);
   assert_string_equal(r.model, "y");
   assert_string_equal(r.version, "7");
-  assert_int_equal(pr_route_match(rows, 3, "HEAD", "/a/y", &r), PR_ERR_METHOD);
-  assert_int_equal(pr_route_match(rows, 3, "GET", "/c", &r), PR_ERR_METHOD);
-  assert_int_equal(pr_route_match(rows, 3, "PUT", "/c", &r), PR_OK);
+  assert_int_equal(pr__route_match(rows, 3, "HEAD", "/a/y", &r), PR_ERR_METHOD);
+  assert_int_equal(pr__route_match(rows, 3, "GET", "/c", &r), PR_ERR_METHOD);
+  assert_int_equal(pr__route_match(rows, 3, "PUT", "/c", &r), PR_OK);
 }
 
 int main(void) {

@@ -42,20 +42,20 @@ static void test_act_params(void **state) {
   (void)state;
   float s;
   int32_t z;
-  pr_qz_act_params(0.f, 2.55f, PR_DTYPE_UINT8, &s, &z);
+  pr__qz_act_params(0.f, 2.55f, PR_DTYPE_UINT8, &s, &z);
   assert_float_equal(s, 0.01f, 1e-7);
   assert_int_equal(z, 0);
-  pr_qz_act_params(-1.f, 1.f, PR_DTYPE_UINT8, &s, &z);
+  pr__qz_act_params(-1.f, 1.f, PR_DTYPE_UINT8, &s, &z);
   assert_float_equal(s, 2.f / 255.f, 1e-7);
   assert_true(z == 127 || z == 128); /* 127.5, give or take a float rounding */
-  pr_qz_act_params(-1.f, 1.f, PR_DTYPE_INT8, &s, &z);
+  pr__qz_act_params(-1.f, 1.f, PR_DTYPE_INT8, &s, &z);
   assert_true(z == -1 || z == 0);
-  pr_qz_act_params(1.f, 2.f, PR_DTYPE_UINT8, &s, &z); /* widened to hold 0 */
+  pr__qz_act_params(1.f, 2.f, PR_DTYPE_UINT8, &s, &z); /* widened to hold 0 */
   assert_float_equal(s, 2.f / 255.f, 1e-7);
   assert_int_equal(z, 0);
-  pr_qz_act_params(-3.f, -1.f, PR_DTYPE_INT8, &s, &z);
+  pr__qz_act_params(-3.f, -1.f, PR_DTYPE_INT8, &s, &z);
   assert_int_equal(z, 127);
-  pr_qz_act_params(0.f, 0.f, PR_DTYPE_UINT8, &s, &z); /* never seen: scale 1 */
+  pr__qz_act_params(0.f, 0.f, PR_DTYPE_UINT8, &s, &z); /* never seen: scale 1 */
   assert_float_equal(s, 1.f, 0);
 }
 
@@ -66,25 +66,25 @@ static void test_range_minmax_and_percentile(void **state) {
   for (int i = 0; i < N; i++) x[i] = (float)i / N; /* [0, 1) */
   x[7] = 100.f, x[8] = -50.f, x[9] = NAN;          /* two outliers, one NaN skipped */
   pr_qz_range_t r;
-  pr_qz_range_init(&r);
-  pr_qz_range_add(&r, x, N / 2);
-  pr_qz_range_add(&r, x + N / 2, N - N / 2);
+  pr__qz_range_init(&r);
+  pr__qz_range_add(&r, x, N / 2);
+  pr__qz_range_add(&r, x + N / 2, N - N / 2);
   float lo, hi;
-  pr_qz_range_get(&r, 100, &lo, &hi);
+  pr__qz_range_get(&r, 100, &lo, &hi);
   assert_float_equal(lo, -50.f, 0);
   assert_float_equal(hi, 100.f, 0);
   assert_int_equal(r.count, N - 1);
-  assert_int_equal(pr_qz_range_hist_begin(&r), PR_OK);
-  pr_qz_range_hist_add(&r, x, N);
-  pr_qz_range_get(&r, 99.99, &lo, &hi); /* 10 values may lie outside */
+  assert_int_equal(pr__qz_range_hist_begin(&r), PR_OK);
+  pr__qz_range_hist_add(&r, x, N);
+  pr__qz_range_get(&r, 99.99, &lo, &hi); /* 10 values may lie outside */
   float bin = 150.f / PR_QZ_BINS;
   assert_true(hi >= 1.f - bin && hi <= 1.f + bin);
   assert_true(lo <= 0.f && lo >= -bin);
-  pr_qz_range_get(&r, 100, &lo, &hi);
+  pr__qz_range_get(&r, 100, &lo, &hi);
   assert_float_equal(hi, 100.f, 0);
-  pr_qz_range_free(&r);
-  pr_qz_range_init(&r);
-  pr_qz_range_get(&r, 99.9, &lo, &hi); /* nothing seen */
+  pr__qz_range_free(&r);
+  pr__qz_range_init(&r);
+  pr__qz_range_get(&r, 99.9, &lo, &hi); /* nothing seen */
   assert_true(lo == 0.f && hi == 0.f);
   free(x);
 }
@@ -105,36 +105,36 @@ static void test_range_entropy(void **state) {
   }
   for (int i = 0; i < 20; i++) x[i * 997] = i % 2 ? 50.f : -40.f; /* outliers */
   pr_qz_range_t r;
-  pr_qz_range_init(&r);
-  pr_qz_range_add(&r, x, N);
-  assert_int_equal(pr_qz_range_hist_begin_abs(&r), PR_OK);
-  pr_qz_range_hist_add(&r, x, N);
+  pr__qz_range_init(&r);
+  pr__qz_range_add(&r, x, N);
+  assert_int_equal(pr__qz_range_hist_begin_abs(&r), PR_OK);
+  pr__qz_range_hist_add(&r, x, N);
   float lo, hi;
-  pr_qz_range_get(&r, 100, &lo, &hi); /* before the search: min-max */
+  pr__qz_range_get(&r, 100, &lo, &hi); /* before the search: min-max */
   assert_float_equal(hi, 50.f, 0);
-  pr_qz_range_entropy(&r);
-  pr_qz_range_get(&r, 100, &lo, &hi);
+  pr__qz_range_entropy(&r);
+  pr__qz_range_get(&r, 100, &lo, &hi);
   if (!(hi > 3.f && hi < 12.f))
     fail_msg(
         "threshold %g: want the bulk (|x| < 3) kept, the "
         "outliers (40, 50) clipped",
         hi);
   assert_float_equal(lo, -hi, 0);
-  pr_qz_range_free(&r);
+  pr__qz_range_free(&r);
   /* uniform on [0, 1): its threshold keeps nearly all of it */
   for (int i = 0; i < N; i++) x[i] = (float)i / N;
-  pr_qz_range_init(&r);
-  pr_qz_range_add(&r, x, N);
-  pr_qz_range_hist_begin_abs(&r);
-  pr_qz_range_hist_add(&r, x, N);
-  pr_qz_range_entropy(&r);
-  pr_qz_range_get(&r, 100, &lo, &hi);
+  pr__qz_range_init(&r);
+  pr__qz_range_add(&r, x, N);
+  pr__qz_range_hist_begin_abs(&r);
+  pr__qz_range_hist_add(&r, x, N);
+  pr__qz_range_entropy(&r);
+  pr__qz_range_get(&r, 100, &lo, &hi);
   if (!(hi > 0.9f && hi <= 1.f)) fail_msg("uniform: threshold %g", hi);
   assert_float_equal(lo, 0.f, 0); /* cut to min */
-  pr_qz_range_free(&r);
+  pr__qz_range_free(&r);
   /* a histogram with nothing in it: the whole width */
   int64_t empty[PR_QZ_KL_BINS] = {0};
-  assert_float_equal(pr_qz_kl_threshold(empty, PR_QZ_KL_BINS, 0.5), PR_QZ_KL_BINS * 0.5, 1e-9);
+  assert_float_equal(pr__qz_kl_threshold(empty, PR_QZ_KL_BINS, 0.5), PR_QZ_KL_BINS * 0.5, 1e-9);
   free(x);
 }
 
@@ -144,7 +144,7 @@ static void test_weights_and_bias(void **state) {
   const float w[12] = {0.5f, -1.f, 0, 0, 2.f, 0.25f, -0.5f, 0.3f, 0, 0, -4.f, 1.f};
   int8_t q[12];
   float s[3];
-  pr_qz_weights_s8(w, 2, 3, 2, 127, q, s);
+  pr__qz_weights_s8(w, 2, 3, 2, 127, q, s);
   assert_float_equal(s[0], 1.f / 127, 1e-9);
   assert_float_equal(s[1], 1.f, 0);
   assert_float_equal(s[2], 4.f / 127, 1e-9);
@@ -154,7 +154,7 @@ static void test_weights_and_bias(void **state) {
   assert_int_equal(q[10], -127);
   assert_int_equal(q[4], 64);
   /* 7 bits (reduce_range): [-64, 64] */
-  pr_qz_weights_s8(w, 2, 3, 2, 64, q, s);
+  pr__qz_weights_s8(w, 2, 3, 2, 64, q, s);
   assert_float_equal(s[2], 4.f / 64, 1e-9);
   assert_int_equal(q[1], -64);
   assert_int_equal(q[0], 32);
@@ -162,7 +162,7 @@ static void test_weights_and_bias(void **state) {
   assert_int_equal(q[11], 16);
   const float b[3] = {1.f, -1e9f, 1e9f}, sw[3] = {0.5f, 1e-3f, 1e-3f};
   int32_t bq[3];
-  pr_qz_bias_s32(b, 3, 0.1f, sw, 3, bq);
+  pr__qz_bias_s32(b, 3, 0.1f, sw, 3, bq);
   assert_int_equal(bq[0], 20);
   assert_int_equal(bq[1], INT32_MIN);
   assert_int_equal(bq[2], INT32_MAX);
@@ -748,7 +748,7 @@ static void test_dynamic(void **state) {
     for (int i = 0; k && i < pr_engine_session_num_kernels(sess); i++) {
       pr_kernel_info_t ki;
       pr_engine_session_kernel(sess, i, &ki);
-      if (!strcmp(ki.op, "MatMulInteger") && pr_q8_dnnl_exact() && !ki.impl[0])
+      if (!strcmp(ki.op, "MatMulInteger") && pr__q8_dnnl_exact() && !ki.impl[0])
         fail_msg("MatMulInteger on the plain loop where oneDNN's int8 matmul is exact");
     }
     pr_engine_session_destroy(sess);

@@ -29,7 +29,7 @@ static int parse(const char *text, pr_model_config_t *c, char *err) {
   size_t len = strlen(text);
   char *buf = malloc(len ? len : 1);
   memcpy(buf, text, len);
-  int rc = pr_repo_parse_config(buf, len, "m/config.json", c, err, 256);
+  int rc = pr__repo_parse_config(buf, len, "m/config.json", c, err, 256);
   free(buf);
   return rc;
 }
@@ -144,7 +144,7 @@ static void test_parse_errors(void **s) {
 
 /* Messages quote keys and paths and are cut to the buffer; the server sends
  * them as JSON, so they stay valid UTF-8 (a cut inside "é" crashed the load
- * endpoint: pr_proto_error could not encode the message). */
+ * endpoint: pr__proto_error could not encode the message). */
 static void test_errors_stay_utf8(void **s) {
   char text[2048] = "{\"";
   for (int i = 0; i < 600; i++) strcat(text, "\xc3\xa9"); /* a 1200-byte key of é */
@@ -152,7 +152,7 @@ static void test_errors_stay_utf8(void **s) {
   for (size_t err_len = 1; err_len <= 1024; err_len++) {
     pr_model_config_t c = defaults();
     char err[1024];
-    assert_int_equal(pr_repo_parse_config(text, strlen(text), "m/config.json", &c, err, err_len),
+    assert_int_equal(pr__repo_parse_config(text, strlen(text), "m/config.json", &c, err, err_len),
                      -1);
     json_t *j = json_string(err); /* NULL when not UTF-8 */
     if (!j) fail_msg("err_len %zu: message not UTF-8", err_len);
@@ -164,7 +164,7 @@ static void test_errors_stay_utf8(void **s) {
   for (size_t i = 0; i < sizeof origins / sizeof origins[0]; i++) {
     pr_model_config_t c = defaults();
     char err[256];
-    assert_int_equal(pr_repo_parse_config("[]", 2, origins[i], &c, err, sizeof err), -1);
+    assert_int_equal(pr__repo_parse_config("[]", 2, origins[i], &c, err, sizeof err), -1);
     json_t *j = json_string(err);
     if (!j) fail_msg("origin %zu: message not UTF-8", i);
     json_decref(j);
@@ -181,17 +181,17 @@ static void test_read_file(void **s) {
   close(fd);
   pr_model_config_t c = defaults();
   char err[256];
-  assert_int_equal(pr_repo_read_config(path, &c, err, sizeof err), 0);
+  assert_int_equal(pr__repo_read_config(path, &c, err, sizeof err), 0);
   assert_int_equal(c.max_batch, 2);
   /* over the size limit */
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   for (int i = 0; i <= PR_REPO_CONFIG_MAX; i += 8) fputs("        ", f);
   fclose(f);
-  assert_int_equal(pr_repo_read_config(path, &c, err, sizeof err), -1);
+  assert_int_equal(pr__repo_read_config(path, &c, err, sizeof err), -1);
   assert_non_null(strstr(err, path));
   unlink(path);
-  assert_int_equal(pr_repo_read_config(path, &c, err, sizeof err), -1);
+  assert_int_equal(pr__repo_read_config(path, &c, err, sizeof err), -1);
   assert_non_null(strstr(err, path));
 }
 
@@ -213,7 +213,7 @@ static int versions(const char *dir, const char *policy_json, char *out, size_t 
   char err[256];
   if (policy_json) assert_int_equal(parse(policy_json, &c, err), 0);
   pr_repo_entry_t e[PR_REPO_MAX_VERSIONS];
-  int n = pr_repo_versions(dir, "m", &c.policy, e, PR_REPO_MAX_VERSIONS);
+  int n = pr__repo_versions(dir, "m", &c.policy, e, PR_REPO_MAX_VERSIONS);
   size_t off = 0;
   out[0] = 0;
   for (int i = 0; i < n; i++) off += (size_t)snprintf(out + off, len - off, "%s ", e[i].version);
@@ -245,8 +245,8 @@ static void test_version_policies(void **s) {
       0);
   pr_model_config_t c = defaults();
   pr_repo_entry_t e[2];
-  assert_int_equal(pr_repo_versions(dir, "nope", &c.policy, e, 2), -1);
-  assert_int_equal(pr_repo_versions(dir, "../m", &c.policy, e, 2), -1);
+  assert_int_equal(pr__repo_versions(dir, "nope", &c.policy, e, 2), -1);
+  assert_int_equal(pr__repo_versions(dir, "../m", &c.policy, e, 2), -1);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);

@@ -57,7 +57,7 @@ static void *client_main(void *arg) {
   client_t *c = arg;
   for (int i = 0; i < PER_CLIENT || (atomic_load(c->switches) < 12 && i < 5000); i++) {
     int rows = 1 + (i + c->client) % 2;
-    pr_request_t *r = pr_request_new();
+    pr_request_t *r = pr__request_new();
     r->rows = rows;
     pr_tensor_t *t = &r->inputs[0];
     t->dtype = PR_DTYPE_FLOAT;
@@ -67,9 +67,9 @@ static void *client_main(void *arg) {
     t->data = malloc(sizeof(float) * 4 * (size_t)rows);
     float id = (float)(c->client * 100000 + i * 10); /* unique per request and row */
     for (int k = 0; k < 4 * rows; k++) ((float *)t->data)[k] = id + (float)(k / 4);
-    while (pr_sched_submit(c->s, r) != PR_OK) { /* queue full: retry */
+    while (pr__sched_submit(c->s, r) != PR_OK) { /* queue full: retry */
     }
-    pr_sched_wait(c->s, r);
+    pr__sched_wait(c->s, r);
     const pr_tensor_t *y = &r->outputs[0];
     if (r->status || y->dims[0] != rows) {
       c->bad++;
@@ -79,7 +79,7 @@ static void *client_main(void *arg) {
     }
     atomic_fetch_add(c->rows_sent, rows);
     c->sent++;
-    pr_request_free(r);
+    pr__request_free(r);
   }
   atomic_fetch_add(c->done_clients, 1);
   return NULL;
@@ -99,13 +99,13 @@ static void *reader_main(void *arg) {
   pr_history_point_t *pts = malloc(sizeof *pts * PR_HISTORY_SECONDS);
   pr_history_switch_t *sw = malloc(sizeof *sw * PR_HISTORY_SWITCHES);
   while (atomic_load(r->done_clients) < CLIENTS) {
-    int n = pr_sched_instances(r->s, plan, inst, PR_PLAN_MAX_INSTANCES);
+    int n = pr__sched_instances(r->s, plan, inst, PR_PLAN_MAX_INSTANCES);
     if (n != plan->n_instances) r->bad++;
     for (int k = 0; k < n; k++)
       if (inst[k].rows < inst[k].runs || inst[k].any_ms < 0) r->bad++;
-    pr_history_t *h = pr_sched_history(r->s);
-    pr_history_series(h, pr_now(), PR_HISTORY_SECONDS, pts);
-    pr_history_switches(h, sw, PR_HISTORY_SWITCHES, NULL);
+    pr_history_t *h = pr__sched_history(r->s);
+    pr__history_series(h, pr__now(), PR_HISTORY_SECONDS, pts);
+    pr__history_switches(h, sw, PR_HISTORY_SWITCHES, NULL);
     r->reads++;
   }
   free(plan), free(inst), free(pts), free(sw);
@@ -113,10 +113,10 @@ static void *reader_main(void *arg) {
 }
 
 static void test_switch_under_submits(void **state) {
-  pr_log_set_level(PR_LOG_WARN); /* a line per switch otherwise */
+  pr__log_set_level(PR_LOG_WARN); /* a line per switch otherwise */
   pr_model_t *m = neg_model();
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   char err[512];
   pr_plan_t plans[2];
   assert_int_equal(pr_plan_parse("1x1", NULL, &plans[0], err, sizeof err), PR_OK);
@@ -128,7 +128,7 @@ static void test_switch_under_submits(void **state) {
                            .max_plans = 3};
   pr_session_options_t base = pr_session_options_default();
   pr_sched_t *s;
-  if (pr_sched_create(m, plans, NULL, 2, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr__sched_create(m, plans, NULL, 2, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   _Atomic int done = 0, switched = 0;
   _Atomic long rows_sent = 0;
@@ -148,10 +148,10 @@ static void test_switch_under_submits(void **state) {
     if (switches % 8 == 7 && n_cpus >= 2) { /* the pins need two cores */
       pr_plan_t p;
       assert_int_equal(pr_plan_parse(pins[pinned % 4], NULL, &p, err, sizeof err), PR_OK);
-      if (pr_sched_pin(s, &p, err, sizeof err)) fail_msg("pin %s: %s", pins[pinned % 4], err);
+      if (pr__sched_pin(s, &p, err, sizeof err)) fail_msg("pin %s: %s", pins[pinned % 4], err);
       pinned++;
     } else {
-      pr_sched_switch(s, switches % 2, "test");
+      pr__sched_switch(s, switches % 2, "test");
     }
     atomic_store(&switched, ++switches);
     struct timespec ts = {0, 300000};
@@ -167,18 +167,18 @@ static void test_switch_under_submits(void **state) {
   }
   assert_int_equal(rd.bad, 0);
   assert_true(rd.reads > 0);
-  pr_sched_stats_t *st = pr_sched_stats(s);
+  pr_sched_stats_t *st = pr__sched_stats(s);
   /* the history saw every request and every switch (and the first plan) */
-  pr_history_t *h = pr_sched_history(s);
+  pr_history_t *h = pr__sched_history(s);
   pr_history_point_t *pts = malloc(sizeof *pts * PR_HISTORY_SECONDS);
-  int n = pr_history_series(h, pr_now() + 1, PR_HISTORY_SECONDS, pts);
+  int n = pr__history_series(h, pr__now() + 1, PR_HISTORY_SECONDS, pts);
   double arrived = 0, completed = 0;
   for (int i = 0; i < n; i++) arrived += pts[i].arrivals, completed += pts[i].completed;
   free(pts);
   assert_true(arrived == sent && completed == sent);
   uint64_t total;
   pr_history_switch_t last;
-  assert_int_equal(pr_history_switches(h, &last, 1, &total), 1);
+  assert_int_equal(pr__history_switches(h, &last, 1, &total), 1);
   assert_int_equal(total, atomic_load(&st->reconfigurations) + 1);
   assert_int_equal(atomic_load(&st->success), sent);
   assert_int_equal(atomic_load(&st->failed), 0);
@@ -186,8 +186,8 @@ static void test_switch_under_submits(void **state) {
   /* each row ran exactly once: none lost, none twice */
   assert_int_equal((long)atomic_load(&st->rows_executed), atomic_load(&rows_sent));
   assert_true(switches > 10);
-  assert_true(pr_sched_num_configs(s) <= 3);
-  pr_sched_destroy(s);
+  assert_true(pr__sched_num_configs(s) <= 3);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -195,10 +195,10 @@ static void test_switch_under_submits(void **state) {
  * replan prepares the set on the other share, switches the live batch's
  * plan and retires the old set; no request is lost, wrong or run twice. */
 static void test_replan_under_submits(void **state) {
-  pr_log_set_level(PR_LOG_WARN);
+  pr__log_set_level(PR_LOG_WARN);
   pr_model_t *m = neg_model();
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   char err[512];
   pr_plan_t plans[2];
   assert_int_equal(pr_plan_parse("1x1", NULL, &plans[0], err, sizeof err), PR_OK);
@@ -209,7 +209,7 @@ static void test_replan_under_submits(void **state) {
       .max_batch = 2, .queue_capacity = 64, .max_queue_delay_s = 0.0005, .max_plans = 4};
   pr_session_options_t base = pr_session_options_default();
   pr_sched_t *s;
-  if (pr_sched_create(m, plans, NULL, 2, 1, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr__sched_create(m, plans, NULL, 2, 1, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   _Atomic int done = 0, replans = 0;
   _Atomic long rows_sent = 0;
@@ -221,32 +221,32 @@ static void test_replan_under_submits(void **state) {
     pthread_create(&th[i], NULL, client_main, &cl[i]);
   }
   /* an invalid set changes nothing */
-  assert_int_equal(pr_sched_replan(s, plans, NULL, 2, 2, "test", err, sizeof err), PR_ERR_INVALID);
-  assert_int_equal(pr_sched_replan(s, plans, NULL, 4, 0, "test", err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr__sched_replan(s, plans, NULL, 2, 2, "test", err, sizeof err), PR_ERR_INVALID);
+  assert_int_equal(pr__sched_replan(s, plans, NULL, 4, 0, "test", err, sizeof err), PR_ERR_INVALID);
   int n = 0, shift = n_cpus >= 2 ? 1 : 0;
   while (atomic_load(&done) < CLIENTS) {
     pr_plan_t moved[2] = {plans[0], plans[1]};
     int at = (n + 1) % 2 ? shift : 0;
     pr_plan_offset(&moved[0], at);
     pr_plan_offset(&moved[1], at);
-    if (pr_sched_replan(s, moved, NULL, 2, 1, "test: the share moved", err, sizeof err))
+    if (pr__sched_replan(s, moved, NULL, 2, 1, "test: the share moved", err, sizeof err))
       fail_msg("replan: %s", err);
     pr_plan_t live;
-    pr_sched_current_plan(s, &live);
+    pr__sched_current_plan(s, &live);
     assert_int_equal(live.instances[0].first_core, at); /* the live batch's plan, moved */
     assert_int_equal(live.batch, 2);
-    assert_int_equal(pr_sched_num_configs(s), 2); /* the old set retired */
+    assert_int_equal(pr__sched_num_configs(s), 2); /* the old set retired */
     atomic_store(&replans, ++n);
   }
   for (int i = 0; i < CLIENTS; i++) {
     pthread_join(th[i], NULL);
     assert_int_equal(cl[i].bad, 0);
   }
-  pr_sched_stats_t *st = pr_sched_stats(s);
+  pr_sched_stats_t *st = pr__sched_stats(s);
   assert_int_equal((long)atomic_load(&st->rows_executed), atomic_load(&rows_sent));
   assert_int_equal(atomic_load(&st->failed), 0);
   assert_true(n >= 12);
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -255,25 +255,25 @@ static void test_replan_under_submits(void **state) {
  * aligned block (a view the request does not own, as a binary HTTP body's
  * tensor is): its answer is right and its input is left as it was. */
 static void run_skewed(pr_sched_t *s, int rows, size_t skew) {
-  pr_request_t *r = pr_request_new();
+  pr_request_t *r = pr__request_new();
   r->rows = rows;
   pr_tensor_t *t = &r->inputs[0];
   *t = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {rows, 4}};
-  char *block = pr_aligned_alloc(skew + sizeof(float) * 4 * (size_t)rows);
+  char *block = pr__aligned_alloc(skew + sizeof(float) * 4 * (size_t)rows);
   float *x = (float *)(block + skew);
   t->data = x;
   r->borrowed = 1;
   for (int k = 0; k < 4 * rows; k++) x[k] = (float)k;
-  assert_int_equal(pr_sched_submit(s, r), PR_OK);
-  pr_sched_wait(s, r);
+  assert_int_equal(pr__sched_submit(s, r), PR_OK);
+  pr__sched_wait(s, r);
   assert_int_equal(r->status, PR_OK);
   assert_int_equal(r->outputs[0].dims[0], rows);
   for (int k = 0; k < 4 * rows; k++) {
     assert_true(((float *)r->outputs[0].data)[k] == -(float)k);
     assert_true(x[k] == (float)k);
   }
-  pr_request_free(r);
-  pr_free(block);
+  pr__request_free(r);
+  pr__free(block);
 }
 
 static void run_one(pr_sched_t *s, int rows) {
@@ -283,13 +283,13 @@ static void run_one(pr_sched_t *s, int rows) {
 /* A scheduler of m on one plan (spec) with cfg. */
 static pr_sched_t *plan_sched(pr_model_t *m, const char *spec, const pr_sched_config_t *cfg) {
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   char err[512];
   pr_plan_t plan;
   assert_int_equal(pr_plan_parse(spec, NULL, &plan, err, sizeof err), PR_OK);
   pr_session_options_t base = pr_session_options_default();
   pr_sched_t *s;
-  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, cfg, &s, err, sizeof err))
+  if (pr__sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   return s;
 }
@@ -313,8 +313,8 @@ static void test_inputs_read_in_place_or_copied(void **state) {
     run_skewed(s, 1, skews[i]); /* the session of 1 row */
     run_skewed(s, 3, skews[i]); /* chunks of 2 and 1 */
   }
-  assert_int_equal(atomic_load(&pr_sched_stats(s)->executions), 5 * 4);
-  pr_sched_destroy(s);
+  assert_int_equal(atomic_load(&pr__sched_stats(s)->executions), 5 * 4);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -326,14 +326,14 @@ static void test_first_pass_not_measured(void **state) {
   pr_plan_t *p = malloc(sizeof *p);
   pr_sched_instance_t inst[1];
   run_one(s, 2);
-  assert_int_equal(pr_sched_instances(s, p, inst, 1), 1);
+  assert_int_equal(pr__sched_instances(s, p, inst, 1), 1);
   assert_int_equal(inst[0].runs, 1);
   assert_true(inst[0].full_ms == 0);
   run_one(s, 2);
-  assert_int_equal(pr_sched_instances(s, p, inst, 1), 1);
+  assert_int_equal(pr__sched_instances(s, p, inst, 1), 1);
   assert_true(inst[0].full_ms > 0);
   free(p);
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -344,7 +344,7 @@ static void test_first_pass_not_measured(void **state) {
 static void test_larger_request_runs_in_chunks(void **state) {
   pr_model_t *m = neg_model();
   pr_sched_t *s = one_plan_sched(m, "1x3", 8);
-  pr_sched_stats_t *st = pr_sched_stats(s);
+  pr_sched_stats_t *st = pr__sched_stats(s);
   run_one(s, 8);
   assert_int_equal(atomic_load(&st->executions), 3);
   run_one(s, 7);
@@ -355,13 +355,13 @@ static void test_larger_request_runs_in_chunks(void **state) {
   /* the instance timed each run; runs of 3 rows are of its planned batch */
   pr_plan_t *p = malloc(sizeof *p);
   pr_sched_instance_t inst[1];
-  assert_int_equal(pr_sched_instances(s, p, inst, 1), 1);
+  assert_int_equal(pr__sched_instances(s, p, inst, 1), 1);
   assert_int_equal(p->instances[0].batch, 3);
   free(p);
   assert_int_equal(inst[0].runs, 7);
   assert_int_equal(inst[0].rows, 17);
   assert_true(inst[0].full_ms > 0 && inst[0].any_ms > 0);
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -388,7 +388,7 @@ static pr_model_t *conv_model(void) {
 #define CONV_ROW (64 * 56 * 56)
 
 static pr_request_t *conv_request(int rows, float tag) {
-  pr_request_t *r = pr_request_new();
+  pr_request_t *r = pr__request_new();
   r->rows = rows;
   pr_tensor_t *t = &r->inputs[0];
   *t = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 4, .dims = {rows, 64, 56, 56}};
@@ -417,23 +417,23 @@ static void test_batch_runs_in_parts(void **state) {
   pr_model_t *m = conv_model();
   pr_sched_config_t cfg = {.max_batch = 8, .queue_capacity = 16, .max_queue_delay_s = 0.05};
   pr_sched_t *s = plan_sched(m, "1x8", &cfg);
-  pr_sched_stats_t *st = pr_sched_stats(s);
+  pr_sched_stats_t *st = pr__sched_stats(s);
   /* each size timed four times (a size's first run is not) */
   for (int rep = 0; rep < 5; rep++)
     for (int rows = 1; rows <= 8; rows *= 2) {
       pr_request_t *r = conv_request(rows, (float)rows);
-      assert_int_equal(pr_sched_submit(s, r), PR_OK);
-      pr_sched_wait(s, r);
+      assert_int_equal(pr__sched_submit(s, r), PR_OK);
+      pr__sched_wait(s, r);
       check_conv_answer(r);
-      pr_request_free(r);
+      pr__request_free(r);
     }
   assert_int_equal(atomic_load(&st->executions), 20);
   assert_int_equal(atomic_load(&st->by_batch[8].count), 5);
   pr_request_t *r = conv_request(5, 0.5f);
-  assert_int_equal(pr_sched_submit(s, r), PR_OK);
-  pr_sched_wait(s, r);
+  assert_int_equal(pr__sched_submit(s, r), PR_OK);
+  pr__sched_wait(s, r);
   check_conv_answer(r);
-  pr_request_free(r);
+  pr__request_free(r);
   assert_true(atomic_load(&st->executions) >= 22);
   assert_int_equal(atomic_load(&st->rows_executed), 5 * 15 + 5);
   assert_int_equal(atomic_load(&st->by_batch[8].count), 5);
@@ -442,10 +442,10 @@ static void test_batch_runs_in_parts(void **state) {
   pr_request_t *five[5];
   for (int i = 0; i < 5; i++) {
     five[i] = conv_request(1, (float)(i * 1000));
-    assert_int_equal(pr_sched_submit(s, five[i]), PR_OK);
+    assert_int_equal(pr__sched_submit(s, five[i]), PR_OK);
   }
   for (int i = 0; i < 5; i++) {
-    pr_sched_wait(s, five[i]);
+    pr__sched_wait(s, five[i]);
     check_conv_answer(five[i]);
   }
   assert_true(atomic_load(&st->executions) >= runs + 2);
@@ -455,8 +455,8 @@ static void test_batch_runs_in_parts(void **state) {
    * meanwhile: late binding) */
   assert_true(five[0]->t_end < five[4]->t_end);
   assert_true(five[0]->t_end <= five[4]->t_start);
-  for (int i = 0; i < 5; i++) pr_request_free(five[i]);
-  pr_sched_destroy(s);
+  for (int i = 0; i < 5; i++) pr__request_free(five[i]);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -473,43 +473,43 @@ static void test_cancel_queued(void **state) {
   pr_model_t *m = conv_model();
   pr_sched_config_t cfg = {.max_batch = 16, .queue_capacity = 16, .max_queue_delay_s = 0.0001};
   pr_sched_t *s = plan_sched(m, "1x1", &cfg);
-  pr_sched_stats_t *st = pr_sched_stats(s);
+  pr_sched_stats_t *st = pr__sched_stats(s);
   _Atomic int dones = 0;
   pr_request_t *big = conv_request(16, 0.25f), *q[6];
   big->on_done = count_done, big->on_done_ctx = &dones;
-  assert_int_equal(pr_sched_submit(s, big), PR_OK);
+  assert_int_equal(pr__sched_submit(s, big), PR_OK);
   for (int i = 0; i < 6; i++) {
     q[i] = conv_request(1, (float)(i * 1000));
     q[i]->on_done = count_done, q[i]->on_done_ctx = &dones;
-    assert_int_equal(pr_sched_submit(s, q[i]), PR_OK);
+    assert_int_equal(pr__sched_submit(s, q[i]), PR_OK);
   }
   /* the last ones first: they wait behind the others whatever the
    * instance has taken meanwhile (16 runs of one row for the big one) */
   for (int i = 5; i >= 1; i -= 2) {
-    assert_true(pr_sched_unqueue(s, q[i]));
-    assert_false(pr_sched_unqueue(s, q[i])); /* out already */
-    pr_sched_cancel(s, q[i]);
+    assert_true(pr__sched_unqueue(s, q[i]));
+    assert_false(pr__sched_unqueue(s, q[i])); /* out already */
+    pr__sched_cancel(s, q[i]);
     assert_true(q[i]->done);
     assert_int_equal(q[i]->status, PR_ERR_CANCELLED);
     assert_null(q[i]->outputs[0].data);
   }
   assert_int_equal(atomic_load(&st->cancelled), 3);
-  pr_sched_wait(s, big);
+  pr__sched_wait(s, big);
   check_conv_answer(big);
   for (int i = 0; i < 6; i += 2) {
-    pr_sched_wait(s, q[i]);
+    pr__sched_wait(s, q[i]);
     check_conv_answer(q[i]);
-    assert_false(pr_sched_unqueue(s, q[i])); /* answered */
+    assert_false(pr__sched_unqueue(s, q[i])); /* answered */
   }
   assert_int_equal(atomic_load(&st->executions), 16 + 3);
   assert_int_equal(atomic_load(&st->success), 4);
-  assert_int_equal(pr_sched_queue_depth(s), 0);
+  assert_int_equal(pr__sched_queue_depth(s), 0);
   /* a waiter wakes once its request is done, and on_done runs after that
    * on the thread that completed it: counted once the workers are joined */
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   assert_int_equal(atomic_load(&dones), 7);
-  pr_request_free(big);
-  for (int i = 0; i < 6; i++) pr_request_free(q[i]);
+  pr__request_free(big);
+  for (int i = 0; i < 6; i++) pr__request_free(q[i]);
   pr_engine_model_destroy(m);
 }
 
@@ -526,8 +526,8 @@ static void *canceller_main(void *arg) {
   canceller_t *c = arg;
   for (int i = 1; i < c->n; i += 2) {
     while (atomic_load(c->submitted) <= i) sched_yield();
-    if (pr_sched_unqueue(c->s, c->reqs[i])) {
-      pr_sched_cancel(c->s, c->reqs[i]);
+    if (pr__sched_unqueue(c->s, c->reqs[i])) {
+      pr__sched_cancel(c->s, c->reqs[i]);
       c->cancelled++;
     }
   }
@@ -542,13 +542,13 @@ static void test_cancel_races_instances(void **state) {
   enum { N = 2000 };
   pr_sched_config_t cfg = {.max_batch = 4, .queue_capacity = N, .max_queue_delay_s = 0.0002};
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   pr_sched_t *s = plan_sched(m, n_cpus >= 2 ? "1x4,1x4" : "1x4", &cfg);
   pr_request_t **reqs = calloc(N, sizeof *reqs);
   _Atomic int dones = 0, submitted = 0;
   canceller_t c = {.s = s, .reqs = reqs, .n = N, .submitted = &submitted};
   for (int i = 0; i < N; i++) {
-    reqs[i] = pr_request_new();
+    reqs[i] = pr__request_new();
     reqs[i]->rows = 1;
     reqs[i]->inputs[0] = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {1, 4}};
     reqs[i]->inputs[0].data = malloc(4 * sizeof(float));
@@ -558,13 +558,13 @@ static void test_cancel_races_instances(void **state) {
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, canceller_main, &c), 0);
   for (int i = 0; i < N; i++) {
-    assert_int_equal(pr_sched_submit(s, reqs[i]), PR_OK);
+    assert_int_equal(pr__sched_submit(s, reqs[i]), PR_OK);
     atomic_store(&submitted, i + 1);
   }
   pthread_join(t, NULL);
   int ok = 0, cancelled = 0;
   for (int i = 0; i < N; i++) {
-    pr_sched_wait(s, reqs[i]);
+    pr__sched_wait(s, reqs[i]);
     if (reqs[i]->status == PR_ERR_CANCELLED) {
       assert_true(i % 2 == 1);
       cancelled++;
@@ -575,15 +575,15 @@ static void test_cancel_races_instances(void **state) {
       assert_true(((float *)reqs[i]->outputs[0].data)[k] == -(float)(i + k));
     ok++;
   }
-  pr_sched_stats_t *st = pr_sched_stats(s);
+  pr_sched_stats_t *st = pr__sched_stats(s);
   assert_int_equal(cancelled, c.cancelled);
   assert_int_equal(ok + cancelled, N);
   assert_int_equal(atomic_load(&st->cancelled), (uint64_t)cancelled);
   assert_int_equal(atomic_load(&st->success), (uint64_t)ok);
   assert_int_equal(atomic_load(&st->rows_executed), (uint64_t)ok);
-  pr_sched_destroy(s); /* joins the workers, whose on_done calls come after the waits */
+  pr__sched_destroy(s); /* joins the workers, whose on_done calls come after the waits */
   assert_int_equal(atomic_load(&dones), N);
-  for (int i = 0; i < N; i++) pr_request_free(reqs[i]);
+  for (int i = 0; i < N; i++) pr__request_free(reqs[i]);
   free(reqs);
   pr_engine_model_destroy(m);
 }
@@ -599,7 +599,7 @@ static pr_model_t *neg_seq_model(void) {
 
 /* A request of `rows` rows of length len (not submitted). */
 static pr_request_t *seq_request(int rows, int len) {
-  pr_request_t *r = pr_request_new();
+  pr_request_t *r = pr__request_new();
   r->rows = rows;
   pr_tensor_t *t = &r->inputs[0];
   *t = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 3, .dims = {rows, len, 4}};
@@ -626,7 +626,7 @@ static void check_seq_answer(pr_request_t *r) {
 static void test_batches_group_shapes(void **state) {
   pr_model_t *m = neg_seq_model();
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   char err[512];
   pr_plan_t plan;
   assert_int_equal(pr_plan_parse("1x4", NULL, &plan, err, sizeof err), PR_OK);
@@ -642,21 +642,21 @@ static void test_batches_group_shapes(void **state) {
   int64_t values[1] = {3};
   base.n_dims = 1, base.dim_names = names, base.dim_values = values;
   pr_sched_t *s;
-  if (pr_sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr__sched_create(m, &plan, NULL, 1, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   static const int lens[5] = {2, 5, 2, 5, 3}, rows[5] = {1, 1, 1, 2, 1};
   pr_request_t *r[5];
   for (int i = 0; i < 5; i++)
-    assert_int_equal(pr_sched_submit(s, r[i] = seq_request(rows[i], lens[i])), PR_OK);
-  for (int i = 0; i < 5; i++) pr_sched_wait(s, r[i]);
+    assert_int_equal(pr__sched_submit(s, r[i] = seq_request(rows[i], lens[i])), PR_OK);
+  for (int i = 0; i < 5; i++) pr__sched_wait(s, r[i]);
   for (int i = 0; i < 5; i++) check_seq_answer(r[i]);
-  pr_sched_stats_t *st = pr_sched_stats(s);
+  pr_sched_stats_t *st = pr__sched_stats(s);
   assert_int_equal(atomic_load(&st->executions), 3);
   assert_true(r[0]->t_start == r[2]->t_start && r[1]->t_start == r[3]->t_start);
   assert_true(r[0]->t_start < r[1]->t_start && r[1]->t_start < r[4]->t_start);
   pr_sched_shape_t shapes[PR_SCHED_MAX_SHAPES];
   uint64_t other;
-  assert_int_equal(pr_sched_shapes(s, shapes, PR_SCHED_MAX_SHAPES, &other), 3);
+  assert_int_equal(pr__sched_shapes(s, shapes, PR_SCHED_MAX_SHAPES, &other), 3);
   static const int64_t want_len[3] = {2, 5, 3};
   static const uint64_t want_rows[3] = {2, 3, 1}, want_reqs[3] = {2, 2, 1};
   for (int i = 0; i < 3; i++) {
@@ -668,22 +668,22 @@ static void test_batches_group_shapes(void **state) {
   assert_int_equal(other, 0);
   assert_int_equal(atomic_load(&st->cache.misses), 2); /* [2 rows x 2], [4 rows x 5] */
   assert_int_equal(atomic_load(&st->cache.evictions), 0);
-  for (int i = 0; i < 5; i++) pr_request_free(r[i]);
+  for (int i = 0; i < 5; i++) pr__request_free(r[i]);
   pr_request_t *x = seq_request(2, 2); /* cached */
-  assert_int_equal(pr_sched_submit(s, x), PR_OK);
-  pr_sched_wait(s, x);
+  assert_int_equal(pr__sched_submit(s, x), PR_OK);
+  pr__sched_wait(s, x);
   check_seq_answer(x);
-  pr_request_free(x);
+  pr__request_free(x);
   assert_int_equal(atomic_load(&st->cache.hits), 1);
   x = seq_request(1, 7); /* a third shape: the least recently used (5) goes */
-  assert_int_equal(pr_sched_submit(s, x), PR_OK);
-  pr_sched_wait(s, x);
+  assert_int_equal(pr__sched_submit(s, x), PR_OK);
+  pr__sched_wait(s, x);
   check_seq_answer(x);
-  pr_request_free(x);
+  pr__request_free(x);
   assert_int_equal(atomic_load(&st->cache.misses), 3);
   assert_int_equal(atomic_load(&st->cache.evictions), 1);
   assert_int_equal(atomic_load(&st->compile_s.count), 3);
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -694,7 +694,7 @@ static void test_batches_group_shapes(void **state) {
 static void test_bucket_configs(void **state) {
   pr_model_t *m = neg_seq_model();
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   char err[512];
   pr_plan_t plans[2];
   for (int i = 0; i < 2; i++) {
@@ -716,33 +716,33 @@ static void test_bucket_configs(void **state) {
   int64_t values[1] = {16};
   base.n_dims = 1, base.dim_names = names, base.dim_values = values;
   pr_sched_t *s;
-  if (pr_sched_create(m, plans, buckets, 2, 1, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr__sched_create(m, plans, buckets, 2, 1, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   pr_plan_t snap[4];
   long long sizes[4];
   int active;
-  assert_int_equal(pr_sched_snapshot(s, snap, sizes, 4, &active), 2);
+  assert_int_equal(pr__sched_snapshot(s, snap, sizes, 4, &active), 2);
   assert_true(sizes[0] == 4 && sizes[1] == 16 && active == 1);
   const pr_sched_dim_t *dim;
   const long long *bs;
-  assert_int_equal(pr_sched_buckets(s, &dim, &bs), 2);
+  assert_int_equal(pr__sched_buckets(s, &dim, &bs), 2);
   assert_string_equal(dim->name, "d1");
   static const int lens[4] = {4, 4, 16, 9};
   static const uint64_t misses[4] = {1, 1, 2, 3};
-  pr_sched_stats_t *st = pr_sched_stats(s);
+  pr_sched_stats_t *st = pr__sched_stats(s);
   for (int i = 0; i < 4; i++) {
-    if (i == 1) assert_int_equal(pr_sched_switch(s, 0, "bucket 4"), PR_OK);
+    if (i == 1) assert_int_equal(pr__sched_switch(s, 0, "bucket 4"), PR_OK);
     pr_request_t *x = seq_request(1, lens[i]);
-    assert_int_equal(pr_sched_submit(s, x), PR_OK);
-    pr_sched_wait(s, x);
+    assert_int_equal(pr__sched_submit(s, x), PR_OK);
+    pr__sched_wait(s, x);
     check_seq_answer(x);
-    pr_request_free(x);
+    pr__request_free(x);
     assert_int_equal(atomic_load(&st->cache.misses), misses[i]);
   }
   assert_int_equal(atomic_load(&st->cache.hits), 0);
   assert_int_equal(atomic_load(&st->bucket_arrivals[0]), 2);
   assert_int_equal(atomic_load(&st->bucket_arrivals[1]), 2); /* 16 and 9 */
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -755,7 +755,7 @@ static void test_bucket_configs(void **state) {
 static void test_autoscaler_capacity_measured(void **state) {
   pr_model_t *m = neg_model();
   int cpus[256];
-  int n_cpus = pr_topology_cpu_order(cpus, 256);
+  int n_cpus = pr__topology_cpu_order(cpus, 256);
   char err[512];
   pr_plan_t plans[2];
   const char *specs[2] = {"1x1", "1x2"};
@@ -766,11 +766,11 @@ static void test_autoscaler_capacity_measured(void **state) {
   pr_sched_config_t cfg = {.max_batch = 2, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
   pr_session_options_t base = pr_session_options_default();
   pr_sched_t *s;
-  if (pr_sched_create(m, plans, NULL, 2, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
+  if (pr__sched_create(m, plans, NULL, 2, 0, cpus, n_cpus, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
   for (int i = 0; i < 20; i++) run_one(s, 1); /* the live plan: 1x1 */
-  pr_sched_stats_t *st = pr_sched_stats(s);
-  assert_int_equal(pr_sched_set_auto(s, true, 1, 0.05), PR_OK);
+  pr_sched_stats_t *st = pr__sched_stats(s);
+  assert_int_equal(pr__sched_set_auto(s, true, 1, 0.05), PR_OK);
   double capacity = 0;
   for (int i = 0; i < 100 && capacity == 0; i++) {
     struct timespec ts = {0, 20 * 1000 * 1000};
@@ -778,53 +778,53 @@ static void test_autoscaler_capacity_measured(void **state) {
     if (atomic_load(&st->auto_target) == 1)
       capacity = (double)atomic_load(&st->auto_capacity_milli) * 1e-3;
   }
-  assert_int_equal(pr_sched_set_auto(s, false, 1, 0), PR_OK);
+  assert_int_equal(pr__sched_set_auto(s, false, 1, 0), PR_OK);
   if (!(capacity > 0 && capacity < 1e7))
     fail_msg("target capacity %g requests/s: the planned 1e8, not the measured", capacity);
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
-/* The core of a waiting instance (pr_sched_home_cpu), where the HTTP
+/* The core of a waiting instance (pr__sched_home_cpu), where the HTTP
  * thread goes before it hands a request over: each instance's own first
  * core while it waits, asked from there; another waiting one's from
  * elsewhere; none of the busy one's, and -1 while every instance is busy. */
 static bool home_is(pr_sched_t *s, int from, int want) {
-  for (double t0 = pr_now(); pr_now() - t0 < 10; usleep(1000))
-    if (pr_sched_home_cpu(s, from) == want) return true;
+  for (double t0 = pr__now(); pr__now() - t0 < 10; usleep(1000))
+    if (pr__sched_home_cpu(s, from) == want) return true;
   return false;
 }
 
 static void test_home_cpu(void **state) {
   pr_model_t *m = neg_model();
   int cpus[256];
-  int n = pr_topology_cpu_order(cpus, 256) > 1 ? 2 : 1;
+  int n = pr__topology_cpu_order(cpus, 256) > 1 ? 2 : 1;
   pr_sched_t *s = one_plan_sched(m, n == 2 ? "1x1,1x1" : "1x1", 1);
   for (int k = 0; k < n; k++) assert_true(home_is(s, cpus[k], cpus[k]));
-  int any = pr_sched_home_cpu(s, -1);
+  int any = pr__sched_home_cpu(s, -1);
   assert_true(any == cpus[0] || any == cpus[n - 1]);
   /* a request of many rows keeps one instance busy (rows run one a pass) */
   const int rows = 200000;
-  pr_request_t *r = pr_request_new();
+  pr_request_t *r = pr__request_new();
   r->rows = rows;
   r->inputs[0] = (pr_tensor_t){.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {rows, 4}};
   r->inputs[0].data = calloc((size_t)rows * 4, sizeof(float));
-  assert_int_equal(pr_sched_submit(s, r), PR_OK);
+  assert_int_equal(pr__sched_submit(s, r), PR_OK);
   int seen = 0; /* polls that found the busy instance's core left out */
   for (;;) {
     pthread_mutex_lock(&r->lock);
     bool done = r->done;
     pthread_mutex_unlock(&r->lock);
     if (done) break;
-    int h0 = pr_sched_home_cpu(s, cpus[0]), h1 = pr_sched_home_cpu(s, cpus[n - 1]);
+    int h0 = pr__sched_home_cpu(s, cpus[0]), h1 = pr__sched_home_cpu(s, cpus[n - 1]);
     if (n == 1 ? h0 == -1 : (h0 == h1 && h0 >= 0)) seen++;
   }
-  pr_sched_wait(s, r);
+  pr__sched_wait(s, r);
   assert_int_equal(r->status, PR_OK);
   assert_true(seen > 0);
-  pr_request_free(r);
+  pr__request_free(r);
   for (int k = 0; k < n; k++) assert_true(home_is(s, cpus[k], cpus[k])); /* waiting again */
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 
@@ -866,7 +866,7 @@ static double idle_cpu_s(double seconds) {
 }
 
 static bool pinned_becomes(int cpu, int want) {
-  for (double t0 = pr_now(); pr_now() - t0 < 10; usleep(1000))
+  for (double t0 = pr__now(); pr__now() - t0 < 10; usleep(1000))
     if (pinned_alone(cpu) == want) return true;
   return false;
 }
@@ -878,7 +878,7 @@ static bool pinned_becomes(int cpu, int want) {
  * second core), plan 1 two 1-thread instances (one alone there). */
 static void test_idle_plan_parks(void **state) {
   int cpus[256];
-  if (pr_topology_cpu_order(cpus, 256) < 2) skip(); /* one core: no team of two */
+  if (pr__topology_cpu_order(cpus, 256) < 2) skip(); /* one core: no team of two */
   pr_model_t *m = neg_model();
   pr_plan_t plans[2];
   char err[512];
@@ -887,7 +887,7 @@ static void test_idle_plan_parks(void **state) {
   pr_sched_config_t cfg = {.max_batch = 1, .queue_capacity = 8, .max_queue_delay_s = 0.0001};
   pr_session_options_t base = pr_session_options_default();
   pr_sched_t *s;
-  if (pr_sched_create(m, plans, NULL, 2, 0, cpus, 2, &base, &cfg, &s, err, sizeof err))
+  if (pr__sched_create(m, plans, NULL, 2, 0, cpus, 2, &base, &cfg, &s, err, sizeof err))
     fail_msg("%s", err);
 #ifdef PR_SERIAL_OMP
   const int team = 0; /* (the ThreadSanitizer build: one-thread teams) */
@@ -899,15 +899,15 @@ static void test_idle_plan_parks(void **state) {
   /* the idle plan's one-thread instances sleep (they spun once) */
   assert_true(idle_cpu_s(0.5) < 0.1);
   for (int round = 0; round < 2; round++) {
-    assert_int_equal(pr_sched_switch(s, 1, "test"), PR_OK);
+    assert_int_equal(pr__sched_switch(s, 1, "test"), PR_OK);
     run_one(s, 1);
     assert_true(pinned_becomes(cpus[1], 1)); /* the team's thread is gone */
     assert_true(idle_cpu_s(0.5) < 0.1);
-    assert_int_equal(pr_sched_switch(s, 0, "test"), PR_OK);
+    assert_int_equal(pr__sched_switch(s, 0, "test"), PR_OK);
     run_one(s, 1);
     assert_true(pinned_becomes(cpus[1], 1 + team)); /* back, on its core */
   }
-  pr_sched_destroy(s);
+  pr__sched_destroy(s);
   pr_engine_model_destroy(m);
 }
 

@@ -43,7 +43,7 @@ static void check(int64_t M, int64_t N, int64_t K, bool bias, bool acc, int thre
   float *a = malloc(sizeof(float) * (size_t)(M * K)), *b = malloc(sizeof(float) * (size_t)(K * N));
   float *c = malloc(sizeof(float) * (size_t)(M * N)), *bv = malloc(sizeof(float) * (size_t)N);
   double *ref = malloc(sizeof(double) * (size_t)(M * N));
-  float *pb = pr_aligned_calloc(pr_sgemm_packed_size(K, N));
+  float *pb = pr__aligned_calloc(pr__sgemm_packed_size(K, N));
   assert_non_null(a), assert_non_null(b), assert_non_null(c), assert_non_null(pb);
   for (int64_t i = 0; i < M * K; i++) a[i] = frand(&seed);
   for (int64_t i = 0; i < K * N; i++) b[i] = frand(&seed);
@@ -60,14 +60,14 @@ static void check(int64_t M, int64_t N, int64_t K, bool bias, bool acc, int thre
       for (int q = 0; q < e.n_act; q++) s = act_ref(e.alg[q], s, e.alpha[q], e.beta[q]);
       ref[i * N + j] = s;
     }
-  pr_sgemm_pack_b(b, K, N, pb);
-  pr_sgemm_packed(M, N, K, a, K, pb, c, N, &e, threads);
+  pr__sgemm_pack_b(b, K, N, pb);
+  pr__sgemm_packed(M, N, K, a, K, pb, c, N, &e, threads);
   double tol = 1e-5 * sqrt((double)K) + 2e-6;
   for (int64_t i = 0; i < M * N; i++)
     if (!(fabs(c[i] - ref[i]) <= tol * (1 + fabs(ref[i]))))
       fail_msg("M %lld N %lld K %lld threads %d: C[%lld] = %g, expected %g", (long long)M,
                (long long)N, (long long)K, threads, (long long)i, c[i], ref[i]);
-  free(a), free(b), free(c), free(bv), free(ref), pr_free(pb);
+  free(a), free(b), free(c), free(bv), free(ref), pr__free(pb);
 }
 
 static void test_shapes(void **state) {
@@ -96,7 +96,7 @@ static void test_activations(void **state) {
       dnnl_eltwise_relu,     dnnl_eltwise_linear,    dnnl_eltwise_logistic, dnnl_eltwise_tanh,
       dnnl_eltwise_gelu_erf, dnnl_eltwise_gelu_tanh, dnnl_eltwise_swish};
   for (size_t i = 0; i < sizeof algs / sizeof *algs; i++) {
-    assert_true(pr_sgemm_act_supported(algs[i]));
+    assert_true(pr__sgemm_act_supported(algs[i]));
     pr_sgemm_epi_t e = {.n_act = 1, .alg = {algs[i]}, .alpha = {0.3f}, .beta = {-0.25f}};
     check(19, 33, PR_SGEMM_KC + 5, true, false, 1, &e);
     check(19, 33, 40, true, true, 2, &e);
@@ -107,7 +107,7 @@ static void test_activations(void **state) {
                           .alpha = {2.f, 0.f},
                           .beta = {0.5f, 0.f}};
   check(8, 24, 70, true, true, 2, &chain);
-  assert_false(pr_sgemm_act_supported(dnnl_eltwise_hardswish));
+  assert_false(pr__sgemm_act_supported(dnnl_eltwise_hardswish));
 }
 
 int main(void) {

@@ -40,14 +40,14 @@ static int setup(void **state) {
   f->model = neg_seq_model();
   int cpus[1] = {0};
   char err[256];
-  if (pr_worker_init(&f->w, 0, f->model, cpus, 1, NULL, err, sizeof err)) fail_msg("%s", err);
+  if (pr__worker_init(&f->w, 0, f->model, cpus, 1, NULL, err, sizeof err)) fail_msg("%s", err);
   *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
   fixture_t *f = *state;
-  pr_worker_join(&f->w);
+  pr__worker_join(&f->w);
   pr_engine_model_destroy(f->model);
   free(f);
   return 0;
@@ -58,7 +58,7 @@ static pr_worker_session_t *get(fixture_t *f, pr_shape_cache_t *c, int len, int 
   pr_tensor_t shape = {.dtype = PR_DTYPE_FLOAT, .rank = 3, .dims = {1, len, 4}};
   double compile_s;
   pr_status_t st;
-  pr_worker_session_t *z = pr_shape_cache_get(c, &f->w, &shape, rows, &compile_s, &st);
+  pr_worker_session_t *z = pr__shape_cache_get(c, &f->w, &shape, rows, &compile_s, &st);
   if (!z) fail_msg("len %d rows %d: %d %s", len, rows, st, f->w.err);
   assert_int_equal(z->rows, rows);
   assert_int_equal(z->in[0].dims[1], len);
@@ -73,17 +73,17 @@ static void counts(fixture_t *f, uint64_t hits, uint64_t misses, uint64_t evicti
 
 static void test_count_bound_lru(void **state) {
   fixture_t *f = *state;
-  assert_null(pr_shape_cache_create(0, 1, &f->stats));
-  assert_null(pr_shape_cache_create(1, 0, &f->stats));
-  pr_shape_cache_destroy(NULL, &f->w);
-  pr_shape_cache_t *c = pr_shape_cache_create(2, (size_t)1 << 30, &f->stats);
+  assert_null(pr__shape_cache_create(0, 1, &f->stats));
+  assert_null(pr__shape_cache_create(1, 0, &f->stats));
+  pr__shape_cache_destroy(NULL, &f->w);
+  pr_shape_cache_t *c = pr__shape_cache_create(2, (size_t)1 << 30, &f->stats);
   get(f, c, 2, 1);
   get(f, c, 3, 1);
   counts(f, 0, 2, 0);
   get(f, c, 2, 1); /* hit: 3 is now the least recently used */
   get(f, c, 2, 2); /* another rows: another session */
   counts(f, 1, 3, 1);
-  assert_int_equal(pr_shape_cache_count(c), 2);
+  assert_int_equal(pr__shape_cache_count(c), 2);
   get(f, c, 3, 1); /* evicted: compiled again, (2, 1) goes */
   counts(f, 1, 4, 2);
   get(f, c, 2, 2);
@@ -97,39 +97,39 @@ static void test_count_bound_lru(void **state) {
   assert_int_equal(out.dims[1], 3);
   for (int k = 0; k < 12; k++) assert_true(((float *)out.data)[k] == -(float)k);
   assert_true(atomic_load(&f->stats.compile_ns) > 0);
-  pr_shape_cache_destroy(c, &f->w);
+  pr__shape_cache_destroy(c, &f->w);
 }
 
 static void test_byte_bound(void **state) {
   fixture_t *f = *state;
-  pr_shape_cache_t *c = pr_shape_cache_create(8, (size_t)1 << 30, NULL);
+  pr_shape_cache_t *c = pr__shape_cache_create(8, (size_t)1 << 30, NULL);
   get(f, c, 64, 4);
-  size_t one = pr_shape_cache_bytes(c);
+  size_t one = pr__shape_cache_bytes(c);
   assert_true(one >= 64 * 4 * 4 * sizeof(float)); /* its input buffer at least */
-  pr_shape_cache_destroy(c, &f->w);
-  c = pr_shape_cache_create(8, one + one / 2, &f->stats);
+  pr__shape_cache_destroy(c, &f->w);
+  c = pr__shape_cache_create(8, one + one / 2, &f->stats);
   get(f, c, 64, 4);
   get(f, c, 65, 4); /* two do not fit: the first goes */
   counts(f, 0, 2, 1);
-  assert_int_equal(pr_shape_cache_count(c), 1);
+  assert_int_equal(pr__shape_cache_count(c), 1);
   get(f, c, 1024, 4); /* alone over the bound: kept (the request runs on it) */
   counts(f, 0, 3, 2);
-  assert_int_equal(pr_shape_cache_count(c), 1);
-  assert_true(pr_shape_cache_bytes(c) > one + one / 2);
-  pr_shape_cache_destroy(c, &f->w);
+  assert_int_equal(pr__shape_cache_count(c), 1);
+  assert_true(pr__shape_cache_bytes(c) > one + one / 2);
+  pr__shape_cache_destroy(c, &f->w);
 }
 
 static void test_warm(void **state) {
   fixture_t *f = *state;
-  pr_shape_cache_t *c = pr_shape_cache_create(4, (size_t)1 << 30, &f->stats);
+  pr_shape_cache_t *c = pr__shape_cache_create(4, (size_t)1 << 30, &f->stats);
   pr_tensor_t shape = {.dtype = PR_DTYPE_FLOAT, .rank = 3, .dims = {1, 16, 4}};
-  assert_int_equal(pr_shape_cache_warm(c, &f->w, &shape, 2), PR_OK);
-  assert_int_equal(pr_shape_cache_warm(c, &f->w, &shape, 2), PR_OK); /* there already */
+  assert_int_equal(pr__shape_cache_warm(c, &f->w, &shape, 2), PR_OK);
+  assert_int_equal(pr__shape_cache_warm(c, &f->w, &shape, 2), PR_OK); /* there already */
   counts(f, 0, 0, 0);
-  assert_int_equal(pr_shape_cache_count(c), 1);
+  assert_int_equal(pr__shape_cache_count(c), 1);
   get(f, c, 16, 2);
   counts(f, 1, 0, 0);
-  pr_shape_cache_destroy(c, &f->w);
+  pr__shape_cache_destroy(c, &f->w);
 }
 
 int main(void) {

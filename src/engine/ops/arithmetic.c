@@ -25,29 +25,29 @@ typedef struct {
 } binary_state_t;
 
 static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
-  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
+  pr_value_t *a = pr__in(c, n, 0), *b = pr__in(c, n, 1);
+  if (!a || !b) return pr__fail(c, n, PR_ERR_INVALID, "needs two inputs");
   if (!strcmp(n->op->name, "Pow")) {
     /* Pow: base FLOAT, DOUBLE, FLOAT16, INT32 or INT64; the exponent of any numeric
      * type. A float base with a float (or constant integer) exponent takes
      * the vector path; other pairs compute in double (prepare_binary). */
     if (a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_DOUBLE && a->dtype != PR_DTYPE_INT32 &&
         a->dtype != PR_DTYPE_INT64 && a->dtype != PR_DTYPE_FLOAT16)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow of %s", pr_dtype_name(a->dtype));
+      return pr__fail(c, n, PR_ERR_UNSUPPORTED, "Pow of %s", pr_dtype_name(a->dtype));
     if (b->dtype == PR_DTYPE_BOOL || b->dtype == PR_DTYPE_STRING || !pr_dtype_size(b->dtype))
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Pow exponent of type %s", pr_dtype_name(b->dtype));
+      return pr__fail(c, n, PR_ERR_UNSUPPORTED, "Pow exponent of type %s", pr_dtype_name(b->dtype));
     if (a->dtype == PR_DTYPE_FLOAT && b->dtype != PR_DTYPE_FLOAT && b->is_const &&
         (b->dtype == PR_DTYPE_INT64 || b->dtype == PR_DTYPE_INT32 || b->dtype == PR_DTYPE_DOUBLE)) {
-      int idx = pr_compile_add_value(c);
+      int idx = pr__compile_add_value(c);
       if (idx < 0) return PR_ERR_NOMEM;
-      b = pr_in(c, n, 1), a = pr_in(c, n, 0);
+      b = pr__in(c, n, 1), a = pr__in(c, n, 0);
       pr_value_t *f = &c->v[idx];
-      pr_value_set_shape(f, PR_DTYPE_FLOAT, b->rank, b->dims);
-      int64_t cnt = pr_value_numel(b);
+      pr__value_set_shape(f, PR_DTYPE_FLOAT, b->rank, b->dims);
+      int64_t cnt = pr__value_numel(b);
       f->data = malloc(sizeof(float) * (size_t)(cnt + 1));
       if (!f->data) return PR_ERR_NOMEM;
       for (int64_t i = 0; i < cnt; i++)
-        ((float *)f->data)[i] = (float)pr_load_double(b->data, b->dtype, i);
+        ((float *)f->data)[i] = (float)pr__load_double(b->data, b->dtype, i);
       f->is_const = f->owns_data = true;
       f->kind = PR_VAL_CONST;
       f->nbytes = sizeof(float) * (size_t)cnt;
@@ -55,12 +55,12 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
       b = f;
     }
     if (a->dtype != b->dtype || a->dtype != PR_DTYPE_FLOAT) {
-      return pr_shape_broadcast(c, n, a, b, a->dtype);
+      return pr__shape_broadcast(c, n, a, b, a->dtype);
     }
   }
   if (a->dtype != b->dtype)
-    return pr_fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
-                   pr_dtype_name(b->dtype));
+    return pr__fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
+                    pr_dtype_name(b->dtype));
   switch (a->dtype) {
     case PR_DTYPE_FLOAT:
     case PR_DTYPE_DOUBLE:
@@ -72,17 +72,17 @@ static pr_status_t infer_binary(pr_compile_t *c, pr_node_t *n) {
     case PR_DTYPE_UINT16:
     case PR_DTYPE_UINT32:
     case PR_DTYPE_UINT64: break;
-    default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    default: return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
-  return pr_shape_broadcast(c, n, a, b, a->dtype);
+  return pr__shape_broadcast(c, n, a, b, a->dtype);
 }
 
 /* Inputs 0 and 1 of n made row-major, and the walk over the output: strides
  * of each input (0 on broadcast axes), axes merged where both inputs agree. */
 static pr_status_t binary_walk(pr_compile_t *c, pr_node_t *n, binary_state_t *s) {
   pr_status_t st;
-  if ((st = pr_require_plain(c, n, 0)) || (st = pr_require_plain(c, n, 1))) return st;
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1), *o = pr_out(c, n, 0);
+  if ((st = pr__require_plain(c, n, 0)) || (st = pr__require_plain(c, n, 1))) return st;
+  pr_value_t *a = pr__in(c, n, 0), *b = pr__in(c, n, 1), *o = pr__out(c, n, 0);
   int r = o->rank;
   int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK];
   int64_t ea = 1, eb = 1;
@@ -127,7 +127,7 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
   s->kind = kind;
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1), *o = pr_out(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0), *b = pr__in(c, n, 1), *o = pr__out(c, n, 0);
   pr_status_t st;
   if (kind == B_POW && (a->dtype != PR_DTYPE_FLOAT || b->dtype != PR_DTYPE_FLOAT)) {
     s->mixed = true;
@@ -135,10 +135,10 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
   }
   /* same shape, one side blocked: bring the other into that layout (not for
    * Div, whose 0/0 in the padding would be NaN) */
-  if (pr_same_shape(a, b) && (a->opaque || b->opaque) && kind != B_DIV && kind != B_POW) {
+  if (pr__same_shape(a, b) && (a->opaque || b->opaque) && kind != B_DIV && kind != B_POW) {
     int k = a->opaque ? 1 : 0;
-    if ((st = pr_require_md(c, n, k, a->opaque ? &a->md : &b->md))) return st;
-    a = pr_in(c, n, 0), b = pr_in(c, n, 1), o = pr_out(c, n, 0);
+    if ((st = pr__require_md(c, n, k, a->opaque ? &a->md : &b->md))) return st;
+    a = pr__in(c, n, 0), b = pr__in(c, n, 1), o = pr__out(c, n, 0);
     o->opaque = true;
     o->md = a->opaque ? a->md : b->md;
     o->nbytes = dnnl_memory_desc_get_size(&o->md);
@@ -205,14 +205,14 @@ static pr_status_t prepare_binary(pr_compile_t *c, pr_node_t *n, binary_kind_t k
 
 BIN_TYPE(float, ADD, SUB, MUL, DIVF, POWF)
 BIN_TYPE(double, ADD, SUB, MUL, DIVF, POW_NONE)
-BIN_TYPE(int32_t, pr_i32_add, pr_i32_sub, pr_i32_mul, pr_i32_div, POW_NONE)
-BIN_TYPE(int64_t, pr_i64_add, pr_i64_sub, pr_i64_mul, pr_i64_div, POW_NONE)
-BIN_TYPE(uint8_t, pr_u8_add, pr_u8_sub, pr_u8_mul, pr_u8_div, POW_NONE)
-BIN_TYPE(int8_t, pr_i8_add, pr_i8_sub, pr_i8_mul, pr_i8_div, POW_NONE)
-BIN_TYPE(int16_t, pr_i16_add, pr_i16_sub, pr_i16_mul, pr_i16_div, POW_NONE)
-BIN_TYPE(uint16_t, pr_u16_add, pr_u16_sub, pr_u16_mul, pr_u16_div, POW_NONE)
-BIN_TYPE(uint32_t, pr_u32_add, pr_u32_sub, pr_u32_mul, pr_u32_div, POW_NONE)
-BIN_TYPE(uint64_t, pr_u64_add, pr_u64_sub, pr_u64_mul, pr_u64_div, POW_NONE)
+BIN_TYPE(int32_t, pr__i32_add, pr__i32_sub, pr__i32_mul, pr__i32_div, POW_NONE)
+BIN_TYPE(int64_t, pr__i64_add, pr__i64_sub, pr__i64_mul, pr__i64_div, POW_NONE)
+BIN_TYPE(uint8_t, pr__u8_add, pr__u8_sub, pr__u8_mul, pr__u8_div, POW_NONE)
+BIN_TYPE(int8_t, pr__i8_add, pr__i8_sub, pr__i8_mul, pr__i8_div, POW_NONE)
+BIN_TYPE(int16_t, pr__i16_add, pr__i16_sub, pr__i16_mul, pr__i16_div, POW_NONE)
+BIN_TYPE(uint16_t, pr__u16_add, pr__u16_sub, pr__u16_mul, pr__u16_div, POW_NONE)
+BIN_TYPE(uint32_t, pr__u32_add, pr__u32_sub, pr__u32_mul, pr__u32_div, POW_NONE)
+BIN_TYPE(uint64_t, pr__u64_add, pr__u64_sub, pr__u64_mul, pr__u64_div, POW_NONE)
 // clang-format on
 
 /* Pow with an integer or double base, or an exponent of another type. An
@@ -221,34 +221,34 @@ BIN_TYPE(uint64_t, pr_u64_add, pr_u64_sub, pr_u64_mul, pr_u64_div, POW_NONE)
  * type (an integer base saturates, NaN gives 0, as Cast). */
 static void run_pow_mixed(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[1]], *o = &x->v[n->out[0]];
-  int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK], len = pr_value_numel(o);
-  pr_bcast_strides(a, o->rank, o->dims, sa);
-  pr_bcast_strides(b, o->rank, o->dims, sb);
-  bool exact = pr_is_integer(a->dtype) && pr_is_integer(b->dtype);
+  int64_t sa[PR_MAX_RANK], sb[PR_MAX_RANK], len = pr__value_numel(o);
+  pr__bcast_strides(a, o->rank, o->dims, sa);
+  pr__bcast_strides(b, o->rank, o->dims, sb);
+  bool exact = pr__is_integer(a->dtype) && pr__is_integer(b->dtype);
   for (int64_t i = 0; i < len; i++) {
-    int64_t ia = pr_bcast_offset(i, o->rank, o->dims, sa),
-            ib = pr_bcast_offset(i, o->rank, o->dims, sb);
+    int64_t ia = pr__bcast_offset(i, o->rank, o->dims, sa),
+            ib = pr__bcast_offset(i, o->rank, o->dims, sb);
     if (exact) {
-      int64_t base = pr_load_int64(a->ptr, a->dtype, ia), p;
+      int64_t base = pr__load_int64(a->ptr, a->dtype, ia), p;
       if (b->dtype == PR_DTYPE_UINT64) /* exponents of 2^63 and more stay positive */
-        p = (int64_t)pr_u64_pow((uint64_t)base, ((const uint64_t *)b->ptr)[ib]);
+        p = (int64_t)pr__u64_pow((uint64_t)base, ((const uint64_t *)b->ptr)[ib]);
       else
-        p = pr_i64_pow(base, pr_load_int64(b->ptr, b->dtype, ib));
+        p = pr__i64_pow(base, pr__load_int64(b->ptr, b->dtype, ib));
       if (o->dtype == PR_DTYPE_INT32)
         ((int32_t *)o->ptr)[i] = (int32_t)p; /* the low 32 bits of the wrapped power */
       else
         ((int64_t *)o->ptr)[i] = p;
       continue;
     }
-    double v = pow(pr_load_double(a->ptr, a->dtype, ia), pr_load_double(b->ptr, b->dtype, ib));
+    double v = pow(pr__load_double(a->ptr, a->dtype, ia), pr__load_double(b->ptr, b->dtype, ib));
     switch (o->dtype) {
       case PR_DTYPE_FLOAT: ((float *)o->ptr)[i] = (float)v; break;
       case PR_DTYPE_DOUBLE: ((double *)o->ptr)[i] = v; break;
-      case PR_DTYPE_FLOAT16: ((uint16_t *)o->ptr)[i] = pr_float_to_half((float)v); break;
+      case PR_DTYPE_FLOAT16: ((uint16_t *)o->ptr)[i] = pr__float_to_half((float)v); break;
       case PR_DTYPE_INT32:
-        ((int32_t *)o->ptr)[i] = (int32_t)pr_sat_int(v, INT32_MIN, INT32_MAX);
+        ((int32_t *)o->ptr)[i] = (int32_t)pr__sat_int(v, INT32_MIN, INT32_MAX);
         break;
-      case PR_DTYPE_INT64: ((int64_t *)o->ptr)[i] = pr_sat_i64(v); break;
+      case PR_DTYPE_INT64: ((int64_t *)o->ptr)[i] = pr__sat_i64(v); break;
       default: break;
     }
   }
@@ -262,7 +262,7 @@ static void run_binary(pr_exec_t *x, pr_node_t *n) {
     return;
   }
   void *po = o->ptr;
-  const void *pa = pr_xin(x, n, 0), *pb = pr_xin(x, n, 1);
+  const void *pa = pr__xin(x, n, 0), *pb = pr__xin(x, n, 1);
   if (s->flat && o->dtype == PR_DTYPE_FLOAT) {
     /* flat float loop, parallel by blocks */
     float *of = po;
@@ -304,15 +304,15 @@ static void run_binary(pr_exec_t *x, pr_node_t *n) {
   static pr_status_t prepare_##sym(pr_compile_t *c, pr_node_t *n) { \
     return prepare_binary(c, n, kind);                              \
   }                                                                 \
-  const pr_op_t pr_op_##sym = {.name = oname,                       \
-                               .attrs = "",                         \
-                               .min_opset = 7,                      \
-                               .max_inputs = 2,                     \
-                               .infer = infer_binary,               \
-                               .prepare = prepare_##sym,            \
-                               .run = run_binary,                   \
-                               .destroy = free,                     \
-                               .accepts_opaque = true};
+  const pr_op_t pr__op_##sym = {.name = oname,                      \
+                                .attrs = "",                        \
+                                .min_opset = 7,                     \
+                                .max_inputs = 2,                    \
+                                .infer = infer_binary,              \
+                                .prepare = prepare_##sym,           \
+                                .run = run_binary,                  \
+                                .destroy = free,                    \
+                                .accepts_opaque = true};
 
 BINARY_OP(add, "Add", B_ADD)
 BINARY_OP(sub, "Sub", B_SUB)
@@ -342,8 +342,8 @@ typedef void (*row_fn_t)(void *o, const void *a, const void *b, int64_t n, int i
 #define ROW_LOOP(sfx, K, EXPR, COND, IA, IB)                                                \
   if (COND)                                                                                 \
     for (int64_t i = 0; i < n; i++) {                                                       \
-      K x = pr_key_##sfx(a[IA]), y = pr_key_##sfx(b[IB]);                                   \
-      o[i] = pr_unkey_##sfx(EXPR);                                                          \
+      K x = pr__key_##sfx(a[IA]), y = pr__key_##sfx(b[IB]);                                   \
+      o[i] = pr__unkey_##sfx(EXPR);                                                          \
     }
 // clang-format on
 
@@ -353,7 +353,7 @@ static inline bool nan_d(double v) {
 /* Max / Min: a NaN in either input wins (as ONNX Runtime) */
 #define MAX_E (y > x || nan_d(y) ? y : x)
 #define MIN_E (y < x || nan_d(y) ? y : x)
-#define SUM_E(sfx) pr_tadd_##sfx(x, y)
+#define SUM_E(sfx) pr__tadd_##sfx(x, y)
 
 /* Mod of signed integers, in int64: x mod 0 is 0 (as x / 0 in intmath.h),
  * and b = -1 is special-cased because INT64_MIN % -1 overflows */
@@ -371,7 +371,7 @@ static inline int64_t mod_floor(int64_t a, int64_t b) {
 /* shifts by the type's width or more give 0 (C leaves them undefined) */
 #define SHL_E(bits) (y >= (bits) ? 0 : (uint64_t)x << y)
 #define SHR_E(bits) (y >= (bits) ? 0 : x >> y)
-#define PRELU_E(sfx) (x < 0 ? pr_tmul_##sfx(x, y) : x)
+#define PRELU_E(sfx) (x < 0 ? pr__tmul_##sfx(x, y) : x)
 
 #define DEF_MINMAX_SUM(D, sfx, T, K) \
   ROW_DEF(max, sfx, T, K, MAX_E)     \
@@ -450,32 +450,32 @@ typedef struct {
 /* the table of n's op for element type t (NULL when it takes no such type) */
 static const row_fn_t *rows_table(const pr_node_t *n, pr_dtype_t t) {
   const char *op = n->op->name;
-  if (!strcmp(op, "Mod")) return pr_attr_int(n->m, "fmod", 0) ? fmod_rows : mod_rows;
+  if (!strcmp(op, "Mod")) return pr__attr_int(n->m, "fmod", 0) ? fmod_rows : mod_rows;
   if (!strcmp(op, "BitShift"))
-    return !strcmp(pr_attr_string(n->m, "direction", ""), "LEFT") ? shl_rows : shr_rows;
+    return !strcmp(pr__attr_string(n->m, "direction", ""), "LEFT") ? shl_rows : shr_rows;
   if (t == PR_DTYPE_UINT32 || t == PR_DTYPE_UINT64) return NULL; /* PRelu: identity */
   return prelu_rows;
 }
 
 static pr_status_t infer_rows(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
-  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
+  pr_value_t *a = pr__in(c, n, 0), *b = pr__in(c, n, 1);
+  if (!a || !b) return pr__fail(c, n, PR_ERR_INVALID, "needs two inputs");
   if (a->dtype != b->dtype)
-    return pr_fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
-                   pr_dtype_name(b->dtype));
+    return pr__fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
+                    pr_dtype_name(b->dtype));
   bool prelu = !strcmp(n->op->name, "PRelu");
   bool unsigned_prelu = prelu && (a->dtype == PR_DTYPE_UINT32 || a->dtype == PR_DTYPE_UINT64);
   if (!unsigned_prelu && !row_lookup(rows_table(n, a->dtype), a->dtype)) {
     if (!strcmp(n->op->name, "Mod") && row_lookup(fmod_rows, a->dtype))
-      return pr_fail(c, n, PR_ERR_INVALID, "Mod of %s needs fmod=1", pr_dtype_name(a->dtype));
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+      return pr__fail(c, n, PR_ERR_INVALID, "Mod of %s needs fmod=1", pr_dtype_name(a->dtype));
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
-  pr_status_t st = pr_shape_broadcast(c, n, a, b, a->dtype);
+  pr_status_t st = pr__shape_broadcast(c, n, a, b, a->dtype);
   if (st || !prelu) return st;
   /* PRelu: the slope broadcasts to X (unidirectional) */
-  a = pr_in(c, n, 0);
-  if (!pr_same_shape(a, pr_out(c, n, 0)))
-    return pr_fail(c, n, PR_ERR_INVALID, "slope does not broadcast to the input's shape");
+  a = pr__in(c, n, 0);
+  if (!pr__same_shape(a, pr__out(c, n, 0)))
+    return pr__fail(c, n, PR_ERR_INVALID, "slope does not broadcast to the input's shape");
   return PR_OK;
 }
 
@@ -483,7 +483,7 @@ static pr_status_t prepare_rows(pr_compile_t *c, pr_node_t *n) {
   rows_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
-  pr_dtype_t t = pr_in(c, n, 0)->dtype;
+  pr_dtype_t t = pr__in(c, n, 0)->dtype;
   s->fn = row_lookup(rows_table(n, t), t);
   return binary_walk(c, n, &s->b);
 }
@@ -494,18 +494,18 @@ static void run_rows(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *o = &x->v[n->out[0]];
   size_t es = pr_dtype_size(o->dtype);
   if (!rs->fn) {
-    pr_copy(o->ptr, pr_xin(x, n, 0), o->nbytes, x->threads);
+    pr__copy(o->ptr, pr__xin(x, n, 0), o->nbytes, x->threads);
     return;
   }
   char *po = o->ptr;
-  const char *pa = pr_xin(x, n, 0), *pb = pr_xin(x, n, 1);
+  const char *pa = pr__xin(x, n, 0), *pb = pr__xin(x, n, 1);
   int64_t inner = s->inner;
   int ia = s->sa[s->rank - 1] != 0, ib = s->sb[s->rank - 1] != 0;
 #pragma omp parallel for num_threads(x->threads) if (s->outer * inner >= PR_PAR_MIN)
   for (int64_t r = 0; r < s->outer; r++) {
     /* the row's offsets in a and b, over every axis but the last */
-    int64_t oa = pr_bcast_offset(r, s->rank - 1, s->dims, s->sa);
-    int64_t ob = pr_bcast_offset(r, s->rank - 1, s->dims, s->sb);
+    int64_t oa = pr__bcast_offset(r, s->rank - 1, s->dims, s->sa);
+    int64_t ob = pr__bcast_offset(r, s->rank - 1, s->dims, s->sb);
     rs->fn(po + r * inner * (int64_t)es, pa + oa * (int64_t)es, pb + ob * (int64_t)es, inner, ia,
            ib);
   }
@@ -513,30 +513,30 @@ static void run_rows(pr_exec_t *x, pr_node_t *n) {
 
 static pr_status_t check_rows(const pr_mnode_t *m, int opset, char *err, size_t len) {
   (void)opset;
-  const char *dir = pr_attr_string(m, "direction", NULL);
+  const char *dir = pr__attr_string(m, "direction", NULL);
   bool shift = !strcmp(m->op_type, "BitShift");
   if (shift && (!dir || (strcmp(dir, "LEFT") && strcmp(dir, "RIGHT")))) {
-    snprintf(err, len, "node '%s' (BitShift): direction must be LEFT or RIGHT", pr_mnode_name(m));
+    snprintf(err, len, "node '%s' (BitShift): direction must be LEFT or RIGHT", pr__mnode_name(m));
     return PR_ERR_INVALID;
   }
-  int64_t fmod_attr = pr_attr_int(m, "fmod", 0);
+  int64_t fmod_attr = pr__attr_int(m, "fmod", 0);
   if (!shift && fmod_attr != 0 && fmod_attr != 1) {
-    snprintf(err, len, "node '%s' (Mod): fmod must be 0 or 1", pr_mnode_name(m));
+    snprintf(err, len, "node '%s' (Mod): fmod must be 0 or 1", pr__mnode_name(m));
     return PR_ERR_INVALID;
   }
   return PR_OK;
 }
 
-#define ROWS_OP(sym, oname, attr_list, minv)            \
-  const pr_op_t pr_op_##sym = {.name = oname,           \
-                               .attrs = attr_list,      \
-                               .min_opset = minv,       \
-                               .max_inputs = 2,         \
-                               .check = check_rows,     \
-                               .infer = infer_rows,     \
-                               .prepare = prepare_rows, \
-                               .run = run_rows,         \
-                               .destroy = free};
+#define ROWS_OP(sym, oname, attr_list, minv)             \
+  const pr_op_t pr__op_##sym = {.name = oname,           \
+                                .attrs = attr_list,      \
+                                .min_opset = minv,       \
+                                .max_inputs = 2,         \
+                                .check = check_rows,     \
+                                .infer = infer_rows,     \
+                                .prepare = prepare_rows, \
+                                .run = run_rows,         \
+                                .destroy = free};
 ROWS_OP(mod, "Mod", "fmod", 10)
 ROWS_OP(bit_shift, "BitShift", "direction", 11)
 ROWS_OP(prelu, "PRelu", "", 7)
@@ -552,15 +552,15 @@ static const row_fn_t *variadic_table(const pr_node_t *n) {
 }
 
 static pr_status_t infer_variadic(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
-  if (!a) return pr_fail(c, n, PR_ERR_INVALID, "needs an input");
+  pr_value_t *a = pr__in(c, n, 0);
+  if (!a) return pr__fail(c, n, PR_ERR_INVALID, "needs an input");
   if (!row_lookup(variadic_table(n), a->dtype))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   int r;
   int64_t d[PR_MAX_RANK];
-  pr_status_t st = pr_broadcast_inputs(c, n, 0, &r, d);
+  pr_status_t st = pr__broadcast_inputs(c, n, 0, &r, d);
   if (st) return st;
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, r, d);
   return PR_OK;
 }
 
@@ -570,7 +570,7 @@ static void run_variadic(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *o = &x->v[n->out[0]];
   pr_dtype_t t = o->dtype;
   row_fn_t fn = row_lookup(variadic_table(n), t);
-  int64_t len = pr_value_numel(o), inner = o->rank ? o->dims[o->rank - 1] : 1;
+  int64_t len = pr__value_numel(o), inner = o->rank ? o->dims[o->rank - 1] : 1;
   if (len == 0) return;
   int64_t rows = len / inner, es = (int64_t)pr_dtype_size(t);
   char *po = o->ptr;
@@ -578,12 +578,12 @@ static void run_variadic(pr_exec_t *x, pr_node_t *n) {
     const pr_value_t *a = &x->v[n->in[k]];
     const char *pa = a->ptr;
     int64_t st[PR_MAX_RANK];
-    pr_bcast_strides(a, o->rank, o->dims, st);
+    pr__bcast_strides(a, o->rank, o->dims, st);
     int ia = o->rank ? st[o->rank - 1] != 0 : 1;
 #pragma omp parallel for num_threads(x->threads) if (len >= PR_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
       char *orow = po + r * inner * es;
-      const char *arow = pa + pr_bcast_offset(r * inner, o->rank, o->dims, st) * es;
+      const char *arow = pa + pr__bcast_offset(r * inner, o->rank, o->dims, st) * es;
       if (k > 0)
         fn(orow, orow, arow, inner, 1, ia);
       else if (ia)
@@ -604,7 +604,7 @@ static void run_variadic(pr_exec_t *x, pr_node_t *n) {
   if (t == PR_DTYPE_DOUBLE)
     cnt.d = n->n_in;
   else if (t == PR_DTYPE_FLOAT16)
-    cnt.h = pr_float_to_half((float)n->n_in);
+    cnt.h = pr__float_to_half((float)n->n_in);
   else
     cnt.f = (float)n->n_in;
   div(po, po, &cnt, len, 1, 0);
@@ -612,8 +612,8 @@ static void run_variadic(pr_exec_t *x, pr_node_t *n) {
 
 /* any number of inputs; opsets 1..7 (no broadcasting, consumed_inputs a
  * hint) are the same shape case */
-#define VARIADIC_OP(sym, oname) \
-  const pr_op_t pr_op_##sym = { \
+#define VARIADIC_OP(sym, oname)  \
+  const pr_op_t pr__op_##sym = { \
       .name = oname, .attrs = "", .min_opset = 1, .infer = infer_variadic, .run = run_variadic};
 VARIADIC_OP(sum, "Sum")
 VARIADIC_OP(mean, "Mean")

@@ -20,13 +20,13 @@ typedef struct {
 
 static void destroy_attn(void *p) {
   attn_state_t *s = p;
-  pr_free(s->scratch);
+  pr__free(s->scratch);
   free(s);
 }
 
 /* sgemm form of a rows x cols view with strides (rs, cs): 'N' when columns
  * are contiguous, 'T' when rows are; false when neither. */
-bool pr_attn_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char *t, int64_t *ld) {
+bool pr__attn_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char *t, int64_t *ld) {
   if (cs == 1 && (rs >= cols || rows == 1)) {
     *t = 'N';
     *ld = rs > cols ? rs : cols;
@@ -46,11 +46,11 @@ static pr_status_t prepare_attn(pr_compile_t *c, pr_node_t *n) {
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
   char to;
-  if (!pr_attn_operand(a->Sq, a->D, a->st[0][2], a->st[0][3], &s->tq, &s->ldq) ||
-      !pr_attn_operand(a->D, a->Sk, a->st[1][2], a->st[1][3], &s->tk, &s->ldk) ||
-      !pr_attn_operand(a->Sk, a->Dv, a->st[2][2], a->st[2][3], &s->tv, &s->ldv) ||
-      !pr_attn_operand(a->Sq, a->Dv, a->st[4][2], a->st[4][3], &to, &s->ldo) || to != 'N')
-    return pr_fail(c, n, PR_ERR_INTERNAL, "attention operands are not matrices");
+  if (!pr__attn_operand(a->Sq, a->D, a->st[0][2], a->st[0][3], &s->tq, &s->ldq) ||
+      !pr__attn_operand(a->D, a->Sk, a->st[1][2], a->st[1][3], &s->tk, &s->ldk) ||
+      !pr__attn_operand(a->Sk, a->Dv, a->st[2][2], a->st[2][3], &s->tv, &s->ldv) ||
+      !pr__attn_operand(a->Sq, a->Dv, a->st[4][2], a->st[4][3], &to, &s->ldo) || to != 'N')
+    return pr__fail(c, n, PR_ERR_INTERNAL, "attention operands are not matrices");
   /* whole heads per task (larger products run faster), split into row
    * blocks while there are fewer than two tasks per thread; a block of
    * scores stays within 256 KiB */
@@ -59,7 +59,7 @@ static pr_status_t prepare_attn(pr_compile_t *c, pr_node_t *n) {
                           a->B * a->H * ((a->Sq + s->rows - 1) / s->rows) < 2 * c->threads))
     s->rows = (s->rows + 1) / 2;
   size_t per = (size_t)s->rows * (size_t)a->Sk;
-  if (!(s->scratch = pr_aligned_alloc(sizeof(float) * per * (size_t)c->threads)))
+  if (!(s->scratch = pr__aligned_alloc(sizeof(float) * per * (size_t)c->threads)))
     return PR_ERR_NOMEM;
   n->flops = 2.0 * (double)(a->B * a->H) * (double)(a->Sq * a->Sk) * (double)(a->D + a->Dv);
   return PR_OK;
@@ -68,12 +68,12 @@ static pr_status_t prepare_attn(pr_compile_t *c, pr_node_t *n) {
 static void run_attn(pr_exec_t *x, pr_node_t *n) {
   const attn_state_t *s = n->state;
   const pr_attn_t *a = &n->attn;
-  const float *q = (const float *)pr_xin(x, n, 0) + a->off[0];
-  const float *k = (const float *)pr_xin(x, n, 1) + a->off[1];
-  const float *v = (const float *)pr_xin(x, n, 2) + a->off[2];
+  const float *q = (const float *)pr__xin(x, n, 0) + a->off[0];
+  const float *k = (const float *)pr__xin(x, n, 1) + a->off[1];
+  const float *v = (const float *)pr__xin(x, n, 2) + a->off[2];
   const float *mask =
-      n->n_in > 3 && n->in[3] >= 0 ? (const float *)pr_xin(x, n, 3) + a->off[3] : NULL;
-  float *o = (float *)pr_xout(x, n, 0) + a->off[4];
+      n->n_in > 3 && n->in[3] >= 0 ? (const float *)pr__xin(x, n, 3) + a->off[3] : NULL;
+  float *o = (float *)pr__xout(x, n, 0) + a->off[4];
   int64_t H = a->H, Sq = a->Sq, Sk = a->Sk, R = s->rows, nblk = (Sq + R - 1) / R;
   int64_t tasks = a->B * H * nblk;
   const int64_t(*st)[4] = a->st;
@@ -99,11 +99,11 @@ static void run_attn(pr_exec_t *x, pr_node_t *n) {
           for (int64_t j = 0; j < Sk; j++) row[j] += mp[j * ms];
         }
       }
-      pr_softmax_row(row, row, Sk);
+      pr__softmax_row(row, row, Sk);
     }
     dnnl_sgemm('N', s->tv, rows, a->Dv, Sk, 1.f, S, Sk, vp, s->ldv, 0.f, op, s->ldo);
   }
 }
 
-const pr_op_t pr_op_attention = {
+const pr_op_t pr__op_attention = {
     .name = "Attention", .prepare = prepare_attn, .run = run_attn, .destroy = destroy_attn};

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-void pr_copy(void *dst, const void *src, size_t n, int threads) {
+void pr__copy(void *dst, const void *src, size_t n, int threads) {
   if (dst == src || !n) return;
   if (n < (1 << 20) || threads <= 1) {
     memcpy(dst, src, n);
@@ -19,26 +19,26 @@ void pr_copy(void *dst, const void *src, size_t n, int threads) {
   }
 }
 
-void pr_run_copy(pr_exec_t *x, pr_node_t *n) {
+void pr__run_copy(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *o = &x->v[n->out[0]];
-  pr_copy(o->ptr, pr_xin(x, n, 0), o->nbytes, x->threads);
+  pr__copy(o->ptr, pr__xin(x, n, 0), o->nbytes, x->threads);
 }
 
-pr_status_t pr_shape_same(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
-  if (!a) return pr_fail(c, n, PR_ERR_INVALID, "missing input");
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, a->dims);
+pr_status_t pr__shape_same(pr_compile_t *c, pr_node_t *n) {
+  pr_value_t *a = pr__in(c, n, 0);
+  if (!a) return pr__fail(c, n, PR_ERR_INVALID, "missing input");
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, a->dims);
   return PR_OK;
 }
 
-bool pr_same_shape(const pr_value_t *a, const pr_value_t *b) {
+bool pr__same_shape(const pr_value_t *a, const pr_value_t *b) {
   if (a->rank != b->rank) return false;
   for (int k = 0; k < a->rank; k++)
     if (a->dims[k] != b->dims[k]) return false;
   return true;
 }
 
-int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o) {
+int pr__broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o) {
   int r = ra > rb ? ra : rb;
   int64_t d[PR_MAX_RANK]; /* o may be a or b (accumulating over inputs) */
   if (r > PR_MAX_RANK) return -1;
@@ -57,26 +57,26 @@ int pr_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *
   return 0;
 }
 
-pr_status_t pr_shape_broadcast(pr_compile_t *c, pr_node_t *n, const pr_value_t *a,
-                               const pr_value_t *b, pr_dtype_t dtype) {
+pr_status_t pr__shape_broadcast(pr_compile_t *c, pr_node_t *n, const pr_value_t *a,
+                                const pr_value_t *b, pr_dtype_t dtype) {
   int r;
   int64_t d[PR_MAX_RANK];
-  if (pr_broadcast_shape(a->rank, a->dims, b->rank, b->dims, &r, d) < 0)
-    return pr_fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
-  pr_value_set_shape(pr_out(c, n, 0), dtype, r, d);
+  if (pr__broadcast_shape(a->rank, a->dims, b->rank, b->dims, &r, d) < 0)
+    return pr__fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
+  pr__value_set_shape(pr__out(c, n, 0), dtype, r, d);
   return PR_OK;
 }
 
-pr_status_t pr_broadcast_inputs(pr_compile_t *c, pr_node_t *n, int from, int *ro, int64_t *od) {
-  pr_value_t *a = pr_in(c, n, from);
-  if (!a) return pr_fail(c, n, PR_ERR_INVALID, "needs inputs");
+pr_status_t pr__broadcast_inputs(pr_compile_t *c, pr_node_t *n, int from, int *ro, int64_t *od) {
+  pr_value_t *a = pr__in(c, n, from);
+  if (!a) return pr__fail(c, n, PR_ERR_INVALID, "needs inputs");
   *ro = a->rank;
   memcpy(od, a->dims, sizeof(int64_t) * PR_MAX_RANK);
   for (int k = from + 1; k < n->n_in; k++) {
-    pr_value_t *b = pr_in(c, n, k);
-    if (!b || b->dtype != a->dtype) return pr_fail(c, n, PR_ERR_INVALID, "inputs of one type");
-    if (pr_broadcast_shape(*ro, od, b->rank, b->dims, ro, od) < 0)
-      return pr_fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
+    pr_value_t *b = pr__in(c, n, k);
+    if (!b || b->dtype != a->dtype) return pr__fail(c, n, PR_ERR_INVALID, "inputs of one type");
+    if (pr__broadcast_shape(*ro, od, b->rank, b->dims, ro, od) < 0)
+      return pr__fail(c, n, PR_ERR_INVALID, "shapes do not broadcast");
   }
   return PR_OK;
 }

@@ -7,7 +7,7 @@
  * Notes on the design:
  * - A node whose inputs (the values its bodies read from outer scopes
  *   included: its implicit inputs) are not all constant asks for the
- *   session's dynamic path (pr_need_values), where every value is known and
+ *   session's dynamic path (pr__need_values), where every value is known and
  *   the node folds like any other: control flow never runs on the static
  *   path, so fusion and memory planning never see into a body, and a value
  *   a body reads is an input of the node (it stays alive and unfused past
@@ -29,7 +29,7 @@
 #define LOOP_MAX_ITERS (1 << 20)
 
 static pr_model_t *graph_attr(const pr_mnode_t *m, const char *name) {
-  const pr_attr_t *a = pr_attr_find(m, name);
+  const pr_attr_t *a = pr__attr_find(m, name);
   return a && a->type == PR_ATTR_GRAPH ? a->g : NULL;
 }
 
@@ -40,23 +40,23 @@ static int formal_inputs(const pr_mnode_t *m) {
 
 static pr_status_t need_all_const(pr_compile_t *c, pr_node_t *n) {
   for (int k = 0; k < n->n_in; k++) {
-    pr_value_t *v = pr_in(c, n, k);
+    pr_value_t *v = pr__in(c, n, k);
     if (v && !v->is_const)
-      return pr_need_values(c, n, "input %d is known only at run time, so is what the body gives",
-                            k);
+      return pr__need_values(c, n, "input %d is known only at run time, so is what the body gives",
+                             k);
   }
   return PR_OK;
 }
 
 static pr_status_t bad(char *err, size_t len, const pr_mnode_t *m, const char *what) {
-  pr_errf(err, len, "node '%s' (%s): %s", pr_mnode_name(m), m->op_type, what);
+  pr__errf(err, len, "node '%s' (%s): %s", pr__mnode_name(m), m->op_type, what);
   return PR_ERR_INVALID;
 }
 
 /* Scalar truth of a one-element tensor (bool or number). */
 static bool truth(const pr_tensor_t *t) {
   if (t->dtype == PR_DTYPE_BOOL) return *(const uint8_t *)t->data != 0;
-  return pr_load_double(t->data, t->dtype, 0) != 0;
+  return pr__load_double(t->data, t->dtype, 0) != 0;
 }
 
 /* ---- If ---- */
@@ -75,33 +75,33 @@ static pr_status_t check_if(const pr_mnode_t *m, int opset, char *err, size_t le
 static pr_status_t infer_if(pr_compile_t *c, pr_node_t *n) {
   pr_status_t st = need_all_const(c, n);
   if (st) return st;
-  pr_value_t *cv = pr_in(c, n, 0);
-  if (pr_value_numel(cv) != 1 || !pr_dtype_size(cv->dtype))
-    return pr_fail(c, n, PR_ERR_INVALID, "the condition must have one element");
-  pr_tensor_t ct = pr_value_tensor(cv);
+  pr_value_t *cv = pr__in(c, n, 0);
+  if (pr__value_numel(cv) != 1 || !pr_dtype_size(cv->dtype))
+    return pr__fail(c, n, PR_ERR_INVALID, "the condition must have one element");
+  pr_tensor_t ct = pr__value_tensor(cv);
   pr_model_t *body = graph_attr(n->m, truth(&ct) ? "then_branch" : "else_branch");
-  pr_results_t *r = pr_results_new(n->n_out);
+  pr_results_t *r = pr__results_new(n->n_out);
   pr_tensor_t *in = calloc((size_t)body->n_inputs + 1, sizeof *in);
   if (!r || !in) {
-    pr_results_destroy(r);
+    pr__results_destroy(r);
     free(in);
     return PR_ERR_NOMEM;
   }
   n->state = r;
-  pr_subgraph_outer(c, n, body, in);
-  st = pr_subgraph_run(c, n, body, in, r->t);
+  pr__subgraph_outer(c, n, body, in);
+  st = pr__subgraph_run(c, n, body, in, r->t);
   free(in);
-  if (!st) pr_results_shapes(c, n, r);
+  if (!st) pr__results_shapes(c, n, r);
   return st;
 }
 
-const pr_op_t pr_op_if = {.name = "If",
-                          .attrs = "then_branch,else_branch",
-                          .min_opset = 1,
-                          .check = check_if,
-                          .infer = infer_if,
-                          .run = pr_results_run,
-                          .destroy = pr_results_destroy};
+const pr_op_t pr__op_if = {.name = "If",
+                           .attrs = "then_branch,else_branch",
+                           .min_opset = 1,
+                           .check = check_if,
+                           .infer = infer_if,
+                           .run = pr__results_run,
+                           .destroy = pr__results_destroy};
 
 /* ---- stacking slices (Loop's and Scan's scan outputs) ---- */
 
@@ -127,7 +127,7 @@ static pr_status_t stack_slices(const pr_tensor_t *sl, const int64_t *pos, int64
     out->dims[k] = f->dims[d];
     *(k < axis ? &outer : &inner) *= f->dims[d++];
   }
-  out->data = pr_aligned_alloc(tensor_bytes(out));
+  out->data = pr__aligned_alloc(tensor_bytes(out));
   if (!out->data) return PR_ERR_NOMEM;
   for (int64_t i = 0; i < count; i++)
     for (int64_t o = 0; o < outer; o++)
@@ -169,12 +169,12 @@ static pr_status_t iter_take(pr_compile_t *c, pr_node_t *n, iter_t *it, pr_tenso
   for (int k = 0; k < it->n_scan; k++) {
     pr_tensor_t *s = &out[it->n_carried + k];
     if (it->iters && !same_shape(s, &h[k]))
-      return pr_fail(c, n, PR_ERR_INVALID, "scan output %d changes shape between iterations", k);
+      return pr__fail(c, n, PR_ERR_INVALID, "scan output %d changes shape between iterations", k);
     it->bytes += tensor_bytes(s);
   }
   if (it->bytes > c->max_bytes)
-    return pr_fail(c, n, PR_ERR_NOMEM, "scan outputs over the session's limit of %zu bytes",
-                   c->max_bytes);
+    return pr__fail(c, n, PR_ERR_NOMEM, "scan outputs over the session's limit of %zu bytes",
+                    c->max_bytes);
   for (int j = 0; j < it->n_carried; j++) {
     pr_engine_tensor_free(&it->carried[j]);
     it->carried[j] = out[j];
@@ -192,11 +192,11 @@ static pr_status_t iter_take(pr_compile_t *c, pr_node_t *n, iter_t *it, pr_tenso
  * stacked along out_axes[k] (0 without), reversed where out_rev[k]. */
 static pr_status_t iter_results(pr_compile_t *c, pr_node_t *n, iter_t *it, const int64_t *out_axes,
                                 const int64_t *out_rev, pr_model_t *body) {
-  pr_results_t *r = pr_results_new(it->n_carried + it->n_scan);
+  pr_results_t *r = pr__results_new(it->n_carried + it->n_scan);
   int64_t *pos = malloc(sizeof *pos * (size_t)(it->iters + 1));
   pr_tensor_t *sl = malloc(sizeof *sl * (size_t)(it->iters + 1));
   pr_status_t st = r && pos && sl ? PR_OK : PR_ERR_NOMEM;
-  if (st) pr_results_destroy(r), r = NULL;
+  if (st) pr__results_destroy(r), r = NULL;
   for (int j = 0; !st && j < it->n_carried; j++) {
     r->t[j] = it->carried[j];
     memset(&it->carried[j], 0, sizeof it->carried[j]);
@@ -207,11 +207,11 @@ static pr_status_t iter_results(pr_compile_t *c, pr_node_t *n, iter_t *it, const
       o->dtype = body->values[body->outputs[body->n_outputs - it->n_scan + k]].dtype;
       o->dtype = pr_dtype_size(o->dtype) ? o->dtype : PR_DTYPE_FLOAT;
       o->rank = 1;
-      if (!(o->data = pr_aligned_alloc(0))) st = PR_ERR_NOMEM;
+      if (!(o->data = pr__aligned_alloc(0))) st = PR_ERR_NOMEM;
       continue;
     }
-    int axis = out_axes ? pr_axis(out_axes[k], it->hist[k].rank + 1) : 0;
-    if (axis < 0) st = pr_fail(c, n, PR_ERR_INVALID, "scan output axis out of range");
+    int axis = out_axes ? pr__axis(out_axes[k], it->hist[k].rank + 1) : 0;
+    if (axis < 0) st = pr__fail(c, n, PR_ERR_INVALID, "scan output axis out of range");
     for (int64_t i = 0; i < it->iters; i++) {
       sl[i] = it->hist[i * it->n_scan + k];
       pos[i] = out_rev && out_rev[k] ? it->iters - 1 - i : i;
@@ -221,7 +221,7 @@ static pr_status_t iter_results(pr_compile_t *c, pr_node_t *n, iter_t *it, const
   free(pos);
   free(sl);
   if (r) n->state = r;
-  if (!st) pr_results_shapes(c, n, r);
+  if (!st) pr__results_shapes(c, n, r);
   return st;
 }
 
@@ -249,11 +249,11 @@ static pr_status_t loop_step(pr_compile_t *c, pr_node_t *n, pr_model_t *body, it
     in[0] = (pr_tensor_t){.dtype = PR_DTYPE_INT64, .rank = 0, .data = &i};
     in[1] = (pr_tensor_t){.dtype = PR_DTYPE_BOOL, .rank = 0, .data = &cb};
     for (int j = 0; j < it->n_carried; j++) in[2 + j] = it->carried[j];
-    pr_subgraph_outer(c, n, body, in);
-    st = pr_subgraph_run(c, n, body, in, out);
+    pr__subgraph_outer(c, n, body, in);
+    st = pr__subgraph_run(c, n, body, in, out);
   }
   if (!st && pr_tensor_numel(&out[0]) != 1)
-    st = pr_fail(c, n, PR_ERR_INVALID, "the body's condition must have one element");
+    st = pr__fail(c, n, PR_ERR_INVALID, "the body's condition must have one element");
   if (!st) {
     *cond = truth(&out[0]);
     st = iter_take(c, n, it, out + 1);
@@ -268,29 +268,29 @@ static pr_status_t infer_loop(pr_compile_t *c, pr_node_t *n) {
   pr_status_t st = need_all_const(c, n);
   if (st) return st;
   pr_model_t *body = graph_attr(n->m, "body");
-  pr_value_t *mv = pr_in(c, n, 0), *cv = pr_in(c, n, 1);
+  pr_value_t *mv = pr__in(c, n, 0), *cv = pr__in(c, n, 1);
   int64_t max = INT64_MAX;
   bool cond = true;
-  if (mv && (pr_value_numel(mv) != 1 || mv->dtype != PR_DTYPE_INT64))
-    return pr_fail(c, n, PR_ERR_INVALID, "M must be one int64");
+  if (mv && (pr__value_numel(mv) != 1 || mv->dtype != PR_DTYPE_INT64))
+    return pr__fail(c, n, PR_ERR_INVALID, "M must be one int64");
   if (mv) max = *(const int64_t *)mv->data;
-  if (cv && (pr_value_numel(cv) != 1 || !pr_dtype_size(cv->dtype)))
-    return pr_fail(c, n, PR_ERR_INVALID, "cond must have one element");
-  pr_tensor_t ct = cv ? pr_value_tensor(cv) : (pr_tensor_t){0};
+  if (cv && (pr__value_numel(cv) != 1 || !pr_dtype_size(cv->dtype)))
+    return pr__fail(c, n, PR_ERR_INVALID, "cond must have one element");
+  pr_tensor_t ct = cv ? pr__value_tensor(cv) : (pr_tensor_t){0};
   if (cv) cond = truth(&ct);
   iter_t it = {.n_carried = formal_inputs(n->m) - 2};
   it.n_scan = n->n_out - it.n_carried;
   it.carried = calloc((size_t)it.n_carried + 1, sizeof *it.carried);
   if (!it.carried) return PR_ERR_NOMEM;
   for (int j = 0; !st && j < it.n_carried; j++) {
-    pr_value_t *v = pr_in(c, n, 2 + j);
-    if (!v) st = pr_fail(c, n, PR_ERR_INVALID, "loop-carried input %d is missing", j);
-    pr_tensor_t t = v ? pr_value_tensor(v) : (pr_tensor_t){0};
-    if (!st) st = pr_tensor_copy(&t, &it.carried[j]);
+    pr_value_t *v = pr__in(c, n, 2 + j);
+    if (!v) st = pr__fail(c, n, PR_ERR_INVALID, "loop-carried input %d is missing", j);
+    pr_tensor_t t = v ? pr__value_tensor(v) : (pr_tensor_t){0};
+    if (!st) st = pr__tensor_copy(&t, &it.carried[j]);
   }
   for (int64_t i = 0; !st && i < max && cond; i++) {
     if (i >= LOOP_MAX_ITERS)
-      st = pr_fail(c, n, PR_ERR_UNSUPPORTED, "over %d iterations", LOOP_MAX_ITERS);
+      st = pr__fail(c, n, PR_ERR_UNSUPPORTED, "over %d iterations", LOOP_MAX_ITERS);
     else
       st = loop_step(c, n, body, &it, i, &cond);
   }
@@ -299,14 +299,14 @@ static pr_status_t infer_loop(pr_compile_t *c, pr_node_t *n) {
   return st;
 }
 
-const pr_op_t pr_op_loop = {.name = "Loop",
-                            .attrs = "body",
-                            .min_opset = 1,
-                            .check = check_loop,
-                            .first_optional = true,
-                            .infer = infer_loop,
-                            .run = pr_results_run,
-                            .destroy = pr_results_destroy};
+const pr_op_t pr__op_loop = {.name = "Loop",
+                             .attrs = "body",
+                             .min_opset = 1,
+                             .check = check_loop,
+                             .first_optional = true,
+                             .infer = infer_loop,
+                             .run = pr__results_run,
+                             .destroy = pr__results_destroy};
 
 /* ---- Scan ---- */
 
@@ -329,7 +329,7 @@ static pr_status_t take_slice(const pr_tensor_t *x, int axis, int64_t t, pr_tens
     s->dims[d++] = x->dims[k];
     *(k < axis ? &outer : &inner) *= x->dims[k];
   }
-  s->data = pr_aligned_alloc(tensor_bytes(s));
+  s->data = pr__aligned_alloc(tensor_bytes(s));
   if (!s->data) return PR_ERR_NOMEM;
   for (int64_t o = 0; o < outer; o++)
     memcpy((char *)s->data + o * inner, (const char *)x->data + (o * len + t) * inner,
@@ -343,13 +343,13 @@ static pr_status_t scan_length(pr_compile_t *c, pr_node_t *n, const scan_args_t 
   *len = -1;
   for (int j = 0; j < a->n_in; j++) {
     const pr_tensor_t *x = &a->in[j];
-    axes[j] = x->rank ? pr_axis(a->in_axes ? a->in_axes[j] : 0, x->rank) : -1;
-    if (axes[j] < 0) return pr_fail(c, n, PR_ERR_INVALID, "scan input %d: axis out of range", j);
+    axes[j] = x->rank ? pr__axis(a->in_axes ? a->in_axes[j] : 0, x->rank) : -1;
+    if (axes[j] < 0) return pr__fail(c, n, PR_ERR_INVALID, "scan input %d: axis out of range", j);
     if (*len >= 0 && x->dims[axes[j]] != *len)
-      return pr_fail(c, n, PR_ERR_INVALID, "scan inputs of different lengths");
+      return pr__fail(c, n, PR_ERR_INVALID, "scan inputs of different lengths");
     *len = x->dims[axes[j]];
   }
-  if (*len > LOOP_MAX_ITERS) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "sequence too long");
+  if (*len > LOOP_MAX_ITERS) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "sequence too long");
   return PR_OK;
 }
 
@@ -366,8 +366,8 @@ static pr_status_t scan_step(pr_compile_t *c, pr_node_t *n, pr_model_t *body, co
     st = take_slice(&a->in[j], axes[j], pos, &in[a->n_state + j]);
   }
   if (!st) {
-    pr_subgraph_outer(c, n, body, in);
-    st = pr_subgraph_run(c, n, body, in, out);
+    pr__subgraph_outer(c, n, body, in);
+    st = pr__subgraph_run(c, n, body, in, out);
   }
   if (!st) st = iter_take(c, n, it, out);
   for (int j = 0; in && j < a->n_in; j++) pr_engine_tensor_free(&in[a->n_state + j]);
@@ -386,7 +386,7 @@ static pr_status_t scan_core(pr_compile_t *c, pr_node_t *n, const scan_args_t *a
   pr_status_t st = axes && it.carried ? PR_OK : PR_ERR_NOMEM;
   int64_t len = 0;
   if (!st) st = scan_length(c, n, a, axes, &len);
-  for (int j = 0; !st && j < a->n_state; j++) st = pr_tensor_copy(&a->state[j], &it.carried[j]);
+  for (int j = 0; !st && j < a->n_state; j++) st = pr__tensor_copy(&a->state[j], &it.carried[j]);
   while (!st && it.iters < len) st = scan_step(c, n, body, a, axes, len, &it);
   if (!st) st = iter_results(c, n, &it, a->out_axes, a->out_rev, body);
   iter_free(&it);
@@ -396,7 +396,7 @@ static pr_status_t scan_core(pr_compile_t *c, pr_node_t *n, const scan_args_t *a
 
 static pr_status_t check_scan(const pr_mnode_t *m, int opset, char *err, size_t len) {
   const pr_model_t *b = graph_attr(m, "body");
-  int64_t n_in = pr_attr_int(m, "num_scan_inputs", 0);
+  int64_t n_in = pr__attr_int(m, "num_scan_inputs", 0);
   int nf = formal_inputs(m) - (opset < 9); /* Scan-8: sequence_lens first */
   if (!b) return bad(err, len, m, "needs a body graph");
   if (n_in < 1 || n_in > nf) return bad(err, len, m, "num_scan_inputs out of range");
@@ -405,14 +405,15 @@ static pr_status_t check_scan(const pr_mnode_t *m, int opset, char *err, size_t 
     return bad(err, len, m, "body inputs and outputs do not match the node's");
   const int64_t *v;
   int n_scan_out = b->n_outputs - n_state;
-  if ((pr_attr_ints(m, "scan_input_axes", &v) && pr_attr_ints(m, "scan_input_axes", &v) != n_in) ||
-      (pr_attr_ints(m, "scan_input_directions", &v) &&
-       pr_attr_ints(m, "scan_input_directions", &v) != n_in) ||
-      (pr_attr_ints(m, "directions", &v) && pr_attr_ints(m, "directions", &v) != n_in) ||
-      (pr_attr_ints(m, "scan_output_axes", &v) &&
-       pr_attr_ints(m, "scan_output_axes", &v) != n_scan_out) ||
-      (pr_attr_ints(m, "scan_output_directions", &v) &&
-       pr_attr_ints(m, "scan_output_directions", &v) != n_scan_out))
+  if ((pr__attr_ints(m, "scan_input_axes", &v) &&
+       pr__attr_ints(m, "scan_input_axes", &v) != n_in) ||
+      (pr__attr_ints(m, "scan_input_directions", &v) &&
+       pr__attr_ints(m, "scan_input_directions", &v) != n_in) ||
+      (pr__attr_ints(m, "directions", &v) && pr__attr_ints(m, "directions", &v) != n_in) ||
+      (pr__attr_ints(m, "scan_output_axes", &v) &&
+       pr__attr_ints(m, "scan_output_axes", &v) != n_scan_out) ||
+      (pr__attr_ints(m, "scan_output_directions", &v) &&
+       pr__attr_ints(m, "scan_output_directions", &v) != n_scan_out))
     return bad(err, len, m, "an axes or directions attribute of the wrong length");
   return PR_OK;
 }
@@ -421,16 +422,16 @@ static pr_status_t check_scan(const pr_mnode_t *m, int opset, char *err, size_t 
 static pr_status_t input_tensors(pr_compile_t *c, pr_node_t *n, int first, int count,
                                  pr_tensor_t *t) {
   for (int j = 0; j < count; j++) {
-    pr_value_t *v = pr_in(c, n, first + j);
-    if (!v) return pr_fail(c, n, PR_ERR_INVALID, "input %d is missing", first + j);
-    t[j] = pr_value_tensor(v);
+    pr_value_t *v = pr__in(c, n, first + j);
+    if (!v) return pr__fail(c, n, PR_ERR_INVALID, "input %d is missing", first + j);
+    t[j] = pr__value_tensor(v);
   }
   return PR_OK;
 }
 
 static const int64_t *ints_or_null(const pr_mnode_t *m, const char *name) {
   const int64_t *v = NULL;
-  return pr_attr_ints(m, name, &v) ? v : NULL;
+  return pr__attr_ints(m, name, &v) ? v : NULL;
 }
 
 /* Scan-8: per batch row, Scan-9 on the row's states and sequences (axis 0),
@@ -441,7 +442,7 @@ static pr_status_t infer_scan(pr_compile_t *c, pr_node_t *n) {
   pr_status_t st = need_all_const(c, n);
   if (st) return st;
   bool v8 = c->opset < 9;
-  int n_in = (int)pr_attr_int(n->m, "num_scan_inputs", 0);
+  int n_in = (int)pr__attr_int(n->m, "num_scan_inputs", 0);
   int nf = formal_inputs(n->m) - v8;
   scan_args_t a = {.n_state = nf - n_in, .n_in = n_in, .n_scan_out = n->n_out - (nf - n_in)};
   pr_tensor_t *t = calloc((size_t)nf + 1, sizeof *t);
@@ -457,7 +458,7 @@ static pr_status_t infer_scan(pr_compile_t *c, pr_node_t *n) {
     st = scan_core(c, n, &a);
   } else if (!st) {
     a.in_rev = ints_or_null(n->m, "directions");
-    st = a.in[0].rank < 2 ? pr_fail(c, n, PR_ERR_INVALID, "scan inputs need a batch axis")
+    st = a.in[0].rank < 2 ? pr__fail(c, n, PR_ERR_INVALID, "scan inputs need a batch axis")
                           : scan8_rows(c, n, &a, a.in[0].dims[0]);
   }
   free(t);
@@ -473,17 +474,17 @@ static pr_tensor_t row_of(const pr_tensor_t *t, int64_t b) {
 }
 
 static pr_status_t scan8_check(pr_compile_t *c, pr_node_t *n, const scan_args_t *a, int64_t batch) {
-  pr_value_t *sl = pr_in(c, n, 0);
+  pr_value_t *sl = pr__in(c, n, 0);
   for (int j = 0; j < a->n_state + a->n_in; j++) {
     const pr_tensor_t *t = j < a->n_state ? &a->state[j] : &a->in[j - a->n_state];
     if (t->rank < 1 || t->dims[0] != batch)
-      return pr_fail(c, n, PR_ERR_INVALID, "input %d lacks the batch axis", j + 1);
+      return pr__fail(c, n, PR_ERR_INVALID, "input %d lacks the batch axis", j + 1);
   }
   int64_t len = a->in[0].dims[1];
-  for (int64_t b = 0; sl && b < pr_value_numel(sl); b++) {
-    pr_tensor_t st = pr_value_tensor(sl);
+  for (int64_t b = 0; sl && b < pr__value_numel(sl); b++) {
+    pr_tensor_t st = pr__value_tensor(sl);
     if (st.dtype != PR_DTYPE_INT64 || ((const int64_t *)st.data)[b] != len)
-      return pr_fail(c, n, PR_ERR_UNSUPPORTED, "sequence_lens shorter than the sequence");
+      return pr__fail(c, n, PR_ERR_UNSUPPORTED, "sequence_lens shorter than the sequence");
   }
   return PR_OK;
 }
@@ -507,10 +508,10 @@ static pr_status_t scan8_rows(pr_compile_t *c, pr_node_t *n, scan_args_t *a, int
       for (int k = 0; k < n_out; k++) got[b * n_out + k] = r->t[k];
       r->n = 0;
     }
-    pr_results_destroy(n->state);
+    pr__results_destroy(n->state);
     n->state = NULL;
   }
-  pr_results_t *r = st ? NULL : pr_results_new(n_out);
+  pr_results_t *r = st ? NULL : pr__results_new(n_out);
   pr_tensor_t *sl = calloc((size_t)batch + 1, sizeof *sl);
   if (!st && (!r || !sl)) st = PR_ERR_NOMEM;
   for (int64_t b = 0; !st && b < batch; b++) pos[b] = b;
@@ -519,7 +520,7 @@ static pr_status_t scan8_rows(pr_compile_t *c, pr_node_t *n, scan_args_t *a, int
     st = stack_slices(sl, pos, batch, 0, &r->t[k]);
   }
   n->state = r;
-  if (!st) pr_results_shapes(c, n, r);
+  if (!st) pr__results_shapes(c, n, r);
   for (int64_t i = 0; got && i < batch * n_out; i++) pr_engine_tensor_free(&got[i]);
   free(rows);
   free(got);
@@ -528,13 +529,13 @@ static pr_status_t scan8_rows(pr_compile_t *c, pr_node_t *n, scan_args_t *a, int
   return st;
 }
 
-const pr_op_t pr_op_scan = {.name = "Scan",
-                            .attrs =
-                                "body,num_scan_inputs,scan_input_axes,scan_input_directions,"
-                                "scan_output_axes,scan_output_directions,directions",
-                            .min_opset = 8,
-                            .check = check_scan,
-                            .first_optional = true,
-                            .infer = infer_scan,
-                            .run = pr_results_run,
-                            .destroy = pr_results_destroy};
+const pr_op_t pr__op_scan = {.name = "Scan",
+                             .attrs =
+                                 "body,num_scan_inputs,scan_input_axes,scan_input_directions,"
+                                 "scan_output_axes,scan_output_directions,directions",
+                             .min_opset = 8,
+                             .check = check_scan,
+                             .first_optional = true,
+                             .infer = infer_scan,
+                             .run = pr__results_run,
+                             .destroy = pr__results_destroy};

@@ -26,10 +26,10 @@ typedef struct {
 
 static void destroy_conv(void *p) {
   conv_state_t *s = p;
-  pr_dnnl_prim_destroy(&s->conv);
-  pr_dnnl_prim_destroy(&s->w_reorder);
-  pr_dnnl_weights_release(s->w_buf, s->w_cache);
-  pr_free(s->bias);
+  pr__dnnl_prim_destroy(&s->conv);
+  pr__dnnl_prim_destroy(&s->w_reorder);
+  pr__dnnl_weights_release(s->w_buf, s->w_cache);
+  pr__free(s->bias);
   free(s);
 }
 
@@ -41,7 +41,7 @@ static pr_status_t bn_fold(pr_compile_t *c, pr_node_t *n, int64_t M, float *scal
   /* inputs: X, W[, B][, addend of a fused sum, always at index 3] */
   const pr_value_t *b =
       n->n_in > 2 && n->in[2] >= 0 && (!n->post.sum || n->n_in > 3) ? &c->v[n->in[2]] : NULL;
-  float eps = pr_attr_float(n->bn, "epsilon", 1e-5f);
+  float eps = pr__attr_float(n->bn, "epsilon", 1e-5f);
   for (int64_t m = 0; m < M; m++) {
     float s = g[m] / sqrtf(var[m] + eps);
     if (scale_out) scale_out[m] = s;
@@ -56,15 +56,15 @@ static pr_status_t prepare_weights(pr_compile_t *c, pr_node_t *n, conv_state_t *
                                    const dnnl_memory_desc_t *w_md) {
   const pr_value_t *w = &c->v[n->in[1]];
   int variant = n->bn != NULL;
-  if ((s->w_buf = pr_dnnl_weights_cached(c, n, variant, w_md, &s->w_cache))) return PR_OK;
+  if ((s->w_buf = pr__dnnl_weights_cached(c, n, variant, w_md, &s->w_cache))) return PR_OK;
   const void *src = w->data;
   float *folded = NULL;
   if (n->bn) {
-    int64_t M = w->dims[0], per = pr_value_numel(w) / M;
+    int64_t M = w->dims[0], per = pr__value_numel(w) / M;
     float *scale = malloc(sizeof(float) * (size_t)M);
-    folded = pr_aligned_alloc(w->nbytes);
+    folded = pr__aligned_alloc(w->nbytes);
     if (!scale || !folded) {
-      free(scale), pr_free(folded);
+      free(scale), pr__free(folded);
       return PR_ERR_NOMEM;
     }
     bn_fold(c, n, M, scale, NULL);
@@ -74,30 +74,30 @@ static pr_status_t prepare_weights(pr_compile_t *c, pr_node_t *n, conv_state_t *
     free(scale);
     src = folded;
   }
-  pr_status_t st = pr_dnnl_weights_make(c, n, variant, src, w_plain, w_md, &s->w_buf, &s->w_cache);
-  pr_free(folded);
+  pr_status_t st = pr__dnnl_weights_make(c, n, variant, src, w_plain, w_md, &s->w_buf, &s->w_cache);
+  pr__free(folded);
   return st;
 }
 
 /* Shared by Conv and the pooling ops: output size and pads from ONNX attributes. */
-pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, int sp,
-                           const int64_t *kernel, bool ceil_mode, int64_t *stride, int64_t *dil,
-                           int64_t *pad_l, int64_t *pad_r, int64_t *out_sp) {
+pr_status_t pr__window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, int sp,
+                            const int64_t *kernel, bool ceil_mode, int64_t *stride, int64_t *dil,
+                            int64_t *pad_l, int64_t *pad_r, int64_t *out_sp) {
   const int64_t *v;
   int cnt;
   for (int k = 0; k < sp; k++) stride[k] = 1, dil[k] = 1, pad_l[k] = 0, pad_r[k] = 0;
-  if ((cnt = pr_attr_ints(n->m, "strides", &v))) {
-    if (cnt != sp) return pr_fail(c, n, PR_ERR_INVALID, "strides needs %d entries", sp);
+  if ((cnt = pr__attr_ints(n->m, "strides", &v))) {
+    if (cnt != sp) return pr__fail(c, n, PR_ERR_INVALID, "strides needs %d entries", sp);
     for (int k = 0; k < sp; k++) stride[k] = v[k];
   }
-  if ((cnt = pr_attr_ints(n->m, "dilations", &v))) {
-    if (cnt != sp) return pr_fail(c, n, PR_ERR_INVALID, "dilations needs %d entries", sp);
+  if ((cnt = pr__attr_ints(n->m, "dilations", &v))) {
+    if (cnt != sp) return pr__fail(c, n, PR_ERR_INVALID, "dilations needs %d entries", sp);
     for (int k = 0; k < sp; k++) dil[k] = v[k];
   }
-  const char *ap = pr_attr_string(n->m, "auto_pad", "NOTSET");
+  const char *ap = pr__attr_string(n->m, "auto_pad", "NOTSET");
   bool explicit_pads = false;
-  if ((cnt = pr_attr_ints(n->m, "pads", &v))) {
-    if (cnt != 2 * sp) return pr_fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * sp);
+  if ((cnt = pr__attr_ints(n->m, "pads", &v))) {
+    if (cnt != 2 * sp) return pr__fail(c, n, PR_ERR_INVALID, "pads needs %d entries", 2 * sp);
     for (int k = 0; k < sp; k++) pad_l[k] = v[k], pad_r[k] = v[k + sp];
     explicit_pads = true;
   }
@@ -105,7 +105,7 @@ pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, 
     for (int k = 0; k < sp; k++) pad_l[k] += n->pad_add[k], pad_r[k] += n->pad_add[k + sp];
   for (int k = 0; k < sp; k++) {
     if (stride[k] < 1 || dil[k] < 1 || kernel[k] < 1 || pad_l[k] < 0 || pad_r[k] < 0)
-      return pr_fail(c, n, PR_ERR_INVALID, "bad kernel, stride, dilation or pad");
+      return pr__fail(c, n, PR_ERR_INVALID, "bad kernel, stride, dilation or pad");
     int64_t ext = (kernel[k] - 1) * dil[k] + 1;
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
       int64_t out = (in_sp[k] + stride[k] - 1) / stride[k];
@@ -121,11 +121,11 @@ pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, 
     if (!strcmp(ap, "VALID")) {
       pad_l[k] = pad_r[k] = 0;
     } else if (strcmp(ap, "NOTSET")) {
-      return pr_fail(c, n, PR_ERR_INVALID, "auto_pad '%s'", ap);
+      return pr__fail(c, n, PR_ERR_INVALID, "auto_pad '%s'", ap);
     }
     (void)explicit_pads;
     int64_t span = in_sp[k] + pad_l[k] + pad_r[k] - ext;
-    if (span < 0) return pr_fail(c, n, PR_ERR_INVALID, "window larger than the padded input");
+    if (span < 0) return pr__fail(c, n, PR_ERR_INVALID, "window larger than the padded input");
     int64_t out = (ceil_mode ? (span + stride[k] - 1) / stride[k] : span / stride[k]) + 1;
     /* ceil mode: the last window must start inside the input or left pad */
     if (ceil_mode && (out - 1) * stride[k] >= in_sp[k] + pad_l[k]) out--;
@@ -138,27 +138,27 @@ pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, 
 }
 
 static pr_status_t conv_geom(pr_compile_t *c, pr_node_t *n, conv_geom_t *g, int64_t *out_sp) {
-  pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1);
+  pr_value_t *x = pr__in(c, n, 0), *w = pr__in(c, n, 1);
   g->sp = x->rank - 2;
-  g->group = pr_attr_int(n->m, "group", 1);
+  g->group = pr__attr_int(n->m, "group", 1);
   const int64_t *ks;
-  int cnt = pr_attr_ints(n->m, "kernel_shape", &ks);
+  int cnt = pr__attr_ints(n->m, "kernel_shape", &ks);
   for (int k = 0; k < g->sp; k++) g->kernel[k] = w->dims[k + 2];
   if (cnt) {
-    if (cnt != g->sp) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape needs %d entries", g->sp);
+    if (cnt != g->sp) return pr__fail(c, n, PR_ERR_INVALID, "kernel_shape needs %d entries", g->sp);
     for (int k = 0; k < g->sp; k++)
       if (ks[k] != g->kernel[k])
-        return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape differs from W");
+        return pr__fail(c, n, PR_ERR_INVALID, "kernel_shape differs from W");
   }
-  return pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, false, g->stride, g->dil, g->pad_l,
-                        g->pad_r, out_sp);
+  return pr__window_geom(c, n, x->dims + 2, g->sp, g->kernel, false, g->stride, g->dil, g->pad_l,
+                         g->pad_r, out_sp);
 }
 
-bool pr_conv_window_in_padding(pr_compile_t *c, pr_node_t *n) {
+bool pr__conv_window_in_padding(pr_compile_t *c, pr_node_t *n) {
   conv_geom_t g;
   int64_t out_sp[3];
   if (conv_geom(c, n, &g, out_sp)) return true; /* infer took it: cannot happen */
-  const pr_value_t *x = pr_in(c, n, 0);
+  const pr_value_t *x = pr__in(c, n, 0);
   for (int k = 0; k < g.sp; k++)
     for (int64_t o = 0; o < out_sp[k]; o++) {
       bool reads_input = false;
@@ -172,25 +172,25 @@ bool pr_conv_window_in_padding(pr_compile_t *c, pr_node_t *n) {
 }
 
 static pr_status_t infer_conv(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1), *b = pr_in(c, n, 2);
-  if (!x || !w) return pr_fail(c, n, PR_ERR_INVALID, "needs X and W");
+  pr_value_t *x = pr__in(c, n, 0), *w = pr__in(c, n, 1), *b = pr__in(c, n, 2);
+  if (!x || !w) return pr__fail(c, n, PR_ERR_INVALID, "needs X and W");
   if (x->dtype != PR_DTYPE_FLOAT || w->dtype != PR_DTYPE_FLOAT || (b && b->dtype != PR_DTYPE_FLOAT))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT convolution");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT convolution");
   if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions, W of the same rank");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions, W of the same rank");
   conv_geom_t g;
   int64_t out_sp[3];
   pr_status_t st = conv_geom(c, n, &g, out_sp);
   if (st) return st;
   int64_t C = x->dims[1], M = w->dims[0];
   if (g.group < 1 || C % g.group || M % g.group || w->dims[1] != C / g.group)
-    return pr_fail(c, n, PR_ERR_INVALID, "channels (%lld in, W %lldx%lld) do not match group %lld",
-                   (long long)C, (long long)M, (long long)w->dims[1], (long long)g.group);
+    return pr__fail(c, n, PR_ERR_INVALID, "channels (%lld in, W %lldx%lld) do not match group %lld",
+                    (long long)C, (long long)M, (long long)w->dims[1], (long long)g.group);
   if (b && (b->rank != 1 || b->dims[0] != M))
-    return pr_fail(c, n, PR_ERR_INVALID, "B must have %lld elements", (long long)M);
+    return pr__fail(c, n, PR_ERR_INVALID, "B must have %lld elements", (long long)M);
   int64_t d[5] = {x->dims[0], M};
   for (int k = 0; k < g.sp; k++) d[k + 2] = out_sp[k];
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, x->rank, d);
+  pr__value_set_shape(pr__out(c, n, 0), PR_DTYPE_FLOAT, x->rank, d);
   return PR_OK;
 }
 
@@ -211,7 +211,7 @@ static dnnl_format_tag_t act_tag(int block, int rank, int64_t channels) {
 static pr_status_t conv_pd_with(pr_compile_t *c, pr_node_t *n, const conv_geom_t *g,
                                 const dnnl_memory_desc_t *b_md, dnnl_memory_desc_t *w_plain,
                                 dnnl_primitive_desc_t *pd, int block) {
-  pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 1), *o = pr_out(c, n, 0);
+  pr_value_t *x = pr__in(c, n, 0), *w = pr__in(c, n, 1), *o = pr__out(c, n, 0);
   int rank = x->rank;
   dnnl_dims_t xd, od, wd, strides, dil, pl, pr_;
   dims_of(x, xd);
@@ -255,11 +255,11 @@ static pr_status_t conv_pd_with(pr_compile_t *c, pr_node_t *n, const conv_geom_t
                                                      dnnl_convolution_direct, &x_any, &w_any, b_md,
                                                      &o_any, strides, dil, pl, pr_));
   dnnl_primitive_attr_t attr;
-  pr_status_t st = pr_dnnl_post_attr(c, n, &attr);
+  pr_status_t st = pr__dnnl_post_attr(c, n, &attr);
   if (st) return st;
   dnnl_status_t ds = dnnl_primitive_desc_create(pd, &cd, attr, c->engine, NULL);
   dnnl_primitive_attr_destroy(attr);
-  if (ds != dnnl_success) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN kernel (%d)", ds);
+  if (ds != dnnl_success) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN kernel (%d)", ds);
   return PR_OK;
 }
 
@@ -288,11 +288,11 @@ static pr_status_t create_conv_pd(pr_compile_t *c, pr_node_t *n, const conv_geom
 static pr_status_t prepare_conv_weights(pr_compile_t *c, pr_node_t *n, conv_state_t *s,
                                         const dnnl_memory_desc_t *w_plain,
                                         const dnnl_memory_desc_t *w_md) {
-  if (pr_in(c, n, 1)->is_const) return prepare_weights(c, n, s, w_plain, w_md);
+  if (pr__in(c, n, 1)->is_const) return prepare_weights(c, n, s, w_plain, w_md);
   if (n->bn)
-    return pr_fail(c, n, PR_ERR_INTERNAL, "BatchNormalization folded into dynamic weights");
+    return pr__fail(c, n, PR_ERR_INTERNAL, "BatchNormalization folded into dynamic weights");
   s->w_dynamic = true;
-  return pr_dnnl_weights_dynamic(c, n, 1, w_plain, w_md, &s->w_reorder, &s->w_buf);
+  return pr__dnnl_weights_dynamic(c, n, 1, w_plain, w_md, &s->w_reorder, &s->w_buf);
 }
 
 static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
@@ -300,11 +300,11 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
   s->sum_in = n->post.sum ? n->n_in - 1 : -1;
-  pr_value_t *w = pr_in(c, n, 1), *o = pr_out(c, n, 0);
-  pr_value_t *b = n->n_in > 2 && s->sum_in != 2 ? pr_in(c, n, 2) : NULL;
+  pr_value_t *w = pr__in(c, n, 1), *o = pr__out(c, n, 0);
+  pr_value_t *b = n->n_in > 2 && s->sum_in != 2 ? pr__in(c, n, 2) : NULL;
   int64_t M = w->dims[0];
   if (n->bn) {
-    if (!(s->bias = pr_aligned_alloc(sizeof(float) * (size_t)M))) return PR_ERR_NOMEM;
+    if (!(s->bias = pr__aligned_alloc(sizeof(float) * (size_t)M))) return PR_ERR_NOMEM;
     bn_fold(c, n, M, NULL, s->bias);
   }
   conv_geom_t g;
@@ -321,25 +321,25 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
   dnnl_memory_desc_t src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
   dnnl_memory_desc_t w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-  if ((st = pr_dnnl_prim_init(c, n, &s->conv, pd))) return st;
+  if ((st = pr__dnnl_prim_init(c, n, &s->conv, pd))) return st;
   /* o stays valid across the reorder: the value array does not move while
    * preparing (graph.h) */
-  if ((st = pr_require_md(c, n, 0, &src_md))) return st;
+  if ((st = pr__require_md(c, n, 0, &src_md))) return st;
   o->md = dst_md;
-  pr_plain_md(o, &plain);
+  pr__plain_md(o, &plain);
   o->opaque = !dnnl_memory_desc_equal(&dst_md, &plain);
   o->nbytes = dnnl_memory_desc_get_size(&dst_md);
-  if (s->sum_in >= 0 && (st = pr_require_md(c, n, s->sum_in, &dst_md))) return st;
+  if (s->sum_in >= 0 && (st = pr__require_md(c, n, s->sum_in, &dst_md))) return st;
   if ((st = prepare_conv_weights(c, n, s, &w_plain, &w_md))) return st;
-  pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_SRC, n->in[0], NULL, &src_md);
-  pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
+  pr__dnnl_prim_add_arg(&s->conv, DNNL_ARG_SRC, n->in[0], NULL, &src_md);
+  pr__dnnl_prim_add_arg(&s->conv, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
   if (n->bn)
-    pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, -1, s->bias, &b_md);
+    pr__dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, -1, s->bias, &b_md);
   else if (b)
-    pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
-  pr_dnnl_prim_add_arg(&s->conv, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
+    pr__dnnl_prim_add_arg(&s->conv, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
+  pr__dnnl_prim_add_arg(&s->conv, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
   /* the input (after the reorder: the same shape) */
-  double macs = (double)pr_value_numel(o) * (double)(pr_in(c, n, 0)->dims[1] / g.group);
+  double macs = (double)pr__value_numel(o) * (double)(pr__in(c, n, 0)->dims[1] / g.group);
   for (int k = 0; k < g.sp; k++) macs *= (double)g.kernel[k];
   n->flops = 2 * macs;
   return PR_OK;
@@ -347,17 +347,17 @@ static pr_status_t prepare_conv(pr_compile_t *c, pr_node_t *n) {
 
 static void run_conv(pr_exec_t *x, pr_node_t *n) {
   conv_state_t *s = n->state;
-  if (s->w_dynamic) pr_dnnl_prim_run(x, &s->w_reorder);
-  if (s->sum_in >= 0) pr_dnnl_sum_addend(x, n, s->sum_in);
-  pr_dnnl_prim_run(x, &s->conv);
+  if (s->w_dynamic) pr__dnnl_prim_run(x, &s->w_reorder);
+  if (s->sum_in >= 0) pr__dnnl_sum_addend(x, n, s->sum_in);
+  pr__dnnl_prim_run(x, &s->conv);
 }
 
-const pr_op_t pr_op_conv = {.name = "Conv",
-                            .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides",
-                            .min_opset = 1,
-                            .max_inputs = 3,
-                            .infer = infer_conv,
-                            .prepare = prepare_conv,
-                            .run = run_conv,
-                            .destroy = destroy_conv,
-                            .accepts_opaque = true};
+const pr_op_t pr__op_conv = {.name = "Conv",
+                             .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides",
+                             .min_opset = 1,
+                             .max_inputs = 3,
+                             .infer = infer_conv,
+                             .prepare = prepare_conv,
+                             .run = run_conv,
+                             .destroy = destroy_conv,
+                             .accepts_opaque = true};

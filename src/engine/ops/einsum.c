@@ -70,27 +70,27 @@ static const char *parse_term(const char *p, term_t *t) {
 /* The equation's terms: one per input, and the output term when explicit. */
 static pr_status_t parse_equation(pr_compile_t *c, pr_node_t *n, term_t *in, term_t *out,
                                   bool *explicit_out) {
-  const char *eq = pr_attr_string(n->m, "equation", NULL);
-  if (!eq) return pr_fail(c, n, PR_ERR_INVALID, "needs an equation");
+  const char *eq = pr__attr_string(n->m, "equation", NULL);
+  if (!eq) return pr__fail(c, n, PR_ERR_INVALID, "needs an equation");
   if (n->n_in < 1 || n->n_in > EIN_MAX_IN)
-    return pr_fail(c, n, PR_ERR_INVALID, "%d inputs", n->n_in);
+    return pr__fail(c, n, PR_ERR_INVALID, "%d inputs", n->n_in);
   const char *p = eq;
   int k = 0;
   for (;; k++) {
-    if (k >= n->n_in) return pr_fail(c, n, PR_ERR_INVALID, "more terms than inputs");
-    if (!(p = parse_term(p, &in[k]))) return pr_fail(c, n, PR_ERR_INVALID, "bad equation");
+    if (k >= n->n_in) return pr__fail(c, n, PR_ERR_INVALID, "more terms than inputs");
+    if (!(p = parse_term(p, &in[k]))) return pr__fail(c, n, PR_ERR_INVALID, "bad equation");
     if (*p != ',') break;
     p++;
   }
-  if (k + 1 != n->n_in) return pr_fail(c, n, PR_ERR_INVALID, "terms and inputs differ");
+  if (k + 1 != n->n_in) return pr__fail(c, n, PR_ERR_INVALID, "terms and inputs differ");
   *explicit_out = false;
   if (*p == '-') {
-    if (p[1] != '>') return pr_fail(c, n, PR_ERR_INVALID, "bad equation");
+    if (p[1] != '>') return pr__fail(c, n, PR_ERR_INVALID, "bad equation");
     if (!(p = parse_term(p + 2, out)) || *p)
-      return pr_fail(c, n, PR_ERR_INVALID, "bad output term");
+      return pr__fail(c, n, PR_ERR_INVALID, "bad output term");
     *explicit_out = true;
   } else if (*p) {
-    return pr_fail(c, n, PR_ERR_INVALID, "bad equation");
+    return pr__fail(c, n, PR_ERR_INVALID, "bad equation");
   }
 
   return PR_OK;
@@ -106,16 +106,16 @@ static pr_status_t label_extents(pr_compile_t *c, pr_node_t *n, const term_t *in
   for (int l = 0; l < EIN_LABELS; l++) count[l] = 0;
   for (int l = 0; l < EIN_LABELS; l++) ext[l] = -1;
   for (int k = 0; k < n->n_in; k++) {
-    pr_value_t *v = pr_in(c, n, k);
-    if (!v || !pr_dtype_size(v->dtype) || v->dtype != pr_in(c, n, 0)->dtype)
-      return pr_fail(c, n, PR_ERR_INVALID, "inputs must share one element type");
+    pr_value_t *v = pr__in(c, n, k);
+    if (!v || !pr_dtype_size(v->dtype) || v->dtype != pr__in(c, n, 0)->dtype)
+      return pr__fail(c, n, PR_ERR_INVALID, "inputs must share one element type");
     int letters = in[k].n - (in[k].ellipsis ? 1 : 0), e = v->rank - letters;
     if (e < 0 || (!in[k].ellipsis && e != 0))
-      return pr_fail(c, n, PR_ERR_INVALID, "term %d does not match input rank %d", k, v->rank);
+      return pr__fail(c, n, PR_ERR_INVALID, "term %d does not match input rank %d", k, v->rank);
     if (e > ell) ell = e;
   }
   for (int k = 0; k < n->n_in; k++) {
-    pr_value_t *v = pr_in(c, n, k);
+    pr_value_t *v = pr__in(c, n, k);
     int letters = in[k].n - (in[k].ellipsis ? 1 : 0), e = v->rank - letters, ax = 0;
     memset(pl->stride[k], 0, sizeof pl->stride[k]);
     int64_t st[PR_MAX_RANK], acc = 1;
@@ -133,8 +133,8 @@ static pr_status_t label_extents(pr_compile_t *c, pr_node_t *n, const term_t *in
         if (ext[l] < 0 || (is_ell && ext[l] == 1))
           ext[l] = d;
         else if (d != ext[l] && !(is_ell && d == 1))
-          return pr_fail(c, n, PR_ERR_INVALID, "subscript %d has extents %lld and %lld", l,
-                         (long long)ext[l], (long long)d);
+          return pr__fail(c, n, PR_ERR_INVALID, "subscript %d has extents %lld and %lld", l,
+                          (long long)ext[l], (long long)d);
         if (!(is_ell && d == 1 && ext[l] != 1)) pl->stride[k][l] += st[ax];
         count[l]++;
       }
@@ -142,7 +142,7 @@ static pr_status_t label_extents(pr_compile_t *c, pr_node_t *n, const term_t *in
   }
   /* a broadcast ellipsis axis (extent 1 here, more elsewhere) reads index 0 */
   for (int k = 0; k < n->n_in; k++) {
-    pr_value_t *v = pr_in(c, n, k);
+    pr_value_t *v = pr__in(c, n, k);
     int letters = in[k].n - (in[k].ellipsis ? 1 : 0), e = v->rank - letters;
     int first = -1;
     for (int t = 0; t < in[k].n; t++)
@@ -174,7 +174,7 @@ static pr_status_t output_labels(pr_compile_t *c, pr_node_t *n, const term_t *ou
       }
       int l = out->lab[t];
       if (ext[l] < 0 || in_out[l])
-        return pr_fail(c, n, PR_ERR_INVALID, "output subscript not in the inputs or repeated");
+        return pr__fail(c, n, PR_ERR_INVALID, "output subscript not in the inputs or repeated");
       olab[no++] = l;
       in_out[l] = true;
     }
@@ -184,7 +184,7 @@ static pr_status_t output_labels(pr_compile_t *c, pr_node_t *n, const term_t *ou
     for (int l = 0; l < EIN_LETTERS; l++)
       if (count[l] == 1) olab[no++] = l, in_out[l] = true;
   }
-  if (no > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output rank %d", no);
+  if (no > PR_MAX_RANK) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "output rank %d", no);
   *no_out = no;
   return PR_OK;
 }
@@ -228,10 +228,10 @@ static pr_status_t infer_einsum(pr_compile_t *c, pr_node_t *n) {
   int64_t od[EIN_LABELS];
   pr_status_t st = einsum_plan(c, n, &pl, od);
   if (st) return st;
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   if (a->dtype == PR_DTYPE_BOOL || a->dtype == PR_DTYPE_STRING)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, pl.n_out, od);
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, pl.n_out, od);
   return PR_OK;
 }
 
@@ -251,7 +251,7 @@ static void store(void *p, pr_dtype_t t, int64_t i, double d, uint64_t u) {
   switch (t) {
     case PR_DTYPE_FLOAT: ((float *)p)[i] = (float)d; break;
     case PR_DTYPE_DOUBLE: ((double *)p)[i] = d; break;
-    case PR_DTYPE_FLOAT16: ((uint16_t *)p)[i] = pr_float_to_half((float)d); break;
+    case PR_DTYPE_FLOAT16: ((uint16_t *)p)[i] = pr__float_to_half((float)d); break;
     case PR_DTYPE_INT8:
     case PR_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)u; break;
     case PR_DTYPE_INT16:
@@ -268,7 +268,7 @@ static void run_einsum(pr_exec_t *x, pr_node_t *n) {
   pr_dtype_t t = o->dtype;
   bool fl = is_float_type(t);
   const void *src[EIN_MAX_IN];
-  for (int k = 0; k < pl->n_in; k++) src[k] = pr_xin(x, n, k);
+  for (int k = 0; k < pl->n_in; k++) src[k] = pr__xin(x, n, k);
   int no = pl->n_out, nl = pl->n_labels, nin = pl->n_in;
 #pragma omp parallel for num_threads(x->threads) if (pl->out_numel * pl->sum_numel * nin >= \
                                                      PR_PAR_MIN)
@@ -285,11 +285,11 @@ static void run_einsum(pr_exec_t *x, pr_node_t *n) {
     for (int64_t s = 0; s < pl->sum_numel; s++) {
       if (fl) {
         double p = 1;
-        for (int k = 0; k < nin; k++) p *= pr_load_double(src[k], t, off[k]);
+        for (int k = 0; k < nin; k++) p *= pr__load_double(src[k], t, off[k]);
         sd += p;
       } else {
         uint64_t p = 1;
-        for (int k = 0; k < nin; k++) p *= (uint64_t)pr_load_int64(src[k], t, off[k]);
+        for (int k = 0; k < nin; k++) p *= (uint64_t)pr__load_int64(src[k], t, off[k]);
         su += p;
       }
       /* odometer over the summed labels */
@@ -306,11 +306,11 @@ static void run_einsum(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_einsum = {.name = "Einsum",
-                              .attrs = "equation",
-                              .min_opset = 12,
-                              .max_inputs = EIN_MAX_IN,
-                              .infer = infer_einsum,
-                              .prepare = prepare_einsum,
-                              .run = run_einsum,
-                              .destroy = free};
+const pr_op_t pr__op_einsum = {.name = "Einsum",
+                               .attrs = "equation",
+                               .min_opset = 12,
+                               .max_inputs = EIN_MAX_IN,
+                               .infer = infer_einsum,
+                               .prepare = prepare_einsum,
+                               .run = run_einsum,
+                               .destroy = free};

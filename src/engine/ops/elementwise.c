@@ -104,11 +104,11 @@ static bool unary_type_ok(pr_dtype_t t, unary_types_t set) {
 }
 
 static pr_status_t infer_unary_types(pr_compile_t *c, pr_node_t *n, unary_types_t set) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   pr_dtype_t t = a ? a->dtype : PR_DTYPE_UNDEFINED;
   if (!unary_type_ok(t, set))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(t));
-  return pr_shape_same(c, n);
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(t));
+  return pr__shape_same(c, n);
 }
 static pr_status_t infer_real_same(pr_compile_t *c, pr_node_t *n) {
   return infer_unary_types(c, n, TYPES_REAL);
@@ -127,7 +127,7 @@ static inline float clamp01f(float y) {
 /* x * tanh(softplus(x)) = x * n / (n + 2) with n = e^x (e^x + 2); past
  * x = 15 the ratio is 1 in float */
 static inline float mishf(float x) {
-  float e = pr_expf(x), nn = e * (e + 2.f);
+  float e = pr__expf(x), nn = e * (e + 2.f);
   return x > 15.f ? x : x * nn / (nn + 2.f);
 }
 
@@ -147,22 +147,22 @@ static inline __attribute__((always_inline)) float apply_unary(unary_kind_t k, f
   switch (k) {
     case U_RELU: return x > 0 ? x : 0;
     case U_LEAKY: return x >= 0 ? x : alpha * x;
-    case U_SIGMOID: return pr_sigmoidf(x);
-    case U_SILU: return x * pr_sigmoidf(x);
-    case U_TANH: return pr_tanhf(x);
+    case U_SIGMOID: return pr__sigmoidf(x);
+    case U_SILU: return x * pr__sigmoidf(x);
+    case U_TANH: return pr__tanhf(x);
     case U_HSIGMOID: return clamp01f(alpha * x + beta);
     case U_HSWISH: return x * clamp01f(x / 6.f + 0.5f);
     case U_CLIP: return clip_max_min(x, alpha, beta);
     case U_SQRT: return sqrtf(x);
-    case U_ERF: return pr_erff(x);
-    case U_EXP: return pr_expf(x);
+    case U_ERF: return pr__erff(x);
+    case U_EXP: return pr__expf(x);
     case U_LOG: return logf(x);
     case U_NEG: return -x;
     case U_ABS: return fabsf(x);
     case U_RECIP: return 1.f / x;
-    case U_GELU_ERF: return 0.5f * x * (1.f + pr_erff(x * 0.70710678118654752f));
+    case U_GELU_ERF: return 0.5f * x * (1.f + pr__erff(x * 0.70710678118654752f));
     case U_GELU_TANH:
-      return 0.5f * x * (1.f + pr_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+      return 0.5f * x * (1.f + pr__tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case U_SIN: return sinf(x);
     case U_COS: return cosf(x);
     case U_TAN: return tanf(x);
@@ -178,12 +178,12 @@ static inline __attribute__((always_inline)) float apply_unary(unary_kind_t k, f
     case U_CEIL: return ceilf(x);
     case U_ROUND: return rintf(x); /* the default rounding mode: half to even */
     case U_SIGN: return x > 0 ? 1.f : x < 0 ? -1.f : x; /* 0 and NaN stay */
-    case U_ELU: return x >= 0 ? x : alpha * pr_expm1f(x);
-    case U_SELU: return x > 0 ? beta * x : beta * alpha * pr_expm1f(x);
-    case U_CELU: return x > 0 ? x : alpha * pr_expm1f(x / alpha);
+    case U_ELU: return x >= 0 ? x : alpha * pr__expm1f(x);
+    case U_SELU: return x > 0 ? beta * x : beta * alpha * pr__expm1f(x);
+    case U_CELU: return x > 0 ? x : alpha * pr__expm1f(x / alpha);
     case U_THRELU: return x > alpha ? x : 0.f;
     case U_SHRINK: return x < -alpha ? x + beta : x > alpha ? x - beta : 0.f;
-    case U_SOFTPLUS: return (x > 0 ? x : 0.f) + log1pf(pr_expf(-fabsf(x)));
+    case U_SOFTPLUS: return (x > 0 ? x : 0.f) + log1pf(pr__expf(-fabsf(x)));
     case U_SOFTSIGN: return x / (1.f + fabsf(x));
     case U_MISH: return mishf(x);
   }
@@ -265,20 +265,20 @@ static inline double apply_unary_d(unary_kind_t k, double x, double alpha, doubl
       default: break;                                                                  \
     }                                                                                  \
   }
-#define SAT_I8(d) pr_sat_int(d, INT8_MIN, INT8_MAX)
-#define SAT_I16(d) pr_sat_int(d, INT16_MIN, INT16_MAX)
-#define SAT_I32(d) pr_sat_int(d, INT32_MIN, INT32_MAX)
-#define SAT_U8(d) pr_sat_int(d, 0, UINT8_MAX)
-#define SAT_U16(d) pr_sat_int(d, 0, UINT16_MAX)
-#define SAT_U32(d) pr_sat_int(d, 0, UINT32_MAX)
-UNARY_INT(i8, int8_t, pr_i8_neg, pr_i8_abs, SIGN_I, SAT_I8)
-UNARY_INT(i16, int16_t, pr_i16_neg, pr_i16_abs, SIGN_I, SAT_I16)
-UNARY_INT(i32, int32_t, pr_i32_neg, pr_i32_abs, SIGN_I, SAT_I32)
-UNARY_INT(i64, int64_t, pr_i64_neg, pr_i64_abs, SIGN_I, pr_sat_i64)
+#define SAT_I8(d) pr__sat_int(d, INT8_MIN, INT8_MAX)
+#define SAT_I16(d) pr__sat_int(d, INT16_MIN, INT16_MAX)
+#define SAT_I32(d) pr__sat_int(d, INT32_MIN, INT32_MAX)
+#define SAT_U8(d) pr__sat_int(d, 0, UINT8_MAX)
+#define SAT_U16(d) pr__sat_int(d, 0, UINT16_MAX)
+#define SAT_U32(d) pr__sat_int(d, 0, UINT32_MAX)
+UNARY_INT(i8, int8_t, pr__i8_neg, pr__i8_abs, SIGN_I, SAT_I8)
+UNARY_INT(i16, int16_t, pr__i16_neg, pr__i16_abs, SIGN_I, SAT_I16)
+UNARY_INT(i32, int32_t, pr__i32_neg, pr__i32_abs, SIGN_I, SAT_I32)
+UNARY_INT(i64, int64_t, pr__i64_neg, pr__i64_abs, SIGN_I, pr__sat_i64)
 UNARY_INT(u8, uint8_t, NEG_U, ABS_U, SIGN_U, SAT_U8)
 UNARY_INT(u16, uint16_t, NEG_U, ABS_U, SIGN_U, SAT_U16)
 UNARY_INT(u32, uint32_t, NEG_U, ABS_U, SIGN_U, SAT_U32)
-UNARY_INT(u64, uint64_t, NEG_U, ABS_U, SIGN_U, pr_sat_u64)
+UNARY_INT(u64, uint64_t, NEG_U, ABS_U, SIGN_U, pr__sat_u64)
 // clang-format on
 
 /* float kernel over a span (no threads): the float16 path's inner loop */
@@ -303,9 +303,9 @@ static void run_unary_f16(const unary_state_t *s, const uint16_t *a, uint16_t *o
   for (int64_t b = 0; b < blocks; b++) {
     float buf[256];
     int64_t off = b * 256, m = len - off < 256 ? len - off : 256;
-    for (int64_t i = 0; i < m; i++) buf[i] = pr_half_to_float(a[off + i]);
+    for (int64_t i = 0; i < m; i++) buf[i] = pr__half_to_float(a[off + i]);
     unary_f32_span(s, buf, buf, m);
-    for (int64_t i = 0; i < m; i++) o[off + i] = pr_float_to_half(buf[i]);
+    for (int64_t i = 0; i < m; i++) o[off + i] = pr__float_to_half(buf[i]);
   }
 }
 
@@ -327,7 +327,7 @@ static void run_unary_f64(const unary_state_t *s, const double *a, double *o, in
 
 /* every type but float */
 static void run_unary_typed(const unary_state_t *s, const pr_value_t *in, void *o, int threads) {
-  int64_t len = pr_value_numel(in);
+  int64_t len = pr__value_numel(in);
   switch (in->dtype) {
     case PR_DTYPE_DOUBLE: run_unary_f64(s, in->ptr, o, len, threads); break;
     case PR_DTYPE_FLOAT16: run_unary_f16(s, in->ptr, o, len, threads); break;
@@ -346,11 +346,11 @@ static void run_unary_typed(const unary_state_t *s, const pr_value_t *in, void *
 static void run_unary_state(pr_exec_t *x, pr_node_t *n, const unary_state_t *s) {
   const pr_value_t *in = &x->v[n->in[0]];
   if (in->dtype != PR_DTYPE_FLOAT) {
-    run_unary_typed(s, in, pr_xout(x, n, 0), x->threads);
+    run_unary_typed(s, in, pr__xout(x, n, 0), x->threads);
     return;
   }
   const float *a = in->ptr;
-  float *o = pr_xout(x, n, 0);
+  float *o = pr__xout(x, n, 0);
   int64_t len = (int64_t)(in->nbytes / sizeof(float));
   float alpha = (float)s->alpha, beta = (float)s->beta;
   /* one loop per kind, so each is a plain SIMD loop (_Pragma needs its
@@ -374,7 +374,7 @@ static void run_unary(pr_exec_t *x, pr_node_t *n) {
 
 /* output 0 in input 0's layout */
 static void unary_out_like_in(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *in = pr_in(c, n, 0), *out = pr_out(c, n, 0);
+  pr_value_t *in = pr__in(c, n, 0), *out = pr__out(c, n, 0);
   out->opaque = in->opaque;
   out->md = in->md;
   out->nbytes = in->nbytes;
@@ -397,16 +397,16 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
  * alpha and beta (expressions of node n), whether it takes an opaque layout
  * (f(0) finite, so the padding of a blocked layout may go through f), its
  * shape function, first opset. Expanded twice: the ops, and the table
- * pr_unary_eval reads. Relu, Neg and Abs take integers too; Gelu, Clip
+ * pr__unary_eval reads. Relu, Neg and Abs take integers too; Gelu, Clip
  * below. */
-#define ALPHA(def) pr_attr_float(n->m, "alpha", def)
+#define ALPHA(def) pr__attr_float(n->m, "alpha", def)
 // clang-format off
 #define UNARY_OPS(X) \
   X(relu, "Relu", U_RELU, "", 0, 0, true, infer_signed_same, 1) \
   X(leaky_relu, "LeakyRelu", U_LEAKY, "alpha", ALPHA(0.01f), 0, true, infer_real_same, 1) \
   X(sigmoid, "Sigmoid", U_SIGMOID, "", 0, 0, true, infer_real_same, 1) \
   X(tanh, "Tanh", U_TANH, "", 0, 0, true, infer_real_same, 1) \
-  X(hard_sigmoid, "HardSigmoid", U_HSIGMOID, "alpha,beta", ALPHA(0.2f), pr_attr_float(n->m, "beta", 0.5f), true, infer_real_same, 1) \
+  X(hard_sigmoid, "HardSigmoid", U_HSIGMOID, "alpha,beta", ALPHA(0.2f), pr__attr_float(n->m, "beta", 0.5f), true, infer_real_same, 1) \
   X(hard_swish, "HardSwish", U_HSWISH, "", 0, 0, true, infer_real_same, 1) \
   X(sqrt, "Sqrt", U_SQRT, "", 0, 0, true, infer_real_same, 1) \
   X(erf, "Erf", U_ERF, "", 0, 0, true, infer_real_same, 1) \
@@ -434,10 +434,10 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
   X(round, "Round", U_ROUND, "", 0, 0, false, infer_real_same, 11) \
   X(sign, "Sign", U_SIGN, "", 0, 0, false, infer_numeric_same, 9) \
   X(elu, "Elu", U_ELU, "alpha", ALPHA(1.f), 0, true, infer_real_same, 1) \
-  X(selu, "Selu", U_SELU, "alpha,gamma", ALPHA(1.67326319217681884765625f), pr_attr_float(n->m, "gamma", 1.05070102214813232421875f), true, infer_real_same, 1) \
+  X(selu, "Selu", U_SELU, "alpha,gamma", ALPHA(1.67326319217681884765625f), pr__attr_float(n->m, "gamma", 1.05070102214813232421875f), true, infer_real_same, 1) \
   X(celu, "Celu", U_CELU, "alpha", ALPHA(1.f), 0, true, infer_real_same, 12) \
   X(thresholded_relu, "ThresholdedRelu", U_THRELU, "alpha", ALPHA(1.f), 0, true, infer_real_same, 10) \
-  X(shrink, "Shrink", U_SHRINK, "lambd,bias", pr_attr_float(n->m, "lambd", 0.5f), pr_attr_float(n->m, "bias", 0.f), true, infer_numeric_same, 9) \
+  X(shrink, "Shrink", U_SHRINK, "lambd,bias", pr__attr_float(n->m, "lambd", 0.5f), pr__attr_float(n->m, "bias", 0.f), true, infer_numeric_same, 9) \
   X(softplus, "Softplus", U_SOFTPLUS, "", 0, 0, true, infer_real_same, 1) \
   X(softsign, "Softsign", U_SOFTSIGN, "", 0, 0, true, infer_real_same, 1) \
   X(mish, "Mish", U_MISH, "", 0, 0, true, infer_real_same, 18)
@@ -455,16 +455,16 @@ static pr_status_t prepare_unary_kind(pr_compile_t *c, pr_node_t *n, unary_kind_
     params_##sym(n, &alpha, &beta);                                                              \
     return prepare_unary_kind(c, n, kind, alpha, beta);                                          \
   }                                                                                              \
-  const pr_op_t pr_op_##sym = {.name = oname,                                                    \
-                               .attrs = attr_list,                                               \
-                               .min_opset = minv,                                                \
-                               .max_inputs = 1,                                                  \
-                               .infer = infer_fn,                                                \
-                               .prepare = prepare_##sym,                                         \
-                               .run = run_unary,                                                 \
-                               .destroy = free,                                                  \
-                               .accepts_opaque = opaque,                                         \
-                               .inplace = true};
+  const pr_op_t pr__op_##sym = {.name = oname,                                                   \
+                                .attrs = attr_list,                                              \
+                                .min_opset = minv,                                               \
+                                .max_inputs = 1,                                                 \
+                                .infer = infer_fn,                                               \
+                                .prepare = prepare_##sym,                                        \
+                                .run = run_unary,                                                \
+                                .destroy = free,                                                 \
+                                .accepts_opaque = opaque,                                        \
+                                .inplace = true};
 UNARY_OPS(UNARY_DEFINE)
 #undef UNARY_DEFINE
 
@@ -473,7 +473,7 @@ typedef struct {
   unary_kind_t kind;
   void (*params)(const pr_node_t *n, float *alpha, float *beta);
 } unary_entry_t;
-#define UNARY_ENTRY(sym, oname, kind, ...) {&pr_op_##sym, kind, params_##sym},
+#define UNARY_ENTRY(sym, oname, kind, ...) {&pr__op_##sym, kind, params_##sym},
 static const unary_entry_t unary_table[] = {UNARY_OPS(UNARY_ENTRY)};
 #undef UNARY_ENTRY
 #undef ALPHA
@@ -481,28 +481,28 @@ static const unary_entry_t unary_table[] = {UNARY_OPS(UNARY_ENTRY)};
 /* Gelu (opset 20): approximate "none" (erf) or "tanh", the fuser's kernels */
 static pr_status_t check_gelu(const pr_mnode_t *m, int opset, char *err, size_t len) {
   (void)opset;
-  const char *a = pr_attr_string(m, "approximate", "none");
+  const char *a = pr__attr_string(m, "approximate", "none");
   if (strcmp(a, "none") && strcmp(a, "tanh")) {
-    snprintf(err, len, "node '%s' (Gelu): approximate must be none or tanh", pr_mnode_name(m));
+    snprintf(err, len, "node '%s' (Gelu): approximate must be none or tanh", pr__mnode_name(m));
     return PR_ERR_INVALID;
   }
   return PR_OK;
 }
 static pr_status_t prepare_gelu(pr_compile_t *c, pr_node_t *n) {
-  bool tanh_form = !strcmp(pr_attr_string(n->m, "approximate", "none"), "tanh");
+  bool tanh_form = !strcmp(pr__attr_string(n->m, "approximate", "none"), "tanh");
   return prepare_unary_kind(c, n, tanh_form ? U_GELU_TANH : U_GELU_ERF, 0, 0);
 }
-const pr_op_t pr_op_gelu = {.name = "Gelu",
-                            .attrs = "approximate",
-                            .min_opset = 20,
-                            .max_inputs = 1,
-                            .check = check_gelu,
-                            .infer = infer_real_same,
-                            .prepare = prepare_gelu,
-                            .run = run_unary,
-                            .destroy = free,
-                            .accepts_opaque = true,
-                            .inplace = true};
+const pr_op_t pr__op_gelu = {.name = "Gelu",
+                             .attrs = "approximate",
+                             .min_opset = 20,
+                             .max_inputs = 1,
+                             .check = check_gelu,
+                             .infer = infer_real_same,
+                             .prepare = prepare_gelu,
+                             .run = run_unary,
+                             .destroy = free,
+                             .accepts_opaque = true,
+                             .inplace = true};
 
 /* ---- Clip: bounds from attributes (opset < 11) or inputs 1, 2; an input
  * bound may be computed at run time (torchaudio's AmplitudeToDB clips at
@@ -521,7 +521,7 @@ static int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi) {
 }
 
 static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   switch (a->dtype) {
     case PR_DTYPE_FLOAT:
     case PR_DTYPE_DOUBLE:
@@ -534,20 +534,20 @@ static pr_status_t infer_clip(pr_compile_t *c, pr_node_t *n) {
     case PR_DTYPE_INT64:
     case PR_DTYPE_UINT32:
     case PR_DTYPE_UINT64: break;
-    default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    default: return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
   for (int k = 1; k < 3; k++) {
-    pr_value_t *b = pr_in(c, n, k);
-    if (b && (b->dtype != a->dtype || pr_value_numel(b) != 1))
-      return pr_fail(c, n, PR_ERR_INVALID, "bound %d must be a scalar of the input's type", k);
+    pr_value_t *b = pr__in(c, n, k);
+    if (b && (b->dtype != a->dtype || pr__value_numel(b) != 1))
+      return pr__fail(c, n, PR_ERR_INVALID, "bound %d must be a scalar of the input's type", k);
   }
-  return pr_shape_same(c, n);
+  return pr__shape_same(c, n);
 }
 
 /* bound k (1: lo, 2: hi) of s from data, one element of type t */
 static void clip_set_bound(clip_state_t *s, int k, const void *data, pr_dtype_t t) {
-  double d = pr_load_double(data, t, 0);
-  int64_t i = t == PR_DTYPE_UINT64 ? 0 : pr_load_int64(data, t, 0);
+  double d = pr__load_double(data, t, 0);
+  int64_t i = t == PR_DTYPE_UINT64 ? 0 : pr__load_int64(data, t, 0);
   uint64_t u = t == PR_DTYPE_UINT64 ? *(const uint64_t *)data : 0;
   if (k == 1)
     s->u.alpha = d, s->lo = i, s->ulo = u;
@@ -561,18 +561,18 @@ static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
   n->state = s;
   double lo = -INFINITY, hi = INFINITY;
   if (c->opset < 11) {
-    lo = pr_attr_float(n->m, "min", -3.402823e+38f);
-    hi = pr_attr_float(n->m, "max", 3.402823e+38f);
+    lo = pr__attr_float(n->m, "min", -3.402823e+38f);
+    hi = pr__attr_float(n->m, "max", 3.402823e+38f);
   }
   s->u = (unary_state_t){.kind = U_CLIP, .alpha = lo, .beta = hi};
-  s->lo = pr_sat_i64(lo), s->hi = pr_sat_i64(hi);
+  s->lo = pr__sat_i64(lo), s->hi = pr__sat_i64(hi);
   s->ulo = 0, s->uhi = UINT64_MAX;
   for (int k = 1; k < 3 && c->opset >= 11; k++) {
-    const pr_value_t *b = pr_in(c, n, k);
+    const pr_value_t *b = pr__in(c, n, k);
     if (b && b->is_const) clip_set_bound(s, k, b->data, b->dtype);
     s->at_run[k] = b && !b->is_const;
   }
-  if (unary_type_ok(pr_in(c, n, 0)->dtype, TYPES_REAL)) unary_out_like_in(c, n);
+  if (unary_type_ok(pr__in(c, n, 0)->dtype, TYPES_REAL)) unary_out_like_in(c, n);
   return PR_OK;
 }
 
@@ -580,11 +580,11 @@ static pr_status_t prepare_clip(pr_compile_t *c, pr_node_t *n) {
  * fits T */
 static void run_clip_int(pr_exec_t *x, pr_node_t *n, const clip_state_t *s) {
   const pr_value_t *in = &x->v[n->in[0]];
-  int64_t len = pr_value_numel(in);
+  int64_t len = pr__value_numel(in);
 #define CLIP_T(T, TMIN, TMAX)                                                     \
   {                                                                               \
     const T *a = in->ptr;                                                         \
-    T *o = pr_xout(x, n, 0);                                                      \
+    T *o = pr__xout(x, n, 0);                                                     \
     int64_t lo = clamp_i64(s->lo, TMIN, TMAX), hi = clamp_i64(s->hi, TMIN, TMAX); \
     for (int64_t i = 0; i < len; i++) o[i] = (T)clamp_i64(a[i], lo, hi);          \
   }
@@ -597,7 +597,7 @@ static void run_clip_int(pr_exec_t *x, pr_node_t *n, const clip_state_t *s) {
     case PR_DTYPE_UINT32: CLIP_T(uint32_t, 0, UINT32_MAX) break;
     case PR_DTYPE_UINT64: {
       const uint64_t *a = in->ptr;
-      uint64_t *o = pr_xout(x, n, 0), lo = s->ulo, hi = s->uhi;
+      uint64_t *o = pr__xout(x, n, 0), lo = s->ulo, hi = s->uhi;
       for (int64_t i = 0; i < len; i++) {
         uint64_t t = a[i] < lo ? lo : a[i];
         o[i] = t > hi ? hi : t;
@@ -612,46 +612,46 @@ static void run_clip_int(pr_exec_t *x, pr_node_t *n, const clip_state_t *s) {
 static void run_clip(pr_exec_t *x, pr_node_t *n) {
   clip_state_t s = *(const clip_state_t *)n->state;
   for (int k = 1; k < 3; k++)
-    if (s.at_run[k]) clip_set_bound(&s, k, pr_xin(x, n, k), x->v[n->in[k]].dtype);
+    if (s.at_run[k]) clip_set_bound(&s, k, pr__xin(x, n, k), x->v[n->in[k]].dtype);
   if (unary_type_ok(x->v[n->in[0]].dtype, TYPES_REAL))
     run_unary_state(x, n, &s.u);
   else
     run_clip_int(x, n, &s);
 }
 
-const pr_op_t pr_op_clip = {.name = "Clip",
-                            .attrs = "min,max",
-                            .min_opset = 1,
-                            .max_inputs = 3,
-                            .infer = infer_clip,
-                            .prepare = prepare_clip,
-                            .run = run_clip,
-                            .destroy = free,
-                            .accepts_opaque = false,
-                            .inplace = true};
+const pr_op_t pr__op_clip = {.name = "Clip",
+                             .attrs = "min,max",
+                             .min_opset = 1,
+                             .max_inputs = 3,
+                             .infer = infer_clip,
+                             .prepare = prepare_clip,
+                             .run = run_clip,
+                             .destroy = free,
+                             .accepts_opaque = false,
+                             .inplace = true};
 
 /* ---- one node's float function on a few values (fuse_qdq.c's lookup
  * tables): the kernels' own scalar code, so a table holds what the node
  * would have computed ---- */
 
-bool pr_unary_eval(pr_compile_t *c, const pr_node_t *n, float *v, int64_t len) {
+bool pr__unary_eval(pr_compile_t *c, const pr_node_t *n, float *v, int64_t len) {
   unary_kind_t kind;
   float alpha = 0.f, beta = 0.f;
-  if (n->op == &pr_op_clip) {
+  if (n->op == &pr__op_clip) {
     kind = U_CLIP;
     alpha = -INFINITY, beta = INFINITY;
     if (c->opset < 11) {
-      alpha = pr_attr_float(n->m, "min", -3.402823e+38f);
-      beta = pr_attr_float(n->m, "max", 3.402823e+38f);
+      alpha = pr__attr_float(n->m, "min", -3.402823e+38f);
+      beta = pr__attr_float(n->m, "max", 3.402823e+38f);
     }
     for (int k = 1; k < 3 && c->opset >= 11; k++) {
-      const pr_value_t *b = pr_in(c, n, k);
+      const pr_value_t *b = pr__in(c, n, k);
       if (!b) continue;
       if (!b->is_const || b->dtype != PR_DTYPE_FLOAT) return false;
       *(k == 1 ? &alpha : &beta) = *(const float *)b->data;
     }
-  } else if (n->op == &pr_op_gelu) {
-    kind = strcmp(pr_attr_string(n->m, "approximate", "none"), "tanh") ? U_GELU_ERF : U_GELU_TANH;
+  } else if (n->op == &pr__op_gelu) {
+    kind = strcmp(pr__attr_string(n->m, "approximate", "none"), "tanh") ? U_GELU_ERF : U_GELU_TANH;
   } else {
     size_t k = 0, count = sizeof unary_table / sizeof unary_table[0];
     while (k < count && unary_table[k].op != n->op) k++;
@@ -659,7 +659,7 @@ bool pr_unary_eval(pr_compile_t *c, const pr_node_t *n, float *v, int64_t len) {
     kind = unary_table[k].kind;
     unary_table[k].params(n, &alpha, &beta);
   }
-  if (pr_in(c, n, 0)->dtype != PR_DTYPE_FLOAT) return false;
+  if (pr__in(c, n, 0)->dtype != PR_DTYPE_FLOAT) return false;
   for (int64_t i = 0; i < len; i++) v[i] = apply_unary(kind, v[i], alpha, beta);
   return true;
 }

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
-static inline float pr_expf(float x) {
+static inline float pr__expf(float x) {
   x = x < -87.0f ? -87.0f : x; /* ternaries, not fminf/fmaxf: those are libm calls */
   x = x > 88.3f ? 88.3f : x;
   float n = rintf(x * 1.44269504088896341f);
@@ -31,8 +31,8 @@ static inline float pr_expf(float x) {
 }
 
 /* e^x - 1 without the cancellation near 0: a Taylor polynomial below
- * |x| = 0.25 (error < 4e-10), pr_expf above */
-static inline float pr_expm1f(float x) {
+ * |x| = 0.25 (error < 4e-10), pr__expf above */
+static inline float pr__expm1f(float x) {
   float p = 1.f / 5040.f;
   p = fmaf(p, x, 1.f / 720.f);
   p = fmaf(p, x, 1.f / 120.f);
@@ -40,39 +40,39 @@ static inline float pr_expm1f(float x) {
   p = fmaf(p, x, 1.f / 6.f);
   p = fmaf(p, x, 0.5f);
   p = fmaf(p, x, 1.f) * x;
-  return fabsf(x) < 0.25f ? p : pr_expf(x) - 1.0f;
+  return fabsf(x) < 0.25f ? p : pr__expf(x) - 1.0f;
 }
 
-static inline float pr_tanhf(float x) {
+static inline float pr__tanhf(float x) {
   float a = fabsf(x);
-  float e = pr_expf(-2.0f * a);
+  float e = pr__expf(-2.0f * a);
   float t = (1.0f - e) / (1.0f + e);
   float small = x * (1.0f - x * x * (1.0f / 3.0f)); /* |x| < 0.01: no cancellation */
   return a < 0.01f ? small : copysignf(t, x);
 }
 
-static inline float pr_erff(float x) {
+static inline float pr__erff(float x) {
   float a = fabsf(x);
   float t = 1.0f / fmaf(0.3275911f, a, 1.0f);
   float p = fmaf(1.061405429f, t, -1.453152027f);
   p = fmaf(p, t, 1.421413741f);
   p = fmaf(p, t, -0.284496736f);
   p = fmaf(p, t, 0.254829592f);
-  float y = 1.0f - p * t * pr_expf(-a * a);
+  float y = 1.0f - p * t * pr__expf(-a * a);
   return copysignf(y, x);
 }
 
-static inline float pr_sigmoidf(float x) {
-  return 1.0f / (1.0f + pr_expf(-x));
+static inline float pr__sigmoidf(float x) {
+  return 1.0f / (1.0f + pr__expf(-x));
 }
 
 /* out = softmax(in) over one contiguous row (in may equal out). */
-static inline void pr_softmax_row(const float *in, float *out, int64_t len) {
+static inline void pr__softmax_row(const float *in, float *out, int64_t len) {
   float mx = -INFINITY, sum = 0.f;
 #pragma omp simd reduction(max : mx)
   for (int64_t k = 0; k < len; k++) mx = in[k] > mx ? in[k] : mx;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t k = 0; k < len; k++) sum += (out[k] = pr_expf(in[k] - mx));
+  for (int64_t k = 0; k < len; k++) sum += (out[k] = pr__expf(in[k] - mx));
   float inv = 1.f / sum;
 #pragma omp simd
   for (int64_t k = 0; k < len; k++) out[k] *= inv;

@@ -18,16 +18,16 @@ static int64_t range_len_i64(int64_t start, int64_t limit, int64_t delta) {
 }
 
 static pr_status_t infer_range(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *s = pr_in(c, n, 0), *l = pr_in(c, n, 1), *d = pr_in(c, n, 2);
+  pr_value_t *s = pr__in(c, n, 0), *l = pr__in(c, n, 1), *d = pr__in(c, n, 2);
   if (!s || !l || !d || !s->is_const || !l->is_const || !d->is_const)
-    return pr_need_values(c, n, "start, limit and delta must be known when the session is made");
-  if (s->dtype != l->dtype || s->dtype != d->dtype || pr_value_numel(s) != 1 ||
-      pr_value_numel(l) != 1 || pr_value_numel(d) != 1)
-    return pr_fail(c, n, PR_ERR_INVALID, "start, limit and delta must be scalars of one type");
+    return pr__need_values(c, n, "start, limit and delta must be known when the session is made");
+  if (s->dtype != l->dtype || s->dtype != d->dtype || pr__value_numel(s) != 1 ||
+      pr__value_numel(l) != 1 || pr__value_numel(d) != 1)
+    return pr__fail(c, n, PR_ERR_INVALID, "start, limit and delta must be scalars of one type");
   int64_t len;
   if (s->dtype == PR_DTYPE_INT64) {
     int64_t delta = *(const int64_t *)d->data;
-    if (delta == 0) return pr_fail(c, n, PR_ERR_INVALID, "delta is zero");
+    if (delta == 0) return pr__fail(c, n, PR_ERR_INVALID, "delta is zero");
     len = range_len_i64(*(const int64_t *)s->data, *(const int64_t *)l->data, delta);
   } else {
     switch (s->dtype) {
@@ -35,17 +35,17 @@ static pr_status_t infer_range(pr_compile_t *c, pr_node_t *n) {
       case PR_DTYPE_DOUBLE:
       case PR_DTYPE_INT32:
       case PR_DTYPE_INT16: break;
-      default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "Range of %s", pr_dtype_name(s->dtype));
+      default: return pr__fail(c, n, PR_ERR_UNSUPPORTED, "Range of %s", pr_dtype_name(s->dtype));
     }
-    double start = pr_load_double(s->data, s->dtype, 0),
-           limit = pr_load_double(l->data, l->dtype, 0),
-           delta = pr_load_double(d->data, d->dtype, 0);
-    if (delta == 0) return pr_fail(c, n, PR_ERR_INVALID, "delta is zero");
+    double start = pr__load_double(s->data, s->dtype, 0),
+           limit = pr__load_double(l->data, l->dtype, 0),
+           delta = pr__load_double(d->data, d->dtype, 0);
+    if (delta == 0) return pr__fail(c, n, PR_ERR_INVALID, "delta is zero");
     double cnt = ceil((limit - start) / delta); /* exact for 32-bit integers */
     len = !(cnt > 0) ? 0 : cnt > (1 << 28) ? INT64_MAX : (int64_t)cnt; /* NaN: 0 */
   }
-  if (len > (1 << 28)) return pr_fail(c, n, PR_ERR_INVALID, "range too long");
-  pr_value_set_shape(pr_out(c, n, 0), s->dtype, 1, &len);
+  if (len > (1 << 28)) return pr__fail(c, n, PR_ERR_INVALID, "range too long");
+  pr__value_set_shape(pr__out(c, n, 0), s->dtype, 1, &len);
   return PR_OK;
 }
 
@@ -55,7 +55,7 @@ static void run_range(pr_exec_t *x, pr_node_t *n) {
   for (int64_t i = 0; i < len; i++) switch (o->dtype) {
       case PR_DTYPE_INT64: /* start + i * delta stays in range; wrapping keeps it defined */
         ((int64_t *)o->ptr)[i] =
-            pr_i64_add(*(const int64_t *)s->ptr, pr_i64_mul(i, *(const int64_t *)d->ptr));
+            pr__i64_add(*(const int64_t *)s->ptr, pr__i64_mul(i, *(const int64_t *)d->ptr));
         break;
       case PR_DTYPE_INT32:
         ((int32_t *)o->ptr)[i] = (int32_t)(*(const int32_t *)s->ptr + i * *(const int32_t *)d->ptr);
@@ -72,38 +72,38 @@ static void run_range(pr_exec_t *x, pr_node_t *n) {
     }
 }
 
-const pr_op_t pr_op_range = {.name = "Range",
-                             .attrs = "",
-                             .min_opset = 11,
-                             .max_inputs = 3,
-                             .infer = infer_range,
-                             .run = run_range};
+const pr_op_t pr__op_range = {.name = "Range",
+                              .attrs = "",
+                              .min_opset = 11,
+                              .max_inputs = 3,
+                              .infer = infer_range,
+                              .run = run_range};
 
 /* ---- ConstantOfShape(shape) ---- */
 
 static pr_status_t infer_constant_of_shape(pr_compile_t *c, pr_node_t *n) {
   int64_t shape[PR_MAX_RANK];
-  pr_value_t *sv = pr_in(c, n, 0);
-  int ns = sv && pr_value_numel(sv) == 0 ? 0 : pr_const_ints(sv, shape, PR_MAX_RANK);
-  if (ns < 0) return pr_need_values(c, n, "shape must be a constant 1-D int64 tensor");
+  pr_value_t *sv = pr__in(c, n, 0);
+  int ns = sv && pr__value_numel(sv) == 0 ? 0 : pr__const_ints(sv, shape, PR_MAX_RANK);
+  if (ns < 0) return pr__need_values(c, n, "shape must be a constant 1-D int64 tensor");
   for (int k = 0; k < ns; k++)
-    if (shape[k] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative dimension");
-  const pr_attr_t *v = pr_attr_find(n->m, "value");
+    if (shape[k] < 0) return pr__fail(c, n, PR_ERR_INVALID, "negative dimension");
+  const pr_attr_t *v = pr__attr_find(n->m, "value");
   pr_dtype_t dt = PR_DTYPE_FLOAT;
   if (v) {
     if (v->type != PR_ATTR_TENSOR || pr_tensor_numel(v->t) != 1 || !pr_dtype_size(v->t->dtype))
-      return pr_fail(c, n, PR_ERR_INVALID, "value must be a one-element tensor");
+      return pr__fail(c, n, PR_ERR_INVALID, "value must be a one-element tensor");
     dt = v->t->dtype;
   }
-  pr_value_set_shape(pr_out(c, n, 0), dt, ns, shape);
+  pr__value_set_shape(pr__out(c, n, 0), dt, ns, shape);
   return PR_OK;
 }
 
 static void run_constant_of_shape(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *o = &x->v[n->out[0]];
-  const pr_attr_t *v = pr_attr_find(n->m, "value");
+  const pr_attr_t *v = pr__attr_find(n->m, "value");
   size_t es = pr_dtype_size(o->dtype);
-  int64_t len = pr_value_numel(o);
+  int64_t len = pr__value_numel(o);
   if (!v) {
     memset(o->ptr, 0, o->nbytes);
     return;
@@ -111,9 +111,9 @@ static void run_constant_of_shape(pr_exec_t *x, pr_node_t *n) {
   for (int64_t i = 0; i < len; i++) memcpy((char *)o->ptr + i * (int64_t)es, v->t->data, es);
 }
 
-const pr_op_t pr_op_constant_of_shape = {.name = "ConstantOfShape",
-                                         .attrs = "value",
-                                         .min_opset = 9,
-                                         .max_inputs = 1,
-                                         .infer = infer_constant_of_shape,
-                                         .run = run_constant_of_shape};
+const pr_op_t pr__op_constant_of_shape = {.name = "ConstantOfShape",
+                                          .attrs = "value",
+                                          .min_opset = 9,
+                                          .max_inputs = 1,
+                                          .infer = infer_constant_of_shape,
+                                          .run = run_constant_of_shape};

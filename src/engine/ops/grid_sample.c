@@ -25,8 +25,8 @@ typedef struct {
 } gs_params_t;
 
 static pr_status_t gs_params(pr_compile_t *c, pr_node_t *n, gs_params_t *p) {
-  const char *mode = pr_attr_string(n->m, "mode", c->opset >= 20 ? "linear" : "bilinear");
-  const char *pad = pr_attr_string(n->m, "padding_mode", "zeros");
+  const char *mode = pr__attr_string(n->m, "mode", c->opset >= 20 ? "linear" : "bilinear");
+  const char *pad = pr__attr_string(n->m, "padding_mode", "zeros");
   bool new_names = c->opset >= 20;
   if (!strcmp(mode, new_names ? "linear" : "bilinear"))
     p->mode = GS_BILINEAR;
@@ -35,7 +35,7 @@ static pr_status_t gs_params(pr_compile_t *c, pr_node_t *n, gs_params_t *p) {
   else if (!strcmp(mode, new_names ? "cubic" : "bicubic"))
     p->mode = GS_BICUBIC;
   else
-    return pr_fail(c, n, PR_ERR_INVALID, "mode '%s'", mode);
+    return pr__fail(c, n, PR_ERR_INVALID, "mode '%s'", mode);
   if (!strcmp(pad, "zeros"))
     p->pad = GS_ZEROS;
   else if (!strcmp(pad, "border"))
@@ -43,22 +43,22 @@ static pr_status_t gs_params(pr_compile_t *c, pr_node_t *n, gs_params_t *p) {
   else if (!strcmp(pad, "reflection"))
     p->pad = GS_REFLECTION;
   else
-    return pr_fail(c, n, PR_ERR_INVALID, "padding_mode '%s'", pad);
-  p->align = pr_attr_int(n->m, "align_corners", 0) != 0;
+    return pr__fail(c, n, PR_ERR_INVALID, "padding_mode '%s'", pad);
+  p->align = pr__attr_int(n->m, "align_corners", 0) != 0;
   return PR_OK;
 }
 
 static pr_status_t infer_grid_sample(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *x = pr_in(c, n, 0), *g = pr_in(c, n, 1);
+  pr_value_t *x = pr__in(c, n, 0), *g = pr__in(c, n, 1);
   gs_params_t p;
   pr_status_t st = gs_params(c, n, &p);
   if (st) return st;
-  if (!x || !g || !pr_is_real(x->dtype) || !pr_is_real(g->dtype))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X and grid of FLOAT, DOUBLE or FLOAT16");
+  if (!x || !g || !pr__is_real(x->dtype) || !pr__is_real(g->dtype))
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "X and grid of FLOAT, DOUBLE or FLOAT16");
   if (x->rank != 4 || g->rank != 4 || g->dims[0] != x->dims[0] || g->dims[3] != 2)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X (N, C, H, W) and grid (N, H_out, W_out, 2)");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "X (N, C, H, W) and grid (N, H_out, W_out, 2)");
   int64_t d[4] = {x->dims[0], x->dims[1], g->dims[1], g->dims[2]};
-  pr_value_set_shape(pr_out(c, n, 0), x->dtype, 4, d);
+  pr__value_set_shape(pr__out(c, n, 0), x->dtype, 4, d);
   return PR_OK;
 }
 
@@ -91,7 +91,7 @@ static double unnormalize(const gs_params_t *p, double x, int64_t len) {
 static double pixel(const void *a, pr_dtype_t t, int64_t base, int64_t H, int64_t W, double y,
                     double x) {
   if (!(y >= 0 && y < (double)H && x >= 0 && x < (double)W)) return 0; /* NaN too */
-  return pr_load_double(a, t, base + (int64_t)y * W + (int64_t)x);
+  return pr__load_double(a, t, base + (int64_t)y * W + (int64_t)x);
 }
 
 static void cubic_weights(double t, double *w) {
@@ -133,16 +133,16 @@ static void run_grid_sample(pr_exec_t *x, pr_node_t *n) {
   gs_params_t p = {.mode = GS_BILINEAR};
   /* the names were checked at compile time; the opset is not kept, so the
    * new names are matched here too */
-  const char *mode = pr_attr_string(n->m, "mode", "bilinear");
+  const char *mode = pr__attr_string(n->m, "mode", "bilinear");
   if (!strcmp(mode, "nearest"))
     p.mode = GS_NEAREST;
   else if (!strcmp(mode, "bicubic") || !strcmp(mode, "cubic"))
     p.mode = GS_BICUBIC;
-  const char *pad = pr_attr_string(n->m, "padding_mode", "zeros");
+  const char *pad = pr__attr_string(n->m, "padding_mode", "zeros");
   p.pad = !strcmp(pad, "border")       ? GS_BORDER
           : !strcmp(pad, "reflection") ? GS_REFLECTION
                                        : GS_ZEROS;
-  p.align = pr_attr_int(n->m, "align_corners", 0) != 0;
+  p.align = pr__attr_int(n->m, "align_corners", 0) != 0;
   int64_t N = a->dims[0], C = a->dims[1], H = a->dims[2], W = a->dims[3];
   int64_t Ho = g->dims[1], Wo = g->dims[2];
 #pragma omp parallel for collapse(2) num_threads(x->threads) if (N * C * Ho * Wo > 4096)
@@ -150,8 +150,8 @@ static void run_grid_sample(pr_exec_t *x, pr_node_t *n) {
     for (int64_t ch = 0; ch < C; ch++)
       for (int64_t k = 0; k < Ho * Wo; k++) {
         int64_t gi = (i * Ho * Wo + k) * 2;
-        double gx = pr_load_double(g->ptr, g->dtype, gi),
-               gy = pr_load_double(g->ptr, g->dtype, gi + 1);
+        double gx = pr__load_double(g->ptr, g->dtype, gi),
+               gy = pr__load_double(g->ptr, g->dtype, gi + 1);
         double v = sample(&p, a->ptr, a->dtype, (i * C + ch) * H * W, H, W, gx, gy);
         int64_t oi = (i * C + ch) * Ho * Wo + k;
         if (o->dtype == PR_DTYPE_FLOAT)
@@ -159,13 +159,13 @@ static void run_grid_sample(pr_exec_t *x, pr_node_t *n) {
         else if (o->dtype == PR_DTYPE_DOUBLE)
           ((double *)o->ptr)[oi] = v;
         else
-          ((uint16_t *)o->ptr)[oi] = pr_float_to_half((float)v);
+          ((uint16_t *)o->ptr)[oi] = pr__float_to_half((float)v);
       }
 }
 
-const pr_op_t pr_op_grid_sample = {.name = "GridSample",
-                                   .attrs = "align_corners,mode,padding_mode",
-                                   .min_opset = 16,
-                                   .max_inputs = 2,
-                                   .infer = infer_grid_sample,
-                                   .run = run_grid_sample};
+const pr_op_t pr__op_grid_sample = {.name = "GridSample",
+                                    .attrs = "align_corners,mode,padding_mode",
+                                    .min_opset = 16,
+                                    .max_inputs = 2,
+                                    .infer = infer_grid_sample,
+                                    .run = run_grid_sample};

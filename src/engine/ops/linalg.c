@@ -14,12 +14,12 @@
 #include "engine/ops/ops.h"
 
 static pr_status_t infer_det(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   if (a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_DOUBLE && a->dtype != PR_DTYPE_FLOAT16)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   if (a->rank < 2 || a->dims[a->rank - 1] != a->dims[a->rank - 2])
-    return pr_fail(c, n, PR_ERR_INVALID, "input must be [..., M, M]");
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank - 2, a->dims);
+    return pr__fail(c, n, PR_ERR_INVALID, "input must be [..., M, M]");
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank - 2, a->dims);
   return PR_OK;
 }
 
@@ -56,10 +56,10 @@ typedef struct {
 } det_state_t;
 
 static pr_status_t prepare_det(pr_compile_t *c, pr_node_t *n) {
-  int64_t m = pr_in(c, n, 0)->dims[pr_in(c, n, 0)->rank - 1];
+  int64_t m = pr__in(c, n, 0)->dims[pr__in(c, n, 0)->rank - 1];
   int threads = c->threads > 0 ? c->threads : 1;
   if (m > 46340) /* m * m overflows an int */
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "matrices of %lld rows", (long long)m);
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "matrices of %lld rows", (long long)m);
   det_state_t *s = malloc(sizeof *s + sizeof(double) * (size_t)threads * (size_t)(m * m));
   if (!s) return PR_ERR_NOMEM;
   s->threads = threads;
@@ -70,26 +70,26 @@ static pr_status_t prepare_det(pr_compile_t *c, pr_node_t *n) {
 static void run_det(pr_exec_t *x, pr_node_t *n) {
   det_state_t *s = n->state;
   const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
-  int64_t m = a->dims[a->rank - 1], batch = pr_value_numel(o);
+  int64_t m = a->dims[a->rank - 1], batch = pr__value_numel(o);
   int threads = x->threads < s->threads ? x->threads : s->threads;
 #pragma omp parallel for num_threads(threads) if (batch * m * m * m >= PR_PAR_MIN)
   for (int64_t b = 0; b < batch; b++) {
     double *w = s->work + (int64_t)omp_get_thread_num() * m * m;
-    for (int64_t i = 0; i < m * m; i++) w[i] = pr_load_double(a->ptr, a->dtype, b * m * m + i);
+    for (int64_t i = 0; i < m * m; i++) w[i] = pr__load_double(a->ptr, a->dtype, b * m * m + i);
     double d = det_lu(w, m);
     switch (o->dtype) {
       case PR_DTYPE_FLOAT: ((float *)o->ptr)[b] = (float)d; break;
       case PR_DTYPE_DOUBLE: ((double *)o->ptr)[b] = d; break;
-      default: ((uint16_t *)o->ptr)[b] = pr_float_to_half((float)d); break;
+      default: ((uint16_t *)o->ptr)[b] = pr__float_to_half((float)d); break;
     }
   }
 }
 
-const pr_op_t pr_op_det = {.name = "Det",
-                           .attrs = "",
-                           .min_opset = 11,
-                           .max_inputs = 1,
-                           .infer = infer_det,
-                           .prepare = prepare_det,
-                           .run = run_det,
-                           .destroy = free};
+const pr_op_t pr__op_det = {.name = "Det",
+                            .attrs = "",
+                            .min_opset = 11,
+                            .max_inputs = 1,
+                            .infer = infer_det,
+                            .prepare = prepare_det,
+                            .run = run_det,
+                            .destroy = free};

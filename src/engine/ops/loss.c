@@ -18,7 +18,7 @@
 typedef enum { RED_NONE, RED_SUM, RED_MEAN } reduction_t;
 
 static pr_status_t reduction_of(const pr_mnode_t *m, reduction_t *r) {
-  const char *s = pr_attr_string(m, "reduction", "mean");
+  const char *s = pr__attr_string(m, "reduction", "mean");
   if (!strcmp(s, "none"))
     *r = RED_NONE;
   else if (!strcmp(s, "sum"))
@@ -34,7 +34,7 @@ static pr_status_t check_loss(const pr_mnode_t *m, int opset, char *err, size_t 
   (void)opset;
   reduction_t r;
   if (reduction_of(m, &r)) {
-    snprintf(err, len, "node '%s' (%s): reduction must be none, sum or mean", pr_mnode_name(m),
+    snprintf(err, len, "node '%s' (%s): reduction must be none, sum or mean", pr__mnode_name(m),
              m->op_type);
     return PR_ERR_INVALID;
   }
@@ -44,25 +44,25 @@ static pr_status_t check_loss(const pr_mnode_t *m, int opset, char *err, size_t 
 /* Shapes of both losses: (N, C, d...) scores, (N, d...) labels. With
  * log_prob (SoftmaxCrossEntropyLoss's second output) of the scores' shape. */
 static pr_status_t infer_loss(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *x = pr_in(c, n, 0), *t = pr_in(c, n, 1), *w = pr_in(c, n, 2);
-  if (!t) return pr_fail(c, n, PR_ERR_INVALID, "needs scores and labels");
+  pr_value_t *x = pr__in(c, n, 0), *t = pr__in(c, n, 1), *w = pr__in(c, n, 2);
+  if (!t) return pr__fail(c, n, PR_ERR_INVALID, "needs scores and labels");
   if (x->dtype != PR_DTYPE_FLOAT && x->dtype != PR_DTYPE_DOUBLE)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "scores must be FLOAT or DOUBLE, not %s",
-                   pr_dtype_name(x->dtype));
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "scores must be FLOAT or DOUBLE, not %s",
+                    pr_dtype_name(x->dtype));
   if (t->dtype != PR_DTYPE_INT32 && t->dtype != PR_DTYPE_INT64)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "labels must be INT32 or INT64");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "labels must be INT32 or INT64");
   if (x->rank < 2 || t->rank != x->rank - 1)
-    return pr_fail(c, n, PR_ERR_INVALID, "scores (N, C, d...) need labels (N, d...)");
+    return pr__fail(c, n, PR_ERR_INVALID, "scores (N, C, d...) need labels (N, d...)");
   for (int k = 0; k < t->rank; k++)
     if (t->dims[k] != x->dims[k ? k + 1 : 0])
-      return pr_fail(c, n, PR_ERR_INVALID, "labels dimension %d differs from the scores'", k);
+      return pr__fail(c, n, PR_ERR_INVALID, "labels dimension %d differs from the scores'", k);
   if (w && (w->dtype != x->dtype || w->rank != 1 || w->dims[0] != x->dims[1]))
-    return pr_fail(c, n, PR_ERR_INVALID, "weights must be %lld values of the scores' type",
-                   (long long)x->dims[1]);
+    return pr__fail(c, n, PR_ERR_INVALID, "weights must be %lld values of the scores' type",
+                    (long long)x->dims[1]);
   reduction_t r;
-  if (reduction_of(n->m, &r)) return pr_fail(c, n, PR_ERR_INVALID, "bad reduction");
-  pr_value_set_shape(pr_out(c, n, 0), x->dtype, r == RED_NONE ? t->rank : 0, t->dims);
-  if (pr_out(c, n, 1)) pr_value_set_shape(pr_out(c, n, 1), x->dtype, x->rank, x->dims);
+  if (reduction_of(n->m, &r)) return pr__fail(c, n, PR_ERR_INVALID, "bad reduction");
+  pr__value_set_shape(pr__out(c, n, 0), x->dtype, r == RED_NONE ? t->rank : 0, t->dims);
+  if (pr__out(c, n, 1)) pr__value_set_shape(pr__out(c, n, 1), x->dtype, x->rank, x->dims);
   return PR_OK;
 }
 
@@ -70,45 +70,45 @@ static pr_status_t infer_loss(pr_compile_t *c, pr_node_t *n) {
  * (N, C, inner): shared by both operators. */
 static void nll(pr_exec_t *x, pr_node_t *n, const void *lp, pr_dtype_t lt) {
   const pr_value_t *sv = &x->v[n->in[0]], *tv = &x->v[n->in[1]], *ov = &x->v[n->out[0]];
-  const void *w = n->n_in > 2 && n->in[2] >= 0 ? pr_xin(x, n, 2) : NULL;
+  const void *w = n->n_in > 2 && n->in[2] >= 0 ? pr__xin(x, n, 2) : NULL;
   int64_t N = sv->dims[0], C = sv->dims[1], inner = 1;
   for (int k = 2; k < sv->rank; k++) inner *= sv->dims[k];
-  int64_t ignore = pr_attr_int(n->m, "ignore_index", INT64_MIN);
-  bool has_ignore = pr_attr_find(n->m, "ignore_index") != NULL;
+  int64_t ignore = pr__attr_int(n->m, "ignore_index", INT64_MIN);
+  bool has_ignore = pr__attr_find(n->m, "ignore_index") != NULL;
   reduction_t r = RED_MEAN;
   reduction_of(n->m, &r);
   void *out = ov->ptr;
   double sum = 0, wsum = 0;
   for (int64_t i = 0; i < N; i++)
     for (int64_t j = 0; j < inner; j++) {
-      int64_t at = i * inner + j, label = pr_load_int64(tv->ptr, tv->dtype, at);
+      int64_t at = i * inner + j, label = pr__load_int64(tv->ptr, tv->dtype, at);
       double loss, wt;
       if (has_ignore && label == ignore) {
         loss = 0, wt = 0;
       } else if (label < 0 || label >= C) {
         loss = NAN, wt = 1;
       } else {
-        wt = w ? pr_load_double(w, sv->dtype, label) : 1.0;
-        loss = -pr_load_double(lp, lt, (i * C + label) * inner + j) * wt;
+        wt = w ? pr__load_double(w, sv->dtype, label) : 1.0;
+        loss = -pr__load_double(lp, lt, (i * C + label) * inner + j) * wt;
       }
-      if (r == RED_NONE) pr_store_real(out, ov->dtype, at, loss);
+      if (r == RED_NONE) pr__store_real(out, ov->dtype, at, loss);
       sum += loss, wsum += wt;
     }
-  if (r == RED_SUM) pr_store_real(out, ov->dtype, 0, sum);
-  if (r == RED_MEAN) pr_store_real(out, ov->dtype, 0, sum / wsum);
+  if (r == RED_SUM) pr__store_real(out, ov->dtype, 0, sum);
+  if (r == RED_MEAN) pr__store_real(out, ov->dtype, 0, sum / wsum);
 }
 
 static void run_nll(pr_exec_t *x, pr_node_t *n) {
-  nll(x, n, pr_xin(x, n, 0), x->v[n->in[0]].dtype);
+  nll(x, n, pr__xin(x, n, 0), x->v[n->in[0]].dtype);
 }
 
-const pr_op_t pr_op_nll_loss = {.name = "NegativeLogLikelihoodLoss",
-                                .attrs = "ignore_index,reduction",
-                                .min_opset = 12,
-                                .max_inputs = 3,
-                                .check = check_loss,
-                                .infer = infer_loss,
-                                .run = run_nll};
+const pr_op_t pr__op_nll_loss = {.name = "NegativeLogLikelihoodLoss",
+                                 .attrs = "ignore_index,reduction",
+                                 .min_opset = 12,
+                                 .max_inputs = 3,
+                                 .check = check_loss,
+                                 .infer = infer_loss,
+                                 .run = run_nll};
 
 /* ---- SoftmaxCrossEntropyLoss: log-softmax over C, then the NLL ---- */
 
@@ -126,7 +126,7 @@ static pr_status_t prepare_sce(pr_compile_t *c, pr_node_t *n) {
   sce_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
-  int64_t numel = pr_value_numel(pr_in(c, n, 0));
+  int64_t numel = pr__value_numel(pr__in(c, n, 0));
   if (!(s->lp = malloc((size_t)(numel ? numel : 1) * sizeof *s->lp))) return PR_ERR_NOMEM;
   return PR_OK;
 }
@@ -142,7 +142,7 @@ static void run_sce(pr_exec_t *x, pr_node_t *n) {
       int64_t base = i * C * inner + j;
       double mx = -INFINITY, sum = 0;
       for (int64_t k = 0; k < C; k++) {
-        double v = pr_load_double(sv->ptr, sv->dtype, base + k * inner);
+        double v = pr__load_double(sv->ptr, sv->dtype, base + k * inner);
         lp[base + k * inner] = v;
         mx = v > mx ? v : mx;
       }
@@ -151,18 +151,18 @@ static void run_sce(pr_exec_t *x, pr_node_t *n) {
       for (int64_t k = 0; k < C; k++) lp[base + k * inner] -= lse;
     }
   if (n->n_out > 1 && n->out[1] >= 0) {
-    void *o = pr_xout(x, n, 1);
-    for (int64_t i = 0, e = N * C * inner; i < e; i++) pr_store_real(o, sv->dtype, i, lp[i]);
+    void *o = pr__xout(x, n, 1);
+    for (int64_t i = 0, e = N * C * inner; i < e; i++) pr__store_real(o, sv->dtype, i, lp[i]);
   }
   nll(x, n, lp, PR_DTYPE_DOUBLE);
 }
 
-const pr_op_t pr_op_sce_loss = {.name = "SoftmaxCrossEntropyLoss",
-                                .attrs = "ignore_index,reduction",
-                                .min_opset = 12,
-                                .max_inputs = 3,
-                                .check = check_loss,
-                                .infer = infer_loss,
-                                .prepare = prepare_sce,
-                                .run = run_sce,
-                                .destroy = destroy_sce};
+const pr_op_t pr__op_sce_loss = {.name = "SoftmaxCrossEntropyLoss",
+                                 .attrs = "ignore_index,reduction",
+                                 .min_opset = 12,
+                                 .max_inputs = 3,
+                                 .check = check_loss,
+                                 .infer = infer_loss,
+                                 .prepare = prepare_sce,
+                                 .run = run_sce,
+                                 .destroy = destroy_sce};

@@ -36,18 +36,18 @@ typedef struct {
 
 static void destroy_matmul(void *p) {
   matmul_state_t *s = p;
-  pr_dnnl_prim_destroy(&s->prim);
-  if (s->w_buf) pr_dnnl_weights_release(s->w_buf, s->w_cache);
+  pr__dnnl_prim_destroy(&s->prim);
+  if (s->w_buf) pr__dnnl_weights_release(s->w_buf, s->w_cache);
   free(s);
 }
 
 static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s, int *ro,
                                 int64_t *od) {
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
-  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs two inputs");
+  pr_value_t *a = pr__in(c, n, 0), *b = pr__in(c, n, 1);
+  if (!a || !b) return pr__fail(c, n, PR_ERR_INVALID, "needs two inputs");
   if (a->dtype != b->dtype)
-    return pr_fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
-                   pr_dtype_name(b->dtype));
+    return pr__fail(c, n, PR_ERR_INVALID, "input types differ (%s, %s)", pr_dtype_name(a->dtype),
+                    pr_dtype_name(b->dtype));
   switch (a->dtype) {
     case PR_DTYPE_FLOAT:
     case PR_DTYPE_DOUBLE:
@@ -55,10 +55,10 @@ static pr_status_t matmul_shape(pr_compile_t *c, pr_node_t *n, matmul_state_t *s
     case PR_DTYPE_INT64:
     case PR_DTYPE_UINT32:
     case PR_DTYPE_UINT64: break;
-    default: return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    default: return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   }
   s->dtype = a->dtype;
-  return pr_mm_shape(c, n, a, b, &s->mm, ro, od);
+  return pr__mm_shape(c, n, a, b, &s->mm, ro, od);
 }
 
 static pr_status_t infer_matmul(pr_compile_t *c, pr_node_t *n) {
@@ -67,12 +67,12 @@ static pr_status_t infer_matmul(pr_compile_t *c, pr_node_t *n) {
   int64_t d[PR_MAX_RANK + 2];
   pr_status_t st = matmul_shape(c, n, &s, &r, d);
   if (st) return st;
-  pr_value_set_shape(pr_out(c, n, 0), s.dtype, r, d);
+  pr__value_set_shape(pr__out(c, n, 0), s.dtype, r, d);
   n->flops = 2.0 * (double)s.mm.batch * (double)s.mm.M * (double)s.mm.N * (double)s.mm.K;
   return PR_OK;
 }
 
-bool pr_matmul_is_linear(pr_compile_t *c, const pr_node_t *n) {
+bool pr__matmul_is_linear(pr_compile_t *c, const pr_node_t *n) {
   if (strcmp(n->op->name, "MatMul") || n->n_in < 2) return false;
   const pr_value_t *a = &c->v[n->in[0]], *b = &c->v[n->in[1]];
   if (a->dtype != PR_DTYPE_FLOAT || a->rank < 2 || !b->is_const || b->rank != 2 ||
@@ -80,18 +80,18 @@ bool pr_matmul_is_linear(pr_compile_t *c, const pr_node_t *n) {
     return false;
   /* one row is a matrix-vector product: sgemm streams B faster than the
    * blocked kernel */
-  return pr_value_numel(a) / b->dims[0] >= 2;
+  return pr__value_numel(a) / b->dims[0] >= 2;
 }
 
 /* packrat's AVX2 kernel runs the linear MatMul when oneDNN has no AVX-512
  * kernels here (the CPU, or ONEDNN_MAX_CPU_ISA) and the kernel's epilogue
  * holds every fused operation (a residual sum before the activations). */
 static bool own_kernel_fits(const pr_node_t *n) {
-  if (!pr_sgemm_isa_fits()) return false;
+  if (!pr__sgemm_isa_fits()) return false;
   if (n->post.sum && n->post.sum_before != 0) return false;
   if (n->post.n_eltwise > PR_SGEMM_MAX_ACT) return false;
   for (int i = 0; i < n->post.n_eltwise; i++)
-    if (!pr_sgemm_act_supported(n->post.alg[i])) return false;
+    if (!pr__sgemm_act_supported(n->post.alg[i])) return false;
   return true;
 }
 
@@ -101,13 +101,13 @@ static pr_status_t prepare_own(pr_compile_t *c, pr_node_t *n, matmul_state_t *s,
   dnnl_dims_t pd = {(N + PR_SGEMM_NR - 1) / PR_SGEMM_NR, K, PR_SGEMM_NR};
   dnnl_memory_desc_t key;
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&key, 3, pd, dnnl_f32, dnnl_abc));
-  if (!(s->w_buf = pr_dnnl_weights_cached(c, n, 1, &key, &s->w_cache))) {
-    float *buf = pr_aligned_calloc(pr_sgemm_packed_size(K, N));
+  if (!(s->w_buf = pr__dnnl_weights_cached(c, n, 1, &key, &s->w_cache))) {
+    float *buf = pr__aligned_calloc(pr__sgemm_packed_size(K, N));
     if (!buf) return PR_ERR_NOMEM;
-    pr_sgemm_pack_b(pr_in(c, n, 1)->data, K, N, buf);
+    pr__sgemm_pack_b(pr__in(c, n, 1)->data, K, N, buf);
     s->w_buf = buf;
     if (!c->fixed_inputs && n->m) {
-      if (!(s->w_buf = pr_wcache_put(c->model, n->m, 1, &key, buf))) return PR_ERR_NOMEM;
+      if (!(s->w_buf = pr__wcache_put(c->model, n->m, 1, &key, buf))) return PR_ERR_NOMEM;
       s->w_cache = c->model;
     }
   }
@@ -124,11 +124,11 @@ static pr_status_t prepare_own(pr_compile_t *c, pr_node_t *n, matmul_state_t *s,
 }
 
 static pr_status_t prepare_linear(pr_compile_t *c, pr_node_t *n, matmul_state_t *s) {
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1);
-  pr_value_t *bias = n->n_in > 2 && s->sum_in != 2 ? pr_in(c, n, 2) : NULL;
-  int64_t K = b->dims[0], N = b->dims[1], rows = pr_value_numel(a) / K;
-  if (bias && (bias->dtype != PR_DTYPE_FLOAT || pr_value_numel(bias) != N))
-    return pr_fail(c, n, PR_ERR_INTERNAL, "fused bias must hold %lld floats", (long long)N);
+  pr_value_t *a = pr__in(c, n, 0), *b = pr__in(c, n, 1);
+  pr_value_t *bias = n->n_in > 2 && s->sum_in != 2 ? pr__in(c, n, 2) : NULL;
+  int64_t K = b->dims[0], N = b->dims[1], rows = pr__value_numel(a) / K;
+  if (bias && (bias->dtype != PR_DTYPE_FLOAT || pr__value_numel(bias) != N))
+    return pr__fail(c, n, PR_ERR_INTERNAL, "fused bias must hold %lld floats", (long long)N);
   s->rows = rows;
   s->bias = bias != NULL;
   if (!c->bf16 && own_kernel_fits(n)) return prepare_own(c, n, s, K, N);
@@ -142,9 +142,9 @@ static pr_status_t prepare_linear(pr_compile_t *c, pr_node_t *n, matmul_state_t 
     for (int k = 0; k < a->rank; k++) vd[k] = a->dims[k];
     static const dnnl_format_tag_t row_major[] = {0,         0,          dnnl_ab,    dnnl_abc,
                                                   dnnl_abcd, dnnl_abcde, dnnl_abcdef};
-    if (a->rank > 6) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "bf16 MatMul of rank %d", a->rank);
+    if (a->rank > 6) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "bf16 MatMul of rank %d", a->rank);
     PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&a16, a->rank, vd, dnnl_bf16, row_major[a->rank]));
-    pr_status_t st = pr_require_md(c, n, 0, &a16);
+    pr_status_t st = pr__require_md(c, n, 0, &a16);
     if (st) return st;
   }
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&a_md, 2, ad, at, dnnl_ab));
@@ -155,21 +155,21 @@ static pr_status_t prepare_linear(pr_compile_t *c, pr_node_t *n, matmul_state_t 
   dnnl_matmul_desc_t md;
   PR_DNNL(c, n, dnnl_matmul_desc_init(&md, &a_md, &w_any, bias ? &b_md : NULL, &o_md));
   dnnl_primitive_attr_t attr;
-  pr_status_t st = pr_dnnl_post_attr(c, n, &attr);
+  pr_status_t st = pr__dnnl_post_attr(c, n, &attr);
   if (st) return st;
   dnnl_primitive_desc_t pd;
   dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &md, attr, c->engine, NULL);
   dnnl_primitive_attr_destroy(attr);
-  if (ds != dnnl_success) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN matmul (%d)", ds);
+  if (ds != dnnl_success) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN matmul (%d)", ds);
   dnnl_memory_desc_t w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  if ((st = pr_dnnl_prim_init(c, n, &s->prim, pd))) return st;
-  if (!(s->w_buf = pr_dnnl_weights_cached(c, n, 0, &w_md, &s->w_cache)) &&
-      (st = pr_dnnl_weights_make(c, n, 0, b->data, &w_plain, &w_md, &s->w_buf, &s->w_cache)))
+  if ((st = pr__dnnl_prim_init(c, n, &s->prim, pd))) return st;
+  if (!(s->w_buf = pr__dnnl_weights_cached(c, n, 0, &w_md, &s->w_cache)) &&
+      (st = pr__dnnl_weights_make(c, n, 0, b->data, &w_plain, &w_md, &s->w_buf, &s->w_cache)))
     return st;
-  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_SRC, n->in[0], NULL, &a_md);
-  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
-  if (bias) pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
-  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_DST, n->out[0], NULL, &o_md);
+  pr__dnnl_prim_add_arg(&s->prim, DNNL_ARG_SRC, n->in[0], NULL, &a_md);
+  pr__dnnl_prim_add_arg(&s->prim, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
+  if (bias) pr__dnnl_prim_add_arg(&s->prim, DNNL_ARG_BIAS, n->in[2], NULL, &b_md);
+  pr__dnnl_prim_add_arg(&s->prim, DNNL_ARG_DST, n->out[0], NULL, &o_md);
   s->linear = true;
   return PR_OK;
 }
@@ -183,9 +183,9 @@ static pr_status_t prepare_matmul(pr_compile_t *c, pr_node_t *n) {
   int64_t d[PR_MAX_RANK + 2];
   pr_status_t st = matmul_shape(c, n, s, &r, d);
   if (st) return st;
-  if (s->dtype == PR_DTYPE_FLOAT && pr_matmul_is_linear(c, n)) return prepare_linear(c, n, s);
+  if (s->dtype == PR_DTYPE_FLOAT && pr__matmul_is_linear(c, n)) return prepare_linear(c, n, s);
   if (n->n_in > 2 || n->post.n_eltwise)
-    return pr_fail(c, n, PR_ERR_INTERNAL, "fused operations on a non-linear MatMul");
+    return pr__fail(c, n, PR_ERR_INTERNAL, "fused operations on a non-linear MatMul");
   return PR_OK;
 }
 
@@ -195,8 +195,8 @@ static pr_status_t prepare_matmul(pr_compile_t *c, pr_node_t *n) {
   static void matmul_##sfx(const matmul_state_t *s, const T *a, const T *b, T *o) {       \
     int64_t M = s->mm.M, N = s->mm.N, K = s->mm.K;                                        \
     for (int64_t i = 0; i < s->mm.batch; i++) {                                           \
-      const T *pa = a + pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sa);            \
-      const T *pb = b + pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sb);            \
+      const T *pa = a + pr__bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sa);           \
+      const T *pb = b + pr__bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sb);           \
       T *po = o + i * M * N;                                                              \
       for (int64_t m = 0; m < M; m++)                                                     \
         for (int64_t j = 0; j < N; j++) {                                                 \
@@ -214,8 +214,8 @@ MATMUL_PLAIN(u64, uint64_t, uint64_t)
 #undef MATMUL_PLAIN
 
 static void run_matmul_plain(pr_exec_t *x, pr_node_t *n, const matmul_state_t *s) {
-  const void *a = pr_xin(x, n, 0), *b = pr_xin(x, n, 1);
-  void *o = pr_xout(x, n, 0);
+  const void *a = pr__xin(x, n, 0), *b = pr__xin(x, n, 1);
+  void *o = pr__xout(x, n, 0);
   switch (s->dtype) {
     case PR_DTYPE_DOUBLE: matmul_f64(s, a, b, o); break;
     case PR_DTYPE_INT32: matmul_i32(s, a, b, o); break;
@@ -233,20 +233,20 @@ static void run_matmul(pr_exec_t *x, pr_node_t *n) {
     return;
   }
   if (s->linear) {
-    if (s->sum_in >= 0) pr_dnnl_sum_addend(x, n, s->sum_in);
+    if (s->sum_in >= 0) pr__dnnl_sum_addend(x, n, s->sum_in);
     if (s->own) {
       pr_sgemm_epi_t epi = s->epi;
-      if (s->bias) epi.bias = pr_xin(x, n, 2);
+      if (s->bias) epi.bias = pr__xin(x, n, 2);
       int64_t K = s->mm.K, N = s->mm.N;
-      pr_sgemm_packed(s->rows, N, K, pr_xin(x, n, 0), K, s->w_buf, pr_xout(x, n, 0), N, &epi,
-                      x->threads);
+      pr__sgemm_packed(s->rows, N, K, pr__xin(x, n, 0), K, s->w_buf, pr__xout(x, n, 0), N, &epi,
+                       x->threads);
       return;
     }
-    pr_dnnl_prim_run(x, &s->prim);
+    pr__dnnl_prim_run(x, &s->prim);
     return;
   }
-  const float *a = pr_xin(x, n, 0), *b = pr_xin(x, n, 1);
-  float *o = pr_xout(x, n, 0);
+  const float *a = pr__xin(x, n, 0), *b = pr__xin(x, n, 1);
+  float *o = pr__xout(x, n, 0);
   bool tall = true; /* b shared by every batch entry, a's entries stacked in order */
   for (int k = 0; k < s->mm.rank; k++)
     tall &= s->mm.bdims[k] == 1 || (s->mm.sb[k] == 0 && s->mm.sa[k] != 0);
@@ -256,46 +256,46 @@ static void run_matmul(pr_exec_t *x, pr_node_t *n) {
     return;
   }
   for (int64_t i = 0; i < s->mm.batch; i++) {
-    int64_t oa = pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sa);
-    int64_t ob = pr_bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sb);
+    int64_t oa = pr__bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sa);
+    int64_t ob = pr__bcast_offset(i, s->mm.rank, s->mm.bdims, s->mm.sb);
     dnnl_sgemm('N', 'N', s->mm.M, s->mm.N, s->mm.K, 1.f, a + oa, s->mm.K, b + ob, s->mm.N, 0.f,
                o + i * s->mm.M * s->mm.N, s->mm.N);
   }
 }
 
-const pr_op_t pr_op_matmul = {.name = "MatMul",
-                              .attrs = "",
-                              .min_opset = 1,
-                              .max_inputs = 2,
-                              .infer = infer_matmul,
-                              .prepare = prepare_matmul,
-                              .run = run_matmul,
-                              .destroy = destroy_matmul};
+const pr_op_t pr__op_matmul = {.name = "MatMul",
+                               .attrs = "",
+                               .min_opset = 1,
+                               .max_inputs = 2,
+                               .infer = infer_matmul,
+                               .prepare = prepare_matmul,
+                               .run = run_matmul,
+                               .destroy = destroy_matmul};
 
 /* ---- Gemm: Y = alpha * A' B' + beta * C ---- */
 
 static pr_status_t infer_gemm(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 1), *cc = pr_in(c, n, 2);
-  if (!a || !b) return pr_fail(c, n, PR_ERR_INVALID, "needs A and B");
+  pr_value_t *a = pr__in(c, n, 0), *b = pr__in(c, n, 1), *cc = pr__in(c, n, 2);
+  if (!a || !b) return pr__fail(c, n, PR_ERR_INVALID, "needs A and B");
   if ((a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_DOUBLE) || b->dtype != a->dtype ||
       (cc && cc->dtype != a->dtype))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "A, B and C of one type, FLOAT or DOUBLE");
-  if (a->rank != 2 || b->rank != 2) return pr_fail(c, n, PR_ERR_INVALID, "A and B must be 2-D");
-  bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "A, B and C of one type, FLOAT or DOUBLE");
+  if (a->rank != 2 || b->rank != 2) return pr__fail(c, n, PR_ERR_INVALID, "A and B must be 2-D");
+  bool ta = pr__attr_int(n->m, "transA", 0), tb = pr__attr_int(n->m, "transB", 0);
   int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
   int64_t K2 = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
   if (K != K2)
-    return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)K,
-                   (long long)K2);
+    return pr__fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)K,
+                    (long long)K2);
   int64_t d[2] = {M, N};
   if (cc) {
     int r;
     int64_t bd[PR_MAX_RANK];
-    if (cc->rank > 2 || pr_broadcast_shape(2, d, cc->rank, cc->dims, &r, bd) < 0 || bd[0] != M ||
+    if (cc->rank > 2 || pr__broadcast_shape(2, d, cc->rank, cc->dims, &r, bd) < 0 || bd[0] != M ||
         bd[1] != N)
-      return pr_fail(c, n, PR_ERR_INVALID, "C does not broadcast to [M, N]");
+      return pr__fail(c, n, PR_ERR_INVALID, "C does not broadcast to [M, N]");
   }
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, 2, d);
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, 2, d);
   n->flops = 2.0 * (double)M * (double)N * (double)K;
   return PR_OK;
 }
@@ -304,8 +304,8 @@ static pr_status_t infer_gemm(pr_compile_t *c, pr_node_t *n) {
 static void run_gemm_f64(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *b = &x->v[n->in[1]], *o = &x->v[n->out[0]];
   const pr_value_t *cc = n->n_in > 2 && n->in[2] >= 0 ? &x->v[n->in[2]] : NULL;
-  bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
-  double alpha = pr_attr_float(n->m, "alpha", 1.f), beta = pr_attr_float(n->m, "beta", 1.f);
+  bool ta = pr__attr_int(n->m, "transA", 0), tb = pr__attr_int(n->m, "transB", 0);
+  double alpha = pr__attr_float(n->m, "alpha", 1.f), beta = pr__attr_float(n->m, "beta", 1.f);
   int64_t M = o->dims[0], N = o->dims[1], K = ta ? a->dims[0] : a->dims[1];
   int64_t lda = a->dims[1], ldb = b->dims[1];
   const double *pa = a->ptr, *pb = b->ptr, *pc = cc ? cc->ptr : NULL;
@@ -329,8 +329,8 @@ static void run_gemm(pr_exec_t *x, pr_node_t *n) {
     run_gemm_f64(x, n);
     return;
   }
-  bool ta = pr_attr_int(n->m, "transA", 0), tb = pr_attr_int(n->m, "transB", 0);
-  float alpha = pr_attr_float(n->m, "alpha", 1.f), beta = pr_attr_float(n->m, "beta", 1.f);
+  bool ta = pr__attr_int(n->m, "transA", 0), tb = pr__attr_int(n->m, "transB", 0);
+  float alpha = pr__attr_float(n->m, "alpha", 1.f), beta = pr__attr_float(n->m, "beta", 1.f);
   int64_t M = o->dims[0], N = o->dims[1], K = ta ? a->dims[0] : a->dims[1];
   float *y = o->ptr;
   float b2 = 0.f;
@@ -345,9 +345,9 @@ static void run_gemm(pr_exec_t *x, pr_node_t *n) {
              b2, y, N);
 }
 
-const pr_op_t pr_op_gemm = {.name = "Gemm",
-                            .attrs = "alpha,beta,transA,transB",
-                            .min_opset = 1, /* 1 and 6: C required (broadcast: the loader) */
-                            .max_inputs = 3,
-                            .infer = infer_gemm,
-                            .run = run_gemm};
+const pr_op_t pr__op_gemm = {.name = "Gemm",
+                             .attrs = "alpha,beta,transA,transB",
+                             .min_opset = 1, /* 1 and 6: C required (broadcast: the loader) */
+                             .max_inputs = 3,
+                             .infer = infer_gemm,
+                             .run = run_gemm};

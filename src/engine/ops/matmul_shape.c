@@ -3,9 +3,9 @@
 
 #include <string.h>
 
-pr_status_t pr_mm_shape(pr_compile_t *c, pr_node_t *n, const pr_value_t *a, const pr_value_t *b,
-                        pr_mm_shape_t *s, int *ro, int64_t *od) {
-  if (a->rank < 1 || b->rank < 1) return pr_fail(c, n, PR_ERR_INVALID, "scalar input");
+pr_status_t pr__mm_shape(pr_compile_t *c, pr_node_t *n, const pr_value_t *a, const pr_value_t *b,
+                         pr_mm_shape_t *s, int *ro, int64_t *od) {
+  if (a->rank < 1 || b->rank < 1) return pr__fail(c, n, PR_ERR_INVALID, "scalar input");
   int64_t ad[PR_MAX_RANK + 1], bd[PR_MAX_RANK + 1];
   int ra = a->rank, rb = b->rank;
   memcpy(ad, a->dims, sizeof(int64_t) * (size_t)ra);
@@ -15,11 +15,11 @@ pr_status_t pr_mm_shape(pr_compile_t *c, pr_node_t *n, const pr_value_t *a, cons
   if (b1) bd[1] = 1, rb = 2;
   s->M = ad[ra - 2], s->K = ad[ra - 1], s->N = bd[rb - 1];
   if (bd[rb - 2] != s->K)
-    return pr_fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)s->K,
-                   (long long)bd[rb - 2]);
+    return pr__fail(c, n, PR_ERR_INVALID, "inner dimensions differ (%lld, %lld)", (long long)s->K,
+                    (long long)bd[rb - 2]);
   int64_t batch[PR_MAX_RANK];
-  if (pr_broadcast_shape(ra - 2, ad, rb - 2, bd, &s->rank, batch) < 0)
-    return pr_fail(c, n, PR_ERR_INVALID, "batch dimensions do not broadcast");
+  if (pr__broadcast_shape(ra - 2, ad, rb - 2, bd, &s->rank, batch) < 0)
+    return pr__fail(c, n, PR_ERR_INVALID, "batch dimensions do not broadcast");
   s->batch = 1;
   int64_t ea = s->M * s->K, eb = s->K * s->N;
   for (int k = s->rank - 1; k >= 0; k--) {
@@ -37,5 +37,5 @@ pr_status_t pr_mm_shape(pr_compile_t *c, pr_node_t *n, const pr_value_t *a, cons
   if (!a1) od[j++] = s->M;
   if (!b1) od[j++] = s->N;
   *ro = j;
-  return j > PR_MAX_RANK ? pr_fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK) : PR_OK;
+  return j > PR_MAX_RANK ? pr__fail(c, n, PR_ERR_UNSUPPORTED, "rank over %d", PR_MAX_RANK) : PR_OK;
 }

@@ -17,9 +17,9 @@ typedef struct {
 
 /* Fills s from a and b (neither a scalar) and writes the output's dims into
  * od (PR_MAX_RANK + 2 entries) and rank into *ro. PR_ERR_INVALID through
- * pr_fail when the inner dims differ or the batch dims do not broadcast,
+ * pr__fail when the inner dims differ or the batch dims do not broadcast,
  * PR_ERR_UNSUPPORTED when the output's rank is over PR_MAX_RANK. */
-pr_status_t pr_mm_shape(pr_compile_t *c, pr_node_t *n, const pr_value_t *a, const pr_value_t *b,
-                        pr_mm_shape_t *s, int *ro, int64_t *od);
+pr_status_t pr__mm_shape(pr_compile_t *c, pr_node_t *n, const pr_value_t *a, const pr_value_t *b,
+                         pr_mm_shape_t *s, int *ro, int64_t *od);
 
 #endif

@@ -172,31 +172,31 @@
 // clang-format on
 #define PR_OP_COUNT 157
 
-#define X(name) extern const pr_op_t pr_op_##name;
+#define X(name) extern const pr_op_t pr__op_##name;
 PR_OPS_LIST
 #undef X
 
 /* Compiler-made kernels (no ONNX name of their own). */
-extern const pr_op_t pr_op_layer_norm_fused;
-extern const pr_op_t pr_op_gelu_erf, pr_op_gelu_tanh;
-extern const pr_op_t pr_op_silu;
-extern const pr_op_t pr_op_attention;
-extern const pr_op_t pr_op_qlinear_add; /* quant.c, made by the QDQ fuser */
-extern const pr_op_t pr_op_qlookup;     /* quant.c, made by the QDQ fuser */
+extern const pr_op_t pr__op_layer_norm_fused;
+extern const pr_op_t pr__op_gelu_erf, pr__op_gelu_tanh;
+extern const pr_op_t pr__op_silu;
+extern const pr_op_t pr__op_attention;
+extern const pr_op_t pr__op_qlinear_add; /* quant.c, made by the QDQ fuser */
+extern const pr_op_t pr__op_qlookup;     /* quant.c, made by the QDQ fuser */
 /* Node n's float function (a unary op of elementwise.c, or Clip with
  * constant bounds) on v[0..len) in place; false, v unchanged, when n is no
  * such node. */
-bool pr_unary_eval(pr_compile_t *c, const pr_node_t *n, float *v, int64_t len);
+bool pr__unary_eval(pr_compile_t *c, const pr_node_t *n, float *v, int64_t len);
 /* sgemm form of a rows x cols view with strides (rs, cs) (attention.c). */
-bool pr_attn_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char *t, int64_t *ld);
+bool pr__attn_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char *t, int64_t *ld);
 
 /* A MatMul that runs as one oneDNN kernel with a constant B (matmul.c); the
  * fuser gives those a bias, activations and a residual sum. */
-bool pr_matmul_is_linear(pr_compile_t *c, const pr_node_t *n);
+bool pr__matmul_is_linear(pr_compile_t *c, const pr_node_t *n);
 /* A Conv with an output position whose window lies in the padding only, on
  * some axis (conv.c): oneDNN 2.6's brgconv kernels answer wrong there with
  * a sum post-op (and crash with a sum and an eltwise one), so the fuser
  * gives such a conv no residual sum. */
-bool pr_conv_window_in_padding(pr_compile_t *c, pr_node_t *n);
+bool pr__conv_window_in_padding(pr_compile_t *c, pr_node_t *n);
 
 #endif

@@ -9,9 +9,9 @@
 
 #include "engine/ops/dnnl_util.h"
 
-pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, int sp,
-                           const int64_t *kernel, bool ceil_mode, int64_t *stride, int64_t *dil,
-                           int64_t *pad_l, int64_t *pad_r, int64_t *out_sp);
+pr_status_t pr__window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, int sp,
+                            const int64_t *kernel, bool ceil_mode, int64_t *stride, int64_t *dil,
+                            int64_t *pad_l, int64_t *pad_r, int64_t *out_sp);
 
 typedef struct {
   int sp;
@@ -23,7 +23,7 @@ typedef struct {
 } pool_geom_t;
 
 static pr_status_t pool_geom(pr_compile_t *c, pr_node_t *n, pool_geom_t *g) {
-  pr_value_t *x = pr_in(c, n, 0);
+  pr_value_t *x = pr__in(c, n, 0);
   g->sp = x->rank - 2;
   if (g->global) {
     for (int k = 0; k < g->sp; k++) {
@@ -33,17 +33,17 @@ static pr_status_t pool_geom(pr_compile_t *c, pr_node_t *n, pool_geom_t *g) {
     return PR_OK;
   }
   const int64_t *ks;
-  int cnt = pr_attr_ints(n->m, "kernel_shape", &ks);
-  if (cnt != g->sp) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape needs %d entries", g->sp);
+  int cnt = pr__attr_ints(n->m, "kernel_shape", &ks);
+  if (cnt != g->sp) return pr__fail(c, n, PR_ERR_INVALID, "kernel_shape needs %d entries", g->sp);
   for (int k = 0; k < g->sp; k++) g->kernel[k] = ks[k];
-  bool ceil_mode = pr_attr_int(n->m, "ceil_mode", 0) != 0;
-  pr_status_t st = pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, false, g->stride, g->dil,
-                                  g->pad_l, g->pad_r, g->out);
+  bool ceil_mode = pr__attr_int(n->m, "ceil_mode", 0) != 0;
+  pr_status_t st = pr__window_geom(c, n, x->dims + 2, g->sp, g->kernel, false, g->stride, g->dil,
+                                   g->pad_l, g->pad_r, g->out);
   if (st) return st;
   memcpy(g->pad_r_given, g->pad_r, sizeof g->pad_r);
   if (!ceil_mode) return PR_OK;
-  return pr_window_geom(c, n, x->dims + 2, g->sp, g->kernel, true, g->stride, g->dil, g->pad_l,
-                        g->pad_r, g->out);
+  return pr__window_geom(c, n, x->dims + 2, g->sp, g->kernel, true, g->stride, g->dil, g->pad_l,
+                         g->pad_r, g->out);
 }
 
 /* Whether ceil mode's last window runs past the end pads the model gave. */
@@ -54,28 +54,28 @@ static bool past_given_pads(const pool_geom_t *g) {
 }
 
 static pr_status_t infer_pool_common(pr_compile_t *c, pr_node_t *n, bool global, bool is_max) {
-  pr_value_t *x = pr_in(c, n, 0);
-  if (!x) return pr_fail(c, n, PR_ERR_INVALID, "missing input");
+  pr_value_t *x = pr__in(c, n, 0);
+  if (!x) return pr__fail(c, n, PR_ERR_INVALID, "missing input");
   bool loop_types = x->dtype == PR_DTYPE_UINT8 || x->dtype == PR_DTYPE_INT8 ||
                     (x->dtype == PR_DTYPE_DOUBLE && !global);
   if (x->dtype != PR_DTYPE_FLOAT && !(is_max && loop_types))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(x->dtype));
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(x->dtype));
   if (x->rank < 3 || x->rank > 5)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions");
   pool_geom_t g = {.global = global};
   pr_status_t st = pool_geom(c, n, &g);
   if (st) return st;
   int64_t d[5] = {x->dims[0], x->dims[1]};
   for (int k = 0; k < g.sp; k++) d[k + 2] = g.out[k];
-  pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, d);
-  if (pr_out(c, n, 1)) pr_value_set_shape(pr_out(c, n, 1), PR_DTYPE_INT64, x->rank, d);
+  pr__value_set_shape(pr__out(c, n, 0), x->dtype, x->rank, d);
+  if (pr__out(c, n, 1)) pr__value_set_shape(pr__out(c, n, 1), PR_DTYPE_INT64, x->rank, d);
   return PR_OK;
 }
 
 /* p: the op's state (n->state), zeroed. */
 static pr_status_t prepare_pool_common(pr_compile_t *c, pr_node_t *n, bool global,
                                        dnnl_alg_kind_t alg, pr_dnnl_prim_t *p) {
-  pr_value_t *x = pr_in(c, n, 0), *o = pr_out(c, n, 0);
+  pr_value_t *x = pr__in(c, n, 0), *o = pr__out(c, n, 0);
   pool_geom_t g = {.global = global};
   pr_status_t st = pool_geom(c, n, &g);
   if (st) return st;
@@ -89,7 +89,7 @@ static pr_status_t prepare_pool_common(pr_compile_t *c, pr_node_t *n, bool globa
   dnnl_data_type_t dt = x->dtype == PR_DTYPE_FLOAT   ? dnnl_f32
                         : x->dtype == PR_DTYPE_UINT8 ? dnnl_u8
                                                      : dnnl_s8;
-  if (x->dtype != PR_DTYPE_FLOAT) pr_plain_md(x, &x->md), pr_plain_md(o, &o->md);
+  if (x->dtype != PR_DTYPE_FLOAT) pr__plain_md(x, &x->md), pr__plain_md(o, &o->md);
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&o_any, o->rank, od, dt, dnnl_format_tag_any));
   dnnl_pooling_v2_desc_t pdesc;
   PR_DNNL(c, n,
@@ -97,15 +97,15 @@ static pr_status_t prepare_pool_common(pr_compile_t *c, pr_node_t *n, bool globa
                                             strides, kernel, dil, pl, pr_));
   dnnl_primitive_desc_t pd;
   if (dnnl_primitive_desc_create(&pd, &pdesc, NULL, c->engine, NULL) != dnnl_success)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN pooling kernel");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "no oneDNN pooling kernel");
   dnnl_memory_desc_t dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-  if ((st = pr_dnnl_prim_init(c, n, p, pd))) return st;
+  if ((st = pr__dnnl_prim_init(c, n, p, pd))) return st;
   dnnl_memory_desc_t plain;
   o->md = dst_md;
-  if (pr_plain_md(o, &plain) == PR_OK) o->opaque = !dnnl_memory_desc_equal(&dst_md, &plain);
+  if (pr__plain_md(o, &plain) == PR_OK) o->opaque = !dnnl_memory_desc_equal(&dst_md, &plain);
   o->nbytes = dnnl_memory_desc_get_size(&dst_md);
-  pr_dnnl_prim_add_arg(p, DNNL_ARG_SRC, n->in[0], NULL, &x->md);
-  pr_dnnl_prim_add_arg(p, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
+  pr__dnnl_prim_add_arg(p, DNNL_ARG_SRC, n->in[0], NULL, &x->md);
+  pr__dnnl_prim_add_arg(p, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
   return PR_OK;
 }
 
@@ -122,7 +122,7 @@ static pr_status_t infer_gmax(pr_compile_t *c, pr_node_t *n) {
   return infer_pool_common(c, n, true, true);
 }
 
-/* MaxPool's state: the oneDNN kernel first (pr_dnnl_destroy_state frees
+/* MaxPool's state: the oneDNN kernel first (pr__dnnl_destroy_state frees
  * the whole), or the geometry of the loop that writes Indices. */
 typedef struct {
   pr_dnnl_prim_t prim;
@@ -141,10 +141,10 @@ static pr_status_t prepare_max(pr_compile_t *c, pr_node_t *n) {
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
   bool indices = n->n_out > 1 && n->out[1] >= 0;
-  if (!indices && pr_in(c, n, 0)->dtype != PR_DTYPE_DOUBLE)
+  if (!indices && pr__in(c, n, 0)->dtype != PR_DTYPE_DOUBLE)
     return prepare_pool_common(c, n, false, dnnl_pooling_max, &s->prim);
   s->loop = true;
-  pr_status_t st = pr_require_plain(c, n, 0);
+  pr_status_t st = pr__require_plain(c, n, 0);
   if (st) return st;
   return pool_geom(c, n, &s->g);
 }
@@ -171,9 +171,9 @@ static bool window_pos(const pool_geom_t *g, const int64_t *dims, const int64_t 
 
 static void run_max_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
   const pr_value_t *a = &x->v[n->in[0]];
-  int64_t *ind = n->n_out > 1 && n->out[1] >= 0 ? pr_xout(x, n, 1) : NULL;
-  void *o = pr_xout(x, n, 0);
-  bool col = pr_attr_int(n->m, "storage_order", 0) != 0;
+  int64_t *ind = n->n_out > 1 && n->out[1] >= 0 ? pr__xout(x, n, 1) : NULL;
+  void *o = pr__xout(x, n, 0);
+  bool col = pr__attr_int(n->m, "storage_order", 0) != 0;
   int sp = g->sp;
   size_t es = pr_dtype_size(a->dtype);
   int64_t planes = a->dims[0] * a->dims[1], in_sp = 1, out_sp = 1;
@@ -191,7 +191,7 @@ static void run_max_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
         if (!window_pos(g, a->dims + 2, opos, w, pos)) continue;
         for (int k = 0; k < sp; k++) flat = flat * a->dims[k + 2] + pos[k];
         for (int k = 0; k < sp; k++) cflat += pos[k] * cmul, cmul *= a->dims[k + 2];
-        double v = pr_load_double(a->ptr, a->dtype, pl * in_sp + flat);
+        double v = pr__load_double(a->ptr, a->dtype, pl * in_sp + flat);
         if (best < 0 || v > bv) bv = v, best = pl * in_sp + (col ? cflat : flat), best_row = flat;
       }
       char *po = (char *)o + (size_t)(pl * out_sp + oi) * es;
@@ -208,7 +208,7 @@ static void run_max(pr_exec_t *x, pr_node_t *n) {
   if (s->loop)
     run_max_loop(x, n, &s->g);
   else
-    pr_dnnl_prim_run(x, &s->prim);
+    pr__dnnl_prim_run(x, &s->prim);
 }
 /* AveragePool counting the pads, in ceil mode with a last window past the
  * given end pads: ONNX (and ONNX Runtime) divide by the part of the window
@@ -217,7 +217,7 @@ static void run_max(pr_exec_t *x, pr_node_t *n) {
 static void run_avg_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
   const pr_value_t *a = &x->v[n->in[0]];
   const float *in = a->ptr;
-  float *o = pr_xout(x, n, 0);
+  float *o = pr__xout(x, n, 0);
   int sp = g->sp;
   int64_t planes = a->dims[0] * a->dims[1], in_sp = 1, out_sp = 1, win = 1;
   for (int k = 0; k < sp; k++) in_sp *= a->dims[k + 2], out_sp *= g->out[k], win *= g->kernel[k];
@@ -242,7 +242,7 @@ static void run_avg_loop(pr_exec_t *x, pr_node_t *n, const pool_geom_t *g) {
 
 static pr_status_t prepare_avg(pr_compile_t *c, pr_node_t *n) {
   /* zeros from a fused Pad count in the average, as they did before fusion */
-  bool include = pr_attr_int(n->m, "count_include_pad", 0) != 0 || n->pad_fused;
+  bool include = pr__attr_int(n->m, "count_include_pad", 0) != 0 || n->pad_fused;
   max_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
@@ -250,7 +250,7 @@ static pr_status_t prepare_avg(pr_compile_t *c, pr_node_t *n) {
   if (st) return st;
   if (include && past_given_pads(&s->g)) {
     s->loop = true;
-    return pr_require_plain(c, n, 0);
+    return pr__require_plain(c, n, 0);
   }
   return prepare_pool_common(
       c, n, false, include ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding,
@@ -262,7 +262,7 @@ static void run_avg(pr_exec_t *x, pr_node_t *n) {
   if (s->loop)
     run_avg_loop(x, n, &s->g);
   else
-    pr_dnnl_prim_run(x, &s->prim);
+    pr__dnnl_prim_run(x, &s->prim);
 }
 static pr_status_t prepare_gavg(pr_compile_t *c, pr_node_t *n) {
   pr_dnnl_prim_t *p = new_prim(n);
@@ -277,16 +277,16 @@ static pr_status_t prepare_gmax(pr_compile_t *c, pr_node_t *n) {
 
 static pr_status_t check_avg(const pr_mnode_t *m, int opset, char *err, size_t len) {
   const int64_t *d;
-  int cnt = pr_attr_ints(m, "dilations", &d);
+  int cnt = pr__attr_ints(m, "dilations", &d);
   for (int i = 0; i < cnt; i++)
     if (d[i] != 1) {
-      snprintf(err, len, "node '%s' (AveragePool): dilations not supported", pr_mnode_name(m));
+      snprintf(err, len, "node '%s' (AveragePool): dilations not supported", pr__mnode_name(m));
       return PR_ERR_UNSUPPORTED;
     }
   return PR_OK;
 }
 
-const pr_op_t pr_op_max_pool = {
+const pr_op_t pr__op_max_pool = {
     .name = "MaxPool",
     .attrs = "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides",
     .min_opset = 1,
@@ -294,9 +294,9 @@ const pr_op_t pr_op_max_pool = {
     .infer = infer_max,
     .prepare = prepare_max,
     .run = run_max,
-    .destroy = pr_dnnl_destroy_state,
+    .destroy = pr__dnnl_destroy_state,
     .accepts_opaque = true};
-const pr_op_t pr_op_average_pool = {
+const pr_op_t pr__op_average_pool = {
     .name = "AveragePool",
     .attrs = "auto_pad,ceil_mode,count_include_pad,dilations,kernel_shape,pads,strides",
     .min_opset = 1,
@@ -305,26 +305,26 @@ const pr_op_t pr_op_average_pool = {
     .infer = infer_avg,
     .prepare = prepare_avg,
     .run = run_avg,
-    .destroy = pr_dnnl_destroy_state,
+    .destroy = pr__dnnl_destroy_state,
     .accepts_opaque = true};
-const pr_op_t pr_op_global_average_pool = {.name = "GlobalAveragePool",
-                                           .attrs = "",
-                                           .min_opset = 1,
-                                           .max_inputs = 1,
-                                           .infer = infer_gavg,
-                                           .prepare = prepare_gavg,
-                                           .run = pr_dnnl_run_state,
-                                           .destroy = pr_dnnl_destroy_state,
-                                           .accepts_opaque = true};
-const pr_op_t pr_op_global_max_pool = {.name = "GlobalMaxPool",
-                                       .attrs = "",
-                                       .min_opset = 1,
-                                       .max_inputs = 1,
-                                       .infer = infer_gmax,
-                                       .prepare = prepare_gmax,
-                                       .run = pr_dnnl_run_state,
-                                       .destroy = pr_dnnl_destroy_state,
-                                       .accepts_opaque = true};
+const pr_op_t pr__op_global_average_pool = {.name = "GlobalAveragePool",
+                                            .attrs = "",
+                                            .min_opset = 1,
+                                            .max_inputs = 1,
+                                            .infer = infer_gavg,
+                                            .prepare = prepare_gavg,
+                                            .run = pr__dnnl_run_state,
+                                            .destroy = pr__dnnl_destroy_state,
+                                            .accepts_opaque = true};
+const pr_op_t pr__op_global_max_pool = {.name = "GlobalMaxPool",
+                                        .attrs = "",
+                                        .min_opset = 1,
+                                        .max_inputs = 1,
+                                        .infer = infer_gmax,
+                                        .prepare = prepare_gmax,
+                                        .run = pr__dnnl_run_state,
+                                        .destroy = pr__dnnl_destroy_state,
+                                        .accepts_opaque = true};
 
 /* ---- MaxUnpool(X, I, output_shape?): zeros, X scattered to indices I ----
  * I numbers the elements of the shape MaxPool's input had (the default
@@ -334,8 +334,8 @@ const pr_op_t pr_op_global_max_pool = {.name = "GlobalMaxPool",
 static pr_status_t unpool_default_shape(const pr_mnode_t *m, const pr_value_t *x, int64_t *d) {
   int sp = x->rank - 2;
   const int64_t *ks, *st, *pads;
-  if (pr_attr_ints(m, "kernel_shape", &ks) != sp) return PR_ERR_INVALID;
-  int nst = pr_attr_ints(m, "strides", &st), np = pr_attr_ints(m, "pads", &pads);
+  if (pr__attr_ints(m, "kernel_shape", &ks) != sp) return PR_ERR_INVALID;
+  int nst = pr__attr_ints(m, "strides", &st), np = pr__attr_ints(m, "pads", &pads);
   d[0] = x->dims[0], d[1] = x->dims[1];
   for (int k = 0; k < sp; k++) {
     int64_t s = nst == sp ? st[k] : 1, pb = np == 2 * sp ? pads[k] : 0,
@@ -347,29 +347,29 @@ static pr_status_t unpool_default_shape(const pr_mnode_t *m, const pr_value_t *x
 }
 
 static pr_status_t infer_max_unpool(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *x = pr_in(c, n, 0), *ind = pr_in(c, n, 1), *shape = pr_in(c, n, 2);
-  if (!x || !ind || ind->dtype != PR_DTYPE_INT64 || !pr_same_shape(x, ind))
-    return pr_fail(c, n, PR_ERR_INVALID, "I must be INT64 of X's shape");
+  pr_value_t *x = pr__in(c, n, 0), *ind = pr__in(c, n, 1), *shape = pr__in(c, n, 2);
+  if (!x || !ind || ind->dtype != PR_DTYPE_INT64 || !pr__same_shape(x, ind))
+    return pr__fail(c, n, PR_ERR_INVALID, "I must be INT64 of X's shape");
   if (x->rank < 3 || x->rank > 5 || !pr_dtype_size(x->dtype))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions");
   int64_t d[5], def[5];
   if (unpool_default_shape(n->m, x, def))
-    return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape, strides and pads");
+    return pr__fail(c, n, PR_ERR_INVALID, "kernel_shape, strides and pads");
   memcpy(d, def, sizeof d);
-  if (shape && pr_const_ints(shape, d, 5) != x->rank)
-    return pr_need_values(c, n, "output_shape must be constant, of rank %d", x->rank);
+  if (shape && pr__const_ints(shape, d, 5) != x->rank)
+    return pr__need_values(c, n, "output_shape must be constant, of rank %d", x->rank);
   for (int k = 0; k < x->rank; k++)
     if (d[k] < def[k] || (k < 2 && d[k] != def[k]))
-      return pr_fail(c, n, PR_ERR_INVALID, "output_shape smaller than the default");
-  pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, d);
+      return pr__fail(c, n, PR_ERR_INVALID, "output_shape smaller than the default");
+  pr__value_set_shape(pr__out(c, n, 0), x->dtype, x->rank, d);
   return PR_OK;
 }
 
 static void run_max_unpool(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
-  const int64_t *ind = pr_xin(x, n, 1);
+  const int64_t *ind = pr__xin(x, n, 1);
   size_t es = pr_dtype_size(a->dtype);
-  int64_t def[5], len = pr_value_numel(a), dlen = 1;
+  int64_t def[5], len = pr__value_numel(a), dlen = 1;
   unpool_default_shape(n->m, a, def);
   for (int k = 0; k < a->rank; k++) dlen *= def[k];
   memset(o->ptr, 0, o->nbytes);
@@ -385,9 +385,9 @@ static void run_max_unpool(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_max_unpool = {.name = "MaxUnpool",
-                                  .attrs = "kernel_shape,pads,strides",
-                                  .min_opset = 9,
-                                  .max_inputs = 3,
-                                  .infer = infer_max_unpool,
-                                  .run = run_max_unpool};
+const pr_op_t pr__op_max_unpool = {.name = "MaxUnpool",
+                                   .attrs = "kernel_shape,pads,strides",
+                                   .min_opset = 9,
+                                   .max_inputs = 3,
+                                   .infer = infer_max_unpool,
+                                   .run = run_max_unpool};

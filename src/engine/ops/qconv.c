@@ -23,9 +23,9 @@
 #include "engine/ops/dnnl_util.h"
 #include "engine/ops/quant_util.h"
 
-pr_status_t pr_window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, int sp,
-                           const int64_t *kernel, bool ceil_mode, int64_t *stride, int64_t *dil,
-                           int64_t *pad_l, int64_t *pad_r, int64_t *out_sp);
+pr_status_t pr__window_geom(pr_compile_t *c, pr_node_t *n, const int64_t *in_sp, int sp,
+                            const int64_t *kernel, bool ceil_mode, int64_t *stride, int64_t *dil,
+                            int64_t *pad_l, int64_t *pad_r, int64_t *out_sp);
 
 /* Input indices of the parameters (-1: the op has none). */
 typedef struct {
@@ -55,9 +55,9 @@ typedef struct {
 
 static void destroy_qconv(void *p) {
   qconv_state_t *s = p;
-  pr_dnnl_prim_destroy(&s->prim);
-  if (s->w_buf) pr_dnnl_weights_release(s->w_buf, s->w_cache);
-  pr_free(s->bias);
+  pr__dnnl_prim_destroy(&s->prim);
+  if (s->w_buf) pr__dnnl_weights_release(s->w_buf, s->w_cache);
+  pr__free(s->bias);
   free(s);
 }
 
@@ -66,56 +66,56 @@ static const qconv_io_t *io_of(const pr_node_t *n) {
 }
 
 static pr_value_t *param(pr_compile_t *c, const pr_node_t *n, int k) {
-  return k >= 0 ? pr_in(c, n, k) : NULL;
+  return k >= 0 ? pr__in(c, n, k) : NULL;
 }
 
 static pr_status_t qconv_geom(pr_compile_t *c, pr_node_t *n, qgeom_t *g) {
   const qconv_io_t *io = io_of(n);
-  pr_value_t *x = pr_in(c, n, io->x), *w = pr_in(c, n, io->w);
-  if (!x || !w) return pr_fail(c, n, PR_ERR_INVALID, "needs X and W");
+  pr_value_t *x = pr__in(c, n, io->x), *w = pr__in(c, n, io->w);
+  if (!x || !w) return pr__fail(c, n, PR_ERR_INVALID, "needs X and W");
   if (x->rank < 3 || x->rank > 5 || w->rank != x->rank)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions, W of the same rank");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "1 to 3 spatial dimensions, W of the same rank");
   memset(g, 0, sizeof *g);
   g->sp = x->rank - 2;
   g->N = x->dims[0], g->C = x->dims[1], g->M = w->dims[0];
-  g->group = pr_attr_int(n->m, "group", 1);
-  if (g->C < 1 || g->M < 1) return pr_fail(c, n, PR_ERR_INVALID, "no channels");
+  g->group = pr__attr_int(n->m, "group", 1);
+  if (g->C < 1 || g->M < 1) return pr__fail(c, n, PR_ERR_INVALID, "no channels");
   if (g->group < 1 || g->C % g->group || g->M % g->group || w->dims[1] != g->C / g->group)
-    return pr_fail(c, n, PR_ERR_INVALID, "channels do not match group %lld", (long long)g->group);
+    return pr__fail(c, n, PR_ERR_INVALID, "channels do not match group %lld", (long long)g->group);
   const int64_t *ks;
-  int cnt = pr_attr_ints(n->m, "kernel_shape", &ks);
-  if (cnt && cnt != g->sp) return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape size");
+  int cnt = pr__attr_ints(n->m, "kernel_shape", &ks);
+  if (cnt && cnt != g->sp) return pr__fail(c, n, PR_ERR_INVALID, "kernel_shape size");
   for (int k = 0; k < 3; k++) {
     bool on = k < g->sp;
     g->k[k] = on ? w->dims[k + 2] : 1;
     if (cnt && on && ks[k] != g->k[k])
-      return pr_fail(c, n, PR_ERR_INVALID, "kernel_shape differs from W");
+      return pr__fail(c, n, PR_ERR_INVALID, "kernel_shape differs from W");
     g->in[k] = on ? x->dims[k + 2] : 1;
     g->out[k] = g->stride[k] = g->dil[k] = 1;
   }
-  return pr_window_geom(c, n, x->dims + 2, g->sp, g->k, false, g->stride, g->dil, g->pad_l,
-                        g->pad_r, g->out);
+  return pr__window_geom(c, n, x->dims + 2, g->sp, g->k, false, g->stride, g->dil, g->pad_l,
+                         g->pad_r, g->out);
 }
 
 /* Types and sizes of every input; *out_type the output's. */
 static pr_status_t check_inputs(pr_compile_t *c, pr_node_t *n, const qgeom_t *g, qconv_state_t *s,
                                 pr_dtype_t *out_type) {
   const qconv_io_t *io = io_of(n);
-  pr_value_t *x = pr_in(c, n, io->x), *w = pr_in(c, n, io->w), *b = param(c, n, io->b);
-  if (!pr_is_q8(x->dtype) || !pr_is_q8(w->dtype))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X and W of types UINT8 or INT8");
+  pr_value_t *x = pr__in(c, n, io->x), *w = pr__in(c, n, io->w), *b = param(c, n, io->b);
+  if (!pr__is_q8(x->dtype) || !pr__is_q8(w->dtype))
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "X and W of types UINT8 or INT8");
   int64_t one;
   bool ql = io->sx >= 0;
-  pr_status_t st = pr_quant_param(c, n, io->zx, true, x->dtype, 0, false, &one);
-  if (!st) st = pr_quant_param(c, n, io->zw, true, w->dtype, g->M, false, &s->n_zw);
-  if (!st && ql) st = pr_quant_param(c, n, io->sx, false, 0, 0, true, &one);
-  if (!st && ql) st = pr_quant_param(c, n, io->sw, false, 0, g->M, true, &s->n_sw);
-  if (!st && ql) st = pr_quant_param(c, n, io->sy, false, 0, 0, true, &one);
-  if (!st && ql) st = pr_quant_param(c, n, io->zy, true, 0, 0, false, &one);
+  pr_status_t st = pr__quant_param(c, n, io->zx, true, x->dtype, 0, false, &one);
+  if (!st) st = pr__quant_param(c, n, io->zw, true, w->dtype, g->M, false, &s->n_zw);
+  if (!st && ql) st = pr__quant_param(c, n, io->sx, false, 0, 0, true, &one);
+  if (!st && ql) st = pr__quant_param(c, n, io->sw, false, 0, g->M, true, &s->n_sw);
+  if (!st && ql) st = pr__quant_param(c, n, io->sy, false, 0, 0, true, &one);
+  if (!st && ql) st = pr__quant_param(c, n, io->zy, true, 0, 0, false, &one);
   if (st) return st;
   if (b && ((b->dtype != PR_DTYPE_INT32 && b->dtype != PR_DTYPE_FLOAT) || b->rank != 1 ||
             b->dims[0] != g->M))
-    return pr_fail(c, n, PR_ERR_INVALID, "B must be INT32 of %lld elements", (long long)g->M);
+    return pr__fail(c, n, PR_ERR_INVALID, "B must be INT32 of %lld elements", (long long)g->M);
   pr_value_t *zy = param(c, n, io->zy);
   *out_type = !ql ? PR_DTYPE_INT32 : zy ? zy->dtype : PR_DTYPE_UINT8;
   return PR_OK;
@@ -130,8 +130,8 @@ static pr_status_t infer_qconv(pr_compile_t *c, pr_node_t *n) {
   if (st) return st;
   int64_t d[5] = {g.N, g.M};
   for (int k = 0; k < g.sp; k++) d[k + 2] = g.out[k];
-  pr_value_set_shape(pr_out(c, n, 0), t, g.sp + 2, d);
-  double macs = (double)pr_value_numel(pr_out(c, n, 0)) * (double)(g.C / g.group);
+  pr__value_set_shape(pr__out(c, n, 0), t, g.sp + 2, d);
+  double macs = (double)pr__value_numel(pr__out(c, n, 0)) * (double)(g.C / g.group);
   for (int k = 0; k < 3; k++) macs *= (double)g.k[k];
   n->flops = 2 * macs;
   return PR_OK;
@@ -154,18 +154,18 @@ static bool all_const(pr_compile_t *c, const pr_node_t *n) {
 static pr_status_t make_weights(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
                                 const dnnl_memory_desc_t *w_plain, const dnnl_memory_desc_t *w_md,
                                 bool *fits) {
-  const pr_value_t *w = pr_in(c, n, s->io.w), *zw = param(c, n, s->io.zw);
+  const pr_value_t *w = pr__in(c, n, s->io.w), *zw = param(c, n, s->io.zw);
   *fits = true;
-  if ((s->w_buf = pr_dnnl_weights_cached(c, n, 1, w_md, &s->w_cache))) return PR_OK;
-  int64_t numel = pr_value_numel(w);
-  int8_t *w8 = pr_aligned_alloc((size_t)numel);
+  if ((s->w_buf = pr__dnnl_weights_cached(c, n, 1, w_md, &s->w_cache))) return PR_OK;
+  int64_t numel = pr__value_numel(w);
+  int8_t *w8 = pr__aligned_alloc((size_t)numel);
   if (!w8) return PR_ERR_NOMEM;
-  *fits = pr_weights_to_s8(w->data, w->dtype, numel, zw ? zw->data : NULL,
-                           zw ? zw->dtype : w->dtype, s->n_zw, numel / s->g.M, w8) &&
-          pr_q8_dnnl_exact_for(pr_in(c, n, s->io.x)->dtype, w8, numel);
+  *fits = pr__weights_to_s8(w->data, w->dtype, numel, zw ? zw->data : NULL,
+                            zw ? zw->dtype : w->dtype, s->n_zw, numel / s->g.M, w8) &&
+          pr__q8_dnnl_exact_for(pr__in(c, n, s->io.x)->dtype, w8, numel);
   pr_status_t st = PR_OK;
-  if (*fits) st = pr_dnnl_weights_make(c, n, 1, w8, w_plain, w_md, &s->w_buf, &s->w_cache);
-  pr_free(w8);
+  if (*fits) st = pr__dnnl_weights_make(c, n, 1, w8, w_plain, w_md, &s->w_buf, &s->w_cache);
+  pr__free(w8);
   return st;
 }
 
@@ -182,7 +182,7 @@ static int weight_dims(const qgeom_t *g, dnnl_dims_t wd) {
 static pr_status_t qconv_desc(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
                               dnnl_convolution_desc_t *cd, dnnl_memory_desc_t *w_plain) {
   const qgeom_t *g = &s->g;
-  pr_value_t *x = pr_in(c, n, s->io.x), *o = pr_out(c, n, 0);
+  pr_value_t *x = pr__in(c, n, s->io.x), *o = pr__out(c, n, 0);
   static const dnnl_format_tag_t plain_tags[] = {0,         0,          0,          dnnl_abc,
                                                  dnnl_abcd, dnnl_abcde, dnnl_abcdef};
   dnnl_dims_t xd, od, wd, strides, dil, pl, pr_, bd = {g->M};
@@ -195,12 +195,12 @@ static pr_status_t qconv_desc(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
   dnnl_memory_desc_t x_any, w_any, o_any, b_md;
   PR_DNNL(
       c, n,
-      dnnl_memory_desc_init_by_tag(&x_any, rank, xd, pr_dnnl_type(x->dtype), dnnl_format_tag_any));
+      dnnl_memory_desc_init_by_tag(&x_any, rank, xd, pr__dnnl_type(x->dtype), dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&w_any, wrank, wd, dnnl_s8, dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(w_plain, wrank, wd, dnnl_s8, plain_tags[wrank]));
   PR_DNNL(
       c, n,
-      dnnl_memory_desc_init_by_tag(&o_any, rank, od, pr_dnnl_type(o->dtype), dnnl_format_tag_any));
+      dnnl_memory_desc_init_by_tag(&o_any, rank, od, pr__dnnl_type(o->dtype), dnnl_format_tag_any));
   PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
   PR_DNNL(c, n,
           dnnl_dilated_convolution_forward_desc_init(
@@ -213,7 +213,7 @@ static pr_status_t qconv_desc(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
 static pr_status_t make_bias(pr_compile_t *c, pr_node_t *n, qconv_state_t *s) {
   const pr_value_t *b = param(c, n, s->io.b);
   if (!b) return PR_OK;
-  if (!(s->bias = pr_aligned_alloc(sizeof(float) * (size_t)s->g.M))) return PR_ERR_NOMEM;
+  if (!(s->bias = pr__aligned_alloc(sizeof(float) * (size_t)s->g.M))) return PR_ERR_NOMEM;
   for (int64_t m = 0; m < s->g.M; m++)
     s->bias[m] = b->dtype == PR_DTYPE_FLOAT ? ((const float *)b->data)[m]
                                             : (float)((const int32_t *)b->data)[m];
@@ -249,18 +249,19 @@ static bool skip_impl(const_dnnl_primitive_desc_t pd, const void *ctx) {
 static pr_status_t qconv_pd(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
                             dnnl_memory_desc_t *w_plain, dnnl_primitive_desc_t *pd) {
   const qconv_io_t *io = &s->io;
-  const pr_value_t *sw = param(c, n, io->sw), *zx = param(c, n, io->zx), *x = pr_in(c, n, io->x);
+  const pr_value_t *sw = param(c, n, io->sw), *zx = param(c, n, io->zx), *x = pr__in(c, n, io->x);
   const pr_value_t *zy = param(c, n, io->zy), *sy = param(c, n, io->sy);
   dnnl_convolution_desc_t cd;
   pr_status_t st = qconv_desc(c, n, s, &cd, w_plain);
   if (st) return st;
   float *scales = malloc(sizeof(float) * (size_t)s->n_sw);
   if (!scales) return PR_ERR_NOMEM;
-  pr_requant_scales(*(const float *)param(c, n, io->sx)->data, sw->data, s->n_sw, sy->data, scales);
+  pr__requant_scales(*(const float *)param(c, n, io->sx)->data, sw->data, s->n_sw, sy->data,
+                     scales);
   dnnl_primitive_attr_t attr;
-  int32_t src_zp = pr_zp_at(zx ? zx->data : NULL, x->dtype, 0);
-  st = pr_q8_attr(c, n, scales, s->n_sw, 1, src_zp,
-                  pr_zp_at(zy ? zy->data : NULL, zy ? zy->dtype : PR_DTYPE_UINT8, 0), &attr);
+  int32_t src_zp = pr__zp_at(zx ? zx->data : NULL, x->dtype, 0);
+  st = pr__q8_attr(c, n, scales, s->n_sw, 1, src_zp,
+                   pr__zp_at(zy ? zy->data : NULL, zy ? zy->dtype : PR_DTYPE_UINT8, 0), &attr);
   free(scales);
   if (st) return st;
   const qgeom_t *g = &s->g;
@@ -269,7 +270,7 @@ static pr_status_t qconv_pd(pr_compile_t *c, pr_node_t *n, qconv_state_t *s,
   wrong_impls_t wrong = {
       .eight_by_eight = g->M == 8 && g->C / g->group * g->k[0] * g->k[1] * g->k[2] == 8,
       .zp_padded_3d = g->sp == 3 && src_zp && padded};
-  *pd = pr_dnnl_pd_first(&cd, attr, c->engine, skip_impl, &wrong);
+  *pd = pr__dnnl_pd_first(&cd, attr, c->engine, skip_impl, &wrong);
   dnnl_primitive_attr_destroy(attr);
   return PR_OK;
 }
@@ -290,23 +291,23 @@ static pr_status_t prepare_dnnl(pr_compile_t *c, pr_node_t *n, qconv_state_t *s)
     dnnl_primitive_desc_destroy(pd);
     return st;
   }
-  if ((st = pr_dnnl_prim_init(c, n, &s->prim, pd))) return st;
-  pr_value_t *o = pr_out(c, n, 0);
-  if ((st = pr_require_md(c, n, s->io.x, &src_md))) return st;
+  if ((st = pr__dnnl_prim_init(c, n, &s->prim, pd))) return st;
+  pr_value_t *o = pr__out(c, n, 0);
+  if ((st = pr__require_md(c, n, s->io.x, &src_md))) return st;
   dnnl_memory_desc_t plain;
   o->md = dst_md;
-  pr_plain_md(o, &plain);
+  pr__plain_md(o, &plain);
   o->opaque = !dnnl_memory_desc_equal(&dst_md, &plain);
   o->nbytes = dnnl_memory_desc_get_size(&dst_md);
-  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_SRC, n->in[s->io.x], NULL, &src_md);
-  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
+  pr__dnnl_prim_add_arg(&s->prim, DNNL_ARG_SRC, n->in[s->io.x], NULL, &src_md);
+  pr__dnnl_prim_add_arg(&s->prim, DNNL_ARG_WEIGHTS, -1, s->w_buf, &w_md);
   if (s->bias) {
     dnnl_dims_t bd = {s->g.M};
     dnnl_memory_desc_t b_md;
     PR_DNNL(c, n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
-    pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_BIAS, -1, s->bias, &b_md);
+    pr__dnnl_prim_add_arg(&s->prim, DNNL_ARG_BIAS, -1, s->bias, &b_md);
   }
-  pr_dnnl_prim_add_arg(&s->prim, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
+  pr__dnnl_prim_add_arg(&s->prim, DNNL_ARG_DST, n->out[0], NULL, &dst_md);
   s->dnnl = true;
   return PR_OK;
 }
@@ -321,11 +322,11 @@ static pr_status_t prepare_qconv(pr_compile_t *c, pr_node_t *n) {
   if (!st) st = check_inputs(c, n, &s->g, s, &t);
   if (!st) st = prepare_dnnl(c, n, s);
   if (st || s->dnnl) return st;
-  if (!pr_q8_post_relu_only(n))
-    return pr_fail(c, n, PR_ERR_INTERNAL, "fused operations on the plain int8 convolution");
-  pr_free(s->bias);
+  if (!pr__q8_post_relu_only(n))
+    return pr__fail(c, n, PR_ERR_INTERNAL, "fused operations on the plain int8 convolution");
+  pr__free(s->bias);
   s->bias = NULL;
-  for (int k = 0; k < n->n_in && !st; k++) st = pr_require_plain(c, n, k);
+  for (int k = 0; k < n->n_in && !st; k++) st = pr__require_plain(c, n, k);
   return st;
 }
 
@@ -377,15 +378,15 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qconv_state_t *s) {
   const pr_value_t *bv =
       io->b >= 0 && io->b < n->n_in && n->in[io->b] >= 0 ? &x->v[n->in[io->b]] : NULL;
   bool xs = xv->dtype == PR_DTYPE_INT8, ws = wv->dtype == PR_DTYPE_INT8;
-  int32_t zx = pr_zp_at(zxp, xv->dtype, 0);
-  float lo = 0, hi = 0, zy = (float)pr_zp_at(zyp, o->dtype, 0);
-  if (io->sx >= 0) pr_q8_range(o->dtype, &lo, &hi);
+  int32_t zx = pr__zp_at(zxp, xv->dtype, 0);
+  float lo = 0, hi = 0, zy = (float)pr__zp_at(zyp, o->dtype, 0);
+  if (io->sx >= 0) pr__q8_range(o->dtype, &lo, &hi);
   float floor_v = n->post.n_eltwise ? 0.f : -INFINITY; /* a fused Relu */
   int64_t per = g->out[0] * g->out[1] * g->out[2];
 #pragma omp parallel for num_threads(x->threads) if (g->N * g->M > 1)
   for (int64_t bm = 0; bm < g->N * g->M; bm++) {
     int64_t b = bm / g->M, m = bm % g->M;
-    int32_t zw = pr_zp_at(zwp, wv->dtype, s->n_zw > 1 ? m : 0);
+    int32_t zw = pr__zp_at(zwp, wv->dtype, s->n_zw > 1 ? m : 0);
     float scale = sx ? (sx[0] * sw[s->n_sw > 1 ? m : 0]) / sy[0] : 1.f;
     float bias = !bv ? 0.f : bv->dtype == PR_DTYPE_FLOAT ? ((const float *)bv->ptr)[m] : 0.f;
     int32_t ibias = bv && bv->dtype == PR_DTYPE_INT32 ? ((const int32_t *)bv->ptr)[m] : 0;
@@ -397,8 +398,8 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qconv_state_t *s) {
         continue;
       }
       acc = (int32_t)((uint32_t)acc + (uint32_t)ibias);
-      pr_q8_store(o->ptr, o->dtype, bm * per + p,
-                  pr_quantize(fmaxf(((float)acc + bias) * scale, floor_v), zy, lo, hi));
+      pr__q8_store(o->ptr, o->dtype, bm * per + p,
+                   pr__quantize(fmaxf(((float)acc + bias) * scale, floor_v), zy, lo, hi));
     }
   }
 }
@@ -406,27 +407,27 @@ static void run_plain(pr_exec_t *x, pr_node_t *n, const qconv_state_t *s) {
 static void run_qconv(pr_exec_t *x, pr_node_t *n) {
   qconv_state_t *s = n->state;
   if (s->dnnl)
-    pr_dnnl_prim_run(x, &s->prim);
+    pr__dnnl_prim_run(x, &s->prim);
   else
     run_plain(x, n, s);
 }
 
-const pr_op_t pr_op_qlinear_conv = {.name = "QLinearConv",
-                                    .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides",
-                                    .min_opset = 10,
-                                    .max_inputs = 9,
-                                    .infer = infer_qconv,
-                                    .prepare = prepare_qconv,
-                                    .run = run_qconv,
-                                    .destroy = destroy_qconv,
-                                    .accepts_opaque = true};
+const pr_op_t pr__op_qlinear_conv = {.name = "QLinearConv",
+                                     .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides",
+                                     .min_opset = 10,
+                                     .max_inputs = 9,
+                                     .infer = infer_qconv,
+                                     .prepare = prepare_qconv,
+                                     .run = run_qconv,
+                                     .destroy = destroy_qconv,
+                                     .accepts_opaque = true};
 
-const pr_op_t pr_op_conv_integer = {.name = "ConvInteger",
-                                    .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides",
-                                    .min_opset = 10,
-                                    .max_inputs = 4,
-                                    .infer = infer_qconv,
-                                    .prepare = prepare_qconv,
-                                    .run = run_qconv,
-                                    .destroy = destroy_qconv,
-                                    .accepts_opaque = true};
+const pr_op_t pr__op_conv_integer = {.name = "ConvInteger",
+                                     .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides",
+                                     .min_opset = 10,
+                                     .max_inputs = 4,
+                                     .infer = infer_qconv,
+                                     .prepare = prepare_qconv,
+                                     .run = run_qconv,
+                                     .destroy = destroy_qconv,
+                                     .accepts_opaque = true};

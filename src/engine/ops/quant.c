@@ -25,7 +25,7 @@ typedef struct {
 static qsplit_t split_axis(const pr_value_t *x, int axis, int64_t count) {
   qsplit_t q = {1, 1, 1};
   if (count == 1) {
-    q.inner = pr_value_numel(x);
+    q.inner = pr__value_numel(x);
     return q;
   }
   for (int k = 0; k < axis; k++) q.outer *= x->dims[k];
@@ -41,9 +41,9 @@ static pr_status_t quant_axis(pr_compile_t *c, pr_node_t *n, const pr_value_t *x
   *axis = 0;
   *channels = 0;
   if (c->opset < 13) return PR_OK;
-  if (pr_attr_int(n->m, "block_size", 0))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "blocked quantization (block_size)");
-  *axis = pr_axis(pr_attr_int(n->m, "axis", 1), x->rank);
+  if (pr__attr_int(n->m, "block_size", 0))
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "blocked quantization (block_size)");
+  *axis = pr__axis(pr__attr_int(n->m, "axis", 1), x->rank);
   if (*axis < 0) {
     /* a per-tensor scale needs no axis: ONNX Runtime ignores it then */
     *axis = 0;
@@ -57,39 +57,39 @@ static pr_status_t quant_axis(pr_compile_t *c, pr_node_t *n, const pr_value_t *x
 /* ---- QuantizeLinear ---- */
 
 static pr_status_t infer_quantize(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *x = pr_in(c, n, 0), *zp = pr_in(c, n, 2);
+  pr_value_t *x = pr__in(c, n, 0), *zp = pr__in(c, n, 2);
   if (x->dtype != PR_DTYPE_FLOAT && x->dtype != PR_DTYPE_INT32)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
   int axis;
   int64_t channels, ns, nz;
   pr_dtype_t out = zp ? zp->dtype : PR_DTYPE_UINT8;
-  int64_t od = pr_attr_int(n->m, "output_dtype", 0);
-  if (od && (od != (zp ? (int64_t)zp->dtype : od) || !pr_is_q8((pr_dtype_t)od)))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output_dtype %lld", (long long)od);
+  int64_t od = pr__attr_int(n->m, "output_dtype", 0);
+  if (od && (od != (zp ? (int64_t)zp->dtype : od) || !pr__is_q8((pr_dtype_t)od)))
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "output_dtype %lld", (long long)od);
   if (od) out = (pr_dtype_t)od;
-  if (!pr_is_q8(out)) /* a 16-bit zero point (opset 21) */
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output of type %s", pr_dtype_name(out));
+  if (!pr__is_q8(out)) /* a 16-bit zero point (opset 21) */
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "output of type %s", pr_dtype_name(out));
   pr_status_t st = quant_axis(c, n, x, &axis, &channels);
-  if (!st) st = pr_quant_param(c, n, 1, false, 0, channels, true, &ns);
-  if (!st) st = pr_quant_param(c, n, 2, true, out, channels, false, &nz);
+  if (!st) st = pr__quant_param(c, n, 1, false, 0, channels, true, &ns);
+  if (!st) st = pr__quant_param(c, n, 2, true, out, channels, false, &nz);
   if (st) return st;
   if (zp && nz != ns)
-    return pr_fail(c, n, PR_ERR_INVALID, "scale and zero point of different sizes");
-  pr_value_set_shape(pr_out(c, n, 0), out, x->rank, x->dims);
+    return pr__fail(c, n, PR_ERR_INVALID, "scale and zero point of different sizes");
+  pr__value_set_shape(pr__out(c, n, 0), out, x->rank, x->dims);
   return PR_OK;
 }
 
 /* One channel's run of len elements: x / scale, rounded, + zp, saturated
  * (INT32 x, which opsets 10 to 18 take, through float as ONNX Runtime). */
-#define QUANTIZE_LOOP(OT, load)                                                              \
-  do {                                                                                       \
-    OT *o = y;                                                                               \
-    for (int64_t i = 0; i < len; i++) o[i] = (OT)(int)pr_quantize(load / scale, zp, lo, hi); \
+#define QUANTIZE_LOOP(OT, load)                                                               \
+  do {                                                                                        \
+    OT *o = y;                                                                                \
+    for (int64_t i = 0; i < len; i++) o[i] = (OT)(int)pr__quantize(load / scale, zp, lo, hi); \
   } while (0)
 static void quantize_run(const void *x, pr_dtype_t xt, float scale, float zp, pr_dtype_t t, void *y,
                          int64_t len) {
   float lo, hi;
-  pr_q8_range(t, &lo, &hi);
+  pr__q8_range(t, &lo, &hi);
   const float *f = x;
   const int32_t *d = x;
   if (xt == PR_DTYPE_FLOAT && t == PR_DTYPE_UINT8)
@@ -106,8 +106,8 @@ static void quantize_run(const void *x, pr_dtype_t xt, float scale, float zp, pr
 static void run_quantize(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *s = &x->v[n->in[1]], *o = &x->v[n->out[0]];
   const pr_value_t *z = n->n_in > 2 && n->in[2] >= 0 ? &x->v[n->in[2]] : NULL;
-  int64_t count = pr_value_numel(s);
-  int axis = count > 1 ? pr_axis(pr_attr_int(n->m, "axis", 1), a->rank) : 0;
+  int64_t count = pr__value_numel(s);
+  int axis = count > 1 ? pr__axis(pr__attr_int(n->m, "axis", 1), a->rank) : 0;
   qsplit_t q = split_axis(a, axis, count);
   const float *scale = s->ptr;
   size_t osz = pr_dtype_size(o->dtype), isz = pr_dtype_size(a->dtype);
@@ -116,34 +116,34 @@ static void run_quantize(pr_exec_t *x, pr_node_t *n) {
   for (int64_t t = 0; t < tasks; t++) {
     int64_t r = t / chunks, from = (t % chunks) * CHUNK, ch = r % q.channels;
     int64_t at = r * q.inner + from, len = q.inner - from < CHUNK ? q.inner - from : CHUNK;
-    float zp = (float)pr_zp_at(z ? z->ptr : NULL, o->dtype, ch);
+    float zp = (float)pr__zp_at(z ? z->ptr : NULL, o->dtype, ch);
     quantize_run((const char *)a->ptr + at * isz, a->dtype, scale[ch], zp, o->dtype,
                  (char *)o->ptr + at * osz, len);
   }
 }
 
-const pr_op_t pr_op_quantize_linear = {.name = "QuantizeLinear",
-                                       .attrs = "axis,saturate,block_size,output_dtype",
-                                       .min_opset = 10,
-                                       .max_inputs = 3,
-                                       .infer = infer_quantize,
-                                       .run = run_quantize};
+const pr_op_t pr__op_quantize_linear = {.name = "QuantizeLinear",
+                                        .attrs = "axis,saturate,block_size,output_dtype",
+                                        .min_opset = 10,
+                                        .max_inputs = 3,
+                                        .infer = infer_quantize,
+                                        .run = run_quantize};
 
 /* ---- DequantizeLinear ---- */
 
 static pr_status_t infer_dequantize(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *x = pr_in(c, n, 0), *zp = pr_in(c, n, 2);
-  if (!pr_is_q8(x->dtype) && x->dtype != PR_DTYPE_INT32)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
+  pr_value_t *x = pr__in(c, n, 0), *zp = pr__in(c, n, 2);
+  if (!pr__is_q8(x->dtype) && x->dtype != PR_DTYPE_INT32)
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
   int axis;
   int64_t channels, ns, nz;
   pr_status_t st = quant_axis(c, n, x, &axis, &channels);
-  if (!st) st = pr_quant_param(c, n, 1, false, 0, channels, true, &ns);
-  if (!st) st = pr_quant_param(c, n, 2, true, x->dtype, channels, false, &nz);
+  if (!st) st = pr__quant_param(c, n, 1, false, 0, channels, true, &ns);
+  if (!st) st = pr__quant_param(c, n, 2, true, x->dtype, channels, false, &nz);
   if (st) return st;
   if (zp && nz != ns)
-    return pr_fail(c, n, PR_ERR_INVALID, "scale and zero point of different sizes");
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, x->rank, x->dims);
+    return pr__fail(c, n, PR_ERR_INVALID, "scale and zero point of different sizes");
+  pr__value_set_shape(pr__out(c, n, 0), PR_DTYPE_FLOAT, x->rank, x->dims);
   return PR_OK;
 }
 
@@ -161,8 +161,8 @@ static void dequantize_run(const void *x, pr_dtype_t t, float scale, int32_t zp,
 static void run_dequantize(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *s = &x->v[n->in[1]], *o = &x->v[n->out[0]];
   const pr_value_t *z = n->n_in > 2 && n->in[2] >= 0 ? &x->v[n->in[2]] : NULL;
-  int64_t count = pr_value_numel(s);
-  int axis = count > 1 ? pr_axis(pr_attr_int(n->m, "axis", 1), a->rank) : 0;
+  int64_t count = pr__value_numel(s);
+  int axis = count > 1 ? pr__axis(pr__attr_int(n->m, "axis", 1), a->rank) : 0;
   qsplit_t q = split_axis(a, axis, count);
   const float *scale = s->ptr;
   size_t esz = pr_dtype_size(a->dtype);
@@ -171,53 +171,53 @@ static void run_dequantize(pr_exec_t *x, pr_node_t *n) {
   for (int64_t t = 0; t < tasks; t++) {
     int64_t r = t / chunks, from = (t % chunks) * CHUNK, ch = r % q.channels;
     int64_t at = r * q.inner + from, len = q.inner - from < CHUNK ? q.inner - from : CHUNK;
-    int32_t zp = pr_zp_at(z ? z->ptr : NULL, a->dtype, ch);
+    int32_t zp = pr__zp_at(z ? z->ptr : NULL, a->dtype, ch);
     dequantize_run((const char *)a->ptr + at * esz, a->dtype, scale[ch], zp, (float *)o->ptr + at,
                    len);
   }
 }
 
-const pr_op_t pr_op_dequantize_linear = {.name = "DequantizeLinear",
-                                         .attrs = "axis,block_size",
-                                         .min_opset = 10,
-                                         .max_inputs = 3,
-                                         .infer = infer_dequantize,
-                                         .run = run_dequantize};
+const pr_op_t pr__op_dequantize_linear = {.name = "DequantizeLinear",
+                                          .attrs = "axis,block_size",
+                                          .min_opset = 10,
+                                          .max_inputs = 3,
+                                          .infer = infer_dequantize,
+                                          .run = run_dequantize};
 
 /* ---- DynamicQuantizeLinear: x -> UINT8 y, scale and zero point from x's
  * range (widened to include 0), as ONNX Runtime computes them ---- */
 
 static pr_status_t infer_dynamic_quantize(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *x = pr_in(c, n, 0);
+  pr_value_t *x = pr__in(c, n, 0);
   if (x->dtype != PR_DTYPE_FLOAT)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
-  if (n->n_out != 3) return pr_fail(c, n, PR_ERR_INVALID, "needs three outputs");
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_UINT8, x->rank, x->dims);
-  if (pr_out(c, n, 1)) pr_value_set_shape(pr_out(c, n, 1), PR_DTYPE_FLOAT, 0, NULL);
-  if (pr_out(c, n, 2)) pr_value_set_shape(pr_out(c, n, 2), PR_DTYPE_UINT8, 0, NULL);
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "input of type %s", pr_dtype_name(x->dtype));
+  if (n->n_out != 3) return pr__fail(c, n, PR_ERR_INVALID, "needs three outputs");
+  pr__value_set_shape(pr__out(c, n, 0), PR_DTYPE_UINT8, x->rank, x->dims);
+  if (pr__out(c, n, 1)) pr__value_set_shape(pr__out(c, n, 1), PR_DTYPE_FLOAT, 0, NULL);
+  if (pr__out(c, n, 2)) pr__value_set_shape(pr__out(c, n, 2), PR_DTYPE_UINT8, 0, NULL);
   return PR_OK;
 }
 
 static void run_dynamic_quantize(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]];
   const float *in = a->ptr;
-  int64_t len = pr_value_numel(a);
+  int64_t len = pr__value_numel(a);
   float lo = 0.f, hi = 0.f;
   for (int64_t i = 0; i < len; i++) lo = fminf(lo, in[i]), hi = fmaxf(hi, in[i]);
   float scale = hi == lo ? 1.f : (hi - lo) / 255.f;
-  float zp = pr_quantize(fminf(fmaxf(0.f - lo / scale, 0.f), 255.f), 0.f, 0.f, 255.f);
+  float zp = pr__quantize(fminf(fmaxf(0.f - lo / scale, 0.f), 255.f), 0.f, 0.f, 255.f);
   uint8_t *y = x->v[n->out[0]].ptr;
-  for (int64_t i = 0; i < len; i++) y[i] = (uint8_t)(int)pr_quantize(in[i] / scale, zp, 0, 255);
+  for (int64_t i = 0; i < len; i++) y[i] = (uint8_t)(int)pr__quantize(in[i] / scale, zp, 0, 255);
   if (n->out[1] >= 0) *(float *)x->v[n->out[1]].ptr = scale;
   if (n->out[2] >= 0) *(uint8_t *)x->v[n->out[2]].ptr = (uint8_t)(int)zp;
 }
 
-const pr_op_t pr_op_dynamic_quantize_linear = {.name = "DynamicQuantizeLinear",
-                                               .attrs = "",
-                                               .min_opset = 11,
-                                               .max_inputs = 1,
-                                               .infer = infer_dynamic_quantize,
-                                               .run = run_dynamic_quantize};
+const pr_op_t pr__op_dynamic_quantize_linear = {.name = "DynamicQuantizeLinear",
+                                                .attrs = "",
+                                                .min_opset = 11,
+                                                .max_inputs = 1,
+                                                .infer = infer_dynamic_quantize,
+                                                .run = run_dynamic_quantize};
 
 /* ---- QLinearAdd (fuser-made, fuse_qdq.c): DequantizeLinear(a) +
  * DequantizeLinear(b) [-> Relu] -> QuantizeLinear in one pass, with the
@@ -227,9 +227,9 @@ const pr_op_t pr_op_dynamic_quantize_linear = {.name = "DynamicQuantizeLinear",
  * same and has no padding (the output takes it). ---- */
 
 static pr_status_t prepare_qadd(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *b = pr_in(c, n, 3), *o = pr_out(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0), *b = pr__in(c, n, 3), *o = pr__out(c, n, 0);
   bool same = a->opaque && b->opaque && dnnl_memory_desc_equal(&a->md, &b->md) &&
-              dnnl_memory_desc_get_size(&a->md) == (size_t)pr_value_numel(a) &&
+              dnnl_memory_desc_get_size(&a->md) == (size_t)pr__value_numel(a) &&
               a->dtype == o->dtype;
   if (same) {
     o->md = a->md;
@@ -238,7 +238,7 @@ static pr_status_t prepare_qadd(pr_compile_t *c, pr_node_t *n) {
     return PR_OK;
   }
   pr_status_t st = PR_OK;
-  for (int k = 0; k < n->n_in && !st; k++) st = pr_require_plain(c, n, k);
+  for (int k = 0; k < n->n_in && !st; k++) st = pr__require_plain(c, n, k);
   return st;
 }
 
@@ -252,7 +252,7 @@ static pr_status_t prepare_qadd(pr_compile_t *c, pr_node_t *n) {
                                                                                     i++) {         \
       float v = (float)(pa[i] - zpa) * sa + (float)(pb[i] - zpb) * sb;                             \
       v = v > floor_v ? v : floor_v; /* a fused Relu */                                            \
-      py[i] = (T)(int)pr_quantize(v / sy, zpy, lo, hi);                                            \
+      py[i] = (T)(int)pr__quantize(v / sy, zpy, lo, hi);                                           \
     }                                                                                              \
   } while (0)
 
@@ -261,12 +261,12 @@ static void run_qadd(pr_exec_t *x, pr_node_t *n) {
   const void *za = n->in[2] >= 0 ? x->v[n->in[2]].ptr : NULL;
   const void *zb = n->in[5] >= 0 ? x->v[n->in[5]].ptr : NULL;
   const void *zy = n->in[7] >= 0 ? x->v[n->in[7]].ptr : NULL;
-  float sa = *(const float *)pr_xin(x, n, 1), sb = *(const float *)pr_xin(x, n, 4);
-  float sy = *(const float *)pr_xin(x, n, 6), lo, hi;
-  int32_t zpa = pr_zp_at(za, a->dtype, 0), zpb = pr_zp_at(zb, b->dtype, 0);
-  float zpy = (float)pr_zp_at(zy, o->dtype, 0), floor_v = n->post.n_eltwise ? 0.f : -INFINITY;
-  pr_q8_range(o->dtype, &lo, &hi);
-  int64_t len = pr_value_numel(o);
+  float sa = *(const float *)pr__xin(x, n, 1), sb = *(const float *)pr__xin(x, n, 4);
+  float sy = *(const float *)pr__xin(x, n, 6), lo, hi;
+  int32_t zpa = pr__zp_at(za, a->dtype, 0), zpb = pr__zp_at(zb, b->dtype, 0);
+  float zpy = (float)pr__zp_at(zy, o->dtype, 0), floor_v = n->post.n_eltwise ? 0.f : -INFINITY;
+  pr__q8_range(o->dtype, &lo, &hi);
+  int64_t len = pr__value_numel(o);
   assert(a->dtype == o->dtype && b->dtype == o->dtype);
   if (o->dtype == PR_DTYPE_UINT8)
     QADD_LOOP(uint8_t);
@@ -275,7 +275,7 @@ static void run_qadd(pr_exec_t *x, pr_node_t *n) {
 }
 #undef QADD_LOOP
 
-const pr_op_t pr_op_qlinear_add = {
+const pr_op_t pr__op_qlinear_add = {
     .name = "QLinearAdd", .prepare = prepare_qadd, .run = run_qadd, .accepts_opaque = true};
 
 /* ---- QLookup (fuser-made, fuse_qdq.c): an 8-bit tensor through a table
@@ -290,7 +290,7 @@ const pr_op_t pr_op_qlinear_add = {
 typedef enum { LUT_AVX2, LUT_AVX512_VBMI } lut_isa_t;
 
 static pr_status_t prepare_qlookup(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *o = pr_out(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0), *o = pr__out(c, n, 0);
   lut_isa_t *isa = malloc(sizeof *isa);
   if (!isa) return PR_ERR_NOMEM;
   unsigned eff = (unsigned)dnnl_get_effective_cpu_isa(), z = (unsigned)dnnl_cpu_isa_avx512_core;
@@ -344,8 +344,8 @@ static int64_t lut_avx2(const uint8_t *in, uint8_t *out, int64_t len, const uint
 
 static void run_qlookup(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]];
-  const uint8_t *in = a->ptr, *t = pr_xin(x, n, 1);
-  uint8_t *out = pr_xout(x, n, 0);
+  const uint8_t *in = a->ptr, *t = pr__xin(x, n, 1);
+  uint8_t *out = pr__xout(x, n, 0);
   int64_t len = (int64_t)a->nbytes, chunk = 16384;
   int64_t chunks = (len + chunk - 1) / chunk;
   bool wide = *(const lut_isa_t *)n->state == LUT_AVX512_VBMI;
@@ -358,9 +358,9 @@ static void run_qlookup(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_qlookup = {.name = "QLookup",
-                               .prepare = prepare_qlookup,
-                               .run = run_qlookup,
-                               .destroy = free,
-                               .accepts_opaque = true,
-                               .inplace = true};
+const pr_op_t pr__op_qlookup = {.name = "QLookup",
+                                .prepare = prepare_qlookup,
+                                .run = run_qlookup,
+                                .destroy = free,
+                                .accepts_opaque = true,
+                                .inplace = true};

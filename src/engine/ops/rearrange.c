@@ -26,49 +26,49 @@ static inline void copy_elem(char *dst, const char *src, size_t es) {
 /* ---- Tile ---- */
 
 static pr_status_t tile_repeats(pr_compile_t *c, pr_node_t *n, int64_t *rep) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   for (int k = 0; k < a->rank; k++) rep[k] = 1;
   if (c->opset < 6) {
-    pr_value_t *tiles = pr_in(c, n, 1), *axis = pr_in(c, n, 2);
+    pr_value_t *tiles = pr__in(c, n, 1), *axis = pr__in(c, n, 2);
     int64_t t, ax;
-    if (!tiles || !axis) return pr_fail(c, n, PR_ERR_INVALID, "needs tiles and axis");
-    if (pr_const_ints(tiles, &t, 1) != 1 || pr_const_ints(axis, &ax, 1) != 1)
-      return pr_need_values(c, n, "tiles and axis must be constant integer scalars");
-    int k = pr_axis(ax, a->rank);
-    if (k < 0 || a->rank == 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+    if (!tiles || !axis) return pr__fail(c, n, PR_ERR_INVALID, "needs tiles and axis");
+    if (pr__const_ints(tiles, &t, 1) != 1 || pr__const_ints(axis, &ax, 1) != 1)
+      return pr__need_values(c, n, "tiles and axis must be constant integer scalars");
+    int k = pr__axis(ax, a->rank);
+    if (k < 0 || a->rank == 0) return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
     rep[k] = t;
   } else {
-    pr_value_t *r = pr_in(c, n, 1);
-    if (!r) return pr_fail(c, n, PR_ERR_INVALID, "needs repeats");
+    pr_value_t *r = pr__in(c, n, 1);
+    if (!r) return pr__fail(c, n, PR_ERR_INVALID, "needs repeats");
     if (r->dtype != PR_DTYPE_INT64 || r->rank != 1)
-      return pr_fail(c, n, PR_ERR_INVALID, "repeats must be a 1-D int64 tensor");
+      return pr__fail(c, n, PR_ERR_INVALID, "repeats must be a 1-D int64 tensor");
     if (r->dims[0] != a->rank)
-      return pr_fail(c, n, PR_ERR_INVALID, "repeats has %lld entries for rank %d",
-                     (long long)r->dims[0], a->rank);
-    if (pr_const_ints(r, rep, PR_MAX_RANK) != a->rank)
-      return pr_need_values(c, n, "repeats decides the output shape: it must be constant");
+      return pr__fail(c, n, PR_ERR_INVALID, "repeats has %lld entries for rank %d",
+                      (long long)r->dims[0], a->rank);
+    if (pr__const_ints(r, rep, PR_MAX_RANK) != a->rank)
+      return pr__need_values(c, n, "repeats decides the output shape: it must be constant");
   }
   for (int k = 0; k < a->rank; k++)
-    if (rep[k] < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative repeat on axis %d", k);
+    if (rep[k] < 0) return pr__fail(c, n, PR_ERR_INVALID, "negative repeat on axis %d", k);
   return PR_OK;
 }
 
 static pr_status_t infer_tile(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   int64_t rep[PR_MAX_RANK], d[PR_MAX_RANK];
   pr_status_t st = tile_repeats(c, n, rep);
   if (st) return st;
   for (int k = 0; k < a->rank; k++)
     if (__builtin_mul_overflow(a->dims[k], rep[k], &d[k]))
-      return pr_fail(c, n, PR_ERR_INVALID, "output too large");
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
+      return pr__fail(c, n, PR_ERR_INVALID, "output too large");
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, d);
   return PR_OK;
 }
 
 /* Each output row (the last axis) is the input row it maps to, repeated. */
 static void run_tile(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]];
-  int64_t es = (int64_t)pr_dtype_size(a->dtype), numel = pr_value_numel(o);
+  int64_t es = (int64_t)pr_dtype_size(a->dtype), numel = pr__value_numel(o);
   char *out = o->ptr;
   const char *in = a->ptr;
   if (numel == 0) return;
@@ -93,7 +93,7 @@ static void run_tile(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_tile = {
+const pr_op_t pr__op_tile = {
     .name = "Tile", .min_opset = 1, .max_inputs = 3, .infer = infer_tile, .run = run_tile};
 
 /* ---- DepthToSpace / SpaceToDepth ---- */
@@ -108,39 +108,39 @@ typedef struct {
 } d2s_state_t;
 
 static pr_status_t d2s_params(pr_compile_t *c, pr_node_t *n, bool to_space, d2s_state_t *s) {
-  pr_value_t *a = pr_in(c, n, 0);
-  if (a->rank != 4) return pr_fail(c, n, PR_ERR_INVALID, "input must be 4-D");
-  s->b = pr_attr_int(n->m, "blocksize", 0);
-  if (s->b < 1) return pr_fail(c, n, PR_ERR_INVALID, "blocksize must be positive");
-  const char *mode = pr_attr_string(n->m, "mode", "DCR");
+  pr_value_t *a = pr__in(c, n, 0);
+  if (a->rank != 4) return pr__fail(c, n, PR_ERR_INVALID, "input must be 4-D");
+  s->b = pr__attr_int(n->m, "blocksize", 0);
+  if (s->b < 1) return pr__fail(c, n, PR_ERR_INVALID, "blocksize must be positive");
+  const char *mode = pr__attr_string(n->m, "mode", "DCR");
   if (strcmp(mode, "DCR") && strcmp(mode, "CRD"))
-    return pr_fail(c, n, PR_ERR_INVALID, "mode '%s'", mode);
+    return pr__fail(c, n, PR_ERR_INVALID, "mode '%s'", mode);
   s->crd = to_space && !strcmp(mode, "CRD");
   int64_t bb;
   if (__builtin_mul_overflow(s->b, s->b, &bb))
-    return pr_fail(c, n, PR_ERR_INVALID, "blocksize too large");
+    return pr__fail(c, n, PR_ERR_INVALID, "blocksize too large");
   s->n = a->dims[0];
   if (to_space) {
     if (a->dims[1] % bb)
-      return pr_fail(c, n, PR_ERR_INVALID, "channels not divisible by blocksize^2");
+      return pr__fail(c, n, PR_ERR_INVALID, "channels not divisible by blocksize^2");
     s->c = a->dims[1] / bb, s->h = a->dims[2], s->w = a->dims[3];
   } else {
     int64_t out_c;
     if (a->dims[2] % s->b || a->dims[3] % s->b || __builtin_mul_overflow(a->dims[1], bb, &out_c))
-      return pr_fail(c, n, PR_ERR_INVALID, "height or width not divisible by blocksize");
+      return pr__fail(c, n, PR_ERR_INVALID, "height or width not divisible by blocksize");
     s->c = a->dims[1], s->h = a->dims[2] / s->b, s->w = a->dims[3] / s->b;
   }
   return PR_OK;
 }
 
 static pr_status_t infer_d2s_common(pr_compile_t *c, pr_node_t *n, bool to_space) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   d2s_state_t s = {0};
   pr_status_t st = d2s_params(c, n, to_space, &s);
   if (st) return st;
   int64_t d[4] = {s.n, s.c, s.h * s.b, s.w * s.b};
   if (!to_space) d[1] = s.c * s.b * s.b, d[2] = s.h, d[3] = s.w;
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, 4, d);
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, 4, d);
   return PR_OK;
 }
 
@@ -171,7 +171,7 @@ static void run_d2s_common(pr_exec_t *x, pr_node_t *n, bool to_space) {
   const pr_value_t *a = &x->v[n->in[0]];
   size_t es = pr_dtype_size(a->dtype);
   const char *in = a->ptr;
-  char *out = pr_xout(x, n, 0);
+  char *out = pr__xout(x, n, 0);
   int64_t b = s->b, C = s->c, H = s->h, W = s->w, Ws = W * b;
   int64_t rows = s->n * C * H * b, plane = H * W;
 #pragma omp parallel for num_threads(x->threads) if (rows * Ws > 65536)
@@ -198,48 +198,48 @@ static void run_s2d(pr_exec_t *x, pr_node_t *n) {
   run_d2s_common(x, n, false);
 }
 
-const pr_op_t pr_op_depth_to_space = {.name = "DepthToSpace",
-                                      .attrs = "blocksize,mode",
-                                      .min_opset = 1,
-                                      .max_inputs = 1,
-                                      .infer = infer_d2s,
-                                      .prepare = prepare_d2s,
-                                      .run = run_d2s,
-                                      .destroy = free};
-const pr_op_t pr_op_space_to_depth = {.name = "SpaceToDepth",
-                                      .attrs = "blocksize",
-                                      .min_opset = 1,
-                                      .max_inputs = 1,
-                                      .infer = infer_s2d,
-                                      .prepare = prepare_s2d,
-                                      .run = run_s2d,
-                                      .destroy = free};
+const pr_op_t pr__op_depth_to_space = {.name = "DepthToSpace",
+                                       .attrs = "blocksize,mode",
+                                       .min_opset = 1,
+                                       .max_inputs = 1,
+                                       .infer = infer_d2s,
+                                       .prepare = prepare_d2s,
+                                       .run = run_d2s,
+                                       .destroy = free};
+const pr_op_t pr__op_space_to_depth = {.name = "SpaceToDepth",
+                                       .attrs = "blocksize",
+                                       .min_opset = 1,
+                                       .max_inputs = 1,
+                                       .infer = infer_s2d,
+                                       .prepare = prepare_s2d,
+                                       .run = run_s2d,
+                                       .destroy = free};
 
 /* ---- ReverseSequence ---- */
 
 static pr_status_t infer_reverse_sequence(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0), *lens = pr_in(c, n, 1);
-  if (!lens) return pr_fail(c, n, PR_ERR_INVALID, "needs sequence_lens");
-  if (a->rank < 2) return pr_fail(c, n, PR_ERR_INVALID, "input rank under 2");
-  int64_t ba = pr_attr_int(n->m, "batch_axis", 1), ta = pr_attr_int(n->m, "time_axis", 0);
+  pr_value_t *a = pr__in(c, n, 0), *lens = pr__in(c, n, 1);
+  if (!lens) return pr__fail(c, n, PR_ERR_INVALID, "needs sequence_lens");
+  if (a->rank < 2) return pr__fail(c, n, PR_ERR_INVALID, "input rank under 2");
+  int64_t ba = pr__attr_int(n->m, "batch_axis", 1), ta = pr__attr_int(n->m, "time_axis", 0);
   if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta)
-    return pr_fail(c, n, PR_ERR_INVALID, "batch_axis and time_axis must be 0 and 1");
+    return pr__fail(c, n, PR_ERR_INVALID, "batch_axis and time_axis must be 0 and 1");
   if (lens->dtype != PR_DTYPE_INT64 || lens->rank != 1 || lens->dims[0] != a->dims[ba])
-    return pr_fail(c, n, PR_ERR_INVALID, "sequence_lens must be int64 of the batch size");
+    return pr__fail(c, n, PR_ERR_INVALID, "sequence_lens must be int64 of the batch size");
   if (lens->is_const)
     for (int64_t i = 0; i < lens->dims[0]; i++) {
       int64_t l = ((const int64_t *)lens->data)[i];
       if (l < 0 || l > a->dims[ta])
-        return pr_fail(c, n, PR_ERR_INVALID, "sequence length %lld out of [0, %lld]", (long long)l,
-                       (long long)a->dims[ta]);
+        return pr__fail(c, n, PR_ERR_INVALID, "sequence length %lld out of [0, %lld]", (long long)l,
+                        (long long)a->dims[ta]);
     }
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, a->dims);
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, a->dims);
   return PR_OK;
 }
 
 static void run_reverse_sequence(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *lv = &x->v[n->in[1]];
-  int ba = (int)pr_attr_int(n->m, "batch_axis", 1), ta = 1 - ba;
+  int ba = (int)pr__attr_int(n->m, "batch_axis", 1), ta = 1 - ba;
   int64_t inner = (int64_t)pr_dtype_size(a->dtype);
   for (int k = 2; k < a->rank; k++) inner *= a->dims[k];
   int64_t T = a->dims[ta], B = a->dims[ba];
@@ -247,7 +247,7 @@ static void run_reverse_sequence(pr_exec_t *x, pr_node_t *n) {
   int64_t st_t = ta == 0 ? B * inner : inner, st_b = ba == 0 ? T * inner : inner;
   const int64_t *lens = lv->ptr;
   const char *in = a->ptr;
-  char *out = pr_xout(x, n, 0);
+  char *out = pr__xout(x, n, 0);
 #pragma omp parallel for num_threads(x->threads) if (T * B * inner > 65536)
   for (int64_t bi = 0; bi < B; bi++) {
     int64_t len = lens[bi] < 0 ? 0 : lens[bi] > T ? T : lens[bi];
@@ -258,9 +258,9 @@ static void run_reverse_sequence(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_reverse_sequence = {.name = "ReverseSequence",
-                                        .attrs = "batch_axis,time_axis",
-                                        .min_opset = 10,
-                                        .max_inputs = 2,
-                                        .infer = infer_reverse_sequence,
-                                        .run = run_reverse_sequence};
+const pr_op_t pr__op_reverse_sequence = {.name = "ReverseSequence",
+                                         .attrs = "batch_axis,time_axis",
+                                         .min_opset = 10,
+                                         .max_inputs = 2,
+                                         .infer = infer_reverse_sequence,
+                                         .run = run_reverse_sequence};

@@ -94,43 +94,43 @@ static pr_status_t reduce_axes(pr_compile_t *c, pr_node_t *n, const pr_value_t *
   int na = -1;
   bool from_input = !strcmp(n->op->name, "ReduceSum") ? c->opset >= 13 : c->opset >= 18;
   if (from_input) {
-    pr_value_t *av = pr_in(c, n, 1);
-    if (!av || pr_value_numel(av) == 0)
+    pr_value_t *av = pr__in(c, n, 1);
+    if (!av || pr__value_numel(av) == 0)
       na = 0;
-    else if ((na = pr_const_ints(av, axes, PR_MAX_RANK)) < 0)
-      return pr_need_values(c, n, "axes must be constant");
+    else if ((na = pr__const_ints(av, axes, PR_MAX_RANK)) < 0)
+      return pr__need_values(c, n, "axes must be constant");
   } else {
-    if (pr_in(c, n, 1))
-      return pr_fail(c, n, PR_ERR_INVALID, "axes is an attribute in opset %d", c->opset);
+    if (pr__in(c, n, 1))
+      return pr__fail(c, n, PR_ERR_INVALID, "axes is an attribute in opset %d", c->opset);
     const int64_t *v;
-    na = pr_attr_ints(n->m, "axes", &v);
-    if (na > PR_MAX_RANK) return pr_fail(c, n, PR_ERR_INVALID, "too many axes");
+    na = pr__attr_ints(n->m, "axes", &v);
+    if (na > PR_MAX_RANK) return pr__fail(c, n, PR_ERR_INVALID, "too many axes");
     for (int i = 0; i < na; i++) axes[i] = v[i];
   }
   for (int k = 0; k < a->rank; k++) reduce[k] = false;
   if (na == 0) {
-    bool noop = from_input && pr_attr_int(n->m, "noop_with_empty_axes", 0) != 0;
+    bool noop = from_input && pr__attr_int(n->m, "noop_with_empty_axes", 0) != 0;
     for (int k = 0; k < a->rank; k++) reduce[k] = !noop;
     return PR_OK;
   }
   for (int i = 0; i < na; i++) {
-    int ax = pr_axis(axes[i], a->rank);
-    if (ax < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis %lld out of range", (long long)axes[i]);
+    int ax = pr__axis(axes[i], a->rank);
+    if (ax < 0) return pr__fail(c, n, PR_ERR_INVALID, "axis %lld out of range", (long long)axes[i]);
     reduce[ax] = true;
   }
   return PR_OK;
 }
 
 static pr_status_t infer_reduce(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   reduce_kind_t kind = reduce_kind(n);
   bool bool_ok = kind == R_MIN || kind == R_MAX;
-  if (!pr_typed_supported(a->dtype) || (a->dtype == PR_DTYPE_BOOL && !bool_ok))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  if (!pr__typed_supported(a->dtype) || (a->dtype == PR_DTYPE_BOOL && !bool_ok))
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   bool reduce[PR_MAX_RANK];
   pr_status_t st = reduce_axes(c, n, a, reduce);
   if (st) return st;
-  bool keep = pr_attr_int(n->m, "keepdims", 1) != 0;
+  bool keep = pr__attr_int(n->m, "keepdims", 1) != 0;
   int64_t d[PR_MAX_RANK];
   int r = 0;
   for (int k = 0; k < a->rank; k++) {
@@ -139,7 +139,7 @@ static pr_status_t infer_reduce(pr_compile_t *c, pr_node_t *n) {
     else if (keep)
       d[r++] = 1;
   }
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, r, d);
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, r, d);
   return PR_OK;
 }
 
@@ -149,7 +149,7 @@ static bool float_fast(reduce_kind_t kind, pr_dtype_t t) {
 }
 
 static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   reduce_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
@@ -181,7 +181,7 @@ static pr_status_t prepare_reduce(pr_compile_t *c, pr_node_t *n) {
       s->inner *= a->dims[k];
   }
   if (!float_fast(s->kind, a->dtype)) {
-    int64_t on = pr_value_numel(pr_out(c, n, 0));
+    int64_t on = pr__value_numel(pr__out(c, n, 0));
     if (!(s->acc = malloc(2 * (size_t)(on ? on : 1) * sizeof(double)))) return PR_ERR_NOMEM;
   }
   return PR_OK;
@@ -217,15 +217,15 @@ static void store_int(void *p, pr_dtype_t t, int64_t i, uint64_t v) {
 
 /* Floating types, and the L2/log kinds of integers: double accumulators. */
 static void reduce_real(const reduce_state_t *s, const pr_value_t *a, const pr_value_t *o) {
-  int64_t on = pr_value_numel(o), len = pr_value_numel(a), idx[PR_MAX_RANK] = {0}, off = 0;
+  int64_t on = pr__value_numel(o), len = pr__value_numel(a), idx[PR_MAX_RANK] = {0}, off = 0;
   reduce_kind_t kind = s->kind;
   double *acc = s->acc, *mx = acc + on;
   double init = kind == R_PROD ? 1 : kind == R_MAX ? -INFINITY : kind == R_MIN ? INFINITY : 0;
-  bool int_sum = !pr_is_real(a->dtype);
+  bool int_sum = !pr__is_real(a->dtype);
   for (int64_t i = 0; i < on; i++) acc[i] = init, mx[i] = -INFINITY;
   if (kind == R_LOG_SUM_EXP) { /* shift by the largest value: exp cannot overflow */
     for (int64_t i = 0; i < len; i++, next_off(a, s, idx, &off)) {
-      double v = pr_load_double(a->ptr, a->dtype, i);
+      double v = pr__load_double(a->ptr, a->dtype, i);
       if (v > mx[off]) mx[off] = v;
     }
     for (int64_t i = 0; i < on; i++)
@@ -233,7 +233,7 @@ static void reduce_real(const reduce_state_t *s, const pr_value_t *a, const pr_v
     memset(idx, 0, sizeof idx), off = 0;
   }
   for (int64_t i = 0; i < len; i++, next_off(a, s, idx, &off)) {
-    double v = pr_load_double(a->ptr, a->dtype, i), *p = &acc[off];
+    double v = pr__load_double(a->ptr, a->dtype, i), *p = &acc[off];
     switch (kind) {
       case R_MAX: *p = v > *p || v != v ? v : *p; break;
       case R_MIN: *p = v < *p || v != v ? v : *p; break;
@@ -256,13 +256,13 @@ static void reduce_real(const reduce_state_t *s, const pr_value_t *a, const pr_v
       case R_LOG_SUM_EXP: v = mx[i] + log(v); break;
       default: break;
     }
-    pr_store_double(o->ptr, o->dtype, i, v);
+    pr__store_double(o->ptr, o->dtype, i, v);
   }
 }
 
 /* Integer sums, products, min, max and mean: exact, wrapping. */
 static void reduce_int(const reduce_state_t *s, const pr_value_t *a, const pr_value_t *o) {
-  int64_t on = pr_value_numel(o), len = pr_value_numel(a), idx[PR_MAX_RANK] = {0}, off = 0;
+  int64_t on = pr__value_numel(o), len = pr__value_numel(a), idx[PR_MAX_RANK] = {0}, off = 0;
   reduce_kind_t kind = s->kind;
   uint64_t *acc = s->acc;
   bool uns = is_unsigned_type(a->dtype);
@@ -275,7 +275,7 @@ static void reduce_int(const reduce_state_t *s, const pr_value_t *a, const pr_va
                                   : 0;
   for (int64_t i = 0; i < on; i++) acc[i] = init;
   for (int64_t i = 0; i < len; i++, next_off(a, s, idx, &off)) {
-    int64_t v = pr_load_int64(a->ptr, a->dtype, i);
+    int64_t v = pr__load_int64(a->ptr, a->dtype, i);
     uint64_t u = (uint64_t)v, *p = &acc[off];
     switch (kind) {
       case R_MAX: *p = (uns ? u > *p : v > (int64_t)*p) ? u : *p; break;
@@ -289,7 +289,7 @@ static void reduce_int(const reduce_state_t *s, const pr_value_t *a, const pr_va
   for (int64_t i = 0; i < on; i++) {
     store_int(o->ptr, o->dtype, i, acc[i]);
     if (kind == R_MEAN && s->count) {
-      int64_t v = pr_load_int64(o->ptr, o->dtype, i); /* the wrapped sum */
+      int64_t v = pr__load_int64(o->ptr, o->dtype, i); /* the wrapped sum */
       store_int(o->ptr, o->dtype, i,
                 uns ? (uint64_t)v / (uint64_t)s->count : (uint64_t)(v / s->count));
     }
@@ -327,9 +327,9 @@ static void run_reduce(pr_exec_t *x, pr_node_t *n) {
     return;
   }
   /* general axes: every input element lands in its output element */
-  int64_t on = pr_value_numel(o), count = s->count;
+  int64_t on = pr__value_numel(o), count = s->count;
   for (int64_t i = 0; i < on; i++) out[i] = s->kind == R_MAX ? -INFINITY : 0.f;
-  int64_t len = pr_value_numel(a);
+  int64_t len = pr__value_numel(a);
   for (int64_t i = 0; i < len; i++) {
     int64_t rem = i, off = 0;
     for (int k = a->rank - 1; k >= 0; k--) {
@@ -342,15 +342,15 @@ static void run_reduce(pr_exec_t *x, pr_node_t *n) {
     for (int64_t i = 0; i < on; i++) out[i] /= (float)count;
 }
 
-#define REDUCE_OP(sym, oname)                                                 \
-  const pr_op_t pr_op_##sym = {.name = oname,                                 \
-                               .attrs = "axes,keepdims,noop_with_empty_axes", \
-                               .min_opset = 1,                                \
-                               .max_inputs = 2,                               \
-                               .infer = infer_reduce,                         \
-                               .prepare = prepare_reduce,                     \
-                               .run = run_reduce,                             \
-                               .destroy = destroy_reduce};
+#define REDUCE_OP(sym, oname)                                                  \
+  const pr_op_t pr__op_##sym = {.name = oname,                                 \
+                                .attrs = "axes,keepdims,noop_with_empty_axes", \
+                                .min_opset = 1,                                \
+                                .max_inputs = 2,                               \
+                                .infer = infer_reduce,                         \
+                                .prepare = prepare_reduce,                     \
+                                .run = run_reduce,                             \
+                                .destroy = destroy_reduce};
 REDUCE_OP(reduce_mean, "ReduceMean")
 REDUCE_OP(reduce_sum, "ReduceSum")
 REDUCE_OP(reduce_max, "ReduceMax")
@@ -365,15 +365,15 @@ REDUCE_OP(reduce_sum_square, "ReduceSumSquare")
 /* ---- CumSum(x, axis) ---- */
 
 static pr_status_t infer_cumsum(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   int64_t axis;
-  if (pr_const_ints(pr_in(c, n, 1), &axis, 1) != 1)
-    return pr_need_values(c, n, "axis must be a constant scalar");
-  if (pr_axis(axis, a->rank) < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+  if (pr__const_ints(pr__in(c, n, 1), &axis, 1) != 1)
+    return pr__need_values(c, n, "axis must be a constant scalar");
+  if (pr__axis(axis, a->rank) < 0) return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
   if (a->dtype != PR_DTYPE_FLOAT && a->dtype != PR_DTYPE_DOUBLE && a->dtype != PR_DTYPE_INT32 &&
       a->dtype != PR_DTYPE_INT64)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, a->dims);
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, a->dims);
   return PR_OK;
 }
 
@@ -381,8 +381,8 @@ static void run_cumsum(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *o = &x->v[n->out[0]], *av = &x->v[n->in[1]];
   int64_t axis_v =
       av->dtype == PR_DTYPE_INT64 ? *(const int64_t *)av->ptr : *(const int32_t *)av->ptr;
-  int axis = pr_axis(axis_v, a->rank);
-  bool excl = pr_attr_int(n->m, "exclusive", 0) != 0, rev = pr_attr_int(n->m, "reverse", 0) != 0;
+  int axis = pr__axis(axis_v, a->rank);
+  bool excl = pr__attr_int(n->m, "exclusive", 0) != 0, rev = pr__attr_int(n->m, "reverse", 0) != 0;
   int64_t outer = 1, len = a->dims[axis], inner = 1;
   for (int k = 0; k < axis; k++) outer *= a->dims[k];
   for (int k = axis + 1; k < a->rank; k++) inner *= a->dims[k];
@@ -411,9 +411,9 @@ static void run_cumsum(pr_exec_t *x, pr_node_t *n) {
     }
 }
 
-const pr_op_t pr_op_cumsum = {.name = "CumSum",
-                              .attrs = "exclusive,reverse",
-                              .min_opset = 11,
-                              .max_inputs = 2,
-                              .infer = infer_cumsum,
-                              .run = run_cumsum};
+const pr_op_t pr__op_cumsum = {.name = "CumSum",
+                               .attrs = "exclusive,reverse",
+                               .min_opset = 11,
+                               .max_inputs = 2,
+                               .infer = infer_cumsum,
+                               .run = run_cumsum};

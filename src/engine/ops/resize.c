@@ -55,8 +55,8 @@ typedef struct {
 static void destroy_resize(void *p) {
   resize_state_t *s = p;
   if (!s) return;
-  pr_free(s->tmp[0]);
-  pr_free(s->tmp[1]);
+  pr__free(s->tmp[0]);
+  pr__free(s->tmp[1]);
   free(s->taps);
   free(s);
 }
@@ -64,7 +64,7 @@ static void destroy_resize(void *p) {
 /* Modes of a Resize or Upsample node: interpolation, coordinate transform,
  * nearest rounding. */
 static pr_status_t resize_modes(pr_compile_t *c, pr_node_t *n, resize_state_t *s, bool upsample) {
-  const char *mode = pr_attr_string(n->m, "mode", "nearest");
+  const char *mode = pr__attr_string(n->m, "mode", "nearest");
   if (!strcmp(mode, "linear") || (upsample && !strcmp(mode, "bilinear")))
     s->mode = MODE_LINEAR;
   else if (!strcmp(mode, "cubic") && !upsample)
@@ -72,11 +72,11 @@ static pr_status_t resize_modes(pr_compile_t *c, pr_node_t *n, resize_state_t *s
   else if (!strcmp(mode, "nearest"))
     s->mode = MODE_NEAREST;
   else
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
-  s->cubic_a = pr_attr_float(n->m, "cubic_coeff_a", -0.75f);
-  s->exclude_outside = pr_attr_int(n->m, "exclude_outside", 0) != 0;
-  if (pr_attr_int(n->m, "antialias", 0)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "antialias");
-  const char *ct = pr_attr_string(n->m, "coordinate_transformation_mode", "half_pixel");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "mode '%s'", mode);
+  s->cubic_a = pr__attr_float(n->m, "cubic_coeff_a", -0.75f);
+  s->exclude_outside = pr__attr_int(n->m, "exclude_outside", 0) != 0;
+  if (pr__attr_int(n->m, "antialias", 0)) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "antialias");
+  const char *ct = pr__attr_string(n->m, "coordinate_transformation_mode", "half_pixel");
   if (c->opset < 11 || upsample) ct = "asymmetric";
   static const char *cts[] = {"half_pixel",        "half_pixel_symmetric", "pytorch_half_pixel",
                               "align_corners",     "asymmetric",           "tf_half_pixel_for_nn",
@@ -85,16 +85,16 @@ static pr_status_t resize_modes(pr_compile_t *c, pr_node_t *n, resize_state_t *s
   for (int i = 0; i < 7; i++)
     if (!strcmp(ct, cts[i])) s->ct = (coord_t)i;
   if ((int)s->ct < 0 || (s->ct == CT_HALF_PIXEL_SYMMETRIC && c->opset < 19))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "coordinate mode '%s'", ct);
-  const char *nm = pr_attr_string(n->m, "nearest_mode",
-                                  c->opset < 11 || upsample ? "floor" : "round_prefer_floor");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "coordinate mode '%s'", ct);
+  const char *nm = pr__attr_string(n->m, "nearest_mode",
+                                   c->opset < 11 || upsample ? "floor" : "round_prefer_floor");
   static const char *nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
   s->nm = (nearest_t)-1;
   for (int i = 0; i < 4; i++)
     if (!strcmp(nm, nms[i])) s->nm = (nearest_t)i;
-  if ((int)s->nm < 0) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "nearest_mode '%s'", nm);
+  if ((int)s->nm < 0) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "nearest_mode '%s'", nm);
   s->ceil_shrinking = c->opset < 11 && !upsample;
-  s->extrapolation = pr_attr_float(n->m, "extrapolation_value", 0.f);
+  s->extrapolation = pr__attr_float(n->m, "extrapolation_value", 0.f);
   return PR_OK;
 }
 
@@ -103,15 +103,16 @@ static pr_status_t resize_modes(pr_compile_t *c, pr_node_t *n, resize_state_t *s
  * (not_larger) or the smallest that covers (not_smaller). */
 static pr_status_t sizes_to_scales(pr_compile_t *c, pr_node_t *n, const pr_value_t *x,
                                    const int64_t *sz, const int *axes, int na, resize_state_t *s) {
-  const char *policy = pr_attr_string(n->m, "keep_aspect_ratio_policy", "stretch");
+  const char *policy = pr__attr_string(n->m, "keep_aspect_ratio_policy", "stretch");
   if (c->opset < 18) policy = "stretch";
   bool fit = !strcmp(policy, "not_larger"), cover = !strcmp(policy, "not_smaller");
   if (!fit && !cover && strcmp(policy, "stretch"))
-    return pr_fail(c, n, PR_ERR_INVALID, "keep_aspect_ratio_policy '%s'", policy);
+    return pr__fail(c, n, PR_ERR_INVALID, "keep_aspect_ratio_policy '%s'", policy);
   double common = fit ? INFINITY : 0;
   for (int i = 0; i < na; i++) {
     int k = axes[i];
-    if (sz[i] < 1 || x->dims[k] < 1) return pr_fail(c, n, PR_ERR_INVALID, "sizes must be positive");
+    if (sz[i] < 1 || x->dims[k] < 1)
+      return pr__fail(c, n, PR_ERR_INVALID, "sizes must be positive");
     double r = (double)sz[i] / (double)x->dims[k];
     common = fit ? fmin(common, r) : fmax(common, r);
     s->out[k] = sz[i];
@@ -126,8 +127,8 @@ static pr_status_t sizes_to_scales(pr_compile_t *c, pr_node_t *n, const pr_value
 }
 
 static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *s) {
-  pr_value_t *x = pr_in(c, n, 0);
-  if (!x || x->dtype != PR_DTYPE_FLOAT) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+  pr_value_t *x = pr__in(c, n, 0);
+  if (!x || x->dtype != PR_DTYPE_FLOAT) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
   bool upsample = !strcmp(n->op->name, "Upsample");
   pr_status_t st = resize_modes(c, n, s, upsample);
   if (st) return st;
@@ -136,56 +137,56 @@ static pr_status_t resize_params(pr_compile_t *c, pr_node_t *n, resize_state_t *
   const float *attr_scales = NULL;
   int n_attr_scales = 0;
   if (upsample && c->opset < 9) {
-    n_attr_scales = pr_attr_floats(n->m, "scales", &attr_scales);
+    n_attr_scales = pr__attr_floats(n->m, "scales", &attr_scales);
     if (n_attr_scales != x->rank)
-      return pr_fail(c, n, PR_ERR_INVALID, "scales needs %d floats", x->rank);
+      return pr__fail(c, n, PR_ERR_INVALID, "scales needs %d floats", x->rank);
   } else if (upsample || c->opset < 11) {
-    scales = pr_in(c, n, 1);
+    scales = pr__in(c, n, 1);
   } else {
-    roi = pr_in(c, n, 1);
-    scales = pr_in(c, n, 2);
-    sizes = pr_in(c, n, 3);
+    roi = pr__in(c, n, 1);
+    scales = pr__in(c, n, 2);
+    sizes = pr__in(c, n, 3);
   }
-  if (scales && pr_value_numel(scales) == 0) scales = NULL;
-  if (sizes && pr_value_numel(sizes) == 0) sizes = NULL;
+  if (scales && pr__value_numel(scales) == 0) scales = NULL;
+  if (sizes && pr__value_numel(sizes) == 0) sizes = NULL;
   if (!attr_scales && !!scales == !!sizes)
-    return pr_fail(c, n, PR_ERR_INVALID, "exactly one of scales and sizes");
+    return pr__fail(c, n, PR_ERR_INVALID, "exactly one of scales and sizes");
   if ((scales && !scales->is_const) || (sizes && !sizes->is_const) || (roi && !roi->is_const))
-    return pr_need_values(c, n, "scales, sizes and roi must be constant");
+    return pr__need_values(c, n, "scales, sizes and roi must be constant");
   /* opset 18: scales or sizes of the axes listed (default every axis) */
   int axes[PR_MAX_RANK], na = x->rank;
   const int64_t *av;
-  int nav = c->opset >= 18 ? pr_attr_ints(n->m, "axes", &av) : 0;
-  if (nav > x->rank) return pr_fail(c, n, PR_ERR_INVALID, "too many axes");
+  int nav = c->opset >= 18 ? pr__attr_ints(n->m, "axes", &av) : 0;
+  if (nav > x->rank) return pr__fail(c, n, PR_ERR_INVALID, "too many axes");
   for (int k = 0; k < x->rank; k++) axes[k] = k;
   if (nav) {
     na = nav;
     for (int i = 0; i < na; i++)
-      if ((axes[i] = pr_axis(av[i], x->rank)) < 0)
-        return pr_fail(c, n, PR_ERR_INVALID, "axis %lld out of range", (long long)av[i]);
+      if ((axes[i] = pr__axis(av[i], x->rank)) < 0)
+        return pr__fail(c, n, PR_ERR_INVALID, "axis %lld out of range", (long long)av[i]);
   }
   for (int k = 0; k < x->rank; k++) s->scale[k] = 1, s->out[k] = x->dims[k];
   if (scales || attr_scales) {
-    if (scales && (scales->dtype != PR_DTYPE_FLOAT || pr_value_numel(scales) != na))
-      return pr_fail(c, n, PR_ERR_INVALID, "scales needs %d floats", na);
+    if (scales && (scales->dtype != PR_DTYPE_FLOAT || pr__value_numel(scales) != na))
+      return pr__fail(c, n, PR_ERR_INVALID, "scales needs %d floats", na);
     for (int i = 0; i < na; i++) {
       int k = axes[i];
       s->scale[k] = attr_scales ? attr_scales[i] : ((const float *)scales->data)[i];
-      if (!(s->scale[k] > 0)) return pr_fail(c, n, PR_ERR_INVALID, "scales must be positive");
+      if (!(s->scale[k] > 0)) return pr__fail(c, n, PR_ERR_INVALID, "scales must be positive");
       double len = floor((double)x->dims[k] * s->scale[k]);
-      if (!(len < 4.6e18)) return pr_fail(c, n, PR_ERR_INVALID, "scales too large");
+      if (!(len < 4.6e18)) return pr__fail(c, n, PR_ERR_INVALID, "scales too large");
       s->out[k] = (int64_t)len;
     }
   } else {
     int64_t sz[PR_MAX_RANK];
-    if (pr_const_ints(sizes, sz, PR_MAX_RANK) != na)
-      return pr_fail(c, n, PR_ERR_INVALID, "sizes needs %d int64", na);
+    if (pr__const_ints(sizes, sz, PR_MAX_RANK) != na)
+      return pr__fail(c, n, PR_ERR_INVALID, "sizes needs %d int64", na);
     if ((st = sizes_to_scales(c, n, x, sz, axes, na, s))) return st;
   }
   for (int k = 0; k < x->rank; k++) s->roi_start[k] = 0, s->roi_end[k] = 1;
   if (s->ct == CT_TF_CROP) {
-    if (!roi || roi->dtype != PR_DTYPE_FLOAT || pr_value_numel(roi) != 2 * na)
-      return pr_fail(c, n, PR_ERR_INVALID, "tf_crop_and_resize needs roi of %d floats", 2 * na);
+    if (!roi || roi->dtype != PR_DTYPE_FLOAT || pr__value_numel(roi) != 2 * na)
+      return pr__fail(c, n, PR_ERR_INVALID, "tf_crop_and_resize needs roi of %d floats", 2 * na);
     for (int i = 0; i < na; i++) {
       s->roi_start[axes[i]] = ((const float *)roi->data)[i];
       s->roi_end[axes[i]] = ((const float *)roi->data)[i + na];
@@ -198,7 +199,7 @@ static pr_status_t infer_resize(pr_compile_t *c, pr_node_t *n) {
   resize_state_t s;
   pr_status_t st = resize_params(c, n, &s);
   if (st) return st;
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, s.rank, s.out);
+  pr__value_set_shape(pr__out(c, n, 0), PR_DTYPE_FLOAT, s.rank, s.out);
   return PR_OK;
 }
 
@@ -209,8 +210,8 @@ static pr_status_t prepare_resize(pr_compile_t *c, pr_node_t *n) {
   pr_status_t st = resize_params(c, n, s);
   if (st) return st;
   /* scratch for the passes: at most the largest intermediate shape */
-  pr_value_t *x = pr_in(c, n, 0);
-  int64_t cur[PR_MAX_RANK], big = pr_value_numel(x);
+  pr_value_t *x = pr__in(c, n, 0);
+  int64_t cur[PR_MAX_RANK], big = pr__value_numel(x);
   memcpy(cur, x->dims, sizeof cur);
   for (int k = 0; k < s->rank; k++) {
     cur[k] = s->out[k];
@@ -219,7 +220,7 @@ static pr_status_t prepare_resize(pr_compile_t *c, pr_node_t *n) {
     if (e > big) big = e;
   }
   for (int i = 0; i < 2; i++)
-    if (!(s->tmp[i] = pr_aligned_alloc((size_t)big * sizeof(float)))) return PR_ERR_NOMEM;
+    if (!(s->tmp[i] = pr__aligned_alloc((size_t)big * sizeof(float)))) return PR_ERR_NOMEM;
   int64_t longest = 1;
   for (int k = 0; k < s->rank; k++) longest = s->out[k] > longest ? s->out[k] : longest;
   if (!(s->taps = calloc((size_t)longest, sizeof *s->taps))) return PR_ERR_NOMEM;
@@ -372,7 +373,7 @@ static void run_resize(pr_exec_t *x, pr_node_t *n) {
   for (int k = 0; k < s->rank; k++)
     if (s->out[k] != in->dims[k] || s->ct == CT_TF_CROP || s->scale[k] != 1.0) last = k;
   if (last < 0) {
-    pr_copy(o->ptr, in->ptr, o->nbytes, x->threads);
+    pr__copy(o->ptr, in->ptr, o->nbytes, x->threads);
     return;
   }
   const float *src = in->ptr;
@@ -387,16 +388,16 @@ static void run_resize(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_upsample = {.name = "Upsample",
-                                .attrs = "mode,scales",
-                                .min_opset = 7,
-                                .max_inputs = 2,
-                                .infer = infer_resize,
-                                .prepare = prepare_resize,
-                                .run = run_resize,
-                                .destroy = destroy_resize};
+const pr_op_t pr__op_upsample = {.name = "Upsample",
+                                 .attrs = "mode,scales",
+                                 .min_opset = 7,
+                                 .max_inputs = 2,
+                                 .infer = infer_resize,
+                                 .prepare = prepare_resize,
+                                 .run = run_resize,
+                                 .destroy = destroy_resize};
 
-const pr_op_t pr_op_resize = {
+const pr_op_t pr__op_resize = {
     .name = "Resize",
     .attrs =
         "mode,coordinate_transformation_mode,nearest_mode,"

@@ -77,13 +77,13 @@ typedef struct {
 static void destroy_rnn(void *p) {
   rnn_state_t *s = p;
   if (!s) return;
-  pr_free(s->xw);
-  pr_free(s->hr);
-  pr_free(s->h);
-  pr_free(s->c);
-  pr_free(s->rh);
-  pr_free(s->rh2);
-  pr_free(s->bias);
+  pr__free(s->xw);
+  pr__free(s->hr);
+  pr__free(s->h);
+  pr__free(s->c);
+  pr__free(s->rh);
+  pr__free(s->rh2);
+  pr__free(s->bias);
   free(s);
 }
 
@@ -102,10 +102,10 @@ static pr_status_t parse_acts(const pr_mnode_t *m, cell_t cell, int dirs, act_t 
                               char *err, size_t len) {
   static const char *defaults[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
   int n_act = cell == CELL_RNN ? 1 : cell == CELL_GRU ? 2 : 3;
-  const pr_attr_t *names = pr_attr_find(m, "activations");
+  const pr_attr_t *names = pr__attr_find(m, "activations");
   const float *alpha = NULL, *beta = NULL;
-  int n_alpha = pr_attr_floats(m, "activation_alpha", &alpha);
-  int n_beta = pr_attr_floats(m, "activation_beta", &beta);
+  int n_alpha = pr__attr_floats(m, "activation_alpha", &alpha);
+  int n_beta = pr__attr_floats(m, "activation_beta", &beta);
   int n_names = names ? names->n : 0;
   if (names && names->type != PR_ATTR_STRINGS) {
     snprintf(err, len, "activations must be strings");
@@ -121,7 +121,7 @@ static pr_status_t parse_acts(const pr_mnode_t *m, cell_t cell, int dirs, act_t 
       const char *nm = defaults[cell][k];
       if (names) {
         int at = n_names == n_act ? k : d * n_act + k;
-        nm = pr_attr_strings_at(names, at);
+        nm = pr__attr_strings_at(names, at);
         if (!nm) {
           snprintf(err, len, "activation %d is unreadable", at);
           return PR_ERR_INVALID;
@@ -145,15 +145,15 @@ static pr_status_t parse_acts(const pr_mnode_t *m, cell_t cell, int dirs, act_t 
 static pr_status_t check_rnn(const pr_mnode_t *m, int opset, char *err, size_t len) {
   (void)opset;
   char why[160];
-  int dirs = dirs_of(pr_attr_string(m, "direction", "forward"));
+  int dirs = dirs_of(pr__attr_string(m, "direction", "forward"));
   if (!dirs) {
     snprintf(err, len, "node '%s' (%s): direction must be forward, reverse or bidirectional",
-             pr_mnode_name(m), m->op_type);
+             pr__mnode_name(m), m->op_type);
     return PR_ERR_INVALID;
   }
   act_t act[2][3];
   pr_status_t st = parse_acts(m, cell_of(m->op), dirs, act, why, sizeof why);
-  if (st) snprintf(err, len, "node '%s' (%s): %s", pr_mnode_name(m), m->op_type, why);
+  if (st) snprintf(err, len, "node '%s' (%s): %s", pr__mnode_name(m), m->op_type, why);
   return st;
 }
 
@@ -165,53 +165,53 @@ static pr_status_t geometry(pr_compile_t *c, pr_node_t *n, rnn_state_t *g) {
   g->cell = cell_of(n->op);
   g->gates = g->cell == CELL_RNN ? 1 : g->cell == CELL_GRU ? 3 : 4;
   g->n_act = g->cell == CELL_RNN ? 1 : g->cell == CELL_GRU ? 2 : 3;
-  g->dirs = dirs_of(pr_attr_string(n->m, "direction", "forward"));
-  g->layout1 = c->opset >= 14 && pr_attr_int(n->m, "layout", 0) == 1;
-  g->lbr = g->cell == CELL_GRU && pr_attr_int(n->m, "linear_before_reset", 0);
-  g->input_forget = g->cell == CELL_LSTM && pr_attr_int(n->m, "input_forget", 0);
-  g->has_clip = pr_attr_find(n->m, "clip") != NULL;
-  g->clip = pr_attr_float(n->m, "clip", INFINITY);
+  g->dirs = dirs_of(pr__attr_string(n->m, "direction", "forward"));
+  g->layout1 = c->opset >= 14 && pr__attr_int(n->m, "layout", 0) == 1;
+  g->lbr = g->cell == CELL_GRU && pr__attr_int(n->m, "linear_before_reset", 0);
+  g->input_forget = g->cell == CELL_LSTM && pr__attr_int(n->m, "input_forget", 0);
+  g->has_clip = pr__attr_find(n->m, "clip") != NULL;
+  g->clip = pr__attr_float(n->m, "clip", INFINITY);
   char why[160];
-  if (!g->dirs) return pr_fail(c, n, PR_ERR_INVALID, "bad direction");
+  if (!g->dirs) return pr__fail(c, n, PR_ERR_INVALID, "bad direction");
   if (parse_acts(n->m, g->cell, g->dirs, g->act, why, sizeof why))
-    return pr_fail(c, n, PR_ERR_INVALID, "%s", why);
-  const pr_value_t *x = pr_in(c, n, IN_X), *w = pr_in(c, n, IN_W), *r = pr_in(c, n, IN_R);
-  if (!w || !r) return pr_fail(c, n, PR_ERR_INVALID, "needs X, W and R");
+    return pr__fail(c, n, PR_ERR_INVALID, "%s", why);
+  const pr_value_t *x = pr__in(c, n, IN_X), *w = pr__in(c, n, IN_W), *r = pr__in(c, n, IN_R);
+  if (!w || !r) return pr__fail(c, n, PR_ERR_INVALID, "needs X, W and R");
   if (x->dtype != PR_DTYPE_FLOAT || w->dtype != PR_DTYPE_FLOAT || r->dtype != PR_DTYPE_FLOAT)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT");
   if (x->rank != 3 || w->rank != 3 || r->rank != 3)
-    return pr_fail(c, n, PR_ERR_INVALID, "X, W and R must be 3-D");
+    return pr__fail(c, n, PR_ERR_INVALID, "X, W and R must be 3-D");
   g->S = x->dims[g->layout1 ? 1 : 0];
   g->B = x->dims[g->layout1 ? 0 : 1];
   g->I = x->dims[2];
-  g->H = pr_attr_int(n->m, "hidden_size", r->dims[2]);
+  g->H = pr__attr_int(n->m, "hidden_size", r->dims[2]);
   int64_t G = g->gates, H = g->H;
   if (H < 1 || r->dims[2] != H || w->dims[0] != g->dirs || r->dims[0] != g->dirs ||
       w->dims[1] != G * H || r->dims[1] != G * H || w->dims[2] != g->I)
-    return pr_fail(c, n, PR_ERR_INVALID,
-                   "W must be [%d, %lld, %lld] and R [%d, %lld, %lld] (hidden_size %lld)", g->dirs,
-                   (long long)(G * H), (long long)g->I, g->dirs, (long long)(G * H), (long long)H,
-                   (long long)H);
-  const pr_value_t *b = pr_in(c, n, IN_B), *seq = pr_in(c, n, IN_SEQ);
+    return pr__fail(c, n, PR_ERR_INVALID,
+                    "W must be [%d, %lld, %lld] and R [%d, %lld, %lld] (hidden_size %lld)", g->dirs,
+                    (long long)(G * H), (long long)g->I, g->dirs, (long long)(G * H), (long long)H,
+                    (long long)H);
+  const pr_value_t *b = pr__in(c, n, IN_B), *seq = pr__in(c, n, IN_SEQ);
   if (b && (b->dtype != PR_DTYPE_FLOAT || b->rank != 2 || b->dims[0] != g->dirs ||
             b->dims[1] != 2 * G * H))
-    return pr_fail(c, n, PR_ERR_INVALID, "B must be [%d, %lld]", g->dirs, (long long)(2 * G * H));
+    return pr__fail(c, n, PR_ERR_INVALID, "B must be [%d, %lld]", g->dirs, (long long)(2 * G * H));
   if (seq && ((seq->dtype != PR_DTYPE_INT32 && seq->dtype != PR_DTYPE_INT64) || seq->rank != 1 ||
               seq->dims[0] != g->B))
-    return pr_fail(c, n, PR_ERR_INVALID, "sequence_lens must be %lld INT32", (long long)g->B);
+    return pr__fail(c, n, PR_ERR_INVALID, "sequence_lens must be %lld INT32", (long long)g->B);
   int64_t hd[3] = {g->dirs, g->B, H};
   if (g->layout1) hd[0] = g->B, hd[1] = g->dirs;
   for (int k = IN_H0; k <= (g->cell == CELL_LSTM ? IN_C0 : IN_H0); k++) {
-    const pr_value_t *h0 = pr_in(c, n, k);
+    const pr_value_t *h0 = pr__in(c, n, k);
     if (h0 && (h0->dtype != PR_DTYPE_FLOAT || h0->rank != 3 || h0->dims[0] != hd[0] ||
                h0->dims[1] != hd[1] || h0->dims[2] != hd[2]))
-      return pr_fail(c, n, PR_ERR_INVALID, "initial state %d must be [%lld, %lld, %lld]", k,
-                     (long long)hd[0], (long long)hd[1], (long long)hd[2]);
+      return pr__fail(c, n, PR_ERR_INVALID, "initial state %d must be [%lld, %lld, %lld]", k,
+                      (long long)hd[0], (long long)hd[1], (long long)hd[2]);
   }
-  const pr_value_t *p = g->cell == CELL_LSTM ? pr_in(c, n, IN_P) : NULL;
+  const pr_value_t *p = g->cell == CELL_LSTM ? pr__in(c, n, IN_P) : NULL;
   if (p &&
       (p->dtype != PR_DTYPE_FLOAT || p->rank != 2 || p->dims[0] != g->dirs || p->dims[1] != 3 * H))
-    return pr_fail(c, n, PR_ERR_INVALID, "P must be [%d, %lld]", g->dirs, (long long)(3 * H));
+    return pr__fail(c, n, PR_ERR_INVALID, "P must be [%d, %lld]", g->dirs, (long long)(3 * H));
   return PR_OK;
 }
 
@@ -225,10 +225,10 @@ static pr_status_t infer_rnn(pr_compile_t *c, pr_node_t *n) {
     hd[0] = g.B, hd[1] = g.dirs;
   }
   if (n->n_out > (g.cell == CELL_LSTM ? 3 : 2))
-    return pr_fail(c, n, PR_ERR_INVALID, "too many outputs");
-  if (pr_out(c, n, 0)) pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, 4, yd);
+    return pr__fail(c, n, PR_ERR_INVALID, "too many outputs");
+  if (pr__out(c, n, 0)) pr__value_set_shape(pr__out(c, n, 0), PR_DTYPE_FLOAT, 4, yd);
   for (int k = 1; k < n->n_out; k++)
-    if (pr_out(c, n, k)) pr_value_set_shape(pr_out(c, n, k), PR_DTYPE_FLOAT, 3, hd);
+    if (pr__out(c, n, k)) pr__value_set_shape(pr__out(c, n, k), PR_DTYPE_FLOAT, 3, hd);
   n->flops = 2.0 * (double)g.dirs * (double)g.S * (double)g.B * (double)(g.gates * g.H) *
              (double)(g.I + g.H);
   return PR_OK;
@@ -241,17 +241,17 @@ static pr_status_t prepare_rnn(pr_compile_t *c, pr_node_t *n) {
   pr_status_t st = geometry(c, n, s);
   if (st) return st;
   size_t gh = (size_t)(s->gates * s->H), rows, xw_len, bh;
-  if (pr_mul_size((size_t)s->S, (size_t)s->B, &rows) || pr_mul_size(rows, gh, &xw_len) ||
-      pr_mul_size(xw_len, sizeof(float), &xw_len) ||
-      pr_mul_size((size_t)s->B * sizeof(float), (size_t)s->H, &bh))
-    return pr_fail(c, n, PR_ERR_NOMEM, "sizes overflow");
-  s->xw = pr_aligned_calloc(xw_len);
-  s->hr = pr_aligned_calloc(bh * (size_t)s->gates);
-  s->h = pr_aligned_calloc(bh);
-  s->c = pr_aligned_calloc(bh);
-  s->rh = pr_aligned_calloc(bh);
-  s->rh2 = pr_aligned_calloc(bh);
-  s->bias = pr_aligned_calloc(gh * sizeof(float));
+  if (pr__mul_size((size_t)s->S, (size_t)s->B, &rows) || pr__mul_size(rows, gh, &xw_len) ||
+      pr__mul_size(xw_len, sizeof(float), &xw_len) ||
+      pr__mul_size((size_t)s->B * sizeof(float), (size_t)s->H, &bh))
+    return pr__fail(c, n, PR_ERR_NOMEM, "sizes overflow");
+  s->xw = pr__aligned_calloc(xw_len);
+  s->hr = pr__aligned_calloc(bh * (size_t)s->gates);
+  s->h = pr__aligned_calloc(bh);
+  s->c = pr__aligned_calloc(bh);
+  s->rh = pr__aligned_calloc(bh);
+  s->rh2 = pr__aligned_calloc(bh);
+  s->bias = pr__aligned_calloc(gh * sizeof(float));
   if (!s->xw || !s->hr || !s->h || !s->c || !s->rh || !s->rh2 || !s->bias) return PR_ERR_NOMEM;
   return PR_OK;
 }
@@ -283,7 +283,7 @@ static inline float clipped(const rnn_state_t *s, float v) {
 
 /* Length of batch entry b's sequence, within [0, S]. */
 static int64_t seq_len(const pr_value_t *seqv, int64_t b, int64_t S) {
-  int64_t len = seqv ? pr_load_int64(seqv->ptr, seqv->dtype, b) : S;
+  int64_t len = seqv ? pr__load_int64(seqv->ptr, seqv->dtype, b) : S;
   return len < 0 ? 0 : len > S ? S : len;
 }
 
@@ -305,20 +305,20 @@ static void bind_direction(pr_exec_t *x, pr_node_t *n, const rnn_state_t *s, int
   memset(io, 0, sizeof *io);
   io->d = d;
   io->reverse = reverse;
-  io->X = pr_xin(x, n, IN_X);
-  io->W = (const float *)pr_xin(x, n, IN_W) + d * GH * I;
-  io->R = (const float *)pr_xin(x, n, IN_R) + d * GH * H;
-  io->Bias = n->n_in > IN_B && n->in[IN_B] >= 0 ? pr_xin(x, n, IN_B) : NULL;
+  io->X = pr__xin(x, n, IN_X);
+  io->W = (const float *)pr__xin(x, n, IN_W) + d * GH * I;
+  io->R = (const float *)pr__xin(x, n, IN_R) + d * GH * H;
+  io->Bias = n->n_in > IN_B && n->in[IN_B] >= 0 ? pr__xin(x, n, IN_B) : NULL;
   io->seqv = n->n_in > IN_SEQ && n->in[IN_SEQ] >= 0 ? &x->v[n->in[IN_SEQ]] : NULL;
-  io->H0 = n->n_in > IN_H0 && n->in[IN_H0] >= 0 ? pr_xin(x, n, IN_H0) : NULL;
+  io->H0 = n->n_in > IN_H0 && n->in[IN_H0] >= 0 ? pr__xin(x, n, IN_H0) : NULL;
   if (s->cell == CELL_LSTM) {
-    io->C0 = n->n_in > IN_C0 && n->in[IN_C0] >= 0 ? pr_xin(x, n, IN_C0) : NULL;
+    io->C0 = n->n_in > IN_C0 && n->in[IN_C0] >= 0 ? pr__xin(x, n, IN_C0) : NULL;
     io->P =
-        n->n_in > IN_P && n->in[IN_P] >= 0 ? (const float *)pr_xin(x, n, IN_P) + d * 3 * H : NULL;
+        n->n_in > IN_P && n->in[IN_P] >= 0 ? (const float *)pr__xin(x, n, IN_P) + d * 3 * H : NULL;
   }
-  io->Y = n->out[0] >= 0 ? pr_xout(x, n, 0) : NULL;
-  io->Yh = n->n_out > 1 && n->out[1] >= 0 ? pr_xout(x, n, 1) : NULL;
-  io->Yc = n->n_out > 2 && n->out[2] >= 0 ? pr_xout(x, n, 2) : NULL;
+  io->Y = n->out[0] >= 0 ? pr__xout(x, n, 0) : NULL;
+  io->Yh = n->n_out > 1 && n->out[1] >= 0 ? pr__xout(x, n, 1) : NULL;
+  io->Yc = n->n_out > 2 && n->out[2] >= 0 ? pr__xout(x, n, 2) : NULL;
   io->af = &s->act[d][0], io->ag = &s->act[d][1], io->ah = &s->act[d][2];
 }
 
@@ -454,7 +454,7 @@ static void run_direction(pr_exec_t *x, pr_node_t *n, rnn_state_t *s, int d, boo
 
 static void run_rnn(pr_exec_t *x, pr_node_t *n) {
   rnn_state_t *s = n->state;
-  const char *dir = pr_attr_string(n->m, "direction", "forward");
+  const char *dir = pr__attr_string(n->m, "direction", "forward");
   if (s->dirs == 2) {
     run_direction(x, n, s, 0, false);
     run_direction(x, n, s, 1, true);
@@ -465,36 +465,36 @@ static void run_rnn(pr_exec_t *x, pr_node_t *n) {
 
 #define RNN_ATTRS "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
 
-const pr_op_t pr_op_rnn = {.name = "RNN",
-                           .attrs = RNN_ATTRS,
-                           .min_opset = 7,
-                           .max_inputs = 6,
-                           .check = check_rnn,
-                           .infer = infer_rnn,
-                           .prepare = prepare_rnn,
-                           .run = run_rnn,
-                           .destroy = destroy_rnn};
-
-const pr_op_t pr_op_gru = {.name = "GRU",
-                           .attrs = RNN_ATTRS ",linear_before_reset",
-                           .min_opset = 7,
-                           .max_inputs = 6,
-                           .check = check_rnn,
-                           .infer = infer_rnn,
-                           .prepare = prepare_rnn,
-                           .run = run_rnn,
-                           .destroy = destroy_rnn};
-
-const pr_op_t pr_op_lstm = {.name = "LSTM",
-                            .attrs = RNN_ATTRS ",input_forget",
+const pr_op_t pr__op_rnn = {.name = "RNN",
+                            .attrs = RNN_ATTRS,
                             .min_opset = 7,
-                            .max_inputs = 8,
+                            .max_inputs = 6,
                             .check = check_rnn,
                             .infer = infer_rnn,
                             .prepare = prepare_rnn,
                             .run = run_rnn,
                             .destroy = destroy_rnn};
 
+const pr_op_t pr__op_gru = {.name = "GRU",
+                            .attrs = RNN_ATTRS ",linear_before_reset",
+                            .min_opset = 7,
+                            .max_inputs = 6,
+                            .check = check_rnn,
+                            .infer = infer_rnn,
+                            .prepare = prepare_rnn,
+                            .run = run_rnn,
+                            .destroy = destroy_rnn};
+
+const pr_op_t pr__op_lstm = {.name = "LSTM",
+                             .attrs = RNN_ATTRS ",input_forget",
+                             .min_opset = 7,
+                             .max_inputs = 8,
+                             .check = check_rnn,
+                             .infer = infer_rnn,
+                             .prepare = prepare_rnn,
+                             .run = run_rnn,
+                             .destroy = destroy_rnn};
+
 static cell_t cell_of(const pr_op_t *op) {
-  return op == &pr_op_lstm ? CELL_LSTM : op == &pr_op_gru ? CELL_GRU : CELL_RNN;
+  return op == &pr__op_lstm ? CELL_LSTM : op == &pr__op_gru ? CELL_GRU : CELL_RNN;
 }

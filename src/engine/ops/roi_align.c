@@ -19,23 +19,23 @@
 #include "engine/ops/ops.h"
 
 static pr_status_t infer_roi_align(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *x = pr_in(c, n, 0), *rois = pr_in(c, n, 1), *bi = pr_in(c, n, 2);
-  if (!x || !rois || !bi || !pr_is_real(x->dtype) || rois->dtype != x->dtype)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "X and rois of one type: FLOAT, DOUBLE, FLOAT16");
+  pr_value_t *x = pr__in(c, n, 0), *rois = pr__in(c, n, 1), *bi = pr__in(c, n, 2);
+  if (!x || !rois || !bi || !pr__is_real(x->dtype) || rois->dtype != x->dtype)
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "X and rois of one type: FLOAT, DOUBLE, FLOAT16");
   if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 ||
       bi->dims[0] != rois->dims[0] || (bi->dtype != PR_DTYPE_INT64 && bi->dtype != PR_DTYPE_INT32))
-    return pr_fail(c, n, PR_ERR_INVALID, "X (N, C, H, W), rois (R, 4), batch_indices (R)");
-  const char *mode = pr_attr_string(n->m, "mode", "avg");
+    return pr__fail(c, n, PR_ERR_INVALID, "X (N, C, H, W), rois (R, 4), batch_indices (R)");
+  const char *mode = pr__attr_string(n->m, "mode", "avg");
   if (strcmp(mode, "avg") && strcmp(mode, "max"))
-    return pr_fail(c, n, PR_ERR_INVALID, "mode '%s'", mode);
-  const char *ct = pr_attr_string(n->m, "coordinate_transformation_mode", "half_pixel");
+    return pr__fail(c, n, PR_ERR_INVALID, "mode '%s'", mode);
+  const char *ct = pr__attr_string(n->m, "coordinate_transformation_mode", "half_pixel");
   if (c->opset >= 16 && strcmp(ct, "half_pixel") && strcmp(ct, "output_half_pixel"))
-    return pr_fail(c, n, PR_ERR_INVALID, "coordinate_transformation_mode '%s'", ct);
-  int64_t oh = pr_attr_int(n->m, "output_height", 1), ow = pr_attr_int(n->m, "output_width", 1);
-  if (oh < 1 || ow < 1 || pr_attr_int(n->m, "sampling_ratio", 0) < 0)
-    return pr_fail(c, n, PR_ERR_INVALID, "output size and sampling_ratio");
+    return pr__fail(c, n, PR_ERR_INVALID, "coordinate_transformation_mode '%s'", ct);
+  int64_t oh = pr__attr_int(n->m, "output_height", 1), ow = pr__attr_int(n->m, "output_width", 1);
+  if (oh < 1 || ow < 1 || pr__attr_int(n->m, "sampling_ratio", 0) < 0)
+    return pr__fail(c, n, PR_ERR_INVALID, "output size and sampling_ratio");
   int64_t d[4] = {rois->dims[0], x->dims[1], oh, ow};
-  pr_value_set_shape(pr_out(c, n, 0), x->dtype, 4, d);
+  pr__value_set_shape(pr__out(c, n, 0), x->dtype, 4, d);
   return PR_OK;
 }
 
@@ -44,7 +44,7 @@ static pr_status_t prepare_roi_align(pr_compile_t *c, pr_node_t *n) {
   double *offset = malloc(sizeof *offset);
   if (!offset) return PR_ERR_NOMEM;
   n->state = offset;
-  const char *ct = pr_attr_string(n->m, "coordinate_transformation_mode", "half_pixel");
+  const char *ct = pr__attr_string(n->m, "coordinate_transformation_mode", "half_pixel");
   *offset = c->opset >= 16 && !strcmp(ct, "half_pixel") ? 0.5 : 0;
   return PR_OK;
 }
@@ -72,30 +72,30 @@ static bool sample4(const plane_t *p, double y, double x, double *v) {
   else
     x1 = x0 + 1;
   double ly = y - (double)y0, lx = x - (double)x0, hy = 1 - ly, hx = 1 - lx;
-  v[0] = hy * hx * pr_load_double(p->x, p->t, p->base + y0 * p->W + x0);
-  v[1] = hy * lx * pr_load_double(p->x, p->t, p->base + y0 * p->W + x1);
-  v[2] = ly * hx * pr_load_double(p->x, p->t, p->base + y1 * p->W + x0);
-  v[3] = ly * lx * pr_load_double(p->x, p->t, p->base + y1 * p->W + x1);
+  v[0] = hy * hx * pr__load_double(p->x, p->t, p->base + y0 * p->W + x0);
+  v[1] = hy * lx * pr__load_double(p->x, p->t, p->base + y0 * p->W + x1);
+  v[2] = ly * hx * pr__load_double(p->x, p->t, p->base + y1 * p->W + x0);
+  v[3] = ly * lx * pr__load_double(p->x, p->t, p->base + y1 * p->W + x1);
   return true;
 }
 
 static void run_roi_align(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *rv = &x->v[n->in[1]], *bv = &x->v[n->in[2]];
   const pr_value_t *o = &x->v[n->out[0]];
-  bool max_mode = !strcmp(pr_attr_string(n->m, "mode", "avg"), "max");
-  double offset = *(const double *)n->state, scale = pr_attr_float(n->m, "spatial_scale", 1.f);
-  int64_t sr = pr_attr_int(n->m, "sampling_ratio", 0);
+  bool max_mode = !strcmp(pr__attr_string(n->m, "mode", "avg"), "max");
+  double offset = *(const double *)n->state, scale = pr__attr_float(n->m, "spatial_scale", 1.f);
+  int64_t sr = pr__attr_int(n->m, "sampling_ratio", 0);
   int64_t R = rv->dims[0], N = a->dims[0], C = a->dims[1], OH = o->dims[2], OW = o->dims[3];
 #pragma omp parallel for collapse(2) num_threads(x->threads) if (R * C * OH * OW > 1024)
   for (int64_t r = 0; r < R; r++)
     for (int64_t ch = 0; ch < C; ch++) {
-      int64_t b = pr_load_int64(bv->ptr, bv->dtype, r);
+      int64_t b = pr__load_int64(bv->ptr, bv->dtype, r);
       plane_t p = {a->dims[2], a->dims[3], a->ptr, a->dtype,
                    (b * C + ch) * a->dims[2] * a->dims[3]};
-      double x1 = pr_load_double(rv->ptr, rv->dtype, r * 4) * scale - offset,
-             y1 = pr_load_double(rv->ptr, rv->dtype, r * 4 + 1) * scale - offset,
-             x2 = pr_load_double(rv->ptr, rv->dtype, r * 4 + 2) * scale - offset,
-             y2 = pr_load_double(rv->ptr, rv->dtype, r * 4 + 3) * scale - offset;
+      double x1 = pr__load_double(rv->ptr, rv->dtype, r * 4) * scale - offset,
+             y1 = pr__load_double(rv->ptr, rv->dtype, r * 4 + 1) * scale - offset,
+             x2 = pr__load_double(rv->ptr, rv->dtype, r * 4 + 2) * scale - offset,
+             y2 = pr__load_double(rv->ptr, rv->dtype, r * 4 + 3) * scale - offset;
       double rw = x2 - x1, rh = y2 - y1;
       if (offset == 0) rw = fmax(rw, 1), rh = fmax(rh, 1);
       double bh = rh / (double)OH, bw = rw / (double)OW;
@@ -131,18 +131,18 @@ static void run_roi_align(pr_exec_t *x, pr_node_t *n) {
           else if (o->dtype == PR_DTYPE_DOUBLE)
             ((double *)o->ptr)[oi] = res;
           else
-            ((uint16_t *)o->ptr)[oi] = pr_float_to_half((float)res);
+            ((uint16_t *)o->ptr)[oi] = pr__float_to_half((float)res);
         }
     }
 }
 
-const pr_op_t pr_op_roi_align = {.name = "RoiAlign",
-                                 .attrs =
-                                     "coordinate_transformation_mode,mode,output_height,"
-                                     "output_width,sampling_ratio,spatial_scale",
-                                 .min_opset = 10,
-                                 .max_inputs = 3,
-                                 .infer = infer_roi_align,
-                                 .prepare = prepare_roi_align,
-                                 .run = run_roi_align,
-                                 .destroy = free};
+const pr_op_t pr__op_roi_align = {.name = "RoiAlign",
+                                  .attrs =
+                                      "coordinate_transformation_mode,mode,output_height,"
+                                      "output_width,sampling_ratio,spatial_scale",
+                                  .min_opset = 10,
+                                  .max_inputs = 3,
+                                  .infer = infer_roi_align,
+                                  .prepare = prepare_roi_align,
+                                  .run = run_roi_align,
+                                  .destroy = free};

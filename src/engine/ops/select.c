@@ -30,28 +30,28 @@ static axis_view_t axis_view(const pr_value_t *v, int axis) {
 }
 
 static bool numeric(pr_dtype_t t) {
-  return t != PR_DTYPE_BOOL && pr_typed_supported(t);
+  return t != PR_DTYPE_BOOL && pr__typed_supported(t);
 }
 
 /* ---- ArgMax / ArgMin ---- */
 
 static pr_status_t arg_axis(pr_compile_t *c, pr_node_t *n, int *axis) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   if (!numeric(a->dtype))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  if (a->rank == 0) return pr_fail(c, n, PR_ERR_INVALID, "input is a scalar");
-  *axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
-  if (*axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
-  if (a->dims[*axis] == 0) return pr_fail(c, n, PR_ERR_INVALID, "empty axis");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  if (a->rank == 0) return pr__fail(c, n, PR_ERR_INVALID, "input is a scalar");
+  *axis = pr__axis(pr__attr_int(n->m, "axis", 0), a->rank);
+  if (*axis < 0) return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
+  if (a->dims[*axis] == 0) return pr__fail(c, n, PR_ERR_INVALID, "empty axis");
   return PR_OK;
 }
 
 static pr_status_t infer_arg(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   int axis = 0;
   pr_status_t st = arg_axis(c, n, &axis);
   if (st) return st;
-  bool keep = pr_attr_int(n->m, "keepdims", 1) != 0;
+  bool keep = pr__attr_int(n->m, "keepdims", 1) != 0;
   int64_t d[PR_MAX_RANK];
   int r = 0;
   for (int k = 0; k < a->rank; k++)
@@ -59,7 +59,7 @@ static pr_status_t infer_arg(pr_compile_t *c, pr_node_t *n) {
       d[r++] = a->dims[k];
     else if (keep)
       d[r++] = 1;
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_INT64, r, d);
+  pr__value_set_shape(pr__out(c, n, 0), PR_DTYPE_INT64, r, d);
   return PR_OK;
 }
 
@@ -71,10 +71,10 @@ static pr_status_t infer_arg(pr_compile_t *c, pr_node_t *n) {
     _Pragma("omp parallel for num_threads(th) if (g.outer * g.len * g.inner > 65536)") for (  \
         int64_t r = 0; r < g.outer; r++) for (int64_t i = 0; i < g.inner; i++) {              \
       const T *p = x + r * g.len * g.inner + i;                                               \
-      K best = pr_key_##sfx(p[0]);                                                            \
+      K best = pr__key_##sfx(p[0]);                                                           \
       int64_t at = 0;                                                                         \
       for (int64_t j = 1; j < g.len; j++) {                                                   \
-        K v = pr_key_##sfx(p[j * g.inner]);                                                   \
+        K v = pr__key_##sfx(p[j * g.inner]);                                                  \
         bool better = max ? (last ? v >= best : v > best) : (last ? v <= best : v < best);    \
         if (better) best = v, at = j;                                                         \
       }                                                                                       \
@@ -86,10 +86,10 @@ PR_TYPES_NUMERIC(ARG_T)
 
 static void run_arg(pr_exec_t *x, pr_node_t *n, bool max) {
   const pr_value_t *a = &x->v[n->in[0]];
-  int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
-  bool last = pr_attr_int(n->m, "select_last_index", 0) != 0;
+  int axis = pr__axis(pr__attr_int(n->m, "axis", 0), a->rank);
+  bool last = pr__attr_int(n->m, "select_last_index", 0) != 0;
   axis_view_t g = axis_view(a, axis);
-  int64_t *o = pr_xout(x, n, 0);
+  int64_t *o = pr__xout(x, n, 0);
   switch (a->dtype) {
 #define CASE(D, sfx, T, K) \
   case PR_DTYPE_##D: arg_##sfx(a->ptr, o, g, max, last, x->threads); break;
@@ -106,34 +106,34 @@ static void run_argmin(pr_exec_t *x, pr_node_t *n) {
   run_arg(x, n, false);
 }
 
-const pr_op_t pr_op_argmax = {.name = "ArgMax",
-                              .attrs = "axis,keepdims,select_last_index",
-                              .min_opset = 1,
-                              .max_inputs = 1,
-                              .infer = infer_arg,
-                              .run = run_argmax};
-const pr_op_t pr_op_argmin = {.name = "ArgMin",
-                              .attrs = "axis,keepdims,select_last_index",
-                              .min_opset = 1,
-                              .max_inputs = 1,
-                              .infer = infer_arg,
-                              .run = run_argmin};
+const pr_op_t pr__op_argmax = {.name = "ArgMax",
+                               .attrs = "axis,keepdims,select_last_index",
+                               .min_opset = 1,
+                               .max_inputs = 1,
+                               .infer = infer_arg,
+                               .run = run_argmax};
+const pr_op_t pr__op_argmin = {.name = "ArgMin",
+                               .attrs = "axis,keepdims,select_last_index",
+                               .min_opset = 1,
+                               .max_inputs = 1,
+                               .infer = infer_arg,
+                               .run = run_argmin};
 
 /* ---- Hardmax ---- */
 
 static pr_status_t hardmax_view(pr_compile_t *c, pr_node_t *n, const pr_value_t *a,
                                 axis_view_t *g) {
   int opset = c->opset;
-  int64_t axis = pr_attr_int(n->m, "axis", opset >= 13 ? -1 : 1);
+  int64_t axis = pr__attr_int(n->m, "axis", opset >= 13 ? -1 : 1);
   if (opset >= 13) {
-    int ax = a->rank ? pr_axis(axis, a->rank) : -1;
-    if (ax < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+    int ax = a->rank ? pr__axis(axis, a->rank) : -1;
+    if (ax < 0) return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
     *g = axis_view(a, ax);
     return PR_OK;
   }
   /* coerced to 2-D [prod(dims[:axis]), prod(dims[axis:])]; axis may be rank */
   if (axis < 0) axis += a->rank;
-  if (axis < 0 || axis > a->rank) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+  if (axis < 0 || axis > a->rank) return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
   g->outer = g->len = 1;
   g->inner = 1;
   for (int k = 0; k < a->rank; k++) *(k < axis ? &g->outer : &g->len) *= a->dims[k];
@@ -141,13 +141,13 @@ static pr_status_t hardmax_view(pr_compile_t *c, pr_node_t *n, const pr_value_t 
 }
 
 static pr_status_t infer_hardmax(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   if (!numeric(a->dtype))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   axis_view_t g;
   pr_status_t st = hardmax_view(c, n, a, &g);
   if (st) return st;
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, a->dims);
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, a->dims);
   return PR_OK;
 }
 
@@ -159,20 +159,20 @@ static pr_status_t prepare_hardmax(pr_compile_t *c, pr_node_t *n) {
   hardmax_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
-  return hardmax_view(c, n, pr_in(c, n, 0), &s->g);
+  return hardmax_view(c, n, pr__in(c, n, 0), &s->g);
 }
 
 #define HARDMAX_T(D, sfx, T, K)                                                              \
   static void hardmax_##sfx(const T *x, T *o, axis_view_t g, int th) {                       \
-    const T one = pr_unkey_##sfx((K)1), zero = pr_unkey_##sfx((K)0);                         \
+    const T one = pr__unkey_##sfx((K)1), zero = pr__unkey_##sfx((K)0);                       \
     _Pragma("omp parallel for num_threads(th) if (g.outer * g.len * g.inner > 65536)") for ( \
         int64_t r = 0; r < g.outer; r++) for (int64_t i = 0; i < g.inner; i++) {             \
       int64_t base = r * g.len * g.inner + i;                                                \
       if (g.len == 0) continue;                                                              \
-      K best = pr_key_##sfx(x[base]);                                                        \
+      K best = pr__key_##sfx(x[base]);                                                       \
       int64_t at = 0;                                                                        \
       for (int64_t j = 1; j < g.len; j++) {                                                  \
-        K v = pr_key_##sfx(x[base + j * g.inner]);                                           \
+        K v = pr__key_##sfx(x[base + j * g.inner]);                                          \
         if (v > best) best = v, at = j;                                                      \
       }                                                                                      \
       for (int64_t j = 0; j < g.len; j++) o[base + j * g.inner] = j == at ? one : zero;      \
@@ -184,7 +184,7 @@ PR_TYPES_NUMERIC(HARDMAX_T)
 static void run_hardmax(pr_exec_t *x, pr_node_t *n) {
   const hardmax_state_t *s = n->state;
   const pr_value_t *a = &x->v[n->in[0]];
-  void *o = pr_xout(x, n, 0);
+  void *o = pr__xout(x, n, 0);
   switch (a->dtype) {
 #define CASE(D, sfx, T, K) \
   case PR_DTYPE_##D: hardmax_##sfx(a->ptr, o, s->g, x->threads); break;
@@ -194,14 +194,14 @@ static void run_hardmax(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_hardmax = {.name = "Hardmax",
-                               .attrs = "axis",
-                               .min_opset = 1,
-                               .max_inputs = 1,
-                               .infer = infer_hardmax,
-                               .prepare = prepare_hardmax,
-                               .run = run_hardmax,
-                               .destroy = free};
+const pr_op_t pr__op_hardmax = {.name = "Hardmax",
+                                .attrs = "axis",
+                                .min_opset = 1,
+                                .max_inputs = 1,
+                                .infer = infer_hardmax,
+                                .prepare = prepare_hardmax,
+                                .run = run_hardmax,
+                                .destroy = free};
 
 /* ---- TopK ---- */
 
@@ -212,43 +212,43 @@ typedef struct {
 } topk_state_t;
 
 static pr_status_t topk_params(pr_compile_t *c, pr_node_t *n, topk_state_t *s) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   if (!numeric(a->dtype))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  if (a->rank == 0) return pr_fail(c, n, PR_ERR_INVALID, "input is a scalar");
-  int axis = pr_axis(pr_attr_int(n->m, "axis", -1), a->rank);
-  if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  if (a->rank == 0) return pr__fail(c, n, PR_ERR_INVALID, "input is a scalar");
+  int axis = pr__axis(pr__attr_int(n->m, "axis", -1), a->rank);
+  if (axis < 0) return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
   if (c->opset < 10) {
-    if (!pr_attr_find(n->m, "k")) return pr_fail(c, n, PR_ERR_INVALID, "attribute k missing");
-    s->k = pr_attr_int(n->m, "k", 0);
+    if (!pr__attr_find(n->m, "k")) return pr__fail(c, n, PR_ERR_INVALID, "attribute k missing");
+    s->k = pr__attr_int(n->m, "k", 0);
   } else {
-    pr_value_t *kv = pr_in(c, n, 1);
-    if (!kv) return pr_fail(c, n, PR_ERR_INVALID, "input K missing");
-    if (kv->dtype != PR_DTYPE_INT64 || pr_value_numel(kv) != 1)
-      return pr_fail(c, n, PR_ERR_INVALID, "K must be one int64");
+    pr_value_t *kv = pr__in(c, n, 1);
+    if (!kv) return pr__fail(c, n, PR_ERR_INVALID, "input K missing");
+    if (kv->dtype != PR_DTYPE_INT64 || pr__value_numel(kv) != 1)
+      return pr__fail(c, n, PR_ERR_INVALID, "K must be one int64");
     if (!kv->is_const)
-      return pr_need_values(c, n, "K decides the output shape: it must be constant");
+      return pr__need_values(c, n, "K decides the output shape: it must be constant");
     s->k = *(const int64_t *)kv->data;
   }
   s->g = axis_view(a, axis);
   if (s->k < 0 || s->k > s->g.len)
-    return pr_fail(c, n, PR_ERR_INVALID, "k = %lld for an axis of %lld", (long long)s->k,
-                   (long long)s->g.len);
-  s->largest = c->opset < 11 || pr_attr_int(n->m, "largest", 1) != 0;
-  if (!pr_out(c, n, 1)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "the Indices output is omitted");
+    return pr__fail(c, n, PR_ERR_INVALID, "k = %lld for an axis of %lld", (long long)s->k,
+                    (long long)s->g.len);
+  s->largest = c->opset < 11 || pr__attr_int(n->m, "largest", 1) != 0;
+  if (!pr__out(c, n, 1)) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "the Indices output is omitted");
   return PR_OK;
 }
 
 static pr_status_t infer_topk(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   topk_state_t s = {0};
   pr_status_t st = topk_params(c, n, &s);
   if (st) return st;
   int64_t d[PR_MAX_RANK];
   memcpy(d, a->dims, sizeof d);
-  d[pr_axis(pr_attr_int(n->m, "axis", -1), a->rank)] = s.k;
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
-  pr_value_set_shape(pr_out(c, n, 1), PR_DTYPE_INT64, a->rank, d);
+  d[pr__axis(pr__attr_int(n->m, "axis", -1), a->rank)] = s.k;
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, d);
+  pr__value_set_shape(pr__out(c, n, 1), PR_DTYPE_INT64, a->rank, d);
   return PR_OK;
 }
 
@@ -266,7 +266,7 @@ static pr_status_t prepare_topk(pr_compile_t *c, pr_node_t *n) {
  * root k times then leaves the row sorted best first. */
 #define TOPK_T(D, sfx, T, K)                                                                 \
   static bool topk_worse_##sfx(const T *p, int64_t st, int64_t i, int64_t j, bool largest) { \
-    K a = pr_key_##sfx(p[i * st]), b = pr_key_##sfx(p[j * st]);                              \
+    K a = pr__key_##sfx(p[i * st]), b = pr__key_##sfx(p[j * st]);                            \
     if (a != b) return largest ? a < b : a > b;                                              \
     return i > j;                                                                            \
   }                                                                                          \
@@ -312,8 +312,8 @@ PR_TYPES_NUMERIC(TOPK_T)
 static void run_topk(pr_exec_t *x, pr_node_t *n) {
   const topk_state_t *s = n->state;
   const pr_value_t *a = &x->v[n->in[0]];
-  void *vo = pr_xout(x, n, 0);
-  int64_t *io = pr_xout(x, n, 1);
+  void *vo = pr__xout(x, n, 0);
+  int64_t *io = pr__xout(x, n, 1);
   switch (a->dtype) {
 #define CASE(D, sfx, T, K) \
   case PR_DTYPE_##D: topk_##sfx(a->ptr, vo, io, s, x->threads); break;
@@ -323,11 +323,11 @@ static void run_topk(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_topk = {.name = "TopK",
-                            .attrs = "axis,k,largest,sorted",
-                            .min_opset = 1,
-                            .max_inputs = 2,
-                            .infer = infer_topk,
-                            .prepare = prepare_topk,
-                            .run = run_topk,
-                            .destroy = free};
+const pr_op_t pr__op_topk = {.name = "TopK",
+                             .attrs = "axis,k,largest,sorted",
+                             .min_opset = 1,
+                             .max_inputs = 2,
+                             .infer = infer_topk,
+                             .prepare = prepare_topk,
+                             .run = run_topk,
+                             .destroy = free};

@@ -17,13 +17,13 @@ static inline int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-bool pr_sgemm_isa_fits(void) {
+bool pr__sgemm_isa_fits(void) {
   unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
   unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core, avx2 = (unsigned)dnnl_cpu_isa_avx2;
   return (isa & avx512) != avx512 && (isa & avx2) == avx2;
 }
 
-bool pr_sgemm_act_supported(dnnl_alg_kind_t alg) {
+bool pr__sgemm_act_supported(dnnl_alg_kind_t alg) {
   switch (alg) {
     case dnnl_eltwise_relu:
     case dnnl_eltwise_linear:
@@ -36,7 +36,7 @@ bool pr_sgemm_act_supported(dnnl_alg_kind_t alg) {
   }
 }
 
-size_t pr_sgemm_packed_size(int64_t K, int64_t N) {
+size_t pr__sgemm_packed_size(int64_t K, int64_t N) {
   return (size_t)((N + NR - 1) / NR) * (size_t)K * NR * sizeof(float);
 }
 
@@ -47,7 +47,7 @@ static inline size_t panel_at(int64_t K, int64_t N, int64_t k0, int64_t p) {
   return (size_t)(k0 * npad + p * kc * NR);
 }
 
-void pr_sgemm_pack_b(const float *b, int64_t K, int64_t N, float *packed) {
+void pr__sgemm_pack_b(const float *b, int64_t K, int64_t N, float *packed) {
   for (int64_t k0 = 0; k0 < K; k0 += KC)
     for (int64_t p = 0; p * NR < N; p++) {
       int64_t nc = min64(NR, N - p * NR), kc = min64(KC, K - k0);
@@ -90,24 +90,25 @@ static void apply_acts(float *c, int64_t ldc, int64_t mr, int64_t nc, const pr_s
           for (int64_t j = 0; j < nc; j++) r[j] = al * r[j] + be;
           break;
         case dnnl_eltwise_logistic:
-          for (int64_t j = 0; j < nc; j++) r[j] = pr_sigmoidf(r[j]);
+          for (int64_t j = 0; j < nc; j++) r[j] = pr__sigmoidf(r[j]);
           break;
         case dnnl_eltwise_tanh:
-          for (int64_t j = 0; j < nc; j++) r[j] = pr_tanhf(r[j]);
+          for (int64_t j = 0; j < nc; j++) r[j] = pr__tanhf(r[j]);
           break;
         case dnnl_eltwise_gelu_erf:
-          for (int64_t j = 0; j < nc; j++) r[j] = 0.5f * r[j] * (1.f + pr_erff(r[j] * 0.70710678f));
+          for (int64_t j = 0; j < nc; j++)
+            r[j] = 0.5f * r[j] * (1.f + pr__erff(r[j] * 0.70710678f));
           break;
         case dnnl_eltwise_gelu_tanh:
           for (int64_t j = 0; j < nc; j++) {
             float x = r[j];
-            r[j] = 0.5f * x * (1.f + pr_tanhf(0.79788456f * (x + 0.044715f * x * x * x)));
+            r[j] = 0.5f * x * (1.f + pr__tanhf(0.79788456f * (x + 0.044715f * x * x * x)));
           }
           break;
         case dnnl_eltwise_swish:
-          for (int64_t j = 0; j < nc; j++) r[j] = r[j] * pr_sigmoidf(al * r[j]);
+          for (int64_t j = 0; j < nc; j++) r[j] = r[j] * pr__sigmoidf(al * r[j]);
           break;
-        default: break; /* refused by pr_sgemm_act_supported */
+        default: break; /* refused by pr__sgemm_act_supported */
       }
     }
   }
@@ -197,9 +198,9 @@ static void run_part(const job_t *j, int64_t m0, int64_t m1, int64_t p0, int64_t
   }
 }
 
-void pr_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
-                     const float *packed, float *c, int64_t ldc, const pr_sgemm_epi_t *epi,
-                     int threads) {
+void pr__sgemm_packed(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                      const float *packed, float *c, int64_t ldc, const pr_sgemm_epi_t *epi,
+                      int threads) {
   job_t j = {M, N, K, lda, ldc, a, packed, c, epi};
   int64_t panels = (N + NR - 1) / NR, strips = (M + MR - 1) / MR;
   if (threads > panels * strips) threads = (int)(panels * strips);

@@ -42,22 +42,22 @@ typedef struct {
 
 /* True where the linear MatMul takes this kernel: oneDNN runs AVX2 here but
  * no AVX-512 (the CPU, or ONEDNN_MAX_CPU_ISA=AVX2). */
-bool pr_sgemm_isa_fits(void);
+bool pr__sgemm_isa_fits(void);
 
 /* True when the activation runs in the epilogue (ReLU and leaky ReLU,
  * linear, logistic, tanh, GELU erf and tanh, swish). */
-bool pr_sgemm_act_supported(dnnl_alg_kind_t alg);
+bool pr__sgemm_act_supported(dnnl_alg_kind_t alg);
 
 /* Bytes of B (K x N, row-major) packed: slices of PR_SGEMM_KC rows, each
  * ceil(N / 16) panels of 16 columns. */
-size_t pr_sgemm_packed_size(int64_t K, int64_t N);
-/* Packs B into `packed` (pr_sgemm_packed_size bytes, 32-byte aligned); the
+size_t pr__sgemm_packed_size(int64_t K, int64_t N);
+/* Packs B into `packed` (pr__sgemm_packed_size bytes, 32-byte aligned); the
  * columns past N are zeros. */
-void pr_sgemm_pack_b(const float *b, int64_t K, int64_t N, float *packed);
+void pr__sgemm_pack_b(const float *b, int64_t K, int64_t N, float *packed);
 /* C (M x N, row stride ldc) = A (M x K, row stride lda) times the packed B,
  * with the epilogue, on `threads` OpenMP threads. */
-void pr_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
-                     const float *packed, float *c, int64_t ldc, const pr_sgemm_epi_t *epi,
-                     int threads);
+void pr__sgemm_packed(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                      const float *packed, float *c, int64_t ldc, const pr_sgemm_epi_t *epi,
+                      int threads);
 
 #endif

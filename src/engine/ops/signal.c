@@ -20,19 +20,19 @@ static bool is_real_type(pr_dtype_t t) {
 }
 
 static bool output_type_ok(pr_dtype_t t) {
-  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || pr_is_integer(t);
+  return t == PR_DTYPE_FLOAT || t == PR_DTYPE_DOUBLE || pr__is_integer(t);
 }
 
 /* A constant integer scalar (or one-element) input k into *val. */
 static pr_status_t const_scalar(pr_compile_t *c, pr_node_t *n, int k, const char *what,
                                 int64_t *val) {
   int64_t v[1];
-  pr_value_t *in = pr_in(c, n, k);
-  if (!in) return pr_fail(c, n, PR_ERR_INVALID, "%s is missing", what);
+  pr_value_t *in = pr__in(c, n, k);
+  if (!in) return pr__fail(c, n, PR_ERR_INVALID, "%s is missing", what);
   if (in->dtype != PR_DTYPE_INT32 && in->dtype != PR_DTYPE_INT64)
-    return pr_fail(c, n, PR_ERR_INVALID, "%s must be INT32 or INT64", what);
-  if (pr_value_numel(in) != 1) return pr_fail(c, n, PR_ERR_INVALID, "%s must be a scalar", what);
-  if (pr_const_ints(in, v, 1) != 1) return pr_need_values(c, n, "%s must be a constant", what);
+    return pr__fail(c, n, PR_ERR_INVALID, "%s must be INT32 or INT64", what);
+  if (pr__value_numel(in) != 1) return pr__fail(c, n, PR_ERR_INVALID, "%s must be a scalar", what);
+  if (pr__const_ints(in, v, 1) != 1) return pr__need_values(c, n, "%s must be a constant", what);
   *val = v[0];
   return PR_OK;
 }
@@ -102,27 +102,27 @@ static void destroy_dft(void *p) {
 
 static pr_status_t dft_geometry(pr_compile_t *c, pr_node_t *n, int *axis, int64_t *len,
                                 int64_t *n_out) {
-  pr_value_t *x = pr_in(c, n, 0);
-  if (!is_real_type(x->dtype)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT or DOUBLE");
+  pr_value_t *x = pr__in(c, n, 0);
+  if (!is_real_type(x->dtype)) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT or DOUBLE");
   if (x->rank < 2 || (x->dims[x->rank - 1] != 1 && x->dims[x->rank - 1] != 2))
-    return pr_fail(c, n, PR_ERR_INVALID, "the last dimension must be 1 (real) or 2 (complex)");
-  int64_t a = pr_attr_int(n->m, "axis", 1);
+    return pr__fail(c, n, PR_ERR_INVALID, "the last dimension must be 1 (real) or 2 (complex)");
+  int64_t a = pr__attr_int(n->m, "axis", 1);
   pr_status_t st;
   if (c->opset >= 20) { /* axis became an input, counted over all dimensions */
     a = -2;
-    if (pr_in(c, n, 2) && (st = const_scalar(c, n, 2, "axis", &a))) return st;
+    if (pr__in(c, n, 2) && (st = const_scalar(c, n, 2, "axis", &a))) return st;
     if (a < 0) a += x->rank;
-    if (a < 0 || a >= x->rank - 1) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+    if (a < 0 || a >= x->rank - 1) return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
   } else if (a < 0 || a >= x->rank - 1) {
-    return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+    return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
   }
   *axis = (int)a;
   *len = x->dims[a];
-  if (pr_in(c, n, 1) && (st = const_scalar(c, n, 1, "dft_length", len))) return st;
-  if (*len < 1) return pr_fail(c, n, PR_ERR_INVALID, "dft_length must be positive");
-  bool onesided = pr_attr_int(n->m, "onesided", 0), inverse = pr_attr_int(n->m, "inverse", 0);
+  if (pr__in(c, n, 1) && (st = const_scalar(c, n, 1, "dft_length", len))) return st;
+  if (*len < 1) return pr__fail(c, n, PR_ERR_INVALID, "dft_length must be positive");
+  bool onesided = pr__attr_int(n->m, "onesided", 0), inverse = pr__attr_int(n->m, "inverse", 0);
   if (onesided && (inverse || x->dims[x->rank - 1] != 1))
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "onesided needs a real input and no inverse");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "onesided needs a real input and no inverse");
   *n_out = onesided ? *len / 2 + 1 : *len;
   return PR_OK;
 }
@@ -132,12 +132,12 @@ static pr_status_t infer_dft(pr_compile_t *c, pr_node_t *n) {
   int64_t len = 0, n_out = 0;
   pr_status_t st = dft_geometry(c, n, &axis, &len, &n_out);
   if (st) return st;
-  pr_value_t *x = pr_in(c, n, 0);
+  pr_value_t *x = pr__in(c, n, 0);
   int64_t d[PR_MAX_RANK];
   for (int k = 0; k < x->rank; k++) d[k] = x->dims[k];
   d[axis] = n_out;
   d[x->rank - 1] = 2;
-  pr_value_set_shape(pr_out(c, n, 0), x->dtype, x->rank, d);
+  pr__value_set_shape(pr__out(c, n, 0), x->dtype, x->rank, d);
   return PR_OK;
 }
 
@@ -161,32 +161,32 @@ static void run_dft(pr_exec_t *x, pr_node_t *n) {
   for (int k = 0; k < axis; k++) outer *= in->dims[k];
   for (int k = axis + 1; k < rank - 1; k++) inner *= in->dims[k];
   int64_t take = in_len < s->n ? in_len : s->n;
-  bool inverse = pr_attr_int(n->m, "inverse", 0);
+  bool inverse = pr__attr_int(n->m, "inverse", 0);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < inner; i++) {
       memset(s->line, 0, (size_t)s->n * 2 * sizeof(double));
       for (int64_t k = 0; k < take; k++) {
         int64_t at = ((o * in_len + k) * inner + i) * comp;
-        s->line[2 * k] = pr_load_double(in->ptr, in->dtype, at);
-        if (comp == 2) s->line[2 * k + 1] = pr_load_double(in->ptr, in->dtype, at + 1);
+        s->line[2 * k] = pr__load_double(in->ptr, in->dtype, at);
+        if (comp == 2) s->line[2 * k + 1] = pr__load_double(in->ptr, in->dtype, at + 1);
       }
       dft_line(&s->tw, s->line, s->res, s->n_out, inverse);
       for (int64_t f = 0; f < s->n_out; f++) {
         int64_t at = ((o * s->n_out + f) * inner + i) * 2;
-        pr_store_double(ov->ptr, ov->dtype, at, s->res[2 * f]);
-        pr_store_double(ov->ptr, ov->dtype, at + 1, s->res[2 * f + 1]);
+        pr__store_double(ov->ptr, ov->dtype, at, s->res[2 * f]);
+        pr__store_double(ov->ptr, ov->dtype, at + 1, s->res[2 * f + 1]);
       }
     }
 }
 
-const pr_op_t pr_op_dft = {.name = "DFT",
-                           .attrs = "axis,inverse,onesided",
-                           .min_opset = 17,
-                           .max_inputs = 3,
-                           .infer = infer_dft,
-                           .prepare = prepare_dft,
-                           .run = run_dft,
-                           .destroy = destroy_dft};
+const pr_op_t pr__op_dft = {.name = "DFT",
+                            .attrs = "axis,inverse,onesided",
+                            .min_opset = 17,
+                            .max_inputs = 3,
+                            .infer = infer_dft,
+                            .prepare = prepare_dft,
+                            .run = run_dft,
+                            .destroy = destroy_dft};
 
 /* ---- STFT ---- */
 
@@ -206,31 +206,31 @@ static void destroy_stft(void *p) {
 }
 
 static pr_status_t stft_geometry(pr_compile_t *c, pr_node_t *n, stft_state_t *g) {
-  pr_value_t *x = pr_in(c, n, 0), *w = pr_in(c, n, 2);
-  if (!is_real_type(x->dtype)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT or DOUBLE");
+  pr_value_t *x = pr__in(c, n, 0), *w = pr__in(c, n, 2);
+  if (!is_real_type(x->dtype)) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "only FLOAT or DOUBLE");
   if (x->rank != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
-    return pr_fail(c, n, PR_ERR_INVALID, "signal must be [batch, length, 1 or 2]");
+    return pr__fail(c, n, PR_ERR_INVALID, "signal must be [batch, length, 1 or 2]");
   pr_status_t st = const_scalar(c, n, 1, "frame_step", &g->step);
   if (st) return st;
   g->len = -1;
   if (w) {
     if (w->dtype != x->dtype || w->rank != 1)
-      return pr_fail(c, n, PR_ERR_INVALID, "window must be 1-D of the signal's type");
+      return pr__fail(c, n, PR_ERR_INVALID, "window must be 1-D of the signal's type");
     g->len = w->dims[0];
   }
   int64_t fl;
-  if (pr_in(c, n, 3)) {
+  if (pr__in(c, n, 3)) {
     if ((st = const_scalar(c, n, 3, "frame_length", &fl))) return st;
     if (g->len >= 0 && fl != g->len)
-      return pr_fail(c, n, PR_ERR_INVALID, "frame_length differs from the window's length");
+      return pr__fail(c, n, PR_ERR_INVALID, "frame_length differs from the window's length");
     g->len = fl;
   }
   if (g->len < 1 || g->step < 1 || g->len > x->dims[1])
-    return pr_fail(c, n, PR_ERR_INVALID, "needs a frame length in [1, %lld] and a positive step",
-                   (long long)x->dims[1]);
-  bool onesided = pr_attr_int(n->m, "onesided", 1);
+    return pr__fail(c, n, PR_ERR_INVALID, "needs a frame length in [1, %lld] and a positive step",
+                    (long long)x->dims[1]);
+  bool onesided = pr__attr_int(n->m, "onesided", 1);
   if (onesided && x->dims[2] != 1)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "onesided needs a real signal");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "onesided needs a real signal");
   g->frames = (x->dims[1] - g->len) / g->step + 1;
   g->bins = onesided ? g->len / 2 + 1 : g->len;
   return PR_OK;
@@ -240,9 +240,9 @@ static pr_status_t infer_stft(pr_compile_t *c, pr_node_t *n) {
   stft_state_t g = {0};
   pr_status_t st = stft_geometry(c, n, &g);
   if (st) return st;
-  pr_value_t *x = pr_in(c, n, 0);
+  pr_value_t *x = pr__in(c, n, 0);
   int64_t d[4] = {x->dims[0], g.frames, g.bins, 2};
-  pr_value_set_shape(pr_out(c, n, 0), x->dtype, 4, d);
+  pr__value_set_shape(pr__out(c, n, 0), x->dtype, 4, d);
   return PR_OK;
 }
 
@@ -261,30 +261,30 @@ static pr_status_t prepare_stft(pr_compile_t *c, pr_node_t *n) {
 static void run_stft(pr_exec_t *x, pr_node_t *n) {
   stft_state_t *s = n->state;
   const pr_value_t *in = &x->v[n->in[0]], *ov = &x->v[n->out[0]];
-  const void *w = n->n_in > 2 && n->in[2] >= 0 ? pr_xin(x, n, 2) : NULL;
+  const void *w = n->n_in > 2 && n->in[2] >= 0 ? pr__xin(x, n, 2) : NULL;
   int64_t B = in->dims[0], L = in->dims[1], comp = in->dims[2];
   for (int64_t b = 0; b < B; b++)
     for (int64_t f = 0; f < s->frames; f++) {
       for (int64_t k = 0; k < s->len; k++) {
         int64_t at = (b * L + f * s->step + k) * comp;
-        double wk = w ? pr_load_double(w, in->dtype, k) : 1.0;
-        s->line[2 * k] = pr_load_double(in->ptr, in->dtype, at) * wk;
-        s->line[2 * k + 1] = comp == 2 ? pr_load_double(in->ptr, in->dtype, at + 1) * wk : 0.0;
+        double wk = w ? pr__load_double(w, in->dtype, k) : 1.0;
+        s->line[2 * k] = pr__load_double(in->ptr, in->dtype, at) * wk;
+        s->line[2 * k + 1] = comp == 2 ? pr__load_double(in->ptr, in->dtype, at + 1) * wk : 0.0;
       }
       dft_line(&s->tw, s->line, s->res, s->bins, false);
       for (int64_t k = 0; k < 2 * s->bins; k++)
-        pr_store_double(ov->ptr, ov->dtype, (b * s->frames + f) * s->bins * 2 + k, s->res[k]);
+        pr__store_double(ov->ptr, ov->dtype, (b * s->frames + f) * s->bins * 2 + k, s->res[k]);
     }
 }
 
-const pr_op_t pr_op_stft = {.name = "STFT",
-                            .attrs = "onesided",
-                            .min_opset = 17,
-                            .max_inputs = 4,
-                            .infer = infer_stft,
-                            .prepare = prepare_stft,
-                            .run = run_stft,
-                            .destroy = destroy_stft};
+const pr_op_t pr__op_stft = {.name = "STFT",
+                             .attrs = "onesided",
+                             .min_opset = 17,
+                             .max_inputs = 4,
+                             .infer = infer_stft,
+                             .prepare = prepare_stft,
+                             .run = run_stft,
+                             .destroy = destroy_stft};
 
 /* ---- window functions: a0 - a1 cos(2 pi k / N) + a2 cos(4 pi k / N),
  * N the size (periodic) or the size - 1 (symmetric) ---- */
@@ -297,20 +297,20 @@ static pr_status_t infer_window(pr_compile_t *c, pr_node_t *n) {
   int64_t size;
   pr_status_t st = const_scalar(c, n, 0, "size", &size);
   if (st) return st;
-  if (size < 0) return pr_fail(c, n, PR_ERR_INVALID, "negative size");
-  pr_dtype_t t = (pr_dtype_t)pr_attr_int(n->m, "output_datatype", PR_DTYPE_FLOAT);
-  if (!output_type_ok(t)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output_datatype %d", (int)t);
-  pr_value_set_shape(pr_out(c, n, 0), t, 1, &size);
+  if (size < 0) return pr__fail(c, n, PR_ERR_INVALID, "negative size");
+  pr_dtype_t t = (pr_dtype_t)pr__attr_int(n->m, "output_datatype", PR_DTYPE_FLOAT);
+  if (!output_type_ok(t)) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "output_datatype %d", (int)t);
+  pr__value_set_shape(pr__out(c, n, 0), t, 1, &size);
   return PR_OK;
 }
 
 static void run_window(pr_exec_t *x, pr_node_t *n, window_t w) {
   const pr_value_t *o = &x->v[n->out[0]];
   int64_t size = o->dims[0];
-  double N = (double)(pr_attr_int(n->m, "periodic", 1) ? size : size - 1);
+  double N = (double)(pr__attr_int(n->m, "periodic", 1) ? size : size - 1);
   for (int64_t k = 0; k < size; k++) {
     double a = 2.0 * M_PI * (double)k / N;
-    pr_store_double(o->ptr, o->dtype, k, w.a0 - w.a1 * cos(a) + w.a2 * cos(2 * a));
+    pr__store_double(o->ptr, o->dtype, k, w.a0 - w.a1 * cos(a) + w.a2 * cos(2 * a));
   }
 }
 
@@ -334,9 +334,9 @@ static void run_blackman(pr_exec_t *x, pr_node_t *n) {
                        .infer = infer_window,               \
                        .run = runner}
 
-WINDOW_OP(pr_op_hann_window, "HannWindow", run_hann);
-WINDOW_OP(pr_op_hamming_window, "HammingWindow", run_hamming);
-WINDOW_OP(pr_op_blackman_window, "BlackmanWindow", run_blackman);
+WINDOW_OP(pr__op_hann_window, "HannWindow", run_hann);
+WINDOW_OP(pr__op_hamming_window, "HammingWindow", run_hamming);
+WINDOW_OP(pr__op_blackman_window, "BlackmanWindow", run_blackman);
 
 /* ---- MelWeightMatrix: triangular filters over the DFT bins ---- */
 
@@ -353,15 +353,15 @@ static pr_status_t mel_params(pr_compile_t *c, pr_node_t *n, mel_t *p) {
     return st;
   double *edge[2] = {&p->lower, &p->upper};
   for (int k = 0; k < 2; k++) {
-    pr_value_t *v = pr_in(c, n, 3 + k);
-    if (!v || !is_real_type(v->dtype) || pr_value_numel(v) != 1)
-      return pr_fail(c, n, PR_ERR_INVALID, "edge frequencies must be FLOAT scalars");
-    if (!v->is_const) return pr_need_values(c, n, "edge frequencies must be a constant");
-    *edge[k] = pr_load_double(v->data, v->dtype, 0);
+    pr_value_t *v = pr__in(c, n, 3 + k);
+    if (!v || !is_real_type(v->dtype) || pr__value_numel(v) != 1)
+      return pr__fail(c, n, PR_ERR_INVALID, "edge frequencies must be FLOAT scalars");
+    if (!v->is_const) return pr__need_values(c, n, "edge frequencies must be a constant");
+    *edge[k] = pr__load_double(v->data, v->dtype, 0);
   }
   if (p->mel_bins < 1 || p->dft_length < 1 || p->sample_rate < 1 || p->lower < 0 ||
       p->upper <= p->lower)
-    return pr_fail(c, n, PR_ERR_INVALID, "bad mel parameters");
+    return pr__fail(c, n, PR_ERR_INVALID, "bad mel parameters");
   return PR_OK;
 }
 
@@ -369,10 +369,10 @@ static pr_status_t infer_mel(pr_compile_t *c, pr_node_t *n) {
   mel_t p;
   pr_status_t st = mel_params(c, n, &p);
   if (st) return st;
-  pr_dtype_t t = (pr_dtype_t)pr_attr_int(n->m, "output_datatype", PR_DTYPE_FLOAT);
-  if (!output_type_ok(t)) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "output_datatype %d", (int)t);
+  pr_dtype_t t = (pr_dtype_t)pr__attr_int(n->m, "output_datatype", PR_DTYPE_FLOAT);
+  if (!output_type_ok(t)) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "output_datatype %d", (int)t);
   int64_t d[2] = {p.dft_length / 2 + 1, p.mel_bins};
-  pr_value_set_shape(pr_out(c, n, 0), t, 2, d);
+  pr__value_set_shape(pr__out(c, n, 0), t, 2, d);
   return PR_OK;
 }
 
@@ -391,7 +391,7 @@ static void run_mel(pr_exec_t *x, pr_node_t *n) {
   const mel_t *p = n->state;
   const pr_value_t *o = &x->v[n->out[0]];
   int64_t rows = o->dims[0], M = p->mel_bins;
-  for (int64_t i = 0; i < rows * M; i++) pr_store_double(o->ptr, o->dtype, i, 0);
+  for (int64_t i = 0; i < rows * M; i++) pr__store_double(o->ptr, o->dtype, i, 0);
   double lo = 2595.0 * log10(1.0 + p->lower / 700.0), hi = 2595.0 * log10(1.0 + p->upper / 700.0);
   double step = (hi - lo) / (double)(M + 2);
   int64_t bins[3];
@@ -402,25 +402,25 @@ static void run_mel(pr_exec_t *x, pr_node_t *n) {
     }
     int64_t left = bins[0], center = bins[1], right = bins[2];
     if (center == left) {
-      if (center >= 0 && center < rows) pr_store_double(o->ptr, o->dtype, center * M + m, 1.0);
+      if (center >= 0 && center < rows) pr__store_double(o->ptr, o->dtype, center * M + m, 1.0);
     } else {
       for (int64_t j = left; j <= center; j++)
         if (j >= 0 && j < rows)
-          pr_store_double(o->ptr, o->dtype, j * M + m,
-                          (double)(j - left) / (double)(center - left));
+          pr__store_double(o->ptr, o->dtype, j * M + m,
+                           (double)(j - left) / (double)(center - left));
     }
     for (int64_t j = center; j < right; j++)
       if (j >= 0 && j < rows)
-        pr_store_double(o->ptr, o->dtype, j * M + m,
-                        (double)(right - j) / (double)(right - center));
+        pr__store_double(o->ptr, o->dtype, j * M + m,
+                         (double)(right - j) / (double)(right - center));
   }
 }
 
-const pr_op_t pr_op_mel_weight_matrix = {.name = "MelWeightMatrix",
-                                         .attrs = "output_datatype",
-                                         .min_opset = 17,
-                                         .max_inputs = 5,
-                                         .infer = infer_mel,
-                                         .prepare = prepare_mel,
-                                         .run = run_mel,
-                                         .destroy = free};
+const pr_op_t pr__op_mel_weight_matrix = {.name = "MelWeightMatrix",
+                                          .attrs = "output_datatype",
+                                          .min_opset = 17,
+                                          .max_inputs = 5,
+                                          .infer = infer_mel,
+                                          .prepare = prepare_mel,
+                                          .run = run_mel,
+                                          .destroy = free};

@@ -19,19 +19,19 @@ typedef enum { TFIDF_TF, TFIDF_IDF, TFIDF_TFIDF } tfidf_mode_t;
 
 static pr_status_t check_tfidf(const pr_mnode_t *m, int opset, char *err, size_t len) {
   (void)opset;
-  const char *name = pr_mnode_name(m);
+  const char *name = pr__mnode_name(m);
   const int64_t *counts, *idx, *pool;
   const float *w;
-  int nc = pr_attr_ints(m, "ngram_counts", &counts), ni = pr_attr_ints(m, "ngram_indexes", &idx);
-  int np = pr_attr_ints(m, "pool_int64s", &pool), nw = pr_attr_floats(m, "weights", &w);
-  int64_t lo = pr_attr_int(m, "min_gram_length", 0), hi = pr_attr_int(m, "max_gram_length", 0);
-  const char *mode = pr_attr_string(m, "mode", "");
-  if (pr_attr_find(m, "pool_strings")) {
+  int nc = pr__attr_ints(m, "ngram_counts", &counts), ni = pr__attr_ints(m, "ngram_indexes", &idx);
+  int np = pr__attr_ints(m, "pool_int64s", &pool), nw = pr__attr_floats(m, "weights", &w);
+  int64_t lo = pr__attr_int(m, "min_gram_length", 0), hi = pr__attr_int(m, "max_gram_length", 0);
+  const char *mode = pr__attr_string(m, "mode", "");
+  if (pr__attr_find(m, "pool_strings")) {
     snprintf(err, len, "node '%s' (TfIdfVectorizer): string pools are not supported", name);
     return PR_ERR_UNSUPPORTED;
   }
   bool ok = nc > 0 && ni > 0 && lo >= 1 && hi >= lo && hi <= nc &&
-            pr_attr_int(m, "max_skip_count", 0) >= 0 && (nw == 0 || nw == ni) &&
+            pr__attr_int(m, "max_skip_count", 0) >= 0 && (nw == 0 || nw == ni) &&
             (!strcmp(mode, "TF") || !strcmp(mode, "IDF") || !strcmp(mode, "TFIDF"));
   /* offsets rise, each group a whole number of n-grams, one index per n-gram */
   int64_t grams = 0;
@@ -50,17 +50,17 @@ static pr_status_t check_tfidf(const pr_mnode_t *m, int opset, char *err, size_t
 }
 
 static pr_status_t infer_tfidf(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   if (a->dtype != PR_DTYPE_INT32 && a->dtype != PR_DTYPE_INT64)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
   if (a->rank != 1 && a->rank != 2)
-    return pr_fail(c, n, PR_ERR_INVALID, "input must be [C] or [N, C]");
+    return pr__fail(c, n, PR_ERR_INVALID, "input must be [C] or [N, C]");
   const int64_t *idx;
-  int ni = pr_attr_ints(n->m, "ngram_indexes", &idx);
+  int ni = pr__attr_ints(n->m, "ngram_indexes", &idx);
   int64_t cols = 0;
   for (int j = 0; j < ni; j++) cols = idx[j] + 1 > cols ? idx[j] + 1 : cols;
   int64_t d[2] = {a->rank == 2 ? a->dims[0] : cols, cols};
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_FLOAT, a->rank, a->rank == 2 ? d : d + 1);
+  pr__value_set_shape(pr__out(c, n, 0), PR_DTYPE_FLOAT, a->rank, a->rank == 2 ? d : d + 1);
   return PR_OK;
 }
 
@@ -68,14 +68,14 @@ static pr_status_t infer_tfidf(pr_compile_t *c, pr_node_t *n) {
 static int64_t find_gram(const pr_mnode_t *m, const void *x, pr_dtype_t t, int64_t at, int64_t step,
                          int64_t len) {
   const int64_t *counts, *pool;
-  int nc = pr_attr_ints(m, "ngram_counts", &counts), np = pr_attr_ints(m, "pool_int64s", &pool);
+  int nc = pr__attr_ints(m, "ngram_counts", &counts), np = pr__attr_ints(m, "pool_int64s", &pool);
   int64_t first = 0; /* n-grams before this length */
   for (int k = 0; k + 1 < len; k++)
     first += ((k + 1 < nc ? counts[k + 1] : np) - counts[k]) / (k + 1);
   int64_t start = counts[len - 1], end = len < nc ? counts[len] : np;
   for (int64_t g = start, j = 0; g < end; g += len, j++) {
     int64_t q = 0;
-    while (q < len && pool[g + q] == pr_load_int64(x, t, at + q * step)) q++;
+    while (q < len && pool[g + q] == pr__load_int64(x, t, at + q * step)) q++;
     if (q == len) return first + j;
   }
   return -1;
@@ -86,12 +86,12 @@ static void run_tfidf(pr_exec_t *x, pr_node_t *n) {
   const pr_mnode_t *m = n->m;
   const int64_t *idx;
   const float *w;
-  pr_attr_ints(m, "ngram_indexes", &idx);
-  int nw = pr_attr_floats(m, "weights", &w);
-  const char *ms = pr_attr_string(m, "mode", "TF");
+  pr__attr_ints(m, "ngram_indexes", &idx);
+  int nw = pr__attr_floats(m, "weights", &w);
+  const char *ms = pr__attr_string(m, "mode", "TF");
   tfidf_mode_t mode = !strcmp(ms, "TF") ? TFIDF_TF : !strcmp(ms, "IDF") ? TFIDF_IDF : TFIDF_TFIDF;
-  int64_t lo = pr_attr_int(m, "min_gram_length", 1), hi = pr_attr_int(m, "max_gram_length", 1);
-  int64_t skips = pr_attr_int(m, "max_skip_count", 0);
+  int64_t lo = pr__attr_int(m, "min_gram_length", 1), hi = pr__attr_int(m, "max_gram_length", 1);
+  int64_t skips = pr__attr_int(m, "max_skip_count", 0);
   int64_t rows = a->rank == 2 ? a->dims[0] : 1, cols = a->dims[a->rank - 1];
   int64_t width = o->dims[o->rank - 1];
   float *out = o->ptr;
@@ -115,7 +115,7 @@ static void run_tfidf(pr_exec_t *x, pr_node_t *n) {
   }
 }
 
-const pr_op_t pr_op_tfidf_vectorizer = {
+const pr_op_t pr__op_tfidf_vectorizer = {
     .name = "TfIdfVectorizer",
     .attrs =
         "max_gram_length,max_skip_count,min_gram_length,mode,ngram_counts,ngram_indexes,"

@@ -41,18 +41,18 @@
 /* The numeric types and bool. */
 #define PR_TYPES_ALL(X) PR_TYPES_NUMERIC(X) X(BOOL, b8, uint8_t, uint8_t)
 
-static inline float pr_key_f16(uint16_t v) {
-  return pr_half_to_float(v);
+static inline float pr__key_f16(uint16_t v) {
+  return pr__half_to_float(v);
 }
-static inline uint16_t pr_unkey_f16(float v) {
-  return pr_float_to_half(v);
+static inline uint16_t pr__unkey_f16(float v) {
+  return pr__float_to_half(v);
 }
-#define PR_TYPED_IDENTITY(sfx, T)       \
-  static inline T pr_key_##sfx(T v) {   \
-    return v;                           \
-  }                                     \
-  static inline T pr_unkey_##sfx(T v) { \
-    return v;                           \
+#define PR_TYPED_IDENTITY(sfx, T)        \
+  static inline T pr__key_##sfx(T v) {   \
+    return v;                            \
+  }                                      \
+  static inline T pr__unkey_##sfx(T v) { \
+    return v;                            \
   }
 PR_TYPED_IDENTITY(f32, float)
 PR_TYPED_IDENTITY(f64, double)
@@ -68,19 +68,19 @@ PR_TYPED_IDENTITY(b8, uint8_t)
 #undef PR_TYPED_IDENTITY
 
 /* Sum and product in the key type: floats as they are, integers wrapped. */
-#define PR_TYPED_FLOAT_ARITH(sfx, K)        \
-  static inline K pr_tadd_##sfx(K a, K b) { \
-    return a + b;                           \
-  }                                         \
-  static inline K pr_tmul_##sfx(K a, K b) { \
-    return a * b;                           \
+#define PR_TYPED_FLOAT_ARITH(sfx, K)         \
+  static inline K pr__tadd_##sfx(K a, K b) { \
+    return a + b;                            \
+  }                                          \
+  static inline K pr__tmul_##sfx(K a, K b) { \
+    return a * b;                            \
   }
-#define PR_TYPED_INT_ARITH(sfx, K)          \
-  static inline K pr_tadd_##sfx(K a, K b) { \
-    return (K)((uint64_t)a + (uint64_t)b);  \
-  }                                         \
-  static inline K pr_tmul_##sfx(K a, K b) { \
-    return (K)((uint64_t)a * (uint64_t)b);  \
+#define PR_TYPED_INT_ARITH(sfx, K)           \
+  static inline K pr__tadd_##sfx(K a, K b) { \
+    return (K)((uint64_t)a + (uint64_t)b);   \
+  }                                          \
+  static inline K pr__tmul_##sfx(K a, K b) { \
+    return (K)((uint64_t)a * (uint64_t)b);   \
   }
 PR_TYPED_FLOAT_ARITH(f32, float)
 PR_TYPED_FLOAT_ARITH(f64, double)
@@ -95,15 +95,15 @@ PR_TYPED_INT_ARITH(u32, uint32_t)
 PR_TYPED_INT_ARITH(u64, uint64_t)
 #undef PR_TYPED_FLOAT_ARITH
 #undef PR_TYPED_INT_ARITH
-static inline uint8_t pr_tadd_b8(uint8_t a, uint8_t b) {
+static inline uint8_t pr__tadd_b8(uint8_t a, uint8_t b) {
   return a || b;
 }
-static inline uint8_t pr_tmul_b8(uint8_t a, uint8_t b) {
+static inline uint8_t pr__tmul_b8(uint8_t a, uint8_t b) {
   return a && b;
 }
 
 /* Whether t is in PR_TYPES_ALL. */
-static inline bool pr_typed_supported(int t) {
+static inline bool pr__typed_supported(int t) {
   switch (t) {
 #define PR_TYPED_CASE(D, sfx, T, K) case PR_DTYPE_##D:
     PR_TYPES_ALL(PR_TYPED_CASE)

@@ -2,7 +2,7 @@
  * NonMaxSuppression and NonZero. A session has concrete shapes, so each
  * runs only when the inputs that decide its shape are constant at compile
  * time; otherwise infer asks for the session's dynamic path
- * (pr_need_values), where every value is known.
+ * (pr__need_values), where every value is known.
  *
  * Notes on the design:
  * - Compress needs only its condition constant: the kept slice indices are
@@ -65,12 +65,12 @@ static void destroy_compress(void *p) {
 static pr_status_t axis_blocks(pr_compile_t *c, pr_node_t *n, const pr_value_t *a, int64_t *outer,
                                int64_t *len, int64_t *inner) {
   *outer = *inner = 1;
-  if (!pr_attr_find(n->m, "axis")) {
-    *len = pr_value_numel(a);
+  if (!pr__attr_find(n->m, "axis")) {
+    *len = pr__value_numel(a);
     return PR_OK;
   }
-  int axis = a->rank ? pr_axis(pr_attr_int(n->m, "axis", 0), a->rank) : -1;
-  if (axis < 0) return pr_fail(c, n, PR_ERR_INVALID, "axis out of range");
+  int axis = a->rank ? pr__axis(pr__attr_int(n->m, "axis", 0), a->rank) : -1;
+  if (axis < 0) return pr__fail(c, n, PR_ERR_INVALID, "axis out of range");
   for (int k = 0; k < a->rank; k++)
     if (k != axis) *(k < axis ? outer : inner) *= a->dims[k];
   *len = a->dims[axis];
@@ -80,18 +80,18 @@ static pr_status_t axis_blocks(pr_compile_t *c, pr_node_t *n, const pr_value_t *
 /* The geometry and the kept count; keep (when not NULL) gets the positions. */
 static pr_status_t compress_params(pr_compile_t *c, pr_node_t *n, compress_state_t *s,
                                    int64_t *keep) {
-  pr_value_t *a = pr_in(c, n, 0), *cv = pr_in(c, n, 1);
-  if (!cv) return pr_fail(c, n, PR_ERR_INVALID, "needs a condition");
+  pr_value_t *a = pr__in(c, n, 0), *cv = pr__in(c, n, 1);
+  if (!cv) return pr__fail(c, n, PR_ERR_INVALID, "needs a condition");
   if (cv->dtype != PR_DTYPE_BOOL || cv->rank != 1)
-    return pr_fail(c, n, PR_ERR_INVALID, "condition must be a 1-D bool tensor");
+    return pr__fail(c, n, PR_ERR_INVALID, "condition must be a 1-D bool tensor");
   if (!cv->is_const)
-    return pr_need_values(c, n, "condition decides the output shape: it must be constant");
+    return pr__need_values(c, n, "condition decides the output shape: it must be constant");
   pr_status_t st = axis_blocks(c, n, a, &s->outer, &s->len, &s->inner);
   if (st) return st;
   /* a condition longer than the axis: numpy and ONNX Runtime refuse it */
   if (cv->dims[0] > s->len)
-    return pr_fail(c, n, PR_ERR_INVALID, "condition has %lld entries for %lld",
-                   (long long)cv->dims[0], (long long)s->len);
+    return pr__fail(c, n, PR_ERR_INVALID, "condition has %lld entries for %lld",
+                    (long long)cv->dims[0], (long long)s->len);
   const uint8_t *cond = cv->data;
   s->kept = 0;
   for (int64_t j = 0; j < cv->dims[0]; j++)
@@ -103,19 +103,19 @@ static pr_status_t compress_params(pr_compile_t *c, pr_node_t *n, compress_state
 }
 
 static pr_status_t infer_compress(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   compress_state_t s = {0};
   pr_status_t st = compress_params(c, n, &s, NULL);
   if (st) return st;
-  if (!pr_attr_find(n->m, "axis")) {
-    pr_value_set_shape(pr_out(c, n, 0), a->dtype, 1, &s.kept);
+  if (!pr__attr_find(n->m, "axis")) {
+    pr__value_set_shape(pr__out(c, n, 0), a->dtype, 1, &s.kept);
     return PR_OK;
   }
-  int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
+  int axis = pr__axis(pr__attr_int(n->m, "axis", 0), a->rank);
   int64_t d[PR_MAX_RANK];
   memcpy(d, a->dims, sizeof d);
   d[axis] = s.kept;
-  pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
+  pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, d);
   return PR_OK;
 }
 
@@ -123,7 +123,7 @@ static pr_status_t prepare_compress(pr_compile_t *c, pr_node_t *n) {
   compress_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   n->state = s;
-  pr_value_t *cv = pr_in(c, n, 1);
+  pr_value_t *cv = pr__in(c, n, 1);
   s->keep = malloc(sizeof *s->keep * (size_t)(cv->dims[0] ? cv->dims[0] : 1));
   if (!s->keep) return PR_ERR_NOMEM;
   return compress_params(c, n, s, s->keep);
@@ -141,18 +141,18 @@ static void gather_rows(char *out, const char *in, int64_t outer, int64_t len, c
 static void run_compress(pr_exec_t *x, pr_node_t *n) {
   const compress_state_t *s = n->state;
   const pr_value_t *a = &x->v[n->in[0]];
-  gather_rows(pr_xout(x, n, 0), a->ptr, s->outer, s->len, s->keep, s->kept,
+  gather_rows(pr__xout(x, n, 0), a->ptr, s->outer, s->len, s->keep, s->kept,
               s->inner * (int64_t)pr_dtype_size(a->dtype));
 }
 
-const pr_op_t pr_op_compress = {.name = "Compress",
-                                .attrs = "axis",
-                                .min_opset = 9,
-                                .max_inputs = 2,
-                                .infer = infer_compress,
-                                .prepare = prepare_compress,
-                                .run = run_compress,
-                                .destroy = destroy_compress};
+const pr_op_t pr__op_compress = {.name = "Compress",
+                                 .attrs = "axis",
+                                 .min_opset = 9,
+                                 .max_inputs = 2,
+                                 .infer = infer_compress,
+                                 .prepare = prepare_compress,
+                                 .run = run_compress,
+                                 .destroy = destroy_compress};
 
 /* ---- Unique ---- */
 
@@ -185,8 +185,8 @@ static void destroy_unique(void *p) {
     const T *x = u->x;                                                 \
     for (int64_t o = 0; o < u->outer; o++)                             \
       for (int64_t i = 0; i < u->inner; i++) {                         \
-        K va = pr_key_##sfx(x[(o * u->len + a) * u->inner + i]);       \
-        K vb = pr_key_##sfx(x[(o * u->len + b) * u->inner + i]);       \
+        K va = pr__key_##sfx(x[(o * u->len + a) * u->inner + i]);      \
+        K vb = pr__key_##sfx(x[(o * u->len + b) * u->inner + i]);      \
         if (va < vb) return -1;                                        \
         if (va > vb) return 1;                                         \
       }                                                                \
@@ -206,10 +206,10 @@ static cmp_fn unique_cmp_of(pr_dtype_t t) {
 }
 
 static pr_status_t unique_compute(pr_compile_t *c, pr_node_t *n, unique_state_t *s) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   cmp_fn cmp = unique_cmp_of(a->dtype);
-  if (!cmp) return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  if (!a->is_const) return pr_need_values(c, n, "X decides the output shape: it must be constant");
+  if (!cmp) return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  if (!a->is_const) return pr__need_values(c, n, "X decides the output shape: it must be constant");
   pr_status_t st = axis_blocks(c, n, a, &s->outer, &s->len, &s->inner);
   if (st) return st;
   int64_t len = s->len;
@@ -233,7 +233,7 @@ static pr_status_t unique_compute(pr_compile_t *c, pr_node_t *n, unique_state_t 
     if (k == 0 || cmp(&u, order[k - 1], order[k]) != 0) groups++;
     group[order[k]] = groups - 1;
   }
-  bool sorted = pr_attr_int(n->m, "sorted", 1) != 0;
+  bool sorted = pr__attr_int(n->m, "sorted", 1) != 0;
   if (sorted) {
     for (int64_t g = 0; g < groups; g++) pos[g] = g;
   } else { /* by first occurrence */
@@ -258,7 +258,7 @@ done:
 }
 
 static pr_status_t infer_unique(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   unique_state_t *s = calloc(1, sizeof *s);
   if (!s) return PR_ERR_NOMEM;
   pr_status_t st = unique_compute(c, n, s);
@@ -268,40 +268,40 @@ static pr_status_t infer_unique(pr_compile_t *c, pr_node_t *n) {
   }
   destroy_unique(n->state);
   n->state = s;
-  if (pr_attr_find(n->m, "axis")) {
-    int axis = pr_axis(pr_attr_int(n->m, "axis", 0), a->rank);
+  if (pr__attr_find(n->m, "axis")) {
+    int axis = pr__axis(pr__attr_int(n->m, "axis", 0), a->rank);
     int64_t d[PR_MAX_RANK];
     memcpy(d, a->dims, sizeof d);
     d[axis] = s->count;
-    pr_value_set_shape(pr_out(c, n, 0), a->dtype, a->rank, d);
+    pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, d);
   } else {
-    pr_value_set_shape(pr_out(c, n, 0), a->dtype, 1, &s->count);
+    pr__value_set_shape(pr__out(c, n, 0), a->dtype, 1, &s->count);
   }
-  if (pr_out(c, n, 1)) pr_value_set_shape(pr_out(c, n, 1), PR_DTYPE_INT64, 1, &s->count);
-  if (pr_out(c, n, 2)) pr_value_set_shape(pr_out(c, n, 2), PR_DTYPE_INT64, 1, &s->len);
-  if (pr_out(c, n, 3)) pr_value_set_shape(pr_out(c, n, 3), PR_DTYPE_INT64, 1, &s->count);
+  if (pr__out(c, n, 1)) pr__value_set_shape(pr__out(c, n, 1), PR_DTYPE_INT64, 1, &s->count);
+  if (pr__out(c, n, 2)) pr__value_set_shape(pr__out(c, n, 2), PR_DTYPE_INT64, 1, &s->len);
+  if (pr__out(c, n, 3)) pr__value_set_shape(pr__out(c, n, 3), PR_DTYPE_INT64, 1, &s->count);
   return PR_OK;
 }
 
 static void run_unique(pr_exec_t *x, pr_node_t *n) {
   const unique_state_t *s = n->state;
   const pr_value_t *a = &x->v[n->in[0]];
-  gather_rows(pr_xout(x, n, 0), a->ptr, s->outer, s->len, s->first, s->count,
+  gather_rows(pr__xout(x, n, 0), a->ptr, s->outer, s->len, s->first, s->count,
               s->inner * (int64_t)pr_dtype_size(a->dtype));
   size_t cnt = sizeof(int64_t) * (size_t)s->count;
-  if (n->n_out > 1 && n->out[1] >= 0 && cnt) memcpy(pr_xout(x, n, 1), s->first, cnt);
+  if (n->n_out > 1 && n->out[1] >= 0 && cnt) memcpy(pr__xout(x, n, 1), s->first, cnt);
   if (n->n_out > 2 && n->out[2] >= 0 && s->len)
-    memcpy(pr_xout(x, n, 2), s->inverse, sizeof(int64_t) * (size_t)s->len);
-  if (n->n_out > 3 && n->out[3] >= 0 && cnt) memcpy(pr_xout(x, n, 3), s->counts, cnt);
+    memcpy(pr__xout(x, n, 2), s->inverse, sizeof(int64_t) * (size_t)s->len);
+  if (n->n_out > 3 && n->out[3] >= 0 && cnt) memcpy(pr__xout(x, n, 3), s->counts, cnt);
 }
 
-const pr_op_t pr_op_unique = {.name = "Unique",
-                              .attrs = "axis,sorted",
-                              .min_opset = 11,
-                              .max_inputs = 1,
-                              .infer = infer_unique,
-                              .run = run_unique,
-                              .destroy = destroy_unique};
+const pr_op_t pr__op_unique = {.name = "Unique",
+                               .attrs = "axis,sorted",
+                               .min_opset = 11,
+                               .max_inputs = 1,
+                               .infer = infer_unique,
+                               .run = run_unique,
+                               .destroy = destroy_unique};
 
 /* ---- NonMaxSuppression ---- */
 
@@ -351,26 +351,26 @@ static bool nms_suppress(const float *p, const float *q, float iou_threshold) {
 /* A scalar or one-element input k of type t, or NULL when absent. */
 static pr_status_t nms_scalar(pr_compile_t *c, pr_node_t *n, int k, pr_dtype_t t,
                               const void **out) {
-  pr_value_t *v = pr_in(c, n, k);
+  pr_value_t *v = pr__in(c, n, k);
   *out = NULL;
   if (!v) return PR_OK;
-  if (v->dtype != t || v->rank > 1 || pr_value_numel(v) != 1)
-    return pr_fail(c, n, PR_ERR_INVALID, "input %d must be one %s", k, pr_dtype_name(t));
+  if (v->dtype != t || v->rank > 1 || pr__value_numel(v) != 1)
+    return pr__fail(c, n, PR_ERR_INVALID, "input %d must be one %s", k, pr_dtype_name(t));
   *out = v->data;
   return PR_OK;
 }
 
 static pr_status_t nms_compute(pr_compile_t *c, pr_node_t *n, nms_state_t *s) {
-  pr_value_t *bv = pr_in(c, n, 0), *sv = pr_in(c, n, 1);
-  if (!sv) return pr_fail(c, n, PR_ERR_INVALID, "needs boxes and scores");
+  pr_value_t *bv = pr__in(c, n, 0), *sv = pr__in(c, n, 1);
+  if (!sv) return pr__fail(c, n, PR_ERR_INVALID, "needs boxes and scores");
   if (bv->dtype != PR_DTYPE_FLOAT || sv->dtype != PR_DTYPE_FLOAT)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "boxes and scores must be float");
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "boxes and scores must be float");
   if (bv->rank != 3 || bv->dims[2] != 4 || sv->rank != 3 || sv->dims[0] != bv->dims[0] ||
       sv->dims[2] != bv->dims[1])
-    return pr_fail(c, n, PR_ERR_INVALID, "boxes must be [B, N, 4] and scores [B, C, N]");
+    return pr__fail(c, n, PR_ERR_INVALID, "boxes must be [B, N, 4] and scores [B, C, N]");
   for (int k = 0; k < n->n_in; k++)
-    if (pr_in(c, n, k) && !pr_in(c, n, k)->is_const)
-      return pr_need_values(c, n, "the inputs decide the output shape: they must be constant");
+    if (pr__in(c, n, k) && !pr__in(c, n, k)->is_const)
+      return pr__need_values(c, n, "the inputs decide the output shape: they must be constant");
   const void *maxp, *iou, *score;
   pr_status_t st;
   if ((st = nms_scalar(c, n, 2, PR_DTYPE_INT64, &maxp)) ||
@@ -379,19 +379,19 @@ static pr_status_t nms_compute(pr_compile_t *c, pr_node_t *n, nms_state_t *s) {
     return st;
   int64_t max_per_class = maxp ? *(const int64_t *)maxp : 0;
   float iou_threshold = iou ? *(const float *)iou : 0.f;
-  int64_t center = pr_attr_int(n->m, "center_point_box", 0);
+  int64_t center = pr__attr_int(n->m, "center_point_box", 0);
   if (center != 0 && center != 1)
-    return pr_fail(c, n, PR_ERR_INVALID, "center_point_box must be 0 or 1");
+    return pr__fail(c, n, PR_ERR_INVALID, "center_point_box must be 0 or 1");
   if (iou_threshold < 0.f || iou_threshold > 1.f)
-    return pr_fail(c, n, PR_ERR_INVALID, "iou_threshold must be in [0, 1]");
+    return pr__fail(c, n, PR_ERR_INVALID, "iou_threshold must be in [0, 1]");
   int64_t B = bv->dims[0], N = bv->dims[1], C = sv->dims[1];
   if (max_per_class < 0) max_per_class = 0;
   if (max_per_class > N) max_per_class = N;
   /* at most B * C * min(max, N) rows, each of 3 */
   size_t cap, cells = (size_t)(N ? N : 1);
-  if (pr_mul_size((size_t)B, (size_t)C, &cap) || pr_mul_size(cap, (size_t)max_per_class, &cap) ||
-      pr_mul_size(cap ? cap : 1, 3 * sizeof(int64_t), &cap))
-    return pr_fail(c, n, PR_ERR_INVALID, "output too large");
+  if (pr__mul_size((size_t)B, (size_t)C, &cap) || pr__mul_size(cap, (size_t)max_per_class, &cap) ||
+      pr__mul_size(cap ? cap : 1, 3 * sizeof(int64_t), &cap))
+    return pr__fail(c, n, PR_ERR_INVALID, "output too large");
   s->rows = malloc(cap);
   int64_t *order = malloc(sizeof *order * cells), *tmp = malloc(sizeof *tmp * cells);
   int64_t *kept = malloc(sizeof *kept * cells);
@@ -440,34 +440,34 @@ static pr_status_t infer_nms(pr_compile_t *c, pr_node_t *n) {
   destroy_nms(n->state);
   n->state = s;
   int64_t d[2] = {s->count, 3};
-  pr_value_set_shape(pr_out(c, n, 0), PR_DTYPE_INT64, 2, d);
+  pr__value_set_shape(pr__out(c, n, 0), PR_DTYPE_INT64, 2, d);
   return PR_OK;
 }
 
 static void run_nms(pr_exec_t *x, pr_node_t *n) {
   const nms_state_t *s = n->state;
-  if (s->count) memcpy(pr_xout(x, n, 0), s->rows, sizeof(int64_t) * 3 * (size_t)s->count);
+  if (s->count) memcpy(pr__xout(x, n, 0), s->rows, sizeof(int64_t) * 3 * (size_t)s->count);
 }
 
-const pr_op_t pr_op_non_max_suppression = {.name = "NonMaxSuppression",
-                                           .attrs = "center_point_box",
-                                           .min_opset = 10,
-                                           .max_inputs = 5,
-                                           .infer = infer_nms,
-                                           .run = run_nms,
-                                           .destroy = destroy_nms};
+const pr_op_t pr__op_non_max_suppression = {.name = "NonMaxSuppression",
+                                            .attrs = "center_point_box",
+                                            .min_opset = 10,
+                                            .max_inputs = 5,
+                                            .infer = infer_nms,
+                                            .run = run_nms,
+                                            .destroy = destroy_nms};
 
 /* ---- NonZero: the indices of the non-zero elements, [rank, count] ---- */
 
 static pr_status_t infer_non_zero(pr_compile_t *c, pr_node_t *n) {
-  pr_value_t *a = pr_in(c, n, 0);
+  pr_value_t *a = pr__in(c, n, 0);
   if (!pr_dtype_size(a->dtype) || a->dtype == PR_DTYPE_STRING)
-    return pr_fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
-  if (!a->is_const) return pr_need_values(c, n, "X decides the output shape: it must be constant");
-  int64_t numel = pr_value_numel(a), count = 0;
+    return pr__fail(c, n, PR_ERR_UNSUPPORTED, "element type %s", pr_dtype_name(a->dtype));
+  if (!a->is_const) return pr__need_values(c, n, "X decides the output shape: it must be constant");
+  int64_t numel = pr__value_numel(a), count = 0;
   int rank = a->rank ? a->rank : 1; /* a scalar counts as one element of rank 1 */
-  for (int64_t i = 0; i < numel; i++) count += pr_load_double(a->data, a->dtype, i) != 0;
-  pr_results_t *r = pr_results_new(1);
+  for (int64_t i = 0; i < numel; i++) count += pr__load_double(a->data, a->dtype, i) != 0;
+  pr_results_t *r = pr__results_new(1);
   if (!r) return PR_ERR_NOMEM;
   n->state = r;
   pr_tensor_t *t = &r->t[0];
@@ -475,10 +475,10 @@ static pr_status_t infer_non_zero(pr_compile_t *c, pr_node_t *n) {
   t->rank = 2;
   t->dims[0] = rank;
   t->dims[1] = count;
-  int64_t *idx = t->data = pr_aligned_alloc(sizeof *idx * (size_t)(rank * count));
+  int64_t *idx = t->data = pr__aligned_alloc(sizeof *idx * (size_t)(rank * count));
   if (!idx) return PR_ERR_NOMEM;
   for (int64_t i = 0, j = 0; i < numel; i++) {
-    if (pr_load_double(a->data, a->dtype, i) == 0) continue;
+    if (pr__load_double(a->data, a->dtype, i) == 0) continue;
     for (int64_t k = rank - 1, rest = i; k >= 0; k--) { /* row-major coordinates */
       int64_t d = a->rank ? a->dims[k] : 1;
       idx[k * count + j] = rest % d;
@@ -486,14 +486,14 @@ static pr_status_t infer_non_zero(pr_compile_t *c, pr_node_t *n) {
     }
     j++;
   }
-  pr_results_shapes(c, n, r);
+  pr__results_shapes(c, n, r);
   return PR_OK;
 }
 
-const pr_op_t pr_op_non_zero = {.name = "NonZero",
-                                .attrs = "",
-                                .min_opset = 9,
-                                .max_inputs = 1,
-                                .infer = infer_non_zero,
-                                .run = pr_results_run,
-                                .destroy = pr_results_destroy};
+const pr_op_t pr__op_non_zero = {.name = "NonZero",
+                                 .attrs = "",
+                                 .min_opset = 9,
+                                 .max_inputs = 1,
+                                 .infer = infer_non_zero,
+                                 .run = pr__results_run,
+                                 .destroy = pr__results_destroy};

@@ -5,16 +5,16 @@
 #include <math.h>
 #include <stdlib.h>
 
-void pr_qz_range_init(pr_qz_range_t *r) {
+void pr__qz_range_init(pr_qz_range_t *r) {
   *r = (pr_qz_range_t){.min = INFINITY, .max = -INFINITY, .threshold = -1};
 }
 
-void pr_qz_range_free(pr_qz_range_t *r) {
+void pr__qz_range_free(pr_qz_range_t *r) {
   free(r->hist);
   r->hist = NULL;
 }
 
-void pr_qz_range_add(pr_qz_range_t *r, const float *x, int64_t n) {
+void pr__qz_range_add(pr_qz_range_t *r, const float *x, int64_t n) {
   float lo = r->min, hi = r->max;
   int64_t count = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -27,15 +27,15 @@ void pr_qz_range_add(pr_qz_range_t *r, const float *x, int64_t n) {
   r->min = lo, r->max = hi, r->count += count;
 }
 
-pr_status_t pr_qz_range_hist_begin(pr_qz_range_t *r) {
+pr_status_t pr__qz_range_hist_begin(pr_qz_range_t *r) {
   free(r->hist);
   r->hist = calloc(PR_QZ_BINS, sizeof *r->hist);
   r->hist_count = 0;
   return r->hist ? PR_OK : PR_ERR_NOMEM;
 }
 
-pr_status_t pr_qz_range_hist_begin_abs(pr_qz_range_t *r) {
-  pr_status_t st = pr_qz_range_hist_begin(r);
+pr_status_t pr__qz_range_hist_begin_abs(pr_qz_range_t *r) {
+  pr_status_t st = pr__qz_range_hist_begin(r);
   r->absolute = true;
   return st;
 }
@@ -45,7 +45,7 @@ static double abs_max(const pr_qz_range_t *r) {
   return fmax(fabs((double)r->min), fabs((double)r->max));
 }
 
-void pr_qz_range_hist_add(pr_qz_range_t *r, const float *x, int64_t n) {
+void pr__qz_range_hist_add(pr_qz_range_t *r, const float *x, int64_t n) {
   if (!r->hist || !(r->max > r->min)) return;
   int bins = r->absolute ? PR_QZ_KL_BINS : PR_QZ_BINS;
   double origin = r->absolute ? 0 : r->min;
@@ -59,7 +59,7 @@ void pr_qz_range_hist_add(pr_qz_range_t *r, const float *x, int64_t n) {
   }
 }
 
-void pr_qz_range_get(const pr_qz_range_t *r, double pct, float *lo, float *hi) {
+void pr__qz_range_get(const pr_qz_range_t *r, double pct, float *lo, float *hi) {
   if (!(r->max >= r->min)) {
     *lo = *hi = 0;
     return;
@@ -117,7 +117,7 @@ static double kl_at(const int64_t *hist, int i, int64_t outliers, double *p, dou
   return kl;
 }
 
-double pr_qz_kl_threshold(const int64_t *hist, int bins, double width) {
+double pr__qz_kl_threshold(const int64_t *hist, int bins, double width) {
   assert(bins >= PR_QZ_KL_LEVELS);
   double *p = malloc(sizeof(double) * (size_t)bins), *q = malloc(sizeof(double) * (size_t)bins);
   int64_t outliers = 0;
@@ -133,12 +133,12 @@ double pr_qz_kl_threshold(const int64_t *hist, int bins, double width) {
   return best_i * width;
 }
 
-void pr_qz_range_entropy(pr_qz_range_t *r) {
+void pr__qz_range_entropy(pr_qz_range_t *r) {
   if (!r->absolute || !r->hist || !r->hist_count || !(r->max > r->min)) return;
-  r->threshold = (float)pr_qz_kl_threshold(r->hist, PR_QZ_KL_BINS, abs_max(r) / PR_QZ_KL_BINS);
+  r->threshold = (float)pr__qz_kl_threshold(r->hist, PR_QZ_KL_BINS, abs_max(r) / PR_QZ_KL_BINS);
 }
 
-void pr_qz_act_params(float lo, float hi, pr_dtype_t t, float *scale, int32_t *zp) {
+void pr__qz_act_params(float lo, float hi, pr_dtype_t t, float *scale, int32_t *zp) {
   float qmin = t == PR_DTYPE_INT8 ? -128.f : 0.f, qmax = qmin + 255.f;
   lo = lo < 0 ? lo : 0;
   hi = hi > 0 ? hi : 0;
@@ -147,8 +147,8 @@ void pr_qz_act_params(float lo, float hi, pr_dtype_t t, float *scale, int32_t *z
   *zp = (int32_t)(z < qmin ? qmin : z > qmax ? qmax : z);
 }
 
-void pr_qz_weights_s8(const float *w, int64_t outer, int64_t channels, int64_t inner, int qmax,
-                      int8_t *q, float *scale) {
+void pr__qz_weights_s8(const float *w, int64_t outer, int64_t channels, int64_t inner, int qmax,
+                       int8_t *q, float *scale) {
   float top = (float)qmax;
   for (int64_t c = 0; c < channels; c++) {
     float m = 0;
@@ -168,8 +168,8 @@ void pr_qz_weights_s8(const float *w, int64_t outer, int64_t channels, int64_t i
       }
 }
 
-void pr_qz_bias_s32(const float *b, int64_t n, float sx, const float *sw, int64_t n_sw,
-                    int32_t *q) {
+void pr__qz_bias_s32(const float *b, int64_t n, float sx, const float *sw, int64_t n_sw,
+                     int32_t *q) {
   for (int64_t c = 0; c < n; c++) {
     double v = rint((double)b[c] / ((double)sx * sw[n_sw > 1 ? c : 0]));
     q[c] = v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v;

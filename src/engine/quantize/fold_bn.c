@@ -1,5 +1,5 @@
 /* BatchNormalization folded into the Conv before it, before quantizing
- * (qwrite.h: pr_qz_fold_bn). The engine folds it too, but only after QDQ
+ * (qwrite.h: pr__qz_fold_bn). The engine folds it too, but only after QDQ
  * folding: left in the model, a BatchNormalization would sit between the
  * Conv and its QuantizeLinear, so the Conv would neither run in int8 nor
  * have its output quantized where its scale is per tensor (after the
@@ -27,7 +27,7 @@ static pr_tensor_t *param(const pr_qz_index_t *ix, const Onnx__NodeProto *n, siz
   pr_tensor_t *t = NULL;
   char err[8];
   if (k >= n->n_input || !n->input[k][0] ||
-      pr_qz_const_float(ix, n->input[k], base_dir, &t, err, sizeof err))
+      pr__qz_const_float(ix, n->input[k], base_dir, &t, err, sizeof err))
     return NULL;
   return t;
 }
@@ -37,7 +37,7 @@ static pr_tensor_t *param(const pr_qz_index_t *ix, const Onnx__NodeProto *n, siz
 static bool gather(const pr_qz_index_t *ix, int ci, int bi, const char *base_dir, bn_params_t *p) {
   const Onnx__NodeProto *c = ix->g->node[ci], *b = ix->g->node[bi];
   memset(p, 0, sizeof *p);
-  if (b->n_input != 5 || b->n_output != 1 || pr_qz_attr_int(b, "training_mode", 0)) return false;
+  if (b->n_input != 5 || b->n_output != 1 || pr__qz_attr_int(b, "training_mode", 0)) return false;
   p->w = param(ix, c, 1, base_dir);
   p->b = c->n_input > 2 ? param(ix, c, 2, base_dir) : NULL;
   p->scale = param(ix, b, 1, base_dir), p->bias = param(ix, b, 2, base_dir);
@@ -55,10 +55,10 @@ static bool gather(const pr_qz_index_t *ix, int ci, int bi, const char *base_dir
 /* An initializer "<base><suffix>" of dims and values v; its name. */
 static char *add(Onnx__GraphProto *g, const char *base, const char *suffix, int rank,
                  const int64_t *dims, const float *v, int64_t n) {
-  char *name = pr_qz_name(base, suffix);
+  char *name = pr__qz_name(base, suffix);
   Onnx__TensorProto *t =
-      name ? pr_qz_tensor_new(name, PR_DTYPE_FLOAT, rank, dims, v, sizeof(float) * n) : NULL;
-  if (!t || pr_qz_add_init(g, t)) {
+      name ? pr__qz_tensor_new(name, PR_DTYPE_FLOAT, rank, dims, v, sizeof(float) * n) : NULL;
+  if (!t || pr__qz_add_init(g, t)) {
     free(name);
     return NULL;
   }
@@ -84,8 +84,8 @@ static pr_status_t fold(Onnx__GraphProto *g, int ci, int bi, const bn_params_t *
     bn = wn ? add(g, c->input[1], "_bias_bn", 1, &m, bias, m) : NULL;
   }
   free(w), free(bias);
-  pr_status_t st = wn && bn && out ? pr_qz_node_set_input(c, 1, wn) : PR_ERR_NOMEM;
-  if (!st) st = c->n_input > 2 ? pr_qz_node_set_input(c, 2, bn) : pr_qz_node_add_input(c, bn);
+  pr_status_t st = wn && bn && out ? pr__qz_node_set_input(c, 1, wn) : PR_ERR_NOMEM;
+  if (!st) st = c->n_input > 2 ? pr__qz_node_set_input(c, 2, bn) : pr__qz_node_add_input(c, bn);
   free(wn), free(bn);
   if (st) {
     free(out);
@@ -99,19 +99,19 @@ static pr_status_t fold(Onnx__GraphProto *g, int ci, int bi, const bn_params_t *
   return PR_OK;
 }
 
-pr_status_t pr_qz_fold_bn(Onnx__GraphProto *g, const char *base_dir, int *folded) {
+pr_status_t pr__qz_fold_bn(Onnx__GraphProto *g, const char *base_dir, int *folded) {
   *folded = 0;
   for (size_t i = 0; i < g->n_node; i++) {
     if (strcmp(g->node[i]->op_type, "Conv")) continue;
     pr_qz_index_t ix;
-    if (pr_qz_index_build(&ix, g)) return PR_ERR_NOMEM;
-    int id = pr_qz_id(&ix, g->node[i]->output[0]);
+    if (pr__qz_index_build(&ix, g)) return PR_ERR_NOMEM;
+    int id = pr__qz_id(&ix, g->node[i]->output[0]);
     int bi = id >= 0 && ix.uses[id] == 1 && !ix.is_output[id] ? ix.consumer[id] : -1;
     bn_params_t p = {0};
     bool ok = bi > (int)i && !strcmp(g->node[bi]->op_type, "BatchNormalization") &&
               gather(&ix, (int)i, bi, base_dir, &p);
-    float eps = ok ? pr_qz_attr_float(g->node[bi], "epsilon", 1e-5f) : 0;
-    pr_qz_index_free(&ix);
+    float eps = ok ? pr__qz_attr_float(g->node[bi], "epsilon", 1e-5f) : 0;
+    pr__qz_index_free(&ix);
     pr_status_t st = ok ? fold(g, (int)i, bi, &p, eps) : PR_OK;
     params_free(&p);
     if (st) return st;

@@ -11,9 +11,9 @@
 
 /* The id of name, added when new; -1 when out of memory. */
 static int intern(pr_qz_index_t *ix, const char *name, int cap) {
-  int id = pr_names_get(&ix->ids, name);
+  int id = pr__names_get(&ix->ids, name);
   if (id >= 0) return id;
-  if (ix->n == cap || pr_names_put(&ix->ids, name, ix->n)) return -1;
+  if (ix->n == cap || pr__names_put(&ix->ids, name, ix->n)) return -1;
   return ix->n++;
 }
 
@@ -40,10 +40,10 @@ static pr_status_t index_alloc(pr_qz_index_t *ix, int cap) {
   return PR_OK;
 }
 
-pr_status_t pr_qz_index_build(pr_qz_index_t *ix, Onnx__GraphProto *g) {
+pr_status_t pr__qz_index_build(pr_qz_index_t *ix, Onnx__GraphProto *g) {
   memset(ix, 0, sizeof *ix);
   ix->g = g;
-  pr_names_init(&ix->ids);
+  pr__names_init(&ix->ids);
   int cap = name_bound(g), id;
   if (cap < 0 || index_alloc(ix, cap)) goto nomem;
   for (size_t i = 0; i < g->n_initializer; i++) {
@@ -65,7 +65,7 @@ pr_status_t pr_qz_index_build(pr_qz_index_t *ix, Onnx__GraphProto *g) {
       if (!n->output[k][0]) continue;
       if ((id = intern(ix, n->output[k], cap)) < 0) goto nomem;
       ix->producer[id] = (int)i;
-      ix->is_const[id] = !strcmp(n->op_type, "Constant") && pr_qz_attr(n, "value");
+      ix->is_const[id] = !strcmp(n->op_type, "Constant") && pr__qz_attr(n, "value");
     }
   }
   for (size_t i = 0; i < g->n_output; i++) {
@@ -74,26 +74,26 @@ pr_status_t pr_qz_index_build(pr_qz_index_t *ix, Onnx__GraphProto *g) {
   }
   return PR_OK;
 nomem:
-  pr_qz_index_free(ix);
+  pr__qz_index_free(ix);
   return PR_ERR_NOMEM;
 }
 
-void pr_qz_index_free(pr_qz_index_t *ix) {
-  pr_names_free(&ix->ids);
+void pr__qz_index_free(pr_qz_index_t *ix) {
+  pr__names_free(&ix->ids);
   free(ix->producer), free(ix->uses), free(ix->consumer), free(ix->init);
   free(ix->is_const), free(ix->is_output), free(ix->is_input);
   memset(ix, 0, sizeof *ix);
 }
 
-int pr_qz_id(const pr_qz_index_t *ix, const char *name) {
-  return name && name[0] ? pr_names_get(&ix->ids, name) : -1;
+int pr__qz_id(const pr_qz_index_t *ix, const char *name) {
+  return name && name[0] ? pr__names_get(&ix->ids, name) : -1;
 }
 
-Onnx__TensorProto *pr_qz_const_proto(const pr_qz_index_t *ix, const char *name) {
-  int id = pr_qz_id(ix, name);
+Onnx__TensorProto *pr__qz_const_proto(const pr_qz_index_t *ix, const char *name) {
+  int id = pr__qz_id(ix, name);
   if (id < 0 || !ix->is_const[id]) return NULL;
   if (ix->init[id] >= 0) return ix->g->initializer[ix->init[id]];
-  const Onnx__AttributeProto *a = pr_qz_attr(ix->g->node[ix->producer[id]], "value");
+  const Onnx__AttributeProto *a = pr__qz_attr(ix->g->node[ix->producer[id]], "value");
   return a ? a->t : NULL;
 }
 
@@ -112,7 +112,7 @@ static pr_tensor_t *inline_float(const Onnx__TensorProto *tp) {
     if (n >= 0) n *= tp->dims[k];
   }
   size_t have = tp->has_raw_data ? tp->raw_data.len / 4 : tp->n_float_data;
-  t->data = n >= 0 && (size_t)n == have ? pr_aligned_alloc((size_t)n * 4) : NULL;
+  t->data = n >= 0 && (size_t)n == have ? pr__aligned_alloc((size_t)n * 4) : NULL;
   if (!t->data) {
     free(t);
     return NULL;
@@ -122,47 +122,47 @@ static pr_tensor_t *inline_float(const Onnx__TensorProto *tp) {
   return t;
 }
 
-pr_status_t pr_qz_const_float(const pr_qz_index_t *ix, const char *name, const char *base_dir,
-                              pr_tensor_t **out, char *err, size_t err_len) {
-  const Onnx__TensorProto *tp = pr_qz_const_proto(ix, name);
+pr_status_t pr__qz_const_float(const pr_qz_index_t *ix, const char *name, const char *base_dir,
+                               pr_tensor_t **out, char *err, size_t err_len) {
+  const Onnx__TensorProto *tp = pr__qz_const_proto(ix, name);
   *out = NULL;
   if (!tp) return PR_ERR_NOT_FOUND;
   if (tp->data_type != PR_DTYPE_FLOAT) return PR_ERR_UNSUPPORTED;
-  /* inline data copied here: pr_tensor_from_proto takes over a raw_data
+  /* inline data copied here: pr__tensor_from_proto takes over a raw_data
    * buffer, and the model keeps this one */
   if (!(tp->has_data_location &&
         tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)) {
     if ((*out = inline_float(tp))) return PR_OK;
-    pr_errf(err, err_len, "tensor '%.200s': its data does not fit its shape", name);
+    pr__errf(err, err_len, "tensor '%.200s': its data does not fit its shape", name);
     return PR_ERR_INVALID;
   }
   /* external data: read from its file, nothing of tp is taken */
-  return pr_tensor_from_proto((Onnx__TensorProto *)tp, base_dir, out, err, err_len);
+  return pr__tensor_from_proto((Onnx__TensorProto *)tp, base_dir, out, err, err_len);
 }
 
-const Onnx__AttributeProto *pr_qz_attr(const Onnx__NodeProto *n, const char *name) {
+const Onnx__AttributeProto *pr__qz_attr(const Onnx__NodeProto *n, const char *name) {
   for (size_t i = 0; i < n->n_attribute; i++)
     if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
   return NULL;
 }
 
-int64_t pr_qz_attr_int(const Onnx__NodeProto *n, const char *name, int64_t def) {
-  const Onnx__AttributeProto *a = pr_qz_attr(n, name);
+int64_t pr__qz_attr_int(const Onnx__NodeProto *n, const char *name, int64_t def) {
+  const Onnx__AttributeProto *a = pr__qz_attr(n, name);
   return a && a->has_i ? a->i : def;
 }
 
-float pr_qz_attr_float(const Onnx__NodeProto *n, const char *name, float def) {
-  const Onnx__AttributeProto *a = pr_qz_attr(n, name);
+float pr__qz_attr_float(const Onnx__NodeProto *n, const char *name, float def) {
+  const Onnx__AttributeProto *a = pr__qz_attr(n, name);
   return a && a->has_f ? a->f : def;
 }
 
-const char *pr_qz_node_name(const Onnx__NodeProto *n) {
+const char *pr__qz_node_name(const Onnx__NodeProto *n) {
   if (n->name && n->name[0]) return n->name;
   return n->n_output ? n->output[0] : "";
 }
 
-pr_status_t pr_qz_list_push(Onnx__NodeProto ***list, size_t *n, size_t *cap,
-                            Onnx__NodeProto *node) {
+pr_status_t pr__qz_list_push(Onnx__NodeProto ***list, size_t *n, size_t *cap,
+                             Onnx__NodeProto *node) {
   if (*n == *cap) {
     size_t grown = *cap * 2 + 16;
     Onnx__NodeProto **l = realloc(*list, sizeof *l * grown);
@@ -186,8 +186,8 @@ static char **strings_new(int n, const char *const *s) {
   return out;
 }
 
-Onnx__NodeProto *pr_qz_node_new(const char *op, const char *name, int n_in, const char *const *in,
-                                int n_out, const char *const *out) {
+Onnx__NodeProto *pr__qz_node_new(const char *op, const char *name, int n_in, const char *const *in,
+                                 int n_out, const char *const *out) {
   Onnx__NodeProto *n = malloc(sizeof *n);
   if (!n) return NULL;
   onnx__node_proto__init(n);
@@ -222,15 +222,15 @@ static Onnx__AttributeProto *attr_add(Onnx__NodeProto *n, const char *name,
   return a;
 }
 
-pr_status_t pr_qz_node_set_int(Onnx__NodeProto *n, const char *name, int64_t v) {
-  pr_qz_node_drop_attr(n, name);
+pr_status_t pr__qz_node_set_int(Onnx__NodeProto *n, const char *name, int64_t v) {
+  pr__qz_node_drop_attr(n, name);
   Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
   if (!a) return PR_ERR_NOMEM;
   a->has_i = 1, a->i = v;
   return PR_OK;
 }
 
-pr_status_t pr_qz_node_set_input(Onnx__NodeProto *n, int k, const char *name) {
+pr_status_t pr__qz_node_set_input(Onnx__NodeProto *n, int k, const char *name) {
   char *s = strdup(name);
   if (!s) return PR_ERR_NOMEM;
   free(n->input[k]);
@@ -238,7 +238,7 @@ pr_status_t pr_qz_node_set_input(Onnx__NodeProto *n, int k, const char *name) {
   return PR_OK;
 }
 
-pr_status_t pr_qz_node_add_input(Onnx__NodeProto *n, const char *name) {
+pr_status_t pr__qz_node_add_input(Onnx__NodeProto *n, const char *name) {
   char **list = realloc(n->input, sizeof *list * (n->n_input + 1)), *s;
   if (!list) return PR_ERR_NOMEM;
   n->input = list;
@@ -247,7 +247,7 @@ pr_status_t pr_qz_node_add_input(Onnx__NodeProto *n, const char *name) {
   return PR_OK;
 }
 
-void pr_qz_node_drop_attr(Onnx__NodeProto *n, const char *name) {
+void pr__qz_node_drop_attr(Onnx__NodeProto *n, const char *name) {
   for (size_t i = 0; i < n->n_attribute; i++)
     if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) {
       onnx__attribute_proto__free_unpacked(n->attribute[i], NULL);
@@ -258,8 +258,8 @@ void pr_qz_node_drop_attr(Onnx__NodeProto *n, const char *name) {
     }
 }
 
-Onnx__TensorProto *pr_qz_tensor_new(const char *name, pr_dtype_t dtype, int rank,
-                                    const int64_t *dims, const void *data, size_t nbytes) {
+Onnx__TensorProto *pr__qz_tensor_new(const char *name, pr_dtype_t dtype, int rank,
+                                     const int64_t *dims, const void *data, size_t nbytes) {
   Onnx__TensorProto *t = malloc(sizeof *t);
   if (!t) return NULL;
   onnx__tensor_proto__init(t);
@@ -278,7 +278,7 @@ Onnx__TensorProto *pr_qz_tensor_new(const char *name, pr_dtype_t dtype, int rank
   return t;
 }
 
-pr_status_t pr_qz_add_init(Onnx__GraphProto *g, Onnx__TensorProto *t) {
+pr_status_t pr__qz_add_init(Onnx__GraphProto *g, Onnx__TensorProto *t) {
   Onnx__TensorProto **list = realloc(g->initializer, sizeof *list * (g->n_initializer + 1));
   if (!list) {
     onnx__tensor_proto__free_unpacked(t, NULL);
@@ -289,7 +289,7 @@ pr_status_t pr_qz_add_init(Onnx__GraphProto *g, Onnx__TensorProto *t) {
   return PR_OK;
 }
 
-Onnx__ValueInfoProto *pr_qz_value_info_new(const char *name, int elem) {
+Onnx__ValueInfoProto *pr__qz_value_info_new(const char *name, int elem) {
   Onnx__ValueInfoProto *v = malloc(sizeof *v);
   Onnx__TypeProto *tp = malloc(sizeof *tp);
   Onnx__TypeProto__Tensor *tt = malloc(sizeof *tt);
@@ -309,7 +309,7 @@ Onnx__ValueInfoProto *pr_qz_value_info_new(const char *name, int elem) {
   return v;
 }
 
-char *pr_qz_name(const char *base, const char *suffix) {
+char *pr__qz_name(const char *base, const char *suffix) {
   size_t a = strlen(base), b = strlen(suffix);
   char *s = malloc(a + b + 1);
   if (!s) return NULL;
@@ -323,13 +323,13 @@ char *pr_qz_name(const char *base, const char *suffix) {
 static bool identity_of_const(const pr_qz_index_t *ix, int i) {
   const Onnx__NodeProto *n = ix->g->node[i];
   if (strcmp(n->op_type, "Identity") || n->n_input != 1 || n->n_output != 1) return false;
-  int in = pr_qz_id(ix, n->input[0]), out = pr_qz_id(ix, n->output[0]);
+  int in = pr__qz_id(ix, n->input[0]), out = pr__qz_id(ix, n->output[0]);
   return in >= 0 && ix->is_const[in] && out >= 0 && !ix->is_output[out];
 }
 
-pr_status_t pr_qz_bypass_identity(Onnx__GraphProto *g) {
+pr_status_t pr__qz_bypass_identity(Onnx__GraphProto *g) {
   pr_qz_index_t ix;
-  if (pr_qz_index_build(&ix, g)) return PR_ERR_NOMEM;
+  if (pr__qz_index_build(&ix, g)) return PR_ERR_NOMEM;
   /* the new names first, the node inputs replaced after the index (which
    * borrows names of g, perhaps a node input's) is gone */
   size_t n_in = 0;
@@ -339,13 +339,13 @@ pr_status_t pr_qz_bypass_identity(Onnx__GraphProto *g) {
   for (size_t i = 0, at = 0; i < g->n_node && !st; i++) {
     const Onnx__NodeProto *m = g->node[i];
     for (size_t k = 0; k < m->n_input && !st; k++, at++) {
-      int id = pr_qz_id(&ix, m->input[k]);
+      int id = pr__qz_id(&ix, m->input[k]);
       int p = id >= 0 ? ix.producer[id] : -1;
       if (p >= 0 && identity_of_const(&ix, p) && !(repl[at] = strdup(g->node[p]->input[0])))
         st = PR_ERR_NOMEM;
     }
   }
-  pr_qz_index_free(&ix);
+  pr__qz_index_free(&ix);
   for (size_t i = 0, at = 0; repl && i < g->n_node; i++) {
     Onnx__NodeProto *m = g->node[i];
     for (size_t k = 0; k < m->n_input; k++, at++) {

@@ -17,21 +17,21 @@ static const char *input(const Onnx__NodeProto *n, size_t k) {
 /* The FLOAT constant `name` of rank in [lo, hi], or NULL. */
 static const Onnx__TensorProto *float_const(const pr_qz_index_t *ix, const char *name, size_t lo,
                                             size_t hi) {
-  const Onnx__TensorProto *t = name ? pr_qz_const_proto(ix, name) : NULL;
+  const Onnx__TensorProto *t = name ? pr__qz_const_proto(ix, name) : NULL;
   if (!t || t->data_type != PR_DTYPE_FLOAT || t->n_dims < lo || t->n_dims > hi) return NULL;
   return t;
 }
 
 /* An activation: a value that is not constant. */
 static bool is_act(const pr_qz_index_t *ix, const char *name) {
-  int id = pr_qz_id(ix, name);
+  int id = pr__qz_id(ix, name);
   return id >= 0 && !ix->is_const[id];
 }
 
 /* The only node reading value `name` when it has one and is no graph
  * output, else -1. */
 static int only_reader(const pr_qz_index_t *ix, const char *name) {
-  int id = pr_qz_id(ix, name);
+  int id = pr__qz_id(ix, name);
   return id >= 0 && ix->uses[id] == 1 && !ix->is_output[id] ? ix->consumer[id] : -1;
 }
 
@@ -53,23 +53,23 @@ static const char *kernel_end(const pr_qz_index_t *ix, int i, pr_qz_kind_t kind,
     }
   }
   if (k >= 0 && is_op(ix->g->node[k], "Relu")) o = ix->g->node[k]->output[0];
-  int id = pr_qz_id(ix, o);
+  int id = pr__qz_id(ix, o);
   return id >= 0 && !ix->is_output[id] ? o : NULL;
 }
 
 /* The tensor entry of `name`, added when new; -1 when out of memory. */
 static int tensor(pr_qz_plan_t *p, const pr_qz_index_t *ix, const char *name, int cap) {
-  int e = pr_names_get(&p->by_name, name);
+  int e = pr__names_get(&p->by_name, name);
   if (e >= 0) return e;
   if (p->n_t == cap) return -1;
   pr_qz_tensor_t *t = &p->t[p->n_t];
   memset(t, 0, sizeof *t);
-  if (!(t->name = strdup(name)) || pr_names_put(&p->by_name, t->name, p->n_t)) {
+  if (!(t->name = strdup(name)) || pr__names_put(&p->by_name, t->name, p->n_t)) {
     free(t->name);
     return -1;
   }
-  t->graph_input = ix->is_input[pr_qz_id(ix, name)];
-  pr_qz_range_init(&t->range);
+  t->graph_input = ix->is_input[pr__qz_id(ix, name)];
+  pr__qz_range_init(&t->range);
   return p->n_t++;
 }
 
@@ -93,15 +93,15 @@ static bool classify(const pr_qz_index_t *ix, int i, unsigned kinds, pr_qz_op_t 
     *n_cols = w->dims[1];
   } else if (is_op(n, "Gemm")) {
     op->kind = PR_QZ_GEMM;
-    bool trans = pr_qz_attr_int(n, "transB", 0);
-    if (pr_qz_attr_int(n, "transA", 0) || pr_qz_attr_float(n, "alpha", 1.f) != 1.f ||
+    bool trans = pr__qz_attr_int(n, "transB", 0);
+    if (pr__qz_attr_int(n, "transA", 0) || pr__qz_attr_float(n, "alpha", 1.f) != 1.f ||
         !(w = float_const(ix, input(n, 1), 2, 2)))
       return false;
     op->w_axis = trans ? 0 : 1;
     *n_cols = w->dims[op->w_axis];
     const Onnx__TensorProto *b = input(n, 2) ? float_const(ix, input(n, 2), 0, 2) : NULL;
     if (input(n, 2) && !b) return false;
-    if (b && b->n_dims == 1 && b->dims[0] == *n_cols && pr_qz_attr_float(n, "beta", 1.f) == 1.f)
+    if (b && b->n_dims == 1 && b->dims[0] == *n_cols && pr__qz_attr_float(n, "beta", 1.f) == 1.f)
       op->bias_input = 2;
   } else if (is_op(n, "Add")) {
     op->kind = PR_QZ_ADD, op->w_input = -1;
@@ -115,7 +115,7 @@ static bool classify(const pr_qz_index_t *ix, int i, unsigned kinds, pr_qz_op_t 
 
 static bool excluded(const pr_qz_plan_options_t *opt, const Onnx__NodeProto *n) {
   for (int k = 0; k < opt->n_exclude; k++)
-    if (!strcmp(opt->exclude[k], pr_qz_node_name(n))) return true;
+    if (!strcmp(opt->exclude[k], pr__qz_node_name(n))) return true;
   return false;
 }
 
@@ -124,9 +124,9 @@ static bool exclusions_exist(const pr_qz_index_t *ix, const pr_qz_plan_options_t
                              size_t err_len) {
   for (int k = 0; k < opt->n_exclude; k++) {
     size_t i = 0;
-    while (i < ix->g->n_node && strcmp(opt->exclude[k], pr_qz_node_name(ix->g->node[i]))) i++;
+    while (i < ix->g->n_node && strcmp(opt->exclude[k], pr__qz_node_name(ix->g->node[i]))) i++;
     if (i == ix->g->n_node) {
-      pr_errf(err, err_len, "no node named '%.200s' to exclude", opt->exclude[k]);
+      pr__errf(err, err_len, "no node named '%.200s' to exclude", opt->exclude[k]);
       return false;
     }
   }
@@ -152,10 +152,10 @@ static pr_status_t add_op(pr_qz_plan_t *p, const pr_qz_index_t *ix, const pr_qz_
   return PR_OK;
 }
 
-pr_status_t pr_qz_plan_make(const pr_qz_index_t *ix, const pr_qz_plan_options_t *opt,
-                            pr_qz_plan_t *plan, char *err, size_t err_len) {
+pr_status_t pr__qz_plan_make(const pr_qz_index_t *ix, const pr_qz_plan_options_t *opt,
+                             pr_qz_plan_t *plan, char *err, size_t err_len) {
   memset(plan, 0, sizeof *plan);
-  pr_names_init(&plan->by_name);
+  pr__names_init(&plan->by_name);
   if (!exclusions_exist(ix, opt, err, err_len)) return PR_ERR_NOT_FOUND;
   size_t n_node = ix->g->n_node;
   int cap = (int)(3 * n_node + 1);
@@ -174,27 +174,27 @@ pr_status_t pr_qz_plan_make(const pr_qz_index_t *ix, const pr_qz_plan_options_t 
     }
   }
   if (!plan->n_ops) {
-    pr_errf(err, err_len,
-            "nothing to quantize: no Conv, MatMul or Gemm with constant float weights (nor an "
-            "Add of two activations) whose output could stay in int8");
+    pr__errf(err, err_len,
+             "nothing to quantize: no Conv, MatMul or Gemm with constant float weights (nor an "
+             "Add of two activations) whose output could stay in int8");
     return PR_ERR_INVALID;
   }
   return PR_OK;
 }
 
-void pr_qz_plan_free(pr_qz_plan_t *plan) {
+void pr__qz_plan_free(pr_qz_plan_t *plan) {
   for (int i = 0; plan->t && i < plan->n_t; i++) {
-    pr_qz_range_free(&plan->t[i].range);
+    pr__qz_range_free(&plan->t[i].range);
     free(plan->t[i].name);
   }
   free(plan->ops);
   free(plan->t);
-  pr_names_free(&plan->by_name);
+  pr__names_free(&plan->by_name);
   memset(plan, 0, sizeof *plan);
 }
 
-int pr_qz_plan_find(const pr_qz_plan_t *plan, const char *name) {
-  return pr_names_get(&plan->by_name, name);
+int pr__qz_plan_find(const pr_qz_plan_t *plan, const char *name) {
+  return pr__names_get(&plan->by_name, name);
 }
 
 static bool same_shape(const pr_qz_tensor_t *a, const pr_qz_tensor_t *b) {
@@ -202,17 +202,17 @@ static bool same_shape(const pr_qz_tensor_t *a, const pr_qz_tensor_t *b) {
          !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 
-void pr_qz_plan_recount(pr_qz_plan_t *plan) {
+void pr__qz_plan_recount(pr_qz_plan_t *plan) {
   for (int e = 0; e < plan->n_t; e++) plan->t[e].refs = 0;
   for (int i = 0; i < plan->n_ops; i++) {
     const pr_qz_op_t *op = &plan->ops[i];
-    if (!pr_qz_op_live(op)) continue;
+    if (!pr__qz_op_live(op)) continue;
     plan->t[op->act[0]].refs++, plan->t[op->out].refs++;
     if (op->act[1] >= 0) plan->t[op->act[1]].refs++;
   }
 }
 
-int pr_qz_plan_settle(pr_qz_plan_t *plan) {
+int pr__qz_plan_settle(pr_qz_plan_t *plan) {
   int left = 0;
   for (int i = 0; i < plan->n_ops; i++) {
     pr_qz_op_t *op = &plan->ops[i];
@@ -221,14 +221,14 @@ int pr_qz_plan_settle(pr_qz_plan_t *plan) {
       op->dropped = !same_shape(a, &plan->t[op->act[1]]) || !same_shape(a, &plan->t[op->out]);
     else if (op->kind != PR_QZ_CONV)
       op->dropped = !a->seen || a->rank < 2;
-    left += pr_qz_op_live(op);
+    left += pr__qz_op_live(op);
   }
-  pr_qz_plan_recount(plan);
+  pr__qz_plan_recount(plan);
   return left;
 }
 
-void pr_qz_plan_counts(const pr_qz_plan_t *plan, int *counts) {
+void pr__qz_plan_counts(const pr_qz_plan_t *plan, int *counts) {
   memset(counts, 0, sizeof(int) * PR_QZ_KINDS);
   for (int i = 0; i < plan->n_ops; i++)
-    if (pr_qz_op_live(&plan->ops[i])) counts[plan->ops[i].kind]++;
+    if (pr__qz_op_live(&plan->ops[i])) counts[plan->ops[i].kind]++;
 }

@@ -8,7 +8,7 @@
  *   bias; MatMul with a constant 2-D B (per column, axis 1); Gemm with a
  *   constant B, transA 0 and alpha 1 (axis 0 when transB, else 1); Add of
  *   two activations of one shape (checked on the calibration run:
- *   pr_qz_plan_settle). Its activation inputs are quantized, and its output
+ *   pr__qz_plan_settle). Its activation inputs are quantized, and its output
  *   where the folded kernel ends: after a MatMul's bias Add (an Add of a
  *   constant of N values, its only reader) and then after a Relu that is
  *   the only reader, as fuse_qdq.c matches. A graph output stays float.
@@ -33,7 +33,7 @@ typedef struct {
   int w_axis;      /* their channel axis */
   int bias_input;  /* input index of a bias to store as int32, -1 */
   int out;         /* tensor entry of the output, -1: stays float */
-  bool dropped;    /* left float after calibration (pr_qz_plan_settle) */
+  bool dropped;    /* left float after calibration (pr__qz_plan_settle) */
   bool kept_float; /* left float by the accuracy search (qsearch.h) */
 } pr_qz_op_t;
 
@@ -53,7 +53,7 @@ typedef struct {
   const char *const *exclude; /* node names left float */
   int n_exclude;
   bool want_softmax_ranks; /* observe Softmax inputs (opset < 13) */
-  bool dynamic;            /* for pr_qz_write_dynamic: a MatMul whose output
+  bool dynamic;            /* for pr__qz_write_dynamic: a MatMul whose output
                               is a graph output (or ends no kernel) counts too */
 } pr_qz_plan_options_t;
 
@@ -68,23 +68,23 @@ typedef struct {
 /* The plan for the indexed graph. An excluded name that names no node is
  * PR_ERR_NOT_FOUND; a graph with nothing to quantize is PR_ERR_INVALID;
  * both with a message. */
-pr_status_t pr_qz_plan_make(const pr_qz_index_t *ix, const pr_qz_plan_options_t *opt,
-                            pr_qz_plan_t *plan, char *err, size_t err_len);
-void pr_qz_plan_free(pr_qz_plan_t *plan);
+pr_status_t pr__qz_plan_make(const pr_qz_index_t *ix, const pr_qz_plan_options_t *opt,
+                             pr_qz_plan_t *plan, char *err, size_t err_len);
+void pr__qz_plan_free(pr_qz_plan_t *plan);
 /* The entry of tensor `name`, -1. */
-int pr_qz_plan_find(const pr_qz_plan_t *plan, const char *name);
+int pr__qz_plan_find(const pr_qz_plan_t *plan, const char *name);
 /* After calibration: drops the Adds whose inputs and output differ in
  * shape and MatMuls whose input has rank < 2 (and each tensor no op needs
  * any more); the number of ops left. */
-int pr_qz_plan_settle(pr_qz_plan_t *plan);
+int pr__qz_plan_settle(pr_qz_plan_t *plan);
 /* Whether op is written in int8: neither dropped nor kept float. */
-static inline bool pr_qz_op_live(const pr_qz_op_t *op) {
+static inline bool pr__qz_op_live(const pr_qz_op_t *op) {
   return !op->dropped && !op->kept_float;
 }
 /* Recounts each tensor's refs from the live ops (after kept_float flags
  * change): a tensor no live op reads or writes is not quantized. */
-void pr_qz_plan_recount(pr_qz_plan_t *plan);
+void pr__qz_plan_recount(pr_qz_plan_t *plan);
 /* Counts of the ops left per kind (PR_QZ_KINDS entries). */
-void pr_qz_plan_counts(const pr_qz_plan_t *plan, int *counts);
+void pr__qz_plan_counts(const pr_qz_plan_t *plan, int *counts);
 
 #endif

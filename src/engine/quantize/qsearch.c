@@ -15,12 +15,12 @@
 static pr_status_t copy_tensor(pr_tensor_t *dst, const pr_tensor_t *src) {
   size_t n = (size_t)pr_tensor_numel(src) * pr_dtype_size(src->dtype);
   *dst = *src;
-  if (!(dst->data = pr_aligned_alloc(n))) return PR_ERR_NOMEM;
+  if (!(dst->data = pr__aligned_alloc(n))) return PR_ERR_NOMEM;
   memcpy(dst->data, src->data, n);
   return PR_OK;
 }
 
-pr_status_t pr_qz_holdout_add(pr_qz_holdout_t *h, const pr_tensor_t *in, int n_in) {
+pr_status_t pr__qz_holdout_add(pr_qz_holdout_t *h, const pr_tensor_t *in, int n_in) {
   assert(!h->n || h->n_in == n_in);
   if (h->n == h->cap) {
     int cap = h->cap * 2 + 16;
@@ -39,7 +39,7 @@ pr_status_t pr_qz_holdout_add(pr_qz_holdout_t *h, const pr_tensor_t *in, int n_i
   return PR_OK;
 }
 
-void pr_qz_holdout_free(pr_qz_holdout_t *h) {
+void pr__qz_holdout_free(pr_qz_holdout_t *h) {
   for (int k = 0; k < h->n * h->n_in; k++) pr_engine_tensor_free(&h->in[k]);
   free(h->in);
   memset(h, 0, sizeof *h);
@@ -243,9 +243,9 @@ static pr_status_t compare(search_t *s, int k, const pr_tensor_t *outs) {
 static pr_status_t build(search_t *s, uint8_t **out, size_t *len) {
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, s->len, s->float_model);
   if (!mp) return PR_ERR_NOMEM;
-  pr_qz_plan_recount(s->plan);
-  pr_status_t st = pr_qz_opset_upgrade(mp, s->plan, s->err, s->err_len);
-  if (!st) st = pr_qz_write_qdq(mp, s->plan, &s->o->write, s->err, s->err_len);
+  pr__qz_plan_recount(s->plan);
+  pr_status_t st = pr__qz_opset_upgrade(mp, s->plan, s->err, s->err_len);
+  if (!st) st = pr__qz_write_qdq(mp, s->plan, &s->o->write, s->err, s->err_len);
   if (!st) {
     *len = onnx__model_proto__get_packed_size(mp);
     if (!(*out = malloc(*len + 1))) st = PR_ERR_NOMEM;
@@ -262,7 +262,7 @@ static pr_status_t trial(search_t *s, double *agreement, double *score) {
   size_t len = 0;
   s->agree = 0;
   for (int o = 0; o < s->n_out; o++) s->err2[o] = 0;
-  double t0 = pr_now();
+  double t0 = pr__now();
   pr_status_t st = build(s, &bytes, &len);
   if (!st) st = run_all(s, bytes, len, compare);
   free(bytes);
@@ -275,8 +275,8 @@ static pr_status_t trial(search_t *s, double *agreement, double *score) {
   if (score) *score = sum;
   int n_float = 0;
   for (int i = 0; i < s->plan->n_ops; i++) n_float += s->plan->ops[i].kept_float;
-  pr_log(PR_LOG_DEBUG, "quantize: trial %d, %d ops float: %.2f%% of %d agree, noise %.3g (%.2f s)",
-         s->trials, n_float, *agreement, s->n_eval, sum, pr_now() - t0);
+  pr__log(PR_LOG_DEBUG, "quantize: trial %d, %d ops float: %.2f%% of %d agree, noise %.3g (%.2f s)",
+          s->trials, n_float, *agreement, s->n_eval, sum, pr__now() - t0);
   return PR_OK;
 }
 
@@ -361,10 +361,10 @@ static pr_status_t search(search_t *s, ranked_t *r, int n, pr_qz_search_result_t
   double best = 100;
   if ((st = rank_ops(s, r, n)) || (st = fewest(s, r, n, &k, &best))) return st;
   if (k == n) {
-    pr_errf(s->err, s->err_len,
-            "the accuracy target (%g%% of %d held-out samples agree) is met with no node in int8 "
-            "(every node in int8: %.1f%%)",
-            s->o->target, s->h->n, a0);
+    pr__errf(s->err, s->err_len,
+             "the accuracy target (%g%% of %d held-out samples agree) is met with no node in int8 "
+             "(every node in int8: %.1f%%)",
+             s->o->target, s->h->n, a0);
     return PR_ERR_INVALID;
   }
   keep_first(s, r, n, k);
@@ -373,12 +373,12 @@ static pr_status_t search(search_t *s, ranked_t *r, int n, pr_qz_search_result_t
   return PR_OK;
 }
 
-pr_status_t pr_qz_search(const uint8_t *float_model, size_t len, pr_qz_plan_t *plan,
-                         const pr_qz_holdout_t *h, const pr_qz_search_options_t *o,
-                         pr_qz_search_result_t *res, char *err, size_t err_len) {
+pr_status_t pr__qz_search(const uint8_t *float_model, size_t len, pr_qz_plan_t *plan,
+                          const pr_qz_holdout_t *h, const pr_qz_search_options_t *o,
+                          pr_qz_search_result_t *res, char *err, size_t err_len) {
   memset(res, 0, sizeof *res);
   if (!h->n) {
-    pr_errf(err, err_len, "the accuracy search needs held-out samples");
+    pr__errf(err, err_len, "the accuracy search needs held-out samples");
     return PR_ERR_INVALID;
   }
   search_t s = {.float_model = float_model,
@@ -397,9 +397,9 @@ pr_status_t pr_qz_search(const uint8_t *float_model, size_t len, pr_qz_plan_t *p
   }
   pr_status_t st = r ? search(&s, r, n, res) : PR_ERR_NOMEM;
   res->trials = s.trials;
-  pr_qz_plan_recount(plan);
+  pr__qz_plan_recount(plan);
   for (int k = 0; s.ref && k < h->n * s.n_out; k++) pr_engine_tensor_free(&s.ref[k]);
   free(s.ref), free(s.lo), free(s.hi), free(s.mean), free(s.dev2), free(s.err2), free(r);
-  if (st == PR_ERR_NOMEM) pr_errf(err, err_len, "out of memory in the accuracy search");
+  if (st == PR_ERR_NOMEM) pr__errf(err, err_len, "out of memory in the accuracy search");
   return st;
 }

@@ -43,8 +43,8 @@ typedef struct {
 } pr_qz_holdout_t;
 
 /* Copies one sample (n_in tensors) into h; PR_ERR_NOMEM. */
-pr_status_t pr_qz_holdout_add(pr_qz_holdout_t *h, const pr_tensor_t *in, int n_in);
-void pr_qz_holdout_free(pr_qz_holdout_t *h);
+pr_status_t pr__qz_holdout_add(pr_qz_holdout_t *h, const pr_tensor_t *in, int n_in);
+void pr__qz_holdout_free(pr_qz_holdout_t *h);
 
 typedef struct {
   pr_quantize_metric_t metric;
@@ -66,8 +66,8 @@ typedef struct {
  * reaches o->target on h. PR_ERR_INVALID with a message when no sample is
  * held out or only every op float reaches the target; errors of the
  * writer, of loading and of running as theirs. */
-pr_status_t pr_qz_search(const uint8_t *float_model, size_t len, pr_qz_plan_t *plan,
-                         const pr_qz_holdout_t *h, const pr_qz_search_options_t *o,
-                         pr_qz_search_result_t *r, char *err, size_t err_len);
+pr_status_t pr__qz_search(const uint8_t *float_model, size_t len, pr_qz_plan_t *plan,
+                          const pr_qz_holdout_t *h, const pr_qz_search_options_t *o,
+                          pr_qz_search_result_t *r, char *err, size_t err_len);
 
 #endif

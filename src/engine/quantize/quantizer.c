@@ -56,28 +56,28 @@ pr_quantize_options_t pr_quantize_options_default(void) {
 
 static pr_status_t check_options(const pr_quantize_options_t *o, char *err, size_t err_len) {
   if (o->activation_type != PR_DTYPE_UINT8 && o->activation_type != PR_DTYPE_INT8) {
-    pr_errf(err, err_len, "activations are UINT8 or INT8");
+    pr__errf(err, err_len, "activations are UINT8 or INT8");
     return PR_ERR_INVALID;
   }
   if (o->method < PR_CALIB_MINMAX || o->method > PR_CALIB_ENTROPY) {
-    pr_errf(err, err_len, "the calibration method is min-max, percentile or entropy");
+    pr__errf(err, err_len, "the calibration method is min-max, percentile or entropy");
     return PR_ERR_INVALID;
   }
   if (o->method == PR_CALIB_PERCENTILE && !(o->percentile >= 50 && o->percentile <= 100)) {
-    pr_errf(err, err_len, "the percentile must be in [50, 100]");
+    pr__errf(err, err_len, "the percentile must be in [50, 100]");
     return PR_ERR_INVALID;
   }
   if (!(o->accuracy >= 0 && o->accuracy <= 100) || !(o->tolerance > 0 && o->tolerance <= 1) ||
       (o->metric < PR_QUANT_METRIC_RANGE || o->metric > PR_QUANT_METRIC_CTC)) {
-    pr_errf(err, err_len, "the accuracy is in [0, 100], the tolerance in (0, 1]");
+    pr__errf(err, err_len, "the accuracy is in [0, 100], the tolerance in (0, 1]");
     return PR_ERR_INVALID;
   }
   if (o->dynamic && (o->accuracy > 0 || !(o->ops & PR_QUANT_MATMUL))) {
-    pr_errf(err, err_len, "dynamic quantization is of MatMuls, without an accuracy search");
+    pr__errf(err, err_len, "dynamic quantization is of MatMuls, without an accuracy search");
     return PR_ERR_INVALID;
   }
   if (o->threads < 1 || !(o->ops & PR_QUANT_ALL) || o->n_exclude < 0) {
-    pr_errf(err, err_len, "bad quantizer options (threads >= 1, at least one operator kind)");
+    pr__errf(err, err_len, "bad quantizer options (threads >= 1, at least one operator kind)");
     return PR_ERR_INVALID;
   }
   return PR_OK;
@@ -86,18 +86,18 @@ static pr_status_t check_options(const pr_quantize_options_t *o, char *err, size
 static pr_status_t read_model(pr_quantizer_t *q, const char *path, char *err, size_t err_len) {
   void *data;
   size_t len;
-  if (pr_read_file(path, &data, &len, PR_MAX_MODEL_BYTES) < 0) {
-    pr_errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
+  if (pr__read_file(path, &data, &len, PR_MAX_MODEL_BYTES) < 0) {
+    pr__errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
     return PR_ERR_IO;
   }
   q->mp = onnx__model_proto__unpack(NULL, len, data);
   free(data);
   if (!q->mp || !q->mp->graph) {
-    pr_errf(err, err_len, "%s: not an ONNX model", path);
+    pr__errf(err, err_len, "%s: not an ONNX model", path);
     return PR_ERR_INVALID;
   }
-  pr_dirname(path, q->base_dir, sizeof q->base_dir);
-  q->from_opset = pr_qz_opset(q->mp);
+  pr__dirname(path, q->base_dir, sizeof q->base_dir);
+  q->from_opset = pr__qz_opset(q->mp);
   return PR_OK;
 }
 
@@ -120,7 +120,7 @@ static pr_status_t load_calibration_model(pr_quantizer_t *q, char *err, size_t e
     while (k < n && strcmp(outs[k]->name, p->t[e].name)) k++;
     if (p->t[e].graph_input) continue; /* src set below */
     q->src[e] = (int)k;
-    if (k == n && !(outs[n++] = pr_qz_value_info_new(p->t[e].name, 0))) st = PR_ERR_NOMEM;
+    if (k == n && !(outs[n++] = pr__qz_value_info_new(p->t[e].name, 0))) st = PR_ERR_NOMEM;
   }
   g->n_output = n - (st ? 1 : 0);
   size_t len = st ? 0 : onnx__model_proto__get_packed_size(q->mp);
@@ -147,17 +147,17 @@ static pr_status_t load_calibration_model(pr_quantizer_t *q, char *err, size_t e
 
 static pr_status_t plan(pr_quantizer_t *q, char *err, size_t err_len) {
   pr_qz_index_t ix;
-  if (pr_qz_bypass_identity(q->mp->graph) ||
-      (q->opt.fold_batchnorm && pr_qz_fold_bn(q->mp->graph, q->base_dir, &q->folded_bn)) ||
-      pr_qz_index_build(&ix, q->mp->graph))
+  if (pr__qz_bypass_identity(q->mp->graph) ||
+      (q->opt.fold_batchnorm && pr__qz_fold_bn(q->mp->graph, q->base_dir, &q->folded_bn)) ||
+      pr__qz_index_build(&ix, q->mp->graph))
     return PR_ERR_NOMEM;
   pr_qz_plan_options_t po = {.kinds = q->opt.dynamic ? 1u << PR_QZ_MATMUL : q->opt.ops,
                              .exclude = q->opt.exclude,
                              .n_exclude = q->opt.n_exclude,
                              .want_softmax_ranks = !q->opt.dynamic && q->from_opset < PR_QZ_OPSET,
                              .dynamic = q->opt.dynamic};
-  pr_status_t st = pr_qz_plan_make(&ix, &po, &q->plan, err, err_len);
-  pr_qz_index_free(&ix);
+  pr_status_t st = pr__qz_plan_make(&ix, &po, &q->plan, err, err_len);
+  pr__qz_index_free(&ix);
   return st;
 }
 
@@ -171,7 +171,7 @@ pr_status_t pr_engine_quantizer_create(const char *path, const pr_quantize_optio
   q->opt = *opt;
   if (!(st = read_model(q, path, err, err_len)) && !(st = plan(q, err, err_len)))
     st = load_calibration_model(q, err, err_len);
-  if (st == PR_ERR_NOMEM) pr_errf(err, err_len, "out of memory reading %s", path);
+  if (st == PR_ERR_NOMEM) pr__errf(err, err_len, "out of memory reading %s", path);
   if (st) {
     pr_engine_quantizer_destroy(q);
     return st;
@@ -184,8 +184,8 @@ void pr_engine_quantizer_destroy(pr_quantizer_t *q) {
   if (!q) return;
   pr_engine_session_destroy(q->session);
   pr_engine_model_destroy(q->calib);
-  pr_qz_plan_free(&q->plan);
-  pr_qz_holdout_free(&q->held_out);
+  pr__qz_plan_free(&q->plan);
+  pr__qz_holdout_free(&q->held_out);
   for (int i = 0; i < q->n_float; i++) free(q->float_names[i]);
   free(q->float_names);
   if (q->mp) onnx__model_proto__free_unpacked(q->mp, NULL);
@@ -223,7 +223,7 @@ static pr_status_t check_inputs(const pr_quantizer_t *q, const pr_tensor_t *in, 
                                 size_t err_len) {
   int n_in = pr_engine_model_num_inputs(q->calib);
   if (n != n_in || n > 64) {
-    pr_errf(err, err_len, "the model has %d inputs, %d given", n_in, n);
+    pr__errf(err, err_len, "the model has %d inputs, %d given", n_in, n);
     return PR_ERR_INVALID;
   }
   for (int i = 0; i < n; i++) {
@@ -236,8 +236,8 @@ static pr_status_t check_inputs(const pr_quantizer_t *q, const pr_tensor_t *in, 
       char want[256], got[256];
       shape_text(info.dims, info.rank, want, sizeof want);
       shape_text(in[i].dims, in[i].rank, got, sizeof got);
-      pr_errf(err, err_len, "input '%.100s' is %s %s, the model takes %s %s", info.name,
-              pr_dtype_name(in[i].dtype), got, pr_dtype_name(info.dtype), want);
+      pr__errf(err, err_len, "input '%.100s' is %s %s, the model takes %s %s", info.name,
+               pr_dtype_name(in[i].dtype), got, pr_dtype_name(info.dtype), want);
       return PR_ERR_INVALID;
     }
   }
@@ -271,16 +271,16 @@ static pr_status_t session_for(pr_quantizer_t *q, const pr_tensor_t *in, int n, 
 static pr_status_t gather(pr_qz_tensor_t *t, int pass, const pr_tensor_t *v, char *err,
                           size_t err_len) {
   if (v->dtype != PR_DTYPE_FLOAT) {
-    pr_errf(err, err_len, "tensor '%.200s' is %s: only FLOAT activations are quantized", t->name,
-            pr_dtype_name(v->dtype));
+    pr__errf(err, err_len, "tensor '%.200s' is %s: only FLOAT activations are quantized", t->name,
+             pr_dtype_name(v->dtype));
     return PR_ERR_INVALID;
   }
   if (pass == 0) {
-    pr_qz_range_add(&t->range, v->data, pr_tensor_numel(v));
+    pr__qz_range_add(&t->range, v->data, pr_tensor_numel(v));
     t->seen = true, t->rank = v->rank;
     memcpy(t->dims, v->dims, sizeof t->dims);
   } else {
-    pr_qz_range_hist_add(&t->range, v->data, pr_tensor_numel(v));
+    pr__qz_range_hist_add(&t->range, v->data, pr_tensor_numel(v));
   }
   return PR_OK;
 }
@@ -289,7 +289,7 @@ pr_status_t pr_engine_quantizer_observe(pr_quantizer_t *q, int pass, const pr_te
                                         int n_inputs, char *err, size_t err_len) {
   if (pass < 0 || pass >= pr_engine_quantizer_passes(q) || q->written ||
       (pass == 1 && !q->samples[0])) {
-    pr_errf(err, err_len, "calibration pass %d out of order", pass);
+    pr__errf(err, err_len, "calibration pass %d out of order", pass);
     return PR_ERR_INVALID;
   }
   pr_status_t st = check_inputs(q, inputs, n_inputs, err, err_len);
@@ -298,8 +298,8 @@ pr_status_t pr_engine_quantizer_observe(pr_quantizer_t *q, int pass, const pr_te
   pr_qz_plan_t *p = &q->plan;
   if (pass == 1 && !q->samples[1])
     for (int e = 0; e < p->n_t; e++)
-      if (q->opt.method == PR_CALIB_ENTROPY ? pr_qz_range_hist_begin_abs(&p->t[e].range)
-                                            : pr_qz_range_hist_begin(&p->t[e].range))
+      if (q->opt.method == PR_CALIB_ENTROPY ? pr__qz_range_hist_begin_abs(&p->t[e].range)
+                                            : pr__qz_range_hist_begin(&p->t[e].range))
         return PR_ERR_NOMEM;
   pr_tensor_t *outs = calloc((size_t)q->n_out + 1, sizeof *outs);
   if (!outs) return PR_ERR_NOMEM;
@@ -316,12 +316,12 @@ pr_status_t pr_engine_quantizer_observe(pr_quantizer_t *q, int pass, const pr_te
 pr_status_t pr_engine_quantizer_hold_out(pr_quantizer_t *q, const pr_tensor_t *inputs, int n_inputs,
                                          char *err, size_t err_len) {
   if (!(q->opt.accuracy > 0) || q->written) {
-    pr_errf(err, err_len, "held-out samples are for the accuracy search, before writing");
+    pr__errf(err, err_len, "held-out samples are for the accuracy search, before writing");
     return PR_ERR_INVALID;
   }
   pr_status_t st = check_inputs(q, inputs, n_inputs, err, err_len);
-  if (!st && (st = pr_qz_holdout_add(&q->held_out, inputs, n_inputs)))
-    pr_errf(err, err_len, "out of memory holding a sample out");
+  if (!st && (st = pr__qz_holdout_add(&q->held_out, inputs, n_inputs)))
+    pr__errf(err, err_len, "out of memory holding a sample out");
   return st;
 }
 
@@ -339,7 +339,7 @@ static pr_status_t save(const Onnx__ModelProto *mp, const char *path, uint8_t **
   bool ok = f && fwrite(*buf, 1, *len, f) == *len;
   ok = (f && !fclose(f)) && ok;
   if (!ok || rename(tmp, path)) {
-    pr_errf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+    pr__errf(err, err_len, "cannot write %s: %s", path, strerror(errno));
     unlink(tmp);
     return PR_ERR_IO;
   }
@@ -360,29 +360,29 @@ static pr_status_t search(pr_quantizer_t *q, const pr_qz_write_options_t *wo,
                                .threads = q->opt.threads,
                                .base_dir = q->base_dir,
                                .write = *wo};
-  pr_status_t st = pr_qz_search(bytes, len, &q->plan, &q->held_out, &so, res, err, err_len);
+  pr_status_t st = pr__qz_search(bytes, len, &q->plan, &q->held_out, &so, res, err, err_len);
   free(bytes);
   if (st) return st;
   q->float_names = calloc((size_t)q->plan.n_ops + 1, sizeof *q->float_names);
   if (!q->float_names) return PR_ERR_NOMEM;
   for (int i = 0; i < q->plan.n_ops; i++) {
     if (!q->plan.ops[i].kept_float) continue;
-    const char *name = pr_qz_node_name(q->mp->graph->node[q->plan.ops[i].node]);
+    const char *name = pr__qz_node_name(q->mp->graph->node[q->plan.ops[i].node]);
     if (!(q->float_names[q->n_float++] = strdup(name))) return PR_ERR_NOMEM;
   }
-  pr_log(PR_LOG_INFO,
-         "quantize: %d nodes left float after %d trials: %.1f%% agree (all int8 %.1f%%)",
-         q->n_float, res->trials, res->agreement, res->agreement_all_int8);
+  pr__log(PR_LOG_INFO,
+          "quantize: %d nodes left float after %d trials: %.1f%% agree (all int8 %.1f%%)",
+          q->n_float, res->trials, res->agreement, res->agreement_all_int8);
   return PR_OK;
 }
 
 static void fill_report(const pr_quantizer_t *q, const pr_qz_search_result_t *res,
                         pr_quantize_report_t *report) {
   memset(report, 0, sizeof *report);
-  pr_qz_plan_counts(&q->plan, report->ops);
+  pr__qz_plan_counts(&q->plan, report->ops);
   for (int e = 0; e < q->plan.n_t; e++) report->tensors += q->plan.t[e].refs > 0;
   report->from_opset = q->from_opset;
-  report->opset = pr_qz_opset(q->mp);
+  report->opset = pr__qz_opset(q->mp);
   report->samples = q->samples[0];
   report->folded_bn = q->folded_bn;
   report->held_out = q->held_out.n;
@@ -398,7 +398,7 @@ static pr_status_t check_loads(pr_quantizer_t *q, const char *path, const uint8_
                                char *err, size_t err_len) {
   pr_model_t *check = NULL;
   pr_status_t st = pr_engine_model_load_memory(buf, len, q->base_dir, &check, err, err_len);
-  if (st) pr_log(PR_LOG_ERROR, "the quantized model %s does not load: %s", path, err);
+  if (st) pr__log(PR_LOG_ERROR, "the quantized model %s does not load: %s", path, err);
   pr_engine_model_destroy(check);
   return st;
 }
@@ -409,8 +409,8 @@ static pr_status_t write_dynamic(pr_quantizer_t *q, const char *path, pr_quantiz
   int n_dynamic = 0;
   uint8_t *buf = NULL;
   size_t len = 0;
-  pr_status_t st = pr_qz_write_dynamic(q->mp, &q->plan, q->base_dir, q->opt.reduce_range ? 64 : 127,
-                                       &n_dynamic, err, err_len);
+  pr_status_t st = pr__qz_write_dynamic(q->mp, &q->plan, q->base_dir,
+                                        q->opt.reduce_range ? 64 : 127, &n_dynamic, err, err_len);
   if (!st) st = save(q->mp, path, &buf, &len, err, err_len);
   if (!st) st = check_loads(q, path, buf, len, err, err_len);
   free(buf);
@@ -433,15 +433,15 @@ pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
       : q->opt.accuracy > 0 && !q->held_out.n ? "the accuracy search needs held-out samples"
                                               : NULL;
   if (refusal) {
-    pr_errf(err, err_len, "%s", refusal);
+    pr__errf(err, err_len, "%s", refusal);
     return PR_ERR_INVALID;
   }
   q->written = true;
-  for (int e = 0; e < q->plan.n_t; e++) pr_qz_range_entropy(&q->plan.t[e].range); /* if one */
-  if (!pr_qz_plan_settle(&q->plan)) {
-    pr_errf(err, err_len,
-            "nothing left to quantize after calibration (no Add of two inputs of "
-            "one shape, no MatMul input of rank 2 or more)");
+  for (int e = 0; e < q->plan.n_t; e++) pr__qz_range_entropy(&q->plan.t[e].range); /* if one */
+  if (!pr__qz_plan_settle(&q->plan)) {
+    pr__errf(err, err_len,
+             "nothing left to quantize after calibration (no Add of two inputs of "
+             "one shape, no MatMul input of rank 2 or more)");
     return PR_ERR_INVALID;
   }
   pr_qz_write_options_t wo = {
@@ -451,9 +451,9 @@ pr_status_t pr_engine_quantizer_write(pr_quantizer_t *q, const char *path,
       .w_max = q->opt.reduce_range ? 64 : 127};
   pr_qz_search_result_t res = {0};
   pr_status_t st = q->opt.accuracy > 0 ? search(q, &wo, &res, err, err_len) : PR_OK;
-  if (st == PR_ERR_NOMEM) pr_errf(err, err_len, "out of memory in the accuracy search");
-  if (!st) st = pr_qz_opset_upgrade(q->mp, &q->plan, err, err_len);
-  if (!st) st = pr_qz_write_qdq(q->mp, &q->plan, &wo, err, err_len);
+  if (st == PR_ERR_NOMEM) pr__errf(err, err_len, "out of memory in the accuracy search");
+  if (!st) st = pr__qz_opset_upgrade(q->mp, &q->plan, err, err_len);
+  if (!st) st = pr__qz_write_qdq(q->mp, &q->plan, &wo, err, err_len);
   uint8_t *buf = NULL;
   size_t len = 0;
   if (!st) st = save(q->mp, path, &buf, &len, err, err_len);

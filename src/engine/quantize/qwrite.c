@@ -26,16 +26,16 @@ typedef struct {
 /* Appends n to the new node list (n stays the caller's on failure). */
 static pr_status_t emit(writer_t *w, Onnx__NodeProto *n) {
   if (!n) return PR_ERR_NOMEM;
-  return pr_qz_list_push(&w->out, &w->n_out, &w->cap, n);
+  return pr__qz_list_push(&w->out, &w->n_out, &w->cap, n);
 }
 
 /* Adds an initializer "<base><suffix>"; PR_ERR_NOMEM. */
 static pr_status_t add_init(writer_t *w, const char *base, const char *suffix, pr_dtype_t t,
                             int rank, const int64_t *dims, const void *data, size_t nbytes) {
-  char *name = pr_qz_name(base, suffix);
-  Onnx__TensorProto *tp = name ? pr_qz_tensor_new(name, t, rank, dims, data, nbytes) : NULL;
+  char *name = pr__qz_name(base, suffix);
+  Onnx__TensorProto *tp = name ? pr__qz_tensor_new(name, t, rank, dims, data, nbytes) : NULL;
   free(name);
-  return tp ? pr_qz_add_init(w->g, tp) : PR_ERR_NOMEM;
+  return tp ? pr__qz_add_init(w->g, tp) : PR_ERR_NOMEM;
 }
 
 /* A DequantizeLinear (op "DequantizeLinear") or QuantizeLinear of
@@ -43,14 +43,14 @@ static pr_status_t add_init(writer_t *w, const char *base, const char *suffix, p
  * with_zp) into "<base><out_suffix>"; axis >= 0 sets the axis. */
 static pr_status_t qdq_node(writer_t *w, const char *op, const char *base, const char *in_suffix,
                             const char *out_suffix, bool with_zp, int axis) {
-  char *in = pr_qz_name(base, in_suffix), *out = pr_qz_name(base, out_suffix);
-  char *scale = pr_qz_name(base, "_scale"), *zp = pr_qz_name(base, "_zero_point");
-  char *name = pr_qz_name(out ? out : "", "_node");
+  char *in = pr__qz_name(base, in_suffix), *out = pr__qz_name(base, out_suffix);
+  char *scale = pr__qz_name(base, "_scale"), *zp = pr__qz_name(base, "_zero_point");
+  char *name = pr__qz_name(out ? out : "", "_node");
   pr_status_t st = PR_ERR_NOMEM;
   if (in && out && scale && zp && name) {
     const char *ins[3] = {in, scale, zp};
-    Onnx__NodeProto *n = pr_qz_node_new(op, name, with_zp ? 3 : 2, ins, 1, (const char **)&out);
-    if (n && axis >= 0 && pr_qz_node_set_int(n, "axis", axis)) {
+    Onnx__NodeProto *n = pr__qz_node_new(op, name, with_zp ? 3 : 2, ins, 1, (const char **)&out);
+    if (n && axis >= 0 && pr__qz_node_set_int(n, "axis", axis)) {
       onnx__node_proto__free_unpacked(n, NULL);
       n = NULL;
     }
@@ -85,11 +85,11 @@ static bool quantized(const writer_t *w, int e) {
 /* The base name of op's weights (or bias): the value's name, with the
  * node index when other nodes read it too. */
 static char *param_base(writer_t *w, const pr_qz_op_t *op, const char *name) {
-  int id = pr_qz_id(&w->ix, name);
+  int id = pr__qz_id(&w->ix, name);
   if (id >= 0 && w->ix.uses[id] <= 1) return strdup(name);
   char suffix[32];
   snprintf(suffix, sizeof suffix, "_n%d", op->node);
-  return pr_qz_name(name, suffix);
+  return pr__qz_name(name, suffix);
 }
 
 /* int8 weights per channel and their DequantizeLinear; the node reads the
@@ -98,7 +98,7 @@ static pr_status_t weights(writer_t *w, const pr_qz_op_t *op, float **sw, int64_
   Onnx__NodeProto *n = w->g->node[op->node];
   const char *name = n->input[op->w_input];
   pr_tensor_t *t = NULL;
-  pr_status_t st = pr_qz_const_float(&w->ix, name, w->o->base_dir, &t, w->err, w->err_len);
+  pr_status_t st = pr__qz_const_float(&w->ix, name, w->o->base_dir, &t, w->err, w->err_len);
   if (st) return st;
   int64_t outer = 1, inner = 1, ch = t->dims[op->w_axis], numel = pr_tensor_numel(t);
   for (int k = 0; k < t->rank; k++)
@@ -107,18 +107,18 @@ static pr_status_t weights(writer_t *w, const pr_qz_op_t *op, float **sw, int64_
     else if (k > op->w_axis)
       inner *= t->dims[k];
   int8_t *q = malloc((size_t)numel + 1), *zeros = calloc((size_t)ch + 1, 1);
-  char *base = param_base(w, op, name), *dq = base ? pr_qz_name(base, "_dequantized") : NULL;
+  char *base = param_base(w, op, name), *dq = base ? pr__qz_name(base, "_dequantized") : NULL;
   *sw = malloc(sizeof(float) * ((size_t)ch + 1));
   *n_sw = ch;
   st = PR_ERR_NOMEM;
   if (q && zeros && base && dq && *sw) {
-    pr_qz_weights_s8(t->data, outer, ch, inner, w->o->w_max, q, *sw);
+    pr__qz_weights_s8(t->data, outer, ch, inner, w->o->w_max, q, *sw);
     st = add_init(w, base, "_quantized", PR_DTYPE_INT8, t->rank, t->dims, q, (size_t)numel);
     if (!st) st = add_init(w, base, "_scale", PR_DTYPE_FLOAT, 1, &ch, *sw, sizeof(float) * ch);
     if (!st) st = add_init(w, base, "_zero_point", PR_DTYPE_INT8, 1, &ch, zeros, (size_t)ch);
     if (!st)
       st = qdq_node(w, "DequantizeLinear", base, "_quantized", "_dequantized", true, op->w_axis);
-    if (!st) st = pr_qz_node_set_input(n, op->w_input, dq);
+    if (!st) st = pr__qz_node_set_input(n, op->w_input, dq);
   }
   free(q), free(zeros), free(base), free(dq);
   pr_engine_tensor_free(t);
@@ -132,21 +132,21 @@ static pr_status_t bias(writer_t *w, const pr_qz_op_t *op, const float *sw, int6
   Onnx__NodeProto *n = w->g->node[op->node];
   const char *name = n->input[op->bias_input];
   pr_tensor_t *t = NULL;
-  pr_status_t st = pr_qz_const_float(&w->ix, name, w->o->base_dir, &t, w->err, w->err_len);
+  pr_status_t st = pr__qz_const_float(&w->ix, name, w->o->base_dir, &t, w->err, w->err_len);
   if (st) return st;
   int64_t count = pr_tensor_numel(t);
   float sx = w->scale[op->act[0]];
   int32_t *q = malloc(sizeof(int32_t) * ((size_t)count + 1));
   float *scale = malloc(sizeof(float) * ((size_t)count + 1));
-  char *base = param_base(w, op, name), *dq = base ? pr_qz_name(base, "_dequantized") : NULL;
+  char *base = param_base(w, op, name), *dq = base ? pr__qz_name(base, "_dequantized") : NULL;
   st = PR_ERR_NOMEM;
   if (q && scale && base && dq && (n_sw == 1 || n_sw == count)) {
-    pr_qz_bias_s32(t->data, count, sx, sw, n_sw, q);
+    pr__qz_bias_s32(t->data, count, sx, sw, n_sw, q);
     for (int64_t c = 0; c < count; c++) scale[c] = sx * sw[n_sw > 1 ? c : 0];
     st = add_init(w, base, "_quantized", PR_DTYPE_INT32, 1, &count, q, sizeof(int32_t) * count);
     if (!st) st = add_init(w, base, "_scale", PR_DTYPE_FLOAT, 1, &count, scale, 4 * count);
     if (!st) st = qdq_node(w, "DequantizeLinear", base, "_quantized", "_dequantized", false, 0);
-    if (!st) st = pr_qz_node_set_input(n, op->bias_input, dq);
+    if (!st) st = pr__qz_node_set_input(n, op->bias_input, dq);
   }
   free(q), free(scale), free(base), free(dq);
   pr_engine_tensor_free(t);
@@ -173,17 +173,17 @@ static pr_status_t rewrite_node(writer_t *w, int i, const pr_qz_op_t *op) {
   Onnx__NodeProto *n = w->g->node[i];
   pr_status_t st = PR_OK;
   for (size_t k = 0; k < n->n_input && !st; k++) {
-    int e = n->input[k][0] ? pr_qz_plan_find(w->plan, n->input[k]) : -1;
+    int e = n->input[k][0] ? pr__qz_plan_find(w->plan, n->input[k]) : -1;
     if (!quantized(w, e)) continue;
-    char *dq = pr_qz_name(w->plan->t[e].name, "_dequantized");
-    st = dq ? pr_qz_node_set_input(n, (int)k, dq) : PR_ERR_NOMEM;
+    char *dq = pr__qz_name(w->plan->t[e].name, "_dequantized");
+    st = dq ? pr__qz_node_set_input(n, (int)k, dq) : PR_ERR_NOMEM;
     free(dq);
   }
-  if (!st && op && pr_qz_op_live(op)) st = op_params(w, op);
+  if (!st && op && pr__qz_op_live(op)) st = op_params(w, op);
   if (!st) st = emit(w, n);
   if (st) return st;
   for (size_t k = 0; k < n->n_output && !st; k++) {
-    int e = n->output[k][0] ? pr_qz_plan_find(w->plan, n->output[k]) : -1;
+    int e = n->output[k][0] ? pr__qz_plan_find(w->plan, n->output[k]) : -1;
     if (quantized(w, e)) st = act_qdq(w, e);
   }
   return st;
@@ -207,28 +207,28 @@ static pr_status_t rewrite_graph(writer_t *w) {
   return PR_OK;
 }
 
-pr_status_t pr_qz_prune(Onnx__GraphProto *g) {
+pr_status_t pr__qz_prune(Onnx__GraphProto *g) {
   pr_qz_index_t ix;
   bool *drop_node = calloc(g->n_node + 1, sizeof(bool));
   bool *drop_init = calloc(g->n_initializer + 1, sizeof(bool));
-  if (!drop_node || !drop_init || pr_qz_index_build(&ix, g)) {
+  if (!drop_node || !drop_init || pr__qz_index_build(&ix, g)) {
     free(drop_node), free(drop_init);
     return PR_ERR_NOMEM;
   }
   /* decided first, freed after: the index borrows the names */
   for (size_t i = 0; i < g->n_node; i++) {
     const Onnx__NodeProto *n = g->node[i];
-    int id = n->n_output == 1 ? pr_qz_id(&ix, n->output[0]) : -1;
+    int id = n->n_output == 1 ? pr__qz_id(&ix, n->output[0]) : -1;
     drop_node[i] = !strcmp(n->op_type, "Constant") && id >= 0 && !ix.uses[id] && !ix.is_output[id];
   }
   for (size_t i = 0; i < g->n_initializer; i++) {
     const char *name = g->initializer[i]->name;
-    int id = pr_qz_id(&ix, name);
+    int id = pr__qz_id(&ix, name);
     bool listed = false; /* an initializer that is also a graph input stays */
     for (size_t k = 0; k < g->n_input && !listed; k++) listed = !strcmp(g->input[k]->name, name);
     drop_init[i] = id >= 0 && !ix.uses[id] && !ix.is_output[id] && !listed;
   }
-  pr_qz_index_free(&ix);
+  pr__qz_index_free(&ix);
   size_t kept = 0;
   for (size_t i = 0; i < g->n_node; i++)
     if (drop_node[i])
@@ -254,7 +254,7 @@ static pr_status_t inline_external(Onnx__TensorProto *tp, const char *base_dir, 
   if (!tp->has_data_location || tp->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
     return PR_OK;
   pr_tensor_t *t;
-  pr_status_t st = pr_tensor_from_proto(tp, base_dir, &t, err, err_len);
+  pr_status_t st = pr__tensor_from_proto(tp, base_dir, &t, err, err_len);
   if (st) return st;
   size_t nbytes = (size_t)pr_tensor_numel(t) * pr_dtype_size(t->dtype);
   uint8_t *raw = malloc(nbytes ? nbytes : 1);
@@ -273,33 +273,34 @@ static pr_status_t inline_external(Onnx__TensorProto *tp, const char *base_dir, 
   return raw ? PR_OK : PR_ERR_NOMEM;
 }
 
-pr_status_t pr_qz_inline_all(Onnx__GraphProto *g, const char *base_dir, char *err, size_t err_len) {
+pr_status_t pr__qz_inline_all(Onnx__GraphProto *g, const char *base_dir, char *err,
+                              size_t err_len) {
   pr_status_t st = PR_OK;
   for (size_t i = 0; i < g->n_initializer && !st; i++)
     st = inline_external(g->initializer[i], base_dir, err, err_len);
   for (size_t i = 0; i < g->n_node && !st; i++) {
-    const Onnx__AttributeProto *a = pr_qz_attr(g->node[i], "value");
+    const Onnx__AttributeProto *a = pr__qz_attr(g->node[i], "value");
     if (a && a->t && !strcmp(g->node[i]->op_type, "Constant"))
       st = inline_external(a->t, base_dir, err, err_len);
   }
   return st;
 }
 
-pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
-                            const pr_qz_write_options_t *o, char *err, size_t err_len) {
+pr_status_t pr__qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
+                             const pr_qz_write_options_t *o, char *err, size_t err_len) {
   writer_t w = {.g = mp->graph, .plan = plan, .o = o, .err = err, .err_len = err_len};
-  if (pr_qz_index_build(&w.ix, w.g)) return PR_ERR_NOMEM;
+  if (pr__qz_index_build(&w.ix, w.g)) return PR_ERR_NOMEM;
   w.scale = calloc((size_t)plan->n_t + 1, sizeof *w.scale);
   w.zp = calloc((size_t)plan->n_t + 1, sizeof *w.zp);
   pr_status_t st = w.scale && w.zp ? PR_OK : PR_ERR_NOMEM;
   for (int e = 0; e < plan->n_t && !st; e++) {
     float lo, hi;
-    pr_qz_range_get(&plan->t[e].range, o->percentile, &lo, &hi);
-    pr_qz_act_params(lo, hi, o->act_type, &w.scale[e], &w.zp[e]);
+    pr__qz_range_get(&plan->t[e].range, o->percentile, &lo, &hi);
+    pr__qz_act_params(lo, hi, o->act_type, &w.scale[e], &w.zp[e]);
     if (plan->t[e].refs > 0)
-      pr_log(PR_LOG_DEBUG, "quantize: %s in [%g, %g] (measured [%g, %g]): scale %g, zero point %d",
-             plan->t[e].name, lo, hi, plan->t[e].range.min, plan->t[e].range.max, w.scale[e],
-             (int)w.zp[e]);
+      pr__log(PR_LOG_DEBUG, "quantize: %s in [%g, %g] (measured [%g, %g]): scale %g, zero point %d",
+              plan->t[e].name, lo, hi, plan->t[e].range.min, plan->t[e].range.max, w.scale[e],
+              (int)w.zp[e]);
   }
   if (!st) st = rewrite_graph(&w);
   if (st) { /* the graph keeps its own nodes; the new ones go */
@@ -310,9 +311,9 @@ pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
     }
   }
   free(w.out), free(w.scale), free(w.zp);
-  pr_qz_index_free(&w.ix);
-  if (!st) st = pr_qz_prune(mp->graph);
-  if (!st) st = pr_qz_inline_all(mp->graph, o->base_dir, err, err_len);
-  if (st == PR_ERR_NOMEM) pr_errf(err, err_len, "out of memory writing the quantized model");
+  pr__qz_index_free(&w.ix);
+  if (!st) st = pr__qz_prune(mp->graph);
+  if (!st) st = pr__qz_inline_all(mp->graph, o->base_dir, err, err_len);
+  if (st == PR_ERR_NOMEM) pr__errf(err, err_len, "out of memory writing the quantized model");
   return st;
 }

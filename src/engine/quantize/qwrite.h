@@ -26,16 +26,16 @@ typedef struct {
 /* Folds each BatchNormalization (inference mode, constant parameters) that
  * is the only reader of a Conv's output into the Conv's weights and bias
  * (fold_bn.c); *folded: how many. Only PR_ERR_NOMEM. */
-pr_status_t pr_qz_fold_bn(Onnx__GraphProto *g, const char *base_dir, int *folded);
+pr_status_t pr__qz_fold_bn(Onnx__GraphProto *g, const char *base_dir, int *folded);
 
 /* The model's default-domain opset (0 when it imports none). */
-int pr_qz_opset(const Onnx__ModelProto *mp);
+int pr__qz_opset(const Onnx__ModelProto *mp);
 
 /* Raises the model to opset 13 when it is lower (qwrite.h's notes); plan's
  * observed tensors give the Softmax ranks. PR_ERR_UNSUPPORTED with a
  * message naming the node when one has no opset-13 form. */
-pr_status_t pr_qz_opset_upgrade(Onnx__ModelProto *mp, const pr_qz_plan_t *plan, char *err,
-                                size_t err_len);
+pr_status_t pr__qz_opset_upgrade(Onnx__ModelProto *mp, const pr_qz_plan_t *plan, char *err,
+                                 size_t err_len);
 
 /* Rewrites the graph of mp in QDQ form: each quantized tensor of the plan
  * behind a QuantizeLinear/DequantizeLinear pair with the scale and zero
@@ -44,8 +44,8 @@ pr_status_t pr_qz_opset_upgrade(Onnx__ModelProto *mp, const pr_qz_plan_t *plan, 
  * more removed, and every tensor's external data read in (the model is
  * written elsewhere, its data files are not). Node indices of the plan must be those of mp's graph.
  */
-pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
-                            const pr_qz_write_options_t *o, char *err, size_t err_len);
+pr_status_t pr__qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
+                             const pr_qz_write_options_t *o, char *err, size_t err_len);
 
 /* Rewrites each live MatMul op of the plan (constant 2-D weights) in the
  * dynamic form ONNX Runtime's quantize_dynamic writes (qdynamic.c): its
@@ -53,17 +53,17 @@ pr_status_t pr_qz_write_qdq(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
  * and zero point computed at run time), MatMulInteger with int8 weights
  * (symmetric per column, zero point 0), the int32 product Cast to float
  * and multiplied by x_scale * w_scale[column]. Unused constants pruned and
- * external data inlined as pr_qz_write_qdq. *n_dynamic: the
+ * external data inlined as pr__qz_write_qdq. *n_dynamic: the
  * DynamicQuantizeLinear nodes. PR_ERR_UNSUPPORTED below opset 11. */
-pr_status_t pr_qz_write_dynamic(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
-                                const char *base_dir, int w_max, int *n_dynamic, char *err,
-                                size_t err_len);
+pr_status_t pr__qz_write_dynamic(Onnx__ModelProto *mp, const pr_qz_plan_t *plan,
+                                 const char *base_dir, int w_max, int *n_dynamic, char *err,
+                                 size_t err_len);
 
 /* Drops the Constant nodes and initializers that nothing reads any more
  * (the float weights that int8 ones replaced); PR_ERR_NOMEM. */
-pr_status_t pr_qz_prune(Onnx__GraphProto *g);
+pr_status_t pr__qz_prune(Onnx__GraphProto *g);
 /* Every tensor of g (initializers, Constant values) with its external data
  * read inline (from base_dir). */
-pr_status_t pr_qz_inline_all(Onnx__GraphProto *g, const char *base_dir, char *err, size_t err_len);
+pr_status_t pr__qz_inline_all(Onnx__GraphProto *g, const char *base_dir, char *err, size_t err_len);
 
 #endif
