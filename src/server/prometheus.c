@@ -292,6 +292,17 @@ static void write_cores(FILE *f, pr_models_t *ms, const ready_t *r) {
   fprintf(f, "packrat_core_moves_total %llu\n", (unsigned long long)pr__models_core_moves(ms));
 }
 
+/* The weights each model's instances share: one copy in the kernels'
+ * layouts, however many instances run (engine.h). */
+static void write_weights(FILE *f, const ready_t *r) {
+  family(f, "packrat_model_shared_weight_bytes", "gauge",
+         "Bytes of weights in the kernels' layouts that the model's instances share (one copy).");
+  for (int i = 0; i < r->n; i++)
+    fprintf(f, "packrat_model_shared_weight_bytes{model=\"%s\",version=\"%s\"} %zu\n",
+            r->list[i]->entry.name, r->list[i]->entry.version,
+            pr_engine_model_shared_weight_bytes(r->list[i]->model));
+}
+
 /* ---- server-wide families ---- */
 
 static void write_server(FILE *f, const pr_prom_server_t *srv, int known) {
@@ -346,6 +357,7 @@ void pr__prom_write(pr_models_t *ms, const pr_prom_server_t *srv, FILE *f) {
   write_admission(f, &r);
   write_plan_gauges(f, &r);
   write_cores(f, ms, &r);
+  write_weights(f, &r);
   for (int i = 0; i < r.n; i++) pr__models_put(r.list[i]);
   free(r.list);
   write_server(f, srv, known);

@@ -108,6 +108,9 @@ req "wrong method" 405 GET /v2/models/mlp/infer; still_serving "wrong method"
 req "stats" 200 GET /v2/models/mlp/stats; jcheck "stats body" "(lambda s: s['inference_stats']['success']['count']>=10 and s['execution_count']>=1 and s['inference_stats']['compute_infer']['ns']>0 and s['packrat']['compute_time_ms_total']>0)(d['model_stats'][0])"
 req "plan" 200 GET /v2/models/mlp/plan; jcheck "plan body" "sum(i['batch'] for i in d['instances'])==d['batch'] and d['batch'] in (1, 2, 4) and all(len(i['cores'])==i['threads'] for i in d['instances'])" # the autoscaler may have left batch 4 on a slow machine
 req "metrics" 200 GET /metrics
+# the instances share one copy of the weights in the kernels' layouts
+wbytes=$(sed -n 's/^packrat_model_shared_weight_bytes{model="mlp",version="2"} //p' "$tmp/body")
+if [ -n "$wbytes" ] && [ "$wbytes" -gt 0 ]; then ok "shared weight bytes $wbytes"; else bad "shared weight bytes: '$wbytes'"; fi
 if grep -q 'packrat_requests_total{model="mlp",version="2",outcome="success"}' "$tmp/body" && grep -q packrat_batch_size_bucket "$tmp/body" && grep -q packrat_plan_instances "$tmp/body"; then ok "metrics content"; else bad "metrics content"; fi
 if command -v promtool >/dev/null; then
   if promtool check metrics < "$tmp/body" >/dev/null 2>&1; then ok "promtool check metrics"; else bad "promtool check metrics"; promtool check metrics < "$tmp/body"; fi
