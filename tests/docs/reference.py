@@ -82,6 +82,26 @@ def source_with(root, needle):
     raise SystemExit(f"no file under src/ holds {needle!r}")
 
 
+def config_examples(root):
+    """[(where, object)]: every JSON object of the ```json fences of
+    docs/model-repository.md and docs/planning.md (a fence may hold several,
+    one after another), each an example of a config.json."""
+    out = []
+    for rel in ("docs/model-repository.md", "docs/planning.md"):
+        _, fences = docs_lib.split_fences(docs_lib.read(root, rel))
+        for info, body, line in fences:
+            if info.split()[:1] != ["json"]:
+                continue
+            text, at, dec = body.strip(), 0, json.JSONDecoder()
+            while at < len(text):
+                obj, end = dec.raw_decode(text, at)
+                out.append((f"{rel}:{line}", obj))
+                at = end
+                while at < len(text) and text[at].isspace():
+                    at += 1
+    return out
+
+
 def check_config(packrat, root, work):
     repo = os.path.join(work, "repo")
     shutil.rmtree(repo, ignore_errors=True)
@@ -90,6 +110,14 @@ def check_config(packrat, root, work):
                    check=True, capture_output=True)
     shutil.copy(os.path.join(work, "mlp.onnx"), os.path.join(repo, "probe", "1", "model.onnx"))
     json.dump({"no_such_setting": 1}, open(os.path.join(repo, "probe", "config.json"), "w"))
+    examples = config_examples(root)
+    for i, (where, example) in enumerate(examples):
+        # each example as a model's config.json (a fixed plan: its parse is
+        # what is checked, not a profile of the probe model)
+        d = os.path.join(repo, f"example{i}")
+        os.makedirs(os.path.join(d, "1"))
+        shutil.copy(os.path.join(work, "mlp.onnx"), os.path.join(d, "1", "model.onnx"))
+        json.dump(dict(example, plan="1x1"), open(os.path.join(d, "config.json"), "w"))
     env = dict(os.environ, PACKRAT_CACHE=os.path.join(work, "cache"))
     srv = docs_lib.Server(packrat, repo, os.path.join(work, "reference.log"), env=env)
     try:
@@ -102,6 +130,11 @@ def check_config(packrat, root, work):
         fail("the server's log has no 'unknown setting' message listing the known keys")
         return metrics
     accepted = {k.strip() for k in m.group(1).split(",")}
+    log = open(srv.log).read()
+    for i, (where, example) in enumerate(examples):
+        bad = re.search(rf"example{i}/config\.json: (.*)", log)
+        if bad:
+            fail(f"{where}: the parser refuses this example config.json: {bad.group(1)}")
     page = docs_lib.read(root, "docs/model-repository.md")
     table = section(page, "## config.json reference")
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", table, re.M))
@@ -117,7 +150,8 @@ def check_config(packrat, root, work):
         if f"`{k}`" not in page and f'"{k}"' not in page:
             fail(f"config.json nested key '{k}' (the parser reads it) is not on "
                  "docs/model-repository.md")
-    print(f"{len(accepted)} config.json keys and {len(nested)} nested keys checked")
+    print(f"{len(accepted)} config.json keys, {len(nested)} nested keys and "
+          f"{len(examples)} example configs checked")
     return metrics
 
 
