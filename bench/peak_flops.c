@@ -2,7 +2,7 @@
  * on the widest vectors the CPU has (AVX-512, else AVX2), or on 256-bit
  * vectors when ONEDNN_MAX_CPU_ISA=AVX2 holds the engine to AVX2 (the same one
  * setting: the AVX2 peak of an AVX-512 machine). The result is the
- * denominator of the "fraction of peak" columns in the README. */
+ * denominator of the "fraction of peak" columns in docs/benchmarks.md. */
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@ optimizations on) on the QDQ model, each pinned with taskset to cores
 medians is kept). Reports the medians and the ratios int8/ORT int8 and
 fp32/int8 (the int8 speed-up), with the CPU and whether it has VNNI (where
 oneDNN's int8 kernels run; without it packrat runs int8 as exact plain
-loops, see README "Quantized models").
+loops, see docs/quantization.md).
 
 With --reduce-range the QDQ models have 7-bit weights (`packrat quantize
 --reduce-range`), which oneDNN's int8 kernels run exactly without VNNI.

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Copies the tables written by the bench scripts (bench/results/*.md) into
-README.md between the <!-- results --> markers, in a fixed order."""
+docs/benchmarks.md between the <!-- results --> markers, in a fixed order."""
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.path.join(ROOT, "docs", "benchmarks.md")
 SECTIONS = [
     ("engine_peers.md", "### Engine: packrat vs ONNX Runtime vs PyTorch (CNNs)"),
     ("engine_peers_transformers.md", "### Engine: transformers (BERT-base, GPT-2 small; sequence 128)"),
@@ -38,11 +39,11 @@ def main():
         path = os.path.join(ROOT, "bench", "results", name)
         if os.path.exists(path):
             parts.append(f"{title}\n\n{open(path).read().strip()}\n")
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    readme = open(TARGET).read()
     start, end = "<!-- results -->", "<!-- /results -->"
     i, j = readme.index(start), readme.index(end)
     readme = readme[:i + len(start)] + "\n" + "\n".join(parts) + readme[j:]
-    open(os.path.join(ROOT, "README.md"), "w").write(readme)
+    open(TARGET, "w").write(readme)
 
 
 if __name__ == "__main__":

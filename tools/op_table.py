@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The README's operator table: each operator the engine implements, the
+"""The operator table of docs/engine.md: each operator the engine implements, the
 opsets it loads in, and the element types in which it passes node tests.
 
 The types of an operator are those of the node tests that pass and hold that
@@ -14,7 +14,7 @@ test of that operator in that type exists.
 usage: op_table.py OPS_LIST [--tests DIR PASSING]... [--all-pass DIR]...
                    [--write FILE | --check FILE]
   OPS_LIST: `conformance --ops` output (NAME MIN_OPSET MAX_OPSET a line)
-  --write rewrites the table between the markers in FILE (the README),
+  --write rewrites the table between the markers in FILE (docs/engine.md),
   --check fails when FILE's table differs; else the table is printed.
 """
 import argparse

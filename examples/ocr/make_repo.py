@@ -17,7 +17,7 @@ and a config.json per model. The models' spatial axes are symbolic
 with "dims" and the client resizes and pads every image to the served shape
 (a few widths of the recognizer are served side by side and the client
 picks the narrowest that fits a crop). A range in "dims" would serve every
-width from one model (README, "Dynamic dims"; tests/e2e/shapes_real.py
+width from one model (docs/model-repository.md, "Dynamic dims"; tests/e2e/shapes_real.py
 serves this recognizer at widths 64..960); the example keeps its fixed
 widths. The plan is fixed
 ("TxB", no profiling) so that the server starts in seconds.

@@ -24,7 +24,9 @@ static void usage(FILE *f) {
           "DIR/<model>/config.json, or DIR/<model>.onnx) over the Open Inference Protocol.\n"
           "Each model is profiled (progress and the time left in the log; a cached profile\n"
           "that covers it is reused, see 'packrat profile --help'), planned for its max\n"
-          "batch and run on pinned instances.\n"
+          "batch and run on pinned instances; a fixed \"plan\" in config.json (e.g.\n"
+          "\"1x1\") skips the profile. Every config.json key: docs/model-repository.md.\n"
+          "The ready line names the address; the dashboard is its page /.\n"
           "\n"
           "  --host ADDR              IPv4 or IPv6 address to listen on (default\n"
           "                           127.0.0.1; 0.0.0.0 or :: for every interface)\n"
@@ -281,9 +283,11 @@ static int serve(pr_server_config_t *cfg) {
   if (pr__server_grpc_port(s) >= 0)
     snprintf(grpc, sizeof grpc, ", gRPC%s: %s:%d", cfg->tls_cert_file ? " (TLS)" : "", url_host,
              pr__server_grpc_port(s));
+  const char *scheme = cfg->tls_cert_file ? "https" : "http";
   pr__log(PR_LOG_INFO,
-          "ready: %s://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics%s)",
-          cfg->tls_cert_file ? "https" : "http", url_host, pr__server_port(s), grpc);
+          "ready: %s://%s:%d/v2 (infer: POST /v2/models/<model>/infer, metrics: /metrics, "
+          "dashboard: %s://%s:%d/%s)",
+          scheme, url_host, pr__server_port(s), scheme, url_host, pr__server_port(s), grpc);
   while (sem_wait(&sigs.got) && errno == EINTR) {
   }
   pr__log(PR_LOG_INFO, "%s: finishing accepted requests, then exiting",

@@ -38,7 +38,7 @@ static int version(void) {
  * Unless OpenMP's wait was set by the user, packrat starts itself again at
  * once with GOMP_SPINCOUNT=PR_OMP_SPINS (about 80 us): longer than the gaps between a
  * model's kernels (microseconds), shorter than the gaps between requests.
- * bench/serve.py measures the difference (README, "Server"). */
+ * bench/serve.py measures the difference (docs/benchmarks.md, "Server"). */
 #define PR_OMP_SPINS "3000"
 static void settle_openmp(char **argv) {
   if (getenv("GOMP_SPINCOUNT") || getenv("OMP_WAIT_POLICY")) return;

@@ -91,8 +91,9 @@ static pr_status_t resolve_input(pr_compile_t *c, const pr_session_options_t *op
     if (val < 0 && k == 0) val = opt->batch;
     if (val < 1)
       return pr__fail(c, NULL, PR_ERR_INVALID,
-                      "input '%s': no value for symbolic dimension %d (%s)", mv->name, k,
-                      mv->dim_names[k] ? mv->dim_names[k] : "unnamed");
+                      "input '%s': no value for symbolic dimension %d (%s): give it a size "
+                      "(config.json \"dims\", or --dim NAME=N)",
+                      mv->name, k, mv->dim_names[k] ? mv->dim_names[k] : "unnamed");
     v->dims[k] = val;
   }
   return PR_OK;

@@ -60,8 +60,8 @@ pr_status_t pr_sched__admit_locked(pr_sched_t *s, pr_request_t *r, double timeou
   if (s->depth >= s->cfg.queue_capacity) {
     /* a retry may get in once about half the queue is served */
     r->retry_after_s = rate > 0 ? 0.5 * wait : 1;
-    snprintf(r->err, sizeof r->err, "the model's queue is full (%d requests); retry later",
-             s->depth);
+    snprintf(r->err, sizeof r->err,
+             "the model's queue is full (%d requests: queue_capacity); retry later", s->depth);
     atomic_fetch_add(&s->stats.rejected_full, 1);
     return PR_ERR_BUSY;
   }

