@@ -6,7 +6,7 @@
  * Buckets. A bucket is named by its representative size, its upper end: a
  * size v falls in the bucket of the smallest representative >= v (the
  * largest bucket when v is above every one). Planning at the upper end
- * keeps the README's rule for one plan (plan at the max: a batch that meets
+ * keeps docs/planning.md's rule for one plan (plan at the max: a batch that meets
  * its latency at the longest size meets it at every shorter one) within
  * each bucket.
  * - A range min..max: n = floor(log2(max / min)) buckets, 1 to the cap,

@@ -393,11 +393,16 @@ static pr_status_t remeasure_suspicious(const profiler_t *pf, pr_profile_t *p, c
       again[point_index(p, issues[k].fewer_threads, issues[k].batch)] = true;
   }
   st = PR_OK;
+  int n_again = 0, done = 0;
+  for (int i = 0; i < p->n_points; i++) n_again += again[i];
   for (int i = 0; i < p->n_points && !st; i++) {
     first[i] = p->points[i].isolated_ms;
-    if (again[i])
-      st =
-          measure_one(pf, p->points[i].threads, p->points[i].batch, 1, &p->points[i], err, err_len);
+    if (!again[i]) continue;
+    /* a point takes as long as its first measure: say which, so that a
+     * long re-measure is not a silent one */
+    pr__log(PR_LOG_INFO, "profile of %s: measuring again %d of %d: %d threads, batch %d (%.3g ms)",
+            p->model, ++done, n_again, p->points[i].threads, p->points[i].batch, first[i]);
+    st = measure_one(pf, p->points[i].threads, p->points[i].batch, 1, &p->points[i], err, err_len);
   }
   for (int k = 0; k < n && !st; k++) {
     int i = point_index(p, issues[k].threads, issues[k].batch);
