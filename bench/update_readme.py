@@ -30,6 +30,8 @@ SECTIONS = [
     ("sessions6_7_before_after.md",
      "### Regression check: the paper models before and after sessions 6 and 7 (dynamic shapes, quantization, "
      "protocols; engine and plans)"),
+    ("issue31_before_after.md",
+     "### Regression check: before and after the sched layer, the plan policy and the internal names (engine and plans)"),
 ]
 
 
