@@ -54,6 +54,12 @@ bool pr__sched_unqueue(pr_sched_t *s, pr_request_t *r) {
   return queued;
 }
 
+bool pr__sched_drop(pr_sched_t *s, pr_request_t *r) {
+  if (pr__sched_unqueue(s, r)) return true;
+  atomic_store(&r->gone, true);
+  return false;
+}
+
 void pr__sched_cancel(pr_sched_t *s, pr_request_t *r) {
   complete_unrun(s, r, &s->stats.cancelled, PR_ERR_CANCELLED,
                  "the client went away before the request ran");

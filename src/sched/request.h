@@ -6,6 +6,7 @@
 #define PR_SCHED_REQUEST_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "packrat/engine.h"
@@ -38,6 +39,10 @@ typedef struct pr_request {
    * seconds from now (the Retry-After an HTTP answer carries) */
   double retry_after_s;
   bool done;
+  /* its client went away after an instance took it (pr__sched_drop): if
+   * its batch has not begun to run, the instance completes it
+   * PR_ERR_CANCELLED instead of running it */
+  _Atomic bool gone;
   /* optional: called once when the request is done (answered, failed or
    * timed out), from the thread that finished it, after which the
    * scheduler no longer touches the request; set before submitting */

@@ -260,6 +260,14 @@ void pr__sched_wait(pr_sched_t *s, pr_request_t *r);
 bool pr__sched_unqueue(pr_sched_t *s, pr_request_t *r);
 void pr__sched_cancel(pr_sched_t *s, pr_request_t *r);
 
+/* A front end's first step when r's client went away: pr__sched_unqueue,
+ * and when an instance has taken r already, r is marked gone, so that an
+ * instance still filling its batch (max_queue_delay) completes it
+ * PR_ERR_CANCELLED without running it (counted, on_done called, as a
+ * cancel); a batch that has begun runs r and answers it as usual. The
+ * same lock as pr__sched_unqueue's keeps r alive across it. */
+bool pr__sched_drop(pr_sched_t *s, pr_request_t *r);
+
 /* The core of an instance of the active plan asleep for work (or for more
  * of its batch), the one on `cpu` (the caller's) when it is; -1 when every
  * instance is running.

@@ -273,6 +273,22 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
 
 /* On the worker's thread: sessions for 1, 2, 4, ... up to the planned batch
  * and the batch itself, each checked to scatter by rows. */
+/* Completes the requests of a taken batch whose clients went away while it
+ * filled (pr__sched_drop), unrun; the others stay in order. The new n and
+ * *rows. qlock not held. */
+static int drop_gone(pr_sched_t *s, pr_request_t **reqs, int n, int *rows) {
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    if (!atomic_load(&reqs[i]->gone)) {
+      reqs[kept++] = reqs[i];
+      continue;
+    }
+    *rows -= reqs[i]->rows;
+    pr__sched_cancel(s, reqs[i]);
+  }
+  return kept;
+}
+
 static pr_status_t prepare_sessions(worker_t *w) {
   pr_worker_t *pw = &w->w;
   pr_status_t st = pr__worker_prepare_up_to(pw, w->batch, true);
@@ -399,6 +415,7 @@ void pr_sched__worker_main(pr_worker_t *pw, void *ctx) {
       next = r->next;
       pr_sched__time_out(s, r);
     }
+    n = drop_gone(s, batch, n, &rows);
     if (!n) {
       pr__lock(&s->qlock);
       continue;

@@ -585,8 +585,9 @@ static void stream_on_recv(pr_grpc_t *g, pr_grpc_call_t *c, bool ok) {
  *
  * A ModelInfer whose client went away (the call cancelled or past its
  * deadline, or the stream it came on cancelled) leaves the scheduler's
- * queue unrun (PR_ERR_CANCELLED, counted); one an instance has taken runs
- * and its answer is dropped with the call. inf_lock keeps the request
+ * queue unrun (PR_ERR_CANCELLED, counted), as does one an instance has
+ * taken while its batch still fills (pr__sched_drop); one whose batch runs
+ * runs, and its answer is dropped with the call. inf_lock keeps the request
  * (freed by its completion callback, which marks it over first) while it
  * is taken out; lock order: a stream's lock, a call's inf_lock, the
  * scheduler's. */
@@ -597,7 +598,7 @@ static void infer_cancel(pr_grpc_call_t *c) {
   c->gone = true;
   pr_sched_t *s = c->inf_live && !c->inf_over ? c->inf.model->sched : NULL;
   pr_request_t *r = c->inf.req;
-  bool queued = s && pr__sched_unqueue(s, r);
+  bool queued = s && pr__sched_drop(s, r);
   pthread_mutex_unlock(&c->inf_lock);
   if (queued) pr__sched_cancel(s, r); /* runs infer_done; the caller's reference holds c */
 }

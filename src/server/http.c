@@ -270,10 +270,11 @@ enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t 
  * there (the watch, removed by on_answered before the resume, keeps cn
  * and its request), and is completed PR_ERR_CANCELLED after (its answer
  * resumes the connection, whose 499 goes nowhere); one an instance has
- * taken runs, and its answer is dropped with the connection. */
+ * taken is completed so unrun while its batch fills (pr__sched_drop), else
+ * it runs, and its answer is dropped with the connection. */
 bool pr_http__hangup_take(void *item) {
   conn_t *cn = item;
-  return pr__sched_unqueue(cn->inf.model->sched, cn->inf.req);
+  return pr__sched_drop(cn->inf.model->sched, cn->inf.req);
 }
 
 void pr_http__hangup_finish(void *item) {

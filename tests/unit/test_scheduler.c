@@ -513,6 +513,42 @@ static void test_cancel_queued(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* A request an instance has taken while it waits to fill its batch
+ * (max_queue_delay) leaves unrun when its client goes away; one whose
+ * client stays is run as usual. */
+static void test_drop_while_filling(void **state) {
+  (void)state;
+  pr_model_t *m = conv_model();
+  pr_sched_config_t cfg = {.max_batch = 4, .queue_capacity = 16, .max_queue_delay_s = 0.6};
+  pr_sched_t *s = plan_sched(m, "1x4", &cfg);
+  pr_sched_stats_t *st = pr__sched_stats(s);
+  _Atomic int dones = 0;
+  pr_request_t *a = conv_request(1, 0.5f), *b = conv_request(1, 2.0f);
+  a->on_done = count_done, a->on_done_ctx = &dones;
+  b->on_done = count_done, b->on_done_ctx = &dones;
+  assert_int_equal(pr__sched_submit(s, a), PR_OK);
+  assert_int_equal(pr__sched_submit(s, b), PR_OK);
+  /* the instance takes both and waits up to 0.6 s for two more rows */
+  for (int i = 0; i < 200 && pr__sched_queue_depth(s) > 0; i++) usleep(1000);
+  assert_int_equal(pr__sched_queue_depth(s), 0);
+  assert_false(pr__sched_drop(s, a)); /* taken: marked gone */
+  pr__sched_wait(s, a);
+  assert_int_equal(a->status, PR_ERR_CANCELLED);
+  assert_null(a->outputs[0].data);
+  pr__sched_wait(s, b);
+  check_conv_answer(b);
+  assert_int_equal(atomic_load(&st->cancelled), 1);
+  assert_int_equal(atomic_load(&st->success), 1);
+  assert_int_equal(atomic_load(&st->executions), 1);
+  /* answered: a drop now changes nothing */
+  assert_false(pr__sched_drop(s, b));
+  pr__sched_destroy(s);
+  assert_int_equal(atomic_load(&dones), 2);
+  pr__request_free(a);
+  pr__request_free(b);
+  pr_engine_model_destroy(m);
+}
+
 typedef struct {
   pr_sched_t *s;
   pr_request_t **reqs;
@@ -917,6 +953,7 @@ int main(void) {
                                      cmocka_unit_test(test_larger_request_runs_in_chunks),
                                      cmocka_unit_test(test_batch_runs_in_parts),
                                      cmocka_unit_test(test_cancel_queued),
+                                     cmocka_unit_test(test_drop_while_filling),
                                      cmocka_unit_test(test_cancel_races_instances),
                                      cmocka_unit_test(test_first_pass_not_measured),
                                      cmocka_unit_test(test_inputs_read_in_place_or_copied),
