@@ -52,10 +52,7 @@ def declared(paths):
 
 headers = sorted(glob.glob(os.path.join(include, "packrat", "*.h")))
 public, inline = declared(headers)
-# macro-like names in calls (pr_x(...)) that are types or macros are not
-# symbols: only compare what is defined somewhere
 bad = []
-defined_anywhere = set()
 for lib in archives:
     out = subprocess.run(["readelf", "-sW", lib], capture_output=True, text=True, check=True).stdout
     member = "?"
@@ -71,7 +68,6 @@ for lib in archives:
         vis, name = f[5], f[7]
         where = f"{os.path.basename(lib)}({member}): {name}"
         if name in public:
-            defined_anywhere.add(name)
             if vis != "DEFAULT":
                 bad.append(f"{where} is public (include/packrat) but {vis}")
         elif "__" in name:
