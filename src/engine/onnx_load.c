@@ -15,6 +15,7 @@
 #include "engine/graph.h"
 #include "engine/half.h"
 #include "engine/names.h"
+#include "engine/onnx_prescan.h"
 #include "engine/tensor.h"
 #include "onnx.pb-c.h"
 
@@ -629,6 +630,12 @@ pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char
     return PR_ERR_INVALID;
   }
   *out = NULL;
+  /* protobuf-c's unpack recurses without a limit: the nesting is bounded
+   * first (MAX_GRAPH_DEPTH below applies to what unpacks) */
+  pr_status_t st =
+      pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
+                               PR_PRESCAN_MAX_MESSAGES, err, err_len);
+  if (st) return st;
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
   if (!mp) {
     pr__errf(err, err_len, "not a valid ONNX model (protobuf parse failed)");
@@ -642,7 +649,7 @@ pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char
   pthread_mutex_init(&m->cache_lock, NULL);
   loader_t L = {.m = m, .base_dir = base_dir, .err = err, .err_len = err_len};
   pr__names_init(&L.names);
-  pr_status_t st = build(&L, mp);
+  st = build(&L, mp);
   pr__names_free(&L.names);
   free(L.implicit);
   onnx__model_proto__free_unpacked(mp, NULL);

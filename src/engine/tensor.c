@@ -102,7 +102,7 @@ static bool has_dotdot_component(const char *path) {
  * model can only read files inside its own folder. A symlink inside the
  * folder pointing inside it is fine. Only regular files are read. */
 static pr_status_t open_external(decode_t *L, const Onnx__TensorProto *tp, const char *location,
-                                 FILE **out) {
+                                 int *fd_out, off_t *size_out) {
   char shown[160], base[PATH_MAX], joined[2 * PATH_MAX], real[PATH_MAX];
   safe_text(location, shown, sizeof shown);
   if (location[0] == '/' || has_dotdot_component(location)) {
@@ -146,122 +146,143 @@ static pr_status_t open_external(decode_t *L, const Onnx__TensorProto *tp, const
     if (fd >= 0) close(fd);
     return fd < 0 ? PR_ERR_IO : PR_ERR_INVALID;
   }
-  if (!(*out = fdopen(fd, "rb"))) {
-    close(fd);
-    return PR_ERR_NOMEM;
-  }
+  *fd_out = fd;
+  *size_out = sb.st_size;
   return PR_OK;
 }
 
-static pr_status_t load_external(decode_t *L, const Onnx__TensorProto *tp, void *dst,
-                                 size_t nbytes) {
+/* A decimal number of external_data (offset, length): digits only, no sign,
+ * at most INT64_MAX; false otherwise. */
+static bool parse_size(const char *text, long long *out) {
+  if (!*text) return false;
+  long long v = 0;
+  for (const char *p = text; *p; p++) {
+    if (*p < '0' || *p > '9' || v > (LLONG_MAX - (*p - '0')) / 10) return false;
+    v = v * 10 + (*p - '0');
+  }
+  *out = v;
+  return true;
+}
+
+/* Where tp's external data is: its file opened (*fd, a regular file inside
+ * the model's folder) and the offset of its nbytes, checked to lie inside
+ * the file. Nothing is allocated: a few bytes of model must not cost what
+ * their shape declares before the file is known to hold it. */
+static pr_status_t find_external(decode_t *L, const Onnx__TensorProto *tp, size_t nbytes, int *fd,
+                                 off_t *offset_out) {
   const char *location = NULL;
   long long offset = 0, length = -1;
+  bool ok = true;
   for (size_t i = 0; i < tp->n_external_data; i++) {
     const char *k = tp->external_data[i]->key, *val = tp->external_data[i]->value;
     if (!k || !val) continue;
     if (!strcmp(k, "location"))
       location = val;
     else if (!strcmp(k, "offset"))
-      offset = atoll(val);
+      ok &= parse_size(val, &offset);
     else if (!strcmp(k, "length"))
-      length = atoll(val);
+      ok &= parse_size(val, &length);
   }
   if (!location || !*location) {
     pr__errf(L->err, L->err_len, "tensor '%s': external data without a location", tp->name);
     return PR_ERR_INVALID;
   }
-  if (offset < 0 || (length >= 0 && (size_t)length != nbytes)) {
+  if (!ok || (length >= 0 && (unsigned long long)length != nbytes)) {
     pr__errf(L->err, L->err_len, "tensor '%s': external data offset/length invalid", tp->name);
     return PR_ERR_INVALID;
   }
-  FILE *f;
-  pr_status_t st = open_external(L, tp, location, &f);
+  off_t size;
+  pr_status_t st = open_external(L, tp, location, fd, &size);
   if (st) return st;
-  int ok = fseeko(f, (off_t)offset, SEEK_SET) == 0 && fread(dst, 1, nbytes, f) == nbytes;
-  fclose(f);
-  if (!ok) {
+  if ((unsigned long long)offset > (unsigned long long)size ||
+      nbytes > (unsigned long long)(size - offset)) {
     char shown[160];
     safe_text(location, shown, sizeof shown);
-    pr__errf(L->err, L->err_len, "tensor '%s': external data '%s' too short", tp->name, shown);
-    return PR_ERR_IO;
+    pr__errf(
+        L->err, L->err_len,
+        "tensor '%s': external data '%s' holds %lld bytes, the tensor needs %zu at offset %lld",
+        tp->name, shown, (long long)size, nbytes, offset);
+    close(*fd);
+    *fd = -1;
+    return PR_ERR_INVALID;
+  }
+  *offset_out = (off_t)offset;
+  return PR_OK;
+}
+
+/* Reads nbytes at offset of fd into dst (a regular file, which the size
+ * check said holds them: a short read means it shrank since). */
+static pr_status_t read_external(decode_t *L, const Onnx__TensorProto *tp, int fd, off_t offset,
+                                 void *dst, size_t nbytes) {
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t r = pread(fd, (char *)dst + got, nbytes - got, offset + (off_t)got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      pr__errf(L->err, L->err_len, "tensor '%s': external data: %s", tp->name,
+               r < 0 ? strerror(errno) : "file shorter than when it was opened");
+      return PR_ERR_IO;
+    }
+    got += (size_t)r;
   }
   return PR_OK;
 }
 
-/* The typed repeated field of tp (float_data, int64_data, ...) into t->data;
- * the count of elements it holds (numel when it fits the shape). */
-static size_t decode_typed(const Onnx__TensorProto *tp, pr_tensor_t *t, size_t numel,
-                           size_t nbytes) {
-  size_t have = 0;
+/* How many elements tp's typed repeated field for element type dt holds
+ * (float_data, int64_data, ...; int32_data for int32 and narrower, bool
+ * and float16). */
+static size_t typed_count(const Onnx__TensorProto *tp, pr_dtype_t dt) {
+  switch (dt) {
+    case PR_DTYPE_FLOAT: return tp->n_float_data;
+    case PR_DTYPE_DOUBLE: return tp->n_double_data;
+    case PR_DTYPE_INT64: return tp->n_int64_data;
+    case PR_DTYPE_UINT32:
+    case PR_DTYPE_UINT64: return tp->n_uint64_data;
+    default: return tp->n_int32_data;
+  }
+}
+
+/* The typed repeated field of tp into t->data, which typed_count said holds
+ * numel elements (nbytes). */
+static void decode_typed(const Onnx__TensorProto *tp, pr_tensor_t *t, size_t numel, size_t nbytes) {
   switch (t->dtype) {
     case PR_DTYPE_FLOAT:
-      have = tp->n_float_data;
-      if (have == numel && nbytes) memcpy(t->data, tp->float_data, nbytes);
+      if (nbytes) memcpy(t->data, tp->float_data, nbytes);
       break;
     case PR_DTYPE_DOUBLE:
-      have = tp->n_double_data;
-      if (have == numel && nbytes) memcpy(t->data, tp->double_data, nbytes);
+      if (nbytes) memcpy(t->data, tp->double_data, nbytes);
       break;
     case PR_DTYPE_INT64:
-      have = tp->n_int64_data;
-      if (have == numel && nbytes) memcpy(t->data, tp->int64_data, nbytes);
+      if (nbytes) memcpy(t->data, tp->int64_data, nbytes);
       break;
     case PR_DTYPE_UINT32:
     case PR_DTYPE_UINT64:
-      have = tp->n_uint64_data;
-      if (have == numel)
-        for (size_t i = 0; i < numel; i++) {
-          if (t->dtype == PR_DTYPE_UINT64)
-            ((uint64_t *)t->data)[i] = tp->uint64_data[i];
-          else
-            ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
-        }
+      for (size_t i = 0; i < numel; i++) {
+        if (t->dtype == PR_DTYPE_UINT64)
+          ((uint64_t *)t->data)[i] = tp->uint64_data[i];
+        else
+          ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
+      }
       break;
     default: { /* int32 and narrower, bool, float16: int32_data */
-      have = tp->n_int32_data;
       size_t esize = pr_dtype_size(t->dtype);
-      if (have == numel)
-        for (size_t i = 0; i < numel; i++) {
-          int32_t x = tp->int32_data[i];
-          switch (esize) {
-            case 1: ((uint8_t *)t->data)[i] = (uint8_t)x; break;
-            case 2: ((uint16_t *)t->data)[i] = (uint16_t)x; break;
-            default: ((int32_t *)t->data)[i] = x; break;
-          }
+      for (size_t i = 0; i < numel; i++) {
+        int32_t x = tp->int32_data[i];
+        switch (esize) {
+          case 1: ((uint8_t *)t->data)[i] = (uint8_t)x; break;
+          case 2: ((uint16_t *)t->data)[i] = (uint16_t)x; break;
+          default: ((int32_t *)t->data)[i] = x; break;
         }
+      }
       break;
     }
   }
-  return have;
 }
 
-/* raw_data of tp into t->data (nbytes long). */
-static pr_status_t decode_raw(Onnx__TensorProto *tp, pr_tensor_t *t, size_t nbytes,
-                              const char *name, char *err, size_t err_len) {
-  if (tp->raw_data.len != nbytes) {
-    pr__errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
-             tp->raw_data.len, nbytes);
-    return PR_ERR_INVALID;
-  }
-  if (nbytes && ((uintptr_t)tp->raw_data.data % 16) == 0) {
-    /* take protobuf-c's copy of the bytes instead of copying them again
-     * (both come from malloc): halves the peak memory of a load */
-    pr__free(t->data);
-    t->data = tp->raw_data.data;
-    tp->raw_data.data = NULL;
-    tp->raw_data.len = 0;
-    tp->has_raw_data = 0;
-  } else if (nbytes) {
-    memcpy(t->data, tp->raw_data.data, nbytes);
-  }
-  return PR_OK;
-}
-
-/* A new tensor of tp's type and shape, its data zeroed; *numel and *nbytes
- * its size. */
-static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_tensor_t **out,
-                              size_t *numel, size_t *nbytes, char *err, size_t err_len) {
+/* tp's element type and shape into t (no data yet); *numel and *nbytes its
+ * size, bounded by PR_MAX_MODEL_BYTES. */
+static pr_status_t tensor_shape(const Onnx__TensorProto *tp, const char *name, pr_tensor_t *t,
+                                size_t *numel, size_t *nbytes, char *err, size_t err_len) {
   pr_dtype_t dt = (pr_dtype_t)tp->data_type;
   size_t esize = pr_dtype_size(dt);
   if (!esize) {
@@ -276,68 +297,77 @@ static pr_status_t new_tensor(const Onnx__TensorProto *tp, const char *name, pr_
     pr__errf(err, err_len, "tensor '%s': segmented tensors not supported", name);
     return PR_ERR_UNSUPPORTED;
   }
-  pr_tensor_t *t = calloc(1, sizeof *t);
-  if (!t) return PR_ERR_NOMEM;
   t->dtype = dt;
   t->rank = (int)tp->n_dims;
   *numel = 1;
   for (size_t i = 0; i < tp->n_dims; i++) {
     if (tp->dims[i] < 0 || pr__mul_size(*numel, (size_t)tp->dims[i], numel)) {
       pr__errf(err, err_len, "tensor '%s': bad dimension %lld", name, (long long)tp->dims[i]);
-      free(t);
       return PR_ERR_INVALID;
     }
     t->dims[i] = tp->dims[i];
   }
   if (pr__mul_size(*numel, esize, nbytes) || *nbytes > PR_MAX_MODEL_BYTES) {
     pr__errf(err, err_len, "tensor '%s': too large", name);
-    free(t);
     return PR_ERR_INVALID;
   }
-  /* inline data shorter than the shape says: refused before allocating
-   * what the shape asks for (a few bytes of file must not cost gigabytes;
-   * found by fuzz_loader); decode_raw/decode_typed check the exact sizes */
-  bool external =
-      tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-  size_t typed = tp->n_float_data + tp->n_int32_data + tp->n_int64_data + tp->n_double_data +
-                 tp->n_uint64_data + tp->n_string_data;
-  if (!external && (tp->has_raw_data ? tp->raw_data.len < *nbytes : typed < *numel)) {
-    if (tp->has_raw_data)
-      pr__errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
-               tp->raw_data.len, *nbytes);
-    else
-      pr__errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, typed, *numel);
-    free(t);
-    return PR_ERR_INVALID;
-  }
-  t->data = pr__aligned_calloc(*nbytes);
-  if (!t->data) {
-    free(t);
-    return PR_ERR_NOMEM;
-  }
-  *out = t;
   return PR_OK;
 }
 
+/* Notes on the design: every size the file declares (the shape, an
+ * external file's offset and length) is checked against the bytes that
+ * back it (raw_data, the typed field, the external file's real size)
+ * BEFORE the tensor's buffer is allocated: a 131-byte model declaring a
+ * 1 GiB initializer costs nothing. raw_data that protobuf-c left 16-byte
+ * aligned becomes the tensor's buffer without a copy. */
 pr_status_t pr__tensor_from_proto(Onnx__TensorProto *tp, const char *base_dir, pr_tensor_t **out,
                                   char *err, size_t err_len) {
   decode_t L = {.base_dir = base_dir, .err = err, .err_len = err_len};
   const char *name = tp->name ? tp->name : "";
-  pr_tensor_t *t;
+  pr_tensor_t shape = {0};
   size_t numel, nbytes;
-  pr_status_t st = new_tensor(tp, name, &t, &numel, &nbytes, err, err_len);
+  pr_status_t st = tensor_shape(tp, name, &shape, &numel, &nbytes, err, err_len);
   if (st) return st;
-  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-    st = load_external(&L, tp, t->data, nbytes);
+  bool external =
+      tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  int fd = -1;
+  off_t offset = 0;
+  if (external) {
+    if ((st = find_external(&L, tp, nbytes, &fd, &offset))) return st;
   } else if (tp->has_raw_data) {
-    st = decode_raw(tp, t, nbytes, name, err, err_len);
-  } else {
-    size_t have = decode_typed(tp, t, numel, nbytes);
-    if (have != numel) {
-      pr__errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name, have, numel);
-      st = PR_ERR_INVALID;
+    if (tp->raw_data.len != nbytes) {
+      pr__errf(err, err_len, "tensor '%s': raw_data has %zu bytes, shape needs %zu", name,
+               tp->raw_data.len, nbytes);
+      return PR_ERR_INVALID;
     }
+  } else if (typed_count(tp, shape.dtype) != numel) {
+    pr__errf(err, err_len, "tensor '%s': has %zu elements, shape needs %zu", name,
+             typed_count(tp, shape.dtype), numel);
+    return PR_ERR_INVALID;
   }
+  pr_tensor_t *t = malloc(sizeof *t);
+  if (!t) {
+    if (fd >= 0) close(fd);
+    return PR_ERR_NOMEM;
+  }
+  *t = shape;
+  if (!external && tp->has_raw_data && nbytes && ((uintptr_t)tp->raw_data.data % 16) == 0) {
+    /* take protobuf-c's copy of the bytes instead of copying them again
+     * (both come from malloc): halves the peak memory of a load */
+    t->data = tp->raw_data.data;
+    tp->raw_data.data = NULL;
+    tp->raw_data.len = 0;
+    tp->has_raw_data = 0;
+  } else if (!(t->data = pr__aligned_alloc(nbytes))) {
+    st = PR_ERR_NOMEM;
+  } else if (external) {
+    st = read_external(&L, tp, fd, offset, t->data, nbytes);
+  } else if (tp->has_raw_data) {
+    if (nbytes) memcpy(t->data, tp->raw_data.data, nbytes);
+  } else {
+    decode_typed(tp, t, numel, nbytes);
+  }
+  if (fd >= 0) close(fd);
   if (st) {
     pr_engine_tensor_free(t);
     free(t);

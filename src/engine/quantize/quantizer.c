@@ -23,6 +23,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "engine/onnx_prescan.h"
 #include "engine/quantize/qsearch.h"
 #include "engine/tensor.h"
 
@@ -89,6 +90,13 @@ static pr_status_t read_model(pr_quantizer_t *q, const char *path, char *err, si
   if (pr__read_file(path, &data, &len, PR_MAX_MODEL_BYTES) < 0) {
     pr__errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
     return PR_ERR_IO;
+  }
+  pr_status_t st =
+      pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
+                               PR_PRESCAN_MAX_MESSAGES, err, err_len);
+  if (st) {
+    free(data);
+    return st;
   }
   q->mp = onnx__model_proto__unpack(NULL, len, data);
   free(data);
