@@ -5,8 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)"
+# configure quietly, but a failing configure shows why; packrat alone is
+# built (the tests need what only scripts/install-deps.sh --test installs)
+log=$(mktemp)
+if ! cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log" 2>&1; then
+  cat "$log" >&2
+  rm -f "$log"
+  echo "run-main.sh: configuring the build failed (above)" >&2
+  exit 1
+fi
+rm -f "$log"
+cmake --build build --target packrat -j "$(nproc)"
 export PACKRAT_MODELS=${PACKRAT_MODELS:-$PWD/models}
 /usr/bin/python3 tools/export_models.py --out "$PACKRAT_MODELS" --models resnet50
 repo=$PACKRAT_MODELS/repository

@@ -14,7 +14,7 @@ jobs=$(nproc)
 times=()
 export PACKRAT_MODELS=${PACKRAT_MODELS:-$PWD/models}
 status=0
-for cfg in "build:-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPR_WERROR=ON" "build-asan:-DCMAKE_BUILD_TYPE=Debug -DPR_SANITIZE=ON -DPR_WERROR=ON"; do
+for cfg in "build:-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPR_WERROR=ON -DPR_TESTS=ON" "build-asan:-DCMAKE_BUILD_TYPE=Debug -DPR_SANITIZE=ON -DPR_WERROR=ON -DPR_TESTS=ON"; do
   dir=${cfg%%:*}
   flags=${cfg#*:}
   echo "== $dir ($flags)"
@@ -27,14 +27,14 @@ for cfg in "build:-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPR_WERROR=ON" "build-asan:
 done
 echo "== build-fuzz (clang, -DPR_FUZZ=ON): fuzz targets only"
 t0=$SECONDS
-cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPR_FUZZ=ON -DPR_WERROR=ON \
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPR_FUZZ=ON -DPR_WERROR=ON -DPR_TESTS=ON \
   -DPACKRAT_MODELS="$PACKRAT_MODELS" >/dev/null
 cmake --build build-fuzz --target fuzz -j "$jobs"
 (cd build-fuzz && ctest -L fuzz -j 2 --output-on-failure) || status=1
 times+=("build-fuzz: $((SECONDS - t0)) s")
 t0=$SECONDS
 echo "== build-tsan (clang, -DPR_TSAN=ON): the server's concurrency tests"
-cmake -S . -B build-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPR_TSAN=ON -DPR_WERROR=ON \
+cmake -S . -B build-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPR_TSAN=ON -DPR_WERROR=ON -DPR_TESTS=ON \
   -DPACKRAT_MODELS="$PACKRAT_MODELS" >/dev/null
 cmake --build build-tsan --target packrat test_scheduler -j "$jobs"
 # every report goes to its own file (a test shows only the tail of a server's log) and is printed

@@ -224,7 +224,11 @@ pr_status_t pr_engine_session_output(const pr_session_t *s, int i, pr_tensor_inf
 /* Run once. inputs: one per graph input in graph order, with the session's
  * dtypes and shapes. outputs: filled with views of the session's output
  * buffers, valid until the next run or destroy. Must be called from one
- * thread at a time per session; it uses session->threads OpenMP threads. */
+ * thread at a time per session; it uses session->threads OpenMP threads.
+ * PR_ERR_INVALID, with err naming the node, for input data a kernel refuses
+ * (an index outside [-n, n-1] in Gather, GatherElements, GatherND, the
+ * Scatters, MaxUnpool, the losses' labels, RoiAlign's batch indices,
+ * ReverseSequence's lengths): the outputs are then not valid. */
 pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, int n_inputs,
                                   pr_tensor_t *outputs, int n_outputs, char *err, size_t err_len);
 

@@ -1,11 +1,14 @@
 #include "base/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 void *pr__aligned_alloc(size_t len) {
   size_t rounded = (len + PR_ALIGN - 1) / PR_ALIGN * PR_ALIGN;
@@ -34,8 +37,33 @@ double pr__now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+FILE *pr__fopen_regular(const char *path) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  int flags = fcntl(fd, F_GETFL);
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || flags < 0 ||
+      fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int e = fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode) ? EINVAL : errno;
+    close(fd);
+    errno = e;
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return f;
+}
+
+const char *pr__file_error(int e) {
+  return e == EINVAL ? "not a regular file" : strerror(e);
+}
+
 int pr__read_file(const char *path, void **data, size_t *len, size_t max_len) {
-  FILE *f = fopen(path, "rb");
+  FILE *f = pr__fopen_regular(path);
   if (!f) return -1;
   if (fseek(f, 0, SEEK_END) != 0) goto fail;
   long size = ftell(f);

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PR_ALIGN 64
 
@@ -24,7 +25,16 @@ static inline int pr__add_size(size_t a, size_t b, size_t *out) {
 /* Monotonic clock in seconds. */
 double pr__now(void);
 
-/* Read a whole file into a malloc'd buffer; returns 0 or -1 (errno set). */
+/* Opens path for reading only when it is a regular file: the open itself
+ * cannot block (a FIFO or a device at the path is refused, not waited
+ * on). NULL with errno set; EINVAL when path is not a regular file
+ * (pr__file_error says so). */
+FILE *pr__fopen_regular(const char *path);
+/* strerror(e), but "not a regular file" for pr__fopen_regular's EINVAL. */
+const char *pr__file_error(int e);
+
+/* Read a whole regular file (pr__fopen_regular) into a malloc'd buffer;
+ * returns 0 or -1 (errno set; EFBIG beyond max_len). */
 int pr__read_file(const char *path, void **data, size_t *len, size_t max_len);
 
 /* The folder part of path ("." when it has none) into out. */

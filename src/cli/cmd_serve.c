@@ -87,7 +87,17 @@ static void usage(FILE *f) {
           "                           readiness and the dashboard page stay open\n"
           "  --admin-token-file FILE  bearer tokens that loading, unloading models and\n"
           "                           changing plans require (default: the auth tokens)\n"
-          "  --log-format text|json   log lines (default text)\n");
+          "  --strict-readiness on|off\n"
+          "                           GET /v2/health/ready (and gRPC ServerReady, Health):\n"
+          "                           on, ready only while every model is ready (a failed\n"
+          "                           load or a folder that is no model's layout makes it\n"
+          "                           503; an unload on purpose does not); off, ready\n"
+          "                           whenever the server serves (default on)\n"
+          "  --log-format text|json   log lines (default text)\n"
+          "\n"
+          "Signals: SIGTERM or SIGINT answers every accepted request, then exits (within\n"
+          "--shutdown-timeout-s; while models still load, at once); SIGHUP is logged and\n"
+          "ignored; SIGPIPE is ignored.\n");
 }
 
 static int parse_cpus(const char *s, int *cpus, int max) {
@@ -185,6 +195,12 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
       return 2;
     }
     cfg->http_colocate = !strcmp(val, "on");
+  } else if (!strcmp(a, "--strict-readiness") && val) {
+    if (strcmp(val, "on") && strcmp(val, "off")) {
+      fprintf(stderr, "packrat serve: --strict-readiness is on or off\n");
+      return 2;
+    }
+    cfg->strict_readiness = !strcmp(val, "on");
   } else if (!strcmp(a, "--log-format") && val) {
     if (strcmp(val, "text") && strcmp(val, "json")) {
       fprintf(stderr, "packrat serve: --log-format is text or json\n");
@@ -235,7 +251,12 @@ static struct {
 static void *signal_main(void *arg) {
   (void)arg;
   int sig = 0;
-  sigwait(&sigs.set, &sig);
+  /* SIGHUP (a closed terminal, or an operator used to daemons that reload
+   * on it) is logged and ignored: models change through the repository
+   * routes, one at a time, with their errors in the answer */
+  while (!sigwait(&sigs.set, &sig) && sig == SIGHUP)
+    pr__log(PR_LOG_WARN, "SIGHUP: ignored (the repository is not re-read; load or unload a model "
+                         "with POST /v2/repository/models/<model>/load or /unload)");
   pthread_mutex_lock(&sigs.lock);
   if (!sigs.listening) {
     pr__log(PR_LOG_INFO, "%s while starting: exiting (no request was accepted)",
@@ -330,6 +351,7 @@ int pr__cli_serve(int argc, char **argv) {
   sigemptyset(&sigs.set);
   sigaddset(&sigs.set, SIGINT);
   sigaddset(&sigs.set, SIGTERM);
+  sigaddset(&sigs.set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs.set, NULL);
   signal(SIGPIPE, SIG_IGN);
   return serve(&cfg);

@@ -50,6 +50,18 @@ pr_status_t pr__fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const 
   return st;
 }
 
+void pr__run_fail(pr_exec_t *x, const pr_node_t *n, pr_status_t st, const char *fmt, ...) {
+  assert(st < 0);
+  if (x->status) return;
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  x->status = st;
+  pr__errf(x->err, sizeof x->err, "node '%s' (%s): %s", pr__node_name(n), n->op->name, msg);
+}
+
 pr_status_t pr__need_values(pr_compile_t *c, const pr_node_t *n, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -169,8 +181,9 @@ static int add_node(pr_node_t **nodes, int *n, int *cap, const pr_node_t *node) 
 static pr_status_t prepare_node(pr_compile_t *c, pr_node_t n);
 static int reorder_value(pr_compile_t *c, int src, const dnnl_memory_desc_t *md, pr_status_t *st);
 
-/* Runs the nodes of the fold's build list, every value at its data. */
-static void fold_run(pr_compile_t *c) {
+/* Runs the nodes of the fold's build list, every value at its data; a
+ * kernel's refusal of its (constant) inputs fails the compile. */
+static pr_status_t fold_run(pr_compile_t *c) {
   pr_exec_t x = {.v = c->v, .threads = c->threads, .engine = c->engine};
   dnnl_stream_create(&x.stream, c->engine, dnnl_stream_default_flags);
   for (int i = 0; i < c->build.n; i++) {
@@ -180,9 +193,12 @@ static void fold_run(pr_compile_t *c) {
     for (int k = 0; k < b->n_out; k++)
       if (b->out[k] >= 0) c->v[b->out[k]].ptr = c->v[b->out[k]].data;
     b->op->run(&x, b);
+    if (x.status) break;
   }
   dnnl_stream_wait(x.stream);
   dnnl_stream_destroy(x.stream);
+  if (x.status) pr__errf(c->err, c->err_len, "%s", x.err);
+  return x.status;
 }
 
 /* Data for every value the fold's build list writes that has none. */
@@ -234,7 +250,7 @@ static pr_status_t fold_node(pr_compile_t *c, pr_node_t *n) {
     if (n->out[k] >= 0 && c->v[n->out[k]].opaque) plain[k] = fold_plain_output(c, n->out[k], &st);
   }
   if (!st) st = fold_buffers(c);
-  if (!st) fold_run(c);
+  if (!st) st = fold_run(c);
   for (int k = 0; !st && k < n->n_out; k++) {
     if (n->out[k] < 0) continue;
     pr_value_t *o = &c->v[n->out[k]];

@@ -217,6 +217,10 @@ typedef struct {
   int threads;
   dnnl_engine_t engine;
   dnnl_stream_t stream;
+  /* a kernel's refusal of its run's data (an index out of range): the
+   * first one, which ends the run (pr__run_fail); PR_OK while none */
+  pr_status_t status;
+  char err[320];
 } pr_exec_t;
 
 /* An operator implementation. */
@@ -275,6 +279,15 @@ pr_status_t pr__fail(pr_compile_t *c, const pr_node_t *n, pr_status_t st, const 
  * session runs on its dynamic path, where every value is known. */
 pr_status_t pr__need_values(pr_compile_t *c, const pr_node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A kernel refuses the data of its run (an index out of range, which ONNX
+ * leaves undefined and ONNX Runtime refuses): records st and "node 'NAME'
+ * (Op): message" in x, unless a failure is recorded already; the session
+ * stops after the node and its run returns st and the message (no output
+ * of the run is read then: the kernel may leave its outputs unwritten).
+ * Not for a parallel region's threads: kernels check their inputs before
+ * their loops. */
+void pr__run_fail(pr_exec_t *x, const pr_node_t *n, pr_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Fusions append at most this many inputs to a node (a conv's bias slot
  * and its residual addend). */
 #define PR_NODE_SPARE_IN 2

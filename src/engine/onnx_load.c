@@ -667,7 +667,7 @@ pr_status_t pr_engine_model_load_file(const char *path, pr_model_t **out, char *
   void *data;
   size_t len;
   if (pr__read_file(path, &data, &len, PR_MAX_MODEL_BYTES) < 0) {
-    pr__errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
+    pr__errf(err, err_len, "cannot read %s: %s", path, pr__file_error(errno));
     return PR_ERR_IO;
   }
   char dir[4096];

@@ -501,11 +501,13 @@ static pr_status_t bind_run_input(pr_session_t *s, int i, const pr_tensor_t *t, 
   return PR_OK;
 }
 
-static void run_kernels(pr_session_t *s) {
+/* Runs every kernel; stops after one that refuses its data (its status,
+ * the message in err). */
+static pr_status_t run_kernels(pr_session_t *s, char *err, size_t err_len) {
   pr_compile_t *c = &s->c;
   pr_exec_t x = {.v = c->v, .threads = c->threads, .engine = c->engine, .stream = s->stream};
   if (s->kernel_seconds) {
-    for (int i = 0; i < c->n_nodes; i++) {
+    for (int i = 0; i < c->n_nodes && !x.status; i++) {
       double t0 = pr__now();
       c->nodes[i].op->run(&x, &c->nodes[i]);
       dnnl_stream_wait(s->stream);
@@ -513,9 +515,11 @@ static void run_kernels(pr_session_t *s) {
     }
     s->runs++;
   } else {
-    for (int i = 0; i < c->n_nodes; i++) c->nodes[i].op->run(&x, &c->nodes[i]);
+    for (int i = 0; i < c->n_nodes && !x.status; i++) c->nodes[i].op->run(&x, &c->nodes[i]);
   }
   dnnl_stream_wait(s->stream);
+  if (x.status) pr__errf(err, err_len, "%s", x.err);
+  return x.status;
 }
 
 /* The dynamic path's run: a session compiled for these inputs' data (all
@@ -562,7 +566,8 @@ pr_status_t pr_engine_session_run(pr_session_t *s, const pr_tensor_t *inputs, in
   if (s->dynamic) return run_dynamic(s, inputs, n_inputs, outputs, n_outputs, err, err_len);
   pr__memplan_bind_aliases(c);
   pr__omp_team(c->threads);
-  run_kernels(s);
+  pr_status_t st = run_kernels(s, err, err_len);
+  if (st) return st;
   for (int i = 0; i < s->n_outputs; i++) {
     pr_value_t *v = &c->v[s->out_vals[i]];
     if (v->ptr != s->out_bufs[i] && v->nbytes) memcpy(s->out_bufs[i], v->ptr, v->nbytes);

@@ -33,6 +33,9 @@
 #include "packrat/profiler.h"
 
 #define PROGRESS_EVERY_S 10.0
+/* the longest wait for another process's lock on the cache folder: past
+ * it the profile is used but not cached (a warning says who to look for) */
+#define CACHE_LOCK_WAIT_S 10.0
 
 typedef struct {
   const char *model_name;
@@ -135,7 +138,20 @@ static void save(const pr_profile_source_t *src, const pr_session_options_t *bas
   char *slash = strrchr(dir, '/');
   if (slash) *slash = 0;
   int lock = path[0] && slash ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  if (lock >= 0) flock(lock, LOCK_EX);
+  /* a lock that another process holds for good (a stuck `packrat profile`,
+   * a backup tool) must not hold up a load: polled, then given up */
+  double until = pr__now() + CACHE_LOCK_WAIT_S;
+  while (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    if (pr__now() >= until) {
+      pr__log(PR_LOG_WARN,
+              "model %s: the profile cache folder %s is locked by another process (flock) "
+              "for %.0f s; this profile is used but not cached",
+              src->model_name, dir, CACHE_LOCK_WAIT_S);
+      close(lock);
+      return;
+    }
+    usleep(20000);
+  }
   pr_profile_t now, merged;
   const pr_profile_t *keep = p;
   if (load_cached(path, p->model_sha256, src->cores, &now)) {

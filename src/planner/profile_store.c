@@ -89,10 +89,18 @@ pr_status_t pr_profile_save(const pr_profile_t *p, const char *path, char *err, 
 pr_status_t pr_profile_load(const char *path, pr_profile_t *p, char *err, size_t err_len) {
   memset(p, 0, sizeof *p);
   json_error_t je;
-  json_t *root = json_load_file(path, 0, &je);
+  /* a FIFO or device at the cache's path is refused, never waited on */
+  FILE *f = pr__fopen_regular(path);
+  if (!f) {
+    int e = errno;
+    pr__errf(err, err_len, "%s: %s", path, pr__file_error(e));
+    return e == EINVAL ? PR_ERR_INVALID : PR_ERR_IO;
+  }
+  json_t *root = json_loadf(f, 0, &je);
+  fclose(f);
   if (!root) {
     pr__errf(err, err_len, "%s: %s (line %d)", path, je.text, je.line);
-    return errno == ENOENT ? PR_ERR_IO : PR_ERR_INVALID;
+    return PR_ERR_INVALID;
   }
   pr_status_t st = PR_ERR_INVALID;
   const char *model = "", *sha = "", *cpu = "", *isa = "", *version = "", *prec = "fp32";

@@ -205,7 +205,10 @@ static void time_session(worker_t *w, const pr_worker_session_t *z, double ms) {
 /* Runs a batch of n requests (rows rows) in one run or several
  * (next_chunk), answering each request as soon as its rows are in: a
  * request answered may be gone at once (its waiter frees it), so the runs
- * after it look only at the requests from `first` on. */
+ * after it look only at the requests from `first` on. A run the engine
+ * refuses for its data (PR_ERR_INVALID: one request's index out of range)
+ * is retried one request at a time, so that only the request at fault
+ * fails, not the others batched with it. */
 static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   pr_sched_t *s = w->s;
   pr_status_t rs[PR_SCHED_MAX_BATCH_REQUESTS] = {0}, st = PR_OK;
@@ -214,6 +217,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
   double t0 = pr__now(), compute = 0;
   /* first: the first request not answered yet; base: the rows before it */
   int first = 0, base = 0;
+  bool refused = false; /* the engine refused a run's data */
   for (int done = 0; done < rows && !st;) {
     pr_request_t **rq = reqs + first;
     int m = n - first, want = next_chunk(w, rq[0], rows - done);
@@ -231,6 +235,7 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     pr_tensor_t outs[PR_SCHED_MAX_IO];
     double tb = pr__now();
     st = pr_engine_session_run(z->session, in, s->n_in, outs, s->n_out, err, sizeof err);
+    refused = st == PR_ERR_INVALID;
     double tc = pr__now();
     if (!st) scatter(s, outs, z->rows, rq, m, done - base, c, rs + first);
     double td = pr__now();
@@ -261,6 +266,10 @@ static void run_batch(worker_t *w, pr_request_t **reqs, int n, int rows) {
     for (int i = first; i < k; i++) reqs[i]->compute_s = compute;
     complete_batch(s, reqs + first, k - first, PR_OK, "", rs + first);
     first = k, base = end;
+  }
+  if (refused && n - first > 1) {
+    for (int i = first; i < n; i++) run_batch(w, reqs + i, 1, reqs[i]->rows);
+    return;
   }
   double t1 = pr__now();
   pr__hist_observe(&s->stats.compute_s, t1 - t0);

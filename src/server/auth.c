@@ -1,6 +1,7 @@
 /* Bearer tokens (see auth.h). */
 #include "server/auth.h"
 
+#include <errno.h>
 #include <nettle/sha2.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,9 +49,9 @@ static int parse_line(char *line, size_t *len) {
 }
 
 static pr_status_t load_file(const char *path, token_set_t *set, char *err, size_t err_len) {
-  FILE *f = fopen(path, "r");
+  FILE *f = pr__fopen_regular(path);
   if (!f) {
-    pr__errf(err, err_len, "cannot read the token file %s", path);
+    pr__errf(err, err_len, "cannot read the token file %s: %s", path, pr__file_error(errno));
     return PR_ERR_IO;
   }
   char *line = malloc(TOKEN_MAX + 64);

@@ -52,8 +52,8 @@ static void rpc_health(pr_grpc_call_t *c, ProtobufCMessage *msg) {
 static void rpc_model_ready(pr_grpc_call_t *c, ProtobufCMessage *msg) {
   const Inference__ModelReadyRequest *req = (void *)msg;
   pr_status_t st;
-  const char *why;
-  pr_served_t *m = pr__service_model(c->svc, req->name, req->version, &st, &why);
+  char why[1024];
+  pr_served_t *m = pr__service_model(c->svc, req->name, req->version, &st, why, sizeof why);
   if (!m && st == PR_ERR_NOT_FOUND) {
     pr__grpc_reply(c, st, why, NULL, 0);
     return;
@@ -76,8 +76,8 @@ static void rpc_server_meta(pr_grpc_call_t *c, ProtobufCMessage *req) {
 /* The ready model a request names, or NULL after answering the error. */
 static pr_served_t *model_of(pr_grpc_call_t *c, const char *name, const char *version) {
   pr_status_t st;
-  const char *why;
-  pr_served_t *m = pr__service_model(c->svc, name, version, &st, &why);
+  char why[1024];
+  pr_served_t *m = pr__service_model(c->svc, name, version, &st, why, sizeof why);
   if (!m) pr__grpc_reply(c, st, why, NULL, 0);
   return m;
 }
@@ -478,7 +478,7 @@ static const pr_grpc_rpc_t rpcs[] = {
      .run = rpc_health},
 };
 
-pr_status_t pr__grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
-                           char *err, size_t err_len) {
-  return pr_grpc__serve(svc, cfg, rpcs, (int)(sizeof rpcs / sizeof rpcs[0]), out, err, err_len);
+pr_status_t pr__grpc_open(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
+                          char *err, size_t err_len) {
+  return pr_grpc__open(svc, cfg, rpcs, (int)(sizeof rpcs / sizeof rpcs[0]), out, err, err_len);
 }

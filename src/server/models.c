@@ -774,6 +774,18 @@ static pr_status_t load_version(pr_models_t *ms, const pr_repo_entry_t *entry, c
   return st;
 }
 
+/* A folder of the repository named as a model whose layout is not one
+ * (top->problem): known from here as a load that failed, so that the
+ * index, readiness and its routes say why; a version of it that is ready
+ * serves on. admin held. */
+static void record_problem(pr_models_t *ms, const pr_repo_entry_t *top) {
+  pr_served_t *m;
+  bool ready;
+  char e[1024];
+  if (!begin_load(ms, top, &m, &ready, e, sizeof e) && !ready)
+    load_settle(ms, m, PR_ERR_INVALID, top->problem);
+}
+
 /* Unloads version m (ready). admin held, lock not. */
 static void unload_version(pr_models_t *ms, pr_served_t *m, const char *why) {
   assert(pr__lock_held(&ms->admin));
@@ -832,6 +844,12 @@ pr_status_t pr__models_load(pr_models_t *ms, const char *name, char *err, size_t
     return PR_ERR_NOT_FOUND;
   }
   pr__lock(&ms->admin);
+  if (top.problem[0]) {
+    record_problem(ms, &top);
+    pr__unlock(&ms->admin);
+    pr__errf(err, err_len, "%s", top.problem);
+    return PR_ERR_INVALID;
+  }
   bool policy_ok;
   int n = wanted_versions(ms, &top, want, &policy_ok, err, err_len);
   pr_status_t first = n > 0 ? PR_OK : PR_ERR_INVALID;
@@ -864,9 +882,13 @@ void pr__models_load_all(pr_models_t *ms, const char *const *names, int n) {
     pr_repo_entry_t top, want[PR_REPO_MAX_VERSIONS];
     char e[1024];
     bool policy_ok;
-    int k = pr__repo_find(ms->repository, names[i], &top)
-                ? (pr__errf(e, sizeof e, "no model '%s' in the repository", names[i]), -1)
-                : wanted_versions(ms, &top, want, &policy_ok, e, sizeof e);
+    bool found = !pr__repo_find(ms->repository, names[i], &top);
+    if (found && top.problem[0]) { /* the repository scan logged it */
+      record_problem(ms, &top);
+      continue;
+    }
+    int k = found ? wanted_versions(ms, &top, want, &policy_ok, e, sizeof e)
+                  : (pr__errf(e, sizeof e, "no model '%s' in the repository", names[i]), -1);
     if (k <= 0) pr__log(PR_LOG_ERROR, "model %s: %s", names[i], e);
     for (int v = 0; v < k; v++) {
       if (n_pending == MAX_PENDING) { /* a full list: alone */
@@ -917,8 +939,19 @@ pr_status_t pr__models_unload(pr_models_t *ms, const char *name) {
   int n = ready_except(ms, name, NULL, 0, ready);
   for (int i = 0; i < n; i++) unload_version(ms, ready[i], "unloaded");
   if (n) redivide(ms, name, "unloaded");
+  /* versions whose load failed are unloaded too (as Triton does): an
+   * operator clears a failure that way, and strict readiness follows */
+  int failed = 0;
+  pr__rwlock_wrlock(&ms->lock);
+  for (int i = 0; i < ms->n_models; i++) {
+    pr_served_t *m = ms->models[i];
+    if (!strcmp(m->entry.name, name) && m->state == PR_MODEL_UNAVAILABLE &&
+        strcmp(m->reason, "unloaded"))
+      snprintf(m->reason, sizeof m->reason, "unloaded"), failed++;
+  }
+  pr__rwlock_unlock(&ms->lock);
   pr__unlock(&ms->admin);
-  return n ? PR_OK : PR_ERR_NOT_FOUND;
+  return n || failed ? PR_OK : PR_ERR_NOT_FOUND;
 }
 
 /* The version a request without one gets: the highest ready one, else any
@@ -937,11 +970,23 @@ static pr_served_t *default_version_locked(pr_models_t *ms, const char *name) {
 }
 
 pr_served_t *pr__models_get(pr_models_t *ms, const char *name, const char *version,
-                            pr_status_t *st) {
+                            pr_status_t *st, char *why, size_t why_len) {
   pr__rwlock_rdlock(&ms->lock);
   pr_served_t *m = version ? find_locked(ms, name, version) : default_version_locked(ms, name);
   *st = PR_ERR_NOT_FOUND;
-  if (m && m->state != PR_MODEL_READY) *st = PR_ERR_BUSY, m = NULL;
+  if (m && m->state == PR_MODEL_LOADING) {
+    *st = PR_ERR_BUSY;
+    if (why) snprintf(why, why_len, "model '%s' version %s is loading", name, m->entry.version);
+    m = NULL;
+  } else if (m && m->state != PR_MODEL_READY) {
+    /* the reason is the load's error (quoted from files, already UTF-8
+     * safe) or "unloaded": a client that retries gets the same answer */
+    *st = PR_ERR_MODEL_UNAVAILABLE;
+    if (why)
+      snprintf(why, why_len, "model '%s' version %s is not available: %s", name, m->entry.version,
+               m->reason);
+    m = NULL;
+  }
   if (m) atomic_fetch_add(&m->refs, 1), *st = PR_OK;
   assert(!m || m->state == PR_MODEL_READY);
   pr__rwlock_unlock(&ms->lock);

@@ -819,7 +819,8 @@ int pr__proto_http_status(pr_status_t st) {
     case PR_ERR_URI_TOO_LONG: return 414;
     case PR_ERR_CANCELLED: return 499; /* nginx's: the client closed the request */
     case PR_ERR_CODING: return 501;
-    case PR_ERR_BUSY: return 503;
+    case PR_ERR_BUSY:
+    case PR_ERR_MODEL_UNAVAILABLE: return 503;
     case PR_ERR_TIMEOUT: return 504;
     default: return 500; /* PR_ERR_IO, PR_ERR_NOMEM, PR_ERR_INTERNAL */
   }
@@ -839,6 +840,7 @@ int pr__proto_grpc_status(pr_status_t st) {
     case PR_ERR_TOO_LARGE:
     case PR_ERR_NOMEM: return GRPC_STATUS_RESOURCE_EXHAUSTED;
     case PR_ERR_BUSY: return GRPC_STATUS_UNAVAILABLE;
+    case PR_ERR_MODEL_UNAVAILABLE: return GRPC_STATUS_FAILED_PRECONDITION;
     case PR_ERR_TIMEOUT: return GRPC_STATUS_DEADLINE_EXCEEDED;
     case PR_ERR_CANCELLED: return GRPC_STATUS_CANCELLED;
     default: return GRPC_STATUS_INTERNAL; /* PR_ERR_IO, PR_ERR_INTERNAL */

@@ -98,15 +98,48 @@ static bool file_entry(const char *p, const char *item, pr_repo_entry_t *r) {
   return true;
 }
 
+/* Folder p, named as model `item`, holds no version: r says what it holds
+ * instead (a numeric folder without model.onnx, or none numeric). */
+static void problem_entry(const char *p, const char *item, pr_repo_entry_t *r) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->name, sizeof r->name, "%s", item);
+  snprintf(r->version, sizeof r->version, "1");
+  char numeric[64] = "";
+  DIR *d = opendir(p);
+  struct dirent *e;
+  while (d && !numeric[0] && (e = readdir(d))) {
+    size_t digits = strspn(e->d_name, "0123456789");
+    if (digits > 0 && !e->d_name[digits] && digits < sizeof numeric)
+      snprintf(numeric, sizeof numeric, "%s", e->d_name);
+  }
+  if (d) closedir(d);
+  if (numeric[0])
+    snprintf(r->problem, sizeof r->problem,
+             "version folder %s/%s has no model.onnx file (expected " PR_REPO_LAYOUT ")", item,
+             numeric);
+  else
+    snprintf(r->problem, sizeof r->problem,
+             "folder %s has no numeric version folder (expected " PR_REPO_LAYOUT ")", item);
+}
+
+static bool is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 /* The entry of directory item `item` of dir (a model folder, at its highest
- * version, or NAME.onnx); false when it is not a model. */
+ * version, or NAME.onnx; a folder named as a model that holds none, with
+ * its problem); false when it is neither. */
 static bool entry_for(const char *dir, const char *item, pr_repo_entry_t *r) {
   char p[4096];
   snprintf(p, sizeof p, "%s/%s", dir, item);
   if (file_entry(p, item, r)) return true;
+  if (!valid_name(item) || !is_dir(p)) return false;
   version_t best;
-  if (!valid_name(item) || list_versions(p, &best, 1) < 1) return false;
-  folder_entry(p, item, &best, r);
+  if (list_versions(p, &best, 1) < 1)
+    problem_entry(p, item, r);
+  else
+    folder_entry(p, item, &best, r);
   return true;
 }
 
@@ -119,12 +152,14 @@ int pr__repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total) {
   while ((e = readdir(d))) {
     pr_repo_entry_t *r = n < max ? &out[n] : &tmp;
     if (!entry_for(dir, e->d_name, r)) continue;
-    /* NAME/ and NAME.onnx are one model, NAME (the folder wins) */
+    /* NAME/ and NAME.onnx are one model, NAME (the folder wins, unless it
+     * is not a model's layout) */
     int same = -1;
     for (int i = 0; i < n && same < 0; i++)
       if (r != &out[i] && !strcmp(out[i].name, r->name)) same = i;
     if (same >= 0) {
-      if (strcmp(e->d_name, r->name) == 0) out[same] = *r; /* the folder */
+      bool folder = strcmp(e->d_name, r->name) == 0;
+      if (folder ? !r->problem[0] : out[same].problem[0] != 0) out[same] = *r;
       continue;
     }
     all++;
@@ -139,9 +174,13 @@ int pr__repo_find(const char *dir, const char *name, pr_repo_entry_t *out) {
   char item[PR_NAME_MAX + 8];
   if (!valid_name(name)) return -1;
   /* "m.onnx" names the model "m", not a model of its own */
-  if (entry_for(dir, name, out) && !strcmp(out->name, name)) return 0;
+  if (entry_for(dir, name, out) && !strcmp(out->name, name) && !out->problem[0]) return 0;
+  pr_repo_entry_t folder = *out;
+  bool problem = !strcmp(folder.name, name) && folder.problem[0];
   snprintf(item, sizeof item, "%s.onnx", name);
-  return entry_for(dir, item, out) && !strcmp(out->name, name) ? 0 : -1;
+  if (entry_for(dir, item, out) && !strcmp(out->name, name)) return 0;
+  if (problem) *out = folder; /* NAME/ holds no model and there is no NAME.onnx */
+  return problem ? 0 : -1;
 }
 
 static bool policy_takes(const pr_version_policy_t *policy, long number, int rank) {
@@ -161,7 +200,7 @@ int pr__repo_versions(const char *dir, const char *name, const pr_version_policy
   version_t vers[PR_REPO_MAX_VERSIONS * 4]; /* SPECIFIC may name old ones */
   int n = list_versions(p, vers, (int)(sizeof vers / sizeof vers[0]));
   if (n == 0) { /* NAME.onnx: version 1 */
-    if (pr__repo_find(dir, name, &out[0])) return -1;
+    if (pr__repo_find(dir, name, &out[0]) || out[0].problem[0]) return -1;
     return max > 0 && policy_takes(policy, 1, 0) ? 1 : 0;
   }
   int k = 0;
@@ -572,7 +611,7 @@ int pr__repo_read_config(const char *path, pr_model_config_t *c, char *err, size
     return -1;
   }
   if (pr__read_file(path, &text, &len, PR_REPO_CONFIG_MAX)) {
-    set_error(err, err_len, "%s: %s", path, strerror(errno));
+    set_error(err, err_len, "%s: %s", path, pr__file_error(errno));
     return -1;
   }
   int rc = pr__repo_parse_config(text, len, path, c, err, err_len);

@@ -12,15 +12,25 @@ typedef struct {
   char version[32];
   char path[4096];   /* model.onnx */
   char config[4096]; /* config.json, "" when absent */
+  /* not "": a folder named as a model whose layout is not one (no numeric
+   * version folder, or none holding model.onnx); path is then "" and the
+   * text says what was found and what is expected */
+  char problem[512];
 } pr_repo_entry_t;
 
+/* The layout a model folder must have, for messages. */
+#define PR_REPO_LAYOUT "<repository>/<model>/<version>/model.onnx (version a number, e.g. 1)"
+
 /* Lists DIR/<model>/<version>/model.onnx (the highest numeric version of
- * each model) and DIR/<model>.onnx (version 1). Returns the count stored (at
- * most max) or -1 when DIR cannot be read; *total (optional): how many models
- * DIR holds, beyond max too. Names are validated: [A-Za-z0-9_.-]. */
+ * each model) and DIR/<model>.onnx (version 1), and the folders named as
+ * models that are not one (entries with `problem` set, so that they can
+ * be reported). Returns the count stored (at most max) or -1 when DIR
+ * cannot be read; *total (optional): how many DIR holds, beyond max too.
+ * Names are validated: [A-Za-z0-9_.-]. */
 int pr__repo_scan(const char *dir, pr_repo_entry_t *out, int max, int *total);
-/* The entry of one model by name (a folder or NAME.onnx); 0, or -1 when DIR
- * has no such model (or the name is not a valid model name). */
+/* The entry of one model by name (a folder or NAME.onnx; a folder that is
+ * not a model's layout too, with `problem` set); 0, or -1 when DIR has no
+ * such model (or the name is not a valid model name). */
 int pr__repo_find(const char *dir, const char *name, pr_repo_entry_t *out);
 
 #define PR_REPO_MAX_VERSIONS 16
@@ -35,7 +45,8 @@ typedef struct {
 /* The versions of model `name` that policy selects, highest first, into out
  * (at most max, PR_REPO_MAX_VERSIONS at most); ALL beyond max keeps the
  * highest. Returns how many (0: the policy selects none of those there), or
- * -1 when DIR has no such model. NAME.onnx has version 1 only. */
+ * -1 when DIR has no such model (or its folder is not a model's layout).
+ * NAME.onnx has version 1 only. */
 int pr__repo_versions(const char *dir, const char *name, const pr_version_policy_t *policy,
                       pr_repo_entry_t *out, int max);
 

@@ -37,13 +37,15 @@ typedef struct {
   int idle_timeout_s;             /* a connection silent this long is closed (default 30) */
   int shutdown_timeout_s;         /* pr__server_stop's bound on draining (default 30) */
   bool load_all;                  /* load every model at start (default true) */
+  bool strict_readiness;          /* ready: every model ready (default true) or the server up */
   const char *auth_token_file;    /* bearer tokens for reads and inference (server/auth.h) */
   const char *admin_token_file;   /* bearer tokens for changes of state */
   const char *tls_cert_file;      /* PEM certificate (chain): HTTPS (server/tls.h) */
   const char *tls_key_file;       /* its PEM private key */
   const char *tls_client_ca_file; /* PEM CA: clients must present a certificate it signed */
   /* optional: called by pr__server_start once the models are loaded, just
-   * before it listens (from then on a stop must drain, not abandon) */
+   * before it serves (the ports are bound before the models load; from
+   * then on a stop must drain, not abandon) */
   void (*before_listen)(void *ctx);
   void *before_listen_ctx;
 } pr_server_config_t;
@@ -51,7 +53,8 @@ typedef struct {
 typedef struct pr_server pr_server_t;
 
 void pr__server_config_default(pr_server_config_t *c);
-/* Loads the repository's models and starts listening. */
+/* Binds the ports (a port in use fails here, before any model loads),
+ * loads the repository's models and starts serving. */
 pr_status_t pr__server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
                              size_t err_len);
 /* The port actually bound. */

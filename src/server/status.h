@@ -14,6 +14,9 @@ enum {
   PR_ERR_CODING = -102,       /* a Transfer-Encoding the server does not implement (501) */
   PR_ERR_UNAUTHORIZED = -103, /* no bearer token, or one that is not known (401) */
   PR_ERR_FORBIDDEN = -104,    /* a known token without the right (403) */
+  /* the model's load failed or it was unloaded: 503 without Retry-After
+   * (gRPC FAILED_PRECONDITION), since retrying alone cannot help */
+  PR_ERR_MODEL_UNAVAILABLE = -106,
 };
 
 #endif

@@ -1,12 +1,14 @@
 /* TLS for the HTTP front end (see tls.h). */
 #include "server/tls.h"
 
+#include <errno.h>
 #include <gnutls/gnutls.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "base/util.h"
 
 #define PEM_MAX ((long)1 << 20)
 
@@ -18,9 +20,10 @@ static pr_status_t read_pem(const char *what, const char *path, char **out, char
                             size_t err_len) {
   *out = NULL;
   if (!path) return PR_OK;
-  FILE *f = fopen(path, "rb");
+  FILE *f = pr__fopen_regular(path);
   if (!f) {
-    pr__errf(err, err_len, "cannot read the TLS %s file %s", what, path);
+    pr__errf(err, err_len, "cannot read the TLS %s file %s: %s", what, path,
+             pr__file_error(errno));
     return PR_ERR_IO;
   }
   char *buf = malloc(PEM_MAX + 1);

@@ -5,8 +5,10 @@ value_shaped.c): other element types (float16, the unsigned and 64-bit
 integers at values a double cannot hold, bool), older and newer opsets, the
 ScatterElements/ScatterND max and min reductions (opset 18: left out while
 the engine stops at 17), batch_dims, omitted
-optional inputs, and indices out of range at run time (packrat writes zeros
-or skips them where ONNX Runtime fails the run).
+optional inputs, and indices out of range at run time (the run fails with
+an error naming the node, as ONNX Runtime's does: such a test holds an
+`expect_error` file with the text the error must contain, and its outputs
+are placeholders of the right type and shape).
 
 Writes one folder per test in ONNX's node-test layout (model.onnx,
 test_data_set_0/input_N.pb, output_N.pb) under OUT_DIR; expected outputs are
@@ -31,15 +33,19 @@ def to_onnx_type(dtype):
     return onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(dtype)]
 
 
-def write(root, name, op, opset, inputs, outputs, attrs=None, in_names=None):
+def write(root, name, op, opset, inputs, outputs, attrs=None, in_names=None, expect_error=None):
     """inputs: list of arrays (None: an omitted optional input);
-    outputs: list of expected arrays."""
+    outputs: list of expected arrays; expect_error: text the run's error
+    must contain (the outputs are then placeholders)."""
     d = os.path.join(root, "test_extra_" + name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    if expect_error:
+        with open(os.path.join(d, "expect_error"), "w") as f:
+            f.write(expect_error + "\n")
     names = in_names or ["in%d" % i for i in range(len(inputs))]
     node_in = [n if a is not None else "" for n, a in zip(names, inputs)]
     out_names = ["out%d" % i for i in range(len(outputs))]
-    node = helper.make_node(op, node_in, out_names, **(attrs or {}))
+    node = helper.make_node(op, node_in, out_names, name="n_" + name, **(attrs or {}))
     g_in = [
         helper.make_tensor_value_info(n, to_onnx_type(a.dtype), a.shape)
         for n, a in zip(names, inputs) if a is not None
@@ -153,11 +159,24 @@ def gen_gather_scatter(root):
     bi = RNG.integers(-4, 4, size=(3, 2)).astype(np.int64)
     write(root, "gather_elements_bool", "GatherElements", 13, [b, bi],
           [np.take_along_axis(b, np.where(bi < 0, bi + 4, bi), 1)], {"axis": -1})
-    # run-time index out of range: packrat reads zeros (ONNX Runtime fails the run)
+    # run-time index out of range: the run fails naming the node (as ONNX Runtime's)
     bad = np.array([[0, 7], [-9, 1]], np.int64)
     f = RNG.standard_normal((2, 3)).astype(np.float32)
     write(root, "gather_elements_out_of_range", "GatherElements", 13, [f, bad],
-          [np.array([[f[0, 0], 0], [0, f[1, 1]]], np.float32)], {"axis": 1})
+          [np.zeros((2, 2), np.float32)], {"axis": 1},
+          expect_error="node 'n_gather_elements_out_of_range' (GatherElements): "
+          "index 7 out of range [-3, 2]")
+    table = RNG.standard_normal((5, 2)).astype(np.float32)
+    ids = np.array([[1, 4], [70000, 0]], np.int64)
+    write(root, "gather_out_of_range", "Gather", 13, [table, ids],
+          [np.zeros((2, 2, 2), np.float32)],
+          expect_error="node 'n_gather_out_of_range' (Gather): index 70000 out of range [-5, 4]")
+    write(root, "gather_out_of_range_negative", "Gather", 11,
+          [table, np.array([[1, -6], [0, 2]], np.int32)], [np.zeros((2, 2, 2), np.float32)],
+          expect_error="node 'n_gather_out_of_range_negative' (Gather): index -6 out of range [-5, 4]")
+    nd = np.array([[1, 0], [2, 0]], np.int64)
+    write(root, "gathernd_out_of_range", "GatherND", 13, [f, nd], [np.zeros(2, np.float32)],
+          expect_error="node 'n_gathernd_out_of_range' (GatherND): index 2 out of range [-2, 1]")
 
     # GatherND with batch_dims 0, 1, 2 and tuples that pick single elements
     def gather_nd(data, indices, b):
@@ -222,13 +241,20 @@ def gen_gather_scatter(root):
     upd = RNG.standard_normal((1, 4)).astype(np.float32)
     write(root, "scatter_opset9_int32_idx", "Scatter", 9, [data, idx, upd],
           [scatter_elements(data, idx, upd, 1, "none")], {"axis": 1})
-    # run-time out-of-range index: skipped
+    # run-time out-of-range index: the run fails naming the node
     oob = np.array([[1, 9, -1, -8]], np.int64)
-    want = data.copy()
-    want[0, 1] = upd[0, 0]
-    want[0, 3] = upd[0, 2]
-    write(root, "scatter_elements_out_of_range", "ScatterElements", 13, [data, oob, upd], [want],
-          {"axis": 1})
+    write(root, "scatter_elements_out_of_range", "ScatterElements", 13, [data, oob, upd],
+          [np.zeros_like(data)], {"axis": 1},
+          expect_error="node 'n_scatter_elements_out_of_range' (ScatterElements): "
+          "index 9 out of range [-4, 3]")
+    write(root, "scatter_out_of_range", "Scatter", 9, [data, oob.astype(np.int32) - 10, upd],
+          [np.zeros_like(data)], {"axis": 1},
+          expect_error="node 'n_scatter_out_of_range' (Scatter): index -9 out of range [-4, 3]")
+    snd_idx = np.array([[2], [-4]], np.int64)
+    write(root, "scatternd_out_of_range", "ScatterND", 13,
+          [data, snd_idx, RNG.standard_normal((2, 4)).astype(np.float32)],
+          [np.zeros_like(data)],
+          expect_error="node 'n_scatternd_out_of_range' (ScatterND): index -4 out of range [-3, 2]")
 
     # ScatterND with max/min (opset 18) and slices
     def scatter_nd(data, idx, upd, red):

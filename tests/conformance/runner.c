@@ -9,6 +9,10 @@
  * DIR/<test>/tolerance, "STEPS ATOL SHARE": integer outputs may differ by
  * STEPS, float ones by ATOL more, in at most SHARE of the elements (at
  * least one) (quant_sweep.py's QDQ graphs: one quantization step).
+ * A test with a file DIR/<test>/expect_error passes only when compiling or
+ * running it fails with PR_ERR_INVALID and an error containing that file's
+ * first line (extra_ops.py's indices out of range: ONNX Runtime fails those
+ * runs too); its outputs are placeholders.
  * A model the engine rejects as unsupported (PR_ERR_UNSUPPORTED, at load or
  * compile) is left out and listed with the engine's reason. Prints
  * "N passed, M failed, K skipped" and exits non-zero on any failure. --json
@@ -143,13 +147,38 @@ static void read_tolerance(const char *dir, tolerance_t *tol) {
   fclose(f);
 }
 
+/* The first line of the test's expect_error file into text ("" when it has
+ * none). */
+static void read_expect_error(const char *dir, char *text, size_t len) {
+  char path[4096];
+  text[0] = 0;
+  snprintf(path, sizeof path, "%s/expect_error", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (!fgets(text, (int)len, f)) text[0] = 0;
+  text[strcspn(text, "\n")] = 0;
+  fclose(f);
+}
+
+/* A test that expects an error: 0 when st and err are it, else 1 with why. */
+static int expected_error(const char *want, pr_status_t st, const char *err, char *why,
+                          size_t why_len) {
+  if (st == PR_ERR_INVALID && strstr(err, want)) return 0;
+  if (st)
+    snprintf(why, why_len, "expected the error '%s', got %d: %s", want, st, err);
+  else
+    snprintf(why, why_len, "expected the error '%s', the run succeeded", want);
+  return 1;
+}
+
 /* Returns 0 pass, 1 fail, 2 left out. */
 static int run_test(const char *dir, int threads, char *why, size_t why_len) {
-  char path[4096], err[1024];
+  char path[4096], err[1024], want_error[512];
   snprintf(path, sizeof path, "%s/model.onnx", dir);
   pr_model_t *m;
   tolerance_t tol;
   read_tolerance(dir, &tol);
+  read_expect_error(dir, want_error, sizeof want_error);
   pr_status_t st = pr_engine_model_load_file(path, &m, err, sizeof err);
   if (st) {
     snprintf(why, why_len, "%s", err);
@@ -220,7 +249,10 @@ static int run_test(const char *dir, int threads, char *why, size_t why_len) {
         opt.input_values = vals;
         st = pr_engine_session_create(m, &opt, &s, err, sizeof err);
       }
-      if (st) {
+      if (want_error[0]) {
+        if (!st) st = pr_engine_session_run(s, in, n_in, got, n_out, err, sizeof err);
+        result = expected_error(want_error, st, err, why, why_len);
+      } else if (st) {
         snprintf(why, why_len, "%s", err);
         result = st == PR_ERR_UNSUPPORTED ? 2 : 1;
       } else if ((st = pr_engine_session_run(s, in, n_in, got, n_out, err, sizeof err))) {

@@ -404,9 +404,12 @@ try:
     code, trailer = grpc.StatusCode.OK, {}
 except grpc.RpcError as e:
     code, trailer = e.code(), dict(e.trailing_metadata() or ())
-c.check("infer on the unloaded model: UNAVAILABLE", code == grpc.StatusCode.UNAVAILABLE, code)
-c.check("with when to retry (grpc-retry-pushback-ms, as REST's Retry-After: 1 s)",
-        trailer.get("grpc-retry-pushback-ms") == "1000", trailer)
+# retrying cannot help until someone loads it: FAILED_PRECONDITION (REST:
+# 503 without Retry-After), not UNAVAILABLE with a pushback (a loading model's)
+c.check("infer on the unloaded model: FAILED_PRECONDITION",
+        code == grpc.StatusCode.FAILED_PRECONDITION, code)
+c.check("without a retry pushback (REST: no Retry-After)",
+        "grpc-retry-pushback-ms" not in trailer, trailer)
 code, _, _ = call("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="types"),
                   md=ADMIN, timeout=300)
 c.check("RepositoryModelLoad with the admin token: OK, ready again",

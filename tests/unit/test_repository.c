@@ -252,6 +252,83 @@ static void test_version_policies(void **s) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* Folders named as models that are not one are listed with their problem
+ * (and found by name), beside the models; NAME.onnx beside a folder that
+ * is no model is the model; an empty folder lists nothing. */
+static void test_layout_problems(void **s) {
+  char dir[] = "/tmp/pr_repo_layout_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  pr_repo_entry_t e[8];
+  int total = -1;
+  assert_int_equal(pr__repo_scan(dir, e, 8, &total), 0);
+  assert_int_equal(total, 0);
+  add_version(dir, "1"); /* m: a model */
+  char p[600];
+  const char *dirs[] = {"flat", "nofile", "nofile/2", "both", ".hidden"};
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, dirs[i]);
+    assert_int_equal(mkdir(p, 0755), 0);
+  }
+  const char *files[] = {"flat/model.onnx", "nofile/2/other.onnx", "both.onnx", "README.md"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+  }
+  int n = pr__repo_scan(dir, e, 8, &total);
+  assert_int_equal(n, 4); /* m, flat, nofile, both (the file) */
+  assert_int_equal(total, 4);
+  int seen = 0;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(e[i].name, "m") || !strcmp(e[i].name, "both")) {
+      assert_string_equal(e[i].problem, "");
+      assert_true(e[i].path[0] != 0);
+      seen |= !strcmp(e[i].name, "m") ? 1 : 2;
+    } else if (!strcmp(e[i].name, "flat")) {
+      assert_non_null(strstr(e[i].problem, "folder flat has no numeric version folder"));
+      assert_non_null(strstr(e[i].problem, PR_REPO_LAYOUT));
+      assert_string_equal(e[i].path, "");
+      seen |= 4;
+    } else {
+      assert_string_equal(e[i].name, "nofile");
+      assert_non_null(strstr(e[i].problem, "version folder nofile/2 has no model.onnx"));
+      seen |= 8;
+    }
+  }
+  assert_int_equal(seen, 15);
+  pr_repo_entry_t one;
+  assert_int_equal(pr__repo_find(dir, "flat", &one), 0);
+  assert_non_null(strstr(one.problem, "no numeric version folder"));
+  assert_int_equal(pr__repo_find(dir, "both", &one), 0);
+  assert_string_equal(one.problem, "");
+  assert_int_equal(pr__repo_find(dir, "m", &one), 0);
+  assert_string_equal(one.problem, "");
+  assert_int_equal(pr__repo_find(dir, "absent", &one), -1);
+  pr_model_config_t c = defaults();
+  assert_int_equal(pr__repo_versions(dir, "flat", &c.policy, e, 2), -1);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* A config.json that is a FIFO or a folder is refused at once, never waited
+ * on, and the error says it is not a regular file. */
+static void test_config_not_regular(void **s) {
+  char dir[] = "/tmp/pr_repo_fifo_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[600], err[256];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  assert_int_equal(mkfifo(path, 0644), 0);
+  pr_model_config_t c = defaults();
+  assert_int_equal(pr__repo_read_config(path, &c, err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a regular file"));
+  assert_int_equal(pr__repo_read_config(dir, &c, err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a regular file"));
+  unlink(path);
+  rmdir(dir);
+}
+
 /* The version_policy and priority settings: the forms taken, and refusals. */
 static void test_policy_settings(void **s) {
   pr_model_config_t c = defaults();
@@ -315,6 +392,7 @@ int main(void) {
       cmocka_unit_test(test_parse_errors),    cmocka_unit_test(test_errors_stay_utf8),
       cmocka_unit_test(test_read_file),       cmocka_unit_test(test_version_policies),
       cmocka_unit_test(test_policy_settings), cmocka_unit_test(test_cores_setting),
+      cmocka_unit_test(test_layout_problems), cmocka_unit_test(test_config_not_regular),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,21 @@ void pr__run_copy(pr_exec_t *x, pr_node_t *n) {
   pr__copy(o->ptr, pr__xin(x, n, 0), o->nbytes, x->threads);
 }
 
+bool pr__run_indices_ok(pr_exec_t *x, const pr_node_t *n, const void *idx, pr_dtype_t t,
+                        int64_t count, const int64_t *lens, int n_lens) {
+  assert(n_lens >= 1 && (t == PR_DTYPE_INT64 || t == PR_DTYPE_INT32));
+  for (int64_t i = 0; i < count; i++) {
+    int64_t j = t == PR_DTYPE_INT64 ? ((const int64_t *)idx)[i] : ((const int32_t *)idx)[i];
+    int64_t len = lens[n_lens == 1 ? 0 : i % n_lens];
+    if (j < -len || j >= len) {
+      pr__run_fail(x, n, PR_ERR_INVALID, "index %lld out of range [%lld, %lld]", (long long)j,
+                   (long long)-len, (long long)(len - 1));
+      return false;
+    }
+  }
+  return true;
+}
+
 pr_status_t pr__shape_same(pr_compile_t *c, pr_node_t *n) {
   pr_value_t *a = pr__in(c, n, 0);
   if (!a) return pr__fail(c, n, PR_ERR_INVALID, "missing input");

@@ -152,4 +152,12 @@ void pr__copy(void *dst, const void *src, size_t n, int threads);
  * shared. */
 void pr__run_copy(pr_exec_t *x, pr_node_t *n);
 
+/* Run-time indices: count int32 or int64 values at idx (type t), index i
+ * into an axis of lens[i % n_lens] elements (n_lens > 1: the positions of
+ * GatherND's index tuples). True when every one lies in [-len, len - 1];
+ * otherwise false, the first one outside reported through pr__run_fail
+ * ("index 70000 out of range [-50000, 49999]"). */
+bool pr__run_indices_ok(pr_exec_t *x, const pr_node_t *n, const void *idx, pr_dtype_t t,
+                        int64_t count, const int64_t *lens, int n_lens);
+
 #endif

@@ -6,10 +6,11 @@
  * - Indices are int32 or int64; a negative index counts from the end of its
  *   axis. An index still out of range is invalid ONNX, which ONNX Runtime
  *   refuses at run time. Here constant indices are checked when the session
- *   is compiled (PR_ERR_INVALID, as ONNX Runtime's error); indices that
- *   arrive with a run cannot fail it (runs return nothing), so, as Gather
- *   does, a Gather* writes zeros for them and a Scatter* skips them. No
- *   index ever reads or writes outside a buffer.
+ *   is compiled, indices that arrive with a run before the kernel reads or
+ *   writes anything (pr__run_indices_ok): either way the error names the
+ *   node and the index, PR_ERR_INVALID (a request error, 400, in the
+ *   server). The loops still skip an index out of range (never a read or
+ *   write outside a buffer), which only a broken check could let through.
  * - The Scatters copy data to the output, then apply the updates in index
  *   order, one after the other: with duplicate indices the last update wins
  *   (reduction none) or every one is combined (add, mul, max, min), as in
@@ -60,8 +61,8 @@ static pr_status_t check_const_indices(pr_compile_t *c, pr_node_t *n, const pr_v
   for (int64_t i = 0; i < cnt; i++) {
     int64_t j = load_index(iv->data, iv->dtype, i), len = lens[i % n_lens];
     if (fix_index(j, len) < 0)
-      return pr__fail(c, n, PR_ERR_INVALID, "index %lld out of range for an axis of %lld",
-                      (long long)j, (long long)len);
+      return pr__fail(c, n, PR_ERR_INVALID, "index %lld out of range [%lld, %lld]", (long long)j,
+                      (long long)-len, (long long)(len - 1));
   }
   return PR_OK;
 }
@@ -127,6 +128,7 @@ static pr_status_t infer_gather_elements(pr_compile_t *c, pr_node_t *n) {
 static void run_gather_elements(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *iv = &x->v[n->in[1]];
   int axis = pr__axis(pr__attr_int(n->m, "axis", 0), a->rank);
+  if (!pr__run_indices_ok(x, n, iv->ptr, iv->dtype, pr__value_numel(iv), &a->dims[axis], 1)) return;
   size_t es = pr_dtype_size(a->dtype);
   const char *in = a->ptr;
   char *o = pr__xout(x, n, 0);
@@ -226,6 +228,7 @@ static pr_status_t infer_scatter_elements(pr_compile_t *c, pr_node_t *n) {
 static void run_scatter_elements(pr_exec_t *x, pr_node_t *n) {
   const pr_value_t *a = &x->v[n->in[0]], *iv = &x->v[n->in[1]], *u = &x->v[n->in[2]];
   int axis = pr__axis(pr__attr_int(n->m, "axis", 0), a->rank);
+  if (!pr__run_indices_ok(x, n, iv->ptr, iv->dtype, pr__value_numel(iv), &a->dims[axis], 1)) return;
   reduction_t red = reduction_of(n);
   size_t es = pr_dtype_size(a->dtype);
   char *o = pr__xout(x, n, 0);
@@ -333,6 +336,7 @@ static pr_status_t prepare_nd(pr_compile_t *c, pr_node_t *n) {
 static void run_gather_nd(pr_exec_t *x, pr_node_t *n) {
   const nd_geom_t *g = n->state;
   const pr_value_t *a = &x->v[n->in[0]], *iv = &x->v[n->in[1]];
+  if (!pr__run_indices_ok(x, n, iv->ptr, iv->dtype, pr__value_numel(iv), g->len, g->m)) return;
   int64_t es = (int64_t)pr_dtype_size(a->dtype), bytes = g->slice * es;
   const char *in = a->ptr;
   char *o = pr__xout(x, n, 0);
@@ -387,6 +391,7 @@ static pr_status_t prepare_scatter_nd(pr_compile_t *c, pr_node_t *n) {
 static void run_scatter_nd(pr_exec_t *x, pr_node_t *n) {
   const nd_geom_t *g = n->state;
   const pr_value_t *a = &x->v[n->in[0]], *iv = &x->v[n->in[1]], *u = &x->v[n->in[2]];
+  if (!pr__run_indices_ok(x, n, iv->ptr, iv->dtype, pr__value_numel(iv), g->len, g->m)) return;
   reduction_t red = reduction_of(n);
   int64_t es = (int64_t)pr_dtype_size(a->dtype);
   char *o = pr__xout(x, n, 0);

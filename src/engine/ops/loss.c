@@ -7,8 +7,8 @@
  * nothing.
  *
  * Notes on the design: every sum runs in double. A label outside [0, C) that
- * is not ignore_index is invalid input that a run cannot report (ONNX Runtime
- * fails the run); its loss comes out NaN instead of reading out of bounds.
+ * is not ignore_index is invalid input: the run fails naming the node and
+ * the label, as in ONNX Runtime, before anything is computed.
  */
 #include <math.h>
 #include <string.h>
@@ -77,6 +77,14 @@ static void nll(pr_exec_t *x, pr_node_t *n, const void *lp, pr_dtype_t lt) {
   bool has_ignore = pr__attr_find(n->m, "ignore_index") != NULL;
   reduction_t r = RED_MEAN;
   reduction_of(n->m, &r);
+  for (int64_t at = 0; at < N * inner; at++) {
+    int64_t label = pr__load_int64(tv->ptr, tv->dtype, at);
+    if ((label < 0 || label >= C) && !(has_ignore && label == ignore)) {
+      pr__run_fail(x, n, PR_ERR_INVALID, "label %lld out of range [0, %lld]", (long long)label,
+                   (long long)(C - 1));
+      return;
+    }
+  }
   void *out = ov->ptr;
   double sum = 0, wsum = 0;
   for (int64_t i = 0; i < N; i++)
@@ -85,7 +93,7 @@ static void nll(pr_exec_t *x, pr_node_t *n, const void *lp, pr_dtype_t lt) {
       double loss, wt;
       if (has_ignore && label == ignore) {
         loss = 0, wt = 0;
-      } else if (label < 0 || label >= C) {
+      } else if (label < 0 || label >= C) { /* refused above */
         loss = NAN, wt = 1;
       } else {
         wt = w ? pr__load_double(w, sv->dtype, label) : 1.0;

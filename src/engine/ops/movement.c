@@ -449,6 +449,9 @@ static void run_gather(pr_exec_t *x, pr_node_t *n) {
   int64_t outer = 1, inner = (int64_t)es, len = a->dims[axis], ni = pr__value_numel(iv);
   for (int k = 0; k < axis; k++) outer *= a->dims[k];
   for (int k = axis + 1; k < a->rank; k++) inner *= a->dims[k];
+  /* an index out of range (ONNX leaves it undefined) fails the run, as in
+   * ONNX Runtime: ids past an embedding table are a client's error */
+  if (!pr__run_indices_ok(x, n, iv->ptr, iv->dtype, ni, &len, 1)) return;
   const char *in = a->ptr;
   char *o = pr__xout(x, n, 0);
 #pragma omp parallel for num_threads(x->threads) if (outer * ni * inner > 65536)
@@ -458,7 +461,7 @@ static void run_gather(pr_exec_t *x, pr_node_t *n) {
                                               : ((const int32_t *)iv->ptr)[i];
       if (j < 0) j += len;
       char *dst = o + (r * ni + i) * inner;
-      /* out-of-range indices are invalid ONNX; they produce zeros, never a bad read */
+      /* checked above: never a read outside a */
       if (j < 0 || j >= len)
         memset(dst, 0, (size_t)inner);
       else

@@ -372,9 +372,15 @@ static void run_max_unpool(pr_exec_t *x, pr_node_t *n) {
   int64_t def[5], len = pr__value_numel(a), dlen = 1;
   unpool_default_shape(n->m, a, def);
   for (int k = 0; k < a->rank; k++) dlen *= def[k];
+  for (int64_t i = 0; i < len; i++)
+    if (ind[i] < 0 || ind[i] >= dlen) { /* undefined in ONNX: refused, as in ONNX Runtime */
+      pr__run_fail(x, n, PR_ERR_INVALID, "index %lld out of range [0, %lld]", (long long)ind[i],
+                   (long long)(dlen - 1));
+      return;
+    }
   memset(o->ptr, 0, o->nbytes);
   for (int64_t i = 0; i < len; i++) {
-    if (ind[i] < 0 || ind[i] >= dlen) continue; /* outside: skipped */
+    if (ind[i] < 0 || ind[i] >= dlen) continue; /* checked above */
     int64_t rem = ind[i], off = 0, mul = 1;
     for (int k = a->rank - 1; k >= 0; k--) {
       off += (rem % def[k]) * mul;

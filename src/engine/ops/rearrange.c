@@ -8,8 +8,8 @@
  *   message with "constant" says so otherwise.
  * - ReverseSequence's sequence lengths are data: a length outside [0, T] is
  *   invalid ONNX, refused at compile time when the lengths are constant and
- *   clamped to [0, T] at run time (a run cannot fail), so no read or write
- *   leaves the buffers. */
+ *   at run time otherwise (the run fails naming the node, as in ONNX
+ *   Runtime), before anything is read or written. */
 #include <string.h>
 
 #include "engine/ops/ops.h"
@@ -230,8 +230,8 @@ static pr_status_t infer_reverse_sequence(pr_compile_t *c, pr_node_t *n) {
     for (int64_t i = 0; i < lens->dims[0]; i++) {
       int64_t l = ((const int64_t *)lens->data)[i];
       if (l < 0 || l > a->dims[ta])
-        return pr__fail(c, n, PR_ERR_INVALID, "sequence length %lld out of [0, %lld]", (long long)l,
-                        (long long)a->dims[ta]);
+        return pr__fail(c, n, PR_ERR_INVALID, "sequence length %lld out of range [0, %lld]",
+                        (long long)l, (long long)a->dims[ta]);
     }
   pr__value_set_shape(pr__out(c, n, 0), a->dtype, a->rank, a->dims);
   return PR_OK;
@@ -246,6 +246,12 @@ static void run_reverse_sequence(pr_exec_t *x, pr_node_t *n) {
   /* byte stride of one step along each axis */
   int64_t st_t = ta == 0 ? B * inner : inner, st_b = ba == 0 ? T * inner : inner;
   const int64_t *lens = lv->ptr;
+  for (int64_t bi = 0; bi < B; bi++)
+    if (lens[bi] < 0 || lens[bi] > T) {
+      pr__run_fail(x, n, PR_ERR_INVALID, "sequence length %lld out of range [0, %lld]",
+                   (long long)lens[bi], (long long)T);
+      return;
+    }
   const char *in = a->ptr;
   char *out = pr__xout(x, n, 0);
 #pragma omp parallel for num_threads(x->threads) if (T * B * inner > 65536)

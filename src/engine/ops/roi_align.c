@@ -12,7 +12,8 @@
  *   per sample, the largest of the four weighted neighbours (as ONNX
  *   Runtime and ONNX's reference).
  * - FLOAT, DOUBLE and FLOAT16, computed in double. A batch index outside X
- *   gives a region of zeros. */
+ *   (undefined in ONNX) fails the run, naming the node, as in ONNX
+ *   Runtime. */
 #include <math.h>
 #include <string.h>
 
@@ -86,6 +87,14 @@ static void run_roi_align(pr_exec_t *x, pr_node_t *n) {
   double offset = *(const double *)n->state, scale = pr__attr_float(n->m, "spatial_scale", 1.f);
   int64_t sr = pr__attr_int(n->m, "sampling_ratio", 0);
   int64_t R = rv->dims[0], N = a->dims[0], C = a->dims[1], OH = o->dims[2], OW = o->dims[3];
+  for (int64_t r = 0; r < R; r++) {
+    int64_t b = pr__load_int64(bv->ptr, bv->dtype, r);
+    if (b < 0 || b >= N) {
+      pr__run_fail(x, n, PR_ERR_INVALID, "batch index %lld out of range [0, %lld]", (long long)b,
+                   (long long)(N - 1));
+      return;
+    }
+  }
 #pragma omp parallel for collapse(2) num_threads(x->threads) if (R * C * OH * OW > 1024)
   for (int64_t r = 0; r < R; r++)
     for (int64_t ch = 0; ch < C; ch++) {

@@ -88,7 +88,7 @@ static pr_status_t read_model(pr_quantizer_t *q, const char *path, char *err, si
   void *data;
   size_t len;
   if (pr__read_file(path, &data, &len, PR_MAX_MODEL_BYTES) < 0) {
-    pr__errf(err, err_len, "cannot read %s: %s", path, strerror(errno));
+    pr__errf(err, err_len, "cannot read %s: %s", path, pr__file_error(errno));
     return PR_ERR_IO;
   }
   pr_status_t st =
