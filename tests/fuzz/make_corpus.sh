@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the seed corpus of every fuzz target into OUT/<target>/ (loader: the
-# ONNX node-test models under 4 KiB and tests/fuzz/seeds.py's transformer
-# block; infer, config: tests/fuzz/server_seeds.py; grpc_infer:
+# ONNX node-test models under 4 KiB, tests/fuzz/seeds.py's transformer
+# block and tests/fuzz/deep_seeds.py's deeply nested files; infer, config: tests/fuzz/server_seeds.py; grpc_infer:
 # tests/fuzz/grpc_seeds.py; randgraph: seeded random
 # byte strings, each of them a graph). Seeds are made here,
 # never committed. --ctest: start from an empty OUT, and give the loader only
@@ -24,6 +24,7 @@ for d in /usr/share/libonnx-testdata/data/node/*/; do
   if [ $((i++ % step)) = 0 ]; then cp "$f" "$out/loader/$(basename "$d").onnx"; fi
 done
 /usr/bin/python3 "$here/seeds.py" "$out/loader"
+/usr/bin/python3 "$here/deep_seeds.py" "$out/loader"
 /usr/bin/python3 "$here/server_seeds.py" "$out"
 /usr/bin/python3 "$here/grpc_seeds.py" "$out/grpc_infer"
 mkdir -p "$out/randgraph"
