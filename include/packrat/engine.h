@@ -99,10 +99,11 @@ typedef struct pr_model pr_model_t;
 typedef struct pr_session pr_session_t;
 
 /* Session options. threads: OpenMP team size of the session (>= 1).
- * batch: value for symbolic dims at axis 0 of the inputs (>= 1).
+ * batch: value for symbolic dims at axis 0 of the inputs (1..2^20).
  * dim_names/dim_values: values for other named symbolic dims.
  * input_shapes: optional concrete shapes, one per graph input, overriding
- * batch and dim values (used when inputs are already at hand).
+ * batch and dim values (used when inputs are already at hand; batch is then
+ * not read, and a dimension may be 0: zero-size tensors).
  * input_values: optional, one pointer per graph input (NULL entries allowed):
  * a non-NULL entry fixes that input's value at compile time (it must then be
  * given its shape in input_shapes), so that values which decide shapes, such

@@ -158,7 +158,9 @@ static pr_status_t check_options(const pr_session_options_t *opt, char *err, siz
     pr__errf(err, err_len, "threads must be 1..1024, got %d", opt->threads);
     return PR_ERR_INVALID;
   }
-  if (opt->batch < 1 || opt->batch > (1 << 20)) {
+  /* input_shapes override the batch, and their dims may be 0 (zero-size
+   * tensors: `packrat run` on inputs with an empty first axis) */
+  if (!opt->input_shapes && (opt->batch < 1 || opt->batch > (1 << 20))) {
     pr__errf(err, err_len, "batch must be 1..%d, got %lld", 1 << 20, (long long)opt->batch);
     return PR_ERR_INVALID;
   }

@@ -987,6 +987,35 @@ static void test_grouped_conv_not_reference(void **state) {
   pr_engine_model_destroy(m);
 }
 
+/* Input shapes given with a zero-size dimension (the ONNX node tests
+ * test_reshape_allowzero_reordered, test_split_zero_size_splits,
+ * test_triu_zero): the batch option is not read then, so a batch of 0 (what
+ * `packrat run` takes from such an input) is no error; the run gives a
+ * zero-size output. Without input shapes the batch is still 1..2^20. */
+static void test_zero_size_input_shapes(void **state) {
+  (void)state;
+  int64_t dims[2] = {-1, 4};
+  char err[256];
+  pr_model_t *m = mb_neg_model(2, dims, err, sizeof err);
+  assert_non_null(m);
+  pr_tensor_info_t shape = {.name = "x", .dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {0, 4}};
+  pr_session_options_t opt = pr_session_options_default();
+  opt.batch = 0;
+  opt.input_shapes = &shape;
+  pr_session_t *s = NULL;
+  if (pr_engine_session_create(m, &opt, &s, err, sizeof err)) fail_msg("%s", err);
+  pr_tensor_t in = {.dtype = PR_DTYPE_FLOAT, .rank = 2, .dims = {0, 4}}, out;
+  assert_int_equal(pr_engine_session_run(s, &in, 1, &out, 1, err, sizeof err), PR_OK);
+  assert_int_equal(out.rank, 2);
+  assert_int_equal(out.dims[0], 0);
+  assert_int_equal(out.dims[1], 4);
+  pr_engine_session_destroy(s);
+  opt.input_shapes = NULL;
+  assert_int_equal(pr_engine_session_create(m, &opt, &s, err, sizeof err), PR_ERR_INVALID);
+  assert_non_null(strstr(err, "batch must be"));
+  pr_engine_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_grouped_conv_not_reference),
@@ -1006,6 +1035,7 @@ int main(void) {
       cmocka_unit_test(test_clip_bounds_at_run_time),
       cmocka_unit_test(test_clip_crossed_bounds),
       cmocka_unit_test(test_clip_double_bounds_exact),
+      cmocka_unit_test(test_zero_size_input_shapes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
