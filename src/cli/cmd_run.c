@@ -49,7 +49,7 @@ static void usage(FILE *f) {
           "                      slowest kernels (a single session, not with --plan)\n"
           "  --json              print one JSON object as the last line\n"
           "\n"
-          "Without inputs, random inputs of the model's shape are generated.\n",
+          "Without inputs, random inputs of the model's shape are generated (integers 0 or 1).\n",
           MAX_PLANS);
 }
 
@@ -65,8 +65,10 @@ static void fill_random(pr_tensor_t *t, unsigned *seed) {
     switch (t->dtype) {
       case PR_DTYPE_FLOAT: ((float *)t->data)[i] = (float)(r % 20000) / 10000.f - 1.f; break;
       case PR_DTYPE_DOUBLE: ((double *)t->data)[i] = (double)(r % 20000) / 10000.0 - 1.0; break;
-      case PR_DTYPE_INT64: ((int64_t *)t->data)[i] = r % 100; break;
-      case PR_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(r % 100); break;
+      /* integers 0 or 1: ids inside any table of two rows or more (BERT's
+       * token types), masks; an id out of range fails the run */
+      case PR_DTYPE_INT64: ((int64_t *)t->data)[i] = r & 1; break;
+      case PR_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(r & 1); break;
       case PR_DTYPE_BOOL: ((uint8_t *)t->data)[i] = r & 1; break;
       default:
         memset((char *)t->data + i * (int64_t)pr_dtype_size(t->dtype), (int)(r % 100),
