@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "engine/onnx_prescan.h"
 #include "onnx.pb-c.h"
 
 #define MAX_TENSOR_FILE ((size_t)2 << 30)
@@ -480,7 +481,13 @@ pr_status_t pr_engine_tensor_read_file(const char *path, pr_tensor_t *out, char 
   if (len >= 6 && !memcmp(buf, "\x93NUMPY", 6)) {
     st = read_npy(buf, len, out, err, err_len);
   } else {
-    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
+    /* bounded before protobuf-c unpacks it, as a model is (onnx_prescan.h) */
+    char why[160];
+    Onnx__TensorProto *tp =
+        pr_engine__proto_prescan(buf, len, &onnx__tensor_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
+                                 PR_PRESCAN_MAX_MESSAGES, why, sizeof why)
+            ? NULL
+            : onnx__tensor_proto__unpack(NULL, len, buf);
     if (!tp) {
       pr__errf(err, err_len, "%s: neither a TensorProto nor a .npy file", path);
       free(buf);
