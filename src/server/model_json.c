@@ -123,6 +123,9 @@ static json_t *dim_json(const pr_model_config_t *c, int i) {
 
 json_t *pr__model_config_json(pr_served_t *m) {
   const pr_model_config_t *c = &m->cfg;
+  /* unset (0) plans from batch 1, as the policy reads it (packrat/policy.h):
+   * the route says the value in effect, as docs/model-repository.md does */
+  int min_batch = c->min_batch > 0 ? c->min_batch : 1;
   json_t *dims = json_object();
   for (int i = 0; i < c->n_dims; i++) json_object_set_new(dims, c->dim_names[i], dim_json(c, i));
   json_t *o =
@@ -132,7 +135,7 @@ json_t *pr__model_config_json(pr_served_t *m) {
                 c->queue_capacity, "request_timeout_ms",
                 (json_int_t)(c->request_timeout_s * 1000 + 0.5), "plan", c->plan, "autoscale",
                 c->autoscale, "estimator", c->estimator ? "rate" : "paper", "min_batch_size",
-                c->min_batch, "dims", dims, "inputs", tensors(m->proto.inputs, m->proto.n_inputs),
+                min_batch, "dims", dims, "inputs", tensors(m->proto.inputs, m->proto.n_inputs),
                 "outputs", tensors(m->proto.outputs, m->proto.n_outputs));
   if (o && (json_object_set_new(o, "priority_levels", json_integer(c->priority_levels)) ||
             json_object_set_new(o, "default_priority_level", json_integer(c->default_priority)) ||
