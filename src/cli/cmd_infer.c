@@ -14,6 +14,7 @@
  *   through a filter that keeps printable ASCII only. */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +38,12 @@ static void usage(FILE *f) {
           "  --url URL        the server, e.g. http://127.0.0.1:8000\n"
           "  --model NAME     the model to run\n"
           "  --model-version V  a version of the model (default: the server's choice)\n"
-          "  --input [INPUT=]FILE  an input tensor (repeatable): .npy, ONNX TensorProto .pb,\n"
-          "                   or .json (a nested array of numbers, or {\"shape\": [...],\n"
-          "                   \"datatype\": \"FP32\", \"data\": [...]}). Without INPUT=, the\n"
-          "                   files go to the model's inputs in the order of its metadata.\n"
+          "  --input [INPUT=]FILE...  input tensors, the files up to the next --flag\n"
+          "                   (--input repeatable): .npy, ONNX TensorProto .pb, or .json\n"
+          "                   (a nested array of numbers, or {\"shape\": [...],\n"
+          "                   \"datatype\": \"FP32\", \"data\": [...]}). A file with INPUT=\n"
+          "                   goes to that input; the others, in order, to the model's\n"
+          "                   inputs that no file names, in the order of its metadata.\n"
           "                   A tensor one axis short of a batched input gets batch 1.\n"
           "  --top-k K        print each row's K largest values as 'index (score)' instead\n"
           "                   of the values (classifiers; a row is the first axis)\n"
@@ -269,28 +272,69 @@ static bool read_tensor_input(const char *path, input_t *in) {
   return ok;
 }
 
-/* Reads spec ([INPUT=]FILE) as the model's input number pos (by name when
- * given) and fits it to the metadata meta_inputs. */
-static bool load_input(const char *spec, int pos, json_t *meta_inputs, input_t *in) {
-  const char *file = spec, *eq = strchr(spec, '=');
-  json_t *meta = NULL;
+/* The index of the model input that spec ([INPUT=]FILE) names, or -1 when
+ * it names none (then all of spec is the file). */
+static int named_input(const char *spec, json_t *meta_inputs) {
+  const char *eq = strchr(spec, '=');
   size_t i;
   json_t *it;
   json_array_foreach(meta_inputs, i, it) {
     const char *name = json_string_value(json_object_get(it, "name"));
     if (eq && name && strlen(name) == (size_t)(eq - spec) && !strncmp(name, spec, eq - spec))
-      meta = it, file = eq + 1;
+      return i <= INT_MAX ? (int)i : -1;
   }
-  if (!meta) meta = json_array_get(meta_inputs, (size_t)pos);
-  if (!meta) {
-    fprintf(stderr, "packrat infer: %s: the model has %zu inputs and no input of that name\n", spec,
-            json_array_size(meta_inputs));
-    return false;
+  return -1;
+}
+
+/* Whether one of the n files named (named[i]) names input k (slot[i]). */
+static bool input_named(const int *slot, const bool *named, int n, int k) {
+  for (int i = 0; i < n; i++)
+    if (named[i] && slot[i] == k) return true;
+  return false;
+}
+
+/* Which model input each file goes to (slot[i], for a->files[i]): a named
+ * file to its input, the unnamed ones in order to the inputs that no file
+ * names. False after a message when an input is named twice or the
+ * unnamed files outnumber the inputs left. */
+static bool assign_inputs(const infer_args_t *a, json_t *meta_inputs, int slot[MAX_INPUTS]) {
+  bool named[MAX_INPUTS];
+  for (int i = 0; i < a->n_files; i++) {
+    slot[i] = named_input(a->files[i], meta_inputs);
+    named[i] = slot[i] >= 0;
+    for (int j = 0; named[i] && j < i; j++)
+      if (named[j] && slot[j] == slot[i]) {
+        fprintf(stderr, "packrat infer: input %.*s is given twice\n",
+                (int)(strchr(a->files[i], '=') - a->files[i]), a->files[i]);
+        return false;
+      }
   }
-  const char *name = json_string_value(json_object_get(meta, "name"));
+  size_t n_inputs = json_array_size(meta_inputs);
+  int next = 0;
+  for (int i = 0; i < a->n_files; i++) {
+    if (named[i]) continue;
+    while (input_named(slot, named, a->n_files, next)) next++;
+    if ((size_t)next >= n_inputs) {
+      fprintf(stderr, "packrat infer: %s: more files than the model's %zu inputs\n", a->files[i],
+              n_inputs);
+      return false;
+    }
+    slot[i] = next++;
+  }
+  return true;
+}
+
+/* Reads spec ([INPUT=]FILE) as the model input meta (its metadata) and fits
+ * it to that. */
+static bool load_input(const char *spec, json_t *meta, input_t *in) {
+  const char *eq = strchr(spec, '='), *file = spec;
+  const char *meta_name = json_string_value(json_object_get(meta, "name"));
+  if (eq && meta_name && strlen(meta_name) == (size_t)(eq - spec) &&
+      !strncmp(meta_name, spec, eq - spec))
+    file = eq + 1;
   const char *dt = json_string_value(json_object_get(meta, "datatype"));
   json_t *shape = json_object_get(meta, "shape");
-  snprintf(in->name, sizeof in->name, "%s", name ? name : "");
+  snprintf(in->name, sizeof in->name, "%s", meta_name ? meta_name : "");
   size_t len = strlen(file);
   bool is_json = len >= 5 && !strcmp(file + len - 5, ".json");
   if (!(is_json ? read_json_input(file, in) : read_tensor_input(file, in))) return false;
@@ -312,9 +356,10 @@ static char *request_body(const infer_args_t *a, json_t *meta, input_t *ins) {
     json_decref(list);
     return NULL;
   }
-  bool ok = list != NULL;
+  int slot[MAX_INPUTS];
+  bool ok = list != NULL && assign_inputs(a, meta_inputs, slot);
   for (int i = 0; ok && i < a->n_files; i++) {
-    ok = load_input(a->files[i], i, meta_inputs, &ins[i]);
+    ok = load_input(a->files[i], json_array_get(meta_inputs, (size_t)slot[i]), &ins[i]);
     json_t *shape = json_array();
     for (int d = 0; ok && d < ins[i].rank; d++)
       json_array_append_new(shape, json_integer(ins[i].dims[d]));
@@ -397,16 +442,21 @@ static int parse_args(infer_args_t *a, int argc, char **argv) {
     const char **dst = !strcmp(f, "--url")             ? &a->url
                        : !strcmp(f, "--model")         ? &a->model
                        : !strcmp(f, "--model-version") ? &a->version
-                       : !strcmp(f, "--input")         ? &a->files[a->n_files]
                                                        : NULL;
     if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
       usage(stdout);
       return 0;
     } else if (dst) {
       if (!val) return fprintf(stderr, "packrat infer: %s needs a value\n", f), 2;
-      if (dst == &a->files[a->n_files] && ++a->n_files == MAX_INPUTS)
-        return fprintf(stderr, "packrat infer: at most %d --input\n", MAX_INPUTS - 1), 2;
       *dst = val, i++;
+    } else if (!strcmp(f, "--input")) { /* its files: up to the next --flag */
+      int before = a->n_files;
+      for (; i + 1 < argc && strncmp(argv[i + 1], "--", 2); i++) {
+        if (a->n_files == MAX_INPUTS)
+          return fprintf(stderr, "packrat infer: at most %d input files\n", MAX_INPUTS), 2;
+        a->files[a->n_files++] = argv[i + 1];
+      }
+      if (a->n_files == before) return fprintf(stderr, "packrat infer: --input needs a file\n"), 2;
     } else if (!strcmp(f, "--top-k")) {
       a->top_k = (int)pr__cli_parse_long(f, val, 1, 1000), i++;
     } else if (!strcmp(f, "--timeout")) {
