@@ -3,6 +3,7 @@
  * the loops' own structs: no globals. */
 #include "cli/loadgen.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -17,22 +18,37 @@
 
 #define MAX_INFLIGHT 4096
 
-void pr__loadgen_result_add(pr_loadgen_result_t *r, double ms, long status) {
+/* The class of an answer's status (0: no answer). */
+static pr_loadgen_class_t status_class(long status) {
+  static const pr_loadgen_class_t by_hundred[] = {PR_LOADGEN_2XX, PR_LOADGEN_3XX, PR_LOADGEN_4XX,
+                                                  PR_LOADGEN_5XX};
+  return status >= 200 && status < 600 ? by_hundred[status / 100 - 2] : PR_LOADGEN_TRANSPORT;
+}
+
+/* Appends one latency to r's sample; dropped when memory runs out (the
+ * counts stay exact). */
+static void add_latency(pr_loadgen_result_t *r, double ms) {
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 1024;
+    double *lat = realloc(r->lat, sizeof *lat * cap);
+    if (!lat) return;
+    r->lat = lat;
+    r->cap = cap;
+  }
+  r->lat[r->n++] = ms;
+}
+
+void pr__loadgen_result_add(pr_loadgen_result_t *r, double ms, long status, bool ok) {
+  pr_loadgen_class_t c = status_class(status);
+  assert(!ok || c == PR_LOADGEN_2XX);
   r->requests++;
-  if (status == 200) {
-    if (r->n == r->cap) {
-      r->cap = r->cap ? r->cap * 2 : 1024;
-      r->lat = realloc(r->lat, sizeof(double) * r->cap);
-    }
-    r->lat[r->n++] = ms;
+  r->by_class[c]++;
+  if (ok) {
+    add_latency(r, ms);
   } else {
     r->errors++;
+    r->errors_by_class[c]++;
   }
-  int k = status >= 200 && status < 600 ? (int)(status / 100) - 2 : 4;
-  if (k >= 0 && k < 5)
-    r->by_status[k]++;
-  else
-    r->by_status[5]++;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -46,19 +62,28 @@ static double pct(const pr_loadgen_result_t *r, double p) {
   return r->lat[i ? i - 1 : 0];
 }
 
+/* counts[] by class as {"2xx", "3xx", "4xx", "5xx", "transport"}. */
+static json_t *class_counts_json(const uint64_t counts[PR_LOADGEN_N_CLASSES]) {
+  static const char *const names[] = {"2xx", "3xx", "4xx", "5xx", "transport"};
+  static_assert(sizeof names / sizeof *names == PR_LOADGEN_N_CLASSES, "a name per class");
+  json_t *o = json_object();
+  for (int c = 0; o && c < PR_LOADGEN_N_CLASSES; c++)
+    json_object_set_new(o, names[c], json_integer((json_int_t)counts[c]));
+  return o;
+}
+
 json_t *pr__loadgen_result_json(pr_loadgen_result_t *r, double seconds) {
   if (r->n) qsort(r->lat, r->n, sizeof *r->lat, cmp_double); /* a phase may send nothing */
-  return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "requests",
+  double sum = 0;
+  for (size_t i = 0; i < r->n; i++) sum += r->lat[i];
+  uint64_t successes = r->requests - r->errors;
+  return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o}", "requests",
                    (json_int_t)r->requests, "errors", (json_int_t)r->errors, "duration_s", seconds,
-                   "throughput_rps", seconds > 0 ? (double)r->n / seconds : 0.0, "p50_ms",
+                   "throughput_rps", seconds > 0 ? (double)successes / seconds : 0.0, "p50_ms",
                    pct(r, 0.5), "p90_ms", pct(r, 0.9), "p99_ms", pct(r, 0.99), "max_ms",
-                   r->n ? r->lat[r->n - 1] : 0.0, "mean_ms",
-                   r->n ? ({
-                     double s = 0;
-                     for (size_t i = 0; i < r->n; i++) s += r->lat[i];
-                     s / (double)r->n;
-                   })
-                        : 0.0);
+                   r->n ? r->lat[r->n - 1] : 0.0, "mean_ms", r->n ? sum / (double)r->n : 0.0,
+                   "status_counts", class_counts_json(r->by_class), "error_counts",
+                   class_counts_json(r->errors_by_class));
 }
 
 /* ---- the request body ---- */
@@ -362,19 +387,21 @@ static bool response_ok(const body_t *b) {
   return max_diff <= 1e-4 * max_ref;
 }
 
-/* Final status of a finished request: a 200 whose output mismatches is 0.
- * The first few error bodies are shown on stderr. */
-static long checked_status(long status, body_t *b) {
-  if (status == 200 && b->lg->check && !response_ok(b)) {
+/* Whether a finished request with this status (0: no answer) succeeded: a
+ * 200 whose first output, when checked, matches (a mismatch is counted in
+ * lg->mismatches). The first few error bodies are shown on stderr. */
+static bool answer_ok(long status, body_t *b) {
+  bool ok = status == 200;
+  if (ok && b->lg->check && !response_ok(b)) {
     atomic_fetch_add(&b->lg->mismatches, 1);
-    status = 0;
+    ok = false;
   }
   if (status >= 400 && status != 503 && atomic_fetch_add(&b->lg->error_samples, 1) < 3)
     fprintf(stderr, "packrat bench: HTTP %ld: %.*s\n", status, (int)(b->len < 300 ? b->len : 300),
             b->buf ? b->buf : "");
   b->len = 0;
   b->hlen[0] = 0;
-  return status;
+  return ok;
 }
 
 static CURL *make_easy(const pr_loadgen_request_t *rq) {
@@ -422,7 +449,7 @@ static void *closed_main(void *arg) {
     CURLcode cc = m ? perform_polling(m, c) : curl_easy_perform(c);
     long status = 0;
     if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    pr__loadgen_result_add(&w->res, (pr__now() - t0) * 1e3, checked_status(status, &body));
+    pr__loadgen_result_add(&w->res, (pr__now() - t0) * 1e3, status, answer_ok(status, &body));
     /* a 503 says when to come back: a client that resends at once only
      * adds refusals to the server's load */
     if (status == 503) {
@@ -439,13 +466,16 @@ static void *closed_main(void *arg) {
 }
 
 void pr__loadgen_result_merge(pr_loadgen_result_t *dst, pr_loadgen_result_t *src) {
-  for (size_t k = 0; k < src->n; k++) pr__loadgen_result_add(dst, src->lat[k], 200);
-  /* the adds counted src's successes; its other counts go over as they are */
-  dst->requests += src->requests - src->n;
+  for (size_t k = 0; k < src->n; k++) add_latency(dst, src->lat[k]);
+  dst->requests += src->requests;
   dst->errors += src->errors;
-  for (int k = 0; k < 6; k++) dst->by_status[k] += src->by_status[k] - (k == 0 ? src->n : 0);
+  for (int c = 0; c < PR_LOADGEN_N_CLASSES; c++) {
+    dst->by_class[c] += src->by_class[c];
+    dst->errors_by_class[c] += src->errors_by_class[c];
+  }
   free(src->lat);
   src->lat = NULL;
+  src->n = src->cap = 0;
 }
 
 void pr__loadgen_threads(int n, void *(*fn)(void *), void *ctx, double until,
@@ -521,9 +551,9 @@ void pr__loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases
         curl_easy_setopt(c, CURLOPT_HEADERDATA, &tag->body);
         curl_multi_add_handle(multi, c);
         inflight++;
-      } else {
-        pr__loadgen_result_add(&phases[phase].res, 0,
-                               0); /* client saturated: counted as an error */
+      } else { /* client saturated: not sent, an error of the phase and of the whole run */
+        pr__loadgen_result_add(&phases[phase].res, 0, 0, false);
+        pr__loadgen_result_add(all, 0, 0, false);
       }
       next += exp_gap(&seed) / phases[phase].rate;
     }
@@ -540,9 +570,9 @@ void pr__loadgen_open(pr_loadgen_t *lg, pr_loadgen_phase_t *phases, int n_phases
       long status = 0;
       if (msg->data.result == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
       double ms = (pr__now() - tag->sched) * 1e3;
-      status = checked_status(status, &tag->body);
-      pr__loadgen_result_add(&phases[tag->phase].res, ms, status);
-      pr__loadgen_result_add(all, ms, status);
+      bool ok = answer_ok(status, &tag->body);
+      pr__loadgen_result_add(&phases[tag->phase].res, ms, status, ok);
+      pr__loadgen_result_add(all, ms, status, ok);
       free(tag->body.buf);
       free(tag);
       curl_multi_remove_handle(multi, c);

@@ -20,11 +20,30 @@
 
 #include "packrat/engine.h"
 
+/* The classes a request is counted in: its answer's HTTP status class, or
+ * transport when there was no answer (connection refused or reset, timed
+ * out, not sent because the open loop had too many in flight) or one whose
+ * status is outside 200..599. */
+typedef enum {
+  PR_LOADGEN_2XX,
+  PR_LOADGEN_3XX,
+  PR_LOADGEN_4XX,
+  PR_LOADGEN_5XX,
+  PR_LOADGEN_TRANSPORT,
+  PR_LOADGEN_N_CLASSES
+} pr_loadgen_class_t;
+
+/* Invariants (pr__loadgen_result_add keeps them): every request is in
+ * exactly one class, so by_class sums to requests; every error is in
+ * exactly one class, so errors_by_class sums to errors; the successes are
+ * requests - errors, all 2xx. A 2xx error is an answer that was not a
+ * success: a 200 whose output mismatched, or a 2xx other than 200. */
 typedef struct {
-  double *lat; /* ms of successful requests */
+  double *lat; /* ms of successful requests (a sample: n may fall short when memory does) */
   size_t n, cap;
   uint64_t requests, errors;
-  uint64_t by_status[6]; /* 2xx..5xx, transport */
+  uint64_t by_class[PR_LOADGEN_N_CLASSES];
+  uint64_t errors_by_class[PR_LOADGEN_N_CLASSES];
 } pr_loadgen_result_t;
 
 typedef struct {
@@ -64,8 +83,12 @@ int pr__loadgen_request_build(const char *base, const char *model, const char *i
  * pr__loadgen_request_build. 0, or -1 after a message on stderr. */
 int pr__loadgen_set_token(pr_loadgen_request_t *rq, const char *path);
 
-void pr__loadgen_result_add(pr_loadgen_result_t *r, double ms, long status);
-/* {requests, errors, duration_s, throughput_rps, p50/p90/p99/max/mean_ms} (sorts r). */
+/* Counts one request: status is its answer's HTTP status (0: none), ok
+ * whether it succeeded (only a 2xx can: a 200, its output as expected). */
+void pr__loadgen_result_add(pr_loadgen_result_t *r, double ms, long status, bool ok);
+/* {requests, errors, duration_s, throughput_rps, p50/p90/p99/max/mean_ms,
+ * status_counts, error_counts} (sorts r); the counts by class are objects
+ * {"2xx", "3xx", "4xx", "5xx", "transport"}. */
 json_t *pr__loadgen_result_json(pr_loadgen_result_t *r, double seconds);
 
 /* Adds src's latencies and counts to dst, and frees src's latencies. */

@@ -139,7 +139,8 @@ static void *grpc_main(void *arg) {
     long st = call_once(sh->ch, cq, sh->g);
     /* as an HTTP status for the result's classes: OK 200, else 500, no
      * status at all "transport" */
-    pr__loadgen_result_add(&w->res, (pr__now() - t0) * 1e3, st == 0 ? 200 : st > 0 ? 500 : 0);
+    long http = st == 0 ? 200 : st > 0 ? 500 : 0;
+    pr__loadgen_result_add(&w->res, (pr__now() - t0) * 1e3, http, st == 0);
     /* UNAVAILABLE is the server's back-pressure (HTTP's 503): back off a
      * second, as the HTTP loop does without a Retry-After */
     if (st == GRPC_STATUS_UNAVAILABLE && pr__now() + 1 < w->until)
