@@ -634,7 +634,7 @@ pr_status_t pr_engine_model_load_memory(const void *data, size_t len, const char
    * first (MAX_GRAPH_DEPTH below applies to what unpacks) */
   pr_status_t st =
       pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
-                               PR_PRESCAN_MAX_MESSAGES, err, err_len);
+                               PR_PRESCAN_MAX_ITEMS, err, err_len);
   if (st) return st;
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
   if (!mp) {

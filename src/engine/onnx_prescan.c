@@ -4,7 +4,7 @@
  * subgraphs 3,000 deep) overflows the stack in onnx__model_proto__unpack.
  * This walk reads the same bytes with an explicit stack of max_depth
  * frames, guided by protobuf-c's runtime descriptors, and refuses what is
- * too deep, holds too many messages, or is malformed.
+ * too deep, holds too many items to allocate, or is malformed.
  *
  * Notes on the design:
  * - Only length-delimited fields whose descriptor says MESSAGE are entered:
@@ -12,6 +12,11 @@
  *   the descriptor does not know (protobuf-c keeps those as bytes), is
  *   skipped by its wire type. Groups (wire types 3 and 4), which protobuf-c
  *   refuses too, are malformed here.
+ * - The items protobuf-c allocates one by one are counted: messages,
+ *   strings and bytes, unknown fields. Each costs tens to hundreds of bytes
+ *   unpacked from as few as 2 bytes of file, so their count, not the
+ *   file's size, bounds what an unpack allocates. (Packed numbers cost at
+ *   most 8 bytes for each byte of file: the file's size bounds those.)
  * - Varints and lengths are read as protobuf-c reads them: a tag or a
  *   length in at most 5 bytes and 32 bits, other varints in at most 10
  *   bytes; nothing is read past the end of the enclosing message, and a
@@ -58,13 +63,13 @@ static pr_status_t malformed(const uint8_t *start, const uint8_t *at, const char
 
 pr_status_t pr_engine__proto_prescan(const void *data, size_t len,
                                      const ProtobufCMessageDescriptor *desc, int max_depth,
-                                     size_t max_messages, char *err, size_t err_len) {
+                                     size_t max_items, char *err, size_t err_len) {
   frame_t stack[MAX_FRAMES];
   if (max_depth < 1 || max_depth > MAX_FRAMES) max_depth = MAX_FRAMES;
   if (!data && len) return malformed(data, data, "no data", err, err_len);
   const uint8_t *start = data, *p = start;
-  int depth = 0; /* index of the innermost frame */
-  size_t messages = 1;
+  int depth = 0;    /* index of the innermost frame */
+  size_t items = 1; /* the top message */
   stack[0] = (frame_t){.desc = desc, .end = start + len};
   for (;;) {
     frame_t *f = &stack[depth];
@@ -79,6 +84,16 @@ pr_status_t pr_engine__proto_prescan(const void *data, size_t len,
       return malformed(start, field_at, "bad field tag", err, err_len);
     uint32_t number = (uint32_t)(tag >> 3), wire = (uint32_t)(tag & 7);
     if (number == 0) return malformed(start, field_at, "field number 0", err, err_len);
+    const ProtobufCFieldDescriptor *fd =
+        f->desc ? protobuf_c_message_descriptor_get_field(f->desc, number) : NULL;
+    bool allocated = !fd || (wire == 2 && (fd->type == PROTOBUF_C_TYPE_MESSAGE ||
+                                           fd->type == PROTOBUF_C_TYPE_STRING ||
+                                           fd->type == PROTOBUF_C_TYPE_BYTES));
+    if (allocated && ++items > max_items) {
+      pr__errf(err, err_len, "model holds more than %zu messages, strings and unknown fields",
+               max_items);
+      return PR_ERR_INVALID;
+    }
     switch (wire) {
       case 0: /* varint */
         if (!read_varint(&p, f->end, 10, &len64))
@@ -97,18 +112,12 @@ pr_status_t pr_engine__proto_prescan(const void *data, size_t len,
           return malformed(start, field_at, "bad length", err, err_len);
         if (len64 > (uint64_t)(f->end - p))
           return malformed(start, field_at, "length past the end of its message", err, err_len);
-        const ProtobufCFieldDescriptor *fd =
-            f->desc ? protobuf_c_message_descriptor_get_field(f->desc, number) : NULL;
         if (!fd || fd->type != PROTOBUF_C_TYPE_MESSAGE) {
           p += len64;
           break;
         }
         if (depth + 1 >= max_depth) {
           pr__errf(err, err_len, "model nests messages deeper than %d levels", max_depth);
-          return PR_ERR_INVALID;
-        }
-        if (++messages > max_messages) {
-          pr__errf(err, err_len, "model holds more than %zu messages", max_messages);
           return PR_ERR_INVALID;
         }
         stack[++depth] = (frame_t){.desc = fd->descriptor, .end = p + len64};

@@ -485,7 +485,7 @@ pr_status_t pr_engine_tensor_read_file(const char *path, pr_tensor_t *out, char 
     char why[160];
     Onnx__TensorProto *tp =
         pr_engine__proto_prescan(buf, len, &onnx__tensor_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
-                                 PR_PRESCAN_MAX_MESSAGES, why, sizeof why)
+                                 PR_PRESCAN_MAX_ITEMS, why, sizeof why)
             ? NULL
             : onnx__tensor_proto__unpack(NULL, len, buf);
     if (!tp) {

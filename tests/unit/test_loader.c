@@ -534,7 +534,7 @@ static void test_deep_if_refused(void **state) {
   data = deep_if_model(9, &len);
   assert_int_equal(
       pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
-                               PR_PRESCAN_MAX_MESSAGES, err, sizeof err),
+                               PR_PRESCAN_MAX_ITEMS, err, sizeof err),
       PR_OK);
   assert_int_not_equal(load_bytes(data, len, err, sizeof err), PR_OK);
   if (!strstr(err, "subgraphs nested deeper than 8")) fail_msg("message: %s", err);
@@ -552,7 +552,7 @@ static void test_depth_bound_exact(void **state) {
   uint8_t *data = deep_type_model(levels, shape, &len); /* PR_PRESCAN_MAX_DEPTH deep */
   assert_int_equal(
       pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
-                               PR_PRESCAN_MAX_MESSAGES, err, sizeof err),
+                               PR_PRESCAN_MAX_ITEMS, err, sizeof err),
       PR_OK);
   assert_int_not_equal(load_bytes(data, len, err, sizeof err), PR_OK);
   if (strstr(err, "deeper than") || !strstr(err, "only tensor types")) fail_msg("message: %s", err);
@@ -563,21 +563,55 @@ static void test_depth_bound_exact(void **state) {
   /* the bound is the caller's: one level less refuses, the message count too */
   assert_int_equal(
       pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor, PR_PRESCAN_MAX_DEPTH + 1,
-                               PR_PRESCAN_MAX_MESSAGES, err, sizeof err),
+                               PR_PRESCAN_MAX_ITEMS, err, sizeof err),
       PR_OK);
   assert_int_equal(pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor,
                                             PR_PRESCAN_MAX_DEPTH + 1, 50, err, sizeof err),
                    PR_ERR_INVALID);
-  if (!strstr(err, "more than 50 messages")) fail_msg("message: %s", err);
+  if (!strstr(err, "more than 50 messages, strings")) fail_msg("message: %s", err);
   free(data);
   /* a real model passes: the relu model of these tests */
   void *relu;
   relu_model(&relu, &len, 13, "Relu");
   assert_int_equal(
       pr_engine__proto_prescan(relu, len, &onnx__model_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
-                               PR_PRESCAN_MAX_MESSAGES, err, sizeof err),
+                               PR_PRESCAN_MAX_ITEMS, err, sizeof err),
       PR_OK);
   free(relu);
+}
+
+/* The items protobuf-c allocates one by one are counted: 2 bytes of file
+ * (an empty string, an empty message, an unknown field) cost tens of bytes
+ * unpacked, so a small file of them could cost gigabytes. */
+static void test_item_budget(void **state) {
+  (void)state;
+  for (int kind = 0; kind < 3; kind++) {
+    rev_t r;
+    rev_init(&r, 4096);
+    size_t m = rev_len(&r);
+    for (int i = 0; i < 1000; i++) {
+      if (kind == 0)
+        rev_wrap(&r, 1, 0); /* NodeProto.input: "" */
+      else if (kind == 1)
+        rev_wrap(&r, 5, 0); /* NodeProto.attribute: an empty message */
+      else
+        rev_int(&r, 100, 1); /* field 100: unknown to NodeProto */
+    }
+    rev_wrap(&r, 1, rev_len(&r) - m); /* GraphProto.node */
+    rev_model(&r, rev_len(&r));
+    size_t len;
+    uint8_t *data = rev_take(&r, &len);
+    char err[256];
+    assert_int_equal(pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor,
+                                              PR_PRESCAN_MAX_DEPTH, 2000, err, sizeof err),
+                     PR_OK);
+    assert_int_equal(pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor,
+                                              PR_PRESCAN_MAX_DEPTH, 999, err, sizeof err),
+                     PR_ERR_INVALID);
+    if (!strstr(err, "more than 999 messages, strings and unknown fields"))
+      fail_msg("kind %d: %s", kind, err);
+    free(data);
+  }
 }
 
 /* Malformed wire data is refused by the scan (and never read past its
@@ -611,7 +645,7 @@ static void test_malformed_wire_refused(void **state) {
     char err[256] = "";
     pr_status_t st =
         pr_engine__proto_prescan(copy, cases[i].len, &onnx__model_proto__descriptor,
-                                 PR_PRESCAN_MAX_DEPTH, PR_PRESCAN_MAX_MESSAGES, err, sizeof err);
+                                 PR_PRESCAN_MAX_DEPTH, PR_PRESCAN_MAX_ITEMS, err, sizeof err);
     if (st != PR_ERR_INVALID || !strstr(err, "malformed"))
       fail_msg("%s: status %d, '%s'", cases[i].what, st, err);
     if (load_bytes(copy, cases[i].len, err, sizeof err) != PR_ERR_INVALID)
@@ -626,7 +660,7 @@ static void test_malformed_wire_refused(void **state) {
   char err[256];
   assert_int_equal(
       pr_engine__proto_prescan(unknown, sizeof unknown, &onnx__model_proto__descriptor,
-                               PR_PRESCAN_MAX_DEPTH, PR_PRESCAN_MAX_MESSAGES, err, sizeof err),
+                               PR_PRESCAN_MAX_DEPTH, PR_PRESCAN_MAX_ITEMS, err, sizeof err),
       PR_OK);
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, sizeof unknown, unknown);
   assert_non_null(mp);
@@ -763,6 +797,7 @@ int main(void) {
       cmocka_unit_test(test_deep_type_refused),
       cmocka_unit_test(test_deep_if_refused),
       cmocka_unit_test(test_depth_bound_exact),
+      cmocka_unit_test(test_item_budget),
       cmocka_unit_test(test_malformed_wire_refused),
       cmocka_unit_test(test_external_size_checked_first),
       cmocka_unit_test(test_inline_data_checked_first),

@@ -93,7 +93,7 @@ static pr_status_t read_model(pr_quantizer_t *q, const char *path, char *err, si
   }
   pr_status_t st =
       pr_engine__proto_prescan(data, len, &onnx__model_proto__descriptor, PR_PRESCAN_MAX_DEPTH,
-                               PR_PRESCAN_MAX_MESSAGES, err, err_len);
+                               PR_PRESCAN_MAX_ITEMS, err, err_len);
   if (st) {
     free(data);
     return st;
