@@ -46,8 +46,9 @@ static void usage(FILE *f) {
           "  --max-queue-delay-us U   default max queue delay (default 2000)\n"
           "  --max-body-mb N          largest infer request body (default 64; other\n"
           "                           routes take 1 MiB)\n"
-          "  --max-inflight-mb N      request bytes (bodies and parsed tensors) held at\n"
-          "                           once; beyond it requests get 503 (default 1024)\n"
+          "  --max-inflight-mb N      bytes held for clients at once: request bodies and\n"
+          "                           parsed tensors, and infer answers not yet sent;\n"
+          "                           beyond it requests and answers get 503 (default 1024)\n"
           "  --max-models N           models known at once (default 64)\n"
           "  --max-prepared-plans N   prepared plans per model; the least recently used is\n"
           "                           evicted beyond it (default 16, 2..64)\n"
@@ -66,7 +67,9 @@ static void usage(FILE *f) {
           "  --http-colocate on|off   a thread serving connections moves to the core of\n"
           "                           the idle instance it hands a request to, so that\n"
           "                           neither hand-off wakes another core (default on)\n"
-          "  --idle-timeout-s N       close a connection silent this long (default 30)\n"
+          "  --idle-timeout-s N       close a connection silent this long, one whose\n"
+          "                           answer is not read included; cancel a gRPC call or\n"
+          "                           stream whose answer is not sent in it (default 30)\n"
           "  --shutdown-timeout-s N   on SIGTERM/SIGINT, the longest wait for accepted\n"
           "                           requests before exiting (default 30)\n"
           "  --request-timeout-ms N   default time a request may wait in the queue\n"
@@ -255,8 +258,9 @@ static void *signal_main(void *arg) {
    * on it) is logged and ignored: models change through the repository
    * routes, one at a time, with their errors in the answer */
   while (!sigwait(&sigs.set, &sig) && sig == SIGHUP)
-    pr__log(PR_LOG_WARN, "SIGHUP: ignored (the repository is not re-read; load or unload a model "
-                         "with POST /v2/repository/models/<model>/load or /unload)");
+    pr__log(PR_LOG_WARN,
+            "SIGHUP: ignored (the repository is not re-read; load or unload a model "
+            "with POST /v2/repository/models/<model>/load or /unload)");
   pthread_mutex_lock(&sigs.lock);
   if (!sigs.listening) {
     pr__log(PR_LOG_INFO, "%s while starting: exiting (no request was accepted)",

@@ -25,7 +25,17 @@
  * sent. It ends, status OK, once the client closed its side and every
  * answer went out; on shutdown, once every accepted request is answered
  * (UNAVAILABLE); cancelled, its answers still to come are dropped. A
- * stream's state is under its own lock (after g->lock). */
+ * stream's state is under its own lock (after g->lock).
+ *
+ * Answers nobody reads: an infer answer counts against the in-flight bound
+ * (pr__service_answer_hold) from its encoding until its send completes,
+ * which HTTP/2 flow control holds while the client does not read; one that
+ * does not fit is answered UNAVAILABLE instead (pr__grpc_reply). A stream's
+ * unsent answers count in its `held` too, so it stops reading. A unary
+ * call whose answer is being sent is in g's list of sends (under g->lock);
+ * once a second a queue thread sweeps that list and the streams' sends:
+ * one waiting longer than answer_timeout_s has its call (its stream)
+ * cancelled, and what it held goes with it. */
 #define _GNU_SOURCE
 #include "server/grpc.h"
 
@@ -57,7 +67,8 @@ typedef enum { TAG_NEW, TAG_RECV, TAG_SEND, TAG_CLOSE, TAG_STATUS, TAG_SHUTDOWN 
 typedef struct answer {
   struct answer *next;
   grpc_byte_buffer *buf;
-  size_t held; /* its request's bytes */
+  size_t held;   /* its request's bytes, and its own when it is an infer answer */
+  size_t answer; /* of those, its own (pr__service_answer_hold) */
 } answer_t;
 
 struct pr_grpc_stream {
@@ -65,6 +76,7 @@ struct pr_grpc_stream {
   int pending;                     /* requests received whose answer is not sent yet */
   size_t held;                     /* their messages' bytes */
   answer_t *head, *tail, *sending; /* queued; the one being sent */
+  double send_since;               /* when `sending` began (pr__now()) */
   bool meta_sent, reading, half_closed, draining, cancelled, finished;
   bool listed;                   /* in g's list (under g->lock) */
   pr_grpc_stream_t *prev, *next; /* in g's list of open streams */
@@ -89,7 +101,9 @@ struct pr_grpc {
   _Atomic int calls;             /* call objects alive (requested ones too) */
   _Atomic int open;              /* accepted calls not yet freed */
   _Atomic uint64_t received, errors;
-  pr_grpc_stream_t *streams; /* open streams, under lock */
+  pr_grpc_stream_t *streams;     /* open streams, under lock */
+  pr_grpc_call_t *sends;         /* unary calls whose answer is being sent, under lock */
+  _Atomic int64_t next_sweep_ms; /* when the answer timeout's next sweep is due */
   _Atomic uint64_t streams_open, stream_messages;
 };
 
@@ -122,6 +136,7 @@ void pr__grpc_call_ref(pr_grpc_call_t *c) {
 void pr__grpc_call_unref(pr_grpc_call_t *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   pr_grpc_t *g = c->g;
+  assert(!c->in_sends && !c->answer_held); /* its send's completion came first */
   if (c->stream) stream_free(g, c->stream);
   if (c->parent) pr__grpc_call_unref(c->parent); /* a stream's message: its answer is queued */
   if (c->call) {
@@ -148,13 +163,64 @@ static bool start_batch(pr_grpc_call_t *c, const grpc_op *ops, size_t n, pr_grpc
 }
 
 static void stream_answer(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body,
-                          size_t len);
+                          size_t len, size_t answer);
+
+/* c's answer is being sent: in g's list of sends, or out of it (g->lock
+ * taken here). */
+static void sends_add(pr_grpc_t *g, pr_grpc_call_t *c) {
+  pthread_mutex_lock(&g->lock);
+  c->send_since = pr__now();
+  c->in_sends = true;
+  c->send_next = g->sends;
+  c->send_prev = NULL;
+  if (g->sends) g->sends->send_prev = c;
+  g->sends = c;
+  pthread_mutex_unlock(&g->lock);
+}
+
+static void sends_remove(pr_grpc_t *g, pr_grpc_call_t *c) {
+  pthread_mutex_lock(&g->lock);
+  if (c->in_sends) {
+    if (c->send_prev)
+      c->send_prev->send_next = c->send_next;
+    else
+      g->sends = c->send_next;
+    if (c->send_next) c->send_next->send_prev = c->send_prev;
+    c->in_sends = false;
+  }
+  pthread_mutex_unlock(&g->lock);
+}
+
+/* A unary call's send is over (sent, or the call broke): its answer's
+ * bytes go, and so does their count. */
+static void unary_sent(pr_grpc_call_t *c) {
+  sends_remove(c->g, c);
+  if (c->send) grpc_byte_buffer_destroy(c->send);
+  c->send = NULL;
+  pr__service_answer_gone(c->svc, c->answer_held);
+  c->answer_held = 0;
+}
 
 void pr__grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t *body, size_t len) {
   assert(!c->replied); /* one answer a call */
   c->replied = true;
+  /* an infer answer (its request still held) counts until it is sent */
+  size_t answer = 0;
+  if (st == PR_OK && c->inf.req) {
+    if (pr__service_answer_hold(c->svc, len)) {
+      answer = len;
+    } else {
+      free(body);
+      body = NULL;
+      len = 0;
+      st = PR_ERR_BUSY;
+      msg =
+          "the server holds too many answer bytes that their clients have not read "
+          "(--max-inflight-mb); retry later";
+    }
+  }
   if (c->parent) {
-    stream_answer(c, st, msg, body, len);
+    stream_answer(c, st, msg, body, len, answer);
     return;
   }
   int code = pr__proto_grpc_status(st);
@@ -189,7 +255,9 @@ void pr__grpc_reply(pr_grpc_call_t *c, pr_status_t st, const char *msg, uint8_t 
     ops[n].data.send_status_from_server.trailing_metadata = &c->pushback;
   }
   ops[n++].data.send_status_from_server.status_details = &c->status_msg;
-  start_batch(c, ops, n, &c->t_send);
+  c->answer_held = answer;
+  if (c->g->cfg.answer_timeout_s > 0) sends_add(c->g, c); /* before its completion can come */
+  if (!start_batch(c, ops, n, &c->t_send)) unary_sent(c);
 }
 
 void pr__grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m) {
@@ -383,6 +451,7 @@ static void answer_free(pr_grpc_stream_t *st, answer_t *a) {
   st->pending--;
   st->held -= a->held;
   grpc_byte_buffer_destroy(a->buf);
+  pr__service_answer_gone(st->call->svc, a->answer);
   free(a);
 }
 
@@ -446,6 +515,7 @@ static void stream_send_locked(pr_grpc_call_t *c) {
   ops[n].op = GRPC_OP_SEND_MESSAGE;
   ops[n++].data.send_message.send_message = a->buf;
   st->sending = a;
+  st->send_since = pr__now();
   if (start_batch(c, ops, n, &c->t_send)) {
     st->meta_sent = true;
     return;
@@ -493,7 +563,7 @@ static grpc_byte_buffer *wrap_field(int field, uint8_t *data, size_t len) {
  * ModelStreamInferResponse (infer_response, field 2, the packed response
  * as it is; or error_message, field 1) and queued on the stream. */
 static void stream_answer(pr_grpc_call_t *ch, pr_status_t code, const char *msg, uint8_t *body,
-                          size_t len) {
+                          size_t len, size_t answer) {
   pr_grpc_call_t *c = ch->parent;
   pr_grpc_stream_t *st = c->stream;
   if (code) {
@@ -506,17 +576,20 @@ static void stream_answer(pr_grpc_call_t *ch, pr_status_t code, const char *msg,
   }
   answer_t *a = calloc(1, sizeof *a);
   if (a) {
-    a->held = ch->held;
+    a->held = ch->held + answer;
+    a->answer = answer;
     a->buf = wrap_field(code ? 1 : 2, body, len);
   } else {
     free(body);
   }
   pthread_mutex_lock(&st->lock);
+  st->held += answer; /* the stream reads no more while its unsent answers hold its bound */
   if (!a || !a->buf || st->cancelled || st->finished) { /* dropped: nobody to read it */
     st->pending--;
-    st->held -= ch->held;
+    st->held -= ch->held + answer;
     if (a && a->buf) grpc_byte_buffer_destroy(a->buf);
     free(a);
+    pr__service_answer_gone(c->svc, answer);
   } else {
     if (st->tail)
       st->tail->next = a;
@@ -754,7 +827,10 @@ static void on_event(pr_grpc_t *g, pr_grpc_tag_t *t, bool ok) {
     case TAG_NEW: on_new(g, c, ok); return;
     case TAG_RECV: on_recv(g, c, ok); break;
     case TAG_SEND:
-      if (c->stream) stream_on_send(c, ok);
+      if (c->stream)
+        stream_on_send(c, ok);
+      else
+        unary_sent(c);
       break;
     case TAG_CLOSE: on_close(g, c); break;
     case TAG_STATUS: break;
@@ -767,12 +843,65 @@ static void on_event(pr_grpc_t *g, pr_grpc_tag_t *t, bool ok) {
   pr__grpc_call_unref(c); /* the batch's reference */
 }
 
+/* ---- answers nobody reads ---- */
+
+/* At most this many calls are cancelled a sweep (the rest the next). */
+#define SWEEP_MAX 256
+
+/* Cancels the calls (and streams) whose answer has waited for its send
+ * longer than answer_timeout_s: a client that does not read. */
+static void sweep(pr_grpc_t *g, double now) {
+  double limit = g->cfg.answer_timeout_s;
+  pr_grpc_call_t *late[SWEEP_MAX];
+  int n = 0;
+  pthread_mutex_lock(&g->lock);
+  for (pr_grpc_call_t *c = g->sends; c && n < SWEEP_MAX; c = c->send_next)
+    if (!c->send_cancelled && now - c->send_since > limit) {
+      c->send_cancelled = true;
+      pr__grpc_call_ref(c); /* the list's entry is alive: its send's reference */
+      late[n++] = c;
+    }
+  for (pr_grpc_stream_t *st = g->streams; st && n < SWEEP_MAX; st = st->next) {
+    pthread_mutex_lock(&st->lock);
+    bool stuck = st->sending && !st->cancelled && now - st->send_since > limit;
+    if (stuck) st->cancelled = true; /* no more sends; on_close drops what is queued */
+    pthread_mutex_unlock(&st->lock);
+    if (stuck) {
+      pr__grpc_call_ref(st->call); /* the list's reference holds it */
+      late[n++] = st->call;
+    }
+  }
+  pthread_mutex_unlock(&g->lock);
+  for (int i = 0; i < n; i++) {
+    grpc_call_cancel_with_status(late[i]->call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                                 "the answer was not read within --idle-timeout-s", NULL);
+    pr__grpc_call_unref(late[i]);
+  }
+  if (n)
+    pr__log(PR_LOG_WARN, "gRPC: %d call%s cancelled: answers not read within %.0f s", n,
+            n == 1 ? "" : "s", limit);
+}
+
+/* Sweeps when one is due, on one queue thread at a time. */
+static void sweep_when_due(pr_grpc_t *g) {
+  if (g->cfg.answer_timeout_s <= 0) return;
+  double now = pr__now();
+  int64_t due = atomic_load(&g->next_sweep_ms), now_ms = (int64_t)(now * 1e3);
+  if (now_ms < due || !atomic_compare_exchange_strong(&g->next_sweep_ms, &due, now_ms + 1000))
+    return;
+  sweep(g, now);
+}
+
 static void *queue_main(void *arg) {
   pr_grpc_t *g = arg;
   for (;;) {
-    grpc_event ev = grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    /* woken once a second at least, for the answer timeout's sweep */
+    gpr_timespec wake =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(1, GPR_TIMESPAN));
+    grpc_event ev = grpc_completion_queue_next(g->cq, wake, NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN) return NULL;
     if (ev.type == GRPC_OP_COMPLETE) on_event(g, ev.tag, ev.success != 0);
+    sweep_when_due(g);
   }
 }
 

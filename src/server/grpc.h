@@ -18,6 +18,13 @@
  *   a larger one with RESOURCE_EXHAUSTED before it is read; RPCs other
  *   than ModelInfer take 1 MiB), their bytes counted against the in-flight
  *   bound; calls open at once are bounded by max_calls.
+ * - Answers: a ModelInfer answer counts against the in-flight bound from
+ *   its encoding until gRPC has sent it (HTTP/2 flow control holds a send
+ *   while the client does not read); one that does not fit is answered
+ *   UNAVAILABLE instead. A stream's unsent answers also count in its
+ *   stream_max_bytes, so a stream whose client does not read stops being
+ *   read. A send still waiting after answer_timeout_s cancels its call
+ *   (or stream).
  * - Tokens come in the `authorization` metadata ("Bearer TOKEN"), checked
  *   against each RPC's class (router.c's pr_route_access of its REST twin)
  *   before the message is read. TLS and mutual TLS come from the same PEM
@@ -50,8 +57,11 @@ typedef struct {
    * (sent), and their bytes, at most: beyond, the stream reads no more
    * until answers go out (a client that does not read its answers stops
    * being read; HTTP/2 flow control then holds it) */
-  int stream_max_pending; /* >= 1 (PR_GRPC_STREAM_MAX_PENDING by default) */
-  size_t stream_max_bytes;
+  int stream_max_pending;  /* >= 1 (PR_GRPC_STREAM_MAX_PENDING by default) */
+  size_t stream_max_bytes; /* their messages and their answers not yet sent */
+  /* an answer not sent within this long (its client does not read it)
+   * cancels its call, or its stream, freeing what they hold (0: never) */
+  double answer_timeout_s;
   /* PEM text (NULL cert: plain text); client_ca: mutual TLS */
   const char *tls_cert, *tls_key, *tls_client_ca;
 } pr_grpc_config_t;

@@ -67,6 +67,13 @@ struct pr_grpc_call {
   pthread_mutex_t inf_lock;
   bool inf_live, inf_over, gone, listed;
   pr_grpc_call_t *sib_prev, *sib_next;
+  /* an infer answer's bytes held until sent (pr__service_answer_hold); a
+   * call whose answer is being sent is in g's list of sends, under g's
+   * lock, since send_since (pr__now()), for the answer timeout */
+  size_t answer_held;
+  double send_since;
+  bool in_sends, send_cancelled;
+  pr_grpc_call_t *send_prev, *send_next;
   /* repository load/unload: the model's name, copied for the thread */
   char model[256];
 };

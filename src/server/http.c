@@ -10,7 +10,23 @@
  *   never overlap. The answer of a suspended request is made on another
  *   thread (the scheduler's completion callback, a deferred admin thread):
  *   cn->lock orders suspending against resuming (see "suspended requests").
- * - Shared counters are atomics of the server (server_internal.h). */
+ * - Shared counters are atomics of the server (server_internal.h).
+ * - Bytes held for a client count against --max-inflight-mb whichever way
+ *   they flow: a body as it arrives, its tensors once decoded, its infer
+ *   answer from the encoding until libmicrohttpd has sent it or the
+ *   connection is gone (pr_http__completed). An answer that does not fit
+ *   is dropped for a 503, so clients that send and never read hold the
+ *   bound at most; libmicrohttpd's connection timeout (--idle-timeout-s:
+ *   no byte moved) closes such a connection and frees its answer. One
+ *   request at a time per connection (HTTP/1.1): one that has not read its
+ *   answer is not read from either.
+ * - Framing that a proxy could read differently from libmicrohttpd
+ *   (request smuggling) is refused with 400 and the connection closed:
+ *   two Content-Length values, a header name with white space, any
+ *   Transfer-Encoding but one header of exactly `chunked`, both
+ *   Transfer-Encoding and Content-Length. A path holding an encoded `/` or
+ *   `\` (%2F, %5C) is refused (400): libmicrohttpd decodes it before the
+ *   routes see it, where a proxy's path rules would not. */
 #define _GNU_SOURCE
 #include <jansson.h>
 #include <math.h>
@@ -49,6 +65,24 @@ static void refuse(pr_server_t *s, conn_t *cn, pr_status_t status, const char *m
   cn->body = cn->base = NULL;
   cn->len = cn->cap = 0;
   atomic_fetch_add(&s->http_refused, 1);
+}
+
+/* A request's state, from its request line on. */
+static conn_t *conn_new(pr_server_t *s) {
+  conn_t *cn = calloc(1, sizeof *cn);
+  if (!cn) return NULL;
+  cn->s = s;
+  pthread_mutex_init(&cn->lock, NULL);
+  return cn;
+}
+
+/* Whether the path of a raw request target (up to '?') holds %2F or %5C. */
+static bool encoded_separator(const char *uri) {
+  for (const char *p = uri; *p && *p != '?'; p++)
+    if (p[0] == '%' && ((p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) ||
+                        (p[1] == '5' && (p[2] == 'C' || p[2] == 'c'))))
+      return true;
+  return false;
 }
 
 /* ---- replies ---- */
@@ -185,18 +219,31 @@ static enum MHD_Result infer_finish(conn_t *cn) {
   const char *msg;
   double t_encoded;
   pr_status_t st = pr__infer_answer(&cn->inf, encode_json, &out, &msg, &t_encoded);
-  enum MHD_Result ret;
-  if (st != PR_OK) {
-    ret = pr_http__reply_error(cn, st, msg);
-  } else {
-    ret = pr_http__reply(cn, PR_OK, out.body, out.len,
-                         out.json_len ? "application/octet-stream" : "application/json",
-                         out.json_len);
-    cn->t_queued = t_encoded; /* "send" ends when libmicrohttpd has sent it (completed) */
-    cn->compute_s = cn->inf.req->compute_s;
+  if (st != PR_OK) { /* msg may be the request's: answered before it is freed */
+    enum MHD_Result ret = pr_http__reply_error(cn, st, msg);
+    infer_release(cn);
+    return ret;
   }
+  cn->compute_s = cn->inf.req->compute_s;
   infer_release(cn);
-  return ret;
+  /* the body is read and decoded: what the connection holds from now on
+   * is its answer, counted until it is sent (see the notes at the top) */
+  pr__free(cn->base);
+  cn->body = cn->base = NULL;
+  cn->len = cn->cap = 0;
+  pr__service_release(&cn->s->svc, cn->reserved);
+  cn->reserved = 0;
+  if (!pr__service_answer_hold(&cn->s->svc, out.len)) {
+    free(out.body);
+    return pr_http__reply_error(cn, PR_ERR_BUSY,
+                                "the server holds too many answer bytes that their clients have "
+                                "not read (--max-inflight-mb); retry later");
+  }
+  cn->answer_held = out.len;
+  cn->t_queued = t_encoded; /* "send" ends when libmicrohttpd has sent it (completed) */
+  return pr_http__reply(cn, PR_OK, out.body, out.len,
+                        out.json_len ? "application/octet-stream" : "application/json",
+                        out.json_len);
 }
 
 typedef struct {
@@ -284,17 +331,26 @@ void pr_http__hangup_finish(void *item) {
 
 /* ---- libmicrohttpd callbacks ---- */
 
+/* The headers that frame a body, as every one of them says (libmicrohttpd
+ * reads the first of each only). */
 typedef struct {
-  int count;
+  int count; /* Content-Length headers */
   char first[32];
   bool conflict;
-  bool bad_name; /* a header name with white space ("Content-Length : 5") */
+  bool bad_name;   /* a header name with white space ("Content-Length : 5") */
+  int te_count;    /* Transfer-Encoding headers */
+  bool te_chunked; /* the one there is says exactly "chunked" (libmicrohttpd's test) */
 } lengths_t;
 
 static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const char *key,
                                      const char *value) {
+  (void)kind;
   lengths_t *l = cls;
   if (strpbrk(key, " \t")) l->bad_name = true;
+  if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+    l->te_chunked = l->te_count++ == 0 && value && !strcasecmp(value, "chunked");
+    return MHD_YES;
+  }
   if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) return MHD_YES;
   if (l->count++ == 0)
     snprintf(l->first, sizeof l->first, "%s", value ? value : "");
@@ -308,6 +364,11 @@ static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const c
 static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, const char *method,
                        const char *url) {
   cn->route_status = pr__route_match(s->svc.routes, PR_ROUTE_COUNT, method, url, &cn->route);
+  if (cn->encoded_separator) {
+    refuse(s, cn, PR_ERR_INVALID,
+           "the path holds an encoded '/' or '\\' (%2F or %5C); send the character itself");
+    return;
+  }
   if (!pr__tls_client_ok(s->tls, c)) {
     refuse(s, cn, PR_ERR_FORBIDDEN, "a client certificate that --tls-client-ca signed is required");
     return;
@@ -343,13 +404,18 @@ static void on_headers(pr_server_t *s, struct MHD_Connection *c, conn_t *cn, con
     refuse(s, cn, PR_ERR_INVALID, "a header name holds white space");
     return;
   }
-  const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
-  cn->framing = te && (strcasecmp(te, "chunked") || l.count);
-  if (te && strcasecmp(te, "chunked")) {
-    refuse(s, cn, PR_ERR_CODING, "Transfer-Encoding other than chunked is not supported");
+  /* RFC 9112 6.3: a final coding other than chunked leaves the body's
+   * length unknown (400, and close); a coding before it packrat does not
+   * decode either, and chunked twice is not allowed: exactly one
+   * Transfer-Encoding header saying `chunked` is served */
+  cn->framing = l.te_count && (!l.te_chunked || l.count);
+  if (l.te_count && !l.te_chunked) {
+    refuse(s, cn, PR_ERR_INVALID,
+           l.te_count > 1 ? "more than one Transfer-Encoding header"
+                          : "Transfer-Encoding must be exactly 'chunked'");
     return;
   }
-  if (te && l.count) { /* libmicrohttpd would read it chunked, a proxy may not */
+  if (l.te_count && l.count) { /* libmicrohttpd would read it chunked, a proxy may not */
     refuse(s, cn, PR_ERR_INVALID, "Transfer-Encoding and Content-Length together");
     return;
   }
@@ -464,11 +530,9 @@ enum MHD_Result pr_http__access(void *cls, struct MHD_Connection *c, const char 
                                 size_t *upload_size, void **con_cls) {
   pr_server_t *s = cls;
   conn_t *cn = *con_cls;
-  if (!cn) {
-    cn = calloc(1, sizeof *cn);
-    if (!cn) return MHD_NO;
-    cn->s = s, cn->c = c;
-    pthread_mutex_init(&cn->lock, NULL);
+  if (!cn || !cn->c) { /* the request's first call (uri_log made cn, unless out of memory) */
+    if (!cn && !(cn = conn_new(s))) return MHD_NO;
+    cn->c = c;
     *con_cls = cn;
     atomic_fetch_add(&s->http_requests, 1);
     atomic_fetch_add(&s->in_progress, 1);
@@ -520,11 +584,21 @@ enum MHD_Result pr_http__access(void *cls, struct MHD_Connection *c, const char 
   return r;
 }
 
+void *pr_http__uri_log(void *cls, const char *uri, struct MHD_Connection *c) {
+  (void)c;
+  conn_t *cn = conn_new(cls);
+  if (cn) cn->encoded_separator = encoded_separator(uri);
+  return cn;
+}
+
 void pr_http__completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         enum MHD_RequestTerminationCode t) {
   pr_server_t *s = cls;
   conn_t *cn = *con_cls;
-  if (cn) {
+  if (cn && !cn->c) { /* libmicrohttpd refused it before the first call (its own answer) */
+    pthread_mutex_destroy(&cn->lock);
+    free(cn);
+  } else if (cn) {
     /* an answer that came before the handler suspended may still be
      * leaving on_answered */
     pthread_mutex_lock(&cn->lock);
@@ -542,6 +616,7 @@ void pr_http__completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (cn->resp) MHD_destroy_response(cn->resp);
     pthread_mutex_destroy(&cn->lock);
     pr__service_release(&s->svc, cn->reserved);
+    pr__service_answer_gone(&s->svc, cn->answer_held); /* sent, or the connection is gone */
     if (cn->serving) atomic_fetch_sub(&s->serving, 1);
     pr__free(cn->base);
     free(cn);

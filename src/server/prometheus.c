@@ -331,10 +331,17 @@ static void write_server(FILE *f, const pr_prom_server_t *srv, int known) {
       {"packrat_http_connections", "gauge", "Open HTTP connections.", srv->connections},
       {"packrat_http_connections_limit", "gauge",
        "Most open HTTP connections (--max-connections); more are refused.", srv->connections_limit},
-      {"packrat_inflight_bytes", "gauge", "Bytes held by requests being received or served.",
+      {"packrat_inflight_bytes", "gauge",
+       "Bytes held for clients: requests being received or served, answers not yet sent.",
        (long long)srv->inflight_bytes},
-      {"packrat_inflight_bytes_limit", "gauge", "Most bytes requests may hold at once.",
-       (long long)srv->inflight_limit},
+      {"packrat_inflight_bytes_limit", "gauge",
+       "Most bytes held for clients at once (--max-inflight-mb).", (long long)srv->inflight_limit},
+      {"packrat_answer_bytes", "gauge",
+       "Of packrat_inflight_bytes, encoded infer answers not yet sent (HTTP and gRPC).",
+       (long long)srv->answer_bytes},
+      {"packrat_answers_refused_total", "counter",
+       "Infer answers dropped for a 503 (UNAVAILABLE): no room in --max-inflight-mb.",
+       (long long)srv->answers_refused},
   };
   for (size_t k = 0; k < sizeof scalars / sizeof scalars[0]; k++) {
     family(f, scalars[k].name, scalars[k].type, scalars[k].help);

@@ -13,7 +13,8 @@ typedef struct {
   uint64_t http_requests, http_errors, http_refused; /* refused: over a limit, from the headers */
   pr_grpc_counts_t grpc;
   uint64_t inflight_bytes, inflight_limit;
-  int connections, connections_limit; /* beyond the limit libmicrohttpd refuses (and logs) */
+  uint64_t answer_bytes, answers_refused; /* unsent infer answers (in inflight_bytes) */
+  int connections, connections_limit;     /* beyond the limit libmicrohttpd refuses (and logs) */
   int models_limit;
 } pr_prom_server_t;
 

@@ -102,6 +102,8 @@ static enum MHD_Result h_metrics(pr_server_t *s, struct MHD_Connection *c, conn_
                           .http_refused = atomic_load(&s->http_refused),
                           .inflight_bytes = atomic_load(&s->svc.inflight),
                           .inflight_limit = s->cfg.max_inflight_bytes,
+                          .answer_bytes = atomic_load(&s->svc.answer_bytes),
+                          .answers_refused = atomic_load(&s->svc.answers_refused),
                           .connections = atomic_load(&s->connections),
                           .connections_limit = s->cfg.max_connections,
                           .models_limit = s->cfg.max_models};
@@ -555,9 +557,10 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
           MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | pr__tls_flags(s->tls),
       0, NULL, NULL, pr_http__access, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_THREAD_POOL_SIZE,
-      (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED, pr_http__completed, s,
-      MHD_OPTION_NOTIFY_CONNECTION, pr_http__on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
-      mhd_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client,
+      (unsigned)cfg->http_threads, MHD_OPTION_URI_LOG_CALLBACK, pr_http__uri_log, s,
+      MHD_OPTION_NOTIFY_COMPLETED, pr_http__completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+      pr_http__on_connection, s, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_client,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_END);
   if (!s->daemon || pr__listener_start(s->listener, add_connection, at_connection_limit, s)) {
     pr__errf(err, err_len, "cannot start the HTTP server on %s port %d", cfg->host, cfg->port);
@@ -576,7 +579,8 @@ static pr_status_t start_grpc(pr_server_t *s, const pr_server_config_t *cfg, cha
                         .stream_max_pending = cfg->grpc_stream_max_pending > 0
                                                   ? cfg->grpc_stream_max_pending
                                                   : PR_GRPC_STREAM_MAX_PENDING,
-                        .stream_max_bytes = cfg->max_body_bytes};
+                        .stream_max_bytes = cfg->max_body_bytes,
+                        .answer_timeout_s = cfg->idle_timeout_s};
   pr__tls_pem(s->tls, &g.tls_cert, &g.tls_key, &g.tls_client_ca);
   return pr__grpc_start(&s->svc, &g, &s->grpc, err, err_len);
 }

@@ -23,7 +23,7 @@ typedef struct {
   int queue_capacity;             /* default 0: max_connections requests */
   double request_timeout_s;       /* default 30 */
   size_t max_body_bytes;          /* infer bodies (default 64 MiB); other routes take 1 MiB */
-  size_t max_inflight_bytes;      /* bodies and parsed tensors held at once (default 1 GiB) */
+  size_t max_inflight_bytes;      /* bodies, parsed tensors, unsent answers (default 1 GiB) */
   int max_models;                 /* models known at once (default 64) */
   int max_prepared_plans;         /* prepared plans per model (default 16) */
   double balance_window_s;        /* the balancer's window (default 1; 0: cores move on
@@ -34,7 +34,7 @@ typedef struct {
   /* an HTTP thread moves to the core of the waiting instance it hands an
    * infer request to (pr__sched_home_cpu), and stays (default true) */
   bool http_colocate;
-  int idle_timeout_s;             /* a connection silent this long is closed (default 30) */
+  int idle_timeout_s;             /* silent connection closed, unsent gRPC answer cancelled (30) */
   int shutdown_timeout_s;         /* pr__server_stop's bound on draining (default 30) */
   bool load_all;                  /* load every model at start (default true) */
   bool strict_readiness;          /* ready: every model ready (default true) or the server up */

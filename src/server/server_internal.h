@@ -64,7 +64,10 @@ struct pr_server {
 
 typedef struct pr_http_conn {
   pr_server_t *s;
-  struct MHD_Connection *c;
+  struct MHD_Connection *c; /* NULL until the request's first call (pr_http__access) */
+  /* the raw path holds %2F or %5C (pr_http__uri_log saw it before
+   * libmicrohttpd decoded it): refused */
+  bool encoded_separator;
   pr_route_t route;
   pr_status_t route_status;  /* of pr__route_match */
   char *body;                /* base + pad: see body_room */
@@ -72,6 +75,7 @@ typedef struct pr_http_conn {
   size_t len, cap, limit;    /* cap: bytes of body's room */
   size_t pad;                /* puts the body's binary part on a 64-byte line */
   size_t reserved;           /* bytes counted in s->inflight */
+  size_t answer_held;        /* its infer answer's bytes (pr__service_answer_hold) until sent */
   size_t dropped;            /* body bytes read after a refusal */
   bool serving;              /* counted in s->serving */
   pr_status_t refuse_status; /* != PR_OK: answer this instead of routing */
@@ -110,7 +114,10 @@ enum MHD_Result pr_http__reply_error(conn_t *cn, pr_status_t st, const char *msg
  * queued, its connection suspended until the scheduler answers. */
 enum MHD_Result pr_http__infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn,
                                pr_served_t *m);
-/* libmicrohttpd's callbacks (cls: the server). */
+/* libmicrohttpd's callbacks (cls: the server). uri_log sees a request's
+ * raw target first, before libmicrohttpd decodes it: its conn_t starts
+ * there (the access handler's *con_cls). */
+void *pr_http__uri_log(void *cls, const char *uri, struct MHD_Connection *c);
 enum MHD_Result pr_http__access(void *cls, struct MHD_Connection *c, const char *url,
                                 const char *method, const char *version, const char *upload,
                                 size_t *upload_size, void **con_cls);

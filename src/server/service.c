@@ -26,6 +26,20 @@ void pr__service_release(pr_service_t *svc, size_t n) {
   atomic_fetch_sub(&svc->inflight, n);
 }
 
+bool pr__service_answer_hold(pr_service_t *svc, size_t n) {
+  if (!pr__service_reserve(svc, n)) {
+    atomic_fetch_add(&svc->answers_refused, 1);
+    return false;
+  }
+  atomic_fetch_add(&svc->answer_bytes, n);
+  return true;
+}
+
+void pr__service_answer_gone(pr_service_t *svc, size_t n) {
+  atomic_fetch_sub(&svc->answer_bytes, n);
+  pr__service_release(svc, n);
+}
+
 static void ready_one(pr_served_t *m, void *ctx) {
   /* a model unloaded on purpose does not make the server unready */
   *(bool *)ctx &= m->state == PR_MODEL_READY || !strcmp(m->reason, "unloaded");

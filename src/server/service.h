@@ -10,6 +10,9 @@
  * - An infer request's tensors are counted against `max_inflight_bytes`
  *   (beside the request bodies the front ends count) from the decode until
  *   the request is released; decoding may take what is left of the bound.
+ *   Its encoded answer is counted from the encoding until it is sent or
+ *   its client is gone (pr__service_answer_hold): the bound is on every
+ *   byte held for a client, whichever way it flows.
  * - Threads: every function may be called from any thread; the counters
  *   are atomics and the registry has its own locks (models.h). The
  *   scheduler's completion callback of an infer request runs on the thread
@@ -36,15 +39,26 @@ typedef struct {
   const char *repository;
   int max_models;
   size_t max_body_bytes;     /* an infer request's body or message */
-  size_t max_inflight_bytes; /* bodies and tensors held at once */
+  size_t max_inflight_bytes; /* bodies, tensors and unsent answers held at once */
   _Atomic uint64_t inflight; /* bytes reserved now */
-  _Atomic bool stopping;     /* draining: health says NOT_SERVING */
+  /* of those, encoded infer answers not yet sent (a reader that does not
+   * read holds them), and the answers refused for want of room */
+  _Atomic uint64_t answer_bytes, answers_refused;
+  _Atomic bool stopping; /* draining: health says NOT_SERVING */
 } pr_service_t;
 
 /* Counts n more bytes against the in-flight bound; false (nothing counted)
  * beyond it. pr__service_release gives them back. */
 bool pr__service_reserve(pr_service_t *svc, size_t n);
 void pr__service_release(pr_service_t *svc, size_t n);
+
+/* Counts an encoded infer answer of n bytes against the in-flight bound
+ * (and in answer_bytes) until pr__service_answer_gone(svc, n): once it is
+ * sent, or its connection or call is gone. False beyond the bound: nothing
+ * is counted but the refusal, and the caller answers 503 (UNAVAILABLE)
+ * instead, so that answers nobody reads cannot hold more than the bound. */
+bool pr__service_answer_hold(pr_service_t *svc, size_t n);
+void pr__service_answer_gone(pr_service_t *svc, size_t n);
 
 /* Ready: every known model is ready or was unloaded on purpose. */
 bool pr__service_ready(pr_service_t *svc);
