@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/cpu_quota.h"
+
 #define MAX_CPUS 4096
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -24,6 +26,10 @@ static void place(int cpu, int core, int thread) {
   thread_of[cpu] = thread;
 }
 static char cpu_name[128] = "unknown";
+/* the CPU budget: --cpus (set before init), else the cgroup quota's */
+static int cpus_wanted, budget;
+static double quota;
+static char quota_from[256];
 
 static void init(void) {
   for (int i = 0; i < MAX_CPUS; i++) core_of[i] = thread_of[i] = -1;
@@ -67,11 +73,35 @@ static void init(void) {
     n_cores = n_order;
   }
   if (n_cores < 1) n_cores = 1;
+  pr__cpu_quota("", &quota, quota_from, sizeof quota_from);
+  budget = cpus_wanted > 0 ? (cpus_wanted < n_order ? cpus_wanted : n_order)
+                           : pr__cpu_budget(n_order, quota);
+  if (budget < 1) budget = 1;
+}
+
+void pr__topology_set_cpus(int n) {
+  cpus_wanted = n > 0 ? n : 0;
+}
+
+int pr__topology_cpu_budget(void) {
+  pthread_once(&once, init);
+  return budget;
+}
+
+void pr__topology_describe(char *buf, size_t len) {
+  pthread_once(&once, init);
+  if (cpus_wanted > 0)
+    snprintf(buf, len, "%d of %d CPUs (--cpus %d)", budget, n_order, cpus_wanted);
+  else if (quota > 0)
+    snprintf(buf, len, "%d of %d CPUs (the cgroup quota, %.2f CPUs: %s)", budget, n_order, quota,
+             quota_from);
+  else
+    snprintf(buf, len, "%d of %d CPUs (no cgroup CPU quota)", budget, n_order);
 }
 
 int pr__topology_cpu_order(int *cpus, int max) {
   pthread_once(&once, init);
-  int n = n_order < max ? n_order : max;
+  int n = budget < max ? budget : max;
   memcpy(cpus, order, sizeof(int) * (size_t)n);
   return n;
 }
@@ -85,7 +115,7 @@ int pr__topology_core_of(int cpu, int *thread) {
 
 int pr__topology_num_cores(void) {
   pthread_once(&once, init);
-  return n_cores;
+  return n_cores < budget ? n_cores : budget;
 }
 
 const char *pr__topology_cpu_name(void) {
