@@ -141,8 +141,7 @@ static bool read_hierarchy(const char *root, const char *want, found_t *f) {
     below = ""; /* outside what the mount shows (a cgroup namespace): its root */
   char top[PATH_LEN], dir[PATH_LEN];
   if ((size_t)snprintf(top, sizeof top, "%s%s", root, point) >= sizeof top ||
-      (size_t)snprintf(dir, sizeof dir, "%s%s", top, strcmp(below, "/") ? below : "") >=
-          sizeof dir)
+      (size_t)snprintf(dir, sizeof dir, "%s%s", top, strcmp(below, "/") ? below : "") >= sizeof dir)
     return false;
   size_t top_len = strlen(top);
   for (;;) {

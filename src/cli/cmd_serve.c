@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/topology.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "server/server.h"
@@ -42,6 +43,9 @@ static void usage(FILE *f) {
           "                           at most --max-body-mb of their messages): beyond,\n"
           "                           the stream is not read until answers go out\n"
           "  --cores LIST             CPUs to use, e.g. 0-7 or 0,2,4 (default: all)\n"
+          "  --cpus N                 CPUs' worth of threads to run at once (default: the\n"
+          "                           CPUs allowed, at most the cgroup CPU quota rounded\n"
+          "                           down: a container's --cpus or a Kubernetes limit)\n"
           "  --max-batch B            default max batch size (default 8)\n"
           "  --max-queue-delay-us U   default max queue delay (default 2000)\n"
           "  --max-body-mb N          largest infer request body (default 64; other\n"
@@ -192,6 +196,8 @@ static int parse_flag(pr_server_config_t *cfg, int argc, char **argv, int *i) {
       return 2;
     }
     cfg->cpus = cpus;
+  } else if (!strcmp(a, "--cpus")) {
+    pr__topology_set_cpus((int)pr__cli_parse_long(a, val, 1, 65536));
   } else if (!strcmp(a, "--http-colocate") && val) {
     if (strcmp(val, "on") && strcmp(val, "off")) {
       fprintf(stderr, "packrat serve: --http-colocate is on or off\n");

@@ -948,9 +948,8 @@ static pr_status_t bind_server(pr_grpc_t *g, char *err, size_t err_len) {
   return PR_OK;
 }
 
-pr_status_t pr_grpc__serve(pr_service_t *svc, const pr_grpc_config_t *cfg,
-                           const pr_grpc_rpc_t *rpcs, int n_rpcs, pr_grpc_t **out, char *err,
-                           size_t err_len) {
+pr_status_t pr_grpc__open(pr_service_t *svc, const pr_grpc_config_t *cfg, const pr_grpc_rpc_t *rpcs,
+                          int n_rpcs, pr_grpc_t **out, char *err, size_t err_len) {
   *out = NULL;
   pr_grpc_t *g = calloc(1, sizeof *g);
   if (!g) return PR_ERR_NOMEM;
@@ -968,17 +967,19 @@ pr_status_t pr_grpc__serve(pr_service_t *svc, const pr_grpc_config_t *cfg,
     pr__grpc_stop(g, 0);
     return st;
   }
+  *out = g;
+  return PR_OK;
+}
+
+pr_status_t pr__grpc_start(pr_grpc_t *g, char *err, size_t err_len) {
   grpc_server_start(g->server);
   for (int i = 0; i < POSTED_CALLS; i++) request_call(g);
-  for (; g->n_threads < cfg->threads; g->n_threads++)
+  for (; g->n_threads < g->cfg.threads; g->n_threads++)
     if (pthread_create(&g->threads[g->n_threads], NULL, queue_main, g)) break;
   if (!g->n_threads) {
-    pr__grpc_shutdown(g);
-    pr__grpc_stop(g, 0);
     pr__errf(err, err_len, "cannot start the gRPC threads");
-    return PR_ERR_NOMEM;
+    return PR_ERR_NOMEM; /* the caller's pr__grpc_stop takes the shutdown's events */
   }
-  *out = g;
   return PR_OK;
 }
 

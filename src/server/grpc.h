@@ -68,10 +68,14 @@ typedef struct {
 
 typedef struct pr_grpc pr_grpc_t;
 
-/* Starts serving svc over gRPC. PR_ERR_IO when the address cannot be bound,
- * PR_ERR_NOMEM; a message in err. */
-pr_status_t pr__grpc_start(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
-                           char *err, size_t err_len);
+/* Binds cfg's address for serving svc over gRPC (connections wait until
+ * pr__grpc_start). PR_ERR_IO when the address cannot be bound (or the TLS
+ * files do not fit), PR_ERR_NOMEM; a message in err. */
+pr_status_t pr__grpc_open(pr_service_t *svc, const pr_grpc_config_t *cfg, pr_grpc_t **out,
+                          char *err, size_t err_len);
+/* Starts serving on the address g bound. PR_ERR_NOMEM (no thread could
+ * start) with a message in err: then only pr__grpc_stop is left to call. */
+pr_status_t pr__grpc_start(pr_grpc_t *g, char *err, size_t err_len);
 /* The port bound. */
 int pr__grpc_port(const pr_grpc_t *g);
 /* For /metrics: calls received, calls (and stream requests) answered with

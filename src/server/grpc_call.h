@@ -94,12 +94,11 @@ void pr__grpc_reply_message(pr_grpc_call_t *c, const ProtobufCMessage *m);
 void pr__grpc_infer_live(pr_grpc_call_t *c);
 void pr__grpc_infer_over(pr_grpc_call_t *c);
 
-/* The transport's start (grpc.c), which pr__grpc_start (grpc_rpc.c) calls
+/* The transport's bind (grpc.c), which pr__grpc_open (grpc_rpc.c) calls
  * with its table of RPCs: a call of a method path not in rpcs[0..n_rpcs)
  * is answered UNIMPLEMENTED. The handlers call the transport (above),
  * never the other way but through this table. */
-pr_status_t pr_grpc__serve(pr_service_t *svc, const pr_grpc_config_t *cfg,
-                           const pr_grpc_rpc_t *rpcs, int n_rpcs, pr_grpc_t **out, char *err,
-                           size_t err_len);
+pr_status_t pr_grpc__open(pr_service_t *svc, const pr_grpc_config_t *cfg, const pr_grpc_rpc_t *rpcs,
+                          int n_rpcs, pr_grpc_t **out, char *err, size_t err_len);
 
 #endif

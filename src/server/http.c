@@ -98,7 +98,7 @@ enum MHD_Result pr_http__deliver(conn_t *cn, pr_status_t st, struct MHD_Response
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (st == PR_ERR_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   unsigned code = (unsigned)pr__proto_http_status(st);
-  if (code == 503) { /* when to come back: a client that retries at once adds to the load */
+  if (st == PR_ERR_BUSY) { /* when to come back: a client that retries at once adds to the load */
     char after[24];
     snprintf(after, sizeof after, "%.0f", cn->retry_after_s > 1 ? ceil(cn->retry_after_s) : 1.0);
     MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, after);

@@ -969,8 +969,8 @@ static pr_served_t *default_version_locked(pr_models_t *ms, const char *name) {
   return best;
 }
 
-pr_served_t *pr__models_get(pr_models_t *ms, const char *name, const char *version,
-                            pr_status_t *st, char *why, size_t why_len) {
+pr_served_t *pr__models_get(pr_models_t *ms, const char *name, const char *version, pr_status_t *st,
+                            char *why, size_t why_len) {
   pr__rwlock_rdlock(&ms->lock);
   pr_served_t *m = version ? find_locked(ms, name, version) : default_version_locked(ms, name);
   *st = PR_ERR_NOT_FOUND;

@@ -96,8 +96,8 @@ pr_status_t pr__models_unload(pr_models_t *ms, const char *name);
  * (its load failed or it was unloaded: retrying does not help), and for a
  * known one the client's message in why (why_len bytes; may be NULL).
  * Release with pr__models_put. */
-pr_served_t *pr__models_get(pr_models_t *ms, const char *name, const char *version,
-                            pr_status_t *st, char *why, size_t why_len);
+pr_served_t *pr__models_get(pr_models_t *ms, const char *name, const char *version, pr_status_t *st,
+                            char *why, size_t why_len);
 void pr__models_put(pr_served_t *m);
 
 /* m's share of the cores, read under the lock (a re-division writes it). */

@@ -88,6 +88,7 @@ void pr__server_config_default(pr_server_config_t *c) {
   c->idle_timeout_s = 30;
   c->shutdown_timeout_s = 30;
   c->load_all = true;
+  c->strict_readiness = true;
 }
 
 /* ---- handlers ---- */
@@ -166,8 +167,9 @@ static enum MHD_Result with_model(pr_server_t *s, struct MHD_Connection *c, conn
                                   enum MHD_Result (*fn)(pr_server_t *, struct MHD_Connection *,
                                                         conn_t *, pr_served_t *)) {
   pr_status_t st;
-  const char *msg;
-  pr_served_t *m = pr__service_model(&s->svc, cn->route.model, cn->route.version, &st, &msg);
+  char msg[1024];
+  pr_served_t *m =
+      pr__service_model(&s->svc, cn->route.model, cn->route.version, &st, msg, sizeof msg);
   if (!m) return pr_http__reply_error(cn, st, msg);
   enum MHD_Result ret = fn(s, c, cn, m);
   if (!cn->model_owned) pr__models_put(m); /* else completed() puts it */
@@ -204,7 +206,9 @@ static enum MHD_Result h_model_meta(pr_server_t *s, struct MHD_Connection *c, co
 
 static enum MHD_Result h_model_ready(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
   pr_status_t st;
-  pr_served_t *m = pr__models_get(s->svc.models, cn->route.model, cn->route.version, &st);
+  char why[1024];
+  pr_served_t *m =
+      pr__models_get(s->svc.models, cn->route.model, cn->route.version, &st, why, sizeof why);
   if (m) {
     enum MHD_Result ret =
         pr_http__reply_json(cn, PR_OK, json_pack("{s:s, s:b}", "name", m->entry.name, "ready", 1));
@@ -212,9 +216,11 @@ static enum MHD_Result h_model_ready(pr_server_t *s, struct MHD_Connection *c, c
     return ret;
   }
   if (st == PR_ERR_NOT_FOUND) return pr_http__reply_error(cn, st, "unknown model or version");
-  /* known but not ready: the name is a repository name, valid text */
-  return pr_http__reply_json(cn, PR_ERR_BUSY,
-                             json_pack("{s:s, s:b}", "name", cn->route.model, "ready", 0));
+  /* known but not ready (loading: 503 with Retry-After; failed or
+   * unloaded: 503 without, and why): the name is a repository name, valid
+   * text, and the reason was made UTF-8 safe when it was stored */
+  return pr_http__reply_json(
+      cn, st, json_pack("{s:s, s:b, s:s}", "name", cn->route.model, "ready", 0, "reason", why));
 }
 
 static enum MHD_Result h_infer(pr_server_t *s, struct MHD_Connection *c, conn_t *cn) {
@@ -531,16 +537,35 @@ static bool at_connection_limit(void *ctx) {
   return atomic_load(&s->connections) + atomic_load(&s->handed) >= s->cfg.max_connections;
 }
 
-/* Starts libmicrohttpd (epoll on a fixed pool of threads, so a connection
- * costs no thread) and the listener on s->addr that accepts for it. */
-static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char *err,
-                             size_t err_len) {
-  if (cfg->before_listen) cfg->before_listen(cfg->before_listen_ctx);
+/* Binds the HTTP port (and the gRPC one) before any model loads, so that a
+ * port in use fails the start at once rather than after minutes of
+ * profiling; connections wait in the backlog until listen_on serves them. */
+static pr_status_t bind_ports(pr_server_t *s, const pr_server_config_t *cfg, char *err,
+                              size_t err_len) {
   char why[256];
   if (pr__listener_open(&s->addr, &s->listener, &s->port, why, sizeof why)) {
     pr__errf(err, err_len, "cannot listen on %s port %d: %s", cfg->host, cfg->port, why);
     return PR_ERR_IO;
   }
+  if (cfg->grpc_port < 0) return PR_OK;
+  pr_grpc_config_t g = {.host = cfg->host,
+                        .port = cfg->grpc_port,
+                        .threads = cfg->grpc_threads > 0 ? cfg->grpc_threads : 1,
+                        .max_calls = cfg->max_connections,
+                        .stream_max_pending = cfg->grpc_stream_max_pending > 0
+                                                  ? cfg->grpc_stream_max_pending
+                                                  : PR_GRPC_STREAM_MAX_PENDING,
+                        .stream_max_bytes = cfg->max_body_bytes,
+                        .answer_timeout_s = cfg->idle_timeout_s};
+  pr__tls_pem(s->tls, &g.tls_cert, &g.tls_key, &g.tls_client_ca);
+  return pr__grpc_open(&s->svc, &g, &s->grpc, err, err_len);
+}
+
+/* Starts libmicrohttpd (epoll on a fixed pool of threads, so a connection
+ * costs no thread) and the listener on s->addr that accepts for it. */
+static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char *err,
+                             size_t err_len) {
+  if (cfg->before_listen) cfg->before_listen(cfg->before_listen_ctx);
   /* the limit on connections is the listener's (at_connection_limit):
    * libmicrohttpd splits its own among its threads, and a thread over its
    * share closes a connection it was handed without starting it, which
@@ -569,22 +594,6 @@ static pr_status_t listen_on(pr_server_t *s, const pr_server_config_t *cfg, char
   return PR_OK;
 }
 
-/* The gRPC front end on cfg's host and grpc_port, sharing s->svc. */
-static pr_status_t start_grpc(pr_server_t *s, const pr_server_config_t *cfg, char *err,
-                              size_t err_len) {
-  pr_grpc_config_t g = {.host = cfg->host,
-                        .port = cfg->grpc_port,
-                        .threads = cfg->grpc_threads > 0 ? cfg->grpc_threads : 1,
-                        .max_calls = cfg->max_connections,
-                        .stream_max_pending = cfg->grpc_stream_max_pending > 0
-                                                  ? cfg->grpc_stream_max_pending
-                                                  : PR_GRPC_STREAM_MAX_PENDING,
-                        .stream_max_bytes = cfg->max_body_bytes,
-                        .answer_timeout_s = cfg->idle_timeout_s};
-  pr__tls_pem(s->tls, &g.tls_cert, &g.tls_key, &g.tls_client_ca);
-  return pr__grpc_start(&s->svc, &g, &s->grpc, err, err_len);
-}
-
 pr_status_t pr__server_start(const pr_server_config_t *cfg, pr_server_t **out, char *err,
                              size_t err_len) {
   *out = NULL;
@@ -598,6 +607,16 @@ pr_status_t pr__server_start(const pr_server_config_t *cfg, pr_server_t **out, c
   } else {
     s->n_cpus = pr__topology_cpu_order(s->cpus, 4096);
   }
+  /* what the machine is for this process: the log's first line says it */
+  char cpus_line[512];
+  pr__topology_describe(cpus_line, sizeof cpus_line);
+  int budget = pr__topology_cpu_budget();
+  if (s->n_cpus > budget) { /* --cores named more CPUs than the quota runs at once */
+    pr__log(PR_LOG_WARN, "--cores names %d CPUs, more than the CPU budget: using the first %d",
+            s->n_cpus, budget);
+    s->n_cpus = budget;
+  }
+  pr__log(PR_LOG_INFO, "CPUs: %s", cpus_line);
   s->cfg.cpus = s->cpus;
   pr_models_config_t mc = {
       .repository = cfg->repository,
@@ -633,6 +652,11 @@ pr_status_t pr__server_start(const pr_server_config_t *cfg, pr_server_t **out, c
   s->svc.max_models = cfg->max_models;
   s->svc.max_body_bytes = cfg->max_body_bytes;
   s->svc.max_inflight_bytes = cfg->max_inflight_bytes;
+  s->svc.strict_readiness = cfg->strict_readiness;
+  if ((st = bind_ports(s, cfg, err, err_len))) {
+    pr__server_stop(s);
+    return st;
+  }
   int cap = cfg->max_models, total = 0;
   pr_repo_entry_t *entries = calloc((size_t)cap, sizeof *entries);
   int n = entries ? pr__repo_scan(cfg->repository, entries, cap, &total) : -1;
@@ -646,6 +670,15 @@ pr_status_t pr__server_start(const pr_server_config_t *cfg, pr_server_t **out, c
     pr__log(PR_LOG_ERROR,
             "the repository holds %d models; %d are served (--max-models), the rest are not", total,
             n);
+  if (total == 0)
+    pr__log(PR_LOG_WARN,
+            "the model repository %s holds no model (expected " PR_REPO_LAYOUT
+            ", or <repository>/<model>.onnx); load one with POST "
+            "/v2/repository/models/<model>/load once it is there",
+            cfg->repository);
+  for (int i = 0; i < n; i++)
+    if (entries[i].problem[0])
+      pr__log(PR_LOG_WARN, "model %s: not served: %s", entries[i].name, entries[i].problem);
   pr__log(PR_LOG_INFO, "kernels: %s (%s), linear MatMul on %s", pr_engine_backend_version(),
           pr_engine_isa(), pr_engine_matmul_kernel());
   /* every model at once: the cores are divided once among them all */
@@ -659,11 +692,8 @@ pr_status_t pr__server_start(const pr_server_config_t *cfg, pr_server_t **out, c
   }
   free(names);
   free(entries);
-  if ((st = listen_on(s, cfg, err, err_len))) {
-    pr__server_stop(s);
-    return st;
-  }
-  if (cfg->grpc_port >= 0 && (st = start_grpc(s, cfg, err, err_len))) {
+  if ((st = listen_on(s, cfg, err, err_len)) ||
+      (s->grpc && (st = pr__grpc_start(s->grpc, err, err_len)))) {
     pr__server_stop(s);
     return st;
   }
@@ -814,6 +844,7 @@ void pr__server_stop(pr_server_t *s) {
     if (!pr__grpc_stop(s->grpc, left > 0 ? left : 0)) return; /* calls stuck: exiting */
   }
   if (s->listener) close(pr__listener_stop(s->listener)); /* a start that failed */
+  if (!s->daemon) pr__grpc_stop(s->grpc, 0);              /* bound, never served */
   pr__hangup_stop(s->hangup);                             /* no connection is suspended now */
   pr__models_destroy(s->svc.models);
   pr__auth_free(s->auth);

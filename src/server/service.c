@@ -47,15 +47,15 @@ static void ready_one(pr_served_t *m, void *ctx) {
 
 bool pr__service_ready(pr_service_t *svc) {
   bool ready = true;
-  pr__models_each(svc->models, ready_one, &ready);
+  if (svc->strict_readiness) pr__models_each(svc->models, ready_one, &ready);
   return ready;
 }
 
 pr_served_t *pr__service_model(pr_service_t *svc, const char *name, const char *version,
-                               pr_status_t *st, const char **msg) {
+                               pr_status_t *st, char *msg, size_t msg_len) {
   if (version && !version[0]) version = NULL;
-  pr_served_t *m = pr__models_get(svc->models, name, version, st);
-  if (!m) *msg = *st == PR_ERR_NOT_FOUND ? "unknown model or version" : "model not ready";
+  pr_served_t *m = pr__models_get(svc->models, name, version, st, msg, msg_len);
+  if (!m && *st == PR_ERR_NOT_FOUND) snprintf(msg, msg_len, "unknown model or version");
   return m;
 }
 
@@ -88,8 +88,8 @@ static void index_one(pr_served_t *m, void *ctx) {
                       : m->state == PR_MODEL_READY   ? "READY"
                       : m->state == PR_MODEL_LOADING ? "LOADING"
                                                      : "UNAVAILABLE";
-  x->fn(x->e->name, m ? m->entry.version : x->e->version, state, m ? m->reason : "not loaded",
-        x->ctx);
+  const char *reason = m ? m->reason : x->e->problem[0] ? x->e->problem : "not loaded";
+  x->fn(x->e->name, m ? m->entry.version : x->e->version, state, reason, x->ctx);
 }
 
 pr_status_t pr__service_index(pr_service_t *svc, pr_index_fn fn, void *ctx) {

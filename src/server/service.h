@@ -37,6 +37,9 @@ typedef struct {
    * them, gRPC reads its RPCs' REST twins' access and flags */
   const pr_route_row_t *routes;
   const char *repository;
+  /* readiness (pr__service_ready): every model ready (Triton's
+   * --strict-readiness, the default) or the server up whatever its models */
+  bool strict_readiness;
   int max_models;
   size_t max_body_bytes;     /* an infer request's body or message */
   size_t max_inflight_bytes; /* bodies, tensors and unsent answers held at once */
@@ -60,14 +63,18 @@ void pr__service_release(pr_service_t *svc, size_t n);
 bool pr__service_answer_hold(pr_service_t *svc, size_t n);
 void pr__service_answer_gone(pr_service_t *svc, size_t n);
 
-/* Ready: every known model is ready or was unloaded on purpose. */
+/* Ready: with strict_readiness, every known model (one whose load was
+ * tried, a folder of the repository that is not a model's layout among
+ * them) is ready or was unloaded on purpose; without, always (the front
+ * ends answer only once started). */
 bool pr__service_ready(pr_service_t *svc);
 
 /* The ready model `name` (version: NULL or "" for the served one) with a
- * reference taken (pr__models_put), or NULL with *st (PR_ERR_NOT_FOUND,
- * PR_ERR_BUSY: known, not ready) and a message for the client in *msg. */
+ * reference taken (pr__models_put), or NULL with *st (PR_ERR_NOT_FOUND;
+ * PR_ERR_BUSY: loading; PR_ERR_MODEL_UNAVAILABLE: its load failed or it
+ * was unloaded) and a message for the client in msg (msg_len bytes). */
 pr_served_t *pr__service_model(pr_service_t *svc, const char *name, const char *version,
-                               pr_status_t *st, const char **msg);
+                               pr_status_t *st, char *msg, size_t msg_len);
 
 /* A model version's name (pr_repo_entry_t.version). */
 typedef char pr_version_name_t[32];

@@ -22,8 +22,7 @@ static pr_status_t read_pem(const char *what, const char *path, char **out, char
   if (!path) return PR_OK;
   FILE *f = pr__fopen_regular(path);
   if (!f) {
-    pr__errf(err, err_len, "cannot read the TLS %s file %s: %s", what, path,
-             pr__file_error(errno));
+    pr__errf(err, err_len, "cannot read the TLS %s file %s: %s", what, path, pr__file_error(errno));
     return PR_ERR_IO;
   }
   char *buf = malloc(PEM_MAX + 1);
