@@ -112,8 +112,10 @@ def main(packrat):
         else:
             open(cg + "/cpu.max", "w").write("100000 100000")
         repo = h.repo_with({"chain": h.TMP + "/chain.onnx"}, {"chain": {"max_batch_size": 4}})
-        body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 512],
-                                       "data": [0.01] * 512}]}).encode()
+        # requests of 4 rows: each one's compute is long enough (milliseconds)
+        # that an instance planned with 2 threads would need 2 CPUs while it runs
+        body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [4, 512],
+                                       "data": [0.01] * 2048}]}).encode()
 
         # inside the quota: started by a shell that joined the cgroup first
         wrapper = os.path.join(h.TMP, "in-cgroup.sh")
