@@ -34,6 +34,24 @@ def int_field(number, value):
     return varint(number << 3) + varint(value)
 
 
+def nest(inner, levels, prefix):
+    """inner wrapped `levels` times, each time in what prefix(n) puts in
+    front of a message of n bytes (the bytes of the fields before it and its
+    own tag and length): built front to back in linear time, not by copying
+    the whole message once a level."""
+    parts, n = [inner], len(inner)
+    for _ in range(levels):
+        p = prefix(n)
+        parts.append(p)
+        n += len(p)
+    return b"".join(reversed(parts))
+
+
+def header(number, n):
+    """The tag and length of a length-delimited field of n bytes."""
+    return varint(number << 3 | 2) + varint(n)
+
+
 def model(graph):
     """ModelProto: ir_version 8, opset 13, the graph's bytes."""
     return int_field(1, 8) + field(8, int_field(2, 13)) + field(7, graph)
@@ -43,20 +61,27 @@ def deep_type(levels, shape=False):
     """A model whose input x is a sequence of sequences ... `levels` deep of
     float tensors: messages nest 5 + 2 * levels (+1 with a shape) deep."""
     t = field(1, (field(2, b"") if shape else b"") + int_field(1, 1))  # tensor_type
-    for _ in range(levels):
-        t = field(4, field(1, t))  # TypeProto.sequence_type { elem_type: t }
+
+    def sequence(n):  # TypeProto.sequence_type { elem_type: the n bytes }
+        inner = header(1, n)
+        return header(4, len(inner) + n) + inner
+
+    t = nest(t, levels, sequence)
     value_info = field(1, b"x") + field(2, t)
     return model(field(11, value_info))
+
+
+def if_node(n):
+    """A graph whose one node is an If whose then_branch is the n bytes."""
+    attr = field(1, b"then_branch") + int_field(20, 5) + header(6, n)
+    node = field(1, b"c") + field(2, b"y") + field(4, b"If") + header(5, len(attr) + n)
+    return header(1, len(node) + len(attr) + n) + node + attr
 
 
 def deep_if(levels):
     """If nodes nested `levels` deep through then_branch (3 message levels
     each); the outermost graph has the bool input c every If reads."""
-    g = field(2, b"g")
-    for _ in range(levels):
-        attr = field(1, b"then_branch") + int_field(20, 5) + field(6, g)
-        node = field(1, b"c") + field(2, b"y") + field(4, b"If") + field(5, attr)
-        g = field(1, node)
+    g = nest(field(2, b"g"), levels, if_node)
     c = field(1, b"c") + field(2, field(1, int_field(1, 9) + field(2, b"")))
     return model(g + field(11, c))
 
@@ -67,10 +92,7 @@ def deep_attr_tensor(levels):
     tensor = int_field(1, 1) + int_field(2, 1) + field(8, b"t") + field(9, b"\0\0\0\0")
     g = field(1, field(4, b"Constant") + field(2, b"k") +
               field(5, field(1, b"value") + int_field(20, 4) + field(5, tensor)))
-    for _ in range(levels):
-        attr = field(1, b"then_branch") + int_field(20, 5) + field(6, g)
-        g = field(1, field(1, b"c") + field(2, b"y") + field(4, b"If") + field(5, attr))
-    return model(g)
+    return model(nest(g, levels, if_node))
 
 
 SEEDS = {
