@@ -1368,18 +1368,21 @@ FINDINGS = {"crash": t_crash, "race": t_race, "arithmetic": t_arithmetic,
             "symlinks": t_symlinks, "grpc_memory": t_grpc_memory,
             "answers_http": t_answers_http, "answers_grpc": t_answers_grpc}
 
-if __name__ == "__main__":
-    # CTest's timeout sends SIGTERM: end through the finally below
+def harness(prefix, run):
+    """The frame of a test script built on this module (this one's, startup.py's,
+    quota.py's): a temp folder (TMP) with its own profile cache and the small
+    models of make_models.py (MM), then run(); whatever happens, every server
+    killed, their logs printed when a check failed, the folder removed, and
+    the exit status the checks' (CTest's timeout, SIGTERM, ends through here)."""
+    global TMP, MM
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    if len(sys.argv) != 4 or sys.argv[1] not in FINDINGS:
-        sys.exit(__doc__)
-    TMP = tempfile.mkdtemp(prefix="packrat-hostile-")
+    TMP = tempfile.mkdtemp(prefix=prefix)
     os.environ["PACKRAT_CACHE"] = os.path.join(TMP, "cache")
     try:
         subprocess.run(["/usr/bin/python3", os.path.join(HERE, "make_models.py"), TMP], check=True)
         MM = {n: os.path.join(TMP, n + ".onnx")
               for n in ("mlp", "nobatch", "types", "intdiv", "chain")}
-        FINDINGS[sys.argv[1]](os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3]))
+        run()
     finally:
         for p in SERVERS:
             if p.poll() is None:
@@ -1393,3 +1396,10 @@ if __name__ == "__main__":
         shutil.rmtree(TMP, ignore_errors=True)
     print(f"{len(failures)} failed" if failures else "all passed")
     sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[1] not in FINDINGS:
+        sys.exit(__doc__)
+    harness("packrat-hostile-", lambda: FINDINGS[sys.argv[1]](os.path.abspath(sys.argv[2]),
+                                                              os.path.abspath(sys.argv[3])))

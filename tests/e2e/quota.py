@@ -18,11 +18,8 @@ usage: quota.py PACKRAT
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -182,21 +179,6 @@ class QuotaServer(h.Server):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    h.TMP = tempfile.mkdtemp(prefix="packrat-quota-")
-    os.environ["PACKRAT_CACHE"] = os.path.join(h.TMP, "cache")
-    try:
-        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "make_models.py"), h.TMP], check=True)
-        main(os.path.abspath(sys.argv[1]))
-    finally:
-        if h.failures:
-            for f in sorted(os.listdir(h.TMP)):
-                if f.startswith("server-"):
-                    print(f"---- {f} (last 40 lines)")
-                    print("".join(open(os.path.join(h.TMP, f), errors="replace").readlines()[-40:]))
-        import shutil
-        shutil.rmtree(h.TMP, ignore_errors=True)
-    print(f"{len(h.failures)} failed" if h.failures else "all passed")
-    sys.exit(1 if h.failures else 0)
+    h.harness("packrat-quota-", lambda: main(os.path.abspath(sys.argv[1])))

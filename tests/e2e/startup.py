@@ -211,28 +211,12 @@ def t_signals(packrat, mm):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    packrat = os.path.abspath(sys.argv[1])
-    h.TMP = tempfile.mkdtemp(prefix="packrat-startup-")
-    os.environ["PACKRAT_CACHE"] = os.path.join(h.TMP, "cache")
-    try:
-        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "make_models.py"), h.TMP], check=True)
-        mm = {n: os.path.join(h.TMP, n + ".onnx") for n in ("mlp", "chain")}
+
+    def run_all():
         for t in (t_ports, t_layout, t_loading, t_files, t_signals):
             print(f"== {t.__name__}", flush=True)
-            t(packrat, mm)
-    finally:
-        for p in h.SERVERS:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if h.failures:
-            for f in sorted(os.listdir(h.TMP)):
-                if f.startswith("server-"):
-                    print(f"---- {f} (last 60 lines)")
-                    print("".join(open(os.path.join(h.TMP, f), errors="replace").readlines()[-60:]))
-        shutil.rmtree(h.TMP, ignore_errors=True)
-    print(f"{len(h.failures)} failed" if h.failures else "all passed")
-    sys.exit(1 if h.failures else 0)
+            t(os.path.abspath(sys.argv[1]), h.MM)
+
+    h.harness("packrat-startup-", run_all)
