@@ -142,7 +142,7 @@ def embed_model(path):
 
 
 def huge_external_model(path):
-    """A model of about 131 bytes: y = x + W, W 16384 x 16384 floats in an
+    """A model of about 120 bytes: y = x + W, W 16384 x 16384 floats in an
     external file outside the model's folder."""
     w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[16384, 16384],
                     data_location=TensorProto.EXTERNAL)
