@@ -66,7 +66,8 @@ pr_status_t pr_engine__proto_prescan(const void *data, size_t len,
                                      size_t max_items, char *err, size_t err_len) {
   frame_t stack[MAX_FRAMES];
   if (max_depth < 1 || max_depth > MAX_FRAMES) max_depth = MAX_FRAMES;
-  if (!data && len) return malformed(data, data, "no data", err, err_len);
+  if (!len) return PR_OK; /* an empty message (and no arithmetic on NULL) */
+  if (!data) return malformed(data, data, "no data", err, err_len);
   const uint8_t *start = data, *p = start;
   int depth = 0;    /* index of the innermost frame */
   size_t items = 1; /* the top message */
