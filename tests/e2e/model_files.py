@@ -17,17 +17,11 @@ server (issue 43):
 
 usage: model_files.py PACKRAT
 """
-import http.client
 import json
 import os
-import re
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 import numpy as np
 import onnx
@@ -35,82 +29,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fuzz"))
+sys.path.insert(0, HERE)
 import deep_seeds  # noqa: E402  (tests/fuzz/deep_seeds.py: the deep files' bytes)
+import hostile as h  # noqa: E402  (its Server and harness)
 
-failures = []
-SERVERS = []
-TMP = None
-
-
-def check(name, cond, detail=""):
-    print(("PASS " if cond else "FAIL ") + name + ("" if cond else f"  [{detail}]"), flush=True)
-    if not cond:
-        failures.append(name)
-
-
-class Server:
-    """`packrat serve` on a free loopback port, over a repository folder
-    (the pattern of hostile.py's)."""
-
-    def __init__(self, packrat, repo, *flags, wait=120):
-        self.log = tempfile.NamedTemporaryFile("w+", dir=TMP, prefix="server-", suffix=".log",
-                                               delete=False)
-        self.p = subprocess.Popen([packrat, "serve", "--model-repository", repo, "--http-port", "0",
-                                   *flags], stdout=self.log, stderr=subprocess.STDOUT)
-        SERVERS.append(self.p)
-        deadline = time.time() + wait
-        self.port = None
-        while time.time() < deadline and self.p.poll() is None:
-            m = re.search(r"ready: http://127\.0\.0\.1:(\d+)", self.text())
-            if m:
-                self.port = int(m.group(1))
-                break
-            time.sleep(0.1)
-
-    def text(self):
-        self.log.flush()
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
-
-    def alive(self):
-        return self.p.poll() is None
-
-    def request(self, method, path, body=None, timeout=60):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            if isinstance(body, (dict, list)):
-                body = json.dumps(body).encode()
-            c.request(method, path, body=body)
-            r = c.getresponse()
-            return r.status, r.read()
-        except (OSError, http.client.HTTPException) as ex:
-            return 0, str(ex).encode()
-        finally:
-            c.close()
-
-    def json(self, method, path, body=None, **kw):
-        st, b = self.request(method, path, body, **kw)
-        try:
-            return st, json.loads(b.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            return st, None
-
-    def status_kb(self, field):
-        with open(f"/proc/{self.p.pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-        return 0
-
-    def stop(self, timeout=30):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            return self.p.wait(timeout) == 0
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-            return False
+check = h.check
 
 
 # ---- models ----
@@ -185,11 +108,11 @@ def embed_expected(ids):
 # ---- the tests ----
 
 def t_deep(packrat):
-    repo = tempfile.mkdtemp(dir=TMP)
+    repo = tempfile.mkdtemp(dir=h.TMP)
     relu_model(f"{repo}/relu/1/model.onnx")
     write_bytes(f"{repo}/deep_type/1/model.onnx", deep_seeds.deep_type(10000))
     write_bytes(f"{repo}/deep_if/1/model.onnx", deep_seeds.deep_if(3000))
-    s = Server(packrat, repo)
+    s = h.Server(packrat, repo)
     check("deep files at startup: the server becomes ready", s.port is not None and s.alive(),
           s.text()[-800:])
     if not s.port:
@@ -201,7 +124,7 @@ def t_deep(packrat):
         check(f"{name}: UNAVAILABLE in the index", e.get("state") == "UNAVAILABLE", str(e))
         check(f"{name}: the reason names the nesting bound",
               "nests messages deeper than 100 levels" in e.get("reason", ""), str(e))
-        st, _ = s.request("GET", f"/v2/models/{name}/ready")
+        st, _, _ = s.request("GET", f"/v2/models/{name}/ready")
         check(f"{name}: not ready", st != 200, str(st))
         st, d = s.json("POST", f"/v2/repository/models/{name}/load")
         check(f"{name}: POST load is a 400 naming the bound",
@@ -217,13 +140,13 @@ def t_deep(packrat):
 
 
 def t_external(packrat):
-    repo = tempfile.mkdtemp(dir=TMP)
+    repo = tempfile.mkdtemp(dir=h.TMP)
     relu_model(f"{repo}/relu/1/model.onnx")
     size = huge_external_model(f"{repo}/huge/1/model.onnx")
-    with open(f"{TMP}/outside.bin", "wb") as f:  # what the location would reach
+    with open(f"{h.TMP}/outside.bin", "wb") as f:  # what the location would reach
         f.write(b"\0" * 16)
     print(f"the external-data model is {size} bytes")
-    s = Server(packrat, repo)
+    s = h.Server(packrat, repo)
     check("external 1 GiB declared: the server becomes ready", s.port is not None,
           s.text()[-800:])
     if not s.port:
@@ -235,7 +158,7 @@ def t_external(packrat):
         st, d = s.json("POST", "/v2/repository/models/huge/load")
     check("huge: POST load refused", st == 400 and d and "outside.bin" in d.get("error", ""),
           f"{st} {d}")
-    peak_mb = s.status_kb("VmHWM") // 1024
+    peak_mb = s.rss_kb("VmHWM") // 1024
     print(f"peak resident memory {peak_mb} MB")
     check("peak resident memory stays far below the declared 1 GiB", peak_mb < 600, f"{peak_mb} MB")
     relu_serves(s, "after the external-data model")
@@ -243,14 +166,14 @@ def t_external(packrat):
 
 
 def t_indices(packrat):
-    repo = tempfile.mkdtemp(dir=TMP)
+    repo = tempfile.mkdtemp(dir=h.TMP)
     embed_model(f"{repo}/embed/1/model.onnx")
     # one instance of batch 8 waiting up to 300 ms to fill: concurrent
     # requests share a run
     with open(f"{repo}/embed/config.json", "w") as f:
         json.dump({"max_batch_size": 8, "plan": "1x8", "autoscale": False,
                    "max_queue_delay_us": 300000}, f)
-    s = Server(packrat, repo)
+    s = h.Server(packrat, repo)
     check("embed: the server becomes ready", s.port is not None, s.text()[-800:])
     if not s.port:
         return
@@ -289,7 +212,7 @@ def t_indices(packrat):
         check(f"round {round_ + 1}: the valid requests batched with a bad one answered", ok,
               str({i: (r[1], str(r[2])[:120]) for i, r in results.items()}))
         check(f"round {round_ + 1}: the bad one 400", bad, str(results[5]))
-    st, text = s.request("GET", "/metrics")
+    st, _, _ = s.request("GET", "/metrics")
     check("the server is still up", s.alive() and st == 200)
     check("SIGTERM exits 0", s.stop())
 
@@ -297,26 +220,12 @@ def t_indices(packrat):
 TESTS = {"deep": t_deep, "external": t_external, "indices": t_indices}
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    which = sys.argv[2:] or list(TESTS)
-    TMP = tempfile.mkdtemp(prefix="packrat-model-files-")
-    os.environ["PACKRAT_CACHE"] = os.path.join(TMP, "cache")
-    try:
+
+    def run(which=sys.argv[2:] or list(TESTS)):
         for name in which:
             print(f"---- {name}", flush=True)
             TESTS[name](os.path.abspath(sys.argv[1]))
-    finally:
-        for p in SERVERS:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if failures:
-            for f in sorted(os.listdir(TMP)):
-                if f.startswith("server-"):
-                    print(f"---- {f} (last 60 lines)")
-                    print("".join(open(os.path.join(TMP, f), errors="replace").readlines()[-60:]))
-        shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{len(failures)} failed" if failures else "all passed")
-    sys.exit(1 if failures else 0)
+
+    h.harness("packrat-model-files-", run)
