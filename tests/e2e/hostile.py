@@ -1075,6 +1075,23 @@ def reset_peak(s):
         f.write("5")
 
 
+def answers_bounded(s, base, what):
+    """The checks of an answers_* finding once its unread clients are in: the peak
+    resident growth within 2x --max-inflight-mb, answers held and within the
+    bound, and the answers beyond it refused."""
+    peak = s.rss_kb("VmHWM")
+    held = metric(s, "packrat_answer_bytes")
+    inflight = metric(s, "packrat_inflight_bytes")
+    limit_kb = LIMIT_MB * 1024
+    check(f"{what}: peak growth {peak - base} kB <= 2 x --max-inflight-mb ({2 * limit_kb} kB)",
+          peak - base <= 2 * limit_kb, f"{peak - base} kB; base {base}")
+    check(f"answers held ({held}) > 0 and within --max-inflight-mb",
+          held is not None and 0 < held <= LIMIT_MB << 20 and inflight <= LIMIT_MB << 20,
+          f"{held} {inflight}")
+    refused = metric(s, "packrat_answers_refused_total")
+    check(f"answers beyond it refused ({refused})", refused is not None and refused > 0, refused)
+
+
 def unread_socket(port):
     """A connection that reads nothing: a receive buffer as small as the kernel allows."""
     c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -1135,17 +1152,7 @@ def t_answers_http(packrat, models):
     # every connection's first request in (the second waits behind its unread answer)
     ok, n = wait_metric(s, "packrat_http_requests_total", lambda v: v >= reqs0 + 96, 30)
     time.sleep(4.0)  # their answers made (on a busy machine a few a second before the bound)
-    peak = s.rss_kb("VmHWM")
-    held = metric(s, "packrat_answer_bytes")
-    inflight = metric(s, "packrat_inflight_bytes")
-    limit_kb = LIMIT_MB * 1024
-    check(f"96 unread connections: peak growth {peak - base} kB <= 2 x --max-inflight-mb "
-          f"({2 * limit_kb} kB)", peak - base <= 2 * limit_kb, f"{peak - base} kB; base {base}")
-    check(f"answers held ({held}) > 0 and within --max-inflight-mb",
-          held is not None and 0 < held <= LIMIT_MB << 20 and inflight <= LIMIT_MB << 20,
-          f"{held} {inflight}")
-    refused = metric(s, "packrat_answers_refused_total")
-    check(f"answers beyond it refused ({refused})", refused is not None and refused > 0, refused)
+    answers_bounded(s, base, "96 unread connections")
     t0 = time.time()
     st, _, _ = s.request("GET", "/v2/health/live", timeout=10)
     check(f"health answered meanwhile ({time.time() - t0:.2f} s)",
@@ -1163,7 +1170,7 @@ def t_answers_http(packrat, models):
     check(f"clients closed: packrat_inflight_bytes back to 0 ({v})", ok, v)
     after = settled_rss(s)
     check(f"clients closed: resident {after} kB within --max-inflight-mb of the {base} kB before",
-          after - base <= limit_kb, f"{after - base} kB more")
+          after - base <= LIMIT_MB * 1024, f"{after - base} kB more")
     st, secs, tries, _ = good_http_infer(s, time.time() + 10)
     check(f"then a client that reads is answered ({tries} tries, {secs:.1f} s)", st == 200, st)
     # connections that stay open and never read: closed after --idle-timeout-s
@@ -1281,17 +1288,7 @@ def t_answers_grpc(packrat, models):
     # the unary calls all answered (or refused), the streams' first requests too
     ok, _ = wait_metric(s, "packrat_grpc_requests_total", lambda v: v >= 3 + 32 + 8, 30)
     time.sleep(4.0)
-    peak = s.rss_kb("VmHWM")
-    held = metric(s, "packrat_answer_bytes")
-    inflight = metric(s, "packrat_inflight_bytes")
-    limit_kb = LIMIT_MB * 1024
-    check(f"unread calls and streams: peak growth {peak - base} kB <= 2 x --max-inflight-mb "
-          f"({2 * limit_kb} kB)", peak - base <= 2 * limit_kb, f"{peak - base} kB; base {base}")
-    check(f"answers held ({held}) > 0 and within --max-inflight-mb",
-          held is not None and 0 < held <= LIMIT_MB << 20 and inflight <= LIMIT_MB << 20,
-          f"{held} {inflight}")
-    refused = metric(s, "packrat_answers_refused_total")
-    check(f"answers beyond it refused ({refused})", refused is not None and refused > 0, refused)
+    answers_bounded(s, base, "unread calls and streams")
     t0 = time.time()
     try:
         health(b"", timeout=5)
@@ -1315,7 +1312,7 @@ def t_answers_grpc(packrat, models):
     check(f"clients closed: packrat_inflight_bytes back to 0 ({v})", ok, v)
     after = settled_rss(s)
     check(f"clients closed: resident {after} kB within --max-inflight-mb of the {base} kB before",
-          after - base <= limit_kb, f"{after - base} kB more")
+          after - base <= LIMIT_MB * 1024, f"{after - base} kB more")
     code, secs, tries = good(time.time() + 10)
     check(f"then a client that reads is answered ({tries} tries, {secs:.1f} s)", code == "OK", code)
     # clients that stay connected and never read: their calls and streams cancelled. A
