@@ -12,6 +12,7 @@ MAIN=(
   libdnnl-dev libomp-dev
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev libgrpc-dev
   libhwloc-dev nettle-dev libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libyajl-dev
+  libpcre2-dev libutf8proc-dev
   python3-torch python3-torchvision python3-numpy python3-onnx libopenblas0-openmp
 )
 # tests and benchmarks only: clang (libFuzzer), cmocka, ONNX test data,

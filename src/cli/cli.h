@@ -9,5 +9,6 @@ int pr__cli_serve(int argc, char **argv);
 int pr__cli_bench(int argc, char **argv);
 int pr__cli_infer(int argc, char **argv);
 int pr__cli_quantize(int argc, char **argv);
+int pr__cli_tokenize(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@ static void usage(FILE *f) {
           "  bench              load a running server and report throughput and latency\n"
           "  infer              send one request to a running server and print the outputs\n"
           "  quantize MODEL.onnx  write an int8 (QDQ) model calibrated on sample inputs\n"
+          "  tokenize           text to token ids and back with a Hugging Face tokenizer\n"
           "  version            print the version (also: packrat --version)\n"
           "\n"
           "'packrat <command> --help' describes a command's options.\n");
@@ -63,6 +64,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "bench")) return pr__cli_bench(argc - 1, argv + 1);
   if (!strcmp(argv[1], "infer")) return pr__cli_infer(argc - 1, argv + 1);
   if (!strcmp(argv[1], "quantize")) return pr__cli_quantize(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "tokenize")) return pr__cli_tokenize(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
     return version();
   fprintf(stderr, "packrat: unknown command '%s'\n", argv[1]);

@@ -1,0 +1,132 @@
+/* Open-addressing hash tables for the vocabulary and the merges. See
+ * maps.h. Linear probing; the tables grow at half full, so a probe ends. */
+#include "text/maps.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct pr_text__str_slot {
+  const char *key; /* NULL: empty */
+  uint32_t len;
+  int32_t id;
+};
+
+struct pr_text__pair_slot {
+  uint64_t key; /* (left << 32 | right) + 1; 0: empty */
+  uint32_t rank;
+  int32_t merged;
+};
+
+static size_t table_size(size_t expected) {
+  size_t cap = 16;
+  while (cap < expected * 2 + 1) cap *= 2;
+  return cap;
+}
+
+pr_status_t pr_text__strmap_init(pr_text__strmap_t *m, size_t expected) {
+  m->n = 0;
+  m->cap = table_size(expected);
+  m->slots = calloc(m->cap, sizeof *m->slots);
+  return m->slots ? PR_OK : PR_ERR_NOMEM;
+}
+
+void pr_text__strmap_free(pr_text__strmap_t *m) {
+  free(m->slots);
+  m->slots = NULL;
+  m->cap = m->n = 0;
+}
+
+static struct pr_text__str_slot *str_find(struct pr_text__str_slot *slots, size_t cap,
+                                          const char *key, size_t len) {
+  size_t i = (size_t)pr_text__hash(key, len) & (cap - 1);
+  for (;; i = (i + 1) & (cap - 1)) {
+    struct pr_text__str_slot *s = &slots[i];
+    if (!s->key || (s->len == len && !memcmp(s->key, key, len))) return s;
+  }
+}
+
+pr_status_t pr_text__strmap_put(pr_text__strmap_t *m, const char *key, uint32_t len, int32_t id) {
+  if ((m->n + 1) * 2 > m->cap) {
+    size_t cap = m->cap * 2;
+    struct pr_text__str_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots) return PR_ERR_NOMEM;
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->slots[i].key) *str_find(slots, cap, m->slots[i].key, m->slots[i].len) = m->slots[i];
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+  }
+  struct pr_text__str_slot *s = str_find(m->slots, m->cap, key, len);
+  if (!s->key) m->n++;
+  s->key = key;
+  s->len = len;
+  s->id = id;
+  return PR_OK;
+}
+
+int32_t pr_text__strmap_get(const pr_text__strmap_t *m, const char *key, size_t len) {
+  if (!m->cap || len > UINT32_MAX) return -1;
+  const struct pr_text__str_slot *s = str_find(m->slots, m->cap, key, len);
+  return s->key ? s->id : -1;
+}
+
+pr_status_t pr_text__pairmap_init(pr_text__pairmap_t *m, size_t expected) {
+  m->n = 0;
+  m->cap = table_size(expected);
+  m->slots = calloc(m->cap, sizeof *m->slots);
+  return m->slots ? PR_OK : PR_ERR_NOMEM;
+}
+
+void pr_text__pairmap_free(pr_text__pairmap_t *m) {
+  free(m->slots);
+  m->slots = NULL;
+  m->cap = m->n = 0;
+}
+
+static inline uint64_t pair_key(int32_t left, int32_t right) {
+  return ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) + 1;
+}
+
+static struct pr_text__pair_slot *pair_find(struct pr_text__pair_slot *slots, size_t cap,
+                                            uint64_t key) {
+  /* a 64-bit mix (splitmix64's finalizer) spreads ids that differ in a few bits */
+  uint64_t h = key;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  for (size_t i = (size_t)h & (cap - 1);; i = (i + 1) & (cap - 1))
+    if (!slots[i].key || slots[i].key == key) return &slots[i];
+}
+
+pr_status_t pr_text__pairmap_put(pr_text__pairmap_t *m, int32_t left, int32_t right, uint32_t rank,
+                                 int32_t merged) {
+  if ((m->n + 1) * 2 > m->cap) {
+    size_t cap = m->cap * 2;
+    struct pr_text__pair_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots) return PR_ERR_NOMEM;
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->slots[i].key) *pair_find(slots, cap, m->slots[i].key) = m->slots[i];
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+  }
+  uint64_t key = pair_key(left, right);
+  struct pr_text__pair_slot *s = pair_find(m->slots, m->cap, key);
+  if (!s->key) m->n++;
+  s->key = key;
+  s->rank = rank;
+  s->merged = merged;
+  return PR_OK;
+}
+
+int pr_text__pairmap_get(const pr_text__pairmap_t *m, int32_t left, int32_t right, uint32_t *rank,
+                         int32_t *merged) {
+  if (!m->cap) return -1;
+  const struct pr_text__pair_slot *s = pair_find(m->slots, m->cap, pair_key(left, right));
+  if (!s->key) return -1;
+  *rank = s->rank;
+  *merged = s->merged;
+  return 0;
+}
