@@ -81,6 +81,25 @@ static pr_status_t split(pr_text__regex_t *re, piece_t in, pieces_t *out) {
   return prev < in.len ? push_piece(out, in.p + prev, in.len - prev) : PR_OK;
 }
 
+/* The matches alone, empty ones left out (the reference's String.match). */
+static pr_status_t matches(pr_text__regex_t *re, piece_t in, pieces_t *out) {
+  size_t pos = 0, start, end;
+  while (pos <= in.len) {
+    int rc = pr_text__regex_find(re, in.p, in.len, pos, &start, &end);
+    if (rc <= 0) return rc;
+    if (end > start) {
+      pr_status_t st = push_piece(out, in.p + start, end - start);
+      if (st) return st;
+      pos = end;
+    } else {
+      if (end >= in.len) break;
+      pr_text__utf8_next(in.p, in.len, &end);
+      pos = end;
+    }
+  }
+  return PR_OK;
+}
+
 /* ByteLevel: each byte of a piece to its character of the byte alphabet,
  * into buf (room for 2 bytes per byte). */
 static piece_t byte_map(const char *s, size_t len, char *buf) {
@@ -115,26 +134,7 @@ static pr_status_t byte_level(const pr_text__pre_t *step, const pieces_t *in, pi
       p = (piece_t){prefixed, p.len + 1};
     }
     found.n = 0;
-    if (step->re) {
-      size_t pos = 0, start, end;
-      while (!st && pos <= p.len) {
-        int rc = pr_text__regex_find(step->re, p.p, p.len, pos, &start, &end);
-        if (rc <= 0) {
-          st = rc;
-          break;
-        }
-        if (end > start) {
-          st = push_piece(&found, p.p + start, end - start);
-          pos = end;
-        } else {
-          if (end >= p.len) break;
-          pr_text__utf8_next(p.p, p.len, &end);
-          pos = end;
-        }
-      }
-    } else {
-      st = push_piece(&found, p.p, p.len);
-    }
+    st = step->re ? matches(step->re, p, &found) : push_piece(&found, p.p, p.len);
     for (size_t j = 0; !st && j < found.n; j++) {
       piece_t m = byte_map(found.v[j].p, found.v[j].len, w);
       w += m.len;
@@ -209,6 +209,8 @@ static pr_status_t encode_section(pr_tokenizer_t *t, const char *s, size_t len) 
     const pr_text__pre_t *step = &t->pre[k];
     if (step->kind == PR_TEXT__PRE_SPLIT) {
       for (size_t i = 0; !st && i < a.n; i++) st = split(step->re, a.v[i], &b);
+    } else if (step->kind == PR_TEXT__PRE_MATCHES) {
+      for (size_t i = 0; !st && i < a.n; i++) st = matches(step->re, a.v[i], &b);
     } else {
       st = byte_level(step, &a, &b, &bufs[k]);
     }

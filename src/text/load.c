@@ -7,8 +7,8 @@
  *   by name (PR_ERR_UNSUPPORTED): a tokenizer either encodes as the
  *   reference does or does not load. The list (docs/text.md): model BPE
  *   (no dropout, byte fallback or subword affixes); normalizer none or NFC;
- *   pre-tokenizers ByteLevel and Split (Isolated, not inverted), alone or in
- *   a Sequence; post-processors ByteLevel and TemplateProcessing (single
+ *   pre-tokenizers ByteLevel and Split (Isolated; Removed inverted), alone
+ *   or in a Sequence; post-processors ByteLevel and TemplateProcessing (single
  *   texts), alone or in a Sequence; decoder ByteLevel or none.
  * - Hostile files: the file size is bounded (PR_TOKENIZER_MAX_FILE),
  *   jansson bounds the nesting (JSON_PARSER_MAX_DEPTH), ids are bounded
@@ -357,19 +357,28 @@ static pr_status_t add_pre(load_t *l, json_t *p, int depth) {
     return PR_OK;
   }
   if (!strcmp(type, "Split")) {
+    /* Isolated keeps matches and what lies between them; Removed with
+     * invert keeps the matches alone. The reference and Hugging Face's
+     * tokenizers disagree on the other combinations (transformers.js
+     * treats every inverted Split as Removed, every other behaviour as
+     * Isolated): refused until a test settles them. */
     const char *behavior = json_string_value(json_object_get(p, "behavior"));
-    if (!behavior || strcmp(behavior, "Isolated"))
+    bool invert = flag(p, "invert", false);
+    if (behavior && !strcmp(behavior, "Isolated") && !invert) {
+      step->kind = PR_TEXT__PRE_SPLIT;
+    } else if (behavior && !strcmp(behavior, "Removed") && invert) {
+      step->kind = PR_TEXT__PRE_MATCHES;
+    } else {
       return fail(l, PR_ERR_UNSUPPORTED,
-                  "pre_tokenizer Split with behavior \"%s\" is not implemented yet (Isolated is)",
-                  behavior ? quote(behavior, strlen(behavior), q) : "");
-    if (flag(p, "invert", false))
-      return fail(l, PR_ERR_UNSUPPORTED, "pre_tokenizer Split with invert is not implemented yet");
+                  "pre_tokenizer Split with behavior \"%s\"%s is not implemented yet (Isolated, "
+                  "and Removed inverted, are)",
+                  behavior ? quote(behavior, strlen(behavior), q) : "", invert ? " inverted" : "");
+    }
     json_t *pat = json_object_get(p, "pattern");
     json_t *re = json_object_get(pat, "Regex"), *str = json_object_get(pat, "String");
     json_t *s = json_is_string(re) ? re : str;
     if (!json_is_string(s))
       return fail(l, PR_ERR_INVALID, "pre_tokenizer Split: no Regex or String pattern");
-    step->kind = PR_TEXT__PRE_SPLIT;
     pr_status_t st = pr_text__regex_compile(json_string_value(s), json_string_length(s), s == str,
                                             &step->re, l->err, l->err_len);
     if (st) return st;

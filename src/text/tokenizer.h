@@ -19,11 +19,14 @@
 
 typedef enum { PR_TEXT__NORM_NONE, PR_TEXT__NORM_NFC } pr_text__norm_t;
 
-typedef enum { PR_TEXT__PRE_SPLIT, PR_TEXT__PRE_BYTELEVEL } pr_text__pre_kind_t;
+typedef enum {
+  PR_TEXT__PRE_SPLIT,     /* Split, Isolated: the matches and the text between them */
+  PR_TEXT__PRE_MATCHES,   /* Split, Removed and inverted: the matches alone */
+  PR_TEXT__PRE_BYTELEVEL, /* GPT-2's regex (matches alone) where use_regex, then
+                           * each byte to its character of the byte alphabet */
+} pr_text__pre_kind_t;
 
-/* One pre-tokenizer: Split (behaviour Isolated: matches and the text
- * between them are pieces) or ByteLevel (GPT-2's regex when use_regex, then
- * each byte to its character of the byte alphabet). */
+/* One pre-tokenizer step. */
 typedef struct {
   pr_text__pre_kind_t kind;
   pr_text__regex_t *re; /* NULL: ByteLevel without its regex */

@@ -16,7 +16,7 @@
 const fs = require("fs");
 const path = require("path");
 const [nodeModules, dir, corpusPath, outPath] = process.argv.slice(2);
-const { TokenizerLoader } = require(path.join(nodeModules, "@lenml/tokenizers"));
+const { TokenizerLoader } = require(path.resolve(nodeModules, "@lenml/tokenizers"));
 const read = (f) => JSON.parse(fs.readFileSync(path.join(dir, f), "utf8"));
 const json = read("tokenizer.json");
 const tok = TokenizerLoader.fromPreTrained({

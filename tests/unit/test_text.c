@@ -215,6 +215,15 @@ static void test_split_isolated(void **state) {
   /* digits are pieces of their own, so "a1a" does not merge to "aa" */
   EXPECT(t, "aa1aa", AA, '1', AA);
   pr_tokenizer_destroy(t);
+  /* Removed and inverted: the matches alone are pieces, the rest is gone */
+  t = load_ok(&(spec_t){.extra = AB_EXTRA,
+                        .merges = AB_MERGES,
+                        .pre_tokenizer = "{\"type\": \"Sequence\", \"pretokenizers\": ["
+                                         "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a+\"},"
+                                         " \"behavior\": \"Removed\", \"invert\": true},"
+                                         "{\"type\": \"ByteLevel\", \"use_regex\": false}]}"});
+  EXPECT(t, "baab a", AA, 'a');
+  pr_tokenizer_destroy(t);
 }
 
 /* \s means JavaScript's white space: U+FEFF (EF BB BF) is, so "a" and it
