@@ -39,6 +39,7 @@ static pr_status_t append(buf_t *b, const char *s, size_t n) {
 
 /* The bytes of a run of byte-level tokens, decoded as UTF-8 onto out. */
 static pr_status_t flush_bytes(buf_t *run, buf_t *out) {
+  if (!run->len) return PR_OK;
   size_t n = pr_text__utf8_sanitize(run->p, run->len, NULL);
   pr_status_t st = reserve(out, n);
   if (st) return st;

