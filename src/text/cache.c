@@ -1,13 +1,20 @@
 /* The word cache: a word's ids, kept so that the words a text repeats are
  * merged once. Bounded: at most PR_TEXT__CACHE_WORDS words of at most
  * PR_TEXT__CACHE_MAX_WORD bytes, and emptied when full (a simpler bound
- * than the reference's LRU; it changes speed, never an id). */
+ * than the reference's LRU; it changes speed, never an id).
+ *
+ * The words come from the text, so from whoever sends it, and the hash is
+ * not keyed: a text of words that collide could make every lookup walk a
+ * long chain. A probe therefore stops after MAX_PROBE slots and counts as
+ * a miss (the word is merged again, not cached): a lookup costs at most
+ * MAX_PROBE comparisons whatever the text. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "text/tokenizer.h"
 
 #define SLOTS 32768 /* a power of two, over twice PR_TEXT__CACHE_WORDS */
+#define MAX_PROBE 16
 _Static_assert(SLOTS >= 2 * PR_TEXT__CACHE_WORDS, "the cache's table stays half empty");
 
 void pr_text__cache_free(pr_text__cache_t *c) {
@@ -36,7 +43,7 @@ static inline uint64_t word_hash(const char *w, size_t len) {
 const int32_t *pr_text__cache_get(const pr_text__cache_t *c, const char *w, size_t len, size_t *n) {
   if (!c->hash || len > PR_TEXT__CACHE_MAX_WORD) return NULL;
   size_t i = find(c, word_hash(w, len), w, len);
-  if (!c->hash[i]) return NULL;
+  if (i == SIZE_MAX || !c->hash[i]) return NULL;
   *n = c->ids_n[i];
   return c->ids + c->ids_off[i];
 }
@@ -66,7 +73,7 @@ void pr_text__cache_put(pr_text__cache_t *c, const char *w, size_t len, const in
   }
   uint64_t h = word_hash(w, len);
   size_t i = find(c, h, w, len);
-  if (c->hash[i]) return;
+  if (i == SIZE_MAX || c->hash[i]) return;
   c->hash[i] = h;
   c->key_off[i] = (uint32_t)c->keys_len;
   c->key_len[i] = (uint32_t)len;

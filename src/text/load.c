@@ -586,6 +586,10 @@ pr_status_t pr_tokenizer_load(const char *dir, pr_tokenizer_t **out, char *err, 
   if (st) {
     if (st == PR_ERR_NOMEM && err && err_len && !err[0])
       snprintf(err, err_len, "out of memory loading the tokenizer");
+    else if (st == PR_ERR_TOO_LARGE && err && err_len && !err[0])
+      snprintf(err, err_len,
+               "the vocabulary's or the merges' keys collide in packrat's hash tables far "
+               "beyond chance (a crafted file?)");
     else if (err && err_len && !err[0])
       snprintf(err, err_len, "the tokenizer could not be loaded (status %d)", st);
     pr_tokenizer_destroy(t);

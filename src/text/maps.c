@@ -1,9 +1,18 @@
 /* Open-addressing hash tables for the vocabulary and the merges. See
- * maps.h. Linear probing; the tables grow at half full, so a probe ends. */
+ * maps.h. Linear probing; the tables grow at half full, so a probe ends.
+ *
+ * The keys come from a tokenizer file and the hashes are not keyed, so a
+ * crafted file could make its keys collide and its loading quadratic. An
+ * insertion that probes more than MAX_PROBE slots is refused
+ * (PR_ERR_TOO_LARGE): loading stays O(MAX_PROBE n), and a lookup walks at
+ * most MAX_PROBE slots. Real vocabularies probe 25 slots at most (Llama 3,
+ * Qwen3, GPT-4o, GPT-2: measured). */
 #include "text/maps.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#define MAX_PROBE 512
 
 struct pr_text__str_slot {
   const char *key; /* NULL: empty */
@@ -36,13 +45,15 @@ void pr_text__strmap_free(pr_text__strmap_t *m) {
   m->cap = m->n = 0;
 }
 
+/* key's slot or the empty one where it would go; NULL past MAX_PROBE. */
 static struct pr_text__str_slot *str_find(struct pr_text__str_slot *slots, size_t cap,
                                           const char *key, size_t len) {
   size_t i = (size_t)pr_text__hash(key, len) & (cap - 1);
-  for (;; i = (i + 1) & (cap - 1)) {
+  for (int probe = 0; probe <= MAX_PROBE; probe++, i = (i + 1) & (cap - 1)) {
     struct pr_text__str_slot *s = &slots[i];
     if (!s->key || (s->len == len && !memcmp(s->key, key, len))) return s;
   }
+  return NULL;
 }
 
 pr_status_t pr_text__strmap_put(pr_text__strmap_t *m, const char *key, uint32_t len, int32_t id) {
@@ -50,13 +61,21 @@ pr_status_t pr_text__strmap_put(pr_text__strmap_t *m, const char *key, uint32_t 
     size_t cap = m->cap * 2;
     struct pr_text__str_slot *slots = calloc(cap, sizeof *slots);
     if (!slots) return PR_ERR_NOMEM;
-    for (size_t i = 0; i < m->cap; i++)
-      if (m->slots[i].key) *str_find(slots, cap, m->slots[i].key, m->slots[i].len) = m->slots[i];
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->slots[i].key) continue;
+      struct pr_text__str_slot *s = str_find(slots, cap, m->slots[i].key, m->slots[i].len);
+      if (!s) {
+        free(slots);
+        return PR_ERR_TOO_LARGE;
+      }
+      *s = m->slots[i];
+    }
     free(m->slots);
     m->slots = slots;
     m->cap = cap;
   }
   struct pr_text__str_slot *s = str_find(m->slots, m->cap, key, len);
+  if (!s) return PR_ERR_TOO_LARGE;
   if (!s->key) m->n++;
   s->key = key;
   s->len = len;
@@ -67,7 +86,7 @@ pr_status_t pr_text__strmap_put(pr_text__strmap_t *m, const char *key, uint32_t 
 int32_t pr_text__strmap_get(const pr_text__strmap_t *m, const char *key, size_t len) {
   if (!m->cap || len > UINT32_MAX) return -1;
   const struct pr_text__str_slot *s = str_find(m->slots, m->cap, key, len);
-  return s->key ? s->id : -1;
+  return s && s->key ? s->id : -1;
 }
 
 pr_status_t pr_text__pairmap_init(pr_text__pairmap_t *m, size_t expected) {
@@ -96,8 +115,10 @@ static struct pr_text__pair_slot *pair_find(struct pr_text__pair_slot *slots, si
   h ^= h >> 27;
   h *= 0x94d049bb133111ebull;
   h ^= h >> 31;
-  for (size_t i = (size_t)h & (cap - 1);; i = (i + 1) & (cap - 1))
+  size_t i = (size_t)h & (cap - 1);
+  for (int probe = 0; probe <= MAX_PROBE; probe++, i = (i + 1) & (cap - 1))
     if (!slots[i].key || slots[i].key == key) return &slots[i];
+  return NULL;
 }
 
 pr_status_t pr_text__pairmap_put(pr_text__pairmap_t *m, int32_t left, int32_t right, uint32_t rank,
@@ -106,14 +127,22 @@ pr_status_t pr_text__pairmap_put(pr_text__pairmap_t *m, int32_t left, int32_t ri
     size_t cap = m->cap * 2;
     struct pr_text__pair_slot *slots = calloc(cap, sizeof *slots);
     if (!slots) return PR_ERR_NOMEM;
-    for (size_t i = 0; i < m->cap; i++)
-      if (m->slots[i].key) *pair_find(slots, cap, m->slots[i].key) = m->slots[i];
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->slots[i].key) continue;
+      struct pr_text__pair_slot *s = pair_find(slots, cap, m->slots[i].key);
+      if (!s) {
+        free(slots);
+        return PR_ERR_TOO_LARGE;
+      }
+      *s = m->slots[i];
+    }
     free(m->slots);
     m->slots = slots;
     m->cap = cap;
   }
   uint64_t key = pair_key(left, right);
   struct pr_text__pair_slot *s = pair_find(m->slots, m->cap, key);
+  if (!s) return PR_ERR_TOO_LARGE;
   if (!s->key) m->n++;
   s->key = key;
   s->rank = rank;
@@ -125,7 +154,7 @@ int pr_text__pairmap_get(const pr_text__pairmap_t *m, int32_t left, int32_t righ
                          int32_t *merged) {
   if (!m->cap) return -1;
   const struct pr_text__pair_slot *s = pair_find(m->slots, m->cap, pair_key(left, right));
-  if (!s->key) return -1;
+  if (!s || !s->key) return -1;
   *rank = s->rank;
   *merged = s->merged;
   return 0;

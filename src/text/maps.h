@@ -17,7 +17,8 @@ typedef struct {
 
 pr_status_t pr_text__strmap_init(pr_text__strmap_t *m, size_t expected);
 void pr_text__strmap_free(pr_text__strmap_t *m);
-/* Sets key -> id (replacing an earlier id for the same key). */
+/* Sets key -> id (replacing an earlier id for the same key).
+ * PR_ERR_TOO_LARGE when the key collides with too many others (maps.c). */
 pr_status_t pr_text__strmap_put(pr_text__strmap_t *m, const char *key, uint32_t len, int32_t id);
 /* The id of key, or -1. */
 int32_t pr_text__strmap_get(const pr_text__strmap_t *m, const char *key, size_t len);
@@ -31,7 +32,8 @@ typedef struct {
 pr_status_t pr_text__pairmap_init(pr_text__pairmap_t *m, size_t expected);
 void pr_text__pairmap_free(pr_text__pairmap_t *m);
 /* Sets the pair's rank and merged id (a later merge of the same pair
- * replaces an earlier one, as the reference's map does). */
+ * replaces an earlier one, as the reference's map does). PR_ERR_TOO_LARGE
+ * as for strings. */
 pr_status_t pr_text__pairmap_put(pr_text__pairmap_t *m, int32_t left, int32_t right, uint32_t rank,
                                  int32_t merged);
 /* 0 and the rank and merged id of the pair, or -1 when it does not merge. */

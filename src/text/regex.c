@@ -67,7 +67,7 @@ static void put(sbuf_t *b, const char *s, size_t n) {
   b->len += n;
   b->p[b->len] = 0;
 }
-static void puts_(sbuf_t *b, const char *s) {
+static void put_str(sbuf_t *b, const char *s) {
   put(b, s, strlen(s));
 }
 
@@ -88,7 +88,7 @@ static char *reference_rewrites(const char *pat, size_t len, size_t *out_len) {
       if (len - i >= n && !memcmp(pat + i, from[k], n)) break;
     }
     if (k < sizeof from / sizeof *from) {
-      puts_(&b, to[k]);
+      put_str(&b, to[k]);
       i += n;
       continue;
     }
@@ -120,14 +120,14 @@ static int translate(const char *p, size_t len, sbuf_t *o, char *err, size_t err
       if (i + 1 >= len) return snprintf(err, err_len, "a trailing backslash"), -1;
       char e = p[i + 1];
       if (e == 's') {
-        puts_(o, in_class ? JS_SPACE : "[" JS_SPACE "]");
+        put_str(o, in_class ? JS_SPACE : "[" JS_SPACE "]");
         i += 2;
       } else if (e == 'S') {
         if (in_class) return snprintf(err, err_len, "\\S inside a character class"), -1;
-        puts_(o, "[^" JS_SPACE "]");
+        put_str(o, "[^" JS_SPACE "]");
         i += 2;
       } else if (e == 'v') {
-        puts_(o, "\\x0B");
+        put_str(o, "\\x0B");
         i += 2;
       } else if (e == 'u') {
         /* \uXXXX or \u{X...} */
@@ -144,9 +144,9 @@ static int translate(const char *p, size_t len, sbuf_t *o, char *err, size_t err
           if (j - start != 4) return snprintf(err, err_len, "a malformed \\uXXXX escape"), -1;
           end = j;
         }
-        puts_(o, "\\x{");
+        put_str(o, "\\x{");
         put(o, p + start, end - start);
-        puts_(o, "}");
+        put_str(o, "}");
         i = j;
       } else if (e == 'p' || e == 'P') {
         size_t j = i + 2;
@@ -191,7 +191,7 @@ static int translate(const char *p, size_t len, sbuf_t *o, char *err, size_t err
       continue;
     }
     if (c == '.') {
-      puts_(o, "[^\\n\\r\\x{2028}\\x{2029}]");
+      put_str(o, "[^\\n\\r\\x{2028}\\x{2029}]");
       i++;
       continue;
     }

@@ -21,6 +21,7 @@
 
 #include "base/util.h"
 #include "packrat/text.h"
+#include "text/maps.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -319,6 +320,23 @@ static void test_refused(void **state) {
              "added_tokens[0]");
 }
 
+/* A vocabulary whose keys all hash to one slot (a crafted file) is refused
+ * instead of loading in quadratic time. */
+static void test_collisions(void **state) {
+  enum { N = 600 };
+  static char keys[N][16];
+  static const char *extra[N + 1];
+  uint64_t x = 46;
+  for (int k = 0; k < N;) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    snprintf(keys[k], sizeof keys[k], "k%016llx", (unsigned long long)x);
+    /* the table of ~920 expected keys has 2048 slots: collide in 11 bits */
+    if ((pr_text__hash(keys[k], strlen(keys[k])) & 2047) == 0) extra[k] = keys[k], k++;
+  }
+  extra[N] = NULL;
+  load_fails(&(spec_t){.extra = extra}, PR_ERR_TOO_LARGE, "collide");
+}
+
 static void write_file(const char *name, const char *text, size_t len) {
   char path[128];
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -409,6 +427,7 @@ int main(void) {
       cmocka_unit_test(test_split_isolated),   cmocka_unit_test(test_js_space),
       cmocka_unit_test(test_long_word),        cmocka_unit_test(test_regex_limit),
       cmocka_unit_test(test_refused),          cmocka_unit_test(test_hostile_files),
+      cmocka_unit_test(test_collisions),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
