@@ -13,7 +13,8 @@
  * - Hostile files: the file size is bounded (PR_TOKENIZER_MAX_FILE),
  *   jansson bounds the nesting (JSON_PARSER_MAX_DEPTH), ids are bounded
  *   (PR_TOKENIZER_MAX_ID) so the id tables are too, Sequences nest at most
- *   MAX_NEST deep, and a merge naming a token the vocabulary lacks is an
+ *   MAX_NEST deep, an added token is at most MAX_ADDED_LEN bytes (the split
+ *   costs that per byte of text at worst), and a merge naming a token the vocabulary lacks is an
  *   error, as in Hugging Face's own loader. Strings from the files reach
  *   messages only through quote(), cut and ASCII-only. */
 #include <errno.h>
@@ -28,7 +29,8 @@
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
-#define MAX_NEST 4 /* Sequence within Sequence */
+#define MAX_NEST 4         /* Sequence within Sequence */
+#define MAX_ADDED_LEN 1024 /* bytes of an added token */
 
 typedef struct {
   pr_tokenizer_t *t;
@@ -178,6 +180,11 @@ static pr_status_t load_added(load_t *l, json_t *added_tokens) {
     json_t *content = json_object_get(a, "content");
     if (!json_is_string(content))
       return fail(l, PR_ERR_INVALID, "added_tokens[%zu]: no content string", i);
+    /* the split walks an added token's bytes at every position of the
+     * text: their length bounds its work per byte */
+    if (json_string_length(content) > MAX_ADDED_LEN)
+      return fail(l, PR_ERR_TOO_LARGE, "added_tokens[%zu] is longer than %d bytes", i,
+                  MAX_ADDED_LEN);
     pr_text__added_t *at = &t->added[t->n_added++];
     at->id = (int32_t)json_integer_value(json_object_get(a, "id"));
     at->len = (uint32_t)json_string_length(content);

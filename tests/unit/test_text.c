@@ -318,6 +318,11 @@ static void test_refused(void **state) {
              "BertProcessing");
   load_fails(&(spec_t){.added = "[{\"id\": 99999999, \"content\": \"<big>\"}]"}, PR_ERR_INVALID,
              "added_tokens[0]");
+  static char long_added[1200];
+  int n = snprintf(long_added, sizeof long_added, "[{\"id\": 300, \"content\": \"");
+  memset(long_added + n, 'x', 1100);
+  snprintf(long_added + n + 1100, sizeof long_added - n - 1100, "\"}]");
+  load_fails(&(spec_t){.added = long_added}, PR_ERR_TOO_LARGE, "longer than 1024 bytes");
 }
 
 /* A vocabulary whose keys all hash to one slot (a crafted file) is refused
