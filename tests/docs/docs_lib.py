@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-COMMANDS = ("serve", "run", "profile", "plan", "infer", "quantize", "bench")
+COMMANDS = ("serve", "run", "profile", "plan", "infer", "quantize", "bench", "tokenize")
 FLAG = re.compile(r"--[a-z][a-z0-9-]*")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)(.*)$")
 # `packrat CMD` at the start of a word or after a path (build/packrat)
