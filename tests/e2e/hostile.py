@@ -935,10 +935,21 @@ def t_grpc_memory(packrat, models):
           out)
     # a call's time is mostly its transfer (64 MB through gRPC's framing on both
     # sides, 8 at once on this machine's cores): what decoding adds is under a
-    # second (it took 6 s of CPU before the wire check)
-    check(f"each refused in under a second beyond the transfer ({transfer:.2f} s for 8 refused "
-          "unread)", transfer > 0 and all(r and r[2] < transfer + 1.0 for r in out),
-          ([round(r[2], 2) for r in out if r], base_out[:1]))
+    # second (it took 6 s of CPU before the wire check). Compared as medians
+    # (the slowest of 8 concurrent transfers on 2 cores varies by a second
+    # from run to run, which made a max-to-max check fail now and then),
+    # with the slowest call within 2 s of the slowest unread one.
+    def median(xs):
+        xs = sorted(xs)
+        return (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2 if xs else 0
+
+    times = [r[2] for r in out if r]
+    base_med = median([r[2] for r in base_out if r])
+    check(f"refused in under a second beyond the transfer (median {median(times):.2f} s against "
+          f"{base_med:.2f} s for 8 refused unread; slowest {max(times, default=0):.2f} s against "
+          f"{transfer:.2f} s)",
+          transfer > 0 and len(times) == 8 and median(times) < base_med + 1.0 and
+          max(times) < transfer + 2.0, ([round(t, 2) for t in times], base_out[:1]))
     in_flight_kb = 8 * len(hostile) // 1024
     check(f"peak growth {peak - base} kB <= 3 x the {in_flight_kb} kB in flight",
           peak - base <= 3 * in_flight_kb)
