@@ -41,17 +41,16 @@ FILE *pr__fopen_regular(const char *path) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return NULL;
   struct stat sb;
-  int flags = fcntl(fd, F_GETFL);
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || flags < 0 ||
-      fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    int e = fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode) ? EINVAL : errno;
-    close(fd);
-    errno = e;
-    return NULL;
-  }
-  FILE *f = fdopen(fd, "rb");
+  int e = 0, flags;
+  if (fstat(fd, &sb) != 0 || (flags = fcntl(fd, F_GETFL)) < 0)
+    e = errno;
+  else if (!S_ISREG(sb.st_mode))
+    e = EINVAL; /* a FIFO, device, socket or folder */
+  else if (fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    e = errno; /* reads of a regular file block as usual from here */
+  FILE *f = e ? NULL : fdopen(fd, "rb");
   if (!f) {
-    int e = errno;
+    if (!e) e = errno;
     close(fd);
     errno = e;
   }
