@@ -9,6 +9,7 @@
  * Qwen3, GPT-4o, GPT-2: measured). */
 #include "text/maps.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,35 @@ static size_t table_size(size_t expected) {
   size_t cap = 16;
   while (cap < expected * 2 + 1) cap *= 2;
   return cap;
+}
+
+/* What both tables share: *slots holds cap slots of slot_size bytes, a
+ * slot in use when used() says so; find() gives the slot for the key of
+ * slot `of` in a table (NULL past MAX_PROBE). */
+typedef bool (*slot_used_fn)(const void *slot);
+typedef void *(*slot_find_fn)(void *slots, size_t cap, const void *of);
+
+/* Doubles the table when one more key would fill it past half. */
+static pr_status_t grow_for_one(void **slots, size_t *cap, size_t n, size_t slot_size,
+                                slot_used_fn used, slot_find_fn find) {
+  if ((n + 1) * 2 <= *cap) return PR_OK;
+  size_t bigger = *cap * 2;
+  char *to = calloc(bigger, slot_size), *from = *slots;
+  if (!to) return PR_ERR_NOMEM;
+  for (size_t i = 0; i < *cap; i++) {
+    const void *slot = from + i * slot_size;
+    if (!used(slot)) continue;
+    void *at = find(to, bigger, slot);
+    if (!at) {
+      free(to);
+      return PR_ERR_TOO_LARGE;
+    }
+    memcpy(at, slot, slot_size);
+  }
+  free(*slots);
+  *slots = to;
+  *cap = bigger;
+  return PR_OK;
 }
 
 pr_status_t pr_text__strmap_init(pr_text__strmap_t *m, size_t expected) {
@@ -56,24 +86,20 @@ static struct pr_text__str_slot *str_find(struct pr_text__str_slot *slots, size_
   return NULL;
 }
 
+static bool str_used(const void *slot) {
+  return ((const struct pr_text__str_slot *)slot)->key != NULL;
+}
+
+static void *str_refind(void *slots, size_t cap, const void *of) {
+  const struct pr_text__str_slot *o = of;
+  return str_find(slots, cap, o->key, o->len);
+}
+
 pr_status_t pr_text__strmap_put(pr_text__strmap_t *m, const char *key, uint32_t len, int32_t id) {
-  if ((m->n + 1) * 2 > m->cap) {
-    size_t cap = m->cap * 2;
-    struct pr_text__str_slot *slots = calloc(cap, sizeof *slots);
-    if (!slots) return PR_ERR_NOMEM;
-    for (size_t i = 0; i < m->cap; i++) {
-      if (!m->slots[i].key) continue;
-      struct pr_text__str_slot *s = str_find(slots, cap, m->slots[i].key, m->slots[i].len);
-      if (!s) {
-        free(slots);
-        return PR_ERR_TOO_LARGE;
-      }
-      *s = m->slots[i];
-    }
-    free(m->slots);
-    m->slots = slots;
-    m->cap = cap;
-  }
+  void *slots = m->slots;
+  pr_status_t st = grow_for_one(&slots, &m->cap, m->n, sizeof *m->slots, str_used, str_refind);
+  m->slots = slots;
+  if (st) return st;
   struct pr_text__str_slot *s = str_find(m->slots, m->cap, key, len);
   if (!s) return PR_ERR_TOO_LARGE;
   if (!s->key) m->n++;
@@ -121,25 +147,20 @@ static struct pr_text__pair_slot *pair_find(struct pr_text__pair_slot *slots, si
   return NULL;
 }
 
+static bool pair_used(const void *slot) {
+  return ((const struct pr_text__pair_slot *)slot)->key != 0;
+}
+
+static void *pair_refind(void *slots, size_t cap, const void *of) {
+  return pair_find(slots, cap, ((const struct pr_text__pair_slot *)of)->key);
+}
+
 pr_status_t pr_text__pairmap_put(pr_text__pairmap_t *m, int32_t left, int32_t right, uint32_t rank,
                                  int32_t merged) {
-  if ((m->n + 1) * 2 > m->cap) {
-    size_t cap = m->cap * 2;
-    struct pr_text__pair_slot *slots = calloc(cap, sizeof *slots);
-    if (!slots) return PR_ERR_NOMEM;
-    for (size_t i = 0; i < m->cap; i++) {
-      if (!m->slots[i].key) continue;
-      struct pr_text__pair_slot *s = pair_find(slots, cap, m->slots[i].key);
-      if (!s) {
-        free(slots);
-        return PR_ERR_TOO_LARGE;
-      }
-      *s = m->slots[i];
-    }
-    free(m->slots);
-    m->slots = slots;
-    m->cap = cap;
-  }
+  void *slots = m->slots;
+  pr_status_t st = grow_for_one(&slots, &m->cap, m->n, sizeof *m->slots, pair_used, pair_refind);
+  m->slots = slots;
+  if (st) return st;
   uint64_t key = pair_key(left, right);
   struct pr_text__pair_slot *s = pair_find(m->slots, m->cap, key);
   if (!s) return PR_ERR_TOO_LARGE;
