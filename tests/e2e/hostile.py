@@ -1103,6 +1103,18 @@ def answers_bounded(s, base, what):
     check(f"answers beyond it refused ({refused})", refused is not None and refused > 0, refused)
 
 
+def answers_freed(s, base):
+    """Once an answers_* finding's unread clients closed: the answer and in-flight
+    counters back to 0, the resident size back within --max-inflight-mb of base."""
+    ok, v = wait_metric(s, "packrat_answer_bytes", lambda v: v == 0, 10)
+    check(f"clients closed: packrat_answer_bytes back to 0 ({v})", ok, v)
+    ok, v = wait_metric(s, "packrat_inflight_bytes", lambda v: v == 0, 10)
+    check(f"clients closed: packrat_inflight_bytes back to 0 ({v})", ok, v)
+    after = settled_rss(s)
+    check(f"clients closed: resident {after} kB within --max-inflight-mb of the {base} kB before",
+          after - base <= LIMIT_MB * 1024, f"{after - base} kB more")
+
+
 def unread_socket(port):
     """A connection that reads nothing: a receive buffer as small as the kernel allows."""
     c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -1175,13 +1187,7 @@ def t_answers_http(packrat, models):
     # the clients go: every answer freed, the counters back to 0
     for c in bad:
         c.close()
-    ok, v = wait_metric(s, "packrat_answer_bytes", lambda v: v == 0, 10)
-    check(f"clients closed: packrat_answer_bytes back to 0 ({v})", ok, v)
-    ok, v = wait_metric(s, "packrat_inflight_bytes", lambda v: v == 0, 10)
-    check(f"clients closed: packrat_inflight_bytes back to 0 ({v})", ok, v)
-    after = settled_rss(s)
-    check(f"clients closed: resident {after} kB within --max-inflight-mb of the {base} kB before",
-          after - base <= LIMIT_MB * 1024, f"{after - base} kB more")
+    answers_freed(s, base)
     st, secs, tries, _ = good_http_infer(s, time.time() + 10)
     check(f"then a client that reads is answered ({tries} tries, {secs:.1f} s)", st == 200, st)
     # connections that stay open and never read: closed after --idle-timeout-s
@@ -1317,13 +1323,7 @@ def t_answers_grpc(packrat, models):
           f"{code} {details}")
     for c in bad:
         c.close()
-    ok, v = wait_metric(s, "packrat_answer_bytes", lambda v: v == 0, 10)
-    check(f"clients closed: packrat_answer_bytes back to 0 ({v})", ok, v)
-    ok, v = wait_metric(s, "packrat_inflight_bytes", lambda v: v == 0, 10)
-    check(f"clients closed: packrat_inflight_bytes back to 0 ({v})", ok, v)
-    after = settled_rss(s)
-    check(f"clients closed: resident {after} kB within --max-inflight-mb of the {base} kB before",
-          after - base <= LIMIT_MB * 1024, f"{after - base} kB more")
+    answers_freed(s, base)
     code, secs, tries = good(time.time() + 10)
     check(f"then a client that reads is answered ({tries} tries, {secs:.1f} s)", code == "OK", code)
     # clients that stay connected and never read: their calls and streams cancelled. A
